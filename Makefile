@@ -1,0 +1,102 @@
+# tq - build, test, demo, bench.  `make` builds tq, libtq.a and libtq.so;
+# CUDA sources in kernels/ are built when nvcc is on PATH (CUDA=0 disables).
+
+CC      ?= cc
+NVCC    ?= nvcc
+PREFIX  ?= /usr/local
+B       := build
+
+# -ffp-contract=off: the codecs must round exactly like the fork's reference
+# (separate multiply and add); a fused multiply-add would change bytes.
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -Ilib
+LDLIBS  += -lm -lpthread
+
+AVX2_FLAGS   := -mavx2
+AVX512_FLAGS := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mprefer-vector-width=512
+
+LIB_SRC := $(filter-out lib/cuda_stub.c,$(wildcard lib/*.c))
+CMD_SRC := $(wildcard cmd/*.c)
+FMT_SRC := $(wildcard formats/*.c)
+
+ifeq ($(CUDA),)
+  CUDA := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
+endif
+ifeq ($(CUDA),1)
+  CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC))))
+  NVCCFLAGS ?= -O2 -std=c++17 -fmad=false -Xcompiler -fPIC -Ilib \
+    -gencode arch=compute_75,code=compute_75 -gencode arch=compute_90,code=sm_90
+  CU_OBJ    := $(patsubst kernels/%.cu,$(B)/kernels/%.o,$(wildcard kernels/*.cu))
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+else
+  CU_OBJ    := $(B)/lib/cuda_stub.o
+endif
+
+LIB_OBJ := $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(FMT_SRC)) $(CU_OBJ)
+CMD_OBJ := $(patsubst %.c,$(B)/%.o,$(CMD_SRC))
+
+.PHONY: all deps test demo bench clean install fuzz
+all: deps tq libtq.a libtq.so
+
+# ---- dependencies: libraries later subcommands link (checked now so a fresh
+# machine learns the exact command once).
+DEB_PKGS := libzstd-dev libarchive-dev
+DEB_HDRS := zstd.h archive.h
+deps:
+	@missing=""; set -- $(DEB_PKGS); for h in $(DEB_HDRS); do \
+	  printf '#include <%s>\n' $$h | $(CC) -E -x c - >/dev/null 2>&1 || missing="$$missing $$1"; shift; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "tq needs:$$missing  ->  apt-get install -y$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get install -y $$missing || \
+	    { apt-get update && apt-get install -y $$missing; } || exit 1; \
+	  else echo "run the line above as root, then make again"; exit 1; fi; \
+	fi
+
+$(B)/%.o: %.c $(wildcard lib/*.h) $(wildcard cmd/*.h) lib/kernels_lanes.inc
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(B)/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)
+$(B)/lib/kernels_avx512.o: CFLAGS += $(AVX512_FLAGS)
+
+$(B)/kernels/%.o: kernels/%.cu lib/tq_internal.h lib/tq.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+libtq.a: $(LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+libtq.so: $(LIB_OBJ)
+	$(CC) -shared -fopenmp -o $@ $^ $(LDLIBS)
+
+tq: $(CMD_OBJ) libtq.a
+	$(CC) -fopenmp -o $@ $(CMD_OBJ) libtq.a $(LDLIBS)
+
+# ---- tests: unit runner + CLI and oracle scripts; last line "N passed, N failed"
+TEST_SRC := $(wildcard tests/unit/*.c)
+TEST_OBJ := $(patsubst %.c,$(B)/%.o,$(TEST_SRC))
+$(B)/tests/unit/%.o: CFLAGS += -Itests
+$(B)/tests/unit-runner: $(TEST_OBJ) libtq.a
+	$(CC) -fopenmp -o $@ $(TEST_OBJ) libtq.a $(LDLIBS)
+
+test: all $(B)/tests/unit-runner
+	@sh tests/run.sh
+
+demo: all
+	./tq bench codec --demo
+
+bench: all
+	./tq bench codec
+	./tq bench weights
+
+clean:
+	rm -rf $(B) tq libtq.a libtq.so
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 tq $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 libtq.a libtq.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 lib/tq.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/

@@ -1,0 +1,77 @@
+/* cli.c - shared CLI helpers. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *command = "tq";
+
+void cli_set_command(const char *name) { command = name; }
+
+static void vmsg(const char *fmt, va_list ap)
+{
+    fprintf(stderr, "%s: ", command);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+int cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(fmt, ap);
+    va_end(ap);
+    return TQ_EXIT_USAGE;
+}
+
+int cli_runtime_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(fmt, ap);
+    va_end(ap);
+    return TQ_EXIT_RUNTIME;
+}
+
+int cli_lib_error(const tq_ctx *ctx) { return cli_runtime_error("%s", tq_ctx_error(ctx)); }
+
+int cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        cli_usage_error("%s: '%s' is not an integer in [%ld, %ld]", opt, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+const char *cli_opt_value(int argc, char **argv, int *i, const char *name)
+{
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, n) != 0) return NULL;
+    if (a[n] == '=') return a + n + 1;
+    if (a[n] != 0) return NULL;
+    if (*i + 1 >= argc) {
+        cli_usage_error("%s needs a value", name);
+        return "";
+    }
+    return argv[++*i];
+}
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int cli_is_tty(int fd) { return isatty(fd); }

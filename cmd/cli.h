@@ -1,0 +1,36 @@
+/* cli.h - helpers shared by the subcommands: error reporting with the
+ * project's exit codes, option parsing, timing. */
+#ifndef TQ_CLI_H
+#define TQ_CLI_H
+
+#include "tq.h"
+
+#include <stddef.h>
+
+enum { TQ_EXIT_OK = 0, TQ_EXIT_RUNTIME = 1, TQ_EXIT_USAGE = 2 };
+
+/* Every message is one line on stderr: "tq SUB: message". */
+void cli_set_command(const char *name);
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* returns 2 */
+int cli_runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* returns 1 */
+int cli_lib_error(const tq_ctx *ctx);                                              /* returns 1 */
+
+/* Parses a decimal integer in [lo, hi] from an option's argument. */
+int cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out);
+/* Option value helper: "--name VALUE" or "--name=VALUE"; advances *i. */
+const char *cli_opt_value(int argc, char **argv, int *i, const char *name);
+
+double cli_now(void); /* monotonic seconds */
+int cli_is_tty(int fd);
+
+typedef struct cli_command {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv); /* NULL: not implemented yet */
+    void (*help)(void);
+} cli_command;
+
+int cmd_bench(int argc, char **argv);
+void help_bench(void);
+
+#endif

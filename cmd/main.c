@@ -1,0 +1,78 @@
+/* main.c - the tq command: dispatch to subcommands, global help and version. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void help_stub(void) {}
+
+static const cli_command commands[] = {
+    {"rotate-weights", "fold exact orthogonal rotations into a GGUF model", NULL, help_stub},
+    {"quantize-tq4", "write TQ4_1S / TQ3_1S GGUF models", NULL, help_stub},
+    {"calibrate-innerq", "per-channel K/V equalization scales from KV dumps", NULL, help_stub},
+    {"encode-kvdump", "compress llama.cpp session/slot files into .tqkv snapshots", NULL, help_stub},
+    {"decode-kvdump", "restore .tqkv snapshots to llama.cpp state files", NULL, help_stub},
+    {"inspect", "describe GGUF models, state files and snapshots", NULL, help_stub},
+    {"bench", "codec quality and speed on generated data", cmd_bench, help_bench},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tq [--help | --version] SUBCOMMAND [options]\n"
+            "       tq help SUBCOMMAND\n\n"
+            "TurboQuant toolchain: model conversion and KV-cache snapshots for llama.cpp.\n\n"
+            "subcommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-17s %s%s\n", commands[i].name, commands[i].summary,
+                commands[i].run ? "" : " (not implemented yet)");
+    fprintf(f, "\nData goes to stdout, logs and progress to stderr. Exit status: 0 ok,\n"
+               "1 runtime error, 2 usage error. See tq(1) and tq-SUBCOMMAND(1).\n");
+}
+
+static const cli_command *find(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0) return &commands[i];
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return TQ_EXIT_USAGE;
+    }
+    const char *a = argv[1];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        usage(stdout);
+        return TQ_EXIT_OK;
+    }
+    if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
+        printf("tq %s (libtq %s; simd %s; cuda %s)\n", TQ_VERSION_STRING, tq_version(),
+               tq_simd_name(tq_simd_best()), tq_cuda_built() ? "built" : "not built");
+        return TQ_EXIT_OK;
+    }
+    if (!strcmp(a, "help")) {
+        if (argc < 3) {
+            usage(stdout);
+            return TQ_EXIT_OK;
+        }
+        const cli_command *c = find(argv[2]);
+        if (!c) return cli_usage_error("tq help: unknown subcommand '%s' (see tq --help)", argv[2]);
+        if (!c->run) {
+            printf("tq %s: %s (not implemented yet)\n", c->name, c->summary);
+            return TQ_EXIT_OK;
+        }
+        c->help();
+        return TQ_EXIT_OK;
+    }
+    const cli_command *c = find(a);
+    if (!c) return cli_usage_error("tq: unknown subcommand '%s' (see tq --help)", a);
+    static char label[64];
+    snprintf(label, sizeof label, "tq %s", c->name);
+    cli_set_command(label);
+    if (!c->run) return cli_usage_error("not implemented yet");
+    return c->run(argc - 1, argv + 1);
+}

@@ -1,0 +1,209 @@
+/* codec.c - codec descriptors and the row-parallel entry points.  Blocks are
+ * independent, so splitting them over threads cannot change a byte. */
+#include "tq_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Blocks per unit of parallel work: large enough to amortise scheduling,
+ * a multiple of every SIMD width. */
+#define TQ_CHUNK_BLOCKS 256
+
+static tq_status fix_fork(tq_ctx *ctx, const tq_codec_desc *d, const char *name)
+{
+    if (d->group || d->bits || d->norm_correction || d->seed)
+        return tq_fail(ctx, TQ_ERR_ARG,
+                       "codec %s has a fixed layout: group, bits, norm_correction and seed must be 0",
+                       name);
+    return TQ_OK;
+}
+
+tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
+{
+    *out = NULL;
+    tq_codec *c = calloc(1, sizeof *c);
+    if (!c) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
+    c->desc = *d;
+    tq_kv_params *p = &c->kv;
+    tq_status st = TQ_OK;
+    tq_codebook_kind cbk = TQ_CB_EXACT;
+    switch (d->kind) {
+    case TQ_CODEC_TURBO2:
+    case TQ_CODEC_TURBO3:
+    case TQ_CODEC_TURBO4: {
+        static const char *names[] = {"turbo2", "turbo3", "turbo4"};
+        int i = (int)d->kind - TQ_CODEC_TURBO2;
+        st = fix_fork(ctx, d, names[i]);
+        snprintf(c->name, sizeof c->name, "%s", names[i]);
+        p->g = 128;
+        p->bits = (uint32_t)i + 2;
+        p->norm_correction = 1;
+        cbk = (tq_codebook_kind)(TQ_CB_TURBO2 + i);
+        c->layout = (tq_layout)(TQ_LAYOUT_TURBO2 + i);
+        c->block_values = 128;
+        c->block_bytes = i == 0 ? 34 : i == 1 ? 50 : 68;
+        break;
+    }
+    case TQ_CODEC_TQ:
+        if (!tq_is_pow2(d->group) || d->group < 8 || d->group > 512)
+            st = tq_fail(ctx, TQ_ERR_ARG, "tq codec group %u is not a power of two in [8, 512]",
+                         d->group);
+        else if (d->bits < 1 || d->bits > 8)
+            st = tq_fail(ctx, TQ_ERR_ARG, "tq codec bits %u outside 1..8", d->bits);
+        else if (d->norm_correction > 1)
+            st = tq_fail(ctx, TQ_ERR_ARG, "tq codec norm_correction must be 0 or 1");
+        p->g = d->group;
+        p->bits = d->bits;
+        p->norm_correction = d->norm_correction;
+        c->layout = TQ_LAYOUT_TQ;
+        c->block_values = d->group;
+        c->block_bytes = 2 + tq_packed_bytes(d->group, d->bits);
+        snprintf(c->name, sizeof c->name, "tq(g=%u,b=%u%s)", d->group, d->bits,
+                 d->norm_correction ? ",nc" : "");
+        break;
+    case TQ_CODEC_TQ3_1S:
+    case TQ_CODEC_TQ4_1S: {
+        int four = d->kind == TQ_CODEC_TQ4_1S;
+        st = fix_fork(ctx, d, four ? "tq4_1s" : "tq3_1s");
+        snprintf(c->name, sizeof c->name, "%s", four ? "tq4_1s" : "tq3_1s");
+        p->g = 32;
+        p->bits = four ? 4 : 3;
+        cbk = four ? TQ_CB_TQ4W : TQ_CB_TQ3W;
+        c->layout = four ? TQ_LAYOUT_W4 : TQ_LAYOUT_W3;
+        c->block_values = 32;
+        c->block_bytes = four ? 20 : 16;
+        break;
+    }
+    default: st = tq_fail(ctx, TQ_ERR_ARG, "unknown codec kind %d", (int)d->kind);
+    }
+    if (st != TQ_OK) {
+        free(c);
+        return st;
+    }
+    c->signs = malloc(2 * p->g * sizeof(float));
+    if (!c->signs) {
+        free(c);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
+    }
+    float *s1 = c->signs, *s2 = c->signs + p->g;
+    if (c->layout == TQ_LAYOUT_W3 || c->layout == TQ_LAYOUT_W4) {
+        tq_signs_weight32(s1); /* one sign vector: the second factor is I */
+        for (uint32_t i = 0; i < 32; i++) s2[i] = 1.0f;
+    } else {
+        tq_signs_kv(ctx, p->g, c->layout == TQ_LAYOUT_TQ ? d->seed : TQ_SEED_FORK, s1, s2);
+    }
+    p->s1 = s1;
+    p->s2 = s2;
+    p->scale = tq_rht_scale(p->g);
+    p->cb = cbk == TQ_CB_EXACT ? tq_codebook_exact(p->g, p->bits) : tq_codebook_fork(cbk);
+    if (!p->cb) {
+        tq_codec_free(c);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory computing a codebook");
+    }
+    for (uint32_t k = 0; k < 256; k++) {
+        p->cen[k] = k < p->cb->size ? p->cb->centroids[k] : 0.0f;
+        p->thr[k] = k + 1 < p->cb->size ? p->cb->thresholds[k] : INFINITY;
+    }
+    *out = c;
+    return TQ_OK;
+}
+
+void tq_codec_free(tq_codec *c)
+{
+    if (!c) return;
+    free(c->signs);
+    free(c);
+}
+
+const tq_codec_desc *tq_codec_get_desc(const tq_codec *c) { return &c->desc; }
+size_t tq_codec_block_values(const tq_codec *c) { return c->block_values; }
+size_t tq_codec_block_bytes(const tq_codec *c) { return c->block_bytes; }
+const char *tq_codec_name(const tq_codec *c) { return c->name; }
+
+static int is_weight(const tq_codec *c) { return c->layout == TQ_LAYOUT_W3 || c->layout == TQ_LAYOUT_W4; }
+
+tq_status tq_codec_set_weight_search(tq_ctx *ctx, tq_codec *c, tq_weight_search s)
+{
+    if (!is_weight(c)) return tq_fail(ctx, TQ_ERR_ARG, "codec %s has no weight search", c->name);
+    if (s != TQ_WSEARCH_BEST && s != TQ_WSEARCH_FORK)
+        return tq_fail(ctx, TQ_ERR_ARG, "unknown weight search %d", (int)s);
+    c->wsearch = s;
+    return TQ_OK;
+}
+
+static tq_status check_n(tq_ctx *ctx, const tq_codec *c, size_t n)
+{
+    if (n % c->block_values)
+        return tq_fail(ctx, TQ_ERR_ARG, "%zu values is not a whole number of %s blocks (%zu values each)",
+                       n, c->name, c->block_values);
+    return TQ_OK;
+}
+
+tq_status tq_encode(tq_ctx *ctx, const tq_codec *c, const float *x, size_t n, void *blocks)
+{
+    tq_status st = check_n(ctx, c, n);
+    if (st) return st;
+    size_t nb = n / c->block_values;
+    uint8_t *out = blocks;
+    if (ctx->backend == TQ_BACKEND_CUDA && !is_weight(c)) {
+        char err[256];
+        if (tq_cuda_encode(c, x, nb, out, err, sizeof err))
+            return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "CUDA encode: %s", err);
+        return TQ_OK;
+    }
+    const tq_kernels *k = tq_kernels_for(ctx->simd);
+    long nchunks = (long)((nb + TQ_CHUNK_BLOCKS - 1) / TQ_CHUNK_BLOCKS);
+    int nt = tq_resolve_threads(ctx);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nchunks > 1)
+    for (long ci = 0; ci < nchunks; ci++) {
+        size_t b0 = (size_t)ci * TQ_CHUNK_BLOCKS;
+        size_t m = nb - b0 < TQ_CHUNK_BLOCKS ? nb - b0 : TQ_CHUNK_BLOCKS;
+        const float *xs = x + b0 * c->block_values;
+        uint8_t *os = out + b0 * c->block_bytes;
+        if (is_weight(c)) k->w_encode(c, xs, m, os);
+        else k->kv_encode(c, xs, m, os);
+    }
+    return TQ_OK;
+}
+
+static tq_status decode_any(tq_ctx *ctx, const tq_codec *c, const void *blocks, size_t n, float *y,
+                            int rotated)
+{
+    tq_status st = check_n(ctx, c, n);
+    if (st) return st;
+    size_t nb = n / c->block_values;
+    const uint8_t *in = blocks;
+    if (ctx->backend == TQ_BACKEND_CUDA && !is_weight(c)) {
+        char err[256];
+        if (tq_cuda_decode(c, in, nb, y, rotated, err, sizeof err))
+            return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "CUDA decode: %s", err);
+        return TQ_OK;
+    }
+    const tq_kernels *k = tq_kernels_for(ctx->simd);
+    long nchunks = (long)((nb + TQ_CHUNK_BLOCKS - 1) / TQ_CHUNK_BLOCKS);
+    int nt = tq_resolve_threads(ctx);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nchunks > 1)
+    for (long ci = 0; ci < nchunks; ci++) {
+        size_t b0 = (size_t)ci * TQ_CHUNK_BLOCKS;
+        size_t m = nb - b0 < TQ_CHUNK_BLOCKS ? nb - b0 : TQ_CHUNK_BLOCKS;
+        const uint8_t *is = in + b0 * c->block_bytes;
+        float *ys = y + b0 * c->block_values;
+        if (is_weight(c)) tq_weight_decode_blocks(c, is, m, ys);
+        else k->kv_decode(c, is, m, ys, rotated);
+    }
+    return TQ_OK;
+}
+
+tq_status tq_decode(tq_ctx *ctx, const tq_codec *c, const void *blocks, size_t n, float *y)
+{
+    return decode_any(ctx, c, blocks, n, y, 0);
+}
+
+tq_status tq_decode_rotated(tq_ctx *ctx, const tq_codec *c, const void *blocks, size_t n, float *y)
+{
+    if (is_weight(c))
+        return tq_fail(ctx, TQ_ERR_ARG, "%s is a weight codec: it has no rotated-domain output", c->name);
+    return decode_any(ctx, c, blocks, n, y, 1);
+}

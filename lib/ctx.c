@@ -1,0 +1,136 @@
+/* ctx.c - error context and execution settings. */
+#include "tq_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+const char *tq_version(void) { return TQ_VERSION_STRING; }
+
+tq_ctx *tq_ctx_new(void)
+{
+    tq_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return NULL;
+    ctx->simd = tq_simd_best();
+    ctx->backend = TQ_BACKEND_CPU;
+    return ctx;
+}
+
+void tq_ctx_free(tq_ctx *ctx) { free(ctx); }
+
+const char *tq_ctx_error(const tq_ctx *ctx) { return ctx->msg; }
+tq_status tq_ctx_status(const tq_ctx *ctx) { return ctx->status; }
+
+void tq_ctx_clear_error(tq_ctx *ctx)
+{
+    ctx->status = TQ_OK;
+    ctx->msg[0] = 0;
+}
+
+const char *tq_status_name(tq_status st)
+{
+    switch (st) {
+    case TQ_OK: return "ok";
+    case TQ_ERR_ARG: return "invalid argument";
+    case TQ_ERR_NOMEM: return "out of memory";
+    case TQ_ERR_UNSUPPORTED: return "unsupported";
+    case TQ_ERR_FORMAT: return "bad format";
+    case TQ_ERR_IO: return "I/O error";
+    case TQ_ERR_CORRUPT: return "corrupt data";
+    }
+    return "unknown status";
+}
+
+tq_status tq_fail(tq_ctx *ctx, tq_status st, const char *fmt, ...)
+{
+    if (ctx) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->msg, sizeof ctx->msg, fmt, ap);
+        va_end(ap);
+        ctx->status = st;
+    }
+    return st;
+}
+
+int tq_is_pow2(uint32_t v) { return v && !(v & (v - 1)); }
+
+void tq_ctx_set_threads(tq_ctx *ctx, int n) { ctx->threads = n > 0 ? n : 0; }
+int tq_ctx_threads(const tq_ctx *ctx) { return tq_resolve_threads(ctx); }
+
+int tq_resolve_threads(const tq_ctx *ctx)
+{
+    if (ctx && ctx->threads > 0) return ctx->threads;
+#ifdef _OPENMP
+    return omp_get_num_procs();
+#else
+    return 1;
+#endif
+}
+
+const char *tq_simd_name(tq_simd level)
+{
+    switch (level) {
+    case TQ_SIMD_AUTO: return "auto";
+    case TQ_SIMD_SCALAR: return "scalar";
+    case TQ_SIMD_AVX2: return "avx2";
+    case TQ_SIMD_AVX512: return "avx512";
+    }
+    return "unknown";
+}
+
+tq_simd tq_simd_best(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        return TQ_SIMD_AVX512;
+    if (__builtin_cpu_supports("avx2")) return TQ_SIMD_AVX2;
+#endif
+    return TQ_SIMD_SCALAR;
+}
+
+tq_status tq_ctx_set_simd(tq_ctx *ctx, tq_simd level)
+{
+    tq_simd best = tq_simd_best();
+    if (level == TQ_SIMD_AUTO) level = best;
+    if (level != TQ_SIMD_SCALAR && level > best)
+        return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "SIMD level %s is not supported by this CPU (best: %s)",
+                       tq_simd_name(level), tq_simd_name(best));
+    if (level < TQ_SIMD_SCALAR || level > TQ_SIMD_AVX512)
+        return tq_fail(ctx, TQ_ERR_ARG, "unknown SIMD level %d", (int)level);
+    ctx->simd = level;
+    return TQ_OK;
+}
+
+tq_simd tq_ctx_simd(const tq_ctx *ctx) { return ctx->simd; }
+
+const tq_kernels *tq_kernels_for(tq_simd level)
+{
+    switch (level) {
+    case TQ_SIMD_AVX512: return &tq_kernels_avx512;
+    case TQ_SIMD_AVX2: return &tq_kernels_avx2;
+    default: return &tq_kernels_scalar;
+    }
+}
+
+tq_status tq_ctx_set_backend(tq_ctx *ctx, tq_backend backend)
+{
+    if (backend == TQ_BACKEND_CPU) {
+        ctx->backend = backend;
+        return TQ_OK;
+    }
+    if (backend != TQ_BACKEND_CUDA) return tq_fail(ctx, TQ_ERR_ARG, "unknown backend %d", (int)backend);
+    if (!tq_cuda_built())
+        return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "this tq was built without CUDA (rebuild with nvcc on PATH)");
+    if (tq_cuda_devices() < 1)
+        return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "no CUDA device is visible");
+    ctx->backend = backend;
+    return TQ_OK;
+}
+
+tq_backend tq_ctx_backend(const tq_ctx *ctx) { return ctx->backend; }

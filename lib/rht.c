@@ -1,0 +1,61 @@
+/* rht.c - randomized Hadamard transform, the fork's definition:
+ * forward y = D(s2) H D(s1) x / sqrt(g), inverse x = D(s1) H D(s2) y / sqrt(g).
+ * The operation order (sign, butterfly, then one multiply by scale*sign) is
+ * the fork's, so results match it bit for bit in float32. */
+#include "tq_internal.h"
+
+#include <math.h>
+
+float tq_rht_scale(uint32_t g)
+{
+    return (float)(1.0 / sqrt((double)g));
+}
+
+void tq_fwht(float *x, uint32_t g)
+{
+    for (uint32_t h = 1; h < g; h *= 2)
+        for (uint32_t i = 0; i < g; i += 2 * h)
+            for (uint32_t j = i; j < i + h; j++) {
+                float a = x[j], b = x[j + h];
+                x[j] = a + b;
+                x[j + h] = a - b;
+            }
+}
+
+void tq_rht_forward_raw(uint32_t g, const float *s1, const float *s2, float *x)
+{
+    float sc = tq_rht_scale(g);
+    for (uint32_t i = 0; i < g; i++) x[i] *= s1[i];
+    tq_fwht(x, g);
+    for (uint32_t i = 0; i < g; i++) x[i] *= sc * s2[i];
+}
+
+void tq_rht_inverse_raw(uint32_t g, const float *s1, const float *s2, float *x)
+{
+    float sc = tq_rht_scale(g);
+    for (uint32_t i = 0; i < g; i++) x[i] *= s2[i];
+    tq_fwht(x, g);
+    for (uint32_t i = 0; i < g; i++) x[i] *= sc * s1[i];
+}
+
+static tq_status check_g(tq_ctx *ctx, uint32_t g)
+{
+    if (!tq_is_pow2(g) || g < TQ_RHT_MIN || g > TQ_RHT_MAX)
+        return tq_fail(ctx, TQ_ERR_ARG, "RHT size %u is not a power of two in [%d, %d]", g,
+                       TQ_RHT_MIN, TQ_RHT_MAX);
+    return TQ_OK;
+}
+
+tq_status tq_rht_forward(tq_ctx *ctx, uint32_t g, const float *s1, const float *s2, float *x)
+{
+    tq_status st = check_g(ctx, g);
+    if (st == TQ_OK) tq_rht_forward_raw(g, s1, s2, x);
+    return st;
+}
+
+tq_status tq_rht_inverse(tq_ctx *ctx, uint32_t g, const float *s1, const float *s2, float *x)
+{
+    tq_status st = check_g(ctx, g);
+    if (st == TQ_OK) tq_rht_inverse_raw(g, s1, s2, x);
+    return st;
+}

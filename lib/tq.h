@@ -1,0 +1,209 @@
+/*
+ * tq.h - public interface of libtq, the TurboQuant codec library.
+ *
+ * libtq knows numbers, not files: randomized Hadamard rotations, Lloyd-Max
+ * codebooks, bit packing and the block codecs (the TurboQuant+ fork's turbo2/3/4
+ * KV blocks and TQ3_1S/TQ4_1S weight blocks, plus tq's own generic KV block).
+ * It never prints and never exits.
+ *
+ * Conventions
+ *   - Every fallible call takes a tq_ctx and returns a tq_status. On failure the
+ *     context keeps a one-line message (tq_ctx_error) naming what was wrong;
+ *     the caller decides how to report it.  Passing NULL where a pointer is
+ *     required is a programmer error and asserts.
+ *   - All multi-byte block fields are little-endian; fp16 is IEEE binary16.
+ *   - Output is a pure function of the input and the codec configuration: the
+ *     thread count, the SIMD level and the backend never change a byte.
+ */
+#ifndef TQ_H
+#define TQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TQ_VERSION_MAJOR 0
+#define TQ_VERSION_MINOR 1
+#define TQ_VERSION_PATCH 0
+#define TQ_VERSION_STRING "0.1.0"
+
+const char *tq_version(void);
+
+/* ---------------------------------------------------------------- errors */
+
+typedef enum tq_status {
+    TQ_OK = 0,
+    TQ_ERR_ARG = 1,         /* an argument is out of range or inconsistent  */
+    TQ_ERR_NOMEM = 2,       /* an allocation failed                         */
+    TQ_ERR_UNSUPPORTED = 3, /* valid request that this build cannot serve   */
+    TQ_ERR_FORMAT = 4,      /* input bytes do not follow the format         */
+    TQ_ERR_IO = 5,          /* the operating system refused a file action   */
+    TQ_ERR_CORRUPT = 6      /* a checksum or invariant does not hold        */
+} tq_status;
+
+/* A context carries the last error message and the execution settings
+ * (threads, SIMD level, backend).  One context per thread of the caller. */
+typedef struct tq_ctx tq_ctx;
+
+tq_ctx *tq_ctx_new(void);                 /* NULL only when out of memory */
+void tq_ctx_free(tq_ctx *ctx);
+const char *tq_ctx_error(const tq_ctx *ctx); /* "" when no error recorded */
+tq_status tq_ctx_status(const tq_ctx *ctx);
+void tq_ctx_clear_error(tq_ctx *ctx);
+const char *tq_status_name(tq_status st);
+
+/* Threads used by the row-parallel entry points; 0 = all cores (default). */
+void tq_ctx_set_threads(tq_ctx *ctx, int n_threads);
+int tq_ctx_threads(const tq_ctx *ctx);
+
+/* SIMD level.  AUTO picks the best the CPU supports at run time; a level the
+ * CPU lacks is refused.  SCALAR is the reference every other level matches. */
+typedef enum tq_simd {
+    TQ_SIMD_AUTO = 0,
+    TQ_SIMD_SCALAR = 1,
+    TQ_SIMD_AVX2 = 2,
+    TQ_SIMD_AVX512 = 3
+} tq_simd;
+
+tq_status tq_ctx_set_simd(tq_ctx *ctx, tq_simd level);
+tq_simd tq_ctx_simd(const tq_ctx *ctx);       /* the level in effect */
+const char *tq_simd_name(tq_simd level);
+tq_simd tq_simd_best(void);                   /* best level this CPU has */
+
+/* Backend: CPU always; CUDA when the library was built with nvcc and a GPU is
+ * visible at run time.  AUTO stays on the CPU: moving data to a GPU pays only
+ * for large batches, so the caller opts in. */
+typedef enum tq_backend { TQ_BACKEND_CPU = 0, TQ_BACKEND_CUDA = 1 } tq_backend;
+tq_status tq_ctx_set_backend(tq_ctx *ctx, tq_backend backend);
+tq_backend tq_ctx_backend(const tq_ctx *ctx);
+int tq_cuda_built(void);      /* 1 if compiled with CUDA support            */
+int tq_cuda_devices(void);    /* GPUs visible now (0 without CUDA or a GPU) */
+
+/* ------------------------------------------------------- half precision */
+
+uint16_t tq_fp32_to_fp16(float f);  /* round to nearest even, NaN stays NaN */
+float tq_fp16_to_fp32(uint16_t h);
+uint16_t tq_fp32_to_bf16(float f);  /* round to nearest even, NaN quieted   */
+float tq_bf16_to_fp32(uint16_t h);
+void tq_fp32_to_fp16_row(const float *x, uint16_t *y, size_t n);
+void tq_fp16_to_fp32_row(const uint16_t *x, float *y, size_t n);
+void tq_fp32_to_bf16_row(const float *x, uint16_t *y, size_t n);
+void tq_bf16_to_fp32_row(const uint16_t *x, float *y, size_t n);
+
+/* ----------------------------------------- randomized Hadamard transform */
+
+/* y = D(s2) * H * D(s1) * x / sqrt(g), in place, g a power of two in
+ * [TQ_RHT_MIN, TQ_RHT_MAX].  H is the unnormalized Sylvester Walsh-Hadamard
+ * matrix applied with the fork's butterfly order.  The sign vectors come from
+ * tq_signs_kv(); the inverse applies the same factors in reverse order. */
+#define TQ_RHT_MIN 8
+#define TQ_RHT_MAX 1024
+
+/* Sign vectors for a group of g values, as +1.0f / -1.0f.  seed 0 with
+ * g = 128 (or 64) gives the fork's signs1/signs2 (their first 64 entries for
+ * g = 64); every other (g, seed) comes from the documented generator in
+ * lib/SIGNS.md.  s1 and s2 must hold g floats each. */
+#define TQ_SEED_FORK 0u
+tq_status tq_signs_kv(tq_ctx *ctx, uint32_t g, uint64_t seed, float *s1, float *s2);
+/* The fork's 32-entry weight signs (TQ3_1S/TQ4_1S), as +1.0f / -1.0f. */
+void tq_signs_weight32(float s[32]);
+
+tq_status tq_rht_forward(tq_ctx *ctx, uint32_t g, const float *s1, const float *s2, float *x);
+tq_status tq_rht_inverse(tq_ctx *ctx, uint32_t g, const float *s1, const float *s2, float *x);
+
+/* ------------------------------------------------------------ codebooks */
+
+typedef enum tq_codebook_kind {
+    TQ_CB_TURBO2 = 1,   /* fork KV tables, unit-norm rotated coordinates   */
+    TQ_CB_TURBO3 = 2,
+    TQ_CB_TURBO4 = 3,
+    TQ_CB_TQ3W = 4,     /* fork weight tables, in units of the half scale  */
+    TQ_CB_TQ4W = 5,
+    TQ_CB_EXACT = 6     /* Lloyd-Max for one coordinate of a random unit
+                           vector in R^g, computed (not typed in)          */
+} tq_codebook_kind;
+
+/* A codebook: 2^bits centroids ascending and 2^bits - 1 decision thresholds
+ * (a value v gets index #{k : v >= thresholds[k]}).  Returned pointers stay
+ * valid for the life of the process. */
+typedef struct tq_codebook {
+    uint32_t bits;
+    uint32_t size;              /* 2^bits */
+    const float *centroids;
+    const float *thresholds;
+    double mse;                 /* D_mse per unit vector (EXACT only), else 0 */
+} tq_codebook;
+
+/* For TQ_CB_EXACT: g a power of two in [8, 1024], bits 1..8.  Other kinds
+ * ignore g and bits. */
+tq_status tq_codebook_get(tq_ctx *ctx, tq_codebook_kind kind, uint32_t g, uint32_t bits,
+                          tq_codebook *out);
+
+/* ------------------------------------------------------------ bit packing */
+
+/* Indices of 1..8 bits, least significant bit first: index j occupies bits
+ * [j*bits, j*bits + bits) of the byte string read as one little-endian
+ * number.  n*bits must be a multiple of 8. */
+size_t tq_packed_bytes(size_t n, uint32_t bits);
+void tq_pack_bits(const uint8_t *idx, size_t n, uint32_t bits, uint8_t *out);
+void tq_unpack_bits(const uint8_t *in, size_t n, uint32_t bits, uint8_t *idx);
+/* The fork's turbo3 layout: low two bits packed 4 per byte in lo[n/4], the
+ * third bit packed 8 per byte in hi[n/8]. n a multiple of 8. */
+void tq_pack_turbo3(const uint8_t *idx, size_t n, uint8_t *lo, uint8_t *hi);
+void tq_unpack_turbo3(const uint8_t *lo, const uint8_t *hi, size_t n, uint8_t *idx);
+
+/* ------------------------------------------------------------ block codecs */
+
+typedef enum tq_codec_kind {
+    TQ_CODEC_TURBO2 = 1,  /* fork block_turbo2_0: 128 values, 34 bytes     */
+    TQ_CODEC_TURBO3 = 2,  /* fork block_turbo3_0: 128 values, 50 bytes     */
+    TQ_CODEC_TURBO4 = 3,  /* fork block_turbo4_0: 128 values, 68 bytes     */
+    TQ_CODEC_TQ = 4,      /* tq generic KV block, see lib/TQ_BLOCK.md      */
+    TQ_CODEC_TQ3_1S = 5,  /* fork weight block: 32 values, 16 bytes        */
+    TQ_CODEC_TQ4_1S = 6   /* fork weight block: 32 values, 20 bytes        */
+} tq_codec_kind;
+
+/* The codec descriptor: everything needed to decode a block stream again.
+ * Fields a kind does not use must be zero (the fork kinds fix group, bits,
+ * norm correction and signs). */
+typedef struct tq_codec_desc {
+    tq_codec_kind kind;
+    uint32_t group;           /* TQ: power of two in [8, 512]               */
+    uint32_t bits;            /* TQ: 1..8                                   */
+    uint32_t norm_correction; /* TQ: 1 = store n/|c| so the decoded vector  */
+                              /*     keeps the input norm; 0 = store n      */
+    uint64_t seed;            /* TQ: sign seed, TQ_SEED_FORK for the fork's */
+} tq_codec_desc;
+
+/* Weight encoders: FORK reproduces the fork's grid search bit for bit; BEST
+ * (the default) runs the same search and then re-picks each index against the
+ * stored fp16 scale, so its squared error is never above the fork's. */
+typedef enum tq_weight_search { TQ_WSEARCH_BEST = 0, TQ_WSEARCH_FORK = 1 } tq_weight_search;
+
+typedef struct tq_codec tq_codec;
+
+tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *desc, tq_codec **out);
+void tq_codec_free(tq_codec *codec);
+const tq_codec_desc *tq_codec_get_desc(const tq_codec *codec);
+size_t tq_codec_block_values(const tq_codec *codec);
+size_t tq_codec_block_bytes(const tq_codec *codec);
+const char *tq_codec_name(const tq_codec *codec);  /* "turbo3", "tq(g=64,b=4,nc)" */
+tq_status tq_codec_set_weight_search(tq_ctx *ctx, tq_codec *codec, tq_weight_search s);
+
+/* Row-parallel entry points.  n values (a multiple of the block size) become
+ * n / block_values consecutive blocks.  Work is split over blocks with OpenMP;
+ * the bytes are the same for any thread count and SIMD level. */
+tq_status tq_encode(tq_ctx *ctx, const tq_codec *codec, const float *x, size_t n, void *blocks);
+tq_status tq_decode(tq_ctx *ctx, const tq_codec *codec, const void *blocks, size_t n, float *y);
+/* KV codecs only: the values as the fork's to_float returns them, still in the
+ * rotated domain (centroid * stored norm, no inverse rotation). */
+tq_status tq_decode_rotated(tq_ctx *ctx, const tq_codec *codec, const void *blocks, size_t n,
+                            float *y);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TQ_H */

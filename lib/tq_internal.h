@@ -1,0 +1,123 @@
+/* tq_internal.h - what libtq's modules share with each other (and with the
+ * unit tests), never with cmd/. */
+#ifndef TQ_INTERNAL_H
+#define TQ_INTERNAL_H
+
+#include "tq.h"
+
+#include <stdarg.h>
+
+#define TQ_MSG_MAX 512
+
+struct tq_ctx {
+    tq_status status;
+    char msg[TQ_MSG_MAX];
+    int threads;
+    tq_simd simd;          /* resolved level, never AUTO */
+    tq_backend backend;
+};
+
+/* Records an error in ctx (if non-NULL) and returns st. */
+tq_status tq_fail(tq_ctx *ctx, tq_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+int tq_is_pow2(uint32_t v);
+int tq_resolve_threads(const tq_ctx *ctx);
+
+/* ---- signs (lib/signs.c) */
+extern const uint8_t tq_fork_s1_mask[16];  /* bit i%8 of byte i/8 set <=> -1 */
+extern const uint8_t tq_fork_s2_mask[16];
+extern const uint8_t tq_fork_w32_mask[4];
+void tq_signs_generate(uint32_t g, uint64_t seed, float *s1, float *s2);
+
+/* ---- RHT (lib/rht.c): no argument checks, g already validated */
+float tq_rht_scale(uint32_t g);  /* (float)(1/sqrt(g)) */
+void tq_fwht(float *x, uint32_t g); /* unnormalized butterfly, fork order */
+void tq_rht_forward_raw(uint32_t g, const float *s1, const float *s2, float *x);
+void tq_rht_inverse_raw(uint32_t g, const float *s1, const float *s2, float *x);
+
+/* ---- codebooks (lib/codebook_*.c) */
+const tq_codebook *tq_codebook_fork(tq_codebook_kind kind);
+const tq_codebook *tq_codebook_exact(uint32_t g, uint32_t bits); /* NULL on OOM */
+/* Solves Lloyd-Max for the exact coordinate law; writes 2^bits centroids and
+ * returns D_mse per unit vector. Exposed for tests. */
+double tq_lloyd_max_exact(uint32_t g, uint32_t bits, double *centroids);
+
+static inline uint32_t tq_cb_index(const tq_codebook *cb, float v)
+{
+    uint32_t k = 0;
+    for (uint32_t t = 0; t + 1 < cb->size; t++) k += v >= cb->thresholds[t];
+    return k;
+}
+
+/* ---- block layouts */
+typedef enum tq_layout {
+    TQ_LAYOUT_TURBO2,   /* half norm; bits LSB-first                          */
+    TQ_LAYOUT_TURBO3,   /* half norm; lo2 plane; hi1 plane                    */
+    TQ_LAYOUT_TURBO4,   /* half norm; half rnorm (0); nibbles                 */
+    TQ_LAYOUT_TQ,       /* half norm; bits LSB-first                          */
+    TQ_LAYOUT_W3,       /* half d0; half d1; 4 x 24-bit groups of 8 indices   */
+    TQ_LAYOUT_W4        /* half d0; half d1; nibbles                          */
+} tq_layout;
+
+/* Everything a kernel needs, resolved once at tq_codec_new. */
+typedef struct tq_kv_params {
+    uint32_t g;
+    uint32_t bits;
+    uint32_t norm_correction;
+    const float *s1, *s2;    /* g signs each, +-1.0f                          */
+    float scale;             /* 1/sqrt(g) as float                            */
+    const tq_codebook *cb;
+    /* The codebook again, padded to a whole number of SIMD registers: the
+     * vector kernels look entries up with register permutes. */
+    float cen[256] __attribute__((aligned(64)));
+    float thr[256] __attribute__((aligned(64)));
+} tq_kv_params;
+
+struct tq_codec {
+    tq_codec_desc desc;
+    tq_layout layout;
+    size_t block_values;
+    size_t block_bytes;
+    tq_weight_search wsearch;
+    tq_kv_params kv;
+    float *signs;            /* owned storage for s1|s2 (KV) or w32 (weights) */
+    char name[48];
+};
+
+/* Kernel entry points: blocks [0, nb) of one contiguous span. */
+typedef void (*tq_kv_encode_fn)(const tq_codec *c, const float *x, size_t nb, uint8_t *out);
+typedef void (*tq_kv_decode_fn)(const tq_codec *c, const uint8_t *in, size_t nb, float *y,
+                                int rotated);
+typedef void (*tq_w_encode_fn)(const tq_codec *c, const float *x, size_t nb, uint8_t *out);
+
+typedef struct tq_kernels {
+    tq_kv_encode_fn kv_encode;
+    tq_kv_decode_fn kv_decode;
+    tq_w_encode_fn w_encode;
+} tq_kernels;
+
+const tq_kernels *tq_kernels_for(tq_simd level);
+extern const tq_kernels tq_kernels_scalar;
+extern const tq_kernels tq_kernels_avx2;
+extern const tq_kernels tq_kernels_avx512;
+
+/* Block (de)serialisation shared by every kernel: indices one byte each. */
+void tq_block_store(const tq_codec *c, const uint8_t *idx, uint16_t h0, uint16_t h1, uint8_t *out);
+void tq_block_load(const tq_codec *c, const uint8_t *in, uint8_t *idx, uint16_t *h0, uint16_t *h1);
+
+/* Weight decode is shared (cheap, exactness matters more than speed). */
+void tq_weight_decode_blocks(const tq_codec *c, const uint8_t *in, size_t nb, float *y);
+
+/* The fork's scale grid for TQ3_1S/TQ4_1S. */
+#define TQ_WGRID_N 9
+extern const float tq_wgrid[TQ_WGRID_N];
+#define TQ_WREFINE_ROUNDS 6
+
+/* ---- CUDA backend (kernels/, only when built with nvcc) */
+int tq_cuda_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out, char *err,
+                   size_t errlen);
+int tq_cuda_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated,
+                   char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,44 @@
+#!/bin/sh
+# tests/run.sh - runs every test: the C unit runner, the CLI scripts in
+# tests/cli and the oracle scripts in tests/oracle.  Each test prints one line
+# (ok / FAIL / SKIP: reason); the last line is "N passed, N failed".
+# TQ_REQUIRE_ORACLES=1 turns a missing oracle into a failure.
+cd "$(dirname "$0")/.." || exit 1
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+./build/tests/unit-runner >>"$out" 2>&1 || echo "FAIL unit-runner exited with status $?" >>"$out"
+
+for t in tests/cli/*.sh; do
+    [ -f "$t" ] || continue
+    name=$(basename "$t" .sh)
+    log=$(sh "$t" 2>&1); rc=$?
+    case $rc in
+        0) echo "ok cli/$name" >>"$out" ;;
+        77) echo "SKIP: cli/$name: $(printf '%s\n' "$log" | tail -n 1)" >>"$out" ;;
+        *) printf 'FAIL cli/%s (exit %s)\n%s\n' "$name" "$rc" "$(printf '%s\n' "$log" | tail -n 15 | sed 's/^/    /')" >>"$out" ;;
+    esac
+done
+
+for t in tests/oracle/*.py; do
+    [ -f "$t" ] || continue
+    name=$(basename "$t" .py)
+    log=$(python3 "$t" 2>&1); rc=$?
+    case $rc in
+        0) echo "ok oracle/$name" >>"$out" ;;
+        77) if [ "${TQ_REQUIRE_ORACLES:-0}" = 1 ]; then
+                echo "FAIL oracle/$name: oracle required but missing: $(printf '%s\n' "$log" | tail -n 1)" >>"$out"
+            else
+                echo "SKIP: oracle/$name: $(printf '%s\n' "$log" | tail -n 1)" >>"$out"
+            fi ;;
+        *) printf 'FAIL oracle/%s (exit %s)\n%s\n' "$name" "$rc" "$(printf '%s\n' "$log" | tail -n 15 | sed 's/^/    /')" >>"$out" ;;
+    esac
+done
+
+cat "$out"
+passed=$(grep -c '^ok ' "$out")
+failed=$(grep -c '^FAIL ' "$out")
+skipped=$(grep -c '^SKIP: ' "$out")
+[ "$skipped" -gt 0 ] && echo "($skipped skipped)"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
