@@ -6,6 +6,64 @@
 
 #include <string.h>
 
+/* 16-byte vectors (SSE2 on x86-64, NEON on arm64) for the common 4-bit
+ * layout: one shuffle interleaves low and high nibbles. */
+typedef uint8_t u8x16 __attribute__((vector_size(16)));
+
+static void unpack4(const uint8_t *in, size_t n, uint8_t *idx)
+{
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        u8x16 x, lo, hi;
+        memcpy(&x, in + i / 2, 16);
+        lo = x & 15;
+        hi = x >> 4;
+        u8x16 a = __builtin_shuffle(lo, hi, (u8x16){0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23});
+        u8x16 b = __builtin_shuffle(lo, hi, (u8x16){8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31});
+        memcpy(idx + i, &a, 16);
+        memcpy(idx + i + 16, &b, 16);
+    }
+    for (; i < n; i += 2) {
+        idx[i] = in[i / 2] & 15;
+        idx[i + 1] = in[i / 2] >> 4;
+    }
+}
+
+static void unpack2(const uint8_t *in, size_t n, uint8_t *idx)
+{
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        u8x16 x;
+        memcpy(&x, in + i / 4, 16);
+        u8x16 p0 = x & 3, p1 = (x >> 2) & 3, p2 = (x >> 4) & 3, p3 = x >> 6;
+        u8x16 lo = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
+        u8x16 hi = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+        u8x16 a0 = __builtin_shuffle(p0, p1, lo), a1 = __builtin_shuffle(p0, p1, hi);
+        u8x16 b0 = __builtin_shuffle(p2, p3, lo), b1 = __builtin_shuffle(p2, p3, hi);
+        u8x16 w0 = {0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23};
+        u8x16 w1 = {8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31};
+        u8x16 o[4] = {__builtin_shuffle(a0, b0, w0), __builtin_shuffle(a0, b0, w1),
+                      __builtin_shuffle(a1, b1, w0), __builtin_shuffle(a1, b1, w1)};
+        memcpy(idx + i, o, 64);
+    }
+    for (; i < n; i++) idx[i] = (in[i / 4] >> (2 * (i % 4))) & 3;
+}
+
+static void pack4(const uint8_t *idx, size_t n, uint8_t *out)
+{
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        u8x16 a, b;
+        memcpy(&a, idx + i, 16);
+        memcpy(&b, idx + i + 16, 16);
+        u8x16 ev = __builtin_shuffle(a, b, (u8x16){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30});
+        u8x16 od = __builtin_shuffle(a, b, (u8x16){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31});
+        u8x16 o = (ev & 15) | (u8x16)(od << 4);
+        memcpy(out + i / 2, &o, 16);
+    }
+    for (; i < n; i += 2) out[i / 2] = (uint8_t)((idx[i] & 15) | (idx[i + 1] << 4));
+}
+
 size_t tq_packed_bytes(size_t n, uint32_t bits) { return (n * bits + 7) / 8; }
 
 void tq_pack_bits(const uint8_t *idx, size_t n, uint32_t bits, uint8_t *out)
@@ -16,7 +74,7 @@ void tq_pack_bits(const uint8_t *idx, size_t n, uint32_t bits, uint8_t *out)
         return;
     }
     if (bits == 4) {
-        for (size_t i = 0; i < n / 2; i++) out[i] = (uint8_t)((idx[2 * i] & 15) | (idx[2 * i + 1] << 4));
+        pack4(idx, n, out);
         return;
     }
     memset(out, 0, nbytes);
@@ -37,10 +95,11 @@ void tq_unpack_bits(const uint8_t *in, size_t n, uint32_t bits, uint8_t *idx)
         return;
     }
     if (bits == 4) {
-        for (size_t i = 0; i < n / 2; i++) {
-            idx[2 * i] = in[i] & 15;
-            idx[2 * i + 1] = in[i] >> 4;
-        }
+        unpack4(in, n, idx);
+        return;
+    }
+    if (bits == 2) {
+        unpack2(in, n, idx);
         return;
     }
     uint32_t mask = (1u << bits) - 1;
@@ -65,6 +124,17 @@ void tq_pack_turbo3(const uint8_t *idx, size_t n, uint8_t *lo, uint8_t *hi)
 
 void tq_unpack_turbo3(const uint8_t *lo, const uint8_t *hi, size_t n, uint8_t *idx)
 {
-    for (size_t j = 0; j < n; j++)
-        idx[j] = (uint8_t)(((lo[j / 4] >> (2 * (j % 4))) & 3) | (((hi[j / 8] >> (j % 8)) & 1) << 2));
+    unpack2(lo, n, idx);
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16) { /* spread two bytes of the bit plane over 16 indices */
+        u8x16 h = {0}, v;
+        h[0] = hi[j / 8];
+        h[1] = hi[j / 8 + 1];
+        h = __builtin_shuffle(h, (u8x16){0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1});
+        u8x16 bit = (h & (u8x16){1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128}) != 0;
+        memcpy(&v, idx + j, 16);
+        v |= bit & 4;
+        memcpy(idx + j, &v, 16);
+    }
+    for (; j < n; j++) idx[j] |= (uint8_t)(((hi[j / 8] >> (j % 8)) & 1) << 2);
 }

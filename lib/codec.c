@@ -190,7 +190,7 @@ static tq_status decode_any(tq_ctx *ctx, const tq_codec *c, const void *blocks, 
         size_t m = nb - b0 < TQ_CHUNK_BLOCKS ? nb - b0 : TQ_CHUNK_BLOCKS;
         const uint8_t *is = in + b0 * c->block_bytes;
         float *ys = y + b0 * c->block_values;
-        if (is_weight(c)) tq_weight_decode_blocks(c, is, m, ys);
+        if (is_weight(c)) k->w_decode(c, is, m, ys);
         else k->kv_decode(c, is, m, ys, rotated);
     }
     return TQ_OK;

@@ -11,21 +11,21 @@ typedef int32_t vi __attribute__((vector_size(32)));
 
 typedef struct vtab {
     __m256 lo, hi;
-    uint32_t size;
     const float *p;
 } vtab;
 
-static inline vtab vtab_load(const float *p, uint32_t size)
+static inline vtab vtab_load(const float *p)
 {
-    vtab t = {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), size, p};
+    vtab t = {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), p};
     return t;
 }
 
-static inline vf vtab_get(const vtab *t, vi idx)
+/* table entry idx of a table of K entries (K a compile-time constant) */
+static inline __attribute__((always_inline)) vf vtab_get(const vtab *t, vi idx, uint32_t K)
 {
     __m256i i = (__m256i)idx;
-    if (t->size <= 8) return (vf)_mm256_permutevar8x32_ps(t->lo, i);
-    if (t->size <= 16) {
+    if (K <= 8) return (vf)_mm256_permutevar8x32_ps(t->lo, i);
+    if (K <= 16) {
         __m256 a = _mm256_permutevar8x32_ps(t->lo, i), b = _mm256_permutevar8x32_ps(t->hi, i);
         return (vf)_mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(i, 28)));
     }
@@ -33,6 +33,18 @@ static inline vf vtab_get(const vtab *t, vi idx)
 }
 
 static inline vf vsqrt(vf x) { return (vf)_mm256_sqrt_ps((__m256)x); }
+
+static inline vi vload_u8(const uint8_t *p)
+{
+    return (vi)_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+}
+
+static inline void vstore_u8(uint8_t *p, vi v)
+{
+    __m256i x = (__m256i)v;
+    __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+    _mm_storel_epi64((__m128i *)p, _mm_packus_epi16(w, w));
+}
 
 #define KERNELS_NAME tq_kernels_avx2
 #include "kernels_lanes.inc"

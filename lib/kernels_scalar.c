@@ -116,7 +116,7 @@ static void w_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out)
     for (size_t b = 0; b < nb; b++) w_encode_block(c, x + b * 32, out + b * c->block_bytes);
 }
 
-void tq_weight_decode_blocks(const tq_codec *c, const uint8_t *in, size_t nb, float *y)
+static void w_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y)
 {
     const tq_kv_params *p = &c->kv;
     uint8_t idx[32];
@@ -132,4 +132,4 @@ void tq_weight_decode_blocks(const tq_codec *c, const uint8_t *in, size_t nb, fl
 
 const float tq_wgrid[TQ_WGRID_N] = {0.6f, 0.7f, 0.8f, 0.9f, 1.0f, 1.1f, 1.2f, 1.35f, 1.5f};
 
-const tq_kernels tq_kernels_scalar = {kv_encode, kv_decode, w_encode};
+const tq_kernels tq_kernels_scalar = {kv_encode, kv_decode, w_encode, w_decode};

@@ -90,11 +90,13 @@ typedef void (*tq_kv_encode_fn)(const tq_codec *c, const float *x, size_t nb, ui
 typedef void (*tq_kv_decode_fn)(const tq_codec *c, const uint8_t *in, size_t nb, float *y,
                                 int rotated);
 typedef void (*tq_w_encode_fn)(const tq_codec *c, const float *x, size_t nb, uint8_t *out);
+typedef void (*tq_w_decode_fn)(const tq_codec *c, const uint8_t *in, size_t nb, float *y);
 
 typedef struct tq_kernels {
     tq_kv_encode_fn kv_encode;
     tq_kv_decode_fn kv_decode;
     tq_w_encode_fn w_encode;
+    tq_w_decode_fn w_decode;
 } tq_kernels;
 
 const tq_kernels *tq_kernels_for(tq_simd level);
@@ -106,8 +108,6 @@ extern const tq_kernels tq_kernels_avx512;
 void tq_block_store(const tq_codec *c, const uint8_t *idx, uint16_t h0, uint16_t h1, uint8_t *out);
 void tq_block_load(const tq_codec *c, const uint8_t *in, uint8_t *idx, uint16_t *h0, uint16_t *h1);
 
-/* Weight decode is shared (cheap, exactness matters more than speed). */
-void tq_weight_decode_blocks(const tq_codec *c, const uint8_t *in, size_t nb, float *y);
 
 /* The fork's scale grid for TQ3_1S/TQ4_1S. */
 #define TQ_WGRID_N 9
