@@ -12,8 +12,8 @@ CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -Ilib
 LDLIBS  += -lm -lpthread
 
-AVX2_FLAGS   := -mavx2
-AVX512_FLAGS := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mprefer-vector-width=512
+AVX2_FLAGS   := -O3 -mavx2
+AVX512_FLAGS := -O3 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mprefer-vector-width=512
 
 LIB_SRC := $(filter-out lib/cuda_stub.c,$(wildcard lib/*.c))
 CMD_SRC := $(wildcard cmd/*.c)

@@ -80,19 +80,17 @@ static tq_status run_decode(tq_ctx *ctx, const tq_codec *c, const void *in, size
     return tq_decode(ctx, c, in, n, out);
 }
 
-/* median seconds of reps runs */
-static double timed(tq_ctx *ctx, run_fn fn, const tq_codec *c, const void *in, size_t n, void *out, int reps)
+static double median(double *t, int n)
 {
-    double t[64];
-    if (reps > 64) reps = 64;
-    fn(ctx, c, in, n, out); /* warm caches, page in */
-    for (int r = 0; r < reps; r++) {
-        double t0 = cli_now();
-        if (fn(ctx, c, in, n, out) != TQ_OK) return -1.0;
-        t[r] = cli_now() - t0;
-    }
-    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-    return t[reps / 2];
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    return t[n / 2];
+}
+
+static double time_once(tq_ctx *ctx, run_fn fn, const tq_codec *c, const void *in, size_t n, void *out)
+{
+    double t0 = cli_now();
+    if (fn(ctx, c, in, n, out) != TQ_OK) return -1.0;
+    return cli_now() - t0;
 }
 
 static int parse(int argc, char **argv, bench_opts *o)
@@ -126,27 +124,44 @@ typedef struct speed_row {
     double enc_scalar, enc_simd, dec_scalar, dec_simd, enc_all, dec_all, enc_cuda, dec_cuda;
 } speed_row;
 
+/* One configuration of a measurement: which kernel runs and how. */
+typedef struct config {
+    tq_simd simd;
+    int threads;
+    tq_backend backend;
+    run_fn fn;
+    double t[64];
+} config;
+
+/* The configurations run interleaved, one after another within each
+ * repetition, so a slow phase of a shared machine hits all of them alike and
+ * their ratios stay meaningful; each figure is the median over repetitions. */
 static int measure(tq_ctx *ctx, const tq_codec *c, const float *x, size_t n, void *blk, float *y,
                    const bench_opts *o, double unit, speed_row *r)
 {
     tq_simd best = tq_simd_best();
+    config cf[8] = {
+        {TQ_SIMD_SCALAR, 1, TQ_BACKEND_CPU, run_encode, {0}}, {best, 1, TQ_BACKEND_CPU, run_encode, {0}},
+        {TQ_SIMD_SCALAR, 1, TQ_BACKEND_CPU, run_decode, {0}}, {best, 1, TQ_BACKEND_CPU, run_decode, {0}},
+        {best, o->threads, TQ_BACKEND_CPU, run_encode, {0}},  {best, o->threads, TQ_BACKEND_CPU, run_decode, {0}},
+        {best, 1, TQ_BACKEND_CUDA, run_encode, {0}},          {best, 1, TQ_BACKEND_CUDA, run_decode, {0}},
+    };
+    int ncf = o->cuda ? 8 : 6, reps = o->reps > 64 ? 64 : o->reps;
+    for (int rep = -1; rep < reps; rep++) /* rep -1 warms caches and pages */
+        for (int i = 0; i < ncf; i++) {
+            tq_ctx_set_simd(ctx, cf[i].simd);
+            tq_ctx_set_threads(ctx, cf[i].threads);
+            if (tq_ctx_set_backend(ctx, cf[i].backend) != TQ_OK) return cli_lib_error(ctx);
+            int enc = cf[i].fn == run_encode;
+            double t = time_once(ctx, cf[i].fn, c, enc ? (const void *)x : blk, n, enc ? blk : (void *)y);
+            if (t < 0) return cli_lib_error(ctx);
+            if (rep >= 0) cf[i].t[rep] = t;
+        }
+    tq_ctx_set_backend(ctx, TQ_BACKEND_CPU);
+    double *out[8] = {&r->enc_scalar, &r->enc_simd, &r->dec_scalar, &r->dec_simd,
+                      &r->enc_all,    &r->dec_all,  &r->enc_cuda,   &r->dec_cuda};
     memset(r, 0, sizeof *r);
-    tq_ctx_set_threads(ctx, 1);
-    tq_ctx_set_simd(ctx, TQ_SIMD_SCALAR);
-    r->enc_scalar = unit / timed(ctx, run_encode, c, x, n, blk, o->reps);
-    r->dec_scalar = unit / timed(ctx, run_decode, c, blk, n, y, o->reps);
-    tq_ctx_set_simd(ctx, best);
-    r->enc_simd = unit / timed(ctx, run_encode, c, x, n, blk, o->reps);
-    r->dec_simd = unit / timed(ctx, run_decode, c, blk, n, y, o->reps);
-    tq_ctx_set_threads(ctx, o->threads);
-    r->enc_all = unit / timed(ctx, run_encode, c, x, n, blk, o->reps);
-    r->dec_all = unit / timed(ctx, run_decode, c, blk, n, y, o->reps);
-    if (o->cuda) {
-        if (tq_ctx_set_backend(ctx, TQ_BACKEND_CUDA) != TQ_OK) return cli_lib_error(ctx);
-        r->enc_cuda = unit / timed(ctx, run_encode, c, x, n, blk, o->reps);
-        r->dec_cuda = unit / timed(ctx, run_decode, c, blk, n, y, o->reps);
-        tq_ctx_set_backend(ctx, TQ_BACKEND_CPU);
-    }
+    for (int i = 0; i < ncf; i++) *out[i] = unit / median(cf[i].t, reps);
     return 0;
 }
 
