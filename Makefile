@@ -63,12 +63,18 @@ $(B)/kernels/%.o: kernels/%.cu lib/tq_internal.h lib/tq.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-libtq.a: $(LIB_OBJ)
-	rm -f $@
-	ar rcs $@ $^
+# Rebuild the libraries when CUDA is switched on or off.
+$(B)/cuda-$(CUDA).stamp:
+	@mkdir -p $(B)
+	@rm -f $(B)/cuda-*.stamp
+	@touch $@
 
-libtq.so: $(LIB_OBJ)
-	$(CC) -shared -fopenmp -o $@ $^ $(LDLIBS)
+libtq.a: $(LIB_OBJ) $(B)/cuda-$(CUDA).stamp
+	rm -f $@
+	ar rcs $@ $(LIB_OBJ)
+
+libtq.so: $(LIB_OBJ) $(B)/cuda-$(CUDA).stamp
+	$(CC) -shared -fopenmp -o $@ $(LIB_OBJ) $(LDLIBS)
 
 tq: $(CMD_OBJ) libtq.a
 	$(CC) -fopenmp -o $@ $(CMD_OBJ) libtq.a $(LDLIBS)

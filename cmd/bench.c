@@ -189,6 +189,8 @@ static int bench_codec(const bench_opts *o)
     float *x = gen_kv(n, 128), *y = malloc(n * sizeof(float));
     void *blk = malloc(n * 2 + n / 8 + 4096);
     if (!ctx || !x || !y || !blk) return cli_runtime_error("out of memory for %zu values", n);
+    if (o->cuda && tq_ctx_set_backend(ctx, TQ_BACKEND_CUDA) != TQ_OK) return cli_lib_error(ctx);
+    tq_ctx_set_backend(ctx, TQ_BACKEND_CPU);
     printf("tq bench codec: %zu float32 values (%.1f MiB) of K-like data, median of %d runs\n", n,
            n * 4.0 / 1048576, o->reps);
     printf("SIMD: %s; per-core columns use 1 thread; all-cores uses %d threads\n",
