@@ -86,7 +86,20 @@ $(B)/tests/unit/%.o: CFLAGS += -Itests
 $(B)/tests/unit-runner: $(TEST_OBJ) libtq.a
 	$(CC) -fopenmp -o $@ $(TEST_OBJ) libtq.a $(LDLIBS)
 
-test: all $(B)/tests/unit-runner
+# The same unit tests under AddressSanitizer and UndefinedBehaviorSanitizer
+# (CPU build: the sanitizers do not see into CUDA kernels).
+SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_SRC   := $(LIB_SRC) lib/cuda_stub.c $(FMT_SRC) $(TEST_SRC)
+SAN_OBJ   := $(patsubst %.c,$(B)/san/%.o,$(SAN_SRC))
+$(B)/san/%.o: %.c $(wildcard lib/*.h) lib/kernels_lanes.inc
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) -Itests -c $< -o $@
+$(B)/san/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)
+$(B)/san/lib/kernels_avx512.o: CFLAGS += $(AVX512_FLAGS)
+$(B)/tests/unit-runner-san: $(SAN_OBJ)
+	$(CC) -fopenmp $(SAN_FLAGS) -o $@ $^ -lm -lpthread
+
+test: all $(B)/tests/unit-runner $(B)/tests/unit-runner-san
 	@sh tests/run.sh
 
 demo: all
@@ -95,6 +108,21 @@ demo: all
 bench: all
 	./tq bench codec
 	./tq bench weights
+
+# libFuzzer targets (clang): `make fuzz FUZZ_SECONDS=60`.  clang lacks GCC's
+# __builtin_shuffle, so these builds carry the scalar kernels only.
+FUZZ_SECONDS ?= 30
+FUZZ_CC      ?= clang
+FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -ffp-contract=off -Ilib
+$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) lib/cuda_stub.c $(wildcard lib/*.h) lib/kernels_lanes.inc
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fopenmp=libgomp -o $@ \
+	  tests/fuzz/$*.c $(LIB_SRC) lib/cuda_stub.c -lm -lpthread
+FUZZERS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/*.c))
+fuzz: $(FUZZERS)
+	@for f in $(FUZZERS); do echo "fuzzing $$f for $(FUZZ_SECONDS)s"; \
+	  mkdir -p $(B)/corpus/$$(basename $$f); \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/corpus/$$(basename $$f) || exit 1; done
 
 clean:
 	rm -rf $(B) tq libtq.a libtq.so

@@ -6,13 +6,21 @@
 
 #include <string.h>
 
-/* 16-byte vectors (SSE2 on x86-64, NEON on arm64) for the common 4-bit
- * layout: one shuffle interleaves low and high nibbles. */
+/* 16-byte vectors (SSE2 on x86-64, NEON on arm64) for the 2- and 4-bit
+ * layouts: shuffles interleave the bit fields.  GCC's __builtin_shuffle has no
+ * clang equivalent with vector masks; clang builds (the fuzzers) take the
+ * scalar loops, which are the same function. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define TQ_VECTOR_PACK 1
 typedef uint8_t u8x16 __attribute__((vector_size(16)));
+#else
+#define TQ_VECTOR_PACK 0
+#endif
 
 static void unpack4(const uint8_t *in, size_t n, uint8_t *idx)
 {
     size_t i = 0;
+#if TQ_VECTOR_PACK
     for (; i + 32 <= n; i += 32) {
         u8x16 x, lo, hi;
         memcpy(&x, in + i / 2, 16);
@@ -23,6 +31,7 @@ static void unpack4(const uint8_t *in, size_t n, uint8_t *idx)
         memcpy(idx + i, &a, 16);
         memcpy(idx + i + 16, &b, 16);
     }
+#endif
     for (; i < n; i += 2) {
         idx[i] = in[i / 2] & 15;
         idx[i + 1] = in[i / 2] >> 4;
@@ -32,6 +41,7 @@ static void unpack4(const uint8_t *in, size_t n, uint8_t *idx)
 static void unpack2(const uint8_t *in, size_t n, uint8_t *idx)
 {
     size_t i = 0;
+#if TQ_VECTOR_PACK
     for (; i + 64 <= n; i += 64) {
         u8x16 x;
         memcpy(&x, in + i / 4, 16);
@@ -46,12 +56,14 @@ static void unpack2(const uint8_t *in, size_t n, uint8_t *idx)
                       __builtin_shuffle(a1, b1, w0), __builtin_shuffle(a1, b1, w1)};
         memcpy(idx + i, o, 64);
     }
+#endif
     for (; i < n; i++) idx[i] = (in[i / 4] >> (2 * (i % 4))) & 3;
 }
 
 static void pack4(const uint8_t *idx, size_t n, uint8_t *out)
 {
     size_t i = 0;
+#if TQ_VECTOR_PACK
     for (; i + 32 <= n; i += 32) {
         u8x16 a, b;
         memcpy(&a, idx + i, 16);
@@ -61,6 +73,7 @@ static void pack4(const uint8_t *idx, size_t n, uint8_t *out)
         u8x16 o = (ev & 15) | (u8x16)(od << 4);
         memcpy(out + i / 2, &o, 16);
     }
+#endif
     for (; i < n; i += 2) out[i / 2] = (uint8_t)((idx[i] & 15) | (idx[i + 1] << 4));
 }
 
@@ -126,6 +139,7 @@ void tq_unpack_turbo3(const uint8_t *lo, const uint8_t *hi, size_t n, uint8_t *i
 {
     unpack2(lo, n, idx);
     size_t j = 0;
+#if TQ_VECTOR_PACK
     for (; j + 16 <= n; j += 16) { /* spread two bytes of the bit plane over 16 indices */
         u8x16 h = {0}, v;
         h[0] = hi[j / 8];
@@ -136,5 +150,6 @@ void tq_unpack_turbo3(const uint8_t *lo, const uint8_t *hi, size_t n, uint8_t *i
         v |= bit & 4;
         memcpy(idx + j, &v, 16);
     }
+#endif
     for (; j < n; j++) idx[j] |= (uint8_t)(((hi[j / 8] >> (j % 8)) & 1) << 2);
 }

@@ -111,11 +111,11 @@ tq_simd tq_ctx_simd(const tq_ctx *ctx) { return ctx->simd; }
 
 const tq_kernels *tq_kernels_for(tq_simd level)
 {
-    switch (level) {
-    case TQ_SIMD_AVX512: return &tq_kernels_avx512;
-    case TQ_SIMD_AVX2: return &tq_kernels_avx2;
-    default: return &tq_kernels_scalar;
-    }
+    const tq_kernels *k = &tq_kernels_scalar;
+    if (level == TQ_SIMD_AVX512) k = &tq_kernels_avx512;
+    else if (level == TQ_SIMD_AVX2) k = &tq_kernels_avx2;
+    /* a build without that instruction set leaves its table empty */
+    return k->kv_encode ? k : &tq_kernels_scalar;
 }
 
 tq_status tq_ctx_set_backend(tq_ctx *ctx, tq_backend backend)

@@ -9,6 +9,16 @@ trap 'rm -f "$out"' EXIT
 
 ./build/tests/unit-runner >>"$out" 2>&1 || echo "FAIL unit-runner exited with status $?" >>"$out"
 
+# The unit tests again under ASan/UBSan: one line for the whole run.
+if [ -x build/tests/unit-runner-san ]; then
+    log=$(ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build/tests/unit-runner-san 2>&1); rc=$?
+    if [ $rc -eq 0 ] && ! printf '%s\n' "$log" | grep -q '^FAIL'; then
+        echo "ok sanitizers/unit-tests-under-asan-ubsan" >>"$out"
+    else
+        printf 'FAIL sanitizers/unit-tests-under-asan-ubsan (exit %s)\n%s\n' "$rc" "$(printf '%s\n' "$log" | grep -v '^ok' | tail -n 30 | sed 's/^/    /')" >>"$out"
+    fi
+fi
+
 for t in tests/cli/*.sh; do
     [ -f "$t" ] || continue
     name=$(basename "$t" .sh)

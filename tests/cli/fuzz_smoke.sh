@@ -1,0 +1,11 @@
+#!/bin/sh
+# A short libFuzzer run of every fuzz target (the long run is `make fuzz`).
+command -v clang >/dev/null 2>&1 || { echo "clang not installed (apt-get install clang)"; exit 77; }
+set -e
+for src in tests/fuzz/*.c; do
+    name=$(basename "$src" .c)
+    make -s "build/fuzz/$name" >/dev/null
+    mkdir -p "build/corpus/$name"
+    "build/fuzz/$name" -max_total_time=8 -max_len=4096 "build/corpus/$name" >"build/fuzz/$name.log" 2>&1 ||
+        { tail -n 30 "build/fuzz/$name.log"; exit 1; }
+done
