@@ -59,7 +59,7 @@ $(B)/%.o: %.c $(wildcard lib/*.h) $(wildcard cmd/*.h) lib/kernels_lanes.inc
 $(B)/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)
 $(B)/lib/kernels_avx512.o: CFLAGS += $(AVX512_FLAGS)
 
-$(B)/kernels/%.o: kernels/%.cu lib/tq_internal.h lib/tq.h
+$(B)/kernels/%.o: kernels/%.cu $(wildcard lib/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 

@@ -9,6 +9,7 @@
 extern "C" {
 #include "tq_internal.h"
 #include "tq_half.h"
+#include "tq_fwht.h"
 }
 
 #include <cuda_runtime.h>
@@ -29,17 +30,6 @@ __device__ uint32_t cb_index(const dev_params *p, float v)
     uint32_t k = 0;
     for (uint32_t t = 0; t + 1 < p->K; t++) k += v >= p->thr[t];
     return k;
-}
-
-__device__ void fwht(float *x, uint32_t g)
-{
-    for (uint32_t h = 1; h < g; h *= 2)
-        for (uint32_t i = 0; i < g; i += 2 * h)
-            for (uint32_t j = i; j < i + h; j++) {
-                float a = x[j], b = x[j + h];
-                x[j] = a + b;
-                x[j + h] = a - b;
-            }
 }
 
 __device__ uint32_t payload_offset(uint32_t layout) { return layout == TQ_LAYOUT_TURBO4 ? 4 : 2; }
@@ -100,7 +90,7 @@ __global__ void encode_kernel(const dev_params *p, const float *x, size_t nb, ui
         float n = sqrtf(ss);
         float inv = n > 1e-10f ? 1.0f / n : 0.0f;
         for (uint32_t j = 0; j < g; j++) u[j] = (u[j] * inv) * p->s1[j];
-        fwht(u, g);
+        tq_fwht_inline(u, g);
         float rs = 0.0f;
         uint32_t *idx = (uint32_t *)u;
         for (uint32_t j = 0; j < g; j++) {
@@ -129,7 +119,7 @@ __global__ void decode_kernel(const dev_params *p, const uint8_t *in, size_t nb,
         for (uint32_t j = 0; j < g; j++) v[j] = p->cen[load_index(p, blk, j)] * nrm;
         if (!rotated) {
             for (uint32_t j = 0; j < g; j++) v[j] *= p->s2[j];
-            fwht(v, g);
+            tq_fwht_inline(v, g);
             for (uint32_t j = 0; j < g; j++) v[j] *= p->scale * p->s1[j];
         }
     }
@@ -194,54 +184,45 @@ extern "C" int tq_cuda_devices(void)
     return n;
 }
 
-extern "C" int tq_cuda_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out, char *err,
-                              size_t errlen)
+/* Streams nb blocks through the GPU in slices: upload a slice of input, run
+ * the kernel, download its output. */
+static int run_sliced(const tq_codec *c, int encode, int rotated, const void *in, size_t nb, void *out,
+                      char *err, size_t errlen)
 {
     dev_params h;
     device_job job;
     if (prepare(c, &h, &job.p, err, errlen)) return -1;
     const uint32_t g = c->kv.g, rpc = rows_per_cta(g);
-    size_t slice = SLICE_VALUES / g;
-    size_t cap = nb < slice ? nb : slice;
-    cudaError_t e = cudaMalloc(&job.a, cap * g * sizeof(float));
-    if (e == cudaSuccess) e = cudaMalloc(&job.b, cap * c->block_bytes);
+    const size_t fbytes = g * sizeof(float), bbytes = c->block_bytes;
+    const size_t in_b = encode ? fbytes : bbytes, out_b = encode ? bbytes : fbytes;
+    size_t cap = SLICE_VALUES / g;
+    if (nb < cap) cap = nb;
+    cudaError_t e = cudaMalloc(&job.a, cap * in_b);
+    if (e == cudaSuccess) e = cudaMalloc(&job.b, cap * out_b);
     if (e != cudaSuccess) return fail(err, errlen, "allocating device memory", e);
     for (size_t b0 = 0; b0 < nb; b0 += cap) {
         size_t m = nb - b0 < cap ? nb - b0 : cap;
-        e = cudaMemcpy(job.a, x + b0 * g, m * g * sizeof(float), cudaMemcpyHostToDevice);
+        e = cudaMemcpy(job.a, (const uint8_t *)in + b0 * in_b, m * in_b, cudaMemcpyHostToDevice);
         if (e != cudaSuccess) return fail(err, errlen, "copying input", e);
         unsigned ctas = (unsigned)((m + rpc - 1) / rpc);
-        encode_kernel<<<ctas, rpc, rpc * (g + 1) * sizeof(float)>>>(job.p, (const float *)job.a, m,
-                                                                   (uint8_t *)job.b);
+        size_t shm = rpc * (g + 1) * sizeof(float);
+        if (encode) encode_kernel<<<ctas, rpc, shm>>>(job.p, (const float *)job.a, m, (uint8_t *)job.b);
+        else decode_kernel<<<ctas, rpc, shm>>>(job.p, (const uint8_t *)job.a, m, (float *)job.b, rotated);
         e = cudaGetLastError();
-        if (e == cudaSuccess) e = cudaMemcpy(out + b0 * c->block_bytes, job.b, m * c->block_bytes, cudaMemcpyDeviceToHost);
-        if (e != cudaSuccess) return fail(err, errlen, "encode kernel", e);
+        if (e == cudaSuccess) e = cudaMemcpy((uint8_t *)out + b0 * out_b, job.b, m * out_b, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) return fail(err, errlen, encode ? "encode kernel" : "decode kernel", e);
     }
     return 0;
+}
+
+extern "C" int tq_cuda_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out, char *err,
+                              size_t errlen)
+{
+    return run_sliced(c, 1, 0, x, nb, out, err, errlen);
 }
 
 extern "C" int tq_cuda_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated,
                               char *err, size_t errlen)
 {
-    dev_params h;
-    device_job job;
-    if (prepare(c, &h, &job.p, err, errlen)) return -1;
-    const uint32_t g = c->kv.g, rpc = rows_per_cta(g);
-    size_t slice = SLICE_VALUES / g;
-    size_t cap = nb < slice ? nb : slice;
-    cudaError_t e = cudaMalloc(&job.a, cap * c->block_bytes);
-    if (e == cudaSuccess) e = cudaMalloc(&job.b, cap * g * sizeof(float));
-    if (e != cudaSuccess) return fail(err, errlen, "allocating device memory", e);
-    for (size_t b0 = 0; b0 < nb; b0 += cap) {
-        size_t m = nb - b0 < cap ? nb - b0 : cap;
-        e = cudaMemcpy(job.a, in + b0 * c->block_bytes, m * c->block_bytes, cudaMemcpyHostToDevice);
-        if (e != cudaSuccess) return fail(err, errlen, "copying input", e);
-        unsigned ctas = (unsigned)((m + rpc - 1) / rpc);
-        decode_kernel<<<ctas, rpc, rpc * (g + 1) * sizeof(float)>>>(job.p, (const uint8_t *)job.a, m,
-                                                                   (float *)job.b, rotated);
-        e = cudaGetLastError();
-        if (e == cudaSuccess) e = cudaMemcpy(y + b0 * g, job.b, m * g * sizeof(float), cudaMemcpyDeviceToHost);
-        if (e != cudaSuccess) return fail(err, errlen, "decode kernel", e);
-    }
-    return 0;
+    return run_sliced(c, 0, rotated, in, nb, y, err, errlen);
 }

@@ -141,69 +141,68 @@ static tq_status check_n(tq_ctx *ctx, const tq_codec *c, size_t n)
     return TQ_OK;
 }
 
-tq_status tq_encode(tq_ctx *ctx, const tq_codec *c, const float *x, size_t n, void *blocks)
+/* One call's work: which direction, and the kernel set to run it. */
+typedef struct job {
+    const tq_codec *c;
+    const tq_kernels *k;
+    int encode, rotated;
+    const void *in;
+    void *out;
+} job;
+
+static void run_span(const job *j, size_t b0, size_t m)
+{
+    const tq_codec *c = j->c;
+    if (j->encode) {
+        const float *x = (const float *)j->in + b0 * c->block_values;
+        uint8_t *o = (uint8_t *)j->out + b0 * c->block_bytes;
+        if (is_weight(c)) j->k->w_encode(c, x, m, o);
+        else j->k->kv_encode(c, x, m, o);
+    } else {
+        const uint8_t *i = (const uint8_t *)j->in + b0 * c->block_bytes;
+        float *y = (float *)j->out + b0 * c->block_values;
+        if (is_weight(c)) j->k->w_decode(c, i, m, y);
+        else j->k->kv_decode(c, i, m, y, j->rotated);
+    }
+}
+
+static tq_status run(tq_ctx *ctx, const tq_codec *c, size_t n, int encode, int rotated, const void *in,
+                     void *out)
 {
     tq_status st = check_n(ctx, c, n);
     if (st) return st;
     size_t nb = n / c->block_values;
-    uint8_t *out = blocks;
     if (ctx->backend == TQ_BACKEND_CUDA && !is_weight(c)) {
         char err[256];
-        if (tq_cuda_encode(c, x, nb, out, err, sizeof err))
-            return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "CUDA encode: %s", err);
+        int rc = encode ? tq_cuda_encode(c, in, nb, out, err, sizeof err)
+                        : tq_cuda_decode(c, in, nb, out, rotated, err, sizeof err);
+        if (rc) return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "CUDA %s: %s", encode ? "encode" : "decode", err);
         return TQ_OK;
     }
-    const tq_kernels *k = tq_kernels_for(ctx->simd);
+    job j = {c, tq_kernels_for(ctx->simd), encode, rotated, in, out};
     long nchunks = (long)((nb + TQ_CHUNK_BLOCKS - 1) / TQ_CHUNK_BLOCKS);
     int nt = tq_resolve_threads(ctx);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nchunks > 1)
     for (long ci = 0; ci < nchunks; ci++) {
         size_t b0 = (size_t)ci * TQ_CHUNK_BLOCKS;
-        size_t m = nb - b0 < TQ_CHUNK_BLOCKS ? nb - b0 : TQ_CHUNK_BLOCKS;
-        const float *xs = x + b0 * c->block_values;
-        uint8_t *os = out + b0 * c->block_bytes;
-        if (is_weight(c)) k->w_encode(c, xs, m, os);
-        else k->kv_encode(c, xs, m, os);
+        run_span(&j, b0, nb - b0 < TQ_CHUNK_BLOCKS ? nb - b0 : TQ_CHUNK_BLOCKS);
     }
     return TQ_OK;
 }
 
-static tq_status decode_any(tq_ctx *ctx, const tq_codec *c, const void *blocks, size_t n, float *y,
-                            int rotated)
+tq_status tq_encode(tq_ctx *ctx, const tq_codec *c, const float *x, size_t n, void *blocks)
 {
-    tq_status st = check_n(ctx, c, n);
-    if (st) return st;
-    size_t nb = n / c->block_values;
-    const uint8_t *in = blocks;
-    if (ctx->backend == TQ_BACKEND_CUDA && !is_weight(c)) {
-        char err[256];
-        if (tq_cuda_decode(c, in, nb, y, rotated, err, sizeof err))
-            return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "CUDA decode: %s", err);
-        return TQ_OK;
-    }
-    const tq_kernels *k = tq_kernels_for(ctx->simd);
-    long nchunks = (long)((nb + TQ_CHUNK_BLOCKS - 1) / TQ_CHUNK_BLOCKS);
-    int nt = tq_resolve_threads(ctx);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nchunks > 1)
-    for (long ci = 0; ci < nchunks; ci++) {
-        size_t b0 = (size_t)ci * TQ_CHUNK_BLOCKS;
-        size_t m = nb - b0 < TQ_CHUNK_BLOCKS ? nb - b0 : TQ_CHUNK_BLOCKS;
-        const uint8_t *is = in + b0 * c->block_bytes;
-        float *ys = y + b0 * c->block_values;
-        if (is_weight(c)) k->w_decode(c, is, m, ys);
-        else k->kv_decode(c, is, m, ys, rotated);
-    }
-    return TQ_OK;
+    return run(ctx, c, n, 1, 0, x, blocks);
 }
 
 tq_status tq_decode(tq_ctx *ctx, const tq_codec *c, const void *blocks, size_t n, float *y)
 {
-    return decode_any(ctx, c, blocks, n, y, 0);
+    return run(ctx, c, n, 0, 0, blocks, y);
 }
 
 tq_status tq_decode_rotated(tq_ctx *ctx, const tq_codec *c, const void *blocks, size_t n, float *y)
 {
     if (is_weight(c))
         return tq_fail(ctx, TQ_ERR_ARG, "%s is a weight codec: it has no rotated-domain output", c->name);
-    return decode_any(ctx, c, blocks, n, y, 1);
+    return run(ctx, c, n, 0, 1, blocks, y);
 }

@@ -3,6 +3,7 @@
  * The operation order (sign, butterfly, then one multiply by scale*sign) is
  * the fork's, so results match it bit for bit in float32. */
 #include "tq_internal.h"
+#include "tq_fwht.h"
 
 #include <math.h>
 
@@ -11,16 +12,7 @@ float tq_rht_scale(uint32_t g)
     return (float)(1.0 / sqrt((double)g));
 }
 
-void tq_fwht(float *x, uint32_t g)
-{
-    for (uint32_t h = 1; h < g; h *= 2)
-        for (uint32_t i = 0; i < g; i += 2 * h)
-            for (uint32_t j = i; j < i + h; j++) {
-                float a = x[j], b = x[j + h];
-                x[j] = a + b;
-                x[j + h] = a - b;
-            }
-}
+void tq_fwht(float *x, uint32_t g) { tq_fwht_inline(x, g); }
 
 void tq_rht_forward_raw(uint32_t g, const float *s1, const float *s2, float *x)
 {
