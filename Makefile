@@ -9,7 +9,7 @@ B       := build
 # -ffp-contract=off: the codecs must round exactly like the fork's reference
 # (separate multiply and add); a fused multiply-add would change bytes.
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -Ilib
+CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -Ilib -Iformats
 LDLIBS  += -lm -lpthread
 
 AVX2_FLAGS   := -O3 -mavx2
@@ -35,7 +35,7 @@ endif
 LIB_OBJ := $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(FMT_SRC)) $(CU_OBJ)
 CMD_OBJ := $(patsubst %.c,$(B)/%.o,$(CMD_SRC))
 
-.PHONY: all deps test demo bench clean install fuzz
+.PHONY: all deps test demo bench clean install fuzz sanitize
 all: deps tq libtq.a libtq.so
 
 # ---- dependencies: libraries later subcommands link (checked now so a fresh
@@ -99,8 +99,18 @@ $(B)/san/lib/kernels_avx512.o: CFLAGS += $(AVX512_FLAGS)
 $(B)/tests/unit-runner-san: $(SAN_OBJ)
 	$(CC) -fopenmp $(SAN_FLAGS) -o $@ $^ -lm -lpthread
 
-test: all $(B)/tests/unit-runner $(B)/tests/unit-runner-san
+# Small programs the test scripts drive (tests/tools/NAME.c -> build/tests/NAME).
+TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(wildcard tests/tools/*.c))
+$(B)/tests/%: tests/tools/%.c libtq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< libtq.a $(LDLIBS)
+
+test: all $(B)/tests/unit-runner $(B)/tests/unit-runner-san $(TOOLS)
 	@sh tests/run.sh
+
+# Just the unit tests under ASan/UBSan.
+sanitize: $(B)/tests/unit-runner-san
+	ASAN_OPTIONS=detect_leaks=1 ./$(B)/tests/unit-runner-san
 
 demo: all
 	./tq bench codec --demo
@@ -113,7 +123,7 @@ bench: all
 # __builtin_shuffle, so these builds carry the scalar kernels only.
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
-FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -ffp-contract=off -Ilib
+FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -ffp-contract=off -Ilib -Iformats
 $(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) lib/cuda_stub.c $(wildcard lib/*.h) lib/kernels_lanes.inc
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fopenmp=libgomp -o $@ \

@@ -203,6 +203,39 @@ tq_status tq_decode(tq_ctx *ctx, const tq_codec *codec, const void *blocks, size
 tq_status tq_decode_rotated(tq_ctx *ctx, const tq_codec *codec, const void *blocks, size_t n,
                             float *y);
 
+/* --------------------------------------------------- element data types */
+
+/* The element encodings tq reads and writes in tensors, by name rather than
+ * by a file's numeric type id (ids differ between ggml revisions and forks;
+ * formats/ maps them).  Q* are ggml's reference block formats. */
+typedef enum tq_dtype {
+    TQ_DT_F32 = 0,
+    TQ_DT_F16,
+    TQ_DT_BF16,
+    TQ_DT_Q4_0,
+    TQ_DT_Q4_1,
+    TQ_DT_Q5_0,
+    TQ_DT_Q5_1,
+    TQ_DT_Q8_0,
+    TQ_DT_TQ3_1S,
+    TQ_DT_TQ4_1S,
+    TQ_DT_TURBO2,
+    TQ_DT_TURBO3,
+    TQ_DT_TURBO4,
+    TQ_DT_COUNT
+} tq_dtype;
+
+const char *tq_dtype_name(tq_dtype t);        /* "f32", "q8_0", "tq4_1s", ... */
+size_t tq_dtype_block_values(tq_dtype t);
+size_t tq_dtype_block_bytes(tq_dtype t);
+
+/* n values (a multiple of the block size) to float32.  turbo* come back in
+ * the original (unrotated) basis.  Runs on the calling thread. */
+tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, float *dst);
+/* float32 to n values of t: f32, f16, bf16, q8_0 and q4_0 bit-exact with
+ * ggml's reference quantizers; tq3_1s, tq4_1s and turbo* through the codecs. */
+tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *src, size_t n, void *dst);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,193 @@
+/* dtype.c - element types by name: ggml's reference block formats (Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q8_0; layouts and arithmetic as ggml defines them) and
+ * the TurboQuant blocks through the codecs. */
+#include "tq_internal.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    uint32_t values, bytes;
+} dt[TQ_DT_COUNT] = {
+    [TQ_DT_F32] = {"f32", 1, 4},        [TQ_DT_F16] = {"f16", 1, 2},
+    [TQ_DT_BF16] = {"bf16", 1, 2},      [TQ_DT_Q4_0] = {"q4_0", 32, 18},
+    [TQ_DT_Q4_1] = {"q4_1", 32, 20},    [TQ_DT_Q5_0] = {"q5_0", 32, 22},
+    [TQ_DT_Q5_1] = {"q5_1", 32, 24},    [TQ_DT_Q8_0] = {"q8_0", 32, 34},
+    [TQ_DT_TQ3_1S] = {"tq3_1s", 32, 16}, [TQ_DT_TQ4_1S] = {"tq4_1s", 32, 20},
+    [TQ_DT_TURBO2] = {"turbo2", 128, 34}, [TQ_DT_TURBO3] = {"turbo3", 128, 50},
+    [TQ_DT_TURBO4] = {"turbo4", 128, 68},
+};
+
+const char *tq_dtype_name(tq_dtype t) { return (unsigned)t < TQ_DT_COUNT ? dt[t].name : "?"; }
+size_t tq_dtype_block_values(tq_dtype t) { return (unsigned)t < TQ_DT_COUNT ? dt[t].values : 0; }
+size_t tq_dtype_block_bytes(tq_dtype t) { return (unsigned)t < TQ_DT_COUNT ? dt[t].bytes : 0; }
+
+/* The codec-backed types share one codec each, made on first use. */
+static tq_codec *codecs[TQ_DT_COUNT];
+static pthread_once_t codecs_once = PTHREAD_ONCE_INIT;
+
+static void make_codecs(void)
+{
+    static const struct {
+        tq_dtype t;
+        tq_codec_kind k;
+    } map[] = {{TQ_DT_TQ3_1S, TQ_CODEC_TQ3_1S}, {TQ_DT_TQ4_1S, TQ_CODEC_TQ4_1S}, {TQ_DT_TURBO2, TQ_CODEC_TURBO2},
+               {TQ_DT_TURBO3, TQ_CODEC_TURBO3}, {TQ_DT_TURBO4, TQ_CODEC_TURBO4}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        tq_codec_desc d = {map[i].k, 0, 0, 0, 0};
+        tq_codec_new(NULL, &d, &codecs[map[i].t]);
+    }
+}
+
+static const tq_codec *codec_for(tq_dtype t)
+{
+    pthread_once(&codecs_once, make_codecs);
+    return codecs[t];
+}
+
+static float h2f(const uint8_t *p) { return tq_fp16_to_fp32((uint16_t)(p[0] | p[1] << 8)); }
+
+static void put_h(uint8_t *p, float f)
+{
+    uint16_t h = tq_fp32_to_fp16(f);
+    p[0] = (uint8_t)h;
+    p[1] = (uint8_t)(h >> 8);
+}
+
+static tq_status check(tq_ctx *ctx, tq_dtype t, size_t n)
+{
+    if ((unsigned)t >= TQ_DT_COUNT) return tq_fail(ctx, TQ_ERR_ARG, "unknown element type %d", (int)t);
+    if (n % dt[t].values)
+        return tq_fail(ctx, TQ_ERR_ARG, "%zu values is not a whole number of %s blocks", n, dt[t].name);
+    return TQ_OK;
+}
+
+static tq_status codec_run(tq_ctx *ctx, tq_dtype t, int enc, const void *in, size_t n, void *out)
+{
+    const tq_codec *c = codec_for(t);
+    if (!c) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating the %s codec", dt[t].name);
+    /* the caller owns the parallelism: run on this thread */
+    tq_ctx local = {TQ_OK, "", 1, ctx ? ctx->simd : tq_simd_best(), TQ_BACKEND_CPU};
+    tq_status st = enc ? tq_encode(&local, c, in, n, out) : tq_decode(&local, c, in, n, out);
+    if (st) return tq_fail(ctx, st, "%s", local.msg);
+    return TQ_OK;
+}
+
+tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, float *y)
+{
+    tq_status st = check(ctx, t, n);
+    if (st) return st;
+    const uint8_t *s = src;
+    size_t nb = n / dt[t].values;
+    switch (t) {
+    case TQ_DT_F32: memcpy(y, src, n * 4); break;
+    case TQ_DT_F16:
+        for (size_t i = 0; i < n; i++) y[i] = h2f(s + 2 * i);
+        break;
+    case TQ_DT_BF16:
+        for (size_t i = 0; i < n; i++) y[i] = tq_bf16_to_fp32((uint16_t)(s[2 * i] | s[2 * i + 1] << 8));
+        break;
+    case TQ_DT_Q8_0:
+        for (size_t b = 0; b < nb; b++, s += 34, y += 32) {
+            float d = h2f(s);
+            for (int j = 0; j < 32; j++) y[j] = (float)(int8_t)s[2 + j] * d;
+        }
+        break;
+    case TQ_DT_Q4_0:
+        for (size_t b = 0; b < nb; b++, s += 18, y += 32) {
+            float d = h2f(s);
+            for (int j = 0; j < 16; j++) {
+                y[j] = (float)((s[2 + j] & 0xF) - 8) * d;
+                y[j + 16] = (float)((s[2 + j] >> 4) - 8) * d;
+            }
+        }
+        break;
+    case TQ_DT_Q4_1:
+        for (size_t b = 0; b < nb; b++, s += 20, y += 32) {
+            float d = h2f(s), m = h2f(s + 2);
+            for (int j = 0; j < 16; j++) {
+                y[j] = (float)(s[4 + j] & 0xF) * d + m;
+                y[j + 16] = (float)(s[4 + j] >> 4) * d + m;
+            }
+        }
+        break;
+    case TQ_DT_Q5_0:
+    case TQ_DT_Q5_1: {
+        int one = t == TQ_DT_Q5_1;
+        size_t bb = one ? 24 : 22;
+        for (size_t b = 0; b < nb; b++, s += bb, y += 32) {
+            float d = h2f(s), m = one ? h2f(s + 2) : 0.0f;
+            const uint8_t *qhp = s + (one ? 4 : 2), *qs = qhp + 4;
+            uint32_t qh = qhp[0] | (uint32_t)qhp[1] << 8 | (uint32_t)qhp[2] << 16 | (uint32_t)qhp[3] << 24;
+            for (int j = 0; j < 16; j++) {
+                int x0 = (qs[j] & 0x0F) | (int)(((qh >> j) << 4) & 0x10);
+                int x1 = (qs[j] >> 4) | (int)((qh >> (j + 12)) & 0x10);
+                if (one) {
+                    y[j] = (float)x0 * d + m;
+                    y[j + 16] = (float)x1 * d + m;
+                } else {
+                    y[j] = (float)(x0 - 16) * d;
+                    y[j + 16] = (float)(x1 - 16) * d;
+                }
+            }
+        }
+        break;
+    }
+    default: return codec_run(ctx, t, 0, src, n, y);
+    }
+    return TQ_OK;
+}
+
+tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *x, size_t n, void *dst)
+{
+    tq_status st = check(ctx, t, n);
+    if (st) return st;
+    uint8_t *o = dst;
+    size_t nb = n / dt[t].values;
+    switch (t) {
+    case TQ_DT_F32: memcpy(dst, x, n * 4); break;
+    case TQ_DT_F16:
+        for (size_t i = 0; i < n; i++) put_h(o + 2 * i, x[i]);
+        break;
+    case TQ_DT_BF16:
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h = tq_fp32_to_bf16(x[i]);
+            o[2 * i] = (uint8_t)h;
+            o[2 * i + 1] = (uint8_t)(h >> 8);
+        }
+        break;
+    case TQ_DT_Q8_0: /* ggml quantize_row_q8_0_ref */
+        for (size_t b = 0; b < nb; b++, x += 32, o += 34) {
+            float amax = 0.0f;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+            float d = amax / ((1 << 7) - 1), id = d ? 1.0f / d : 0.0f;
+            put_h(o, d);
+            for (int j = 0; j < 32; j++) o[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
+        }
+        break;
+    case TQ_DT_Q4_0: /* ggml quantize_row_q4_0_ref */
+        for (size_t b = 0; b < nb; b++, x += 32, o += 18) {
+            float amax = 0.0f, max = 0.0f;
+            for (int j = 0; j < 32; j++)
+                if (amax < fabsf(x[j])) {
+                    amax = fabsf(x[j]);
+                    max = x[j];
+                }
+            float d = max / -8, id = d ? 1.0f / d : 0.0f;
+            put_h(o, d);
+            for (int j = 0; j < 16; j++) {
+                float x0 = x[j] * id + 8.5f, x1 = x[16 + j] * id + 8.5f;
+                int q0 = (int8_t)x0 < 15 ? (int8_t)x0 : 15, q1 = (int8_t)x1 < 15 ? (int8_t)x1 : 15;
+                o[2 + j] = (uint8_t)(q0 | q1 << 4);
+            }
+        }
+        break;
+    case TQ_DT_Q4_1:
+    case TQ_DT_Q5_0:
+    case TQ_DT_Q5_1: return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "quantizing to %s is not supported", dt[t].name);
+    default: return codec_run(ctx, t, 1, x, n, dst);
+    }
+    return TQ_OK;
+}
