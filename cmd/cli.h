@@ -32,5 +32,7 @@ typedef struct cli_command {
 
 int cmd_bench(int argc, char **argv);
 void help_bench(void);
+int cmd_inspect(int argc, char **argv);
+void help_inspect(void);
 
 #endif

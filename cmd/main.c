@@ -12,7 +12,7 @@ static const cli_command commands[] = {
     {"calibrate-innerq", "per-channel K/V equalization scales from KV dumps", NULL, help_stub},
     {"encode-kvdump", "compress llama.cpp session/slot files into .tqkv snapshots", NULL, help_stub},
     {"decode-kvdump", "restore .tqkv snapshots to llama.cpp state files", NULL, help_stub},
-    {"inspect", "describe GGUF models, state files and snapshots", NULL, help_stub},
+    {"inspect", "describe GGUF models (state files and snapshots to come)", cmd_inspect, help_inspect},
     {"bench", "codec quality and speed on generated data", cmd_bench, help_bench},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,475 @@
+/* inspect.c - `tq inspect FILE`: what a GGUF model holds.  The default view
+ * is a summary, the metadata (long arrays abbreviated) and a tensor table;
+ * --json prints the complete structure; --stats adds per-tensor statistics
+ * computed on dequantized values. */
+#include "cli.h"
+#include "gguf.h"
+#include "json.h"
+#include "progress.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+typedef struct inspect_opts {
+    const char *path;
+    int json, stats, quiet, threads;
+    tq_gguf_options gopt;
+} inspect_opts;
+
+void help_inspect(void)
+{
+    printf("usage: tq inspect [--json] [--stats] [--type-profile NAME] [--threads N] [--quiet] FILE\n\n"
+           "Describes a GGUF model (a split model: give its first shard).\n\n"
+           "  --json               the complete structure as JSON on stdout (see tq-inspect(1))\n"
+           "  --stats              per-tensor min, max, RMS, kurtosis and the share of values beyond\n"
+           "                       6 RMS, on dequantized values (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1,\n"
+           "                       q8_0, tq3_1s, tq4_1s)\n"
+           "  --type-profile NAME  how to read tensor type ids the file does not record:\n"
+           "                       69d8e4be4 (default), 00910b10, 45f8a066, upstream\n"
+           "  --threads N          threads for --stats (default: all cores)\n"
+           "  --quiet              no progress display\n");
+}
+
+/* ------------------------------------------------------------ stats */
+
+typedef struct tstats {
+    int have;
+    double min, max, rms, kurtosis, beyond6;
+    uint64_t n;
+} tstats;
+
+typedef struct partial {
+    double s1, s2, s3, s4, mn, mx;
+    uint64_t beyond;
+} partial;
+
+#define STAT_CHUNK (1u << 16) /* values per unit of work */
+
+/* Two passes over the dequantized tensor: moments, then the count beyond
+ * 6 RMS.  Chunks are combined in order, so the result is the same for any
+ * thread count. */
+static int tensor_stats(const void *data, const tq_ggml_type *ty, int64_t nel, int threads, tstats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (ty->dtype < 0 || nel <= 0) return 0;
+    uint64_t chunk = STAT_CHUNK - STAT_CHUNK % ty->block;
+    if (!chunk) chunk = ty->block;
+    uint64_t nchunks = ((uint64_t)nel + chunk - 1) / chunk;
+    partial *p = calloc(nchunks, sizeof *p);
+    if (!p) return -1;
+    int failed = 0;
+    for (int pass = 0; pass < 2 && !failed; pass++) {
+        double rms = out->rms;
+#pragma omp parallel num_threads(threads)
+        {
+            float *buf = malloc(chunk * sizeof(float));
+            tq_ctx *ctx = tq_ctx_new();
+            if (!buf || !ctx) failed = 1;
+            else tq_ctx_set_threads(ctx, 1);
+#pragma omp for schedule(dynamic, 4)
+            for (uint64_t c = 0; c < nchunks; c++) {
+                if (failed) continue;
+                uint64_t v0 = c * chunk, m = (uint64_t)nel - v0 < chunk ? (uint64_t)nel - v0 : chunk;
+                const uint8_t *src = (const uint8_t *)data + v0 / ty->block * ty->bytes;
+                if (tq_dequantize(ctx, (tq_dtype)ty->dtype, src, m, buf)) {
+                    failed = 1;
+                    continue;
+                }
+                partial *q = &p[c];
+                if (pass == 0) {
+                    q->mn = INFINITY;
+                    q->mx = -INFINITY;
+                    for (uint64_t i = 0; i < m; i++) {
+                        double x = buf[i], x2 = x * x;
+                        q->s1 += x;
+                        q->s2 += x2;
+                        q->s3 += x2 * x;
+                        q->s4 += x2 * x2;
+                        if (x < q->mn) q->mn = x;
+                        if (x > q->mx) q->mx = x;
+                    }
+                } else {
+                    for (uint64_t i = 0; i < m; i++) q->beyond += fabs((double)buf[i]) > 6.0 * rms;
+                }
+            }
+            free(buf);
+            tq_ctx_free(ctx);
+        }
+        if (pass == 0) {
+            double s1 = 0, s2 = 0, s3 = 0, s4 = 0, mn = INFINITY, mx = -INFINITY;
+            for (uint64_t c = 0; c < nchunks; c++) {
+                s1 += p[c].s1, s2 += p[c].s2, s3 += p[c].s3, s4 += p[c].s4;
+                mn = fmin(mn, p[c].mn), mx = fmax(mx, p[c].mx);
+            }
+            double n = (double)nel, mu = s1 / n, var = s2 / n - mu * mu;
+            double m4 = s4 / n - 4 * mu * s3 / n + 6 * mu * mu * s2 / n - 3 * mu * mu * mu * mu;
+            out->min = mn;
+            out->max = mx;
+            out->rms = sqrt(s2 / n);
+            out->kurtosis = var > 0 ? m4 / (var * var) : 0.0;
+        } else {
+            uint64_t b = 0;
+            for (uint64_t c = 0; c < nchunks; c++) b += p[c].beyond;
+            out->beyond6 = (double)b / (double)nel;
+        }
+    }
+    free(p);
+    if (failed) return -1;
+    out->have = 1;
+    out->n = (uint64_t)nel;
+    return 0;
+}
+
+/* ------------------------------------------------------------ printing */
+
+static void human_size(double b, char *out, size_t n)
+{
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (b >= 1024 && i < 4) b /= 1024, i++;
+    snprintf(out, n, i ? "%.2f %s" : "%.0f %s", b, u[i]);
+}
+
+static void human_count(double v, char *out, size_t n)
+{
+    const char *u[] = {"", "K", "M", "B", "T"};
+    int i = 0;
+    while (v >= 1000 && i < 4) v /= 1000, i++;
+    snprintf(out, n, i ? "%.1f%s" : "%.0f%s", v, u[i]);
+}
+
+static const char *ftype_name(int64_t ft)
+{
+    static const char *names[] = {"ALL_F32", "MOSTLY_F16", "MOSTLY_Q4_0", "MOSTLY_Q4_1", NULL, NULL, NULL,
+                                  "MOSTLY_Q8_0", "MOSTLY_Q5_0", "MOSTLY_Q5_1", "MOSTLY_Q2_K", "MOSTLY_Q3_K_S",
+                                  "MOSTLY_Q3_K_M", "MOSTLY_Q3_K_L", "MOSTLY_Q4_K_S", "MOSTLY_Q4_K_M", "MOSTLY_Q5_K_S",
+                                  "MOSTLY_Q5_K_M", "MOSTLY_Q6_K", "MOSTLY_IQ2_XXS", "MOSTLY_IQ2_XS", "MOSTLY_Q2_K_S",
+                                  "MOSTLY_IQ3_XS", "MOSTLY_IQ3_XXS", "MOSTLY_IQ1_S", "MOSTLY_IQ4_NL", "MOSTLY_IQ3_S",
+                                  "MOSTLY_IQ3_M", "MOSTLY_IQ2_S", "MOSTLY_IQ2_M", "MOSTLY_IQ4_XS", "MOSTLY_IQ1_M",
+                                  "MOSTLY_BF16", NULL, NULL, NULL, "MOSTLY_TQ1_0", "MOSTLY_TQ2_0", "MOSTLY_MXFP4_MOE",
+                                  "MOSTLY_NVFP4", "MOSTLY_Q1_0", "MOSTLY_Q2_0", NULL, "MOSTLY_TQ3_1S (fork)",
+                                  "MOSTLY_TQ4_1S (fork)"};
+    if (ft == 1024) return "GUESSED";
+    if (ft >= 0 && ft < (int64_t)(sizeof names / sizeof names[0]) && names[ft]) return names[ft];
+    return "unknown";
+}
+
+/* one element of a KV, as text (strings quoted, escapes visible) */
+static void print_elem(FILE *f, const tq_gguf *g, int64_t i, uint64_t j, int json)
+{
+    tq_gguf_type t = tq_gguf_kv_type(g, i) == TQ_GGUF_ARRAY ? tq_gguf_kv_arr_type(g, i) : tq_gguf_kv_type(g, i);
+    int64_t iv;
+    uint64_t uv, len;
+    double dv;
+    if (t == TQ_GGUF_STRING) {
+        const char *s = tq_gguf_kv_get_str(g, i, j, &len);
+        if (json) json_str(f, s, len);
+        else {
+            uint64_t show = len > 60 ? 60 : len;
+            fputc('\'', f);
+            for (uint64_t k = 0; k < show; k++) {
+                unsigned char c = (unsigned char)s[k];
+                if (c < 0x20 || c == 0x7f) fprintf(f, "\\x%02x", c);
+                else fputc(c, f);
+            }
+            fputs(show < len ? "'..." : "'", f);
+        }
+    } else if (t == TQ_GGUF_BOOL) {
+        tq_gguf_kv_get_int(g, i, j, &iv);
+        fputs(iv ? "true" : "false", f);
+    } else if (t == TQ_GGUF_FLOAT32 || t == TQ_GGUF_FLOAT64) {
+        tq_gguf_kv_get_float(g, i, j, &dv);
+        if (json) json_double(f, dv, t == TQ_GGUF_FLOAT32 ? 9 : 17);
+        else fprintf(f, "%g", dv);
+    } else if (t == TQ_GGUF_UINT64) {
+        tq_gguf_kv_get_uint(g, i, j, &uv);
+        fprintf(f, "%" PRIu64, uv);
+    } else {
+        tq_gguf_kv_get_int(g, i, j, &iv);
+        fprintf(f, "%" PRId64, iv);
+    }
+}
+
+typedef struct type_sum {
+    const char *name;
+    int64_t tensors;
+    double weights, bytes;
+} type_sum;
+
+static int summarize_types(const tq_gguf *g, type_sum *ts, int max)
+{
+    int n = 0;
+    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
+        const char *name = tq_gguf_tensor_type(g, i)->name;
+        int k = 0;
+        while (k < n && strcmp(ts[k].name, name)) k++;
+        if (k == n) {
+            if (n == max) continue;
+            ts[n++] = (type_sum){name, 0, 0, 0};
+        }
+        ts[k].tensors++;
+        ts[k].weights += (double)tq_gguf_tensor_nelements(g, i);
+        ts[k].bytes += (double)tq_gguf_tensor_nbytes(g, i);
+    }
+    return n;
+}
+
+static const char *profile_source(const tq_gguf *g, const inspect_opts *o)
+{
+    if (tq_gguf_find_key(g, "tq.type_profile") >= 0) return "file";
+    if (o->gopt.profile_explicit) return "option";
+    return tq_gguf_profile_assumed(g) ? "assumed" : "default";
+}
+
+static void print_human(const tq_gguf *g, const inspect_opts *o, const tstats *st)
+{
+    char a[32], b[32];
+    uint64_t len;
+    double params = 0, bytes = 0;
+    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
+        params += (double)tq_gguf_tensor_nelements(g, i);
+        bytes += (double)tq_gguf_tensor_nbytes(g, i);
+    }
+    human_size((double)tq_gguf_file_size(g), a, sizeof a);
+    printf("file:          %s (%s, GGUF v%u, %u shard%s, alignment %u)\n", o->path, a, tq_gguf_version(g),
+           tq_gguf_n_shards(g), tq_gguf_n_shards(g) > 1 ? "s" : "", tq_gguf_alignment(g));
+    const char *arch = tq_gguf_get_str(g, "general.architecture", "(none)", &len);
+    printf("architecture:  %.*s\n", (int)len, arch);
+    const char *name = tq_gguf_get_str(g, "general.name", NULL, &len);
+    if (name) printf("name:          %.*s\n", (int)len, name);
+    human_count(params, a, sizeof a);
+    printf("parameters:    %s (%.0f)\n", a, params);
+    int64_t ft = tq_gguf_get_int(g, "general.file_type", -1);
+    if (ft >= 0) printf("file type:     %" PRId64 " (%s)\n", ft, ftype_name(ft));
+    printf("tensors:       %" PRId64 "\n", tq_gguf_n_tensors(g));
+    human_size(bytes, a, sizeof a);
+    printf("tensor data:   %s, %.3f bits per weight\n", a, params > 0 ? 8 * bytes / params : 0.0);
+    type_sum ts[64];
+    int nts = summarize_types(g, ts, 64);
+    for (int k = 0; k < nts; k++) {
+        human_size(ts[k].bytes, a, sizeof a);
+        human_count(ts[k].weights, b, sizeof b);
+        printf("  %-8s %5" PRId64 " tensors %10s weights %12s %7.3f bpw\n", ts[k].name, ts[k].tensors, b, a,
+               ts[k].weights > 0 ? 8 * ts[k].bytes / ts[k].weights : 0.0);
+    }
+    printf("type ids:      profile %s (%s)\n", tq_type_profile_name(tq_gguf_profile(g)), profile_source(g, o));
+    int prov = 0;
+    for (int64_t i = 0; i < tq_gguf_n_kv(g); i++)
+        if (!strncmp(tq_gguf_kv_key(g, i), "tq.", 3)) {
+            if (!prov++) printf("tq provenance:\n");
+            printf("  %s = ", tq_gguf_kv_key(g, i));
+            print_elem(stdout, g, i, 0, 0);
+            printf("\n");
+        }
+
+    printf("\nmetadata (%" PRId64 " keys):\n", tq_gguf_n_kv(g));
+    for (int64_t i = 0; i < tq_gguf_n_kv(g); i++) {
+        tq_gguf_type t = tq_gguf_kv_type(g, i);
+        if (t == TQ_GGUF_ARRAY) {
+            uint64_t n = tq_gguf_kv_count(g, i);
+            printf("  %-40s [%s] x%" PRIu64 " = [", tq_gguf_kv_key(g, i), tq_gguf_type_name(tq_gguf_kv_arr_type(g, i)), n);
+            for (uint64_t j = 0; j < n && j < 6; j++) {
+                if (j) printf(", ");
+                print_elem(stdout, g, i, j, 0);
+            }
+            printf(n > 6 ? ", ...]\n" : "]\n");
+        } else {
+            printf("  %-40s %-8s = ", tq_gguf_kv_key(g, i), tq_gguf_type_name(t));
+            print_elem(stdout, g, i, 0, 0);
+            printf("\n");
+        }
+    }
+    printf("\ntensors (%" PRId64 "):\n", tq_gguf_n_tensors(g));
+    printf("  %5s %-34s %-26s %-7s %12s %12s", "index", "name", "shape", "type", "bytes", "offset");
+    if (st) printf(" %11s %11s %10s %8s %8s", "min", "max", "rms", "kurtosis", ">6rms");
+    printf("\n");
+    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
+        const int64_t *ne = tq_gguf_tensor_ne(g, i);
+        char shape[64];
+        int p = snprintf(shape, sizeof shape, "[");
+        for (uint32_t d = 0; d < tq_gguf_tensor_n_dims(g, i); d++)
+            p += snprintf(shape + p, sizeof shape - (size_t)p, "%s%" PRId64, d ? ", " : "", ne[d]);
+        snprintf(shape + p, sizeof shape - (size_t)p, "]");
+        printf("  %5" PRId64 " %-34s %-26s %-7s %12" PRIu64 " %12" PRIu64, i, tq_gguf_tensor_name(g, i), shape,
+               tq_gguf_tensor_type(g, i)->name, tq_gguf_tensor_nbytes(g, i), tq_gguf_tensor_file_offset(g, i));
+        if (st && st[i].have)
+            printf(" %11.4g %11.4g %10.4g %8.3f %7.4f%%", st[i].min, st[i].max, st[i].rms, st[i].kurtosis,
+                   100 * st[i].beyond6);
+        else if (st)
+            printf(" %11s", "(no decoder)");
+        printf("\n");
+    }
+}
+
+static void print_json(const tq_gguf *g, const inspect_opts *o, const tstats *st)
+{
+    FILE *f = stdout;
+    double params = 0, bytes = 0;
+    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
+        params += (double)tq_gguf_tensor_nelements(g, i);
+        bytes += (double)tq_gguf_tensor_nbytes(g, i);
+    }
+    fprintf(f, "{\"file\": ");
+    json_cstr(f, o->path);
+    fprintf(f, ", \"format\": \"gguf\", \"version\": %u, \"alignment\": %u, \"data_offset\": %" PRIu64
+               ", \"file_size\": %" PRIu64 ",\n \"shards\": [",
+            tq_gguf_version(g), tq_gguf_alignment(g), tq_gguf_data_offset(g), tq_gguf_file_size(g));
+    for (uint32_t s = 0; s < tq_gguf_n_shards(g); s++) {
+        if (s) fprintf(f, ", ");
+        json_cstr(f, tq_gguf_shard_path(g, s));
+    }
+    fprintf(f, "],\n \"type_profile\": {\"name\": \"%s\", \"source\": \"%s\"},\n", tq_type_profile_name(tq_gguf_profile(g)),
+            profile_source(g, o));
+    fprintf(f, " \"summary\": {\"parameters\": %.0f, \"tensor_bytes\": %.0f, \"bits_per_weight\": ", params, bytes);
+    json_double(f, params > 0 ? 8 * bytes / params : 0, 6);
+    fprintf(f, ", \"by_type\": {");
+    type_sum ts[64];
+    int nts = summarize_types(g, ts, 64);
+    for (int k = 0; k < nts; k++) {
+        fprintf(f, "%s\"%s\": {\"tensors\": %" PRId64 ", \"weights\": %.0f, \"bytes\": %.0f, \"bits_per_weight\": ",
+                k ? ", " : "", ts[k].name, ts[k].tensors, ts[k].weights, ts[k].bytes);
+        json_double(f, ts[k].weights > 0 ? 8 * ts[k].bytes / ts[k].weights : 0, 6);
+        fprintf(f, "}");
+    }
+    fprintf(f, "}},\n \"metadata\": [\n");
+    for (int64_t i = 0; i < tq_gguf_n_kv(g); i++) {
+        tq_gguf_type t = tq_gguf_kv_type(g, i);
+        fprintf(f, "  {\"key\": ");
+        json_cstr(f, tq_gguf_kv_key(g, i));
+        fprintf(f, ", \"type\": \"%s\"", tq_gguf_type_name(t));
+        if (t == TQ_GGUF_ARRAY) {
+            uint64_t n = tq_gguf_kv_count(g, i);
+            fprintf(f, ", \"elem_type\": \"%s\", \"count\": %" PRIu64 ", \"value\": [",
+                    tq_gguf_type_name(tq_gguf_kv_arr_type(g, i)), n);
+            for (uint64_t j = 0; j < n; j++) {
+                if (j) fputs(", ", f);
+                print_elem(f, g, i, j, 1);
+            }
+            fputc(']', f);
+        } else {
+            fprintf(f, ", \"value\": ");
+            print_elem(f, g, i, 0, 1);
+        }
+        fprintf(f, "}%s\n", i + 1 < tq_gguf_n_kv(g) ? "," : "");
+    }
+    fprintf(f, " ],\n \"tensors\": [\n");
+    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
+        const int64_t *ne = tq_gguf_tensor_ne(g, i);
+        fprintf(f, "  {\"index\": %" PRId64 ", \"name\": ", i);
+        json_cstr(f, tq_gguf_tensor_name(g, i));
+        fprintf(f, ", \"shape\": [");
+        for (uint32_t d = 0; d < tq_gguf_tensor_n_dims(g, i); d++) fprintf(f, "%s%" PRId64, d ? ", " : "", ne[d]);
+        fprintf(f, "], \"type\": \"%s\", \"type_id\": %d, \"bytes\": %" PRIu64 ", \"offset\": %" PRIu64
+                   ", \"file_offset\": %" PRIu64 ", \"shard\": %u",
+                tq_gguf_tensor_type(g, i)->name, tq_gguf_tensor_type_id(g, i), tq_gguf_tensor_nbytes(g, i),
+                tq_gguf_tensor_offset(g, i), tq_gguf_tensor_file_offset(g, i), tq_gguf_tensor_shard(g, i));
+        if (st && st[i].have) {
+            fprintf(f, ", \"stats\": {\"min\": ");
+            json_double(f, st[i].min, 9);
+            fprintf(f, ", \"max\": ");
+            json_double(f, st[i].max, 9);
+            fprintf(f, ", \"rms\": ");
+            json_double(f, st[i].rms, 9);
+            fprintf(f, ", \"kurtosis\": ");
+            json_double(f, st[i].kurtosis, 9);
+            fprintf(f, ", \"beyond_6rms\": ");
+            json_double(f, st[i].beyond6, 9);
+            fprintf(f, "}");
+        }
+        fprintf(f, "}%s\n", i + 1 < tq_gguf_n_tensors(g) ? "," : "");
+    }
+    fprintf(f, " ]\n}\n");
+}
+
+static int parse(int argc, char **argv, inspect_opts *o)
+{
+    o->gopt.profile = TQ_PROFILE_DEFAULT;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        long l;
+        if (!strcmp(argv[i], "--json")) o->json = 1;
+        else if (!strcmp(argv[i], "--stats")) o->stats = 1;
+        else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) o->quiet = 1;
+        else if ((v = cli_opt_value(argc, argv, &i, "--type-profile"))) {
+            if (!*v) return -1;
+            if (tq_type_profile_parse(v, &o->gopt.profile)) {
+                cli_usage_error("--type-profile: unknown profile '%s' (69d8e4be4, 00910b10, 45f8a066, upstream)", v);
+                return -1;
+            }
+            o->gopt.profile_explicit = 1;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--threads"))) {
+            if (!*v || cli_parse_long("--threads", v, 0, 4096, &l)) return -1;
+            o->threads = (int)l;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            cli_usage_error("unknown option '%s' (see tq help inspect)", argv[i]);
+            return -1;
+        } else if (o->path) {
+            cli_usage_error("one file at a time ('%s' and '%s')", o->path, argv[i]);
+            return -1;
+        } else {
+            o->path = argv[i];
+        }
+    }
+    if (!o->path) {
+        cli_usage_error("which file? (see tq help inspect)");
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_inspect(int argc, char **argv)
+{
+    inspect_opts o = {0};
+    if (parse(argc, argv, &o)) return TQ_EXIT_USAGE;
+    tq_ctx *ctx = tq_ctx_new();
+    if (!ctx) return cli_runtime_error("out of memory");
+    tq_gguf *g;
+    if (tq_gguf_open(ctx, o.path, &o.gopt, &g)) {
+        int rc = cli_lib_error(ctx);
+        tq_ctx_free(ctx);
+        return rc;
+    }
+    if (tq_gguf_profile_assumed(g))
+        fprintf(stderr, "tq inspect: %s: warning: type ids 41 and up differ between ggml revisions and the file "
+                        "records none; read with profile %s (choose with --type-profile)\n",
+                o.path, tq_type_profile_name(tq_gguf_profile(g)));
+    tstats *st = NULL;
+    int rc = 0;
+    if (o.stats) {
+        int64_t n = tq_gguf_n_tensors(g);
+        st = calloc((size_t)(n ? n : 1), sizeof *st);
+        progress pr;
+        progress_init(&pr, o.quiet);
+        double t0 = cli_now(), bytes = 0;
+        int threads = o.threads ? o.threads : tq_ctx_threads(ctx);
+        for (int64_t i = 0; st && i < n; i++) {
+            progress_update(&pr, (uint64_t)i, (uint64_t)n, tq_gguf_tensor_name(g, i));
+            if (tensor_stats(tq_gguf_tensor_data(g, i), tq_gguf_tensor_type(g, i), tq_gguf_tensor_nelements(g, i),
+                             threads, &st[i])) {
+                rc = cli_runtime_error("%s: tensor '%s': statistics failed", o.path, tq_gguf_tensor_name(g, i));
+                break;
+            }
+            if (st[i].have) bytes += (double)tq_gguf_tensor_nbytes(g, i);
+        }
+        progress_end(&pr);
+        double dt = cli_now() - t0;
+        if (!o.quiet && !rc)
+            fprintf(stderr, "tq inspect: stats over %.1f MB of tensor data in %.2f s (%.2f GB/s, %d threads)\n",
+                    bytes / 1e6, dt, dt > 0 ? bytes / dt / 1e9 : 0.0, threads);
+    }
+    if (!rc) {
+        if (o.json) print_json(g, &o, st);
+        else print_human(g, &o, st);
+        if (fflush(stdout)) rc = cli_runtime_error("writing to stdout failed");
+    }
+    free(st);
+    tq_gguf_close(g);
+    tq_ctx_free(ctx);
+    return rc;
+}
