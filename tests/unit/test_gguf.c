@@ -1,0 +1,504 @@
+/* test_gguf.c - the GGUF reader against hand-made hostile files, and the
+ * writer/reader round trip over every value type and many tensor types. */
+#include "gguf.h"
+#include "harness.h"
+#include "tq_internal.h"
+
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------------------------ a byte builder */
+
+typedef struct buf {
+    uint8_t *p;
+    size_t n, cap;
+} buf;
+
+static void put(buf *b, const void *d, size_t n)
+{
+    if (!n) return;
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 64;
+        b->p = realloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+static void u32(buf *b, uint32_t v) { put(b, &v, 4); }
+static void u64(buf *b, uint64_t v) { put(b, &v, 8); }
+static void str(buf *b, const char *s)
+{
+    u64(b, strlen(s));
+    put(b, s, strlen(s));
+}
+static void kv_u32(buf *b, const char *k, uint32_t v)
+{
+    str(b, k);
+    u32(b, TQ_GGUF_UINT32);
+    u32(b, v);
+}
+static void tinfo(buf *b, const char *name, uint32_t nd, const int64_t *ne, uint32_t type, uint64_t off)
+{
+    str(b, name);
+    u32(b, nd);
+    for (uint32_t d = 0; d < nd; d++) u64(b, (uint64_t)ne[d]);
+    u32(b, type);
+    u64(b, off);
+}
+static void pad_to(buf *b, size_t a)
+{
+    while (b->n % a) put(b, "", 1);
+}
+
+/* A small valid file: two KVs, two F32 tensors of 8 and 4 values. */
+static buf valid_file(void)
+{
+    buf b = {0};
+    u32(&b, 0x46554747u);
+    u32(&b, 3);
+    u64(&b, 2);
+    u64(&b, 2);
+    str(&b, "general.architecture");
+    u32(&b, TQ_GGUF_STRING);
+    str(&b, "llama");
+    kv_u32(&b, "llama.block_count", 1);
+    int64_t ne1[2] = {4, 2}, ne2[1] = {4};
+    tinfo(&b, "a.weight", 2, ne1, 0, 0);
+    tinfo(&b, "b.weight", 1, ne2, 0, 32);
+    pad_to(&b, 32);
+    for (int i = 0; i < 8; i++) {
+        float f = (float)i;
+        put(&b, &f, 4);
+    }
+    for (int i = 0; i < 4; i++) {
+        float f = -(float)i;
+        put(&b, &f, 4);
+    }
+    pad_to(&b, 32);
+    return b;
+}
+
+/* Opens bytes and returns the error message ("" when it opened). */
+static const char *try_open(const buf *b, char *msg, size_t n)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tq_gguf *g = NULL;
+    tq_status st = tq_gguf_open_memory(ctx, b->p, b->n, "t.gguf", NULL, &g);
+    snprintf(msg, n, "%s", st ? tq_ctx_error(ctx) : "");
+    if (!st) tq_gguf_close(g);
+    tq_ctx_free(ctx);
+    return msg;
+}
+
+#define EXPECT_REJECT(b, needle)                                                                   \
+    do {                                                                                           \
+        char m_[512];                                                                              \
+        try_open(&(b), m_, sizeof m_);                                                             \
+        CHECK(*m_, "accepted a file that should fail with '%s'", needle);                          \
+        CHECK(strstr(m_, needle) && !strncmp(m_, "t.gguf: ", 8), "message '%s' lacks '%s'", m_, needle); \
+    } while (0)
+
+TEST(gguf_valid_small_file)
+{
+    buf b = valid_file();
+    tq_ctx *ctx = tq_ctx_new();
+    tq_gguf *g;
+    CHECK(tq_gguf_open_memory(ctx, b.p, b.n, "t.gguf", NULL, &g) == TQ_OK, "%s", tq_ctx_error(ctx));
+    CHECK(tq_gguf_n_kv(g) == 2 && tq_gguf_n_tensors(g) == 2);
+    CHECK(tq_gguf_find_key(g, "llama.block_count") == 1 && tq_gguf_find_key(g, "nope") == -1);
+    CHECK(tq_gguf_get_int(g, "llama.block_count", -1) == 1);
+    uint64_t len;
+    CHECK(!memcmp(tq_gguf_get_str(g, "general.architecture", "", &len), "llama", 5) && len == 5);
+    CHECK(tq_gguf_find_tensor(g, "b.weight") == 1);
+    const float *d = tq_gguf_tensor_data(g, 1);
+    CHECK(d[3] == -3.0f && tq_gguf_tensor_nelements(g, 0) == 8 && tq_gguf_data_offset(g) % 32 == 0);
+    tq_gguf_close(g);
+    tq_ctx_free(ctx);
+    free(b.p);
+}
+
+TEST(gguf_rejects_every_truncation)
+{
+    buf b = valid_file();
+    char m[512];
+    for (size_t k = 0; k < b.n; k++) {
+        buf t = {b.p, k, k};
+        try_open(&t, m, sizeof m);
+        CHECK(*m, "a file cut to %zu of %zu bytes was accepted", k, b.n);
+        CHECK(!strncmp(m, "t.gguf: ", 8) && !strchr(m, '\n'), "cut at %zu: '%s'", k, m);
+    }
+    free(b.p);
+}
+
+static void set32(buf *b, size_t off, uint32_t v) { memcpy(b->p + off, &v, 4); }
+static void set64(buf *b, size_t off, uint64_t v) { memcpy(b->p + off, &v, 8); }
+
+TEST(gguf_rejects_bad_header_fields)
+{
+    buf b = valid_file();
+    memcpy(b.p, "GGML", 4);
+    EXPECT_REJECT(b, "not a GGUF file");
+    memcpy(b.p, "GGUF", 4);
+    set32(&b, 4, 0);
+    EXPECT_REJECT(b, "version 0");
+    set32(&b, 4, 1);
+    EXPECT_REJECT(b, "version 1 is no longer supported");
+    set32(&b, 4, 4);
+    EXPECT_REJECT(b, "GGUF version 4");
+    set32(&b, 4, 0x03000000u);
+    EXPECT_REJECT(b, "big-endian");
+    set32(&b, 4, 3);
+    set64(&b, 8, (uint64_t)-1);
+    EXPECT_REJECT(b, "tensor count -1 is negative");
+    set64(&b, 8, 1ull << 60);
+    EXPECT_REJECT(b, "cannot fit");
+    set64(&b, 8, 2);
+    set64(&b, 16, 1ull << 62);
+    EXPECT_REJECT(b, "key count");
+    set64(&b, 16, 2);
+    set64(&b, 24, 1ull << 40); /* first key's length */
+    EXPECT_REJECT(b, "exceeds 2^30");
+    set64(&b, 24, 1ull << 29);
+    EXPECT_REJECT(b, "runs past the end");
+    free(b.p);
+}
+
+/* Builds a file from parts: kvs (already encoded), tensor infos, data. */
+static buf assemble(const buf *kvs, uint64_t n_kv, const buf *infos, uint64_t n_t, size_t data_bytes, size_t align)
+{
+    buf b = {0};
+    u32(&b, 0x46554747u);
+    u32(&b, 3);
+    u64(&b, n_t);
+    u64(&b, n_kv);
+    put(&b, kvs->p, kvs->n);
+    put(&b, infos->p, infos->n);
+    if (n_t) pad_to(&b, align);
+    for (size_t i = 0; i < data_bytes; i++) put(&b, "\x01", 1);
+    return b;
+}
+
+TEST(gguf_rejects_bad_metadata)
+{
+    buf kv = {0}, ti = {0};
+    kv_u32(&kv, "a", 1);
+    kv_u32(&kv, "a", 2);
+    buf f = assemble(&kv, 2, &ti, 0, 0, 32);
+    EXPECT_REJECT(f, "duplicate key 'a'");
+    free(f.p), free(kv.p), kv = (buf){0};
+
+    str(&kv, "");
+    u32(&kv, TQ_GGUF_UINT8);
+    put(&kv, "x", 1);
+    f = assemble(&kv, 1, &ti, 0, 0, 32);
+    EXPECT_REJECT(f, "is empty");
+    free(f.p), free(kv.p), kv = (buf){0};
+
+    str(&kv, "nested");
+    u32(&kv, TQ_GGUF_ARRAY);
+    u32(&kv, TQ_GGUF_ARRAY);
+    u64(&kv, 1);
+    f = assemble(&kv, 1, &ti, 0, 0, 32);
+    EXPECT_REJECT(f, "nested array");
+    free(f.p), free(kv.p), kv = (buf){0};
+
+    str(&kv, "big.array");
+    u32(&kv, TQ_GGUF_ARRAY);
+    u32(&kv, TQ_GGUF_UINT64);
+    u64(&kv, 1ull << 31);
+    f = assemble(&kv, 1, &ti, 0, 0, 32);
+    EXPECT_REJECT(f, "at most 2^30");
+    free(f.p), free(kv.p), kv = (buf){0};
+
+    str(&kv, "many.strings");
+    u32(&kv, TQ_GGUF_ARRAY);
+    u32(&kv, TQ_GGUF_STRING);
+    u64(&kv, 1ull << 29);
+    f = assemble(&kv, 1, &ti, 0, 0, 32);
+    EXPECT_REJECT(f, "cannot fit");
+    free(f.p), free(kv.p), kv = (buf){0};
+
+    str(&kv, "bad.type");
+    u32(&kv, 13);
+    f = assemble(&kv, 1, &ti, 0, 0, 32);
+    EXPECT_REJECT(f, "invalid value type 13");
+    free(f.p), free(kv.p), kv = (buf){0};
+
+    kv_u32(&kv, "general.alignment", 48);
+    f = assemble(&kv, 1, &ti, 0, 0, 32);
+    EXPECT_REJECT(f, "alignment 48 is not a power of 2");
+    free(f.p), free(kv.p), kv = (buf){0};
+
+    kv_u32(&kv, "general.alignment", 0);
+    f = assemble(&kv, 1, &ti, 0, 0, 32);
+    EXPECT_REJECT(f, "alignment 0 is not a power of 2");
+    free(f.p), free(kv.p), kv = (buf){0};
+
+    str(&kv, "general.alignment");
+    u32(&kv, TQ_GGUF_UINT16);
+    put(&kv, "\x20\x00", 2);
+    f = assemble(&kv, 1, &ti, 0, 0, 32);
+    EXPECT_REJECT(f, "must be of type UINT32");
+    free(f.p), free(kv.p), kv = (buf){0};
+
+    str(&kv, "tq.type_profile");
+    u32(&kv, TQ_GGUF_STRING);
+    str(&kv, "martian");
+    f = assemble(&kv, 1, &ti, 0, 0, 32);
+    EXPECT_REJECT(f, "unknown tq.type_profile 'martian'");
+    free(f.p), free(kv.p);
+}
+
+TEST(gguf_rejects_bad_tensor_infos)
+{
+    buf kv = {0}, ti = {0}, f;
+    int64_t ne[5] = {32, 2, 1, 1, 1};
+#define CASE(n_t, data, needle)                                                                    \
+    f = assemble(&kv, 0, &ti, n_t, data, 32);                                                      \
+    EXPECT_REJECT(f, needle);                                                                      \
+    free(f.p), free(ti.p), ti = (buf){0};
+
+    tinfo(&ti, "x", 5, ne, 0, 0);
+    CASE(1, 256, "has 5 dimensions");
+    tinfo(&ti, "x", 2, ne, 0, 0);
+    tinfo(&ti, "x", 2, ne, 0, 256);
+    CASE(2, 512, "duplicate tensor name 'x'");
+    tinfo(&ti, "x", 2, ne, 4, 0); /* a removed ggml type */
+    CASE(1, 256, "type id 4, unknown");
+    tinfo(&ti, "x", 2, ne, 99, 0);
+    CASE(1, 256, "type id 99");
+    int64_t odd[2] = {33, 1};
+    tinfo(&ti, "x", 2, odd, 8, 0); /* q8_0 needs rows of 32 */
+    CASE(1, 256, "not a multiple of q8_0's block size 32");
+    int64_t neg[2] = {32, -1};
+    tinfo(&ti, "x", 2, neg, 0, 0);
+    CASE(1, 256, "dimension 1 is negative");
+    int64_t huge[4] = {1ll << 40, 1ll << 40, 1, 1};
+    tinfo(&ti, "x", 4, huge, 0, 0);
+    CASE(1, 256, "overflows");
+    int64_t big[2] = {1ll << 31, 1ll << 30};
+    tinfo(&ti, "x", 2, big, 0, 0);
+    CASE(1, 256, "size in bytes overflows");
+    char longname[80];
+    memset(longname, 'n', 64);
+    longname[64] = 0;
+    tinfo(&ti, longname, 2, ne, 0, 0);
+    CASE(1, 256, "at most 63");
+    tinfo(&ti, "x", 2, ne, 0, 0);
+    tinfo(&ti, "y", 2, ne, 0, 0); /* overlapping the first */
+    CASE(2, 512, "tensor 'y' has offset 0, expected 256");
+    tinfo(&ti, "x", 2, ne, 0, 256); /* misordered: first not at 0 */
+    tinfo(&ti, "y", 2, ne, 0, 0);
+    CASE(2, 512, "tensor 'x' has offset 256, expected 0");
+    tinfo(&ti, "x", 2, ne, 0, 0);
+    CASE(1, 255, "runs past the end");
+    tinfo(&ti, "x", 2, ne, 0, 0);
+    tinfo(&ti, "y", 2, ne, 0, 256);
+    CASE(2, 300, "tensor 'y' data");
+#undef CASE
+    free(kv.p);
+}
+
+/* ------------------------------------------------ round trip through the writer */
+
+static char *tmp_path(const char *tag)
+{
+    static char p[128];
+    snprintf(p, sizeof p, "/tmp/tq-test-%d-%s.gguf", (int)getpid(), tag);
+    return p;
+}
+
+TEST(gguf_writer_round_trip_all_value_and_tensor_types)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tq_gguf_writer *w;
+    CHECK(tq_gguf_writer_new(ctx, &w) == TQ_OK);
+    uint8_t u8 = 200;
+    int8_t i8 = -100;
+    uint16_t u16 = 60000;
+    int16_t i16 = -30000;
+    uint32_t u32v = 4000000000u;
+    int32_t i32 = -2000000000;
+    float f32 = 3.5f;
+    uint8_t bo = 1;
+    uint64_t u64v = 18000000000000000000ull;
+    int64_t i64 = -9000000000000000000ll;
+    double f64 = -2.25e-300;
+    tq_gguf_writer_set_str(w, "general.architecture", "llama", 5);
+    tq_gguf_writer_set_scalar(w, "t.u8", TQ_GGUF_UINT8, &u8);
+    tq_gguf_writer_set_scalar(w, "t.i8", TQ_GGUF_INT8, &i8);
+    tq_gguf_writer_set_scalar(w, "t.u16", TQ_GGUF_UINT16, &u16);
+    tq_gguf_writer_set_scalar(w, "t.i16", TQ_GGUF_INT16, &i16);
+    tq_gguf_writer_set_scalar(w, "t.u32", TQ_GGUF_UINT32, &u32v);
+    tq_gguf_writer_set_scalar(w, "t.i32", TQ_GGUF_INT32, &i32);
+    tq_gguf_writer_set_scalar(w, "t.f32", TQ_GGUF_FLOAT32, &f32);
+    tq_gguf_writer_set_scalar(w, "t.bool", TQ_GGUF_BOOL, &bo);
+    tq_gguf_writer_set_scalar(w, "t.u64", TQ_GGUF_UINT64, &u64v);
+    tq_gguf_writer_set_scalar(w, "t.i64", TQ_GGUF_INT64, &i64);
+    tq_gguf_writer_set_scalar(w, "t.f64", TQ_GGUF_FLOAT64, &f64);
+    int32_t arr[3] = {1, -2, 3};
+    tq_gguf_writer_set_array(w, "t.arr_i32", TQ_GGUF_INT32, 3, arr, NULL);
+    const char *ss[3] = {"a", "", "ccc\n\"q\""};
+    uint64_t sl[3] = {1, 0, 7};
+    tq_gguf_writer_set_array(w, "t.arr_str", TQ_GGUF_STRING, 3, ss, sl);
+    tq_gguf_writer_set_array(w, "t.arr_empty", TQ_GGUF_FLOAT64, 0, NULL, NULL);
+    tq_gguf_writer_set_u32(w, "t.replace", 1);
+    tq_gguf_writer_set_u32(w, "t.replace", 2); /* replaced in place */
+    tq_gguf_writer_set_u32(w, "t.gone", 9);
+    tq_gguf_writer_remove_kv(w, "t.gone");
+    tq_gguf_writer_set_u32(w, "general.alignment", 64);
+    /* tensors of many ggml types (profile 69d8e4be4 ids, fork types included) */
+    static const int ids[] = {0, 1, 30, 8, 2, 3, 6, 7, 12, 14, 23, 46, 45, 44};
+    size_t nt = sizeof ids / sizeof ids[0];
+    for (size_t i = 0; i < nt; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "t%zu.weight", i);
+        int64_t ne[2] = {256, (int64_t)i + 1};
+        CHECK(tq_gguf_writer_add_tensor(w, name, ids[i], 2, ne) == TQ_OK, "%s", tq_ctx_error(ctx));
+    }
+    const char *path = tmp_path("rt");
+    CHECK(tq_gguf_writer_open(w, path, NULL, 0) == TQ_OK, "%s", tq_ctx_error(ctx));
+    for (size_t i = 0; i < nt; i++) {
+        const tq_ggml_type *ty = tq_ggml_type_get(TQ_PROFILE_DEFAULT, ids[i]);
+        size_t nb = 256 / ty->block * ty->bytes * (i + 1);
+        uint8_t *d = malloc(nb);
+        for (size_t k = 0; k < nb; k++) d[k] = (uint8_t)(k * 7 + i);
+        /* in odd pieces: the writer must not care how data is chunked */
+        size_t half = nb / 3;
+        CHECK(tq_gguf_writer_write(w, d, half) == TQ_OK && tq_gguf_writer_write(w, d + half, nb - half) == TQ_OK);
+        free(d);
+    }
+    CHECK(tq_gguf_writer_finish(w) == TQ_OK, "%s", tq_ctx_error(ctx));
+    tq_gguf_writer_free(w);
+
+    tq_gguf *g;
+    CHECK(tq_gguf_open(ctx, path, NULL, &g) == TQ_OK, "%s", tq_ctx_error(ctx));
+    CHECK(tq_gguf_alignment(g) == 64 && tq_gguf_n_tensors(g) == (int64_t)nt);
+    CHECK(!tq_gguf_profile_assumed(g), "fork ids are recorded with tq.type_profile");
+    CHECK(tq_gguf_find_key(g, "tq.type_profile") >= 0 && tq_gguf_find_key(g, "t.gone") < 0);
+    int64_t v;
+    uint64_t uv, len;
+    double d;
+    CHECK(tq_gguf_get_int(g, "t.replace", 0) == 2);
+    CHECK(tq_gguf_get_int(g, "t.i8", 0) == -100 && tq_gguf_get_int(g, "t.u16", 0) == 60000);
+    CHECK(tq_gguf_get_int(g, "t.i32", 0) == -2000000000 && tq_gguf_get_int(g, "t.i64", 0) == i64);
+    CHECK(tq_gguf_kv_get_uint(g, tq_gguf_find_key(g, "t.u64"), 0, &uv) == 0 && uv == u64v);
+    CHECK(tq_gguf_kv_get_float(g, tq_gguf_find_key(g, "t.f64"), 0, &d) == 0 && d == f64);
+    CHECK(tq_gguf_kv_get_float(g, tq_gguf_find_key(g, "t.f32"), 0, &d) == 0 && d == 3.5);
+    CHECK(tq_gguf_kv_get_int(g, tq_gguf_find_key(g, "t.bool"), 0, &v) == 0 && v == 1);
+    int64_t ai = tq_gguf_find_key(g, "t.arr_str");
+    CHECK(tq_gguf_kv_count(g, ai) == 3 && !memcmp(tq_gguf_kv_get_str(g, ai, 2, &len), "ccc\n\"q\"", 7) && len == 7);
+    CHECK(tq_gguf_kv_get_str(g, ai, 1, &len) && len == 0);
+    CHECK(tq_gguf_kv_get_str(g, ai, 3, &len) == NULL, "index past the end");
+    CHECK(tq_gguf_kv_count(g, tq_gguf_find_key(g, "t.arr_empty")) == 0);
+    CHECK(tq_gguf_kv_get_int(g, tq_gguf_find_key(g, "t.arr_i32"), 1, &v) == 0 && v == -2);
+    for (size_t i = 0; i < nt; i++) {
+        CHECK(tq_gguf_tensor_type_id(g, (int64_t)i) == ids[i]);
+        const uint8_t *p = tq_gguf_tensor_data(g, (int64_t)i);
+        for (size_t k = 0; k < tq_gguf_tensor_nbytes(g, (int64_t)i); k++)
+            CHECK(p[k] == (uint8_t)(k * 7 + i), "tensor %zu byte %zu", i, k);
+    }
+
+    /* read + write again gives the same bytes */
+    char p1[128], path2[128];
+    snprintf(p1, sizeof p1, "%s", path);
+    snprintf(path2, sizeof path2, "%s", tmp_path("rt2"));
+    CHECK(tq_gguf_writer_new(ctx, &w) == TQ_OK);
+    tq_gguf_writer_copy_kvs(w, g);
+    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++)
+        tq_gguf_writer_add_tensor(w, tq_gguf_tensor_name(g, i), tq_gguf_tensor_type_id(g, i), tq_gguf_tensor_n_dims(g, i),
+                                  tq_gguf_tensor_ne(g, i));
+    const char *in = p1;
+    CHECK(tq_gguf_writer_open(w, p1, &in, 1) == TQ_ERR_ARG, "the input is never the output");
+    CHECK(strstr(tq_ctx_error(ctx), "overwrite"));
+    tq_gguf_writer_free(w);
+    tq_gguf_writer_new(ctx, &w);
+    tq_gguf_writer_copy_kvs(w, g);
+    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++)
+        tq_gguf_writer_add_tensor(w, tq_gguf_tensor_name(g, i), tq_gguf_tensor_type_id(g, i), tq_gguf_tensor_n_dims(g, i),
+                                  tq_gguf_tensor_ne(g, i));
+    CHECK(tq_gguf_writer_open(w, path2, &in, 1) == TQ_OK);
+    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++)
+        tq_gguf_writer_write(w, tq_gguf_tensor_data(g, i), tq_gguf_tensor_nbytes(g, i));
+    CHECK(tq_gguf_writer_finish(w) == TQ_OK);
+    tq_gguf_writer_free(w);
+    tq_gguf_close(g);
+    size_t n1, n2;
+    FILE *f1 = fopen(p1, "rb"), *f2 = fopen(path2, "rb");
+    uint8_t *b1 = malloc(1 << 20), *b2 = malloc(1 << 20);
+    n1 = fread(b1, 1, 1 << 20, f1);
+    n2 = fread(b2, 1, 1 << 20, f2);
+    fclose(f1), fclose(f2);
+    CHECK(n1 == n2 && !memcmp(b1, b2, n1), "rewritten file differs (%zu vs %zu bytes)", n1, n2);
+    free(b1), free(b2);
+    unlink(p1);
+    unlink(path2);
+    tq_ctx_free(ctx);
+}
+
+TEST(gguf_writer_leaves_nothing_on_failure)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tq_gguf_writer *w;
+    tq_gguf_writer_new(ctx, &w);
+    int64_t ne[1] = {64};
+    CHECK(tq_gguf_writer_add_tensor(w, "x", 0, 1, ne) == TQ_OK);
+    CHECK(tq_gguf_writer_add_tensor(w, "x", 0, 1, ne) == TQ_ERR_ARG, "duplicate names refused");
+    int64_t odd[1] = {33};
+    CHECK(tq_gguf_writer_add_tensor(w, "y", 8, 1, odd) == TQ_ERR_ARG, "row not a multiple of the block");
+    const char *path = tmp_path("fail");
+    unlink(path);
+    CHECK(tq_gguf_writer_open(w, path, NULL, 0) == TQ_OK);
+    float d[10] = {0};
+    tq_gguf_writer_write(w, d, sizeof d);
+    CHECK(tq_gguf_writer_finish(w) == TQ_ERR_ARG, "an incomplete tensor is an error");
+    CHECK(strstr(tq_ctx_error(ctx), "got 40 of 256 bytes"), "%s", tq_ctx_error(ctx));
+    tq_gguf_writer_free(w);
+    CHECK(access(path, F_OK) != 0, "no output file after a failed write");
+    char dir_listing[256];
+    snprintf(dir_listing, sizeof dir_listing, "ls %s.tmp.* >/dev/null 2>&1", path);
+    CHECK(system(dir_listing) != 0, "the temporary file was removed");
+    tq_ctx_free(ctx);
+}
+
+TEST(gguf_type_profiles)
+{
+    tq_type_profile p;
+    CHECK(tq_type_profile_parse("00910b10", &p) == 0 && p == TQ_PROFILE_TT_00910B10);
+    CHECK(tq_type_profile_parse("nope", &p) == -1);
+    CHECK(!strcmp(tq_ggml_type_get(TQ_PROFILE_TT_69D8E4BE4, 46)->name, "tq4_1s"));
+    CHECK(!strcmp(tq_ggml_type_get(TQ_PROFILE_TT_00910B10, 47)->name, "tq4_1s"));
+    CHECK(!strcmp(tq_ggml_type_get(TQ_PROFILE_TT_45F8A066, 41)->name, "turbo3"));
+    CHECK(!strcmp(tq_ggml_type_get(TQ_PROFILE_UPSTREAM, 42)->name, "q2_0"));
+    CHECK(!strcmp(tq_ggml_type_get(TQ_PROFILE_TT_69D8E4BE4, 42)->name, "turbo2"));
+    CHECK(tq_ggml_type_get(TQ_PROFILE_UPSTREAM, 43) == NULL && tq_ggml_type_get(TQ_PROFILE_DEFAULT, 4) == NULL);
+    CHECK(tq_ggml_type_id_ambiguous(42) && tq_ggml_type_id_ambiguous(41) && !tq_ggml_type_id_ambiguous(8));
+    CHECK(tq_ggml_type_by_name(TQ_PROFILE_DEFAULT, "Q8_0")->id == 8);
+    const tq_ggml_type *t = tq_ggml_type_get(TQ_PROFILE_DEFAULT, 45);
+    CHECK(t->block == 32 && t->bytes == 16 && t->dtype == TQ_DT_TQ3_1S);
+}
+
+TEST(gguf_ambiguous_ids_are_flagged_not_guessed)
+{
+    buf kv = {0}, ti = {0};
+    int64_t ne[1] = {32};
+    tinfo(&ti, "w", 1, ne, 46, 0); /* tq4_1s in 69d8e4be4, tq4_1s... or turbo4 elsewhere */
+    buf f = assemble(&kv, 0, &ti, 1, 32, 32);
+    tq_ctx *ctx = tq_ctx_new();
+    tq_gguf *g;
+    CHECK(tq_gguf_open_memory(ctx, f.p, f.n, "t.gguf", NULL, &g) == TQ_OK, "%s", tq_ctx_error(ctx));
+    CHECK(tq_gguf_profile_assumed(g) && !strcmp(tq_gguf_tensor_type(g, 0)->name, "tq4_1s"));
+    tq_gguf_close(g);
+    tq_gguf_options o = {TQ_PROFILE_UPSTREAM, 1};
+    CHECK(tq_gguf_open_memory(ctx, f.p, f.n, "t.gguf", &o, &g) == TQ_ERR_FORMAT, "46 does not exist upstream");
+    CHECK(strstr(tq_ctx_error(ctx), "unknown in type-id profile upstream"));
+    o.profile = TQ_PROFILE_TT_45F8A066;
+    CHECK(tq_gguf_open_memory(ctx, f.p, f.n, "t.gguf", &o, &g) == TQ_ERR_FORMAT, "46 does not exist in April's ids");
+    o.profile = TQ_PROFILE_TT_00910B10;
+    CHECK(tq_gguf_open_memory(ctx, f.p, f.n, "t.gguf", &o, &g) == TQ_OK);
+    CHECK(!tq_gguf_profile_assumed(g) && !strcmp(tq_gguf_tensor_type(g, 0)->name, "tq3_1s"), "chosen, not flagged");
+    tq_gguf_close(g);
+    free(f.p), free(ti.p);
+    tq_ctx_free(ctx);
+}
