@@ -124,15 +124,16 @@ bench: all
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -ffp-contract=off -Ilib -Iformats
-$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) lib/cuda_stub.c $(wildcard lib/*.h) lib/kernels_lanes.inc
+$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c $(wildcard lib/*.h formats/*.h) lib/kernels_lanes.inc
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fopenmp=libgomp -o $@ \
-	  tests/fuzz/$*.c $(LIB_SRC) lib/cuda_stub.c -lm -lpthread
+	  tests/fuzz/$*.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c -lm -lpthread
 FUZZERS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/*.c))
 fuzz: $(FUZZERS)
 	@for f in $(FUZZERS); do echo "fuzzing $$f for $(FUZZ_SECONDS)s"; \
-	  mkdir -p $(B)/corpus/$$(basename $$f); \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/corpus/$$(basename $$f) || exit 1; done
+	  n=$$(basename $$f); mkdir -p $(B)/corpus/$$n; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/corpus/$$n \
+	    $$( [ -d tests/fuzz/seeds/$$n ] && echo tests/fuzz/seeds/$$n ) || exit 1; done
 
 clean:
 	rm -rf $(B) tq libtq.a libtq.so

@@ -548,7 +548,7 @@ static tq_status open_splits(tq_ctx *ctx, tq_gguf *g, const tq_gguf_options *opt
     if (count <= 1) return TQ_OK;
     if (count > 99999)
         return tq_fail(ctx, TQ_ERR_FORMAT, "%s: split.count %" PRId64 " is out of range", s0->path, count);
-    const char *p = s0->path;
+    const char *p = g->sh[0].path;
     size_t L = strlen(p);
     char want[64];
     snprintf(want, sizeof want, "-00001-of-%05d.gguf", (int)count);
@@ -558,6 +558,7 @@ static tq_status open_splits(tq_ctx *ctx, tq_gguf *g, const tq_gguf_options *opt
     shard *sh = realloc(g->sh, (size_t)count * sizeof *sh);
     if (!sh) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
     g->sh = sh;
+    s0 = NULL; /* moved */
     memset(g->sh + 1, 0, (size_t)(count - 1) * sizeof *sh);
     for (int64_t k = 1; k < count; k++) {
         char *path = malloc(L + 64);
@@ -579,7 +580,7 @@ static tq_status open_splits(tq_ctx *ctx, tq_gguf *g, const tq_gguf_options *opt
         free_kvs(kv, n_kv);
         if (st) return st;
     }
-    if (!split_int(s0, g->kv, g->n_kv, "split.tensors.count", &total) && total != g->n_t)
+    if (!split_int(&g->sh[0], g->kv, g->n_kv, "split.tensors.count", &total) && total != g->n_t)
         return tq_fail(ctx, TQ_ERR_FORMAT, "%s: split.tensors.count is %" PRId64 " but the shards hold %" PRId64 " tensors",
                        p, total, g->n_t);
     return TQ_OK;

@@ -6,6 +6,8 @@ for src in tests/fuzz/*.c; do
     name=$(basename "$src" .c)
     make -s "build/fuzz/$name" >/dev/null
     mkdir -p "build/corpus/$name"
-    "build/fuzz/$name" -max_total_time=8 -max_len=4096 "build/corpus/$name" >"build/fuzz/$name.log" 2>&1 ||
+    seeds=""
+    [ -d "tests/fuzz/seeds/$name" ] && seeds="tests/fuzz/seeds/$name"
+    "build/fuzz/$name" -max_total_time=8 -max_len=4096 "build/corpus/$name" $seeds >"build/fuzz/$name.log" 2>&1 ||
         { tail -n 30 "build/fuzz/$name.log"; exit 1; }
 done

@@ -1,0 +1,59 @@
+#!/bin/sh
+# tq inspect on GGUF files: the summary, JSON that parses, --stats, and one-line
+# errors with the right exit status for bad input.
+set -u
+tq=./tq
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+model=../shared/models/stories260K.gguf
+[ -n "${TQ_SHARED:-}" ] && model=$TQ_SHARED/models/stories260K.gguf
+seed=tests/fuzz/seeds/fuzz_gguf_read/tiny.gguf
+
+$tq inspect $seed >"$tmp/out" 2>"$tmp/err" || fail "inspect tiny.gguf: $(cat "$tmp/err")"
+grep -q '^architecture:  llama$' "$tmp/out" || fail "no architecture line"
+grep -q 'sa  *\[STRING\] x2 = \[.x., .yz.\]' "$tmp/out" || fail "string array not shown: $(grep sa "$tmp/out")"
+grep -q 't1.weight  *\[32, 2\]  *q8_0  *68 ' "$tmp/out" || fail "tensor row"
+$tq inspect --json --stats $seed >"$tmp/j" 2>/dev/null || fail "--json --stats"
+python3 - "$tmp/j" <<'PY' || fail "JSON content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["format"] == "gguf" and d["version"] == 3
+t = {x["name"]: x for x in d["tensors"]}
+s = t["t0.weight"]["stats"]  # arange(8): min 0, max 7, rms sqrt(17.5)
+assert s["min"] == 0 and s["max"] == 7 and abs(s["rms"] - 17.5 ** 0.5) < 1e-6, s
+assert d["summary"]["parameters"] == 72
+assert [m["key"] for m in d["metadata"]][:1] == ["general.architecture"]
+PY
+
+if [ -f "$model" ]; then
+    $tq inspect "$model" >"$tmp/out" || fail "inspect stories260K"
+    grep -q '^parameters:    292.8K (292800)$' "$tmp/out" || fail "parameter count"
+    grep -q '^tensors:       48$' "$tmp/out" || fail "tensor count"
+    $tq inspect --stats --threads 1 --json "$model" >"$tmp/a" 2>/dev/null
+    $tq inspect --stats --threads 2 --json "$model" >"$tmp/b" 2>/dev/null
+    cmp -s "$tmp/a" "$tmp/b" || fail "--stats depends on the thread count"
+fi
+
+expect_err() { # STATUS NEEDLE ARGS...
+    want=$1 needle=$2; shift 2
+    $tq "$@" >"$tmp/o" 2>"$tmp/e"; got=$?
+    [ "$got" = "$want" ] || fail "'$*' exited $got, expected $want"
+    [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "'$*': error is not one line: $(cat "$tmp/e")"
+    grep -q -- "$needle" "$tmp/e" || fail "'$*': '$needle' not in: $(cat "$tmp/e")"
+    [ -s "$tmp/o" ] && fail "'$*' wrote to stdout on error"
+    return 0
+}
+expect_err 1 "not a GGUF file (magic '# tq'" inspect Makefile
+expect_err 1 "cannot open: No such file" inspect "$tmp/none.gguf"
+head -c 100 $seed >"$tmp/cut.gguf"
+expect_err 1 "cut.gguf: " inspect "$tmp/cut.gguf"
+head -c 300 $seed >"$tmp/cut2.gguf"
+expect_err 1 "cut2.gguf: truncated" inspect "$tmp/cut2.gguf"
+: >"$tmp/empty.gguf"
+expect_err 1 "empty file" inspect "$tmp/empty.gguf"
+expect_err 1 "not a regular file" inspect "$tmp"
+expect_err 2 "which file" inspect
+expect_err 2 "unknown option '--bogus'" inspect --bogus $seed
+expect_err 2 "unknown profile 'x'" inspect --type-profile x $seed
+exit 0

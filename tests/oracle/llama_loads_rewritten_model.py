@@ -1,0 +1,47 @@
+"""llama.cpp (PyPI llama-cpp-python) loads a tq-written copy of stories260K
+whose bytes differ from the original (alignment 64 and an extra tq.* key) and
+computes the same logits on the shared prompt.  Exit 77 = oracle or model
+missing."""
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+try:
+    import numpy as np
+    import llama_cpp
+except ImportError as e:
+    print(f"{e.name} not installed (pip install llama-cpp-python numpy)")
+    sys.exit(77)
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("TQ_SHARED") or ROOT.parent / "shared")
+MODEL = SHARED / "models" / "stories260K.gguf"
+PROMPT = SHARED / "fixtures" / "llama-state" / "prompt1.txt"
+if not MODEL.exists():
+    print("../shared/models/stories260K.gguf not found")
+    sys.exit(77)
+
+
+def logits(path, tokens):
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=512, n_batch=512, logits_all=True, verbose=False, seed=1)
+    llm.eval(tokens)
+    out = np.array(llm.scores[: len(tokens)], dtype=np.float32)
+    del llm
+    return out
+
+
+with tempfile.TemporaryDirectory() as d:
+    copy = Path(d) / "stories_tq.gguf"
+    subprocess.run([str(ROOT / "build" / "tests" / "gguf-rewrite"), str(MODEL), str(copy), "align=64", "tag"], check=True)
+    assert copy.read_bytes() != MODEL.read_bytes(), "the copy should differ in bytes"
+    probe = llama_cpp.Llama(model_path=str(MODEL), n_ctx=512, vocab_only=True, verbose=False)
+    text = PROMPT.read_text() if PROMPT.exists() else "Once upon a time, there was a little girl."
+    tokens = probe.tokenize(text.encode())[:300]
+    del probe
+    a = logits(MODEL, tokens)
+    b = logits(copy, tokens)
+    assert a.shape == b.shape and a.shape[0] == len(tokens)
+    assert np.array_equal(a, b), f"logits differ: max abs {np.abs(a - b).max()}"
+    print(f"identical logits over {len(tokens)} positions")
