@@ -180,8 +180,13 @@ tq_status tq_gguf_writer_set_profile(tq_gguf_writer *w, tq_type_profile p);
 tq_status tq_gguf_writer_add_tensor(tq_gguf_writer *w, const char *name, int type_id, uint32_t n_dims,
                                     const int64_t *ne);
 
-/* Creates the temporary output beside path and writes the header.  Refuses a
- * path that is (or links to) one of the inputs. */
+/* Split output: shards of at most max_bytes of tensor data (a tensor is never
+ * cut), named PATH-00001-of-0000N.gguf when PATH ends in .gguf, with
+ * llama.cpp's split.* keys; 0 (the default) writes one file. */
+tq_status tq_gguf_writer_set_split(tq_gguf_writer *w, uint64_t max_bytes);
+
+/* Creates the temporary output(s) beside path and writes the first header.
+ * Refuses a path that is (or links to) one of the inputs. */
 tq_status tq_gguf_writer_open(tq_gguf_writer *w, const char *path, const char *const *inputs,
                               size_t n_inputs);
 /* Appends data of the current tensor (any chunking); padding is automatic. */

@@ -40,9 +40,15 @@ struct tq_gguf_writer {
     tq_type_profile profile;
     uint32_t alignment;
     int state;
-    char *path, *tmp;
+    char *path;         /* as given; shards get -0000k-of-0000N.gguf names */
+    uint64_t split_max; /* 0: one file */
+    int n_sh, cur_sh;
+    struct wshard {
+        char *path, *tmp;
+        int64_t first, end; /* tensors [first, end) */
+    } *sh;
     FILE *f;
-    int64_t cur;      /* tensor being written */
+    int64_t cur;       /* tensor being written */
     uint64_t cur_done; /* its bytes so far */
 };
 
@@ -60,7 +66,12 @@ void tq_gguf_writer_free(tq_gguf_writer *w)
 {
     if (!w) return;
     if (w->f) fclose(w->f);
-    if (w->tmp && w->state != W_DONE) unlink(w->tmp);
+    for (int i = 0; i < w->n_sh; i++) {
+        if (w->sh[i].tmp && w->state != W_DONE) unlink(w->sh[i].tmp);
+        free(w->sh[i].path);
+        free(w->sh[i].tmp);
+    }
+    free(w->sh);
     for (int64_t i = 0; i < w->n_kv; i++) {
         free(w->kv[i].key);
         free(w->kv[i].raw);
@@ -68,14 +79,22 @@ void tq_gguf_writer_free(tq_gguf_writer *w)
     free(w->kv);
     free(w->t);
     free(w->path);
-    free(w->tmp);
     free(w);
 }
+
 
 static tq_status building(tq_gguf_writer *w)
 {
     if (w->state != W_BUILDING)
         return tq_fail(w->ctx, TQ_ERR_ARG, "GGUF writer: metadata and tensors must be set before open");
+    return TQ_OK;
+}
+
+tq_status tq_gguf_writer_set_split(tq_gguf_writer *w, uint64_t max_bytes)
+{
+    tq_status st = building(w);
+    if (st) return st;
+    w->split_max = max_bytes;
     return TQ_OK;
 }
 
@@ -320,22 +339,61 @@ static int same_file(const char *a, const char *b)
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-tq_status tq_gguf_writer_open(tq_gguf_writer *w, const char *path, const char *const *inputs, size_t n_inputs)
+/* Shards: tensors in order, a new shard when the next tensor would pass the
+ * size limit (a tensor is never cut, so a shard may exceed it alone). */
+static tq_status plan_shards(tq_gguf_writer *w)
 {
-    tq_status st = building(w);
-    if (st) return st;
-    for (size_t i = 0; i < n_inputs; i++)
-        if (same_file(path, inputs[i]))
-            return tq_fail(w->ctx, TQ_ERR_ARG, "%s: the output would overwrite the input %s", path, inputs[i]);
-    if ((st = settle_metadata(w))) return st;
-    w->path = strdup(path);
-    w->tmp = malloc(strlen(path) + 16);
-    if (!w->path || !w->tmp) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
-    sprintf(w->tmp, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(w->tmp);
+    int n = 1;
+    uint64_t size = 0;
+    for (int64_t i = 0; i < w->n_t; i++) {
+        uint64_t b = w->t[i].nbytes;
+        if (w->split_max && size && size + b > w->split_max) n++, size = 0;
+        size += b;
+    }
+    w->sh = calloc((size_t)n, sizeof *w->sh);
+    if (!w->sh) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+    w->n_sh = n;
+    size_t L = strlen(w->path);
+    if (n > 1 && (L < 5 || strcmp(w->path + L - 5, ".gguf")))
+        return tq_fail(w->ctx, TQ_ERR_ARG, "%s: a split output's name must end in .gguf", w->path);
+    int k = 0;
+    size = 0;
+    for (int64_t i = 0; i <= w->n_t; i++) {
+        if (i == w->n_t || (w->split_max && size && size + w->t[i].nbytes > w->split_max)) {
+            w->sh[k].end = i;
+            if (++k < n) w->sh[k].first = i;
+            size = 0;
+        }
+        if (i < w->n_t) size += w->t[i].nbytes;
+    }
+    for (int s = 0; s < n; s++) {
+        w->sh[s].path = malloc(L + 32);
+        if (!w->sh[s].path) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+        if (n == 1) strcpy(w->sh[s].path, w->path);
+        else sprintf(w->sh[s].path, "%.*s-%05d-of-%05d.gguf", (int)(L - 5), w->path, s + 1, n);
+    }
+    return TQ_OK;
+}
+
+static tq_status write_kv(tq_gguf_writer *w, const char *key, uint32_t type, const void *raw, uint64_t len, uint64_t *pos)
+{
+    uint64_t kl = strlen(key);
+    if (put(w, &kl, 8) || put(w, key, kl) || put(w, &type, 4) || put(w, raw, len)) return werr(w, "write failed");
+    *pos += 12 + kl + len;
+    return TQ_OK;
+}
+
+/* Creates shard s's temporary file and writes its header. */
+static tq_status open_shard(tq_gguf_writer *w, int s)
+{
+    struct wshard *sh = &w->sh[s];
+    sh->tmp = malloc(strlen(sh->path) + 16);
+    if (!sh->tmp) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+    sprintf(sh->tmp, "%s.tmp.XXXXXX", sh->path);
+    int fd = mkstemp(sh->tmp);
     if (fd < 0) {
-        free(w->tmp);
-        w->tmp = NULL;
+        free(sh->tmp);
+        sh->tmp = NULL;
         return werr(w, "cannot create a temporary file beside it");
     }
     mode_t um = umask(0);
@@ -347,20 +405,29 @@ tq_status tq_gguf_writer_open(tq_gguf_writer *w, const char *path, const char *c
         return werr(w, "cannot open");
     }
     setvbuf(w->f, NULL, _IOFBF, 1 << 20);
-    w->state = W_OPEN;
+    w->cur_sh = s;
 
+    tq_status st;
+    int split = w->n_sh > 1;
     uint32_t magic = 0x46554747u, version = 3;
-    uint64_t nt = (uint64_t)w->n_t, nk = (uint64_t)w->n_kv, pos = 24;
+    uint64_t nt = (uint64_t)(sh->end - sh->first), pos = 24;
+    int64_t align_kv = find_kv(w, "general.alignment");
+    uint64_t nk = s == 0 ? (uint64_t)w->n_kv : (align_kv >= 0 ? 1 : 0);
+    if (split) nk += 3;
     if (put(w, &magic, 4) || put(w, &version, 4) || put(w, &nt, 8) || put(w, &nk, 8)) return werr(w, "write failed");
-    for (int64_t i = 0; i < w->n_kv; i++) {
-        uint64_t kl = strlen(w->kv[i].key);
-        if (put(w, &kl, 8) || put(w, w->kv[i].key, kl) || put(w, &w->kv[i].type, 4) ||
-            put(w, w->kv[i].raw, w->kv[i].raw_len))
-            return werr(w, "write failed");
-        pos += 12 + kl + w->kv[i].raw_len;
+    for (int64_t i = 0; i < w->n_kv; i++)
+        if (s == 0 || i == align_kv)
+            if ((st = write_kv(w, w->kv[i].key, w->kv[i].type, w->kv[i].raw, w->kv[i].raw_len, &pos))) return st;
+    if (split) { /* llama.cpp's split keys: u16 shard number, u16 count, i32 total tensors */
+        uint16_t no = (uint16_t)s, count = (uint16_t)w->n_sh;
+        int32_t total = (int32_t)w->n_t;
+        if ((st = write_kv(w, "split.no", TQ_GGUF_UINT16, &no, 2, &pos)) ||
+            (st = write_kv(w, "split.count", TQ_GGUF_UINT16, &count, 2, &pos)) ||
+            (st = write_kv(w, "split.tensors.count", TQ_GGUF_INT32, &total, 4, &pos)))
+            return st;
     }
     uint64_t off = 0;
-    for (int64_t i = 0; i < w->n_t; i++) {
+    for (int64_t i = sh->first; i < sh->end; i++) {
         wtensor *e = &w->t[i];
         uint64_t nl = strlen(e->name);
         uint32_t tid = (uint32_t)e->type_id;
@@ -370,9 +437,57 @@ tq_status tq_gguf_writer_open(tq_gguf_writer *w, const char *path, const char *c
         pos += 8 + nl + 4 + 8 * e->n_dims + 4 + 8;
         off += (e->nbytes + w->alignment - 1) / w->alignment * w->alignment;
     }
-    if (w->n_t && pad(w, pos)) return werr(w, "write failed");
+    if (nt && pad(w, pos)) return werr(w, "write failed");
+    return TQ_OK;
+}
+
+static tq_status close_shard(tq_gguf_writer *w)
+{
+    FILE *f = w->f;
+    w->f = NULL;
+    if (fflush(f) || fsync(fileno(f))) {
+        fclose(f);
+        return werr(w, "write failed");
+    }
+    if (fclose(f)) return werr(w, "close failed");
+    return TQ_OK;
+}
+
+tq_status tq_gguf_writer_open(tq_gguf_writer *w, const char *path, const char *const *inputs, size_t n_inputs)
+{
+    tq_status st = building(w);
+    if (st) return st;
+    for (int64_t i = 0; i < w->n_kv; i++)
+        if (!strncmp(w->kv[i].key, "split.", 6)) /* the writer owns the split layout */
+            tq_gguf_writer_remove_kv(w, w->kv[i--].key);
+    if ((st = settle_metadata(w))) return st;
+    w->path = strdup(path);
+    if (!w->path) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+    if ((st = plan_shards(w))) return st;
+    for (int s = 0; s < w->n_sh; s++)
+        for (size_t i = 0; i < n_inputs; i++)
+            if (same_file(w->sh[s].path, inputs[i]))
+                return tq_fail(w->ctx, TQ_ERR_ARG, "%s: the output would overwrite the input %s", w->sh[s].path,
+                               inputs[i]);
+    w->state = W_OPEN;
     w->cur = 0;
     w->cur_done = 0;
+    return open_shard(w, 0);
+}
+
+/* Pads finished tensors and moves to the next shard when one is complete. */
+static tq_status advance(tq_gguf_writer *w)
+{
+    while (w->cur < w->n_t && w->t[w->cur].nbytes == w->cur_done) {
+        if (pad(w, w->cur_done)) return werr(w, "write failed");
+        w->cur++;
+        w->cur_done = 0;
+        if (w->cur == w->sh[w->cur_sh].end && w->cur_sh + 1 < w->n_sh) {
+            tq_status st = close_shard(w);
+            if (!st) st = open_shard(w, w->cur_sh + 1);
+            if (st) return st;
+        }
+    }
     return TQ_OK;
 }
 
@@ -381,11 +496,8 @@ tq_status tq_gguf_writer_write(tq_gguf_writer *w, const void *data, size_t len)
     if (w->state != W_OPEN) return tq_fail(w->ctx, TQ_ERR_ARG, "GGUF writer: not open");
     const uint8_t *p = data;
     while (len) {
-        while (w->cur < w->n_t && w->t[w->cur].nbytes == w->cur_done) { /* empty or complete */
-            if (pad(w, w->cur_done)) return werr(w, "write failed");
-            w->cur++;
-            w->cur_done = 0;
-        }
+        tq_status st = advance(w);
+        if (st) return st;
         if (w->cur >= w->n_t) {
             w->state = W_FAILED;
             return tq_fail(w->ctx, TQ_ERR_ARG, "GGUF writer: more data than the tensors hold");
@@ -403,21 +515,16 @@ tq_status tq_gguf_writer_write(tq_gguf_writer *w, const void *data, size_t len)
 tq_status tq_gguf_writer_finish(tq_gguf_writer *w)
 {
     if (w->state != W_OPEN) return tq_fail(w->ctx, TQ_ERR_ARG, "GGUF writer: not open");
-    while (w->cur < w->n_t && w->t[w->cur].nbytes == w->cur_done) {
-        if (pad(w, w->cur_done)) return werr(w, "write failed");
-        w->cur++;
-        w->cur_done = 0;
-    }
+    tq_status st = advance(w);
+    if (st) return st;
     if (w->cur < w->n_t) {
         w->state = W_FAILED;
         return tq_fail(w->ctx, TQ_ERR_ARG, "GGUF writer: tensor '%s' got %" PRIu64 " of %" PRIu64 " bytes",
                        w->t[w->cur].name, w->cur_done, w->t[w->cur].nbytes);
     }
-    if (fflush(w->f) || fsync(fileno(w->f))) return werr(w, "write failed");
-    FILE *f = w->f;
-    w->f = NULL;
-    if (fclose(f)) return werr(w, "close failed");
-    if (rename(w->tmp, w->path)) return werr(w, "cannot rename the finished file into place");
+    if ((st = close_shard(w))) return st;
+    for (int s = 0; s < w->n_sh; s++)
+        if (rename(w->sh[s].tmp, w->sh[s].path)) return werr(w, "cannot rename the finished file into place");
     w->state = W_DONE;
     return TQ_OK;
 }

@@ -164,4 +164,21 @@ with tempfile.TemporaryDirectory() as d:
         subprocess.run([str(REWRITE), str(stories), str(s2)], check=True)
         assert s2.read_bytes() == stories.read_bytes(), "stories260K rewrite is not byte-identical"
         compare_with_tq(stories)
+        # split output: shards gguf-py reads one by one, and tq as one model again
+        sp = d / "st.gguf"
+        subprocess.run([str(REWRITE), str(stories), str(sp), "split=300000"], check=True)
+        parts = sorted(d.glob("st-*-of-*.gguf"))
+        # tensor data 1,171,200 bytes in pieces of at most 300,000 (never cutting a tensor)
+        assert len(parts) == 5, parts
+        orig = gguf.GGUFReader(str(stories))
+        got = [t for p in parts for t in gguf.GGUFReader(str(p)).tensors]
+        assert [t.name for t in got] == [t.name for t in orig.tensors]
+        for a, b in zip(got, orig.tensors):
+            assert a.data.tobytes() == b.data.tobytes(), a.name
+        r1 = gguf.GGUFReader(str(parts[1]))
+        assert py_value(r1.fields["split.no"]) == 1 and py_value(r1.fields["split.count"]) == 5
+        assert py_value(r1.fields["split.tensors.count"]) == 48 and "general.name" not in r1.fields
+        back = d / "joined.gguf"
+        subprocess.run([str(REWRITE), str(parts[0]), str(back)], check=True)
+        assert back.read_bytes() == stories.read_bytes(), "split then joined is not the original"
 print("gguf-py and tq agree")

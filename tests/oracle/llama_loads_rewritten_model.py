@@ -44,4 +44,9 @@ with tempfile.TemporaryDirectory() as d:
     b = logits(copy, tokens)
     assert a.shape == b.shape and a.shape[0] == len(tokens)
     assert np.array_equal(a, b), f"logits differ: max abs {np.abs(a - b).max()}"
+    # a split copy (5 shards) loads from its first shard with the same result
+    subprocess.run([str(ROOT / "build" / "tests" / "gguf-rewrite"), str(MODEL), str(Path(d) / "sp.gguf"),
+                    "split=300000"], check=True)
+    c = logits(Path(d) / "sp-00001-of-00005.gguf", tokens)
+    assert np.array_equal(a, c), "split copy logits differ"
     print(f"identical logits over {len(tokens)} positions")
