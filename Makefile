@@ -57,6 +57,7 @@ $(B)/%.o: %.c $(wildcard lib/*.h) $(wildcard cmd/*.h) lib/kernels_lanes.inc
 	$(CC) $(CFLAGS) -c $< -o $@
 
 $(B)/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)
+$(B)/lib/half_f16c.o $(B)/san/lib/half_f16c.o: CFLAGS += -mf16c -mavx
 $(B)/lib/kernels_avx512.o: CFLAGS += $(AVX512_FLAGS)
 
 $(B)/kernels/%.o: kernels/%.cu $(wildcard lib/*.h)
@@ -115,9 +116,10 @@ sanitize: $(B)/tests/unit-runner-san
 demo: all
 	./tq bench codec --demo
 
-bench: all
+bench: all $(TOOLS)
 	./tq bench codec
 	./tq bench weights
+	python3 tests/bench/inspect_large.py
 
 # libFuzzer targets (clang): `make fuzz FUZZ_SECONDS=60`.  clang lacks GCC's
 # __builtin_shuffle, so these builds carry the scalar kernels only.

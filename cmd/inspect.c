@@ -44,11 +44,6 @@ typedef struct tstats {
     uint64_t n;
 } tstats;
 
-typedef struct partial {
-    double s1, s2, s3, s4, mn, mx;
-    uint64_t beyond;
-} partial;
-
 #define STAT_CHUNK (1u << 16) /* values per unit of work */
 
 /* Two passes over the dequantized tensor: moments, then the count beyond
@@ -61,11 +56,11 @@ static int tensor_stats(const void *data, const tq_ggml_type *ty, int64_t nel, i
     uint64_t chunk = STAT_CHUNK - STAT_CHUNK % ty->block;
     if (!chunk) chunk = ty->block;
     uint64_t nchunks = ((uint64_t)nel + chunk - 1) / chunk;
-    partial *p = calloc(nchunks, sizeof *p);
-    if (!p) return -1;
-    int failed = 0;
+    tq_moments *mo = malloc(nchunks * sizeof *mo);
+    uint64_t *beyond = calloc(nchunks, sizeof *beyond);
+    int failed = !mo || !beyond;
+    float thr = 0;
     for (int pass = 0; pass < 2 && !failed; pass++) {
-        double rms = out->rms;
 #pragma omp parallel num_threads(threads)
         {
             float *buf = malloc(chunk * sizeof(float));
@@ -81,46 +76,32 @@ static int tensor_stats(const void *data, const tq_ggml_type *ty, int64_t nel, i
                     failed = 1;
                     continue;
                 }
-                partial *q = &p[c];
                 if (pass == 0) {
-                    q->mn = INFINITY;
-                    q->mx = -INFINITY;
-                    for (uint64_t i = 0; i < m; i++) {
-                        double x = buf[i], x2 = x * x;
-                        q->s1 += x;
-                        q->s2 += x2;
-                        q->s3 += x2 * x;
-                        q->s4 += x2 * x2;
-                        if (x < q->mn) q->mn = x;
-                        if (x > q->mx) q->mx = x;
-                    }
+                    tq_moments_init(&mo[c]);
+                    tq_moments_add(&mo[c], buf, m);
                 } else {
-                    for (uint64_t i = 0; i < m; i++) q->beyond += fabs((double)buf[i]) > 6.0 * rms;
+                    beyond[c] = tq_count_beyond(buf, m, thr);
                 }
             }
             free(buf);
             tq_ctx_free(ctx);
         }
-        if (pass == 0) {
-            double s1 = 0, s2 = 0, s3 = 0, s4 = 0, mn = INFINITY, mx = -INFINITY;
-            for (uint64_t c = 0; c < nchunks; c++) {
-                s1 += p[c].s1, s2 += p[c].s2, s3 += p[c].s3, s4 += p[c].s4;
-                mn = fmin(mn, p[c].mn), mx = fmax(mx, p[c].mx);
-            }
-            double n = (double)nel, mu = s1 / n, var = s2 / n - mu * mu;
-            double m4 = s4 / n - 4 * mu * s3 / n + 6 * mu * mu * s2 / n - 3 * mu * mu * mu * mu;
-            out->min = mn;
-            out->max = mx;
-            out->rms = sqrt(s2 / n);
-            out->kurtosis = var > 0 ? m4 / (var * var) : 0.0;
-        } else {
-            uint64_t b = 0;
-            for (uint64_t c = 0; c < nchunks; c++) b += p[c].beyond;
-            out->beyond6 = (double)b / (double)nel;
+        if (pass == 0 && !failed) {
+            tq_moments all;
+            tq_moments_init(&all);
+            for (uint64_t c = 0; c < nchunks; c++) tq_moments_merge(&all, &mo[c]);
+            tq_moments_summary(&all, NULL, &out->rms, &out->kurtosis);
+            out->min = all.min;
+            out->max = all.max;
+            thr = (float)(6.0 * out->rms);
         }
     }
-    free(p);
+    uint64_t b = 0;
+    for (uint64_t c = 0; !failed && c < nchunks; c++) b += beyond[c];
+    free(mo);
+    free(beyond);
     if (failed) return -1;
+    out->beyond6 = (double)b / (double)nel;
     out->have = 1;
     out->n = (uint64_t)nel;
     return 0;

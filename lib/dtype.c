@@ -84,7 +84,9 @@ tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, floa
     switch (t) {
     case TQ_DT_F32: memcpy(y, src, n * 4); break;
     case TQ_DT_F16:
-        for (size_t i = 0; i < n; i++) y[i] = h2f(s + 2 * i);
+        if (((uintptr_t)src & 1) == 0) tq_fp16_to_fp32_bulk((const uint16_t *)src, y, n);
+        else
+            for (size_t i = 0; i < n; i++) y[i] = h2f(s + 2 * i);
         break;
     case TQ_DT_BF16:
         for (size_t i = 0; i < n; i++) y[i] = tq_bf16_to_fp32((uint16_t)(s[2 * i] | s[2 * i + 1] << 8));

@@ -236,6 +236,25 @@ tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, floa
  * ggml's reference quantizers; tq3_1s, tq4_1s and turbo* through the codecs. */
 tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *src, size_t n, void *dst);
 
+/* ------------------------------------------------------------ statistics */
+
+/* Running raw moments of a sample (sums in double), for min / max / RMS /
+ * kurtosis reports.  Accumulate chunks in a fixed order to get the same
+ * result for any thread count. */
+typedef struct tq_moments {
+    uint64_t n;
+    double s1, s2, s3, s4;
+    double min, max;
+} tq_moments;
+
+void tq_moments_init(tq_moments *m);
+void tq_moments_add(tq_moments *m, const float *x, size_t n);
+void tq_moments_merge(tq_moments *into, const tq_moments *from);
+/* mean, RMS, Pearson kurtosis (3 for a Gaussian; 0 when the variance is 0) */
+void tq_moments_summary(const tq_moments *m, double *mean, double *rms, double *kurtosis);
+/* how many |x[i]| > threshold */
+uint64_t tq_count_beyond(const float *x, size_t n, float threshold);
+
 #ifdef __cplusplus
 }
 #endif

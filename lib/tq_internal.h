@@ -114,6 +114,11 @@ void tq_block_load(const tq_codec *c, const uint8_t *in, uint8_t *idx, uint16_t 
 extern const float tq_wgrid[TQ_WGRID_N];
 #define TQ_WREFINE_ROUNDS 6
 
+/* ---- half precision rows with F16C (lib/half_f16c.c) */
+void tq_fp16_to_fp32_row_f16c(const uint16_t *x, float *y, size_t n);
+int tq_have_f16c_kernel(void);
+void tq_fp16_to_fp32_bulk(const uint16_t *x, float *y, size_t n);
+
 /* ---- CUDA backend (kernels/, only when built with nvcc) */
 int tq_cuda_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out, char *err,
                    size_t errlen);
