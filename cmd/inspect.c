@@ -47,8 +47,9 @@ typedef struct tstats {
 #define STAT_CHUNK (1u << 16) /* values per unit of work */
 
 /* Two passes over the dequantized tensor: moments, then the count beyond
- * 6 RMS.  Chunks are combined in order, so the result is the same for any
- * thread count. */
+ * 6 RMS, which revisits only chunks whose largest magnitude passes that
+ * threshold (rare: usually the second pass reads nothing).  Chunks are
+ * combined in order, so the result is the same for any thread count. */
 static int tensor_stats(const void *data, const tq_ggml_type *ty, int64_t nel, int threads, tstats *out)
 {
     memset(out, 0, sizeof *out);
@@ -70,6 +71,7 @@ static int tensor_stats(const void *data, const tq_ggml_type *ty, int64_t nel, i
 #pragma omp for schedule(dynamic, 4)
             for (uint64_t c = 0; c < nchunks; c++) {
                 if (failed) continue;
+                if (pass == 1 && fmax(-mo[c].min, mo[c].max) <= thr) continue;
                 uint64_t v0 = c * chunk, m = (uint64_t)nel - v0 < chunk ? (uint64_t)nel - v0 : chunk;
                 const uint8_t *src = (const uint8_t *)data + v0 / ty->block * ty->bytes;
                 if (tq_dequantize(ctx, (tq_dtype)ty->dtype, src, m, buf)) {
