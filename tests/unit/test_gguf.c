@@ -413,6 +413,14 @@ TEST(gguf_writer_round_trip_all_value_and_tensor_types)
     CHECK(tq_gguf_writer_open(w, p1, &in, 1) == TQ_ERR_ARG, "the input is never the output");
     CHECK(strstr(tq_ctx_error(ctx), "overwrite"));
     tq_gguf_writer_free(w);
+    char link[160];
+    snprintf(link, sizeof link, "%s.link", p1);
+    unlink(link);
+    CHECK(symlink(p1, link) == 0);
+    tq_gguf_writer_new(ctx, &w);
+    CHECK(tq_gguf_writer_open(w, link, &in, 1) == TQ_ERR_ARG, "not even through another path to the same file");
+    tq_gguf_writer_free(w);
+    unlink(link);
     tq_gguf_writer_new(ctx, &w);
     tq_gguf_writer_copy_kvs(w, g);
     for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++)
