@@ -10,7 +10,7 @@ B       := build
 # (separate multiply and add); a fused multiply-add would change bytes.
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -Ilib -Iformats
-LDLIBS  += -lm -lpthread
+LDLIBS  += -lzstd -lxxhash -lm -lpthread
 
 AVX2_FLAGS   := -O3 -mavx2
 AVX512_FLAGS := -O3 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mprefer-vector-width=512
@@ -40,8 +40,8 @@ all: deps tq libtq.a libtq.so
 
 # ---- dependencies: libraries later subcommands link (checked now so a fresh
 # machine learns the exact command once).
-DEB_PKGS := libzstd-dev libarchive-dev
-DEB_HDRS := zstd.h archive.h
+DEB_PKGS := libzstd-dev libarchive-dev libxxhash-dev
+DEB_HDRS := zstd.h archive.h xxhash.h
 deps:
 	@missing=""; set -- $(DEB_PKGS); for h in $(DEB_HDRS); do \
 	  printf '#include <%s>\n' $$h | $(CC) -E -x c - >/dev/null 2>&1 || missing="$$missing $$1"; shift; done; \
@@ -98,7 +98,7 @@ $(B)/san/%.o: %.c $(wildcard lib/*.h) lib/kernels_lanes.inc
 $(B)/san/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)
 $(B)/san/lib/kernels_avx512.o: CFLAGS += $(AVX512_FLAGS)
 $(B)/tests/unit-runner-san: $(SAN_OBJ)
-	$(CC) -fopenmp $(SAN_FLAGS) -o $@ $^ -lm -lpthread
+	$(CC) -fopenmp $(SAN_FLAGS) -o $@ $^ -lzstd -lxxhash -lm -lpthread
 
 # Small programs the test scripts drive (tests/tools/NAME.c -> build/tests/NAME).
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(wildcard tests/tools/*.c))
@@ -129,7 +129,7 @@ FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover
 $(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c $(wildcard lib/*.h formats/*.h) lib/kernels_lanes.inc
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fopenmp=libgomp -o $@ \
-	  tests/fuzz/$*.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c -lm -lpthread
+	  tests/fuzz/$*.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c -lzstd -lxxhash -lm -lpthread
 FUZZERS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/*.c))
 fuzz: $(FUZZERS)
 	@for f in $(FUZZERS); do echo "fuzzing $$f for $(FUZZ_SECONDS)s"; \

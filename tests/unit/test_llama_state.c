@@ -1,0 +1,162 @@
+/* test_llama_state.c - the state-file reader on the real fixtures and on
+ * small hand-built files, including every truncation. */
+#include "harness.h"
+#include "llama_state.h"
+#include "tq_internal.h"
+
+#include <string.h>
+
+typedef struct sb {
+    uint8_t *p;
+    size_t n;
+} sb;
+
+static void put(sb *b, const void *d, size_t n)
+{
+    b->p = realloc(b->p, b->n + n);
+    if (n) memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+static void u32(sb *b, uint32_t v) { put(b, &v, 4); }
+static void u64(sb *b, uint64_t v) { put(b, &v, 8); }
+
+/* A sequence file: 3 cells, 2 layers, f16 rows of 16 values, optional
+ * transposed V and M-RoPE extensions. */
+static sb small_state(int vtrans, int ext, int session_old_outputs)
+{
+    sb b = {0};
+    u32(&b, session_old_outputs ? TQ_GGSN_MAGIC : TQ_GGSQ_MAGIC);
+    u32(&b, session_old_outputs ? 9 : 2);
+    u32(&b, 3);
+    for (int i = 0; i < 3; i++) u32(&b, (uint32_t)(10 + i));
+    if (session_old_outputs) {
+        u32(&b, 5);
+        put(&b, "llama", 5);
+        u32(&b, 1); /* n_outputs */
+        u32(&b, 2); /* output_pos */
+        u64(&b, 4); /* logits */
+        for (int i = 0; i < 4; i++) u32(&b, 0x3f800000u);
+        u64(&b, 0); /* embeddings */
+    }
+    u32(&b, 1); /* n_stream */
+    u32(&b, 3); /* cells */
+    for (int c = 0; c < 3; c++) {
+        u32(&b, (uint32_t)c);
+        u32(&b, 1);
+        if (ext) u64(&b, 0x0000000700000005ull);
+        u32(&b, 0);
+    }
+    u32(&b, (uint32_t)vtrans);
+    u32(&b, 2);
+    uint16_t h[48];
+    for (int i = 0; i < 48; i++) h[i] = tq_fp32_to_fp16((float)i * 0.5f);
+    for (int l = 0; l < 2; l++) {
+        u32(&b, 1);
+        u64(&b, 32);
+        put(&b, h, 96);
+    }
+    for (int l = 0; l < 2; l++) {
+        u32(&b, 1);
+        if (vtrans) {
+            u32(&b, 2);
+            u32(&b, 16);
+        } else {
+            u64(&b, 32);
+        }
+        put(&b, h, 96);
+    }
+    return b;
+}
+
+static tq_status open_sb(const sb *b, tq_llama_state **s, char *msg, size_t n)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tq_status st = tq_llama_state_open_memory(ctx, b->p, b->n, "s.ggsq", TQ_PROFILE_DEFAULT, s);
+    snprintf(msg, n, "%s", st ? tq_ctx_error(ctx) : "");
+    tq_ctx_free(ctx);
+    return st;
+}
+
+TEST(state_small_layouts_parse)
+{
+    char m[512];
+    for (int v = 0; v < 2; v++)
+        for (int e = 0; e < 2; e++)
+            for (int o = 0; o < 2; o++) {
+                sb b = small_state(v, e, o);
+                tq_llama_state *s;
+                CHECK(open_sb(&b, &s, m, sizeof m) == TQ_OK, "vtrans %d ext %d outputs %d: %s", v, e, o, m);
+                CHECK(tq_llama_state_has_ext(s) == e && tq_llama_state_has_outputs(s) == o);
+                CHECK(tq_llama_state_n_tokens(s) == 3 && tq_llama_state_tokens(s)[2] == 12);
+                const tq_kv_stream *st = &tq_llama_state_kv(s, 0)->streams[0];
+                CHECK(st->cell_count == 3 && st->n_layer == 2 && st->v_trans == (uint32_t)v);
+                CHECK(st->k[1].width == 16 && st->v[1].width == 16 && st->v[0].transposed == v);
+                float rows[48];
+                tq_ctx *ctx = tq_ctx_new();
+                CHECK(tq_kv_tensor_read_rows(ctx, &st->v[1], 3, 0, 3, rows) == TQ_OK);
+                /* cell-major value (c, j): stored at c*16+j, or at j*3+c when transposed */
+                for (int c = 0; c < 3; c++)
+                    for (int j = 0; j < 16; j++)
+                        CHECK(rows[c * 16 + j] == (v ? (j * 3 + c) : (c * 16 + j)) * 0.5f, "v %d c %d j %d", v, c, j);
+                tq_ctx_free(ctx);
+                CHECK(tq_llama_state_kv_values(s) == 2 * 2 * 3 * 16);
+                tq_llama_state_close(s);
+                /* every truncation fails with a message */
+                for (size_t k = 0; k < b.n; k++) {
+                    sb t = {b.p, k};
+                    CHECK(open_sb(&t, &s, m, sizeof m) != TQ_OK, "cut at %zu of %zu accepted", k, b.n);
+                    CHECK(strstr(m, "s.ggsq: ") == m, "%s", m);
+                }
+                free(b.p);
+            }
+}
+
+TEST(state_rejects_bad_fields)
+{
+    char m[512];
+    tq_llama_state *s;
+    sb b = small_state(0, 0, 0);
+    uint32_t v = 3;
+    memcpy(b.p + 4, &v, 4);
+    CHECK(open_sb(&b, &s, m, sizeof m) != TQ_OK && strstr(m, "sequence version 3 is not supported"), "%s", m);
+    v = 2;
+    memcpy(b.p + 4, &v, 4);
+    memcpy(b.p, "GGUF", 4);
+    CHECK(open_sb(&b, &s, m, sizeof m) != TQ_OK && strstr(m, "not a llama.cpp state file"), "%s", m);
+    free(b.p);
+    b = small_state(0, 0, 0);
+    put(&b, "xx", 2); /* trailing bytes are not silently ignored */
+    CHECK(open_sb(&b, &s, m, sizeof m) != TQ_OK, "trailing bytes accepted");
+    free(b.p);
+    b = small_state(0, 0, 0);
+    /* a K type id unknown in the profile */
+    size_t k0 = 12 + 12 + 4 + 4 + 3 * 12 + 8; /* header, tokens, n_stream, cells, meta, v_trans+n_layer */
+    uint32_t bad = 99;
+    memcpy(b.p + k0, &bad, 4);
+    CHECK(open_sb(&b, &s, m, sizeof m) != TQ_OK && strstr(m, "type id 99"), "%s", m);
+    free(b.p);
+}
+
+static const char *fixtures[] = {"p1_f16.ggsn", "p1_f16.ggsq", "p1_f16_vtrans.ggsn", "p1_bf16.ggsn", "p1_f32.ggsq", "p1_turbo3.ggsq"};
+
+TEST(state_fixtures_parse)
+{
+    char path[512];
+    for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
+        snprintf(path, sizeof path, "%s/fixtures/llama-state/%s", tq_test_shared_dir(), fixtures[i]);
+        tq_ctx *ctx = tq_ctx_new();
+        tq_llama_state *s;
+        tq_status st = tq_llama_state_open(ctx, path, TQ_PROFILE_DEFAULT, &s);
+        if (st == TQ_ERR_IO) SKIP("../shared/fixtures not found");
+        CHECK(st == TQ_OK, "%s", tq_ctx_error(ctx));
+        const tq_kv_stream *k = &tq_llama_state_kv(s, 0)->streams[0];
+        CHECK(tq_llama_state_n_tokens(s) == 1239 && k->cell_count == 1239 && k->n_layer == 5);
+        CHECK(!tq_llama_state_has_outputs(s) && !tq_llama_state_has_ext(s));
+        int turbo = strstr(fixtures[i], "turbo") != NULL;
+        CHECK(k->k[0].width == (turbo ? 512u : 32u), "%s width %llu", fixtures[i], (unsigned long long)k->k[0].width);
+        CHECK(k->v_trans == (strstr(fixtures[i], "vtrans") != NULL));
+        CHECK(!strcmp(tq_llama_state_arch(s), strstr(fixtures[i], "ggsn") ? "llama" : ""));
+        tq_llama_state_close(s);
+        tq_ctx_free(ctx);
+    }
+}
