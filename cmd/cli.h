@@ -34,5 +34,9 @@ int cmd_bench(int argc, char **argv);
 void help_bench(void);
 int cmd_inspect(int argc, char **argv);
 void help_inspect(void);
+int cmd_encode_kvdump(int argc, char **argv);
+void help_encode_kvdump(void);
+int cmd_decode_kvdump(int argc, char **argv);
+void help_decode_kvdump(void);
 
 #endif

@@ -10,8 +10,9 @@ static const cli_command commands[] = {
     {"rotate-weights", "fold exact orthogonal rotations into a GGUF model", NULL, help_stub},
     {"quantize-tq4", "write TQ4_1S / TQ3_1S GGUF models", NULL, help_stub},
     {"calibrate-innerq", "per-channel K/V equalization scales from KV dumps", NULL, help_stub},
-    {"encode-kvdump", "compress llama.cpp session/slot files into .tqkv snapshots", NULL, help_stub},
-    {"decode-kvdump", "restore .tqkv snapshots to llama.cpp state files", NULL, help_stub},
+    {"encode-kvdump", "compress llama.cpp session/slot files into .tqkv snapshots", cmd_encode_kvdump,
+     help_encode_kvdump},
+    {"decode-kvdump", "restore .tqkv snapshots to llama.cpp state files", cmd_decode_kvdump, help_decode_kvdump},
     {"inspect", "describe GGUF models (state files and snapshots to come)", cmd_inspect, help_inspect},
     {"bench", "codec quality and speed on generated data", cmd_bench, help_bench},
 };

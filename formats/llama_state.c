@@ -204,8 +204,8 @@ static tq_status parse(tq_ctx *ctx, tq_llama_state *s)
     uint32_t magic = 0;
     if (get(&c, &magic, 4, "magic") || get(&c, &s->version, 4, "version"))
         return tq_fail(ctx, TQ_ERR_FORMAT, "%s: not a llama.cpp state file (%s)", s->label, c.err);
-    if (magic == TQ_GGSN_MAGIC && s->version == 9) s->kind = TQ_STATE_SESSION;
-    else if (magic == TQ_GGSQ_MAGIC && s->version == 2) s->kind = TQ_STATE_SEQUENCE;
+    if (magic == TQ_GGSN_MAGIC && (s->version == 9 || s->version == 10)) s->kind = TQ_STATE_SESSION;
+    else if (magic == TQ_GGSQ_MAGIC && (s->version == 2 || s->version == 3)) s->kind = TQ_STATE_SEQUENCE;
     else if (magic == TQ_GGSN_MAGIC || magic == TQ_GGSQ_MAGIC)
         return tq_fail(ctx, TQ_ERR_FORMAT, "%s: %s version %u is not supported (session v9 and sequence v2 are)", s->label,
                        magic == TQ_GGSN_MAGIC ? "session" : "sequence", s->version);

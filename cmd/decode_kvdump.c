@@ -1,0 +1,86 @@
+/* decode_kvdump.c - `tq decode-kvdump`: a .tqkv snapshot back into the
+ * llama.cpp state file it came from.  Every checksum is verified before the
+ * first output byte. */
+#include "cli.h"
+#include "gguf.h"
+#include "kv_snapshot.h"
+#include "output.h"
+#include "tqkv.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void help_decode_kvdump(void)
+{
+    printf("usage: tq decode-kvdump IN.tqkv -o OUT [--model M.gguf] [--threads N] [--quiet]\n\n"
+           "Rebuilds the state file the snapshot was made from, in its original layout (session or\n"
+           "sequence file, per-layer element types, V layout), for llama.cpp to load.\n\n"
+           "  --model M.gguf   refuse unless the snapshot was made for this model\n"
+           "  -o -             write to stdout\n");
+}
+
+int cmd_decode_kvdump(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL, *model = NULL;
+    long threads = 0;
+    int quiet = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) quiet = 1;
+        else if ((v = cli_opt_value(argc, argv, &i, "-o")) || (v = cli_opt_value(argc, argv, &i, "--output"))) {
+            if (!*v) return TQ_EXIT_USAGE;
+            out = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--model"))) {
+            if (!*v) return TQ_EXIT_USAGE;
+            model = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--threads"))) {
+            if (!*v || cli_parse_long("--threads", v, 0, 4096, &threads)) return TQ_EXIT_USAGE;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_usage_error("unknown option '%s' (see tq help decode-kvdump)", argv[i]);
+        } else if (in) {
+            return cli_usage_error("one input at a time ('%s' and '%s')", in, argv[i]);
+        } else {
+            in = argv[i];
+        }
+    }
+    if (!in) return cli_usage_error("which snapshot? (see tq help decode-kvdump)");
+    if (!out) return cli_usage_error("where to? give -o OUT (or -o - for stdout)");
+    tq_ctx *ctx = tq_ctx_new();
+    tqkv_reader *r;
+    int rc = 0;
+    if (tqkv_open(ctx, in, &r)) {
+        rc = cli_lib_error(ctx);
+        tq_ctx_free(ctx);
+        return rc;
+    }
+    const tqkv_meta *m = tqkv_meta_of(r);
+    if (model) {
+        tq_gguf *g;
+        if (tq_gguf_open(ctx, model, NULL, &g)) rc = cli_lib_error(ctx);
+        else {
+            uint64_t fp = tq_model_fingerprint(g);
+            if (!m->has_fingerprint)
+                rc = cli_runtime_error("%s: the snapshot carries no model fingerprint (encoded without --model)", in);
+            else if (fp != m->fingerprint)
+                rc = cli_runtime_error("%s: made for another model (fingerprint %016llx, %s has %016llx)", in,
+                                       (unsigned long long)m->fingerprint, model, (unsigned long long)fp);
+            tq_gguf_close(g);
+        }
+    }
+    cli_out o;
+    const char *inputs[2] = {in, model};
+    if (!rc && !(rc = cli_out_open(&o, out, inputs, model ? 2 : 1))) {
+        double t0 = cli_now();
+        if (tq_kvsnap_decode(ctx, r, (int)threads, o.f)) {
+            rc = cli_runtime_error("%s: %s", in, tq_ctx_error(ctx));
+            cli_out_abort(&o);
+        } else if (!(rc = cli_out_commit(&o)) && !quiet) {
+            fprintf(stderr, "tq decode-kvdump: %s: %u tokens, %.2f MB snapshot -> %.2f MB %s file in %.2f s\n", in,
+                    m->n_tokens, tqkv_size(r) / 1e6, m->source_size / 1e6,
+                    m->source_kind == TQKV_SOURCE_SESSION ? "session" : "sequence", cli_now() - t0);
+        }
+    }
+    tqkv_close(r);
+    tq_ctx_free(ctx);
+    return rc;
+}

@@ -1,0 +1,21 @@
+/* output.h - an output file that appears only when complete: written to a
+ * temporary file beside the destination, renamed into place on commit,
+ * removed on abort.  "-" writes to stdout.  An output that is one of the
+ * inputs (same device and inode) is refused. */
+#ifndef TQ_OUTPUT_H
+#define TQ_OUTPUT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct cli_out {
+    FILE *f;
+    char *path, *tmp;
+    int is_stdout;
+} cli_out;
+
+int cli_out_open(cli_out *o, const char *path, const char *const *inputs, size_t n_inputs); /* 0 or exit code */
+int cli_out_commit(cli_out *o);                                                             /* 0 or exit code */
+void cli_out_abort(cli_out *o);
+
+#endif

@@ -1,0 +1,363 @@
+/* kv_snapshot.c - state file <-> snapshot, see kv_snapshot.h.  Each tensor's
+ * rows are cut into chunks that are coded in parallel and written in order,
+ * so memory stays bounded by one tensor and the output is the same for any
+ * thread count. */
+#include "kv_snapshot.h"
+#include "tq_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define CHUNK_TARGET (256u << 10) /* source bytes per chunk */
+
+/* ------------------------------------------------------------ models */
+
+uint64_t tq_model_fingerprint(const tq_gguf *g)
+{
+    XXH64_state_t *xs = XXH64_createState();
+    XXH64_reset(xs, 0x74716b76ull);
+    uint64_t alen = 0;
+    const char *arch = tq_gguf_get_str(g, "general.architecture", "", &alen);
+    XXH64_update(xs, arch, alen);
+    for (int64_t i = 0; i < tq_gguf_n_kv(g); i++) {
+        const char *k = tq_gguf_kv_key(g, i);
+        if (strncmp(k, arch, alen) || k[alen] != '.') continue;
+        uint64_t len;
+        const uint8_t *raw = tq_gguf_kv_raw(g, i, &len);
+        uint32_t t = (uint32_t)tq_gguf_kv_type(g, i);
+        XXH64_update(xs, k, strlen(k) + 1);
+        XXH64_update(xs, &t, 4);
+        XXH64_update(xs, raw, len);
+    }
+    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
+        const char *n = tq_gguf_tensor_name(g, i);
+        int32_t t = tq_gguf_tensor_type_id(g, i);
+        XXH64_update(xs, n, strlen(n) + 1);
+        XXH64_update(xs, &t, 4);
+        XXH64_update(xs, tq_gguf_tensor_ne(g, i), 4 * sizeof(int64_t));
+    }
+    uint64_t h = XXH64_digest(xs);
+    XXH64_freeState(xs);
+    return h;
+}
+
+uint32_t tq_model_head_dim(const tq_gguf *g, int value)
+{
+    uint64_t alen;
+    const char *arch = tq_gguf_get_str(g, "general.architecture", NULL, &alen);
+    if (!arch || alen > 64) return 0;
+    char key[128];
+    snprintf(key, sizeof key, "%.*s.attention.%s", (int)alen, arch, value ? "value_length" : "key_length");
+    int64_t v = tq_gguf_get_int(g, key, 0);
+    if (v > 0) return (uint32_t)v;
+    snprintf(key, sizeof key, "%.*s.embedding_length", (int)alen, arch);
+    int64_t e = tq_gguf_get_int(g, key, 0);
+    snprintf(key, sizeof key, "%.*s.attention.head_count", (int)alen, arch);
+    int64_t h = tq_gguf_get_int(g, key, 0);
+    return e > 0 && h > 0 && e % h == 0 ? (uint32_t)(e / h) : 0;
+}
+
+/* ------------------------------------------------------------ encode */
+
+typedef struct src_tensor {
+    const tq_kv_tensor *kt;
+    uint32_t cells, kv_state, stream, layer, n_layer;
+    int is_v;
+} src_tensor;
+
+static int cmp_off(const void *a, const void *b)
+{
+    uint64_t x = ((const src_tensor *)a)->kt->data_off, y = ((const src_tensor *)b)->kt->data_off;
+    return x < y ? -1 : x > y;
+}
+
+static uint32_t pick_group(uint64_t width, uint32_t head_dim, int *guessed)
+{
+    *guessed = 0;
+    if (head_dim && tq_is_pow2(head_dim) && head_dim >= 8 && head_dim <= 512 && width % head_dim == 0) return head_dim;
+    *guessed = 1;
+    for (uint32_t g = 128; g >= 8; g /= 2)
+        if (width % g == 0) return g;
+    return 0;
+}
+
+static tq_codec *make_codec(const tqkv_tensor *t)
+{
+    tq_codec_desc d = {TQ_CODEC_TQ, t->group, t->bits, t->norm_correction, t->seed};
+    tq_codec *c = NULL;
+    tq_codec_new(NULL, &d, &c);
+    return c;
+}
+
+typedef struct chunk_out {
+    uint8_t *p;
+    uint64_t len;
+    tq_status st;
+    char err[256];
+} chunk_out;
+
+/* Codes one chunk of tensor t (rows [r0, r0+n)) on the calling thread. */
+static void encode_chunk(const src_tensor *s, const tqkv_tensor *t, const tq_codec *c, uint32_t r0, uint32_t n,
+                         tq_simd simd, chunk_out *o)
+{
+    tq_ctx local = {TQ_OK, "", 1, simd, TQ_BACKEND_CPU};
+    if (t->codec == TQKV_CODEC_RAW) {
+        o->len = t->transposed ? t->bytes : (uint64_t)n * s->kt->row_size;
+        o->p = malloc(o->len ? o->len : 1);
+        if (!o->p) goto oom;
+        memcpy(o->p, s->kt->data + (t->transposed ? 0 : (uint64_t)r0 * s->kt->row_size), o->len);
+        return;
+    }
+    size_t nv = (size_t)n * t->width;
+    float *x = malloc(nv * sizeof(float));
+    o->len = nv / t->group * tq_codec_block_bytes(c);
+    o->p = malloc(o->len);
+    if (!x || !o->p) {
+        free(x);
+        goto oom;
+    }
+    o->st = tq_kv_tensor_read_rows(&local, s->kt, s->cells, r0, n, x);
+    if (!o->st) o->st = tq_encode(&local, c, x, nv, o->p);
+    if (o->st) snprintf(o->err, sizeof o->err, "%s", local.msg);
+    free(x);
+    return;
+oom:
+    o->st = TQ_ERR_NOMEM;
+    snprintf(o->err, sizeof o->err, "out of memory");
+}
+
+tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap_options *o, FILE *out,
+                           tq_kvsnap_report *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    /* the tensors, in file order */
+    size_t n = 0, cap = 0;
+    src_tensor *src = NULL;
+    for (uint32_t i = 0; i < tq_llama_state_n_kv(s); i++) {
+        const tq_kv_state *k = tq_llama_state_kv(s, i);
+        for (uint32_t j = 0; j < k->n_stream; j++) {
+            const tq_kv_stream *st = &k->streams[j];
+            if (!st->cell_count) continue;
+            for (uint32_t l = 0; l < st->n_layer; l++)
+                for (int v = 0; v < 2; v++) {
+                    if (n == cap) {
+                        cap = cap ? 2 * cap : 64;
+                        src_tensor *p = realloc(src, cap * sizeof *p);
+                        if (!p) {
+                            free(src);
+                            return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+                        }
+                        src = p;
+                    }
+                    src[n++] = (src_tensor){v ? &st->v[l] : &st->k[l], st->cell_count, i, j, l, st->n_layer, v};
+                }
+        }
+    }
+    qsort(src, n, sizeof *src, cmp_off);
+
+    tqkv_meta m;
+    memset(&m, 0, sizeof m);
+    m.source_kind = tq_llama_state_kind(s) == TQ_STATE_SESSION ? TQKV_SOURCE_SESSION : TQKV_SOURCE_SEQUENCE;
+    m.state_version = tq_llama_state_version(s);
+    m.source_size = tq_llama_state_size(s);
+    m.n_tokens = tq_llama_state_n_tokens(s);
+    m.tokens = (int32_t *)tq_llama_state_tokens(s);
+    m.arch = (char *)tq_llama_state_arch(s);
+    snprintf(m.profile, sizeof m.profile, "%s", o->profile ? o->profile : tq_type_profile_name(TQ_PROFILE_DEFAULT));
+    m.has_fingerprint = (uint8_t)o->has_fingerprint;
+    m.fingerprint = o->fingerprint;
+    m.n_tensors = (uint32_t)n;
+    m.t = calloc(n ? n : 1, sizeof *m.t);
+    m.skeleton = malloc(m.source_size ? m.source_size : 1);
+    if (!m.t || !m.skeleton) {
+        free(src), free(m.t), free(m.skeleton);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    const uint8_t *bytes = tq_llama_state_bytes(s);
+    uint64_t pos = 0;
+    for (size_t i = 0; i < n; i++) {
+        const tq_kv_tensor *kt = src[i].kt;
+        tqkv_tensor *t = &m.t[i];
+        memcpy(m.skeleton + m.skeleton_len, bytes + pos, kt->data_off - pos);
+        m.skeleton_len += kt->data_off - pos;
+        pos = kt->data_off + kt->bytes;
+        t->file_off = kt->data_off;
+        t->bytes = kt->bytes;
+        t->kv_state = src[i].kv_state;
+        t->stream = src[i].stream;
+        t->layer = src[i].layer;
+        t->is_v = (uint8_t)src[i].is_v;
+        t->transposed = (uint8_t)kt->transposed;
+        t->cells = src[i].cells;
+        t->width = kt->width;
+        t->type_id = kt->type->id;
+        t->codec = TQKV_CODEC_RAW;
+        int guessed = 0;
+        uint32_t g = pick_group(kt->width, o->head_dim, &guessed);
+        if (!o->lossless && kt->type->dtype >= 0 && g) {
+            int boundary = (int)src[i].layer < o->boundary_layers ||
+                           (int)src[i].layer >= (int)src[i].n_layer - o->boundary_layers;
+            t->codec = TQKV_CODEC_TQ;
+            t->group = g;
+            t->bits = (uint8_t)(boundary ? 8 : src[i].is_v ? o->v_bits : o->k_bits);
+            t->norm_correction = t->bits >= 3; /* matched norms cost quality at 1-2 bits */
+            t->seed = TQ_SEED_FORK;
+            rep->group_used = g;
+            rep->group_guessed |= guessed;
+            rep->n_lossy++;
+        } else {
+            rep->n_raw++;
+        }
+        uint64_t rs = kt->row_size ? kt->row_size : 1;
+        t->rows_per_chunk = t->codec == TQKV_CODEC_RAW && t->transposed ? t->cells
+                                                                        : (uint32_t)(rs >= CHUNK_TARGET ? 1 : CHUNK_TARGET / rs);
+        if (t->rows_per_chunk > t->cells) t->rows_per_chunk = t->cells;
+    }
+    memcpy(m.skeleton + m.skeleton_len, bytes + pos, m.source_size - pos);
+    m.skeleton_len += m.source_size - pos;
+
+    tqkv_writer *w;
+    tq_status st = tqkv_write_begin(ctx, out, &m, &w);
+    int threads = o->threads > 0 ? o->threads : tq_ctx_threads(ctx);
+    for (size_t i = 0; i < n && !st; i++) {
+        tqkv_tensor *t = &m.t[i];
+        tq_codec *c = t->codec == TQKV_CODEC_TQ ? make_codec(t) : NULL;
+        if (t->codec == TQKV_CODEC_TQ && !c) {
+            st = tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
+            break;
+        }
+        uint32_t nch = (t->cells + t->rows_per_chunk - 1) / t->rows_per_chunk;
+        chunk_out *co = calloc(nch, sizeof *co);
+        if (!co) {
+            tq_codec_free(c);
+            st = tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+            break;
+        }
+        tq_simd simd = tq_ctx_simd(ctx);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (nch > 1)
+        for (uint32_t k = 0; k < nch; k++) {
+            uint32_t r0 = k * t->rows_per_chunk, nr = t->cells - r0 < t->rows_per_chunk ? t->cells - r0 : t->rows_per_chunk;
+            encode_chunk(&src[i], t, c, r0, nr, simd, &co[k]);
+        }
+        for (uint32_t k = 0; k < nch; k++) {
+            uint32_t r0 = k * t->rows_per_chunk, nr = t->cells - r0 < t->rows_per_chunk ? t->cells - r0 : t->rows_per_chunk;
+            if (!st && co[k].st) st = tq_fail(ctx, co[k].st, "layer %u %s: %s", t->layer, t->is_v ? "V" : "K", co[k].err);
+            if (!st) st = tqkv_write_chunk(w, (uint32_t)i, r0, nr, co[k].p, co[k].len, o->zstd_level);
+            free(co[k].p);
+        }
+        free(co);
+        tq_codec_free(c);
+    }
+    rep->snapshot_bytes = tqkv_writer_bytes(w);
+    if (!st) {
+        st = tqkv_write_end(w);
+        rep->snapshot_bytes += 0;
+    } else {
+        tqkv_writer_abort(w);
+    }
+    rep->n_tensors = (uint32_t)n;
+    rep->source_bytes = m.source_size;
+    rep->kv_values = tq_llama_state_kv_values(s);
+    rep->kv_bytes = tq_llama_state_kv_bytes(s);
+    m.tokens = NULL; /* borrowed */
+    m.arch = NULL;
+    tqkv_meta_free(&m);
+    free(src);
+    return st;
+}
+
+/* ------------------------------------------------------------ decode */
+
+static tq_status put(tq_ctx *ctx, FILE *f, const void *p, uint64_t n)
+{
+    if (n && fwrite(p, 1, n, f) != n) return tq_fail(ctx, TQ_ERR_IO, "writing the state file failed");
+    return TQ_OK;
+}
+
+/* Source bytes of chunk k of tensor t (ck = the chunk's index in the file). */
+static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_codec *c, const tq_ggml_type *ty,
+                         uint64_t ck, tq_simd simd, chunk_out *o)
+{
+    tq_ctx local = {TQ_OK, "", 1, simd, TQ_BACKEND_CPU};
+    const tqkv_chunk *ch = tqkv_chunk_at(r, ck);
+    uint8_t *raw = malloc(ch->raw_len ? ch->raw_len : 1);
+    if (!raw) goto oom;
+    o->st = tqkv_chunk_read(&local, r, ck, raw);
+    if (o->st || t->codec == TQKV_CODEC_RAW) {
+        o->p = raw;
+        o->len = ch->raw_len;
+        if (o->st) snprintf(o->err, sizeof o->err, "%s", local.msg);
+        return;
+    }
+    size_t nv = (size_t)ch->nrows * t->width;
+    float *y = malloc(nv * sizeof(float));
+    o->len = (uint64_t)ch->nrows * (t->width / ty->block) * ty->bytes;
+    o->p = malloc(o->len ? o->len : 1);
+    if (!y || !o->p) {
+        free(y), free(raw);
+        goto oom;
+    }
+    o->st = tq_decode(&local, c, raw, nv, y);
+    if (!o->st) o->st = tq_quantize(&local, (tq_dtype)ty->dtype, y, nv, o->p);
+    if (o->st) snprintf(o->err, sizeof o->err, "%s", local.msg);
+    free(y);
+    free(raw);
+    return;
+oom:
+    o->st = TQ_ERR_NOMEM;
+    snprintf(o->err, sizeof o->err, "out of memory");
+}
+
+tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, int threads, FILE *out)
+{
+    const tqkv_meta *m = tqkv_meta_of(r);
+    tq_type_profile prof;
+    if (tq_type_profile_parse(m->profile, &prof)) return tq_fail(ctx, TQ_ERR_FORMAT, "unknown type-id profile");
+    if (threads <= 0) threads = tq_ctx_threads(ctx);
+    uint64_t pos = 0, sk = 0, ck = 0;
+    tq_status st = TQ_OK;
+    for (uint32_t i = 0; i < m->n_tensors && !st; i++) {
+        const tqkv_tensor *t = &m->t[i];
+        const tq_ggml_type *ty = tq_ggml_type_get(prof, t->type_id);
+        st = put(ctx, out, m->skeleton + sk, t->file_off - pos);
+        sk += t->file_off - pos;
+        pos = t->file_off + t->bytes;
+        if (st) break;
+        tq_codec *c = t->codec == TQKV_CODEC_TQ ? make_codec(t) : NULL;
+        uint64_t first = ck, nch = 0;
+        while (ck < tqkv_n_chunks(r) && tqkv_chunk_at(r, ck)->tensor == i) ck++, nch++;
+        chunk_out *co = calloc(nch ? nch : 1, sizeof *co);
+        if (!co || (t->codec == TQKV_CODEC_TQ && !c)) {
+            free(co);
+            tq_codec_free(c);
+            return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        }
+        tq_simd simd = tq_ctx_simd(ctx);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (nch > 1)
+        for (uint64_t k = 0; k < nch; k++) decode_chunk(r, t, c, ty, first + k, simd, &co[k]);
+        for (uint64_t k = 0; k < nch && !st; k++)
+            if (co[k].st) st = tq_fail(ctx, co[k].st, "layer %u %s: %s", t->layer, t->is_v ? "V" : "K", co[k].err);
+        if (!st && t->transposed && t->codec != TQKV_CODEC_RAW) {
+            /* cell-major rows back to llama.cpp's element-major V */
+            uint8_t *tb = malloc(t->bytes ? t->bytes : 1);
+            if (!tb) st = tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+            uint64_t es = ty->bytes, row = 0;
+            for (uint64_t k = 0; k < nch && !st; k++) {
+                const tqkv_chunk *ch = tqkv_chunk_at(r, first + k);
+                for (uint32_t rr = 0; rr < ch->nrows; rr++, row++)
+                    for (uint64_t j = 0; j < t->width; j++)
+                        memcpy(tb + (j * t->cells + row) * es, co[k].p + ((uint64_t)rr * t->width + j) * es, es);
+            }
+            if (!st) st = put(ctx, out, tb, t->bytes);
+            free(tb);
+        } else {
+            for (uint64_t k = 0; k < nch && !st; k++) st = put(ctx, out, co[k].p, co[k].len);
+        }
+        for (uint64_t k = 0; k < nch; k++) free(co[k].p);
+        free(co);
+        tq_codec_free(c);
+    }
+    if (!st) st = put(ctx, out, m->skeleton + sk, m->skeleton_len - sk);
+    return st;
+}

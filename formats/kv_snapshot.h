@@ -1,0 +1,50 @@
+/*
+ * kv_snapshot.h - llama.cpp state file <-> .tqkv snapshot: which codec each
+ * K/V tensor gets, and the row coding on both sides.  Containers are in
+ * llama_state.h and tqkv.h; the codecs in libtq.
+ */
+#ifndef TQ_KV_SNAPSHOT_H
+#define TQ_KV_SNAPSHOT_H
+
+#include "gguf.h"
+#include "llama_state.h"
+#include "tqkv.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tq_kvsnap_options {
+    int lossless;          /* 1: every tensor verbatim (zstd) */
+    int k_bits, v_bits;    /* tq codec bits, 1..8 */
+    int boundary_layers;   /* first and last N layers at 8 bits */
+    uint32_t head_dim;     /* rotation group; 0 = guess from the row width */
+    int zstd_level;        /* for the chunks; 0 = none */
+    int has_fingerprint;
+    uint64_t fingerprint;
+    const char *profile;   /* type-id profile name used to read the source */
+    int threads;           /* 0 = all */
+} tq_kvsnap_options;
+
+typedef struct tq_kvsnap_report {
+    uint32_t n_tensors, n_lossy, n_raw;
+    uint64_t source_bytes, snapshot_bytes, kv_values, kv_bytes;
+    uint32_t group_used;
+    int group_guessed;
+} tq_kvsnap_report;
+
+tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap_options *o, FILE *out,
+                           tq_kvsnap_report *rep);
+/* Rebuilds the source state file (its exact layout and element types). */
+tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, int threads, FILE *out);
+
+/* Model identity: a hash of the architecture, its hyperparameter keys and
+ * the tensor table (names, types, shapes), not of the weights' values. */
+uint64_t tq_model_fingerprint(const tq_gguf *g);
+/* The attention head size of a model, 0 if the metadata does not say. */
+uint32_t tq_model_head_dim(const tq_gguf *g, int value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,548 @@
+/* tqkv.c - .tqkv container: writer and verifying reader (TQKV.md). */
+#include "tqkv.h"
+#include "gguf.h"
+#include "tq_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#define HDR_LEN 32
+#define TRAILER_LEN 32
+#define CHUNK_HDR 44
+#define TENSOR_REC 68
+#define CHUNK_MAGIC 0x4b435154u /* "TQCK" */
+static const char MAGIC[4] = {'T', 'Q', 'K', 'V'};
+static const char END_MAGIC[8] = {'T', 'Q', 'K', 'V', 'E', 'N', 'D', 0};
+
+void tqkv_meta_free(tqkv_meta *m)
+{
+    free(m->tokens);
+    free(m->arch);
+    free(m->skeleton);
+    free(m->t);
+    memset(m, 0, sizeof *m);
+}
+
+/* ------------------------------------------------------------ bytes */
+
+typedef struct bbuf {
+    uint8_t *p;
+    size_t n, cap;
+    int oom;
+} bbuf;
+
+static void bput(bbuf *b, const void *d, size_t n)
+{
+    if (b->oom) return;
+    if (b->n + n > b->cap) {
+        size_t cap = (b->n + n) * 2 + 256;
+        uint8_t *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+#define PUTV(b, v)                                                                                 \
+    do {                                                                                           \
+        __typeof__(v) v_ = (v);                                                                    \
+        bput(b, &v_, sizeof v_);                                                                   \
+    } while (0)
+
+/* ------------------------------------------------------------ writer */
+
+struct tqkv_writer {
+    tq_ctx *ctx;
+    FILE *f;
+    uint64_t pos;
+    uint64_t *index;
+    uint64_t n_chunks, cap_chunks;
+    int failed;
+};
+
+uint64_t tqkv_writer_bytes(const tqkv_writer *w) { return w->pos; }
+
+static tq_status wput(tqkv_writer *w, const void *p, size_t n)
+{
+    if (n && fwrite(p, 1, n, w->f) != n) {
+        w->failed = 1;
+        return tq_fail(w->ctx, TQ_ERR_IO, "writing the snapshot failed: %s", strerror(errno));
+    }
+    w->pos += n;
+    return TQ_OK;
+}
+
+tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer **out)
+{
+    *out = NULL;
+    bbuf b = {0};
+    uint8_t kind = m->source_kind, fp = m->has_fingerprint;
+    uint16_t pad = 0;
+    PUTV(&b, kind);
+    PUTV(&b, fp);
+    PUTV(&b, pad);
+    PUTV(&b, m->state_version);
+    PUTV(&b, m->source_size);
+    PUTV(&b, m->fingerprint);
+    PUTV(&b, m->n_tokens);
+    bput(&b, m->tokens, 4ull * m->n_tokens);
+    uint32_t al = (uint32_t)strlen(m->arch), pl = (uint32_t)strlen(m->profile);
+    PUTV(&b, al);
+    bput(&b, m->arch, al);
+    PUTV(&b, pl);
+    bput(&b, m->profile, pl);
+    size_t bound = ZSTD_compressBound(m->skeleton_len);
+    void *z = malloc(bound ? bound : 1);
+    if (!z) {
+        free(b.p);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    size_t zl = ZSTD_compress(z, bound, m->skeleton, m->skeleton_len, 9);
+    if (ZSTD_isError(zl)) {
+        free(z);
+        free(b.p);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "zstd: %s", ZSTD_getErrorName(zl));
+    }
+    PUTV(&b, m->skeleton_len);
+    PUTV(&b, (uint64_t)zl);
+    bput(&b, z, zl);
+    free(z);
+    PUTV(&b, m->n_tensors);
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        const tqkv_tensor *t = &m->t[i];
+        uint8_t pad3[3] = {0};
+        PUTV(&b, t->file_off);
+        PUTV(&b, t->bytes);
+        PUTV(&b, t->kv_state);
+        PUTV(&b, t->stream);
+        PUTV(&b, t->layer);
+        PUTV(&b, t->is_v);
+        PUTV(&b, t->transposed);
+        PUTV(&b, t->codec);
+        PUTV(&b, t->bits);
+        PUTV(&b, t->norm_correction);
+        bput(&b, pad3, 3);
+        PUTV(&b, t->group);
+        PUTV(&b, t->seed);
+        PUTV(&b, t->cells);
+        PUTV(&b, t->width);
+        PUTV(&b, t->type_id);
+        PUTV(&b, t->rows_per_chunk);
+    }
+    if (b.oom) {
+        free(b.p);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    uint8_t hdr[HDR_LEN];
+    uint32_t ver = TQKV_VERSION;
+    uint64_t ml = b.n, mh = XXH64(b.p, b.n, 0);
+    memcpy(hdr, MAGIC, 4);
+    memcpy(hdr + 4, &ver, 4);
+    memcpy(hdr + 8, &ml, 8);
+    memcpy(hdr + 16, &mh, 8);
+    uint64_t hh = XXH64(hdr, 24, 0);
+    memcpy(hdr + 24, &hh, 8);
+    tqkv_writer *w = calloc(1, sizeof *w);
+    if (!w) {
+        free(b.p);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    w->ctx = ctx;
+    w->f = f;
+    tq_status st = wput(w, hdr, HDR_LEN);
+    if (!st) st = wput(w, b.p, b.n);
+    free(b.p);
+    if (st) {
+        free(w);
+        return st;
+    }
+    *out = w;
+    return TQ_OK;
+}
+
+tq_status tqkv_write_chunk(tqkv_writer *w, uint32_t ti, uint32_t row0, uint32_t nrows, const void *payload,
+                           uint64_t len, int level)
+{
+    if (w->n_chunks == w->cap_chunks) {
+        uint64_t cap = w->cap_chunks ? 2 * w->cap_chunks : 256;
+        uint64_t *ix = realloc(w->index, cap * sizeof *ix);
+        if (!ix) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+        w->index = ix;
+        w->cap_chunks = cap;
+    }
+    const void *stored = payload;
+    uint64_t slen = len;
+    uint8_t zstd = 0;
+    void *z = NULL;
+    if (level > 0 && len >= 64) { /* keep zstd only when it saves at least 1/64 */
+        size_t bound = ZSTD_compressBound(len);
+        z = malloc(bound);
+        if (!z) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+        size_t zl = ZSTD_compress(z, bound, payload, len, level);
+        if (!ZSTD_isError(zl) && zl < len - len / 64) {
+            stored = z;
+            slen = zl;
+            zstd = 1;
+        }
+    }
+    uint8_t h[CHUNK_HDR] = {0};
+    uint32_t magic = CHUNK_MAGIC;
+    memcpy(h, &magic, 4);
+    memcpy(h + 4, &ti, 4);
+    memcpy(h + 8, &row0, 4);
+    memcpy(h + 12, &nrows, 4);
+    h[16] = zstd;
+    memcpy(h + 20, &len, 8);
+    memcpy(h + 28, &slen, 8);
+    XXH64_state_t *xs = XXH64_createState();
+    if (!xs) {
+        free(z);
+        return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    XXH64_reset(xs, 0);
+    XXH64_update(xs, h, 36);
+    XXH64_update(xs, stored, slen);
+    uint64_t hash = XXH64_digest(xs);
+    XXH64_freeState(xs);
+    memcpy(h + 36, &hash, 8);
+    w->index[w->n_chunks++] = w->pos;
+    tq_status st = wput(w, h, CHUNK_HDR);
+    if (!st) st = wput(w, stored, slen);
+    free(z);
+    return st;
+}
+
+tq_status tqkv_write_end(tqkv_writer *w)
+{
+    uint64_t ioff = w->pos, n = w->n_chunks;
+    tq_status st = wput(w, w->index, n * 8);
+    uint8_t tr[TRAILER_LEN];
+    memcpy(tr, &n, 8);
+    memcpy(tr + 8, &ioff, 8);
+    XXH64_state_t *xs = XXH64_createState();
+    XXH64_reset(xs, 0);
+    XXH64_update(xs, w->index, n * 8);
+    XXH64_update(xs, tr, 16);
+    uint64_t h = XXH64_digest(xs);
+    XXH64_freeState(xs);
+    memcpy(tr + 16, &h, 8);
+    memcpy(tr + 24, END_MAGIC, 8);
+    if (!st) st = wput(w, tr, TRAILER_LEN);
+    if (!st && fflush(w->f)) st = tq_fail(w->ctx, TQ_ERR_IO, "writing the snapshot failed: %s", strerror(errno));
+    free(w->index);
+    free(w);
+    return st;
+}
+
+void tqkv_writer_abort(tqkv_writer *w)
+{
+    if (!w) return;
+    free(w->index);
+    free(w);
+}
+
+/* ------------------------------------------------------------ reader */
+
+struct tqkv_reader {
+    const uint8_t *map;
+    uint64_t size;
+    int mapped;
+    char *label;
+    tqkv_meta meta;
+    tqkv_chunk *chunks;
+    uint64_t n_chunks;
+};
+
+int tqkv_is_snapshot(const void *data, size_t size) { return size >= 4 && !memcmp(data, MAGIC, 4); }
+const tqkv_meta *tqkv_meta_of(const tqkv_reader *r) { return &r->meta; }
+uint64_t tqkv_n_chunks(const tqkv_reader *r) { return r->n_chunks; }
+const tqkv_chunk *tqkv_chunk_at(const tqkv_reader *r, uint64_t i) { return &r->chunks[i]; }
+uint64_t tqkv_size(const tqkv_reader *r) { return r->size; }
+
+void tqkv_close(tqkv_reader *r)
+{
+    if (!r) return;
+    if (r->mapped) munmap((void *)r->map, (size_t)r->size);
+    tqkv_meta_free(&r->meta);
+    free(r->chunks);
+    free(r->label);
+    free(r);
+}
+
+typedef struct mcur {
+    const uint8_t *p;
+    uint64_t n, pos;
+} mcur;
+
+static int mget(mcur *c, void *v, uint64_t n)
+{
+    if (n > c->n - c->pos) return -1;
+    memcpy(v, c->p + c->pos, n);
+    c->pos += n;
+    return 0;
+}
+
+/* payload bytes a chunk of nrows of tensor t must decode to */
+static uint64_t expected_raw(const tqkv_tensor *t, uint32_t nrows, int *ok)
+{
+    *ok = 1;
+    if (t->codec == TQKV_CODEC_RAW) return t->transposed ? t->bytes : t->bytes / (t->cells ? t->cells : 1) * nrows;
+    tq_codec_desc d = {TQ_CODEC_TQ, t->group, t->bits, t->norm_correction, t->seed};
+    tq_codec *c;
+    if (tq_codec_new(NULL, &d, &c)) {
+        *ok = 0;
+        return 0;
+    }
+    uint64_t bb = tq_codec_block_bytes(c);
+    tq_codec_free(c);
+    return (uint64_t)nrows * (t->width / t->group) * bb;
+}
+
+static tq_status bad(tq_ctx *ctx, const tqkv_reader *r, const char *what, uint64_t at)
+{
+    return tq_fail(ctx, TQ_ERR_CORRUPT, "%s: %s: at offset %" PRIu64, r->label, what, at);
+}
+
+static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint64_t n)
+{
+    mcur c = {p, n, 0};
+    tqkv_meta *m = &r->meta;
+    uint8_t fp;
+    uint16_t pad;
+    uint32_t al, pl;
+    if (mget(&c, &m->source_kind, 1) || mget(&c, &fp, 1) || mget(&c, &pad, 2) || mget(&c, &m->state_version, 4) ||
+        mget(&c, &m->source_size, 8) || mget(&c, &m->fingerprint, 8) || mget(&c, &m->n_tokens, 4))
+        return bad(ctx, r, "metadata truncated", HDR_LEN + c.pos);
+    m->has_fingerprint = fp;
+    if (m->source_kind > 1) return bad(ctx, r, "unknown source kind", HDR_LEN);
+    if (m->n_tokens > (n - c.pos) / 4) return bad(ctx, r, "token count does not fit", HDR_LEN + c.pos);
+    m->tokens = malloc(4ull * m->n_tokens + 4);
+    if (!m->tokens) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    mget(&c, m->tokens, 4ull * m->n_tokens);
+    if (mget(&c, &al, 4) || al > 256 || al > n - c.pos) return bad(ctx, r, "bad architecture field", HDR_LEN + c.pos);
+    m->arch = malloc(al + 1);
+    if (!m->arch) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    mget(&c, m->arch, al);
+    m->arch[al] = 0;
+    if (mget(&c, &pl, 4) || pl >= sizeof m->profile || mget(&c, m->profile, pl))
+        return bad(ctx, r, "bad profile field", HDR_LEN + c.pos);
+    m->profile[pl] = 0;
+    tq_type_profile prof;
+    if (tq_type_profile_parse(m->profile, &prof)) return bad(ctx, r, "unknown type-id profile", HDR_LEN + c.pos);
+    uint64_t sl, sz;
+    if (mget(&c, &sl, 8) || mget(&c, &sz, 8) || sz > n - c.pos || sl > m->source_size)
+        return bad(ctx, r, "bad skeleton field", HDR_LEN + c.pos);
+    m->skeleton = malloc(sl ? sl : 1);
+    if (!m->skeleton) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    size_t got = ZSTD_decompress(m->skeleton, sl, p + c.pos, sz);
+    if (ZSTD_isError(got) || got != sl) return bad(ctx, r, "skeleton does not decompress", HDR_LEN + c.pos);
+    m->skeleton_len = sl;
+    c.pos += sz;
+    if (mget(&c, &m->n_tensors, 4) || m->n_tensors > (n - c.pos) / TENSOR_REC)
+        return bad(ctx, r, "bad tensor count", HDR_LEN + c.pos);
+    if (c.pos + (uint64_t)m->n_tensors * TENSOR_REC != n) return bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);
+    m->t = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *m->t);
+    if (!m->t) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    uint64_t prev_end = 0, total = 0;
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        tqkv_tensor *t = &m->t[i];
+        uint8_t pad3[3];
+        mget(&c, &t->file_off, 8);
+        mget(&c, &t->bytes, 8);
+        mget(&c, &t->kv_state, 4);
+        mget(&c, &t->stream, 4);
+        mget(&c, &t->layer, 4);
+        mget(&c, &t->is_v, 1);
+        mget(&c, &t->transposed, 1);
+        mget(&c, &t->codec, 1);
+        mget(&c, &t->bits, 1);
+        mget(&c, &t->norm_correction, 1);
+        mget(&c, pad3, 3);
+        mget(&c, &t->group, 4);
+        mget(&c, &t->seed, 8);
+        mget(&c, &t->cells, 4);
+        mget(&c, &t->width, 8);
+        mget(&c, &t->type_id, 4);
+        mget(&c, &t->rows_per_chunk, 4);
+        uint64_t at = HDR_LEN + c.pos - TENSOR_REC;
+        const tq_ggml_type *ty = tq_ggml_type_get(prof, t->type_id);
+        if (!ty || !t->cells || !t->width || !t->rows_per_chunk) return bad(ctx, r, "bad tensor record", at);
+        if (t->file_off < prev_end || t->bytes > m->source_size || t->file_off > m->source_size - t->bytes)
+            return bad(ctx, r, "tensor placement outside the source", at);
+        if (t->width % ty->block || t->bytes != t->width / ty->block * ty->bytes * t->cells)
+            return bad(ctx, r, "tensor size inconsistent with its type", at);
+        if (t->codec == TQKV_CODEC_TQ) {
+            if (ty->dtype < 0 || !tq_is_pow2(t->group) || t->group < 8 || t->group > 512 || t->bits < 1 || t->bits > 8 ||
+                t->norm_correction > 1 || t->width % t->group)
+                return bad(ctx, r, "bad codec parameters", at);
+        } else if (t->codec != TQKV_CODEC_RAW) {
+            return bad(ctx, r, "unknown codec", at);
+        }
+        prev_end = t->file_off + t->bytes;
+        total += t->bytes;
+    }
+    if (total + sl != m->source_size) return bad(ctx, r, "skeleton and tensors do not add up to the source", HDR_LEN);
+    return TQ_OK;
+}
+
+static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
+{
+    const uint8_t *p = r->map;
+    uint64_t n = r->size;
+    if (n < HDR_LEN + TRAILER_LEN || memcmp(p, MAGIC, 4)) return tq_fail(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot", r->label);
+    uint64_t hh, ml, mh;
+    uint32_t ver;
+    memcpy(&ver, p + 4, 4);
+    memcpy(&ml, p + 8, 8);
+    memcpy(&mh, p + 16, 8);
+    memcpy(&hh, p + 24, 8);
+    if (XXH64(p, 24, 0) != hh) return bad(ctx, r, "header checksum mismatch", 0);
+    if (ver != TQKV_VERSION) return tq_fail(ctx, TQ_ERR_FORMAT, "%s: snapshot version %u (this tq reads %d)", r->label, ver, TQKV_VERSION);
+    if (ml > n - HDR_LEN - TRAILER_LEN) return bad(ctx, r, "metadata runs past the end", 8);
+    if (XXH64(p + HDR_LEN, ml, 0) != mh) return bad(ctx, r, "metadata checksum mismatch", HDR_LEN);
+    tq_status st = parse_meta(ctx, r, p + HDR_LEN, ml);
+    if (st) return st;
+    const uint8_t *tr = p + n - TRAILER_LEN;
+    uint64_t nc, ioff, ih;
+    memcpy(&nc, tr, 8);
+    memcpy(&ioff, tr + 8, 8);
+    memcpy(&ih, tr + 16, 8);
+    if (memcmp(tr + 24, END_MAGIC, 8)) return bad(ctx, r, "trailer missing (truncated snapshot?)", n - TRAILER_LEN);
+    uint64_t data0 = HDR_LEN + ml;
+    if (ioff < data0 || ioff > n - TRAILER_LEN || nc != (n - TRAILER_LEN - ioff) / 8 || (n - TRAILER_LEN - ioff) % 8)
+        return bad(ctx, r, "index placement", n - TRAILER_LEN);
+    XXH64_state_t *xs = XXH64_createState();
+    XXH64_reset(xs, 0);
+    XXH64_update(xs, p + ioff, nc * 8);
+    XXH64_update(xs, tr, 16);
+    uint64_t got = XXH64_digest(xs);
+    XXH64_freeState(xs);
+    if (got != ih) return bad(ctx, r, "index checksum mismatch", ioff);
+    r->chunks = calloc(nc ? nc : 1, sizeof *r->chunks);
+    if (!r->chunks) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    r->n_chunks = nc;
+    /* chunks: contiguous from data0 to the index, each verified, and for each
+     * tensor covering its rows in order exactly once */
+    uint64_t expect_off = data0;
+    uint32_t ti = 0, next_row = 0;
+    const tqkv_meta *m = &r->meta;
+    for (uint64_t i = 0; i < nc; i++) {
+        tqkv_chunk *ch = &r->chunks[i];
+        memcpy(&ch->offset, p + ioff + 8 * i, 8);
+        if (ch->offset != expect_off || ch->offset > ioff || ioff - ch->offset < CHUNK_HDR) return bad(ctx, r, "chunk index entry", ioff + 8 * i);
+        const uint8_t *h = p + ch->offset;
+        uint32_t magic;
+        uint64_t hash;
+        memcpy(&magic, h, 4);
+        memcpy(&ch->tensor, h + 4, 4);
+        memcpy(&ch->row0, h + 8, 4);
+        memcpy(&ch->nrows, h + 12, 4);
+        ch->zstd = h[16];
+        memcpy(&ch->raw_len, h + 20, 8);
+        memcpy(&ch->stored_len, h + 28, 8);
+        memcpy(&hash, h + 36, 8);
+        if (magic != CHUNK_MAGIC || ch->stored_len > ioff - ch->offset - CHUNK_HDR) return bad(ctx, r, "chunk header", ch->offset);
+        ch->stored = h + CHUNK_HDR;
+        xs = XXH64_createState();
+        XXH64_reset(xs, 0);
+        XXH64_update(xs, h, 36);
+        XXH64_update(xs, ch->stored, ch->stored_len);
+        got = XXH64_digest(xs);
+        XXH64_freeState(xs);
+        if (got != hash) return bad(ctx, r, "chunk checksum mismatch", ch->offset);
+        while (ti < m->n_tensors && next_row == m->t[ti].cells) ti++, next_row = 0;
+        if (ch->tensor != ti || ti >= m->n_tensors || ch->row0 != next_row || !ch->nrows ||
+            ch->nrows > m->t[ti].cells - next_row || ch->zstd > 1)
+            return bad(ctx, r, "chunk out of order", ch->offset);
+        if (m->t[ti].transposed && m->t[ti].codec == TQKV_CODEC_RAW && ch->nrows != m->t[ti].cells)
+            return bad(ctx, r, "chunk out of order", ch->offset);
+        int ok;
+        if (ch->raw_len != expected_raw(&m->t[ti], ch->nrows, &ok) || !ok || (!ch->zstd && ch->stored_len != ch->raw_len))
+            return bad(ctx, r, "chunk length", ch->offset);
+        next_row += ch->nrows;
+        expect_off = ch->offset + CHUNK_HDR + ch->stored_len;
+    }
+    while (ti < m->n_tensors && next_row == m->t[ti].cells) ti++, next_row = 0;
+    if (ti != m->n_tensors || expect_off != ioff) return bad(ctx, r, "chunks do not cover every tensor", ioff);
+    return TQ_OK;
+}
+
+static tqkv_reader *alloc_reader(const char *label)
+{
+    tqkv_reader *r = calloc(1, sizeof *r);
+    if (r && !(r->label = strdup(label))) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+tq_status tqkv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label, tqkv_reader **out)
+{
+    *out = NULL;
+    tqkv_reader *r = alloc_reader(label ? label : "(memory)");
+    if (!r) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    r->map = data;
+    r->size = size;
+    tq_status st = parse(ctx, r);
+    if (st) {
+        tqkv_close(r);
+        return st;
+    }
+    *out = r;
+    return TQ_OK;
+}
+
+tq_status tqkv_open(tq_ctx *ctx, const char *path, tqkv_reader **out)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tq_fail(ctx, TQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_size < HDR_LEN + TRAILER_LEN) {
+        close(fd);
+        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot (too short or not a regular file)", path);
+    }
+    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return tq_fail(ctx, TQ_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
+    tqkv_reader *r = alloc_reader(path);
+    if (!r) {
+        munmap(m, (size_t)sb.st_size);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    r->map = m;
+    r->size = (uint64_t)sb.st_size;
+    r->mapped = 1;
+    tq_status st = parse(ctx, r);
+    if (st) {
+        tqkv_close(r);
+        return st;
+    }
+    *out = r;
+    return TQ_OK;
+}
+
+tq_status tqkv_chunk_read(tq_ctx *ctx, const tqkv_reader *r, uint64_t i, void *out)
+{
+    const tqkv_chunk *c = &r->chunks[i];
+    if (!c->zstd) {
+        memcpy(out, c->stored, c->raw_len);
+        return TQ_OK;
+    }
+    size_t got = ZSTD_decompress(out, c->raw_len, c->stored, c->stored_len);
+    if (ZSTD_isError(got) || got != c->raw_len) return bad(ctx, r, "chunk does not decompress", c->offset);
+    return TQ_OK;
+}

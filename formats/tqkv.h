@@ -1,0 +1,101 @@
+/*
+ * tqkv.h - the .tqkv snapshot container (spec: formats/TQKV.md).
+ *
+ * A snapshot holds one llama.cpp state file: every byte that is not K/V row
+ * data (the "skeleton": header, tokens, cell metadata, per-layer headers) is
+ * kept verbatim (zstd-compressed), and the K/V rows of each tensor are coded
+ * in independently decodable, checksummed chunks.  The container knows bytes
+ * and checksums; kv_snapshot.h applies the codecs.
+ */
+#ifndef TQ_TQKV_H
+#define TQ_TQKV_H
+
+#include "tq.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TQKV_VERSION 1
+
+enum { TQKV_SOURCE_SESSION = 0, TQKV_SOURCE_SEQUENCE = 1 };
+enum { TQKV_CODEC_RAW = 0, TQKV_CODEC_TQ = 1 };
+
+/* One K or V tensor of the source state. */
+typedef struct tqkv_tensor {
+    uint64_t file_off, bytes;      /* where its rows sit in the source file */
+    uint32_t kv_state, stream, layer;
+    uint8_t is_v, transposed;
+    uint8_t codec;                 /* TQKV_CODEC_* */
+    uint8_t bits, norm_correction; /* TQ codec */
+    uint32_t group;                /* TQ codec */
+    uint64_t seed;                 /* TQ codec */
+    uint32_t cells;
+    uint64_t width;                /* elements per cell row */
+    int32_t type_id;               /* source element type (in the profile) */
+    uint32_t rows_per_chunk;
+} tqkv_tensor;
+
+typedef struct tqkv_meta {
+    uint8_t source_kind;
+    uint32_t state_version;
+    uint64_t source_size;
+    uint32_t n_tokens;
+    int32_t *tokens;
+    char *arch;
+    char profile[24];
+    uint8_t has_fingerprint;
+    uint64_t fingerprint;
+    uint8_t *skeleton; /* decompressed */
+    uint64_t skeleton_len;
+    uint32_t n_tensors;
+    tqkv_tensor *t;
+} tqkv_meta;
+
+void tqkv_meta_free(tqkv_meta *m);
+
+/* ------------------------------------------------ writing (streams: pipes work) */
+
+typedef struct tqkv_writer tqkv_writer;
+
+tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer **out);
+/* payload of rows [row0, row0+nrows) of tensor ti; zstd-compressed when it helps */
+tq_status tqkv_write_chunk(tqkv_writer *w, uint32_t ti, uint32_t row0, uint32_t nrows, const void *payload,
+                           uint64_t len, int zstd_level);
+tq_status tqkv_write_end(tqkv_writer *w); /* index and trailer; frees w */
+void tqkv_writer_abort(tqkv_writer *w);
+uint64_t tqkv_writer_bytes(const tqkv_writer *w);
+
+/* ------------------------------------------------ reading */
+
+typedef struct tqkv_chunk {
+    uint64_t offset;   /* of its header */
+    uint32_t tensor, row0, nrows;
+    uint8_t zstd;
+    uint64_t raw_len, stored_len;
+    const uint8_t *stored;
+} tqkv_chunk;
+
+typedef struct tqkv_reader tqkv_reader;
+
+/* Validates the header, metadata, index and every chunk checksum before
+ * returning: a snapshot that opens is intact. */
+tq_status tqkv_open(tq_ctx *ctx, const char *path, tqkv_reader **out);
+tq_status tqkv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label, tqkv_reader **out);
+void tqkv_close(tqkv_reader *r);
+const tqkv_meta *tqkv_meta_of(const tqkv_reader *r);
+uint64_t tqkv_n_chunks(const tqkv_reader *r);
+const tqkv_chunk *tqkv_chunk_at(const tqkv_reader *r, uint64_t i);
+uint64_t tqkv_size(const tqkv_reader *r);
+/* Decompresses chunk i into out (raw_len bytes). */
+tq_status tqkv_chunk_read(tq_ctx *ctx, const tqkv_reader *r, uint64_t i, void *out);
+
+int tqkv_is_snapshot(const void *data, size_t size); /* magic check */
+
+#ifdef __cplusplus
+}
+#endif
+#endif
