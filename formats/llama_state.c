@@ -207,7 +207,7 @@ static tq_status parse(tq_ctx *ctx, tq_llama_state *s)
     if (magic == TQ_GGSN_MAGIC && (s->version == 9 || s->version == 10)) s->kind = TQ_STATE_SESSION;
     else if (magic == TQ_GGSQ_MAGIC && (s->version == 2 || s->version == 3)) s->kind = TQ_STATE_SEQUENCE;
     else if (magic == TQ_GGSN_MAGIC || magic == TQ_GGSQ_MAGIC)
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: %s version %u is not supported (session v9 and sequence v2 are)", s->label,
+        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: %s version %u is not supported (session v9-10 and sequence v2-3 are)", s->label,
                        magic == TQ_GGSN_MAGIC ? "session" : "sequence", s->version);
     else
         return tq_fail(ctx, TQ_ERR_FORMAT, "%s: not a llama.cpp state file (magic %08x)", s->label, magic);

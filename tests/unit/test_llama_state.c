@@ -116,9 +116,9 @@ TEST(state_rejects_bad_fields)
     char m[512];
     tq_llama_state *s;
     sb b = small_state(0, 0, 0);
-    uint32_t v = 3;
+    uint32_t v = 4;
     memcpy(b.p + 4, &v, 4);
-    CHECK(open_sb(&b, &s, m, sizeof m) != TQ_OK && strstr(m, "sequence version 3 is not supported"), "%s", m);
+    CHECK(open_sb(&b, &s, m, sizeof m) != TQ_OK && strstr(m, "sequence version 4 is not supported"), "%s", m);
     v = 2;
     memcpy(b.p + 4, &v, 4);
     memcpy(b.p, "GGUF", 4);
