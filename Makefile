@@ -134,7 +134,7 @@ FUZZERS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/*.c))
 fuzz: $(FUZZERS)
 	@for f in $(FUZZERS); do echo "fuzzing $$f for $(FUZZ_SECONDS)s"; \
 	  n=$$(basename $$f); mkdir -p $(B)/corpus/$$n; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(B)/corpus/$$n \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=16384 $(B)/corpus/$$n \
 	    $$( [ -d tests/fuzz/seeds/$$n ] && echo tests/fuzz/seeds/$$n ) || exit 1; done
 
 clean:

@@ -8,6 +8,6 @@ for src in tests/fuzz/*.c; do
     mkdir -p "build/corpus/$name"
     seeds=""
     [ -d "tests/fuzz/seeds/$name" ] && seeds="tests/fuzz/seeds/$name"
-    "build/fuzz/$name" -max_total_time=8 -max_len=4096 "build/corpus/$name" $seeds >"build/fuzz/$name.log" 2>&1 ||
+    "build/fuzz/$name" -max_total_time=8 -max_len=16384 "build/corpus/$name" $seeds >"build/fuzz/$name.log" 2>&1 ||
         { tail -n 30 "build/fuzz/$name.log"; exit 1; }
 done

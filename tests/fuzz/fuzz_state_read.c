@@ -1,0 +1,32 @@
+/* fuzz_state_read.c - libFuzzer target for the llama.cpp state reader: any
+ * bytes open or fail with a message; what opens is walked and decoded. */
+#include "llama_state.h"
+
+#include <stdlib.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static tq_ctx *ctx;
+    if (!ctx) ctx = tq_ctx_new();
+    tq_llama_state *s;
+    if (tq_llama_state_open_memory(ctx, data, size, "fuzz", TQ_PROFILE_DEFAULT, &s) != TQ_OK) {
+        if (!*tq_ctx_error(ctx)) abort();
+        return 0;
+    }
+    for (uint32_t i = 0; i < tq_llama_state_n_kv(s); i++) {
+        const tq_kv_state *k = tq_llama_state_kv(s, i);
+        for (uint32_t j = 0; j < k->n_stream; j++) {
+            const tq_kv_stream *st = &k->streams[j];
+            for (uint32_t l = 0; l < st->n_layer && st->cell_count; l++)
+                for (int v = 0; v < 2; v++) {
+                    const tq_kv_tensor *t = v ? &st->v[l] : &st->k[l];
+                    if (t->width > 4096 || t->type->dtype < 0) continue;
+                    float *row = malloc(t->width * sizeof(float));
+                    tq_kv_tensor_read_rows(ctx, t, st->cell_count, st->cell_count - 1, 1, row);
+                    free(row);
+                }
+        }
+    }
+    tq_llama_state_close(s);
+    return 0;
+}
