@@ -1,0 +1,55 @@
+#!/bin/sh
+# encode-kvdump / decode-kvdump from the command line: lossless snapshots of
+# every fixture rebuild the identical file, lossy ones a loadable file of the
+# same layout; outputs appear only when complete; bad input is one line.
+set -u
+tq=./tq
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+F=${TQ_SHARED:-../shared}/fixtures/llama-state
+M=${TQ_SHARED:-../shared}/models/stories260K.gguf
+seed=tests/fuzz/seeds/fuzz_state_read/stories16.ggsq
+
+# always available: the committed 16-token state (made with llama-cpp-python)
+$tq encode-kvdump $seed -o "$tmp/s.tqkv" --preset lossless -q || fail "encode seed"
+$tq decode-kvdump "$tmp/s.tqkv" -o - -q >"$tmp/s.out" || fail "decode to stdout"
+cmp -s $seed "$tmp/s.out" || fail "lossless seed round trip differs"
+$tq encode-kvdump $seed -o - --head-dim 8 -q | cat >"$tmp/p.tqkv" || fail "encode to a pipe"
+$tq decode-kvdump "$tmp/p.tqkv" -o "$tmp/p.out" -q || fail "decode a piped snapshot"
+[ "$(wc -c <"$tmp/p.out")" -eq "$(wc -c <$seed)" ] || fail "lossy rebuild has another size"
+
+if [ -d "$F" ]; then
+    for f in "$F"/*.ggs?; do
+        $tq encode-kvdump "$f" -o "$tmp/x.tqkv" --preset lossless -q || fail "encode $f"
+        $tq decode-kvdump "$tmp/x.tqkv" -o "$tmp/x.out" -q || fail "decode $f"
+        cmp -s "$f" "$tmp/x.out" || fail "lossless round trip of $(basename "$f") differs"
+    done
+    $tq encode-kvdump "$F/p1_f16.ggsn" -o "$tmp/b.tqkv" --model "$M" 2>"$tmp/log" || fail "balanced"
+    grep -q "preset balanced, K 5 / V 4 bits" "$tmp/log" || fail "report line: $(cat "$tmp/log")"
+    $tq decode-kvdump "$tmp/b.tqkv" -o "$tmp/w.ggsn" --model tests/fuzz/seeds/fuzz_gguf_read/tiny.gguf 2>"$tmp/e"
+    [ $? -eq 1 ] && grep -q "made for another model" "$tmp/e" || fail "wrong model not refused: $(cat "$tmp/e")"
+    [ -e "$tmp/w.ggsn" ] && fail "output written despite the refusal"
+fi
+
+expect_err() { # STATUS NEEDLE ARGS...
+    want=$1 needle=$2; shift 2
+    $tq "$@" >"$tmp/o" 2>"$tmp/e"; got=$?
+    [ "$got" = "$want" ] || fail "'$*' exited $got, expected $want: $(cat "$tmp/e")"
+    [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "'$*': not one line: $(cat "$tmp/e")"
+    grep -q -- "$needle" "$tmp/e" || fail "'$*': '$needle' not in: $(cat "$tmp/e")"
+}
+head -c 5000 "$tmp/s.tqkv" >"$tmp/cut.tqkv"
+expect_err 1 "cut.tqkv: trailer missing" decode-kvdump "$tmp/cut.tqkv" -o "$tmp/cut.out"
+[ -e "$tmp/cut.out" ] && fail "partial output left behind"
+ls "$tmp" | grep -q 'tmp\.' && fail "temporary file left behind"
+cp "$tmp/s.tqkv" "$tmp/flip.tqkv"
+printf 'Z' | dd of="$tmp/flip.tqkv" bs=1 seek=3000 conv=notrunc 2>/dev/null
+expect_err 1 "checksum mismatch" decode-kvdump "$tmp/flip.tqkv" -o "$tmp/flip.out"
+expect_err 1 "not a llama.cpp state file" encode-kvdump Makefile -o "$tmp/m.tqkv"
+expect_err 1 "not a .tqkv snapshot" decode-kvdump Makefile -o "$tmp/m.out"
+expect_err 2 "overwrite the input" encode-kvdump $seed -o $seed
+expect_err 2 "unknown preset 'tiny'" encode-kvdump $seed -o "$tmp/t.tqkv" --preset tiny
+expect_err 2 "where to?" encode-kvdump $seed
+expect_err 2 "--k-bits: '9'" encode-kvdump $seed -o "$tmp/t.tqkv" --k-bits 9
+exit 0
