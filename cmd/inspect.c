@@ -4,6 +4,7 @@
  * computed on dequantized values. */
 #include "cli.h"
 #include "gguf.h"
+#include "inspect.h"
 #include "json.h"
 #include "progress.h"
 
@@ -25,7 +26,9 @@ typedef struct inspect_opts {
 void help_inspect(void)
 {
     printf("usage: tq inspect [--json] [--stats] [--type-profile NAME] [--threads N] [--quiet] FILE\n\n"
-           "Describes a GGUF model (a split model: give its first shard).\n\n"
+           "Describes a GGUF model (a split model: give its first shard), a llama.cpp state file\n"
+           "(session or slot file: layout, per-layer types, bits per value) or a .tqkv snapshot\n"
+           "(codecs, sizes, ratio; every checksum verified).\n\n"
            "  --json               the complete structure as JSON on stdout (see tq-inspect(1))\n"
            "  --stats              per-tensor min, max, RMS, kurtosis and the share of values beyond\n"
            "                       6 RMS, on dequantized values (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1,\n"
@@ -410,6 +413,21 @@ int cmd_inspect(int argc, char **argv)
 {
     inspect_opts o = {0};
     if (parse(argc, argv, &o)) return TQ_EXIT_USAGE;
+    /* what kind of file: by its first bytes */
+    unsigned char magic[4] = {0};
+    FILE *mf = fopen(o.path, "rb");
+    if (mf) {
+        if (fread(magic, 1, 4, mf) != 4) memset(magic, 0, 4);
+        fclose(mf);
+    }
+    if (!memcmp(magic, "nsgg", 4) || !memcmp(magic, "qsgg", 4)) {
+        if (o.stats) return cli_usage_error("--stats is for GGUF models");
+        return inspect_state(o.path, o.json, o.gopt.profile);
+    }
+    if (!memcmp(magic, "TQKV", 4)) {
+        if (o.stats) return cli_usage_error("--stats is for GGUF models");
+        return inspect_snapshot(o.path, o.json);
+    }
     tq_ctx *ctx = tq_ctx_new();
     if (!ctx) return cli_runtime_error("out of memory");
     tq_gguf *g;

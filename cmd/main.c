@@ -13,7 +13,7 @@ static const cli_command commands[] = {
     {"encode-kvdump", "compress llama.cpp session/slot files into .tqkv snapshots", cmd_encode_kvdump,
      help_encode_kvdump},
     {"decode-kvdump", "restore .tqkv snapshots to llama.cpp state files", cmd_decode_kvdump, help_decode_kvdump},
-    {"inspect", "describe GGUF models (state files and snapshots to come)", cmd_inspect, help_inspect},
+    {"inspect", "describe GGUF models, llama.cpp state files and .tqkv snapshots", cmd_inspect, help_inspect},
     {"bench", "codec quality and speed on generated data", cmd_bench, help_bench},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

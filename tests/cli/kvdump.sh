@@ -32,6 +32,21 @@ if [ -d "$F" ]; then
     [ -e "$tmp/w.ggsn" ] && fail "output written despite the refusal"
 fi
 
+# inspect understands both
+$tq inspect $seed >"$tmp/i" || fail "inspect state"
+grep -q '^tokens:        16$' "$tmp/i" || fail "inspect state: tokens"
+grep -q '16.000 bits per value' "$tmp/i" || fail "inspect state: bits per value"
+$tq inspect --json "$tmp/p.tqkv" >"$tmp/j" || fail "inspect snapshot"
+python3 - "$tmp/j" <<'PY' || fail "inspect --json of a snapshot"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["format"] == "tqkv" and d["verified"] and d["source"]["tokens"] == 16, d
+assert len(d["tensors"]) == 10 and {t["codec"] for t in d["tensors"]} == {"tq"}
+assert {(t["group"], t["bits"]) for t in d["tensors"] if t["kv"] == "K"} == {(8, 5)}
+assert abs(d["bits_per_value"] - d["size"] * 8 / d["kv_values"]) < 1e-3
+PY
+$tq inspect --stats "$tmp/p.tqkv" 2>/dev/null && fail "--stats on a snapshot accepted"
+
 expect_err() { # STATUS NEEDLE ARGS...
     want=$1 needle=$2; shift 2
     $tq "$@" >"$tmp/o" 2>"$tmp/e"; got=$?

@@ -1,0 +1,147 @@
+/* inspect_kv.c - `tq inspect` for llama.cpp state files and .tqkv snapshots:
+ * layout, per-layer types and sizes, bits per value, and (for snapshots)
+ * the codec of every tensor after verifying every checksum. */
+#include "cli.h"
+#include "inspect.h"
+#include "json.h"
+#include "llama_state.h"
+#include "tqkv.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *kind_name(int session) { return session ? "session" : "sequence"; }
+
+int inspect_state(const char *path, int json, tq_type_profile prof)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tq_llama_state *s;
+    if (tq_llama_state_open(ctx, path, prof, &s)) {
+        int rc = cli_lib_error(ctx);
+        tq_ctx_free(ctx);
+        return rc;
+    }
+    int session = tq_llama_state_kind(s) == TQ_STATE_SESSION;
+    uint64_t vals = tq_llama_state_kv_values(s), kvb = tq_llama_state_kv_bytes(s);
+    if (json) {
+        printf("{\"file\": ");
+        json_cstr(stdout, path);
+        printf(", \"format\": \"llama-state\", \"kind\": \"%s\", \"version\": %u, \"size\": %" PRIu64
+               ", \"tokens\": %u, \"architecture\": ",
+               kind_name(session), tq_llama_state_version(s), tq_llama_state_size(s), tq_llama_state_n_tokens(s));
+        json_cstr(stdout, tq_llama_state_arch(s));
+        printf(", \"outputs_section\": %s, \"mrope_extensions\": %s, \"type_profile\": \"%s\", \"kv_values\": %" PRIu64
+               ", \"kv_bytes\": %" PRIu64 ",\n \"kv_states\": [",
+               tq_llama_state_has_outputs(s) ? "true" : "false", tq_llama_state_has_ext(s) ? "true" : "false",
+               tq_type_profile_name(prof), vals, kvb);
+    } else {
+        printf("file:          %s (%" PRIu64 " bytes, llama.cpp %s file v%u)\n", path, tq_llama_state_size(s),
+               kind_name(session), tq_llama_state_version(s));
+        if (session) printf("architecture:  %s\n", tq_llama_state_arch(s));
+        printf("tokens:        %u\n", tq_llama_state_n_tokens(s));
+        printf("layout:        %u KV state%s%s%s\n", tq_llama_state_n_kv(s), tq_llama_state_n_kv(s) > 1 ? "s (iSWA)" : "",
+               tq_llama_state_has_outputs(s) ? ", old outputs section" : "",
+               tq_llama_state_has_ext(s) ? ", M-RoPE cell extensions" : "");
+        printf("K/V data:      %" PRIu64 " bytes, %" PRIu64 " values, %.3f bits per value (%.1f%% of the file)\n", kvb,
+               vals, vals ? 8.0 * (double)kvb / (double)vals : 0.0, 100.0 * (double)kvb / (double)tq_llama_state_size(s));
+    }
+    for (uint32_t i = 0; i < tq_llama_state_n_kv(s); i++) {
+        const tq_kv_state *k = tq_llama_state_kv(s, i);
+        for (uint32_t j = 0; j < k->n_stream; j++) {
+            const tq_kv_stream *st = &k->streams[j];
+            if (json) {
+                printf("%s\n  {\"kv_state\": %u, \"stream\": %u, \"cells\": %u, \"v_trans\": %u, \"layers\": [", i + j ? "," : "",
+                       i, j, st->cell_count, st->v_trans);
+            } else {
+                printf("\nKV state %u, stream %u: %u cells, v_trans %u, %u layers\n", i, j, st->cell_count, st->v_trans,
+                       st->n_layer);
+                if (st->cell_count) printf("  %5s %-8s %7s %-8s %7s %12s\n", "layer", "K type", "K width", "V type", "V width", "bytes");
+            }
+            for (uint32_t l = 0; st->cell_count && l < st->n_layer; l++) {
+                const tq_kv_tensor *kt = &st->k[l], *vt = &st->v[l];
+                if (json)
+                    printf("%s{\"layer\": %u, \"k_type\": \"%s\", \"k_width\": %" PRIu64 ", \"v_type\": \"%s\", \"v_width\": %" PRIu64
+                           ", \"bytes\": %" PRIu64 "}",
+                           l ? ", " : "", l, kt->type->name, kt->width, vt->type->name, vt->width, kt->bytes + vt->bytes);
+                else
+                    printf("  %5u %-8s %7" PRIu64 " %-8s %7" PRIu64 " %12" PRIu64 "\n", l, kt->type->name, kt->width,
+                           vt->type->name, vt->width, kt->bytes + vt->bytes);
+            }
+            if (json) printf("]}");
+        }
+    }
+    if (json) printf("\n ]}\n");
+    tq_llama_state_close(s);
+    tq_ctx_free(ctx);
+    return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
+}
+
+int inspect_snapshot(const char *path, int json)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tqkv_reader *r;
+    if (tqkv_open(ctx, path, &r)) {
+        int rc = cli_lib_error(ctx);
+        tq_ctx_free(ctx);
+        return rc;
+    }
+    const tqkv_meta *m = tqkv_meta_of(r);
+    uint64_t vals = 0;
+    for (uint32_t i = 0; i < m->n_tensors; i++) vals += m->t[i].width * m->t[i].cells;
+    double bpv = vals ? 8.0 * (double)tqkv_size(r) / (double)vals : 0.0;
+    if (json) {
+        printf("{\"file\": ");
+        json_cstr(stdout, path);
+        printf(", \"format\": \"tqkv\", \"version\": %d, \"size\": %" PRIu64 ", \"verified\": true, \"chunks\": %" PRIu64
+               ", \"source\": {\"kind\": \"%s\", \"version\": %u, \"size\": %" PRIu64 ", \"tokens\": %u, \"architecture\": ",
+               TQKV_VERSION, tqkv_size(r), tqkv_n_chunks(r), kind_name(m->source_kind == TQKV_SOURCE_SESSION),
+               m->state_version, m->source_size, m->n_tokens);
+        json_cstr(stdout, m->arch);
+        printf("}, \"type_profile\": \"%s\", \"model_fingerprint\": ", m->profile);
+        if (m->has_fingerprint) printf("\"%016" PRIx64 "\"", m->fingerprint);
+        else printf("null");
+        printf(", \"kv_values\": %" PRIu64 ", \"bits_per_value\": ", vals);
+        json_double(stdout, bpv, 6);
+        printf(", \"ratio\": ");
+        json_double(stdout, (double)m->source_size / (double)tqkv_size(r), 6);
+        printf(",\n \"tensors\": [\n");
+    } else {
+        printf("file:          %s (%" PRIu64 " bytes, .tqkv v%d; integrity verified: header, metadata, index, %" PRIu64 " chunks)\n",
+               path, tqkv_size(r), TQKV_VERSION, tqkv_n_chunks(r));
+        printf("source:        llama.cpp %s file v%u, %" PRIu64 " bytes, %u tokens%s%s\n",
+               kind_name(m->source_kind == TQKV_SOURCE_SESSION), m->state_version, m->source_size, m->n_tokens,
+               m->arch[0] ? ", architecture " : "", m->arch);
+        if (m->has_fingerprint) printf("model:         fingerprint %016" PRIx64 "\n", m->fingerprint);
+        else printf("model:         no fingerprint (encoded without --model)\n");
+        printf("size:          %.2fx smaller than the source, %.3f bits per K/V value (%" PRIu64 " values)\n",
+               (double)m->source_size / (double)tqkv_size(r), bpv, vals);
+        printf("\n  %5s %6s %3s %-8s %-22s %6s %12s %8s\n", "state", "layer", "kv", "type", "codec", "cells", "stored", "bits/val");
+    }
+    uint64_t ck = 0;
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        const tqkv_tensor *t = &m->t[i];
+        uint64_t stored = 0;
+        while (ck < tqkv_n_chunks(r) && tqkv_chunk_at(r, ck)->tensor == i) stored += tqkv_chunk_at(r, ck++)->stored_len + 44;
+        char codec[48];
+        if (t->codec == TQKV_CODEC_RAW) snprintf(codec, sizeof codec, "raw (lossless)");
+        else snprintf(codec, sizeof codec, "tq g=%u b=%u%s", t->group, t->bits, t->norm_correction ? " nc" : "");
+        tq_type_profile p = TQ_PROFILE_DEFAULT;
+        tq_type_profile_parse(m->profile, &p);
+        const tq_ggml_type *ty = tq_ggml_type_get(p, t->type_id);
+        double b = 8.0 * (double)stored / (double)(t->width * t->cells);
+        if (json)
+            printf("  {\"kv_state\": %u, \"stream\": %u, \"layer\": %u, \"kv\": \"%s\", \"type\": \"%s\", \"codec\": \"%s\", \"group\": %u, "
+                   "\"bits\": %u, \"cells\": %u, \"width\": %" PRIu64 ", \"stored_bytes\": %" PRIu64 ", \"bits_per_value\": %.4f}%s\n",
+                   t->kv_state, t->stream, t->layer, t->is_v ? "V" : "K", ty ? ty->name : "?",
+                   t->codec == TQKV_CODEC_RAW ? "raw" : "tq", t->group, t->bits, t->cells, t->width, stored, b,
+                   i + 1 < m->n_tensors ? "," : "");
+        else
+            printf("  %5u %6u %3s %-8s %-22s %6u %12" PRIu64 " %8.3f\n", t->kv_state, t->layer, t->is_v ? "V" : "K",
+                   ty ? ty->name : "?", codec, t->cells, stored, b);
+    }
+    if (json) printf(" ]}\n");
+    tqkv_close(r);
+    tq_ctx_free(ctx);
+    return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
+}
