@@ -28,13 +28,15 @@ void help_encode_kvdump(void)
            "  --model M.gguf        the model: its head size sets the rotation group, and its\n"
            "                        fingerprint is stored so decode can refuse another model\n"
            "  --head-dim N          the rotation group without a model (else guessed)\n"
+           "  --turbo               code with the TurboQuant+ fork's turbo2/3/4 blocks instead (bits 2..4;\n"
+           "                        tensors whose rows are not whole 128-value groups are kept)\n"
            "  -o -                  write to stdout\n");
 }
 
 typedef struct enc_opts {
     const char *in, *out, *preset, *model, *profile;
     long k_bits, v_bits, boundary, head_dim, threads;
-    int quiet;
+    int quiet, turbo;
 } enc_opts;
 
 static int parse(int argc, char **argv, enc_opts *o)
@@ -45,6 +47,7 @@ static int parse(int argc, char **argv, enc_opts *o)
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) o->quiet = 1;
+        else if (!strcmp(argv[i], "--turbo")) o->turbo = 1;
         else if ((v = cli_opt_value(argc, argv, &i, "-o")) || (v = cli_opt_value(argc, argv, &i, "--output"))) {
             if (!*v) return -1;
             o->out = v;
@@ -129,6 +132,12 @@ int cmd_encode_kvdump(int argc, char **argv)
     so.v_bits = o.v_bits > 0 ? (int)o.v_bits : vb;
     so.boundary_layers = o.boundary > 0 ? (int)o.boundary : 0;
     so.zstd_level = so.lossless ? 3 : 1;
+    so.turbo = o.turbo;
+    if (o.turbo && (so.k_bits < 2 || so.k_bits > 4 || so.v_bits < 2 || so.v_bits > 4)) {
+        tq_llama_state_close(s);
+        tq_ctx_free(ctx);
+        return cli_usage_error("--turbo codes with the fork's turbo2/3/4 blocks: bits must be 2..4 (give --k-bits/--v-bits)");
+    }
     cli_out out;
     const char *inputs[2] = {o.in, o.model};
     if ((rc = cli_out_open(&out, o.out, inputs, o.model ? 2 : 1))) {

@@ -125,6 +125,7 @@ int inspect_snapshot(const char *path, int json)
         while (ck < tqkv_n_chunks(r) && tqkv_chunk_at(r, ck)->tensor == i) stored += tqkv_chunk_at(r, ck++)->stored_len + 44;
         char codec[48];
         if (t->codec == TQKV_CODEC_RAW) snprintf(codec, sizeof codec, "raw (lossless)");
+        else if (t->codec == TQKV_CODEC_TURBO) snprintf(codec, sizeof codec, "turbo%u (fork blocks)", t->bits);
         else snprintf(codec, sizeof codec, "tq g=%u b=%u%s", t->group, t->bits, t->norm_correction ? " nc" : "");
         tq_type_profile p = TQ_PROFILE_DEFAULT;
         tq_type_profile_parse(m->profile, &p);
@@ -134,7 +135,7 @@ int inspect_snapshot(const char *path, int json)
             printf("  {\"kv_state\": %u, \"stream\": %u, \"layer\": %u, \"kv\": \"%s\", \"type\": \"%s\", \"codec\": \"%s\", \"group\": %u, "
                    "\"bits\": %u, \"cells\": %u, \"width\": %" PRIu64 ", \"stored_bytes\": %" PRIu64 ", \"bits_per_value\": %.4f}%s\n",
                    t->kv_state, t->stream, t->layer, t->is_v ? "V" : "K", ty ? ty->name : "?",
-                   t->codec == TQKV_CODEC_RAW ? "raw" : "tq", t->group, t->bits, t->cells, t->width, stored, b,
+                   t->codec == TQKV_CODEC_RAW ? "raw" : t->codec == TQKV_CODEC_TURBO ? "turbo" : "tq", t->group, t->bits, t->cells, t->width, stored, b,
                    i + 1 < m->n_tensors ? "," : "");
         else
             printf("  %5u %6u %3s %-8s %-22s %6u %12" PRIu64 " %8.3f\n", t->kv_state, t->layer, t->is_v ? "V" : "K",

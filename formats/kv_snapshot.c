@@ -84,9 +84,9 @@ static uint32_t pick_group(uint64_t width, uint32_t head_dim, int *guessed)
 
 static tq_codec *make_codec(const tqkv_tensor *t)
 {
-    tq_codec_desc d = {TQ_CODEC_TQ, t->group, t->bits, t->norm_correction, t->seed};
+    tq_codec_desc d;
     tq_codec *c = NULL;
-    tq_codec_new(NULL, &d, &c);
+    if (t->codec != TQKV_CODEC_RAW && !tqkv_codec_desc(t, &d)) tq_codec_new(NULL, &d, &c);
     return c;
 }
 
@@ -195,7 +195,14 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
         t->codec = TQKV_CODEC_RAW;
         int guessed = 0;
         uint32_t g = pick_group(kt->width, o->head_dim, &guessed);
-        if (!o->lossless && kt->type->dtype >= 0 && g) {
+        if (o->turbo && !o->lossless && kt->type->dtype >= 0 && kt->width % 128 == 0) {
+            t->codec = TQKV_CODEC_TURBO; /* the fork's blocks, for comparison and interchange */
+            t->group = 128;
+            t->bits = (uint8_t)(src[i].is_v ? o->v_bits : o->k_bits);
+            t->norm_correction = 1;
+            rep->group_used = 128;
+            rep->n_lossy++;
+        } else if (!o->lossless && kt->type->dtype >= 0 && g) {
             int boundary = (int)src[i].layer < o->boundary_layers ||
                            (int)src[i].layer >= (int)src[i].n_layer - o->boundary_layers;
             t->codec = TQKV_CODEC_TQ;
@@ -222,8 +229,8 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
     int threads = o->threads > 0 ? o->threads : tq_ctx_threads(ctx);
     for (size_t i = 0; i < n && !st; i++) {
         tqkv_tensor *t = &m.t[i];
-        tq_codec *c = t->codec == TQKV_CODEC_TQ ? make_codec(t) : NULL;
-        if (t->codec == TQKV_CODEC_TQ && !c) {
+        tq_codec *c = make_codec(t);
+        if (t->codec != TQKV_CODEC_RAW && !c) {
             st = tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
             break;
         }
@@ -324,11 +331,11 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, int threads, FILE 
         sk += t->file_off - pos;
         pos = t->file_off + t->bytes;
         if (st) break;
-        tq_codec *c = t->codec == TQKV_CODEC_TQ ? make_codec(t) : NULL;
+        tq_codec *c = make_codec(t);
         uint64_t first = ck, nch = 0;
         while (ck < tqkv_n_chunks(r) && tqkv_chunk_at(r, ck)->tensor == i) ck++, nch++;
         chunk_out *co = calloc(nch ? nch : 1, sizeof *co);
-        if (!co || (t->codec == TQKV_CODEC_TQ && !c)) {
+        if (!co || (t->codec != TQKV_CODEC_RAW && !c)) {
             free(co);
             tq_codec_free(c);
             return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");

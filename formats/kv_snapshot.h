@@ -24,6 +24,7 @@ typedef struct tq_kvsnap_options {
     uint64_t fingerprint;
     const char *profile;   /* type-id profile name used to read the source */
     int threads;           /* 0 = all */
+    int turbo;             /* code with the fork's turbo2/3/4 blocks (bits 2..4, rows of 128s) */
 } tq_kvsnap_options;
 
 typedef struct tq_kvsnap_report {

@@ -31,6 +31,23 @@ void tqkv_meta_free(tqkv_meta *m)
     memset(m, 0, sizeof *m);
 }
 
+int tqkv_codec_desc(const tqkv_tensor *t, tq_codec_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    if (t->codec == TQKV_CODEC_TQ) {
+        if (!tq_is_pow2(t->group) || t->group < 8 || t->group > 512 || t->bits < 1 || t->bits > 8 || t->norm_correction > 1)
+            return -1;
+        *d = (tq_codec_desc){TQ_CODEC_TQ, t->group, t->bits, t->norm_correction, t->seed};
+        return 0;
+    }
+    if (t->codec == TQKV_CODEC_TURBO) { /* the fork's blocks: fixed group, signs, norm correction */
+        if (t->group != 128 || t->bits < 2 || t->bits > 4 || t->norm_correction != 1 || t->seed) return -1;
+        d->kind = (tq_codec_kind)(TQ_CODEC_TURBO2 + (t->bits - 2));
+        return 0;
+    }
+    return -1;
+}
+
 /* ------------------------------------------------------------ bytes */
 
 typedef struct bbuf {
@@ -299,9 +316,9 @@ static uint64_t expected_raw(const tqkv_tensor *t, uint32_t nrows, int *ok)
 {
     *ok = 1;
     if (t->codec == TQKV_CODEC_RAW) return t->transposed ? t->bytes : t->bytes / (t->cells ? t->cells : 1) * nrows;
-    tq_codec_desc d = {TQ_CODEC_TQ, t->group, t->bits, t->norm_correction, t->seed};
+    tq_codec_desc d;
     tq_codec *c;
-    if (tq_codec_new(NULL, &d, &c)) {
+    if (tqkv_codec_desc(t, &d) || tq_codec_new(NULL, &d, &c)) {
         *ok = 0;
         return 0;
     }
@@ -383,12 +400,9 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
             return bad(ctx, r, "tensor placement outside the source", at);
         if (t->width % ty->block || t->bytes != t->width / ty->block * ty->bytes * t->cells)
             return bad(ctx, r, "tensor size inconsistent with its type", at);
-        if (t->codec == TQKV_CODEC_TQ) {
-            if (ty->dtype < 0 || !tq_is_pow2(t->group) || t->group < 8 || t->group > 512 || t->bits < 1 || t->bits > 8 ||
-                t->norm_correction > 1 || t->width % t->group)
-                return bad(ctx, r, "bad codec parameters", at);
-        } else if (t->codec != TQKV_CODEC_RAW) {
-            return bad(ctx, r, "unknown codec", at);
+        if (t->codec != TQKV_CODEC_RAW) {
+            tq_codec_desc d;
+            if (ty->dtype < 0 || tqkv_codec_desc(t, &d) || t->width % t->group) return bad(ctx, r, "bad codec parameters", at);
         }
         prev_end = t->file_off + t->bytes;
         total += t->bytes;

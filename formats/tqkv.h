@@ -22,14 +22,14 @@ extern "C" {
 #define TQKV_VERSION 1
 
 enum { TQKV_SOURCE_SESSION = 0, TQKV_SOURCE_SEQUENCE = 1 };
-enum { TQKV_CODEC_RAW = 0, TQKV_CODEC_TQ = 1 };
+enum { TQKV_CODEC_RAW = 0, TQKV_CODEC_TQ = 1, TQKV_CODEC_TURBO = 2 };
 
 /* One K or V tensor of the source state. */
 typedef struct tqkv_tensor {
     uint64_t file_off, bytes;      /* where its rows sit in the source file */
     uint32_t kv_state, stream, layer;
     uint8_t is_v, transposed;
-    uint8_t codec;                 /* TQKV_CODEC_* */
+    uint8_t codec;                 /* TQKV_CODEC_*; TURBO = the fork's turbo2/3/4 blocks */
     uint8_t bits, norm_correction; /* TQ codec */
     uint32_t group;                /* TQ codec */
     uint64_t seed;                 /* TQ codec */
@@ -56,6 +56,8 @@ typedef struct tqkv_meta {
 } tqkv_meta;
 
 void tqkv_meta_free(tqkv_meta *m);
+/* The libtq codec of a coded tensor (TQ or TURBO); -1 if the record is invalid. */
+int tqkv_codec_desc(const tqkv_tensor *t, tq_codec_desc *d);
 
 /* ------------------------------------------------ writing (streams: pipes work) */
 

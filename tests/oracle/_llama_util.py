@@ -1,0 +1,46 @@
+"""Helpers shared by the llama.cpp oracle tests (not a test itself)."""
+import ctypes
+
+import numpy as np
+import llama_cpp
+
+
+def continuation_logits(model, state_path, cont, n_ctx=2048):
+    """Restore a session file, drop its last cell, re-feed that token, then
+    feed `cont` (teacher forcing); logits of every step."""
+    llm = llama_cpp.Llama(model_path=str(model), n_ctx=n_ctx, n_batch=512, logits_all=True, verbose=False,
+                          flash_attn=True)
+    ctx = llm._ctx.ctx
+    toks = (llama_cpp.llama_token * 8192)()
+    n = ctypes.c_size_t(0)
+    assert llama_cpp.llama_state_load_file(ctx, str(state_path).encode(), toks, 8192, ctypes.byref(n)), "restore failed"
+    n = n.value
+    mem = llama_cpp.llama_get_memory(ctx)
+    llama_cpp.llama_memory_seq_rm(mem, 0, n - 1, -1)
+    llm.n_tokens = n - 1
+    llm.input_ids[: n - 1] = list(toks[: n - 1])
+    llm.eval([toks[n - 1]] + list(cont))
+    out = np.array(llm.scores[n - 1 : n + len(cont)], dtype=np.float64)
+    del llm
+    return out
+
+
+def save_state(model, prompt, path, n_ctx=2048):
+    llm = llama_cpp.Llama(model_path=str(model), n_ctx=n_ctx, n_batch=512, logits_all=False, verbose=False,
+                          flash_attn=True)
+    llm.eval(prompt)
+    arr = (llama_cpp.llama_token * len(prompt))(*prompt)
+    assert llama_cpp.llama_state_save_file(llm._ctx.ctx, str(path).encode(), arr, len(prompt))
+    del llm
+
+
+def log_softmax(x):
+    x = x - x.max(axis=1, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
+
+
+def compare(ref, test):
+    """mean KL(ref || test) in nats and top-1 agreement"""
+    lp, lq = log_softmax(ref), log_softmax(test)
+    kl = (np.exp(lp) * (lp - lq)).sum(axis=1)
+    return float(kl.mean()), float((ref.argmax(1) == test.argmax(1)).mean())
