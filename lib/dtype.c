@@ -151,7 +151,9 @@ tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *x, size_t n, void *d
     switch (t) {
     case TQ_DT_F32: memcpy(dst, x, n * 4); break;
     case TQ_DT_F16:
-        for (size_t i = 0; i < n; i++) put_h(o + 2 * i, x[i]);
+        if (((uintptr_t)dst & 1) == 0) tq_fp32_to_fp16_bulk(x, (uint16_t *)dst, n);
+        else
+            for (size_t i = 0; i < n; i++) put_h(o + 2 * i, x[i]);
         break;
     case TQ_DT_BF16:
         for (size_t i = 0; i < n; i++) {

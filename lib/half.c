@@ -45,7 +45,7 @@ void tq_fp16_to_fp32_row(const uint16_t *x, float *y, size_t n)
 
 /* For bulk conversion (tensors): F16C when the CPU has it.  Values are the
  * same as tq_fp16_to_fp32 except that signalling NaNs come out quiet. */
-void tq_fp16_to_fp32_bulk(const uint16_t *x, float *y, size_t n)
+static int use_f16c(void)
 {
     static int cached = -1; /* the same answer from any thread: relaxed is enough */
     int use = __atomic_load_n(&cached, __ATOMIC_RELAXED);
@@ -58,6 +58,18 @@ void tq_fp16_to_fp32_bulk(const uint16_t *x, float *y, size_t n)
 #endif
         __atomic_store_n(&cached, use, __ATOMIC_RELAXED);
     }
+    return use;
+}
+
+void tq_fp32_to_fp16_bulk(const float *x, uint16_t *y, size_t n)
+{
+    if (use_f16c()) tq_fp32_to_fp16_row_f16c(x, y, n);
+    else tq_fp32_to_fp16_row(x, y, n);
+}
+
+void tq_fp16_to_fp32_bulk(const uint16_t *x, float *y, size_t n)
+{
+    int use = use_f16c();
     if (use) tq_fp16_to_fp32_row_f16c(x, y, n);
     else tq_fp16_to_fp32_row(x, y, n);
 }

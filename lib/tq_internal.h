@@ -118,6 +118,9 @@ extern const float tq_wgrid[TQ_WGRID_N];
 void tq_fp16_to_fp32_row_f16c(const uint16_t *x, float *y, size_t n);
 int tq_have_f16c_kernel(void);
 void tq_fp16_to_fp32_bulk(const uint16_t *x, float *y, size_t n);
+void tq_fp32_to_fp16_row_f16c(const float *x, uint16_t *y, size_t n);
+/* F16C when present; NaN payloads may differ from tq_fp32_to_fp16 (quieted). */
+void tq_fp32_to_fp16_bulk(const float *x, uint16_t *y, size_t n);
 
 /* ---- CUDA backend (kernels/, only when built with nvcc) */
 int tq_cuda_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out, char *err,

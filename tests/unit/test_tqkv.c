@@ -59,7 +59,7 @@ static uint8_t *encode(const uint8_t *state, size_t len, int lossless, size_t *o
     char *buf = NULL;
     size_t bl = 0;
     FILE *f = open_memstream(&buf, &bl);
-    tq_kvsnap_options o = {lossless, 5, 4, 0, 32, 1, 0, 0, "69d8e4be4", 1};
+    tq_kvsnap_options o = {lossless, 5, 4, 0, 32, 1, 0, 0, "69d8e4be4", 1, 0};
     tq_kvsnap_report rep;
     tq_status st = tq_kvsnap_encode(ctx, s, &o, f, &rep);
     fclose(f);

@@ -1,0 +1,66 @@
+"""Benchmark (not a test): encode-kvdump / decode-kvdump throughput on a
+generated 1 GiB session file (32 layers, 8 KV heads x 128, 8192 cells, f16,
+Gaussian K/V), on all cores, against copying the file.  Figures are GB/s of
+f16 K/V data; each is the median of 3 runs."""
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+TQ = str(ROOT / "tq")
+LAYERS, WIDTH, CELLS = 32, 1024, 8192
+
+
+def write_state(path):
+    rng = np.random.default_rng(0)
+    with open(path, "wb") as f:
+        hdr = [0x6767736E, 10, CELLS]
+        f.write(np.array(hdr, "<u4").tobytes())
+        f.write(np.arange(CELLS, dtype="<i4").tobytes())
+        f.write(np.array([5], "<u4").tobytes() + b"llama")
+        f.write(np.array([1, CELLS], "<u4").tobytes())
+        meta = np.zeros((CELLS, 3), "<i4")
+        meta[:, 0] = np.arange(CELLS)
+        meta[:, 1] = 1
+        f.write(meta.tobytes())
+        f.write(np.array([0, LAYERS], "<u4").tobytes())
+        for _ in range(2):
+            for _ in range(LAYERS):
+                f.write(np.array([1], "<i4").tobytes() + np.array([WIDTH * 2], "<u8").tobytes())
+                for c0 in range(0, CELLS, 2048):
+                    f.write(rng.standard_normal((2048, WIDTH), dtype=np.float32).astype(np.float16).tobytes())
+    return 2 * LAYERS * CELLS * WIDTH * 2
+
+
+def timed(cmd):
+    t = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t.append(time.perf_counter() - t0)
+    return statistics.median(t)
+
+
+with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as d:
+    d = Path(d)
+    state = d / "big.ggsn"
+    kv = write_state(state)
+    size = state.stat().st_size
+    print(f"state: {size / 2**30:.2f} GiB, {kv / 1e9:.2f} GB of f16 K/V, {os.cpu_count()} cores")
+    t = timed(["cp", str(state), str(d / "copy.ggsn")])
+    print(f"  cp (file copy)          {t:6.2f} s  {kv / t / 1e9:6.2f} GB/s")
+    t = timed(["dd", f"if={state}", f"of={d / 'copy.ggsn'}", "bs=4M", "conv=fsync", "status=none"])
+    print(f"  copy + fsync (dd)       {t:6.2f} s  {kv / t / 1e9:6.2f} GB/s   (tq fsyncs its output before renaming)")
+    for preset in ["lossless", "balanced"]:
+        snap = d / f"{preset}.tqkv"
+        te = timed([TQ, "encode-kvdump", str(state), "-o", str(snap), "--preset", preset, "--head-dim", "128"])
+        td = timed([TQ, "decode-kvdump", str(snap), "-o", str(d / "back.ggsn")])
+        bpv = snap.stat().st_size * 8 / (kv / 2)
+        print(f"  {preset:9s} encode      {te:6.2f} s  {kv / te / 1e9:6.2f} GB/s   ({bpv:.3f} bits/value, "
+              f"{size / snap.stat().st_size:.2f}x)")
+        print(f"  {preset:9s} decode      {td:6.2f} s  {kv / td / 1e9:6.2f} GB/s")
