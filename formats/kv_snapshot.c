@@ -216,6 +216,11 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
         } else {
             rep->n_raw++;
         }
+        if (t->codec == TQKV_CODEC_RAW && t->transposed && t->bytes > (1ull << 30)) {
+            free(src), free(m.t), free(m.skeleton);
+            return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "layer %u: a transposed V of more than 1 GiB cannot be kept verbatim "
+                                                    "(a chunk holds at most 1 GiB); use a lossy preset", t->layer);
+        }
         uint64_t rs = kt->row_size ? kt->row_size : 1;
         t->rows_per_chunk = t->codec == TQKV_CODEC_RAW && t->transposed ? t->cells
                                                                         : (uint32_t)(rs >= CHUNK_TARGET ? 1 : CHUNK_TARGET / rs);

@@ -19,6 +19,9 @@
 #define CHUNK_HDR 44
 #define TENSOR_REC 68
 #define CHUNK_MAGIC 0x4b435154u /* "TQCK" */
+/* Decoded sizes a snapshot may claim (a hostile file must not make the
+ * reader allocate what it wants): one chunk, and the skeleton. */
+#define MAX_PIECE (1ull << 30)
 static const char MAGIC[4] = {'T', 'Q', 'K', 'V'};
 static const char END_MAGIC[8] = {'T', 'Q', 'K', 'V', 'E', 'N', 'D', 0};
 
@@ -359,7 +362,8 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
     tq_type_profile prof;
     if (tq_type_profile_parse(m->profile, &prof)) return bad(ctx, r, "unknown type-id profile", HDR_LEN + c.pos);
     uint64_t sl, sz;
-    if (mget(&c, &sl, 8) || mget(&c, &sz, 8) || sz > n - c.pos || sl > m->source_size)
+    if (mget(&c, &sl, 8) || mget(&c, &sz, 8) || sz > n - c.pos || sl > m->source_size || sl > MAX_PIECE ||
+        ZSTD_getFrameContentSize(p + c.pos, sz) != sl)
         return bad(ctx, r, "bad skeleton field", HDR_LEN + c.pos);
     m->skeleton = malloc(sl ? sl : 1);
     if (!m->skeleton) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
@@ -483,7 +487,9 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
         if (m->t[ti].transposed && m->t[ti].codec == TQKV_CODEC_RAW && ch->nrows != m->t[ti].cells)
             return bad(ctx, r, "chunk out of order", ch->offset);
         int ok;
-        if (ch->raw_len != expected_raw(&m->t[ti], ch->nrows, &ok) || !ok || (!ch->zstd && ch->stored_len != ch->raw_len))
+        if (ch->raw_len != expected_raw(&m->t[ti], ch->nrows, &ok) || !ok || ch->raw_len > MAX_PIECE ||
+            (!ch->zstd && ch->stored_len != ch->raw_len) ||
+            (ch->zstd && ZSTD_getFrameContentSize(ch->stored, ch->stored_len) != ch->raw_len))
             return bad(ctx, r, "chunk length", ch->offset);
         next_row += ch->nrows;
         expect_off = ch->offset + CHUNK_HDR + ch->stored_len;

@@ -6,6 +6,11 @@ for src in tests/fuzz/*.c; do
     name=$(basename "$src" .c)
     make -s "build/fuzz/$name" >/dev/null
     mkdir -p "build/corpus/$name"
+    # inputs that once failed must keep passing
+    if [ -d "tests/fuzz/regressions/$name" ]; then
+        "build/fuzz/$name" tests/fuzz/regressions/"$name"/* >"build/fuzz/$name.reg.log" 2>&1 ||
+            { tail -n 30 "build/fuzz/$name.reg.log"; exit 1; }
+    fi
     seeds=""
     [ -d "tests/fuzz/seeds/$name" ] && seeds="tests/fuzz/seeds/$name"
     "build/fuzz/$name" -max_total_time=8 -max_len=16384 "build/corpus/$name" $seeds >"build/fuzz/$name.log" 2>&1 ||
