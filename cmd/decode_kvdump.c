@@ -12,16 +12,18 @@
 
 void help_decode_kvdump(void)
 {
-    printf("usage: tq decode-kvdump IN.tqkv -o OUT [--model M.gguf] [--threads N] [--quiet]\n\n"
+    printf("usage: tq decode-kvdump IN.tqkv -o OUT [--cache-type T] [--model M.gguf] [--threads N] [--quiet]\n\n"
            "Rebuilds the state file the snapshot was made from, in its original layout (session or\n"
            "sequence file, per-layer element types, V layout), for llama.cpp to load.\n\n"
+           "  --cache-type T   write every K/V tensor as f32, f16 or bf16, for a context created with\n"
+           "                   that cache type (default: the original types)\n"
            "  --model M.gguf   refuse unless the snapshot was made for this model\n"
            "  -o -             write to stdout\n");
 }
 
 int cmd_decode_kvdump(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *model = NULL;
+    const char *in = NULL, *out = NULL, *model = NULL, *cache_type = NULL;
     long threads = 0;
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
@@ -30,6 +32,9 @@ int cmd_decode_kvdump(int argc, char **argv)
         else if ((v = cli_opt_value(argc, argv, &i, "-o")) || (v = cli_opt_value(argc, argv, &i, "--output"))) {
             if (!*v) return TQ_EXIT_USAGE;
             out = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--cache-type"))) {
+            if (!*v) return TQ_EXIT_USAGE;
+            cache_type = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "--model"))) {
             if (!*v) return TQ_EXIT_USAGE;
             model = v;
@@ -71,7 +76,7 @@ int cmd_decode_kvdump(int argc, char **argv)
     const char *inputs[2] = {in, model};
     if (!rc && !(rc = cli_out_open(&o, out, inputs, model ? 2 : 1))) {
         double t0 = cli_now();
-        if (tq_kvsnap_decode(ctx, r, (int)threads, o.f)) {
+        if (tq_kvsnap_decode(ctx, r, (int)threads, cache_type, o.f)) {
             rc = cli_runtime_error("%s: %s", in, tq_ctx_error(ctx));
             cli_out_abort(&o);
         } else if (!(rc = cli_out_commit(&o)) && !quiet) {

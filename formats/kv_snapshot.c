@@ -288,15 +288,17 @@ static tq_status put(tq_ctx *ctx, FILE *f, const void *p, uint64_t n)
 }
 
 /* Source bytes of chunk k of tensor t (ck = the chunk's index in the file). */
+/* Source bytes of chunk ck of tensor t, converted from the source type ty to
+ * the output type oty when they differ (rows in cell-major order). */
 static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_codec *c, const tq_ggml_type *ty,
-                         uint64_t ck, tq_simd simd, chunk_out *o)
+                         const tq_ggml_type *oty, uint64_t ck, tq_simd simd, chunk_out *o)
 {
     tq_ctx local = {TQ_OK, "", 1, simd, TQ_BACKEND_CPU};
     const tqkv_chunk *ch = tqkv_chunk_at(r, ck);
     uint8_t *raw = malloc(ch->raw_len ? ch->raw_len : 1);
     if (!raw) goto oom;
     o->st = tqkv_chunk_read(&local, r, ck, raw);
-    if (o->st || t->codec == TQKV_CODEC_RAW) {
+    if (o->st || (t->codec == TQKV_CODEC_RAW && oty == ty)) {
         o->p = raw;
         o->len = ch->raw_len;
         if (o->st) snprintf(o->err, sizeof o->err, "%s", local.msg);
@@ -304,14 +306,20 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_co
     }
     size_t nv = (size_t)ch->nrows * t->width;
     float *y = malloc(nv * sizeof(float));
-    o->len = (uint64_t)ch->nrows * (t->width / ty->block) * ty->bytes;
+    o->len = (uint64_t)ch->nrows * (t->width / oty->block) * oty->bytes;
     o->p = malloc(o->len ? o->len : 1);
     if (!y || !o->p) {
         free(y), free(raw);
         goto oom;
     }
-    o->st = tq_decode(&local, c, raw, nv, y);
-    if (!o->st) o->st = tq_quantize(&local, (tq_dtype)ty->dtype, y, nv, o->p);
+    if (t->codec != TQKV_CODEC_RAW) o->st = tq_decode(&local, c, raw, nv, y);
+    else if (!t->transposed) o->st = tq_dequantize(&local, (tq_dtype)ty->dtype, raw, nv, y);
+    else /* element-major source bytes: gather cell-major rows */
+        for (uint64_t j = 0; j < t->width && !o->st; j++)
+            for (uint32_t c0 = 0; c0 < t->cells && !o->st; c0++)
+                o->st = tq_dequantize(&local, (tq_dtype)ty->dtype, raw + (j * t->cells + c0) * ty->bytes, 1,
+                                      y + (uint64_t)c0 * t->width + j);
+    if (!o->st) o->st = tq_quantize(&local, (tq_dtype)oty->dtype, y, nv, o->p);
     if (o->st) snprintf(o->err, sizeof o->err, "%s", local.msg);
     free(y);
     free(raw);
@@ -321,19 +329,61 @@ oom:
     snprintf(o->err, sizeof o->err, "out of memory");
 }
 
-tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, int threads, FILE *out)
+tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, int threads, const char *cache_type, FILE *out)
 {
     const tqkv_meta *m = tqkv_meta_of(r);
     tq_type_profile prof;
     if (tq_type_profile_parse(m->profile, &prof)) return tq_fail(ctx, TQ_ERR_FORMAT, "unknown type-id profile");
     if (threads <= 0) threads = tq_ctx_threads(ctx);
+    const tq_ggml_type *want = NULL;
+    if (cache_type) {
+        want = tq_ggml_type_by_name(prof, cache_type);
+        /* Quantized caches are left out on purpose: current upstream llama.cpp
+         * stores K/V of quantized caches Hadamard-rotated (its attention
+         * rotation), so plain q8_0 rows would restore wrong there. */
+        if (!want || (want->dtype != TQ_DT_F32 && want->dtype != TQ_DT_F16 && want->dtype != TQ_DT_BF16))
+            return tq_fail(ctx, TQ_ERR_UNSUPPORTED,
+                           "cache type %s: tq converts to f32, f16 and bf16 caches (quantized caches are stored "
+                           "rotated by current llama.cpp)", cache_type);
+    }
+    /* every conversion is possible before anything is written */
+    for (uint32_t i = 0; want && i < m->n_tensors; i++) {
+        const tqkv_tensor *t = &m->t[i];
+        const tq_ggml_type *ty = tq_ggml_type_get(prof, t->type_id);
+        if (ty->dtype < 0) return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "layer %u: no decoder for %s", t->layer, ty->name);
+        if (t->width % want->block)
+            return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "layer %u: rows of %llu values are not whole %s blocks", t->layer,
+                           (unsigned long long)t->width, want->name);
+        if (t->transposed && want->block != 1)
+            return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "transposed V (flash attention off) needs a float cache type, not %s",
+                           want->name);
+    }
     uint64_t pos = 0, sk = 0, ck = 0;
     tq_status st = TQ_OK;
     for (uint32_t i = 0; i < m->n_tensors && !st; i++) {
         const tqkv_tensor *t = &m->t[i];
-        const tq_ggml_type *ty = tq_ggml_type_get(prof, t->type_id);
-        st = put(ctx, out, m->skeleton + sk, t->file_off - pos);
-        sk += t->file_off - pos;
+        const tq_ggml_type *ty = tq_ggml_type_get(prof, t->type_id), *oty = want ? want : ty;
+        uint64_t gap = t->file_off - pos;
+        if (oty != ty && gap >= 12) {
+            /* the layer header just before the rows: i32 type, then u64 row size
+             * (or u32 element size + u32 width for transposed V) */
+            uint8_t h[12];
+            int32_t id = oty->id;
+            memcpy(h, &id, 4);
+            if (t->transposed) {
+                uint32_t es = oty->bytes, w = (uint32_t)t->width;
+                memcpy(h + 4, &es, 4);
+                memcpy(h + 8, &w, 4);
+            } else {
+                uint64_t rs = t->width / oty->block * oty->bytes;
+                memcpy(h + 4, &rs, 8);
+            }
+            st = put(ctx, out, m->skeleton + sk, gap - 12);
+            if (!st) st = put(ctx, out, h, 12);
+        } else {
+            st = put(ctx, out, m->skeleton + sk, gap);
+        }
+        sk += gap;
         pos = t->file_off + t->bytes;
         if (st) break;
         tq_codec *c = make_codec(t);
@@ -347,21 +397,21 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, int threads, FILE 
         }
         tq_simd simd = tq_ctx_simd(ctx);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (nch > 1)
-        for (uint64_t k = 0; k < nch; k++) decode_chunk(r, t, c, ty, first + k, simd, &co[k]);
+        for (uint64_t k = 0; k < nch; k++) decode_chunk(r, t, c, ty, oty, first + k, simd, &co[k]);
         for (uint64_t k = 0; k < nch && !st; k++)
             if (co[k].st) st = tq_fail(ctx, co[k].st, "layer %u %s: %s", t->layer, t->is_v ? "V" : "K", co[k].err);
-        if (!st && t->transposed && t->codec != TQKV_CODEC_RAW) {
+        if (!st && t->transposed && (t->codec != TQKV_CODEC_RAW || oty != ty)) {
             /* cell-major rows back to llama.cpp's element-major V */
-            uint8_t *tb = malloc(t->bytes ? t->bytes : 1);
+            uint64_t es = oty->bytes, row = 0, tbytes = t->width * t->cells * es;
+            uint8_t *tb = malloc(tbytes ? tbytes : 1);
             if (!tb) st = tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
-            uint64_t es = ty->bytes, row = 0;
             for (uint64_t k = 0; k < nch && !st; k++) {
                 const tqkv_chunk *ch = tqkv_chunk_at(r, first + k);
                 for (uint32_t rr = 0; rr < ch->nrows; rr++, row++)
                     for (uint64_t j = 0; j < t->width; j++)
                         memcpy(tb + (j * t->cells + row) * es, co[k].p + ((uint64_t)rr * t->width + j) * es, es);
             }
-            if (!st) st = put(ctx, out, tb, t->bytes);
+            if (!st) st = put(ctx, out, tb, tbytes);
             free(tb);
         } else {
             for (uint64_t k = 0; k < nch && !st; k++) st = put(ctx, out, co[k].p, co[k].len);

@@ -36,8 +36,10 @@ typedef struct tq_kvsnap_report {
 
 tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap_options *o, FILE *out,
                            tq_kvsnap_report *rep);
-/* Rebuilds the source state file (its exact layout and element types). */
-tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, int threads, FILE *out);
+/* Rebuilds the source state file: its exact layout and, with cache_type NULL,
+ * its element types; else every K/V tensor in that type ("f32", "f16" or
+ * "bf16"), for a context created with that cache type. */
+tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, int threads, const char *cache_type, FILE *out);
 
 /* Model identity: a hash of the architecture, its hyperparameter keys and
  * the tensor table (names, types, shapes), not of the weights' values. */

@@ -67,4 +67,8 @@ expect_err 2 "overwrite the input" encode-kvdump $seed -o $seed
 expect_err 2 "unknown preset 'tiny'" encode-kvdump $seed -o "$tmp/t.tqkv" --preset tiny
 expect_err 2 "where to?" encode-kvdump $seed
 expect_err 2 "--k-bits: '9'" encode-kvdump $seed -o "$tmp/t.tqkv" --k-bits 9
+expect_err 1 "cache type q8_0" decode-kvdump "$tmp/s.tqkv" -o "$tmp/q8.ggsq" --cache-type q8_0
+[ -e "$tmp/q8.ggsq" ] && fail "output written for a refused cache type"
+$tq decode-kvdump "$tmp/s.tqkv" -o "$tmp/f32.ggsq" --cache-type f32 -q || fail "--cache-type f32"
+$tq inspect "$tmp/f32.ggsq" | grep -q '32.000 bits per value' || fail "f32 cache file"
 exit 0

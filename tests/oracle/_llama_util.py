@@ -5,11 +5,13 @@ import numpy as np
 import llama_cpp
 
 
-def continuation_logits(model, state_path, cont, n_ctx=2048):
+def continuation_logits(model, state_path, cont, n_ctx=2048, type_kv=None):
     """Restore a session file, drop its last cell, re-feed that token, then
-    feed `cont` (teacher forcing); logits of every step."""
+    feed `cont` (teacher forcing); logits of every step.  type_kv: the ggml
+    type id of the K/V cache (default f16)."""
+    kw = {} if type_kv is None else {"type_k": type_kv, "type_v": type_kv}
     llm = llama_cpp.Llama(model_path=str(model), n_ctx=n_ctx, n_batch=512, logits_all=True, verbose=False,
-                          flash_attn=True)
+                          flash_attn=True, **kw)
     ctx = llm._ctx.ctx
     toks = (llama_cpp.llama_token * 8192)()
     n = ctypes.c_size_t(0)

@@ -111,6 +111,13 @@ def run(d, head_dim):
         if name == "lossless":
             assert back.read_bytes() == state.read_bytes() and np.array_equal(ref, test)
     assert res["q8"][1] <= res["balanced"][1], res
+    # the balanced snapshot restored into an f32 cache (decode --cache-type f32)
+    back = d / f"f32cache{head_dim}.ggsn"
+    subprocess.run([TQ, "decode-kvdump", str(d / f"balanced{head_dim}.tqkv"), "-o", str(back), "--cache-type", "f32",
+                    "-q"], check=True)
+    kl, top1 = compare(ref, continuation_logits(model, back, cont, type_kv=0))
+    print(f"head_dim {head_dim:3d} balanced as f32 cache: mean KL {kl:.6f}  top-1 {top1:.1%}")
+    assert kl <= 1.5 * res["balanced"][1] + 1e-4, (kl, res["balanced"])
     if head_dim == 128:
         b, t = res["balanced"], res["turbo4"]
         assert b[0] <= 4.6, f"balanced uses {b[0]:.3f} bits per value at head_dim 128"

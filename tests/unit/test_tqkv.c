@@ -82,7 +82,7 @@ static uint8_t *decode(const uint8_t *snap, size_t len, size_t *out_len, char *e
         char *buf = NULL;
         size_t bl = 0;
         FILE *f = open_memstream(&buf, &bl);
-        tq_status st = tq_kvsnap_decode(ctx, r, 2, f);
+        tq_status st = tq_kvsnap_decode(ctx, r, 2, NULL, f);
         fclose(f);
         tqkv_close(r);
         if (!st) {
