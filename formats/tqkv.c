@@ -404,6 +404,8 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
             return bad(ctx, r, "tensor placement outside the source", at);
         if (t->width % ty->block || t->bytes != t->width / ty->block * ty->bytes * t->cells)
             return bad(ctx, r, "tensor size inconsistent with its type", at);
+        if (t->transposed && (ty->block != 1 || !t->is_v)) /* llama.cpp transposes only float V */
+            return bad(ctx, r, "a transposed tensor of a block type", at);
         if (t->codec != TQKV_CODEC_RAW) {
             tq_codec_desc d;
             if (ty->dtype < 0 || tqkv_codec_desc(t, &d) || t->width % t->group) return bad(ctx, r, "bad codec parameters", at);
