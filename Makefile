@@ -52,7 +52,7 @@ deps:
 	  else echo "run the line above as root, then make again"; exit 1; fi; \
 	fi
 
-$(B)/%.o: %.c $(wildcard lib/*.h) $(wildcard cmd/*.h) lib/kernels_lanes.inc
+$(B)/%.o: %.c $(wildcard lib/*.h) $(wildcard cmd/*.h) $(wildcard formats/*.h) lib/kernels_lanes.inc
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -92,7 +92,7 @@ $(B)/tests/unit-runner: $(TEST_OBJ) libtq.a
 SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 SAN_SRC   := $(LIB_SRC) lib/cuda_stub.c $(FMT_SRC) $(TEST_SRC)
 SAN_OBJ   := $(patsubst %.c,$(B)/san/%.o,$(SAN_SRC))
-$(B)/san/%.o: %.c $(wildcard lib/*.h) lib/kernels_lanes.inc
+$(B)/san/%.o: %.c $(wildcard lib/*.h) $(wildcard formats/*.h) lib/kernels_lanes.inc
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN_FLAGS) -Itests -c $< -o $@
 $(B)/san/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)

@@ -18,12 +18,14 @@ void help_decode_kvdump(void)
            "  --cache-type T   write every K/V tensor as f32, f16 or bf16, for a context created with\n"
            "                   that cache type (default: the original types)\n"
            "  --model M.gguf   refuse unless the snapshot was made for this model\n"
+           "  --base B.tqkv    the snapshot an appended one builds on (default: its recorded name,\n"
+           "                   next to IN)\n"
            "  -o -             write to stdout\n");
 }
 
 int cmd_decode_kvdump(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *model = NULL, *cache_type = NULL;
+    const char *in = NULL, *out = NULL, *model = NULL, *cache_type = NULL, *base_path = NULL;
     long threads = 0;
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
@@ -32,6 +34,9 @@ int cmd_decode_kvdump(int argc, char **argv)
         else if ((v = cli_opt_value(argc, argv, &i, "-o")) || (v = cli_opt_value(argc, argv, &i, "--output"))) {
             if (!*v) return TQ_EXIT_USAGE;
             out = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--base"))) {
+            if (!*v) return TQ_EXIT_USAGE;
+            base_path = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "--cache-type"))) {
             if (!*v) return TQ_EXIT_USAGE;
             cache_type = v;
@@ -59,7 +64,17 @@ int cmd_decode_kvdump(int argc, char **argv)
         return rc;
     }
     const tqkv_meta *m = tqkv_meta_of(r);
-    if (model) {
+    tqkv_reader *base = NULL;
+    char found[4096];
+    if (m->base_id) { /* an appended snapshot: its base, from --base or beside it */
+        if (!base_path) {
+            const char *slash = strrchr(in, '/');
+            snprintf(found, sizeof found, "%.*s%s", slash ? (int)(slash - in + 1) : 0, in, m->base_name);
+            base_path = found;
+        }
+        if (tqkv_open(ctx, base_path, &base)) rc = cli_lib_error(ctx);
+    }
+    if (!rc && model) {
         tq_gguf *g;
         if (tq_gguf_open(ctx, model, NULL, &g)) rc = cli_lib_error(ctx);
         else {
@@ -73,10 +88,10 @@ int cmd_decode_kvdump(int argc, char **argv)
         }
     }
     cli_out o;
-    const char *inputs[2] = {in, model};
-    if (!rc && !(rc = cli_out_open(&o, out, inputs, model ? 2 : 1))) {
+    const char *inputs[3] = {in, model ? model : in, base_path ? base_path : in};
+    if (!rc && !(rc = cli_out_open(&o, out, inputs, 3))) {
         double t0 = cli_now();
-        if (tq_kvsnap_decode(ctx, r, (int)threads, cache_type, o.f)) {
+        if (tq_kvsnap_decode(ctx, r, base, (int)threads, cache_type, o.f)) {
             rc = cli_runtime_error("%s: %s", in, tq_ctx_error(ctx));
             cli_out_abort(&o);
         } else if (!(rc = cli_out_commit(&o)) && !quiet) {
@@ -85,6 +100,7 @@ int cmd_decode_kvdump(int argc, char **argv)
                     m->source_kind == TQKV_SOURCE_SESSION ? "session" : "sequence", cli_now() - t0);
         }
     }
+    tqkv_close(base);
     tqkv_close(r);
     tq_ctx_free(ctx);
     return rc;

@@ -6,6 +6,7 @@
 #include "kv_snapshot.h"
 #include "llama_state.h"
 #include "output.h"
+#include "tqkv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,13 +29,15 @@ void help_encode_kvdump(void)
            "  --model M.gguf        the model: its head size sets the rotation group, and its\n"
            "                        fingerprint is stored so decode can refuse another model\n"
            "  --head-dim N          the rotation group without a model (else guessed)\n"
+           "  --append BASE.tqkv    store only the cells after BASE's (its tokens must be a prefix of\n"
+           "                        this state's); decode needs BASE beside the snapshot or --base\n"
            "  --turbo               code with the TurboQuant+ fork's turbo2/3/4 blocks instead (bits 2..4;\n"
            "                        tensors whose rows are not whole 128-value groups are kept)\n"
            "  -o -                  write to stdout\n");
 }
 
 typedef struct enc_opts {
-    const char *in, *out, *preset, *model, *profile;
+    const char *in, *out, *preset, *model, *profile, *append;
     long k_bits, v_bits, boundary, head_dim, threads;
     int quiet, turbo;
 } enc_opts;
@@ -54,6 +57,9 @@ static int parse(int argc, char **argv, enc_opts *o)
         } else if ((v = cli_opt_value(argc, argv, &i, "--preset"))) {
             if (!*v) return -1;
             o->preset = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--append"))) {
+            if (!*v) return -1;
+            o->append = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "--model"))) {
             if (!*v) return -1;
             o->model = v;
@@ -138,9 +144,21 @@ int cmd_encode_kvdump(int argc, char **argv)
         tq_ctx_free(ctx);
         return cli_usage_error("--turbo codes with the fork's turbo2/3/4 blocks: bits must be 2..4 (give --k-bits/--v-bits)");
     }
+    tqkv_reader *base = NULL;
+    if (o.append) {
+        if (tqkv_open(ctx, o.append, &base)) {
+            rc = cli_lib_error(ctx);
+            tq_llama_state_close(s);
+            tq_ctx_free(ctx);
+            return rc;
+        }
+        so.base = base;
+        so.base_name = o.append;
+    }
     cli_out out;
-    const char *inputs[2] = {o.in, o.model};
-    if ((rc = cli_out_open(&out, o.out, inputs, o.model ? 2 : 1))) {
+    const char *inputs[3] = {o.in, o.model ? o.model : o.in, o.append ? o.append : o.in};
+    if ((rc = cli_out_open(&out, o.out, inputs, 3))) {
+        tqkv_close(base);
         tq_llama_state_close(s);
         tq_ctx_free(ctx);
         return rc;
@@ -165,6 +183,7 @@ int cmd_encode_kvdump(int argc, char **argv)
                 rep.kv_values ? 8.0 * (double)rep.snapshot_bytes / (double)rep.kv_values : 0.0, o.preset,
                 so.k_bits, so.v_bits, so.lossless ? ", unused: lossless" : "", dt);
     }
+    tqkv_close(base);
     tq_llama_state_close(s);
     tq_ctx_free(ctx);
     return rc;

@@ -98,7 +98,13 @@ int inspect_snapshot(const char *path, int json)
                TQKV_VERSION, tqkv_size(r), tqkv_n_chunks(r), kind_name(m->source_kind == TQKV_SOURCE_SESSION),
                m->state_version, m->source_size, m->n_tokens);
         json_cstr(stdout, m->arch);
-        printf("}, \"type_profile\": \"%s\", \"model_fingerprint\": ", m->profile);
+        printf("}, \"base\": ");
+        if (m->base_id) {
+            json_cstr(stdout, m->base_name);
+        } else {
+            printf("null");
+        }
+        printf(", \"type_profile\": \"%s\", \"model_fingerprint\": ", m->profile);
         if (m->has_fingerprint) printf("\"%016" PRIx64 "\"", m->fingerprint);
         else printf("null");
         printf(", \"kv_values\": %" PRIu64 ", \"bits_per_value\": ", vals);
@@ -112,6 +118,7 @@ int inspect_snapshot(const char *path, int json)
         printf("source:        llama.cpp %s file v%u, %" PRIu64 " bytes, %u tokens%s%s\n",
                kind_name(m->source_kind == TQKV_SOURCE_SESSION), m->state_version, m->source_size, m->n_tokens,
                m->arch[0] ? ", architecture " : "", m->arch);
+        if (m->base_id) printf("appends to:    %s (id %016" PRIx64 "): cells it holds are not repeated here\n", m->base_name, m->base_id);
         if (m->has_fingerprint) printf("model:         fingerprint %016" PRIx64 "\n", m->fingerprint);
         else printf("model:         no fingerprint (encoded without --model)\n");
         printf("size:          %.2fx smaller than the source, %.3f bits per K/V value (%" PRIu64 " values)\n",

@@ -127,6 +127,8 @@ oom:
     snprintf(o->err, sizeof o->err, "out of memory");
 }
 
+static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base, const char *base_name);
+
 tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap_options *o, FILE *out,
                            tq_kvsnap_report *rep)
 {
@@ -228,6 +230,16 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
     }
     memcpy(m.skeleton + m.skeleton_len, bytes + pos, m.source_size - pos);
     m.skeleton_len += m.source_size - pos;
+    if (o->base) {
+        tq_status bst = adopt_base(ctx, &m, o->base, o->base_name);
+        if (bst) {
+            m.tokens = NULL;
+            m.arch = NULL;
+            tqkv_meta_free(&m);
+            free(src);
+            return bst;
+        }
+    }
 
     tqkv_writer *w;
     tq_status st = tqkv_write_begin(ctx, out, &m, &w);
@@ -239,8 +251,8 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
             st = tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
             break;
         }
-        uint32_t nch = (t->cells + t->rows_per_chunk - 1) / t->rows_per_chunk;
-        chunk_out *co = calloc(nch, sizeof *co);
+        uint32_t rows = t->cells - t->row_start, nch = (rows + t->rows_per_chunk - 1) / t->rows_per_chunk;
+        chunk_out *co = calloc(nch ? nch : 1, sizeof *co);
         if (!co) {
             tq_codec_free(c);
             st = tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
@@ -249,11 +261,13 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
         tq_simd simd = tq_ctx_simd(ctx);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (nch > 1)
         for (uint32_t k = 0; k < nch; k++) {
-            uint32_t r0 = k * t->rows_per_chunk, nr = t->cells - r0 < t->rows_per_chunk ? t->cells - r0 : t->rows_per_chunk;
+            uint32_t r0 = t->row_start + k * t->rows_per_chunk;
+            uint32_t nr = t->cells - r0 < t->rows_per_chunk ? t->cells - r0 : t->rows_per_chunk;
             encode_chunk(&src[i], t, c, r0, nr, simd, &co[k]);
         }
         for (uint32_t k = 0; k < nch; k++) {
-            uint32_t r0 = k * t->rows_per_chunk, nr = t->cells - r0 < t->rows_per_chunk ? t->cells - r0 : t->rows_per_chunk;
+            uint32_t r0 = t->row_start + k * t->rows_per_chunk;
+            uint32_t nr = t->cells - r0 < t->rows_per_chunk ? t->cells - r0 : t->rows_per_chunk;
             if (!st && co[k].st) st = tq_fail(ctx, co[k].st, "layer %u %s: %s", t->layer, t->is_v ? "V" : "K", co[k].err);
             if (!st) st = tqkv_write_chunk(w, (uint32_t)i, r0, nr, co[k].p, co[k].len, o->zstd_level);
             free(co[k].p);
@@ -277,6 +291,47 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
     tqkv_meta_free(&m);
     free(src);
     return st;
+}
+
+/* Does base describe the same K/V tensors, with its cells a prefix of t's? */
+static int same_tensor(const tqkv_tensor *a, const tqkv_tensor *b)
+{
+    return a->kv_state == b->kv_state && a->stream == b->stream && a->layer == b->layer && a->is_v == b->is_v &&
+           a->transposed == b->transposed && a->width == b->width && a->type_id == b->type_id && a->cells <= b->cells;
+}
+
+static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base, const char *base_name)
+{
+    const tqkv_meta *b = tqkv_meta_of(base);
+    if (b->base_id) return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "the base is itself an appended snapshot (chains are not supported)");
+    if (b->source_kind != m->source_kind || strcmp(b->profile, m->profile) || b->n_tensors != m->n_tensors)
+        return tq_fail(ctx, TQ_ERR_ARG, "the base snapshot is of another kind of state (file kind, profile or tensors differ)");
+    if (b->n_tokens > m->n_tokens || memcmp(b->tokens, m->tokens, 4ull * b->n_tokens))
+        return tq_fail(ctx, TQ_ERR_ARG, "the base's %u tokens are not a prefix of this state's %u tokens", b->n_tokens,
+                       m->n_tokens);
+    if (b->has_fingerprint != m->has_fingerprint || b->fingerprint != m->fingerprint)
+        return tq_fail(ctx, TQ_ERR_ARG, "the base was made for another model");
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        tqkv_tensor *t = &m->t[i];
+        const tqkv_tensor *bt = &b->t[i];
+        if (!same_tensor(bt, t))
+            return tq_fail(ctx, TQ_ERR_ARG, "layer %u %s: the base's tensor does not match this state's", t->layer,
+                           t->is_v ? "V" : "K");
+        /* the rows in the base decode as they would in a full encode only
+         * with the base's codec */
+        t->codec = bt->codec;
+        t->bits = bt->bits;
+        t->norm_correction = bt->norm_correction;
+        t->group = bt->group;
+        t->seed = bt->seed;
+        t->rows_per_chunk = bt->rows_per_chunk;
+        t->row_start = t->codec == TQKV_CODEC_RAW && t->transposed ? 0 : bt->cells;
+    }
+    const char *slash = strrchr(base_name, '/');
+    m->base_name = strdup(slash ? slash + 1 : base_name);
+    if (!m->base_name) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    m->base_id = tqkv_file_id(base);
+    return TQ_OK;
 }
 
 /* ------------------------------------------------------------ decode */
@@ -329,9 +384,20 @@ oom:
     snprintf(o->err, sizeof o->err, "out of memory");
 }
 
-tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, int threads, const char *cache_type, FILE *out)
+tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base, int threads,
+                           const char *cache_type, FILE *out)
 {
     const tqkv_meta *m = tqkv_meta_of(r);
+    if (m->base_id) {
+        if (!base)
+            return tq_fail(ctx, TQ_ERR_ARG, "the snapshot appends to %s: give that snapshot (--base)", m->base_name);
+        const tqkv_meta *b = tqkv_meta_of(base);
+        if (tqkv_file_id(base) != m->base_id)
+            return tq_fail(ctx, TQ_ERR_ARG, "the base snapshot is not the one this snapshot appends to (%s)", m->base_name);
+        for (uint32_t i = 0; i < m->n_tensors; i++)
+            if (b->n_tensors != m->n_tensors || (m->t[i].row_start && b->t[i].cells != m->t[i].row_start))
+                return tq_fail(ctx, TQ_ERR_CORRUPT, "the base snapshot does not fit (tensor %u)", i);
+    }
     tq_type_profile prof;
     if (tq_type_profile_parse(m->profile, &prof)) return tq_fail(ctx, TQ_ERR_FORMAT, "unknown type-id profile");
     if (threads <= 0) threads = tq_ctx_threads(ctx);
@@ -387,8 +453,15 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, int threads, const
         pos = t->file_off + t->bytes;
         if (st) break;
         tq_codec *c = make_codec(t);
-        uint64_t first = ck, nch = 0;
-        while (ck < tqkv_n_chunks(r) && tqkv_chunk_at(r, ck)->tensor == i) ck++, nch++;
+        /* this tensor's chunks: the base's for rows below row_start, then ours */
+        uint64_t nb = 0, bfirst = 0, first, nown = 0;
+        if (t->row_start) {
+            while (bfirst < tqkv_n_chunks(base) && tqkv_chunk_at(base, bfirst)->tensor < i) bfirst++;
+            while (bfirst + nb < tqkv_n_chunks(base) && tqkv_chunk_at(base, bfirst + nb)->tensor == i) nb++;
+        }
+        first = ck;
+        while (ck < tqkv_n_chunks(r) && tqkv_chunk_at(r, ck)->tensor == i) ck++, nown++;
+        uint64_t nch = nb + nown;
         chunk_out *co = calloc(nch ? nch : 1, sizeof *co);
         if (!co || (t->codec != TQKV_CODEC_RAW && !c)) {
             free(co);
@@ -397,7 +470,10 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, int threads, const
         }
         tq_simd simd = tq_ctx_simd(ctx);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (nch > 1)
-        for (uint64_t k = 0; k < nch; k++) decode_chunk(r, t, c, ty, oty, first + k, simd, &co[k]);
+        for (uint64_t k = 0; k < nch; k++) {
+            if (k < nb) decode_chunk(base, t, c, ty, oty, bfirst + k, simd, &co[k]);
+            else decode_chunk(r, t, c, ty, oty, first + k - nb, simd, &co[k]);
+        }
         for (uint64_t k = 0; k < nch && !st; k++)
             if (co[k].st) st = tq_fail(ctx, co[k].st, "layer %u %s: %s", t->layer, t->is_v ? "V" : "K", co[k].err);
         if (!st && t->transposed && (t->codec != TQKV_CODEC_RAW || oty != ty)) {
@@ -406,7 +482,7 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, int threads, const
             uint8_t *tb = malloc(tbytes ? tbytes : 1);
             if (!tb) st = tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
             for (uint64_t k = 0; k < nch && !st; k++) {
-                const tqkv_chunk *ch = tqkv_chunk_at(r, first + k);
+                const tqkv_chunk *ch = k < nb ? tqkv_chunk_at(base, bfirst + k) : tqkv_chunk_at(r, first + k - nb);
                 for (uint32_t rr = 0; rr < ch->nrows; rr++, row++)
                     for (uint64_t j = 0; j < t->width; j++)
                         memcpy(tb + (j * t->cells + row) * es, co[k].p + ((uint64_t)rr * t->width + j) * es, es);

@@ -25,6 +25,8 @@ typedef struct tq_kvsnap_options {
     const char *profile;   /* type-id profile name used to read the source */
     int threads;           /* 0 = all */
     int turbo;             /* code with the fork's turbo2/3/4 blocks (bits 2..4, rows of 128s) */
+    const tqkv_reader *base; /* --append: store only the cells after the base's */
+    const char *base_name;   /* the base's file name, recorded for decode */
 } tq_kvsnap_options;
 
 typedef struct tq_kvsnap_report {
@@ -39,7 +41,8 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
 /* Rebuilds the source state file: its exact layout and, with cache_type NULL,
  * its element types; else every K/V tensor in that type ("f32", "f16" or
  * "bf16"), for a context created with that cache type. */
-tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, int threads, const char *cache_type, FILE *out);
+tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base, int threads,
+                           const char *cache_type, FILE *out);
 
 /* Model identity: a hash of the architecture, its hyperparameter keys and
  * the tensor table (names, types, shapes), not of the weights' values. */

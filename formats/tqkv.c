@@ -17,7 +17,7 @@
 #define HDR_LEN 32
 #define TRAILER_LEN 32
 #define CHUNK_HDR 44
-#define TENSOR_REC 68
+#define TENSOR_REC 72
 #define CHUNK_MAGIC 0x4b435154u /* "TQCK" */
 /* Decoded sizes a snapshot may claim (a hostile file must not make the
  * reader allocate what it wants): one chunk, and the skeleton. */
@@ -29,6 +29,7 @@ void tqkv_meta_free(tqkv_meta *m)
 {
     free(m->tokens);
     free(m->arch);
+    free(m->base_name);
     free(m->skeleton);
     free(m->t);
     memset(m, 0, sizeof *m);
@@ -123,6 +124,10 @@ tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer
     bput(&b, m->arch, al);
     PUTV(&b, pl);
     bput(&b, m->profile, pl);
+    uint32_t bl = m->base_name ? (uint32_t)strlen(m->base_name) : 0;
+    PUTV(&b, m->base_id);
+    PUTV(&b, bl);
+    bput(&b, m->base_name, bl);
     size_t bound = ZSTD_compressBound(m->skeleton_len);
     void *z = malloc(bound ? bound : 1);
     if (!z) {
@@ -160,6 +165,7 @@ tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer
         PUTV(&b, t->width);
         PUTV(&b, t->type_id);
         PUTV(&b, t->rows_per_chunk);
+        PUTV(&b, t->row_start);
     }
     if (b.oom) {
         free(b.p);
@@ -359,6 +365,15 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
     if (mget(&c, &pl, 4) || pl >= sizeof m->profile || mget(&c, m->profile, pl))
         return bad(ctx, r, "bad profile field", HDR_LEN + c.pos);
     m->profile[pl] = 0;
+    uint32_t bl;
+    if (mget(&c, &m->base_id, 8) || mget(&c, &bl, 4) || bl > 4096 || bl > n - c.pos || (bl && !m->base_id) ||
+        (!bl && m->base_id))
+        return bad(ctx, r, "bad base field", HDR_LEN + c.pos);
+    m->base_name = malloc(bl + 1);
+    if (!m->base_name) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    mget(&c, m->base_name, bl);
+    m->base_name[bl] = 0;
+    if (memchr(m->base_name, 0, bl) || memchr(m->base_name, '/', bl)) return bad(ctx, r, "bad base name", HDR_LEN + c.pos);
     tq_type_profile prof;
     if (tq_type_profile_parse(m->profile, &prof)) return bad(ctx, r, "unknown type-id profile", HDR_LEN + c.pos);
     uint64_t sl, sz;
@@ -397,9 +412,12 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
         mget(&c, &t->width, 8);
         mget(&c, &t->type_id, 4);
         mget(&c, &t->rows_per_chunk, 4);
+        mget(&c, &t->row_start, 4);
         uint64_t at = HDR_LEN + c.pos - TENSOR_REC;
         const tq_ggml_type *ty = tq_ggml_type_get(prof, t->type_id);
-        if (!ty || !t->cells || !t->width || !t->rows_per_chunk) return bad(ctx, r, "bad tensor record", at);
+        if (!ty || !t->cells || !t->width || !t->rows_per_chunk || t->row_start > t->cells || (t->row_start && !m->base_id) ||
+            (t->row_start && t->transposed && t->codec == TQKV_CODEC_RAW))
+            return bad(ctx, r, "bad tensor record", at);
         if (t->file_off < prev_end || t->bytes > m->source_size || t->file_off > m->source_size - t->bytes)
             return bad(ctx, r, "tensor placement outside the source", at);
         if (t->width % ty->block || t->bytes != t->width / ty->block * ty->bytes * t->cells)
@@ -456,8 +474,8 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
     /* chunks: contiguous from data0 to the index, each verified, and for each
      * tensor covering its rows in order exactly once */
     uint64_t expect_off = data0;
-    uint32_t ti = 0, next_row = 0;
     const tqkv_meta *m = &r->meta;
+    uint32_t ti = 0, next_row = m->n_tensors ? m->t[0].row_start : 0;
     for (uint64_t i = 0; i < nc; i++) {
         tqkv_chunk *ch = &r->chunks[i];
         memcpy(&ch->offset, p + ioff + 8 * i, 8);
@@ -482,7 +500,8 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
         got = XXH64_digest(xs);
         XXH64_freeState(xs);
         if (got != hash) return bad(ctx, r, "chunk checksum mismatch", ch->offset);
-        while (ti < m->n_tensors && next_row == m->t[ti].cells) ti++, next_row = 0;
+        while (ti < m->n_tensors && next_row == m->t[ti].cells)
+            if (++ti < m->n_tensors) next_row = m->t[ti].row_start;
         if (ch->tensor != ti || ti >= m->n_tensors || ch->row0 != next_row || !ch->nrows ||
             ch->nrows > m->t[ti].cells - next_row || ch->zstd > 1)
             return bad(ctx, r, "chunk out of order", ch->offset);
@@ -496,7 +515,8 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
         next_row += ch->nrows;
         expect_off = ch->offset + CHUNK_HDR + ch->stored_len;
     }
-    while (ti < m->n_tensors && next_row == m->t[ti].cells) ti++, next_row = 0;
+    while (ti < m->n_tensors && next_row == m->t[ti].cells)
+        if (++ti < m->n_tensors) next_row = m->t[ti].row_start;
     if (ti != m->n_tensors || expect_off != ioff) return bad(ctx, r, "chunks do not cover every tensor", ioff);
     return TQ_OK;
 }
@@ -556,6 +576,8 @@ tq_status tqkv_open(tq_ctx *ctx, const char *path, tqkv_reader **out)
     *out = r;
     return TQ_OK;
 }
+
+uint64_t tqkv_file_id(const tqkv_reader *r) { return XXH64(r->map, r->size, 0x62617365ull); }
 
 tq_status tqkv_chunk_read(tq_ctx *ctx, const tqkv_reader *r, uint64_t i, void *out)
 {

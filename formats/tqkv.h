@@ -37,6 +37,7 @@ typedef struct tqkv_tensor {
     uint64_t width;                /* elements per cell row */
     int32_t type_id;               /* source element type (in the profile) */
     uint32_t rows_per_chunk;
+    uint32_t row_start;            /* rows [0, row_start) are in the base snapshot */
 } tqkv_tensor;
 
 typedef struct tqkv_meta {
@@ -49,6 +50,8 @@ typedef struct tqkv_meta {
     char profile[24];
     uint8_t has_fingerprint;
     uint64_t fingerprint;
+    uint64_t base_id;  /* XXH64 of the whole base snapshot (--append), 0 if none */
+    char *base_name;   /* the base's file name as given to encode ("" if none) */
     uint8_t *skeleton; /* decompressed */
     uint64_t skeleton_len;
     uint32_t n_tensors;
@@ -92,6 +95,8 @@ const tqkv_meta *tqkv_meta_of(const tqkv_reader *r);
 uint64_t tqkv_n_chunks(const tqkv_reader *r);
 const tqkv_chunk *tqkv_chunk_at(const tqkv_reader *r, uint64_t i);
 uint64_t tqkv_size(const tqkv_reader *r);
+/* XXH64 of all of a snapshot's bytes: what an appended snapshot records of its base. */
+uint64_t tqkv_file_id(const tqkv_reader *r);
 /* Decompresses chunk i into out (raw_len bytes). */
 tq_status tqkv_chunk_read(tq_ctx *ctx, const tqkv_reader *r, uint64_t i, void *out);
 

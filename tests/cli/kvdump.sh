@@ -32,6 +32,19 @@ if [ -d "$F" ]; then
     [ -e "$tmp/w.ggsn" ] && fail "output written despite the refusal"
 fi
 
+# --append (here the degenerate case: the base holds every cell already)
+mkdir -p "$tmp/sub"
+$tq encode-kvdump $seed -o "$tmp/sub/base.tqkv" --head-dim 8 -q || fail "base"
+$tq encode-kvdump $seed -o "$tmp/sub/app.tqkv" --head-dim 8 --append "$tmp/sub/base.tqkv" -q || fail "append"
+$tq decode-kvdump "$tmp/sub/app.tqkv" -o "$tmp/app.out" -q || fail "decode finds the base beside the snapshot"
+$tq decode-kvdump "$tmp/sub/base.tqkv" -o "$tmp/base.out" -q || fail "decode base"
+cmp -s "$tmp/app.out" "$tmp/base.out" || fail "append + base differs from the base alone"
+mv "$tmp/sub/base.tqkv" "$tmp/moved.tqkv"
+$tq decode-kvdump "$tmp/sub/app.tqkv" -o "$tmp/app2.out" 2>"$tmp/e" && fail "decoded without its base"
+grep -q "cannot open" "$tmp/e" || fail "missing base message: $(cat "$tmp/e")"
+$tq decode-kvdump "$tmp/sub/app.tqkv" -o "$tmp/app2.out" --base "$tmp/moved.tqkv" -q || fail "--base"
+cmp -s "$tmp/app2.out" "$tmp/base.out" || fail "--base result differs"
+
 # inspect understands both
 $tq inspect $seed >"$tmp/i" || fail "inspect state"
 grep -q '^tokens:        16$' "$tmp/i" || fail "inspect state: tokens"

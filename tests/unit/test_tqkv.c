@@ -59,7 +59,7 @@ static uint8_t *encode(const uint8_t *state, size_t len, int lossless, size_t *o
     char *buf = NULL;
     size_t bl = 0;
     FILE *f = open_memstream(&buf, &bl);
-    tq_kvsnap_options o = {lossless, 5, 4, 0, 32, 1, 0, 0, "69d8e4be4", 1, 0};
+    tq_kvsnap_options o = {lossless, 5, 4, 0, 32, 1, 0, 0, "69d8e4be4", 1, 0, NULL, NULL};
     tq_kvsnap_report rep;
     tq_status st = tq_kvsnap_encode(ctx, s, &o, f, &rep);
     fclose(f);
@@ -82,7 +82,7 @@ static uint8_t *decode(const uint8_t *snap, size_t len, size_t *out_len, char *e
         char *buf = NULL;
         size_t bl = 0;
         FILE *f = open_memstream(&buf, &bl);
-        tq_status st = tq_kvsnap_decode(ctx, r, 2, NULL, f);
+        tq_status st = tq_kvsnap_decode(ctx, r, NULL, 2, NULL, f);
         fclose(f);
         tqkv_close(r);
         if (!st) {
@@ -156,4 +156,109 @@ TEST(tqkv_every_byte_flip_and_truncation_is_refused)
     uint8_t *back = decode(snap, nl, &dl, err, sizeof err);
     CHECK(back && dl == sl, "the intact snapshot still decodes: %s", err);
     free(back), free(snap), free(state);
+}
+
+/* --append: a snapshot of a longer state that stores only the new cells
+ * decodes, with its base, to exactly what a full encode decodes to. */
+static uint8_t *encode_opts(const uint8_t *state, size_t len, const tq_kvsnap_options *o, size_t *out_len, char *err,
+                            size_t errlen)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tq_llama_state *s;
+    uint8_t *res = NULL;
+    if (tq_llama_state_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &s) == TQ_OK) {
+        char *buf = NULL;
+        size_t bl = 0;
+        FILE *f = open_memstream(&buf, &bl);
+        tq_kvsnap_report rep;
+        tq_status st = tq_kvsnap_encode(ctx, s, o, f, &rep);
+        fclose(f);
+        tq_llama_state_close(s);
+        if (!st) {
+            res = (uint8_t *)buf;
+            *out_len = bl;
+        } else {
+            free(buf);
+        }
+    }
+    snprintf(err, errlen, "%s", tq_ctx_error(ctx));
+    tq_ctx_free(ctx);
+    return res;
+}
+
+/* the first `cells` cells (and tokens) of make_state's 40-cell file */
+static uint8_t *prefix_state(const uint8_t *full, size_t *len, uint32_t cells)
+{
+    size_t cap = 1 << 20, n = 0, src = 0;
+    uint8_t *b = malloc(cap);
+    memcpy(b, full, 8); /* magic, version */
+    memcpy(b + 8, &cells, 4);
+    memcpy(b + 12, full + 12, 4ull * cells);
+    n = 12 + 4ull * cells;
+    src = 12 + 4 * 40;
+    memcpy(b + n, full + src, 4); /* n_stream */
+    memcpy(b + n + 4, &cells, 4);
+    n += 8;
+    src += 8;
+    memcpy(b + n, full + src, 12ull * cells); /* cell metadata */
+    n += 12ull * cells;
+    src += 12 * 40;
+    memcpy(b + n, full + src, 8); /* v_trans, n_layer */
+    n += 8;
+    src += 8;
+    for (int t = 0; t < 6; t++) { /* K and V of 3 layers: type, row size, rows */
+        memcpy(b + n, full + src, 12);
+        memcpy(b + n + 12, full + src + 12, 128ull * cells);
+        n += 12 + 128ull * cells;
+        src += 12 + 128 * 40;
+    }
+    *len = n;
+    return b;
+}
+
+TEST(tqkv_append_equals_full_encode)
+{
+    char err[512];
+    size_t fl, pl, bl, al, gl, d1, d2;
+    uint8_t *full = make_state(&fl, 0), *pre = prefix_state(full, &pl, 25);
+    for (int lossless = 0; lossless < 2; lossless++) {
+        tq_kvsnap_options o = {lossless, 5, 4, 0, 32, 1, 0, 0, "69d8e4be4", 1, 0, NULL, NULL};
+        uint8_t *base = encode_opts(pre, pl, &o, &bl, err, sizeof err);
+        CHECK(base, "%s", err);
+        uint8_t *whole = encode_opts(full, fl, &o, &gl, err, sizeof err);
+        tq_ctx *ctx = tq_ctx_new();
+        tqkv_reader *br;
+        CHECK(tqkv_open_memory(ctx, base, bl, "base.tqkv", &br) == TQ_OK, "%s", tq_ctx_error(ctx));
+        o.base = br;
+        o.base_name = "dir/base.tqkv";
+        uint8_t *app = encode_opts(full, fl, &o, &al, err, sizeof err);
+        CHECK(app, "%s", err);
+        CHECK(al < gl * 3 / 4, "the appended snapshot stores only the new cells (%zu vs %zu bytes)", al, gl);
+        tqkv_reader *ar, *wr;
+        CHECK(tqkv_open_memory(ctx, app, al, "app.tqkv", &ar) == TQ_OK, "%s", tq_ctx_error(ctx));
+        CHECK(!strcmp(tqkv_meta_of(ar)->base_name, "base.tqkv"));
+        CHECK(tqkv_open_memory(ctx, whole, gl, "whole.tqkv", &wr) == TQ_OK);
+        char *o1 = NULL, *o2 = NULL;
+        FILE *f1 = open_memstream(&o1, &d1), *f2 = open_memstream(&o2, &d2);
+        CHECK(tq_kvsnap_decode(ctx, ar, br, 2, NULL, f1) == TQ_OK, "%s", tq_ctx_error(ctx));
+        CHECK(tq_kvsnap_decode(ctx, wr, NULL, 2, NULL, f2) == TQ_OK);
+        fclose(f1), fclose(f2);
+        CHECK(d1 == d2 && !memcmp(o1, o2, d1), "append+base and full encode decode differently (lossless %d)", lossless);
+        if (lossless) CHECK(d1 == fl && !memcmp(o1, full, fl));
+        FILE *f3 = fopen("/dev/null", "wb");
+        CHECK(tq_kvsnap_decode(ctx, ar, NULL, 1, NULL, f3) == TQ_ERR_ARG && strstr(tq_ctx_error(ctx), "base.tqkv"),
+              "no base: %s", tq_ctx_error(ctx));
+        CHECK(tq_kvsnap_decode(ctx, ar, wr, 1, NULL, f3) == TQ_ERR_ARG, "another snapshot as the base");
+        fclose(f3);
+        free(o1), free(o2);
+        /* a state whose tokens do not continue the base's is refused */
+        full[12] ^= 1;
+        uint8_t *bad = encode_opts(full, fl, &o, &al, err, sizeof err);
+        full[12] ^= 1;
+        CHECK(!bad && strstr(err, "not a prefix"), "%s", err);
+        tqkv_close(ar), tqkv_close(wr), tqkv_close(br);
+        tq_ctx_free(ctx);
+        free(base), free(whole), free(app);
+    }
+    free(full), free(pre);
 }
