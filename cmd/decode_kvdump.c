@@ -5,6 +5,7 @@
 #include "gguf.h"
 #include "kv_snapshot.h"
 #include "output.h"
+#include "progress.h"
 #include "tqkv.h"
 
 #include <stdio.h>
@@ -22,6 +23,8 @@ void help_decode_kvdump(void)
            "                   next to IN)\n"
            "  -o -             write to stdout\n");
 }
+
+static void show_progress(void *user, uint64_t done, uint64_t total) { progress_update(user, done, total, "K/V bytes"); }
 
 int cmd_decode_kvdump(int argc, char **argv)
 {
@@ -91,7 +94,11 @@ int cmd_decode_kvdump(int argc, char **argv)
     const char *inputs[3] = {in, model ? model : in, base_path ? base_path : in};
     if (!rc && !(rc = cli_out_open(&o, out, inputs, 3))) {
         double t0 = cli_now();
-        if (tq_kvsnap_decode(ctx, r, base, (int)threads, cache_type, o.f)) {
+        progress pr;
+        progress_init(&pr, quiet);
+        tq_status dst = tq_kvsnap_decode_progress(ctx, r, base, (int)threads, cache_type, o.f, show_progress, &pr);
+        progress_end(&pr);
+        if (dst) {
             rc = cli_runtime_error("%s: %s", in, tq_ctx_error(ctx));
             cli_out_abort(&o);
         } else if (!(rc = cli_out_commit(&o)) && !quiet) {

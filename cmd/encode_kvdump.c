@@ -6,6 +6,7 @@
 #include "kv_snapshot.h"
 #include "llama_state.h"
 #include "output.h"
+#include "progress.h"
 #include "tqkv.h"
 
 #include <stdio.h>
@@ -93,6 +94,8 @@ static int parse(int argc, char **argv, enc_opts *o)
     return 0;
 }
 
+static void show_progress(void *user, uint64_t done, uint64_t total) { progress_update(user, done, total, "K/V bytes"); }
+
 int cmd_encode_kvdump(int argc, char **argv)
 {
     enc_opts o;
@@ -164,8 +167,14 @@ int cmd_encode_kvdump(int argc, char **argv)
         return rc;
     }
     tq_kvsnap_report rep;
+    progress pr;
+    progress_init(&pr, o.quiet);
+    so.progress = show_progress;
+    so.progress_user = &pr;
     double t0 = cli_now();
-    if (tq_kvsnap_encode(ctx, s, &so, out.f, &rep)) {
+    tq_status est = tq_kvsnap_encode(ctx, s, &so, out.f, &rep);
+    progress_end(&pr);
+    if (est) {
         rc = cli_runtime_error("%s: %s", o.in, tq_ctx_error(ctx));
         cli_out_abort(&out);
     } else {

@@ -242,6 +242,7 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
     }
 
     tqkv_writer *w;
+    uint64_t done_bytes = 0;
     tq_status st = tqkv_write_begin(ctx, out, &m, &w);
     int threads = o->threads > 0 ? o->threads : tq_ctx_threads(ctx);
     for (size_t i = 0; i < n && !st; i++) {
@@ -274,6 +275,8 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
         }
         free(co);
         tq_codec_free(c);
+        done_bytes += t->bytes;
+        if (o->progress) o->progress(o->progress_user, done_bytes, m.source_size - m.skeleton_len);
     }
     rep->snapshot_bytes = tqkv_writer_bytes(w);
     if (!st) {
@@ -387,7 +390,15 @@ oom:
 tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base, int threads,
                            const char *cache_type, FILE *out)
 {
+    return tq_kvsnap_decode_progress(ctx, r, base, threads, cache_type, out, NULL, NULL);
+}
+
+tq_status tq_kvsnap_decode_progress(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base, int threads,
+                                    const char *cache_type, FILE *out,
+                                    void (*progress)(void *user, uint64_t done, uint64_t total), void *user)
+{
     const tqkv_meta *m = tqkv_meta_of(r);
+    uint64_t done_bytes = 0;
     if (m->base_id) {
         if (!base)
             return tq_fail(ctx, TQ_ERR_ARG, "the snapshot appends to %s: give that snapshot (--base)", m->base_name);
@@ -495,6 +506,8 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader 
         for (uint64_t k = 0; k < nch; k++) free(co[k].p);
         free(co);
         tq_codec_free(c);
+        done_bytes += t->bytes;
+        if (progress) progress(user, done_bytes, m->source_size - m->skeleton_len);
     }
     if (!st) st = put(ctx, out, m->skeleton + sk, m->skeleton_len - sk);
     return st;

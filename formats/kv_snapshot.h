@@ -27,6 +27,9 @@ typedef struct tq_kvsnap_options {
     int turbo;             /* code with the fork's turbo2/3/4 blocks (bits 2..4, rows of 128s) */
     const tqkv_reader *base; /* --append: store only the cells after the base's */
     const char *base_name;   /* the base's file name, recorded for decode */
+    /* called after each tensor with the source K/V bytes done so far */
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
 } tq_kvsnap_options;
 
 typedef struct tq_kvsnap_report {
@@ -43,6 +46,10 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
  * "bf16"), for a context created with that cache type. */
 tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base, int threads,
                            const char *cache_type, FILE *out);
+/* The same, reporting progress after each tensor. */
+tq_status tq_kvsnap_decode_progress(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base, int threads,
+                                    const char *cache_type, FILE *out,
+                                    void (*progress)(void *user, uint64_t done, uint64_t total), void *user);
 
 /* Model identity: a hash of the architecture, its hyperparameter keys and
  * the tensor table (names, types, shapes), not of the weights' values. */

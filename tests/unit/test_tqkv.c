@@ -59,7 +59,7 @@ static uint8_t *encode(const uint8_t *state, size_t len, int lossless, size_t *o
     char *buf = NULL;
     size_t bl = 0;
     FILE *f = open_memstream(&buf, &bl);
-    tq_kvsnap_options o = {lossless, 5, 4, 0, 32, 1, 0, 0, "69d8e4be4", 1, 0, NULL, NULL};
+    tq_kvsnap_options o = {lossless, 5, 4, 0, 32, 1, 0, 0, "69d8e4be4", 1, 0, NULL, NULL, NULL, NULL};
     tq_kvsnap_report rep;
     tq_status st = tq_kvsnap_encode(ctx, s, &o, f, &rep);
     fclose(f);
@@ -222,7 +222,7 @@ TEST(tqkv_append_equals_full_encode)
     size_t fl, pl, bl, al, gl, d1, d2;
     uint8_t *full = make_state(&fl, 0), *pre = prefix_state(full, &pl, 25);
     for (int lossless = 0; lossless < 2; lossless++) {
-        tq_kvsnap_options o = {lossless, 5, 4, 0, 32, 1, 0, 0, "69d8e4be4", 1, 0, NULL, NULL};
+        tq_kvsnap_options o = {lossless, 5, 4, 0, 32, 1, 0, 0, "69d8e4be4", 1, 0, NULL, NULL, NULL, NULL};
         uint8_t *base = encode_opts(pre, pl, &o, &bl, err, sizeof err);
         CHECK(base, "%s", err);
         uint8_t *whole = encode_opts(full, fl, &o, &gl, err, sizeof err);
