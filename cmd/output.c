@@ -2,18 +2,13 @@
 #include "output.h"
 
 #include "cli.h"
+#include "file_io.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
 
 int cli_out_open(cli_out *o, const char *path, const char *const *inputs, size_t n)
 {
@@ -24,28 +19,18 @@ int cli_out_open(cli_out *o, const char *path, const char *const *inputs, size_t
         return 0;
     }
     for (size_t i = 0; i < n; i++)
-        if (same_file(path, inputs[i])) return cli_usage_error("%s: the output would overwrite the input %s", path, inputs[i]);
+        if (tq_same_file(path, inputs[i])) return cli_usage_error("%s: the output would overwrite the input %s", path, inputs[i]);
     o->path = strdup(path);
-    o->tmp = malloc(strlen(path) + 16);
-    if (!o->path || !o->tmp) return cli_runtime_error("out of memory");
-    sprintf(o->tmp, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(o->tmp);
-    if (fd < 0) {
-        int rc = cli_runtime_error("%s: cannot create a file beside it: %s", path, strerror(errno));
-        free(o->tmp), free(o->path);
-        o->tmp = o->path = NULL;
+    if (!o->path) return cli_runtime_error("out of memory");
+    tq_ctx *ctx = tq_ctx_new();
+    if (!ctx || tq_temp_create(ctx, path, &o->tmp, &o->f)) {
+        int rc = ctx ? cli_lib_error(ctx) : cli_runtime_error("out of memory");
+        tq_ctx_free(ctx);
+        free(o->path);
+        o->path = NULL;
         return rc;
     }
-    mode_t um = umask(0);
-    umask(um);
-    fchmod(fd, 0666 & ~um);
-    o->f = fdopen(fd, "wb");
-    if (!o->f) {
-        close(fd);
-        cli_out_abort(o);
-        return cli_runtime_error("%s: cannot open: %s", path, strerror(errno));
-    }
-    setvbuf(o->f, NULL, _IOFBF, 1 << 20);
+    tq_ctx_free(ctx);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /* gguf_read.c - the GGUF reader: maps the file and validates what ggml's
  * gguf.cpp validates before anything is exposed.  Every failure is reported
  * once as "FILE: what: where". */
+#include "file_io.h"
 #include "gguf.h"
 #include "tq_internal.h"
 
@@ -470,28 +471,9 @@ static tq_status map_file(tq_ctx *ctx, const char *path, shard *s)
 {
     s->path = strdup(path);
     if (!s->path) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tq_fail(ctx, TQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb)) {
-        close(fd);
-        return tq_fail(ctx, TQ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: not a regular file", path);
-    }
-    s->size = (uint64_t)sb.st_size;
-    if (s->size == 0) {
-        close(fd);
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: empty file: not a GGUF file", path);
-    }
-    void *m = mmap(NULL, (size_t)s->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) return tq_fail(ctx, TQ_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
-    s->map = m;
-    s->mapped = 1;
-    return TQ_OK;
+    tq_status st = tq_map_file(ctx, path, 1, "empty file: not a GGUF file", &s->map, &s->size);
+    s->mapped = st == TQ_OK;
+    return st;
 }
 
 static tq_gguf *new_model(uint32_t n_shards)
@@ -511,7 +493,7 @@ void tq_gguf_close(tq_gguf *g)
 {
     if (!g) return;
     for (uint32_t i = 0; i < g->n_sh; i++) {
-        if (g->sh[i].mapped) munmap((void *)g->sh[i].map, (size_t)g->sh[i].size);
+        if (g->sh[i].mapped) tq_unmap_file(g->sh[i].map, g->sh[i].size);
         free(g->sh[i].path);
     }
     free(g->sh);

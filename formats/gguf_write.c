@@ -3,6 +3,7 @@
  * written once, up front, and tensor data streams after it.  The output is a
  * temporary file beside the destination until tq_gguf_writer_finish() renames
  * it, so a failed run never leaves a partial model behind. */
+#include "file_io.h"
 #include "gguf.h"
 #include "tq_internal.h"
 
@@ -332,13 +333,6 @@ static tq_status settle_metadata(tq_gguf_writer *w)
     return TQ_OK;
 }
 
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    if (stat(a, &sa) || stat(b, &sb)) return 0;
-    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 /* Shards: tensors in order, a new shard when the next tensor would pass the
  * size limit (a tensor is never cut, so a shard may exceed it alone). */
 static tq_status plan_shards(tq_gguf_writer *w)
@@ -387,27 +381,13 @@ static tq_status write_kv(tq_gguf_writer *w, const char *key, uint32_t type, con
 static tq_status open_shard(tq_gguf_writer *w, int s)
 {
     struct wshard *sh = &w->sh[s];
-    sh->tmp = malloc(strlen(sh->path) + 16);
-    if (!sh->tmp) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
-    sprintf(sh->tmp, "%s.tmp.XXXXXX", sh->path);
-    int fd = mkstemp(sh->tmp);
-    if (fd < 0) {
-        free(sh->tmp);
-        sh->tmp = NULL;
-        return werr(w, "cannot create a temporary file beside it");
+    tq_status st = tq_temp_create(w->ctx, sh->path, &sh->tmp, &w->f);
+    if (st) {
+        w->state = W_FAILED;
+        return st;
     }
-    mode_t um = umask(0);
-    umask(um);
-    fchmod(fd, 0666 & ~um);
-    w->f = fdopen(fd, "wb");
-    if (!w->f) {
-        close(fd);
-        return werr(w, "cannot open");
-    }
-    setvbuf(w->f, NULL, _IOFBF, 1 << 20);
     w->cur_sh = s;
 
-    tq_status st;
     int split = w->n_sh > 1;
     uint32_t magic = 0x46554747u, version = 3;
     uint64_t nt = (uint64_t)(sh->end - sh->first), pos = 24;
@@ -466,7 +446,7 @@ tq_status tq_gguf_writer_open(tq_gguf_writer *w, const char *path, const char *c
     if ((st = plan_shards(w))) return st;
     for (int s = 0; s < w->n_sh; s++)
         for (size_t i = 0; i < n_inputs; i++)
-            if (same_file(w->sh[s].path, inputs[i]))
+            if (tq_same_file(w->sh[s].path, inputs[i]))
                 return tq_fail(w->ctx, TQ_ERR_ARG, "%s: the output would overwrite the input %s", w->sh[s].path,
                                inputs[i]);
     w->state = W_OPEN;

@@ -2,6 +2,7 @@
  * Session files exist in two v9 layouts with no marker between them, so the
  * reader tries each hypothesis in turn and accepts the one that accounts for
  * every byte of the file with valid fields. */
+#include "file_io.h"
 #include "llama_state.h"
 #include "tq_internal.h"
 
@@ -287,29 +288,19 @@ tq_status tq_llama_state_open_memory(tq_ctx *ctx, const void *data, size_t size,
 tq_status tq_llama_state_open(tq_ctx *ctx, const char *path, tq_type_profile p, tq_llama_state **out)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tq_fail(ctx, TQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: not a regular file", path);
-    }
-    if (sb.st_size < 12) {
-        close(fd);
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: %lld bytes: too short for a llama.cpp state file", path, (long long)sb.st_size);
-    }
-    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) return tq_fail(ctx, TQ_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
+    const uint8_t *m;
+    uint64_t size;
+    tq_status st = tq_map_file(ctx, path, 12, "too short for a llama.cpp state file", &m, &size);
+    if (st) return st;
     tq_llama_state *s = alloc_state(path, p);
     if (!s) {
-        munmap(m, (size_t)sb.st_size);
+        tq_unmap_file(m, size);
         return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     s->map = m;
-    s->size = (uint64_t)sb.st_size;
+    s->size = size;
     s->mapped = 1;
-    tq_status st = parse(ctx, s);
+    st = parse(ctx, s);
     if (st) {
         tq_llama_state_close(s);
         return st;
@@ -322,7 +313,7 @@ void tq_llama_state_close(tq_llama_state *s)
 {
     if (!s) return;
     reset_kv(s);
-    if (s->mapped) munmap((void *)s->map, (size_t)s->size);
+    if (s->mapped) tq_unmap_file(s->map, s->size);
     free(s->tokens);
     free(s->arch);
     free(s->label);

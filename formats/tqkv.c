@@ -1,4 +1,5 @@
 /* tqkv.c - .tqkv container: writer and verifying reader (TQKV.md). */
+#include "file_io.h"
 #include "tqkv.h"
 #include "gguf.h"
 #include "tq_internal.h"
@@ -300,7 +301,7 @@ uint64_t tqkv_size(const tqkv_reader *r) { return r->size; }
 void tqkv_close(tqkv_reader *r)
 {
     if (!r) return;
-    if (r->mapped) munmap((void *)r->map, (size_t)r->size);
+    if (r->mapped) tq_unmap_file(r->map, r->size);
     tqkv_meta_free(&r->meta);
     free(r->chunks);
     free(r->label);
@@ -550,25 +551,19 @@ tq_status tqkv_open_memory(tq_ctx *ctx, const void *data, size_t size, const cha
 tq_status tqkv_open(tq_ctx *ctx, const char *path, tqkv_reader **out)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tq_fail(ctx, TQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_size < HDR_LEN + TRAILER_LEN) {
-        close(fd);
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot (too short or not a regular file)", path);
-    }
-    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) return tq_fail(ctx, TQ_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
+    const uint8_t *m;
+    uint64_t size;
+    tq_status st = tq_map_file(ctx, path, HDR_LEN + TRAILER_LEN, "not a .tqkv snapshot", &m, &size);
+    if (st) return st;
     tqkv_reader *r = alloc_reader(path);
     if (!r) {
-        munmap(m, (size_t)sb.st_size);
+        tq_unmap_file(m, size);
         return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     r->map = m;
-    r->size = (uint64_t)sb.st_size;
+    r->size = size;
     r->mapped = 1;
-    tq_status st = parse(ctx, r);
+    st = parse(ctx, r);
     if (st) {
         tqkv_close(r);
         return st;

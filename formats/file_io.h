@@ -1,0 +1,25 @@
+/* file_io.h - the two file patterns every format shares: mapping an input
+ * read-only, and creating an output that appears only when complete (a
+ * temporary file beside the destination, renamed into place). */
+#ifndef TQ_FILE_IO_H
+#define TQ_FILE_IO_H
+
+#include "tq.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* Maps a regular file of at least min_size bytes; `what` names the format for
+ * the message when it is shorter ("not a GGUF file", ...). */
+tq_status tq_map_file(tq_ctx *ctx, const char *path, uint64_t min_size, const char *what, const uint8_t **map,
+                      uint64_t *size);
+void tq_unmap_file(const uint8_t *map, uint64_t size);
+
+/* Creates PATH.tmp.XXXXXX with the permissions a new file would get and opens
+ * it buffered for writing; *tmp receives its name (malloc'd). */
+tq_status tq_temp_create(tq_ctx *ctx, const char *path, char **tmp, FILE **f);
+
+/* 1 if a and b are the same existing file (device and inode). */
+int tq_same_file(const char *a, const char *b);
+
+#endif
