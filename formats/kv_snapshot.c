@@ -387,6 +387,105 @@ oom:
     snprintf(o->err, sizeof o->err, "out of memory");
 }
 
+/* One tensor on its way out: where its chunks are and their decoded bytes. */
+typedef struct djob {
+    uint32_t i;
+    const tqkv_tensor *t;
+    const tq_ggml_type *ty, *oty;
+    tq_codec *c;
+    uint64_t nb, bfirst, first, nch;
+    chunk_out *co;
+} djob;
+
+static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof, const tq_ggml_type *want,
+                           const tqkv_reader *r, const tqkv_reader *base, uint32_t i, uint64_t *ck, djob *j)
+{
+    memset(j, 0, sizeof *j);
+    j->i = i;
+    j->t = &m->t[i];
+    j->ty = tq_ggml_type_get(prof, j->t->type_id);
+    j->oty = want ? want : j->ty;
+    j->c = make_codec(j->t);
+    /* the base's chunks for rows below row_start, then ours */
+    if (j->t->row_start) {
+        while (j->bfirst < tqkv_n_chunks(base) && tqkv_chunk_at(base, j->bfirst)->tensor < i) j->bfirst++;
+        while (j->bfirst + j->nb < tqkv_n_chunks(base) && tqkv_chunk_at(base, j->bfirst + j->nb)->tensor == i) j->nb++;
+    }
+    j->first = *ck;
+    uint64_t nown = 0;
+    while (*ck < tqkv_n_chunks(r) && tqkv_chunk_at(r, *ck)->tensor == i) (*ck)++, nown++;
+    j->nch = j->nb + nown;
+    j->co = calloc(j->nch ? j->nch : 1, sizeof *j->co);
+    if (!j->co || (j->t->codec != TQKV_CODEC_RAW && !j->c)) {
+        free(j->co);
+        tq_codec_free(j->c);
+        memset(j, 0, sizeof *j);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    return TQ_OK;
+}
+
+static void job_free(djob *j)
+{
+    for (uint64_t k = 0; j->co && k < j->nch; k++) free(j->co[k].p);
+    free(j->co);
+    tq_codec_free(j->c);
+    j->co = NULL;
+    j->c = NULL;
+}
+
+/* The skeleton up to the tensor (its layer header patched for a new cache
+ * type), then the tensor's bytes. */
+static tq_status job_write(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reader *r, const tqkv_reader *base, djob *j,
+                           FILE *out, uint64_t *pos, uint64_t *sk)
+{
+    const tqkv_tensor *t = j->t;
+    const tq_ggml_type *ty = j->ty, *oty = j->oty;
+    tq_status st;
+    uint64_t gap = t->file_off - *pos;
+    if (oty != ty && gap >= 12) {
+        /* the layer header just before the rows: i32 type, then u64 row size
+         * (or u32 element size + u32 width for transposed V) */
+        uint8_t h[12];
+        int32_t id = oty->id;
+        memcpy(h, &id, 4);
+        if (t->transposed) {
+            uint32_t es = oty->bytes, w = (uint32_t)t->width;
+            memcpy(h + 4, &es, 4);
+            memcpy(h + 8, &w, 4);
+        } else {
+            uint64_t rs = t->width / oty->block * oty->bytes;
+            memcpy(h + 4, &rs, 8);
+        }
+        st = put(ctx, out, m->skeleton + *sk, gap - 12);
+        if (!st) st = put(ctx, out, h, 12);
+    } else {
+        st = put(ctx, out, m->skeleton + *sk, gap);
+    }
+    *sk += gap;
+    *pos = t->file_off + t->bytes;
+    for (uint64_t k = 0; k < j->nch && !st; k++)
+        if (j->co[k].st) st = tq_fail(ctx, j->co[k].st, "layer %u %s: %s", t->layer, t->is_v ? "V" : "K", j->co[k].err);
+    if (st) return st;
+    if (t->transposed && (t->codec != TQKV_CODEC_RAW || oty != ty)) {
+        /* cell-major rows back to llama.cpp's element-major V */
+        uint64_t es = oty->bytes, row = 0, tbytes = t->width * t->cells * es;
+        uint8_t *tb = malloc(tbytes ? tbytes : 1);
+        if (!tb) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        for (uint64_t k = 0; k < j->nch; k++) {
+            const tqkv_chunk *ch = k < j->nb ? tqkv_chunk_at(base, j->bfirst + k) : tqkv_chunk_at(r, j->first + k - j->nb);
+            for (uint32_t rr = 0; rr < ch->nrows; rr++, row++)
+                for (uint64_t e = 0; e < t->width; e++)
+                    memcpy(tb + (e * t->cells + row) * es, j->co[k].p + ((uint64_t)rr * t->width + e) * es, es);
+        }
+        st = put(ctx, out, tb, tbytes);
+        free(tb);
+        return st;
+    }
+    for (uint64_t k = 0; k < j->nch && !st; k++) st = put(ctx, out, j->co[k].p, j->co[k].len);
+    return st;
+}
+
 tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base, int threads,
                            const char *cache_type, FILE *out)
 {
@@ -435,80 +534,42 @@ tq_status tq_kvsnap_decode_progress(tq_ctx *ctx, const tqkv_reader *r, const tqk
             return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "transposed V (flash attention off) needs a float cache type, not %s",
                            want->name);
     }
+    /* A two-stage pipeline: while worker threads decode tensor i's chunks,
+     * this thread writes tensor i-1, so the output stream and the decoding
+     * overlap.  Two tensors' buffers are alive at a time. */
     uint64_t pos = 0, sk = 0, ck = 0;
     tq_status st = TQ_OK;
-    for (uint32_t i = 0; i < m->n_tensors && !st; i++) {
-        const tqkv_tensor *t = &m->t[i];
-        const tq_ggml_type *ty = tq_ggml_type_get(prof, t->type_id), *oty = want ? want : ty;
-        uint64_t gap = t->file_off - pos;
-        if (oty != ty && gap >= 12) {
-            /* the layer header just before the rows: i32 type, then u64 row size
-             * (or u32 element size + u32 width for transposed V) */
-            uint8_t h[12];
-            int32_t id = oty->id;
-            memcpy(h, &id, 4);
-            if (t->transposed) {
-                uint32_t es = oty->bytes, w = (uint32_t)t->width;
-                memcpy(h + 4, &es, 4);
-                memcpy(h + 8, &w, 4);
-            } else {
-                uint64_t rs = t->width / oty->block * oty->bytes;
-                memcpy(h + 4, &rs, 8);
+    djob jobs[2];
+    memset(jobs, 0, sizeof jobs);
+    int have_prev = 0;
+    tq_simd simd = tq_ctx_simd(ctx);
+#pragma omp parallel num_threads(threads)
+#pragma omp single
+    for (uint32_t i = 0; i <= m->n_tensors; i++) {
+        djob *j = &jobs[i & 1], *prev = &jobs[(i + 1) & 1];
+        int started = 0;
+        if (i < m->n_tensors && !st) {
+            st = job_setup(ctx, m, prof, want, r, base, i, &ck, j);
+            started = !st;
+            for (uint64_t k = 0; started && k < j->nch; k++) {
+#pragma omp task firstprivate(k, j)
+                {
+                    if (k < j->nb) decode_chunk(base, j->t, j->c, j->ty, j->oty, j->bfirst + k, simd, &j->co[k]);
+                    else decode_chunk(r, j->t, j->c, j->ty, j->oty, j->first + k - j->nb, simd, &j->co[k]);
+                }
             }
-            st = put(ctx, out, m->skeleton + sk, gap - 12);
-            if (!st) st = put(ctx, out, h, 12);
-        } else {
-            st = put(ctx, out, m->skeleton + sk, gap);
         }
-        sk += gap;
-        pos = t->file_off + t->bytes;
-        if (st) break;
-        tq_codec *c = make_codec(t);
-        /* this tensor's chunks: the base's for rows below row_start, then ours */
-        uint64_t nb = 0, bfirst = 0, first, nown = 0;
-        if (t->row_start) {
-            while (bfirst < tqkv_n_chunks(base) && tqkv_chunk_at(base, bfirst)->tensor < i) bfirst++;
-            while (bfirst + nb < tqkv_n_chunks(base) && tqkv_chunk_at(base, bfirst + nb)->tensor == i) nb++;
+        if (have_prev) {
+            if (!st) st = job_write(ctx, m, r, base, prev, out, &pos, &sk);
+            job_free(prev);
+            have_prev = 0;
+            done_bytes += prev->t->bytes;
+            if (progress && !st) progress(user, done_bytes, m->source_size - m->skeleton_len);
         }
-        first = ck;
-        while (ck < tqkv_n_chunks(r) && tqkv_chunk_at(r, ck)->tensor == i) ck++, nown++;
-        uint64_t nch = nb + nown;
-        chunk_out *co = calloc(nch ? nch : 1, sizeof *co);
-        if (!co || (t->codec != TQKV_CODEC_RAW && !c)) {
-            free(co);
-            tq_codec_free(c);
-            return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
-        }
-        tq_simd simd = tq_ctx_simd(ctx);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (nch > 1)
-        for (uint64_t k = 0; k < nch; k++) {
-            if (k < nb) decode_chunk(base, t, c, ty, oty, bfirst + k, simd, &co[k]);
-            else decode_chunk(r, t, c, ty, oty, first + k - nb, simd, &co[k]);
-        }
-        for (uint64_t k = 0; k < nch && !st; k++)
-            if (co[k].st) st = tq_fail(ctx, co[k].st, "layer %u %s: %s", t->layer, t->is_v ? "V" : "K", co[k].err);
-        if (!st && t->transposed && (t->codec != TQKV_CODEC_RAW || oty != ty)) {
-            /* cell-major rows back to llama.cpp's element-major V */
-            uint64_t es = oty->bytes, row = 0, tbytes = t->width * t->cells * es;
-            uint8_t *tb = malloc(tbytes ? tbytes : 1);
-            if (!tb) st = tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
-            for (uint64_t k = 0; k < nch && !st; k++) {
-                const tqkv_chunk *ch = k < nb ? tqkv_chunk_at(base, bfirst + k) : tqkv_chunk_at(r, first + k - nb);
-                for (uint32_t rr = 0; rr < ch->nrows; rr++, row++)
-                    for (uint64_t j = 0; j < t->width; j++)
-                        memcpy(tb + (j * t->cells + row) * es, co[k].p + ((uint64_t)rr * t->width + j) * es, es);
-            }
-            if (!st) st = put(ctx, out, tb, tbytes);
-            free(tb);
-        } else {
-            for (uint64_t k = 0; k < nch && !st; k++) st = put(ctx, out, co[k].p, co[k].len);
-        }
-        for (uint64_t k = 0; k < nch; k++) free(co[k].p);
-        free(co);
-        tq_codec_free(c);
-        done_bytes += t->bytes;
-        if (progress) progress(user, done_bytes, m->source_size - m->skeleton_len);
+#pragma omp taskwait
+        if (started) have_prev = 1;
     }
+    if (have_prev) job_free(&jobs[m->n_tensors & 1]);
     if (!st) st = put(ctx, out, m->skeleton + sk, m->skeleton_len - sk);
     return st;
 }
