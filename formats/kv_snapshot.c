@@ -245,38 +245,77 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
     uint64_t done_bytes = 0;
     tq_status st = tqkv_write_begin(ctx, out, &m, &w);
     int threads = o->threads > 0 ? o->threads : tq_ctx_threads(ctx);
-    for (size_t i = 0; i < n && !st; i++) {
-        tqkv_tensor *t = &m.t[i];
-        tq_codec *c = make_codec(t);
-        if (t->codec != TQKV_CODEC_RAW && !c) {
-            st = tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
-            break;
+    /* pipeline: chunks of tensor i are coded, compressed and hashed on the
+     * worker threads while this thread writes tensor i-1's */
+    chunk_out *jobs[2] = {NULL, NULL};
+    tq_codec *codecs[2] = {NULL, NULL};
+    uint32_t njob[2] = {0, 0};
+    int have_prev = 0;
+    tq_simd simd = tq_ctx_simd(ctx);
+    int level = o->zstd_level;
+#pragma omp parallel num_threads(threads)
+#pragma omp single
+    for (size_t i = 0; i <= n; i++) {
+        int cur = (int)(i & 1), prv = cur ^ 1, started = 0;
+        if (i < n && !st) {
+            tqkv_tensor *t = &m.t[i];
+            uint32_t rows = t->cells - t->row_start, nch = (rows + t->rows_per_chunk - 1) / t->rows_per_chunk;
+            codecs[cur] = make_codec(t);
+            jobs[cur] = calloc(nch ? nch : 1, sizeof(chunk_out));
+            njob[cur] = nch;
+            if (!jobs[cur] || (t->codec != TQKV_CODEC_RAW && !codecs[cur])) {
+                st = tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+                free(jobs[cur]);
+                tq_codec_free(codecs[cur]);
+                jobs[cur] = NULL;
+                codecs[cur] = NULL;
+            } else {
+                started = 1;
+                chunk_out *co = jobs[cur];
+                const tq_codec *c = codecs[cur];
+                const src_tensor *sr = &src[i];
+                for (uint32_t k = 0; k < nch; k++) {
+#pragma omp task firstprivate(k, co, c, t, sr, i)
+                    {
+                        uint32_t r0 = t->row_start + k * t->rows_per_chunk;
+                        uint32_t nr = t->cells - r0 < t->rows_per_chunk ? t->cells - r0 : t->rows_per_chunk;
+                        encode_chunk(sr, t, c, r0, nr, simd, &co[k]);
+                        if (!co[k].st) { /* compress and hash here, off the writing thread */
+                            uint8_t *pk;
+                            uint64_t pl;
+                            co[k].st = tqkv_chunk_pack((uint32_t)i, r0, nr, co[k].p, co[k].len, level, &pk, &pl);
+                            free(co[k].p);
+                            co[k].p = co[k].st ? NULL : pk;
+                            co[k].len = co[k].st ? 0 : pl;
+                            if (co[k].st) snprintf(co[k].err, sizeof co[k].err, "out of memory");
+                        }
+                    }
+                }
+            }
         }
-        uint32_t rows = t->cells - t->row_start, nch = (rows + t->rows_per_chunk - 1) / t->rows_per_chunk;
-        chunk_out *co = calloc(nch ? nch : 1, sizeof *co);
-        if (!co) {
-            tq_codec_free(c);
-            st = tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
-            break;
+        if (have_prev) {
+            const tqkv_tensor *t = &m.t[i - 1];
+            for (uint32_t k = 0; k < njob[prv]; k++) {
+                if (!st && jobs[prv][k].st)
+                    st = tq_fail(ctx, jobs[prv][k].st, "layer %u %s: %s", t->layer, t->is_v ? "V" : "K", jobs[prv][k].err);
+                if (!st) st = tqkv_write_packed(w, jobs[prv][k].p, jobs[prv][k].len);
+                free(jobs[prv][k].p);
+            }
+            free(jobs[prv]);
+            tq_codec_free(codecs[prv]);
+            jobs[prv] = NULL;
+            codecs[prv] = NULL;
+            have_prev = 0;
+            done_bytes += t->bytes;
+            if (o->progress && !st) o->progress(o->progress_user, done_bytes, m.source_size - m.skeleton_len);
         }
-        tq_simd simd = tq_ctx_simd(ctx);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (nch > 1)
-        for (uint32_t k = 0; k < nch; k++) {
-            uint32_t r0 = t->row_start + k * t->rows_per_chunk;
-            uint32_t nr = t->cells - r0 < t->rows_per_chunk ? t->cells - r0 : t->rows_per_chunk;
-            encode_chunk(&src[i], t, c, r0, nr, simd, &co[k]);
-        }
-        for (uint32_t k = 0; k < nch; k++) {
-            uint32_t r0 = t->row_start + k * t->rows_per_chunk;
-            uint32_t nr = t->cells - r0 < t->rows_per_chunk ? t->cells - r0 : t->rows_per_chunk;
-            if (!st && co[k].st) st = tq_fail(ctx, co[k].st, "layer %u %s: %s", t->layer, t->is_v ? "V" : "K", co[k].err);
-            if (!st) st = tqkv_write_chunk(w, (uint32_t)i, r0, nr, co[k].p, co[k].len, o->zstd_level);
-            free(co[k].p);
-        }
-        free(co);
-        tq_codec_free(c);
-        done_bytes += t->bytes;
-        if (o->progress) o->progress(o->progress_user, done_bytes, m.source_size - m.skeleton_len);
+#pragma omp taskwait
+        if (started) have_prev = 1;
+    }
+    for (int q = 0; q < 2; q++) { /* after an error: what was coded but not written */
+        for (uint32_t k = 0; jobs[q] && k < njob[q]; k++) free(jobs[q][k].p);
+        free(jobs[q]);
+        tq_codec_free(codecs[q]);
     }
     rep->snapshot_bytes = tqkv_writer_bytes(w);
     if (!st) {

@@ -197,32 +197,25 @@ tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer
     return TQ_OK;
 }
 
-tq_status tqkv_write_chunk(tqkv_writer *w, uint32_t ti, uint32_t row0, uint32_t nrows, const void *payload,
-                           uint64_t len, int level)
+tq_status tqkv_chunk_pack(uint32_t ti, uint32_t row0, uint32_t nrows, const void *payload, uint64_t len, int level,
+                          uint8_t **out, uint64_t *out_len)
 {
-    if (w->n_chunks == w->cap_chunks) {
-        uint64_t cap = w->cap_chunks ? 2 * w->cap_chunks : 256;
-        uint64_t *ix = realloc(w->index, cap * sizeof *ix);
-        if (!ix) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
-        w->index = ix;
-        w->cap_chunks = cap;
-    }
-    const void *stored = payload;
+    *out = NULL;
+    size_t bound = len >= 64 && level > 0 ? ZSTD_compressBound(len) : len;
+    uint8_t *buf = malloc(CHUNK_HDR + (bound > len ? bound : len) + 1);
+    if (!buf) return TQ_ERR_NOMEM;
+    uint8_t *h = buf, *body = buf + CHUNK_HDR;
     uint64_t slen = len;
     uint8_t zstd = 0;
-    void *z = NULL;
     if (level > 0 && len >= 64) { /* keep zstd only when it saves at least 1/64 */
-        size_t bound = ZSTD_compressBound(len);
-        z = malloc(bound);
-        if (!z) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
-        size_t zl = ZSTD_compress(z, bound, payload, len, level);
+        size_t zl = ZSTD_compress(body, bound, payload, len, level);
         if (!ZSTD_isError(zl) && zl < len - len / 64) {
-            stored = z;
             slen = zl;
             zstd = 1;
         }
     }
-    uint8_t h[CHUNK_HDR] = {0};
+    if (!zstd && len) memcpy(body, payload, len);
+    memset(h, 0, CHUNK_HDR);
     uint32_t magic = CHUNK_MAGIC;
     memcpy(h, &magic, 4);
     memcpy(h + 4, &ti, 4);
@@ -233,19 +226,41 @@ tq_status tqkv_write_chunk(tqkv_writer *w, uint32_t ti, uint32_t row0, uint32_t 
     memcpy(h + 28, &slen, 8);
     XXH64_state_t *xs = XXH64_createState();
     if (!xs) {
-        free(z);
-        return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+        free(buf);
+        return TQ_ERR_NOMEM;
     }
     XXH64_reset(xs, 0);
     XXH64_update(xs, h, 36);
-    XXH64_update(xs, stored, slen);
+    XXH64_update(xs, body, slen);
     uint64_t hash = XXH64_digest(xs);
     XXH64_freeState(xs);
     memcpy(h + 36, &hash, 8);
+    *out = buf;
+    *out_len = CHUNK_HDR + slen;
+    return TQ_OK;
+}
+
+tq_status tqkv_write_packed(tqkv_writer *w, const uint8_t *packed, uint64_t len)
+{
+    if (w->n_chunks == w->cap_chunks) {
+        uint64_t cap = w->cap_chunks ? 2 * w->cap_chunks : 256;
+        uint64_t *ix = realloc(w->index, cap * sizeof *ix);
+        if (!ix) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+        w->index = ix;
+        w->cap_chunks = cap;
+    }
     w->index[w->n_chunks++] = w->pos;
-    tq_status st = wput(w, h, CHUNK_HDR);
-    if (!st) st = wput(w, stored, slen);
-    free(z);
+    return wput(w, packed, len);
+}
+
+tq_status tqkv_write_chunk(tqkv_writer *w, uint32_t ti, uint32_t row0, uint32_t nrows, const void *payload,
+                           uint64_t len, int level)
+{
+    uint8_t *pk;
+    uint64_t pl;
+    if (tqkv_chunk_pack(ti, row0, nrows, payload, len, level, &pk, &pl)) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+    tq_status st = tqkv_write_packed(w, pk, pl);
+    free(pk);
     return st;
 }
 

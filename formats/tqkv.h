@@ -70,6 +70,12 @@ tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer
 /* payload of rows [row0, row0+nrows) of tensor ti; zstd-compressed when it helps */
 tq_status tqkv_write_chunk(tqkv_writer *w, uint32_t ti, uint32_t row0, uint32_t nrows, const void *payload,
                            uint64_t len, int zstd_level);
+/* The same in two steps, so that compression and hashing can run on worker
+ * threads: pack (thread-safe; *out is malloc'd header + stored payload), then
+ * write packed chunks in order. */
+tq_status tqkv_chunk_pack(uint32_t ti, uint32_t row0, uint32_t nrows, const void *payload, uint64_t len, int zstd_level,
+                          uint8_t **out, uint64_t *out_len);
+tq_status tqkv_write_packed(tqkv_writer *w, const uint8_t *packed, uint64_t len);
 tq_status tqkv_write_end(tqkv_writer *w); /* index and trailer; frees w */
 void tqkv_writer_abort(tqkv_writer *w);
 uint64_t tqkv_writer_bytes(const tqkv_writer *w);
