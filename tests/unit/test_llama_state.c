@@ -20,8 +20,9 @@ static void put(sb *b, const void *d, size_t n)
 static void u32(sb *b, uint32_t v) { put(b, &v, 4); }
 static void u64(sb *b, uint64_t v) { put(b, &v, 8); }
 
-/* A sequence file: 3 cells, 2 layers, f16 rows of 16 values, optional
- * transposed V and M-RoPE extensions. */
+/* A sequence file (or an old-layout session file): 3 cells, one of them in
+ * two sequences, 2 layers, f16 rows of 16 values, optional transposed V and
+ * M-RoPE extensions. */
 static sb small_state(int vtrans, int ext, int session_old_outputs)
 {
     sb b = {0};
@@ -40,11 +41,12 @@ static sb small_state(int vtrans, int ext, int session_old_outputs)
     }
     u32(&b, 1); /* n_stream */
     u32(&b, 3); /* cells */
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < 3; c++) { /* cell 1 belongs to two sequences */
         u32(&b, (uint32_t)c);
-        u32(&b, 1);
+        u32(&b, c == 1 ? 2 : 1);
         if (ext) u64(&b, 0x0000000700000005ull);
         u32(&b, 0);
+        if (c == 1) u32(&b, 3);
     }
     u32(&b, (uint32_t)vtrans);
     u32(&b, 2);
@@ -130,7 +132,7 @@ TEST(state_rejects_bad_fields)
     free(b.p);
     b = small_state(0, 0, 0);
     /* a K type id unknown in the profile */
-    size_t k0 = 12 + 12 + 4 + 4 + 3 * 12 + 8; /* header, tokens, n_stream, cells, meta, v_trans+n_layer */
+    size_t k0 = 12 + 12 + 4 + 4 + 3 * 12 + 4 + 8; /* header, tokens, n_stream, cells, meta (+1 seq id), v_trans+n_layer */
     uint32_t bad = 99;
     memcpy(b.p + k0, &bad, 4);
     CHECK(open_sb(&b, &s, m, sizeof m) != TQ_OK && strstr(m, "type id 99"), "%s", m);
