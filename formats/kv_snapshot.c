@@ -317,10 +317,9 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
         free(jobs[q]);
         tq_codec_free(codecs[q]);
     }
-    rep->snapshot_bytes = tqkv_writer_bytes(w);
+    rep->snapshot_bytes = tqkv_writer_final_size(w);
     if (!st) {
         st = tqkv_write_end(w);
-        rep->snapshot_bytes += 0;
     } else {
         tqkv_writer_abort(w);
     }

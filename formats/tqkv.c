@@ -93,6 +93,7 @@ struct tqkv_writer {
 };
 
 uint64_t tqkv_writer_bytes(const tqkv_writer *w) { return w->pos; }
+uint64_t tqkv_writer_final_size(const tqkv_writer *w) { return w->pos + 8 * w->n_chunks + TRAILER_LEN; }
 
 static tq_status wput(tqkv_writer *w, const void *p, size_t n)
 {

@@ -79,6 +79,8 @@ tq_status tqkv_write_packed(tqkv_writer *w, const uint8_t *packed, uint64_t len)
 tq_status tqkv_write_end(tqkv_writer *w); /* index and trailer; frees w */
 void tqkv_writer_abort(tqkv_writer *w);
 uint64_t tqkv_writer_bytes(const tqkv_writer *w);
+/* what the snapshot will measure once tqkv_write_end adds the index and trailer */
+uint64_t tqkv_writer_final_size(const tqkv_writer *w);
 
 /* ------------------------------------------------ reading */
 
