@@ -96,7 +96,8 @@ def run(d, head_dim):
     ref = continuation_logits(model, state, cont)
     values = len(prompt) * values_per_cell
     res = {}
-    cases = [("lossless", ["--preset", "lossless"]), ("balanced", []), ("q8", ["--preset", "q8"])]
+    cases = [("lossless", ["--preset", "lossless"]), ("q8", ["--preset", "q8"]), ("balanced", []),
+             ("small", ["--preset", "small"])]
     if head_dim == 128:
         cases.append(("turbo4", ["--turbo", "--k-bits", "4", "--v-bits", "4"]))
     for name, args in cases:
@@ -110,7 +111,7 @@ def run(d, head_dim):
         print(f"head_dim {head_dim:3d} {name:9s} {bpv:6.3f} bits/value  mean KL {kl:.6f}  top-1 {top1:.1%}")
         if name == "lossless":
             assert back.read_bytes() == state.read_bytes() and np.array_equal(ref, test)
-    assert res["q8"][1] <= res["balanced"][1], res
+    assert res["q8"][1] <= res["balanced"][1] <= res["small"][1], res
     # the balanced snapshot restored into an f32 cache (decode --cache-type f32)
     back = d / f"f32cache{head_dim}.ggsn"
     subprocess.run([TQ, "decode-kvdump", str(d / f"balanced{head_dim}.tqkv"), "-o", str(back), "--cache-type", "f32",
