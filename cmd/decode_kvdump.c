@@ -13,11 +13,13 @@
 
 void help_decode_kvdump(void)
 {
-    printf("usage: tq decode-kvdump IN.tqkv -o OUT [--cache-type T] [--model M.gguf] [--threads N] [--quiet]\n\n"
+    printf("usage: tq decode-kvdump IN.tqkv -o OUT [--cache-type T] [--model M.gguf | --head-dim N]\n"
+           "                        [--base B.tqkv] [--threads N] [--quiet]\n\n"
            "Rebuilds the state file the snapshot was made from, in its original layout (session or\n"
            "sequence file, per-layer element types, V layout), for llama.cpp to load.\n\n"
-           "  --cache-type T   write every K/V tensor as f32, f16 or bf16, for a context created with\n"
-           "                   that cache type (default: the original types)\n"
+           "  --cache-type T   write every K/V tensor as f32, f16, bf16, or the fork's turbo2/3/4 (heads\n"
+           "                   padded to 128s as the fork allocates them: needs --model or --head-dim),\n"
+           "                   for a context created with that cache type (default: the original types)\n"
            "  --model M.gguf   refuse unless the snapshot was made for this model\n"
            "  --base B.tqkv    the snapshot an appended one builds on (default: its recorded name,\n"
            "                   next to IN)\n"
@@ -29,7 +31,7 @@ static void show_progress(void *user, uint64_t done, uint64_t total) { progress_
 int cmd_decode_kvdump(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *model = NULL, *cache_type = NULL, *base_path = NULL;
-    long threads = 0;
+    long threads = 0, hd = 0;
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -37,6 +39,8 @@ int cmd_decode_kvdump(int argc, char **argv)
         else if ((v = cli_opt_value(argc, argv, &i, "-o")) || (v = cli_opt_value(argc, argv, &i, "--output"))) {
             if (!*v) return TQ_EXIT_USAGE;
             out = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--head-dim"))) {
+            if (!*v || cli_parse_long("--head-dim", v, 1, 4096, &hd)) return TQ_EXIT_USAGE;
         } else if ((v = cli_opt_value(argc, argv, &i, "--base"))) {
             if (!*v) return TQ_EXIT_USAGE;
             base_path = v;
@@ -77,10 +81,12 @@ int cmd_decode_kvdump(int argc, char **argv)
         }
         if (tqkv_open(ctx, base_path, &base)) rc = cli_lib_error(ctx);
     }
+    uint32_t head_dim = (uint32_t)hd;
     if (!rc && model) {
         tq_gguf *g;
         if (tq_gguf_open(ctx, model, NULL, &g)) rc = cli_lib_error(ctx);
         else {
+            if (!head_dim) head_dim = tq_model_head_dim(g, 0);
             uint64_t fp = tq_model_fingerprint(g);
             if (!m->has_fingerprint)
                 rc = cli_runtime_error("%s: the snapshot carries no model fingerprint (encoded without --model)", in);
@@ -96,7 +102,8 @@ int cmd_decode_kvdump(int argc, char **argv)
         double t0 = cli_now();
         progress pr;
         progress_init(&pr, quiet);
-        tq_status dst = tq_kvsnap_decode_progress(ctx, r, base, (int)threads, cache_type, o.f, show_progress, &pr);
+        tq_kvsnap_decode_options dopt = {(int)threads, cache_type, head_dim, show_progress, &pr};
+        tq_status dst = tq_kvsnap_decode(ctx, r, base, &dopt, o.f);
         progress_end(&pr);
         if (dst) {
             rc = cli_runtime_error("%s: %s", in, tq_ctx_error(ctx));

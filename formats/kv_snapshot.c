@@ -384,10 +384,24 @@ static tq_status put(tq_ctx *ctx, FILE *f, const void *p, uint64_t n)
 }
 
 /* Source bytes of chunk k of tensor t (ck = the chunk's index in the file). */
+static int is_turbo(const tq_ggml_type *t)
+{
+    return t->dtype == TQ_DT_TURBO2 || t->dtype == TQ_DT_TURBO3 || t->dtype == TQ_DT_TURBO4;
+}
+
+/* Row width in the output: the same, except that turbo caches pad every head
+ * to a multiple of 128 values as the fork allocates them. */
+static uint64_t out_width(const tqkv_tensor *t, const tq_ggml_type *oty, uint32_t head_dim)
+{
+    if (!is_turbo(oty) || !head_dim) return t->width;
+    uint64_t ph = (head_dim + 127) / 128 * 128;
+    return t->width / head_dim * ph;
+}
+
 /* Source bytes of chunk ck of tensor t, converted from the source type ty to
  * the output type oty when they differ (rows in cell-major order). */
 static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_codec *c, const tq_ggml_type *ty,
-                         const tq_ggml_type *oty, uint64_t ck, tq_simd simd, chunk_out *o)
+                         const tq_ggml_type *oty, uint32_t head_dim, uint64_t ck, tq_simd simd, chunk_out *o)
 {
     tq_ctx local = {TQ_OK, "", 1, simd, TQ_BACKEND_CPU};
     const tqkv_chunk *ch = tqkv_chunk_at(r, ck);
@@ -401,8 +415,9 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_co
         return;
     }
     size_t nv = (size_t)ch->nrows * t->width;
-    float *y = malloc(nv * sizeof(float));
-    o->len = (uint64_t)ch->nrows * (t->width / oty->block) * oty->bytes;
+    uint64_t ow = out_width(t, oty, head_dim);
+    float *y = malloc((ow > t->width ? ch->nrows * ow : nv) * sizeof(float));
+    o->len = (uint64_t)ch->nrows * (ow / oty->block) * oty->bytes;
     o->p = malloc(o->len ? o->len : 1);
     if (!y || !o->p) {
         free(y), free(raw);
@@ -415,6 +430,16 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_co
             for (uint32_t c0 = 0; c0 < t->cells && !o->st; c0++)
                 o->st = tq_dequantize(&local, (tq_dtype)ty->dtype, raw + (j * t->cells + c0) * ty->bytes, 1,
                                       y + (uint64_t)c0 * t->width + j);
+    if (!o->st && ow > t->width) { /* the fork's layout: each head zero-padded to whole 128s */
+        uint64_t nh = t->width / head_dim, ph = ow / nh;
+        for (uint64_t rr = ch->nrows; rr-- > 0;)
+            for (uint64_t h = nh; h-- > 0;) {
+                float *dst = y + rr * ow + h * ph;
+                memmove(dst, y + rr * t->width + h * head_dim, head_dim * sizeof(float));
+                memset(dst + head_dim, 0, (ph - head_dim) * sizeof(float));
+            }
+        nv = (size_t)ch->nrows * ow;
+    }
     if (!o->st) o->st = tq_quantize(&local, (tq_dtype)oty->dtype, y, nv, o->p);
     if (o->st) snprintf(o->err, sizeof o->err, "%s", local.msg);
     free(y);
@@ -432,6 +457,7 @@ typedef struct djob {
     const tq_ggml_type *ty, *oty;
     tq_codec *c;
     uint64_t nb, bfirst, first, nch;
+    uint32_t head_dim;
     chunk_out *co;
 } djob;
 
@@ -492,7 +518,7 @@ static tq_status job_write(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reader *r
             memcpy(h + 4, &es, 4);
             memcpy(h + 8, &w, 4);
         } else {
-            uint64_t rs = t->width / oty->block * oty->bytes;
+            uint64_t rs = out_width(t, oty, j->head_dim) / oty->block * oty->bytes;
             memcpy(h + 4, &rs, 8);
         }
         st = put(ctx, out, m->skeleton + *sk, gap - 12);
@@ -524,16 +550,13 @@ static tq_status job_write(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reader *r
     return st;
 }
 
-tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base, int threads,
-                           const char *cache_type, FILE *out)
+tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
+                           const tq_kvsnap_decode_options *opt, FILE *out)
 {
-    return tq_kvsnap_decode_progress(ctx, r, base, threads, cache_type, out, NULL, NULL);
-}
-
-tq_status tq_kvsnap_decode_progress(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base, int threads,
-                                    const char *cache_type, FILE *out,
-                                    void (*progress)(void *user, uint64_t done, uint64_t total), void *user)
-{
+    static const tq_kvsnap_decode_options defaults = {0, NULL, 0, NULL, NULL};
+    const tq_kvsnap_decode_options *o = opt ? opt : &defaults;
+    int threads = o->threads;
+    const char *cache_type = o->cache_type;
     const tqkv_meta *m = tqkv_meta_of(r);
     uint64_t done_bytes = 0;
     if (m->base_id) {
@@ -552,25 +575,31 @@ tq_status tq_kvsnap_decode_progress(tq_ctx *ctx, const tqkv_reader *r, const tqk
     const tq_ggml_type *want = NULL;
     if (cache_type) {
         want = tq_ggml_type_by_name(prof, cache_type);
-        /* Quantized caches are left out on purpose: current upstream llama.cpp
+        /* q8_0/q4_0 are left out on purpose: current upstream llama.cpp
          * stores K/V of quantized caches Hadamard-rotated (its attention
-         * rotation), so plain q8_0 rows would restore wrong there. */
-        if (!want || (want->dtype != TQ_DT_F32 && want->dtype != TQ_DT_F16 && want->dtype != TQ_DT_BF16))
+         * rotation), so plain q8_0 rows would restore wrong there.  The
+         * fork's turbo caches are written as the fork lays them out. */
+        if (!want || (want->dtype != TQ_DT_F32 && want->dtype != TQ_DT_F16 && want->dtype != TQ_DT_BF16 && !is_turbo(want)))
             return tq_fail(ctx, TQ_ERR_UNSUPPORTED,
-                           "cache type %s: tq converts to f32, f16 and bf16 caches (quantized caches are stored "
-                           "rotated by current llama.cpp)", cache_type);
+                           "cache type %s: tq converts to f32, f16, bf16 and the fork's turbo2/3/4 caches "
+                           "(q8_0/q4_0 caches are stored rotated by current llama.cpp)", cache_type);
+        if (is_turbo(want) && !o->head_dim)
+            return tq_fail(ctx, TQ_ERR_ARG, "a turbo cache pads each head: the head size is needed (--model or --head-dim)");
     }
     /* every conversion is possible before anything is written */
     for (uint32_t i = 0; want && i < m->n_tensors; i++) {
         const tqkv_tensor *t = &m->t[i];
         const tq_ggml_type *ty = tq_ggml_type_get(prof, t->type_id);
         if (ty->dtype < 0) return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "layer %u: no decoder for %s", t->layer, ty->name);
-        if (t->width % want->block)
+        if (out_width(t, want, o->head_dim) % want->block)
             return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "layer %u: rows of %llu values are not whole %s blocks", t->layer,
                            (unsigned long long)t->width, want->name);
         if (t->transposed && want->block != 1)
             return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "transposed V (flash attention off) needs a float cache type, not %s",
                            want->name);
+        if (is_turbo(want) && (t->width % o->head_dim || is_turbo(ty)))
+            return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "layer %u: rows of %llu values are not whole heads of %u%s", t->layer,
+                           (unsigned long long)t->width, o->head_dim, is_turbo(ty) ? " (already a turbo cache)" : "");
     }
     /* A two-stage pipeline: while worker threads decode tensor i's chunks,
      * this thread writes tensor i-1, so the output stream and the decoding
@@ -588,12 +617,13 @@ tq_status tq_kvsnap_decode_progress(tq_ctx *ctx, const tqkv_reader *r, const tqk
         int started = 0;
         if (i < m->n_tensors && !st) {
             st = job_setup(ctx, m, prof, want, r, base, i, &ck, j);
+            j->head_dim = o->head_dim;
             started = !st;
             for (uint64_t k = 0; started && k < j->nch; k++) {
 #pragma omp task firstprivate(k, j)
                 {
-                    if (k < j->nb) decode_chunk(base, j->t, j->c, j->ty, j->oty, j->bfirst + k, simd, &j->co[k]);
-                    else decode_chunk(r, j->t, j->c, j->ty, j->oty, j->first + k - j->nb, simd, &j->co[k]);
+                    if (k < j->nb) decode_chunk(base, j->t, j->c, j->ty, j->oty, j->head_dim, j->bfirst + k, simd, &j->co[k]);
+                    else decode_chunk(r, j->t, j->c, j->ty, j->oty, j->head_dim, j->first + k - j->nb, simd, &j->co[k]);
                 }
             }
         }
@@ -602,7 +632,7 @@ tq_status tq_kvsnap_decode_progress(tq_ctx *ctx, const tqkv_reader *r, const tqk
             job_free(prev);
             have_prev = 0;
             done_bytes += prev->t->bytes;
-            if (progress && !st) progress(user, done_bytes, m->source_size - m->skeleton_len);
+            if (o->progress && !st) o->progress(o->progress_user, done_bytes, m->source_size - m->skeleton_len);
         }
 #pragma omp taskwait
         if (started) have_prev = 1;

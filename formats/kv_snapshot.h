@@ -41,15 +41,20 @@ typedef struct tq_kvsnap_report {
 
 tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap_options *o, FILE *out,
                            tq_kvsnap_report *rep);
-/* Rebuilds the source state file: its exact layout and, with cache_type NULL,
- * its element types; else every K/V tensor in that type ("f32", "f16" or
- * "bf16"), for a context created with that cache type. */
-tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base, int threads,
-                           const char *cache_type, FILE *out);
-/* The same, reporting progress after each tensor. */
-tq_status tq_kvsnap_decode_progress(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base, int threads,
-                                    const char *cache_type, FILE *out,
-                                    void (*progress)(void *user, uint64_t done, uint64_t total), void *user);
+typedef struct tq_kvsnap_decode_options {
+    int threads;            /* 0 = all */
+    const char *cache_type; /* NULL: the original element types; else every K/V
+                               tensor as "f32", "f16", "bf16" or the fork's
+                               "turbo2"/"turbo3"/"turbo4" (heads zero-padded to
+                               128s, as the fork allocates its cache) */
+    uint32_t head_dim;      /* needed for turbo cache types */
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
+} tq_kvsnap_decode_options;
+
+/* Rebuilds the source state file in its exact layout (opt may be NULL). */
+tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
+                           const tq_kvsnap_decode_options *opt, FILE *out);
 
 /* Model identity: a hash of the architecture, its hyperparameter keys and
  * the tensor table (names, types, shapes), not of the weights' values. */

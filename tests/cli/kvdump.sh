@@ -25,6 +25,21 @@ if [ -d "$F" ]; then
         $tq decode-kvdump "$tmp/x.tqkv" -o "$tmp/x.out" -q || fail "decode $f"
         cmp -s "$f" "$tmp/x.out" || fail "lossless round trip of $(basename "$f") differs"
     done
+    # f16 state -> the fork's turbo3 cache layout: same size and headers as the fork's own
+    # turbo3 state of the same prompt; layer 0 K (no attention before it) nearly byte-identical
+    $tq encode-kvdump "$F/p1_f16.ggsq" -o "$tmp/l.tqkv" --preset lossless -q || fail "encode f16 seq"
+    $tq decode-kvdump "$tmp/l.tqkv" -o "$tmp/t3.ggsq" --cache-type turbo3 --head-dim 8 -q || fail "to turbo3"
+    python3 - "$tmp/t3.ggsq" "$F/p1_turbo3.ggsq" <<'PY' || fail "turbo3 conversion differs from the fork's layout"
+import sys
+a, b = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
+meta = 4968 + 8 + 12 * 1239 + 8           # header..tokens, n_stream, cells, cell meta, v_trans, n_layer
+assert len(a) == len(b) and a[:meta + 12] == b[:meta + 12], "layout or layer header differs"
+k0a, k0b = a[meta + 12 : meta + 12 + 1239 * 200], b[meta + 12 : meta + 12 + 1239 * 200]
+same = sum(x == y for x, y in zip(k0a, k0b)) / len(k0a)
+assert same >= 0.99, same
+PY
+    $tq decode-kvdump "$tmp/l.tqkv" -o "$tmp/t3b.ggsq" --cache-type turbo3 2>"$tmp/e" && fail "turbo without a head size"
+    grep -q "head size is needed" "$tmp/e" || fail "turbo head-size message: $(cat "$tmp/e")"
     $tq encode-kvdump "$F/p1_f16.ggsn" -o "$tmp/b.tqkv" --model "$M" 2>"$tmp/log" || fail "balanced"
     grep -q "preset balanced, K 5 / V 4 bits" "$tmp/log" || fail "report line: $(cat "$tmp/log")"
     $tq decode-kvdump "$tmp/b.tqkv" -o "$tmp/w.ggsn" --model tests/fuzz/seeds/fuzz_gguf_read/tiny.gguf 2>"$tmp/e"

@@ -76,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (tqkv_meta_of(r)->source_size < (64u << 20)) {
         FILE *f = fopen("/dev/null", "wb");
-        tq_kvsnap_decode(ctx, r, NULL, 1, NULL, f);
+        tq_kvsnap_decode(ctx, r, NULL, &(tq_kvsnap_decode_options){1, NULL, 0, NULL, NULL}, f);
         fclose(f);
     }
     tqkv_close(r);
