@@ -64,6 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1) return 0;
     uint8_t *buf = malloc(size);
     memcpy(buf, data, size);
+    uint8_t mode = buf[0];
     if (buf[0] & 1) {
         buf[0] = 'T'; /* keep the magic reachable */
         fix_checksums(buf, size);
@@ -76,7 +77,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (tqkv_meta_of(r)->source_size < (64u << 20)) {
         FILE *f = fopen("/dev/null", "wb");
-        tq_kvsnap_decode(ctx, r, NULL, &(tq_kvsnap_decode_options){1, NULL, 0, NULL, NULL}, f);
+        /* bits 1-2 of the first byte: also the cache-type conversions */
+        const char *ct = (mode & 6) == 2 ? "f32" : (mode & 6) == 4 ? "turbo3" : (mode & 6) == 6 ? "bf16" : NULL;
+        tq_kvsnap_decode(ctx, r, NULL, &(tq_kvsnap_decode_options){1, ct, 8, NULL, NULL}, f);
         fclose(f);
     }
     tqkv_close(r);
