@@ -117,6 +117,10 @@ sanitize: $(B)/tests/unit-runner-san
 
 demo: all
 	./tq bench codec --demo
+	@echo; echo "== a llama.cpp slot file (stories260K, 16 tokens) to a .tqkv snapshot and back =="
+	./tq encode-kvdump tests/fuzz/seeds/fuzz_state_read/stories16.ggsq -o $(B)/demo.tqkv --head-dim 8
+	./tq decode-kvdump $(B)/demo.tqkv -o $(B)/demo.ggsq
+	./tq inspect $(B)/demo.tqkv
 
 bench: all $(TOOLS)
 	./tq bench codec
