@@ -346,9 +346,13 @@ static uint64_t expected_raw(const tqkv_tensor *t, uint32_t nrows, int *ok)
         *ok = 0;
         return 0;
     }
-    uint64_t bb = tq_codec_block_bytes(c);
+    uint64_t bb = tq_codec_block_bytes(c), per_row, all;
     tq_codec_free(c);
-    return (uint64_t)nrows * (t->width / t->group) * bb;
+    if (__builtin_mul_overflow(t->width / t->group, bb, &per_row) || __builtin_mul_overflow(per_row, (uint64_t)nrows, &all)) {
+        *ok = 0;
+        return 0;
+    }
+    return all;
 }
 
 static tq_status bad(tq_ctx *ctx, const tqkv_reader *r, const char *what, uint64_t at)
@@ -435,7 +439,10 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
             return bad(ctx, r, "bad tensor record", at);
         if (t->file_off < prev_end || t->bytes > m->source_size || t->file_off > m->source_size - t->bytes)
             return bad(ctx, r, "tensor placement outside the source", at);
-        if (t->width % ty->block || t->bytes != t->width / ty->block * ty->bytes * t->cells)
+        uint64_t row_bytes, total_bytes;
+        if (t->is_v > 1 || t->transposed > 1 || t->width % ty->block ||
+            __builtin_mul_overflow(t->width / ty->block, (uint64_t)ty->bytes, &row_bytes) ||
+            __builtin_mul_overflow(row_bytes, (uint64_t)t->cells, &total_bytes) || total_bytes != t->bytes)
             return bad(ctx, r, "tensor size inconsistent with its type", at);
         if (t->transposed && (ty->block != 1 || !t->is_v)) /* llama.cpp transposes only float V */
             return bad(ctx, r, "a transposed tensor of a block type", at);

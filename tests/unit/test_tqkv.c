@@ -262,3 +262,35 @@ TEST(tqkv_append_equals_full_encode)
     }
     free(full), free(pre);
 }
+
+/* Found by fuzzing: a row width of 2^63 + 32 made width x cells x size wrap
+ * around to the recorded byte count, and decode then overflowed a buffer.
+ * Rebuild that case in the current format with valid checksums. */
+#include <xxhash.h>
+TEST(tqkv_refuses_wrapping_sizes)
+{
+    size_t sl, nl;
+    uint8_t *state = make_state(&sl, 0), *snap = encode(state, sl, 0, &nl);
+    CHECK(snap != NULL);
+    uint64_t ml;
+    memcpy(&ml, snap + 8, 8);
+    /* the first tensor record: the metadata's last n_tensors * 72 bytes */
+    uint32_t nt;
+    memcpy(&nt, snap + 32 + ml - (uint64_t)6 * 72 - 4, 4);
+    CHECK(nt == 6, "tensor count %u", nt);
+    uint8_t *rec = snap + 32 + ml - (uint64_t)nt * 72;
+    uint64_t width;
+    memcpy(&width, rec + 52, 8); /* offset of `width` in a record */
+    CHECK(width == 64, "record layout: width %llu", (unsigned long long)width);
+    width += 1ull << 63;
+    memcpy(rec + 52, &width, 8);
+    uint64_t h = XXH64(snap + 32, ml, 0);
+    memcpy(snap + 16, &h, 8);
+    h = XXH64(snap, 24, 0);
+    memcpy(snap + 24, &h, 8);
+    char err[512];
+    size_t dl;
+    uint8_t *back = decode(snap, nl, &dl, err, sizeof err);
+    CHECK(!back && strstr(err, "tensor size inconsistent"), "%s", err);
+    free(back), free(snap), free(state);
+}
