@@ -51,26 +51,39 @@ static uint8_t *make_state(size_t *len, int vtrans)
     return b;
 }
 
-static uint8_t *encode(const uint8_t *state, size_t len, int lossless, size_t *out_len)
+static uint8_t *encode_opts(const uint8_t *state, size_t len, const tq_kvsnap_options *o, size_t *out_len, char *err,
+                            size_t errlen)
 {
     tq_ctx *ctx = tq_ctx_new();
     tq_llama_state *s;
-    if (tq_llama_state_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &s)) return NULL;
-    char *buf = NULL;
-    size_t bl = 0;
-    FILE *f = open_memstream(&buf, &bl);
-    tq_kvsnap_options o = {lossless, 5, 4, 0, 32, 1, 0, 0, "69d8e4be4", 1, 0, NULL, NULL, NULL, NULL};
-    tq_kvsnap_report rep;
-    tq_status st = tq_kvsnap_encode(ctx, s, &o, f, &rep);
-    fclose(f);
-    tq_llama_state_close(s);
-    tq_ctx_free(ctx);
-    if (st) {
-        free(buf);
-        return NULL;
+    uint8_t *res = NULL;
+    if (tq_llama_state_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &s) == TQ_OK) {
+        char *buf = NULL;
+        size_t bl = 0;
+        FILE *f = open_memstream(&buf, &bl);
+        tq_kvsnap_report rep;
+        tq_status st = tq_kvsnap_encode(ctx, s, o, f, &rep);
+        fclose(f);
+        tq_llama_state_close(s);
+        if (!st) {
+            res = (uint8_t *)buf;
+            *out_len = bl;
+        } else {
+            free(buf);
+        }
     }
-    *out_len = bl;
-    return (uint8_t *)buf;
+    snprintf(err, errlen, "%s", tq_ctx_error(ctx));
+    tq_ctx_free(ctx);
+    return res;
+}
+
+
+/* the options most tests use: K 5 / V 4 bits at head size 32, or lossless */
+static uint8_t *encode(const uint8_t *state, size_t len, int lossless, size_t *out_len)
+{
+    char err[512];
+    tq_kvsnap_options o = {lossless, 5, 4, 0, 32, 1, 0, 0, "69d8e4be4", 1, 0, NULL, NULL, NULL, NULL};
+    return encode_opts(state, len, &o, out_len, err, sizeof err);
 }
 
 static uint8_t *decode(const uint8_t *snap, size_t len, size_t *out_len, char *err, size_t errlen)
@@ -160,32 +173,6 @@ TEST(tqkv_every_byte_flip_and_truncation_is_refused)
 
 /* --append: a snapshot of a longer state that stores only the new cells
  * decodes, with its base, to exactly what a full encode decodes to. */
-static uint8_t *encode_opts(const uint8_t *state, size_t len, const tq_kvsnap_options *o, size_t *out_len, char *err,
-                            size_t errlen)
-{
-    tq_ctx *ctx = tq_ctx_new();
-    tq_llama_state *s;
-    uint8_t *res = NULL;
-    if (tq_llama_state_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &s) == TQ_OK) {
-        char *buf = NULL;
-        size_t bl = 0;
-        FILE *f = open_memstream(&buf, &bl);
-        tq_kvsnap_report rep;
-        tq_status st = tq_kvsnap_encode(ctx, s, o, f, &rep);
-        fclose(f);
-        tq_llama_state_close(s);
-        if (!st) {
-            res = (uint8_t *)buf;
-            *out_len = bl;
-        } else {
-            free(buf);
-        }
-    }
-    snprintf(err, errlen, "%s", tq_ctx_error(ctx));
-    tq_ctx_free(ctx);
-    return res;
-}
-
 /* the first `cells` cells (and tokens) of make_state's 40-cell file */
 static uint8_t *prefix_state(const uint8_t *full, size_t *len, uint32_t cells)
 {
