@@ -10,7 +10,7 @@ B       := build
 # (separate multiply and add); a fused multiply-add would change bytes.
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -Ilib -Iformats
-LDLIBS  += -lzstd -lxxhash -lm -lpthread
+LDLIBS  += -lzstd -lxxhash -larchive -lm -lpthread
 
 AVX2_FLAGS   := -O3 -mavx2
 AVX512_FLAGS := -O3 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mprefer-vector-width=512
@@ -100,7 +100,7 @@ $(B)/san/%.o: %.c $(wildcard lib/*.h) $(wildcard formats/*.h) lib/kernels_lanes.
 $(B)/san/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)
 $(B)/san/lib/kernels_avx512.o: CFLAGS += $(AVX512_FLAGS)
 $(B)/tests/unit-runner-san: $(SAN_OBJ)
-	$(CC) -fopenmp $(SAN_FLAGS) -o $@ $^ -lzstd -lxxhash -lm -lpthread
+	$(CC) -fopenmp $(SAN_FLAGS) -o $@ $^ -lzstd -lxxhash -larchive -lm -lpthread
 
 # Small programs the test scripts drive (tests/tools/NAME.c -> build/tests/NAME).
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(wildcard tests/tools/*.c))
@@ -136,7 +136,7 @@ FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover
 $(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c $(wildcard lib/*.h formats/*.h) lib/kernels_lanes.inc
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fopenmp=libgomp -o $@ \
-	  tests/fuzz/$*.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c -lzstd -lxxhash -lm -lpthread
+	  tests/fuzz/$*.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c -lzstd -lxxhash -larchive -lm -lpthread
 FUZZERS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/*.c))
 fuzz: $(FUZZERS)
 	@for f in $(FUZZERS); do echo "fuzzing $$f for $(FUZZ_SECONDS)s"; \

@@ -420,7 +420,8 @@ int cmd_inspect(int argc, char **argv)
         if (fread(magic, 1, 4, mf) != 4) memset(magic, 0, 4);
         fclose(mf);
     }
-    if (!memcmp(magic, "nsgg", 4) || !memcmp(magic, "qsgg", 4)) {
+    if (!memcmp(magic, "nsgg", 4) || !memcmp(magic, "qsgg", 4) || !memcmp(magic, "\x93NUM", 4) ||
+        !memcmp(magic, "PK\x03\x04", 4)) { /* llama.cpp state files and NumPy dumps */
         if (o.stats) return cli_usage_error("--stats is for GGUF models");
         return inspect_state(o.path, o.json, o.gopt.profile);
     }

@@ -11,7 +11,12 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *kind_name(int session) { return session ? "session" : "sequence"; }
+/* indexed by tq_state_kind and by the snapshot's source kind alike */
+static const char *kind_name(unsigned k) { return k == 0 ? "session" : k == 1 ? "sequence" : "numpy"; }
+static const char *kind_long(unsigned k)
+{
+    return k == 0 ? "llama.cpp session file" : k == 1 ? "llama.cpp sequence file" : "NumPy K/V dump";
+}
 
 int inspect_state(const char *path, int json, tq_type_profile prof)
 {
@@ -22,22 +27,23 @@ int inspect_state(const char *path, int json, tq_type_profile prof)
         tq_ctx_free(ctx);
         return rc;
     }
-    int session = tq_llama_state_kind(s) == TQ_STATE_SESSION;
+    unsigned kind = tq_llama_state_kind(s);
+    int session = kind == TQ_STATE_SESSION;
     uint64_t vals = tq_llama_state_kv_values(s), kvb = tq_llama_state_kv_bytes(s);
     if (json) {
         printf("{\"file\": ");
         json_cstr(stdout, path);
-        printf(", \"format\": \"llama-state\", \"kind\": \"%s\", \"version\": %u, \"size\": %" PRIu64
+        printf(", \"format\": \"%s\", \"kind\": \"%s\", \"version\": %u, \"size\": %" PRIu64
                ", \"tokens\": %u, \"architecture\": ",
-               kind_name(session), tq_llama_state_version(s), tq_llama_state_size(s), tq_llama_state_n_tokens(s));
+               kind == TQ_STATE_NUMPY ? "numpy" : "llama-state", kind_name(kind), tq_llama_state_version(s), tq_llama_state_size(s), tq_llama_state_n_tokens(s));
         json_cstr(stdout, tq_llama_state_arch(s));
         printf(", \"outputs_section\": %s, \"mrope_extensions\": %s, \"type_profile\": \"%s\", \"kv_values\": %" PRIu64
                ", \"kv_bytes\": %" PRIu64 ",\n \"kv_states\": [",
                tq_llama_state_has_outputs(s) ? "true" : "false", tq_llama_state_has_ext(s) ? "true" : "false",
                tq_type_profile_name(prof), vals, kvb);
     } else {
-        printf("file:          %s (%" PRIu64 " bytes, llama.cpp %s file v%u)\n", path, tq_llama_state_size(s),
-               kind_name(session), tq_llama_state_version(s));
+        printf("file:          %s (%" PRIu64 " bytes%s, %s v%u)\n", path, tq_llama_state_size(s),
+               kind == TQ_STATE_NUMPY ? " as arrays" : "", kind_long(kind), tq_llama_state_version(s));
         if (session) printf("architecture:  %s\n", tq_llama_state_arch(s));
         printf("tokens:        %u\n", tq_llama_state_n_tokens(s));
         printf("layout:        %u KV state%s%s%s\n", tq_llama_state_n_kv(s), tq_llama_state_n_kv(s) > 1 ? "s (iSWA)" : "",
@@ -95,7 +101,7 @@ int inspect_snapshot(const char *path, int json)
         json_cstr(stdout, path);
         printf(", \"format\": \"tqkv\", \"version\": %d, \"size\": %" PRIu64 ", \"verified\": true, \"chunks\": %" PRIu64
                ", \"source\": {\"kind\": \"%s\", \"version\": %u, \"size\": %" PRIu64 ", \"tokens\": %u, \"architecture\": ",
-               TQKV_VERSION, tqkv_size(r), tqkv_n_chunks(r), kind_name(m->source_kind == TQKV_SOURCE_SESSION),
+               TQKV_VERSION, tqkv_size(r), tqkv_n_chunks(r), kind_name(m->source_kind),
                m->state_version, m->source_size, m->n_tokens);
         json_cstr(stdout, m->arch);
         printf("}, \"base\": ");
@@ -115,8 +121,8 @@ int inspect_snapshot(const char *path, int json)
     } else {
         printf("file:          %s (%" PRIu64 " bytes, .tqkv v%d; integrity verified: header, metadata, index, %" PRIu64 " chunks)\n",
                path, tqkv_size(r), TQKV_VERSION, tqkv_n_chunks(r));
-        printf("source:        llama.cpp %s file v%u, %" PRIu64 " bytes, %u tokens%s%s\n",
-               kind_name(m->source_kind == TQKV_SOURCE_SESSION), m->state_version, m->source_size, m->n_tokens,
+        printf("source:        %s v%u, %" PRIu64 " bytes, %u tokens%s%s\n",
+               kind_long(m->source_kind), m->state_version, m->source_size, m->n_tokens,
                m->arch[0] ? ", architecture " : "", m->arch);
         if (m->base_id) printf("appends to:    %s (id %016" PRIx64 "): cells it holds are not repeated here\n", m->base_name, m->base_id);
         if (m->has_fingerprint) printf("model:         fingerprint %016" PRIx64 "\n", m->fingerprint);

@@ -94,7 +94,7 @@ typedef struct chunk_out {
     uint8_t *p;
     uint64_t len;
     tq_status st;
-    char err[256];
+    char err[512];
 } chunk_out;
 
 /* Codes one chunk of tensor t (rows [r0, r0+n)) on the calling thread. */
@@ -160,7 +160,9 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
 
     tqkv_meta m;
     memset(&m, 0, sizeof m);
-    m.source_kind = tq_llama_state_kind(s) == TQ_STATE_SESSION ? TQKV_SOURCE_SESSION : TQKV_SOURCE_SEQUENCE;
+    static const uint8_t kinds[] = {[TQ_STATE_SESSION] = TQKV_SOURCE_SESSION, [TQ_STATE_SEQUENCE] = TQKV_SOURCE_SEQUENCE,
+                                    [TQ_STATE_NUMPY] = TQKV_SOURCE_NUMPY};
+    m.source_kind = kinds[tq_llama_state_kind(s)];
     m.state_version = tq_llama_state_version(s);
     m.source_size = tq_llama_state_size(s);
     m.n_tokens = tq_llama_state_n_tokens(s);
@@ -401,10 +403,16 @@ static uint64_t out_width(const tqkv_tensor *t, const tq_ggml_type *oty, uint32_
 /* Source bytes of chunk ck of tensor t, converted from the source type ty to
  * the output type oty when they differ (rows in cell-major order). */
 static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_codec *c, const tq_ggml_type *ty,
-                         const tq_ggml_type *oty, uint32_t head_dim, uint64_t ck, tq_simd simd, chunk_out *o)
+                         const tq_ggml_type *oty, uint32_t head_dim, uint64_t ck, int skip, tq_simd simd, chunk_out *o)
 {
     tq_ctx local = {TQ_OK, "", 1, simd, TQ_BACKEND_CPU};
     const tqkv_chunk *ch = tqkv_chunk_at(r, ck);
+    if (skip) { /* not wanted: zeros of the length it would have */
+        o->len = t->codec == TQKV_CODEC_RAW && oty == ty ? ch->raw_len
+                                                         : ch->nrows * (out_width(t, oty, head_dim) / oty->block) * oty->bytes;
+        if (!(o->p = calloc(1, o->len ? o->len : 1))) goto oom;
+        return;
+    }
     uint8_t *raw = malloc(ch->raw_len ? ch->raw_len : 1);
     if (!raw) goto oom;
     o->st = tqkv_chunk_read(&local, r, ck, raw);
@@ -553,7 +561,7 @@ static tq_status job_write(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reader *r
 tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
                            const tq_kvsnap_decode_options *opt, FILE *out)
 {
-    static const tq_kvsnap_decode_options defaults = {0, NULL, 0, NULL, NULL};
+    static const tq_kvsnap_decode_options defaults = {0};
     const tq_kvsnap_decode_options *o = opt ? opt : &defaults;
     int threads = o->threads;
     const char *cache_type = o->cache_type;
@@ -573,6 +581,8 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader 
     if (tq_type_profile_parse(m->profile, &prof)) return tq_fail(ctx, TQ_ERR_FORMAT, "unknown type-id profile");
     if (threads <= 0) threads = tq_ctx_threads(ctx);
     const tq_ggml_type *want = NULL;
+    if (cache_type && m->source_kind == TQKV_SOURCE_NUMPY)
+        return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "--cache-type is for llama.cpp state files, not NumPy dumps");
     if (cache_type) {
         want = tq_ggml_type_by_name(prof, cache_type);
         /* q8_0/q4_0 are left out on purpose: current upstream llama.cpp
@@ -622,8 +632,12 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader 
             for (uint64_t k = 0; started && k < j->nch; k++) {
 #pragma omp task firstprivate(k, j)
                 {
-                    if (k < j->nb) decode_chunk(base, j->t, j->c, j->ty, j->oty, j->head_dim, j->bfirst + k, simd, &j->co[k]);
-                    else decode_chunk(r, j->t, j->c, j->ty, j->oty, j->head_dim, j->first + k - j->nb, simd, &j->co[k]);
+                    const tqkv_reader *from = k < j->nb ? base : r;
+                    uint64_t at = k < j->nb ? j->bfirst + k : j->first + k - j->nb;
+                    const tqkv_chunk *ch = tqkv_chunk_at(from, at);
+                    int skip = (o->max_rows && ch->row0 >= o->max_rows && !j->t->transposed) ||
+                               (o->layer_hi && (j->t->layer < o->layer_lo || j->t->layer >= o->layer_hi));
+                    decode_chunk(from, j->t, j->c, j->ty, j->oty, j->head_dim, at, skip, simd, &j->co[k]);
                 }
             }
         }

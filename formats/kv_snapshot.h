@@ -48,6 +48,12 @@ typedef struct tq_kvsnap_decode_options {
                                "turbo2"/"turbo3"/"turbo4" (heads zero-padded to
                                128s, as the fork allocates its cache) */
     uint32_t head_dim;      /* needed for turbo cache types */
+    /* Rows and layers that need not be decoded (a token prefix or a layer
+     * range is wanted): their bytes are written as zeros, the file keeps its
+     * layout, only the chunks wanted are read.  Rows below max_rows (0:
+     * all) of layers in [layer_lo, layer_hi) (layer_hi 0: all). */
+    uint32_t max_rows;
+    uint32_t layer_lo, layer_hi;
     void (*progress)(void *user, uint64_t done, uint64_t total);
     void *progress_user;
 } tq_kvsnap_decode_options;

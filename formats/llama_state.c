@@ -4,6 +4,7 @@
  * every byte of the file with valid fields. */
 #include "file_io.h"
 #include "llama_state.h"
+#include "llama_state_internal.h"
 #include "tq_internal.h"
 
 #include <errno.h>
@@ -17,23 +18,7 @@
 #define MAX_STREAMS 4096
 #define MAX_LAYERS 4096
 #define MAX_SEQ_PER_CELL 4096
-#define MAX_KV_STATES 2 /* iSWA: base cache then SWA cache */
 
-struct tq_llama_state {
-    const uint8_t *map;
-    uint64_t size;
-    int mapped;
-    char *label;
-    tq_state_kind kind;
-    uint32_t version, n_tokens;
-    int32_t *tokens;
-    char *arch;
-    int has_outputs, has_ext;
-    uint64_t prefix_len;
-    uint32_t n_kv;
-    tq_kv_state kv[MAX_KV_STATES];
-    tq_type_profile profile;
-};
 
 typedef struct cur {
     const uint8_t *p;
@@ -199,6 +184,7 @@ static int parse_outputs(cur *c, uint32_t n_tokens)
 
 static tq_status parse(tq_ctx *ctx, tq_llama_state *s)
 {
+    if (s->size >= 4 && !memcmp(s->map, "TQNI", 4)) return tq_numpy_image_parse(ctx, s);
     cur c = {s->map, s->size, 0, ""};
     uint32_t magic = 0;
     if (get(&c, &magic, 4, "magic") || get(&c, &s->version, 4, "version"))
@@ -255,6 +241,42 @@ static tq_status parse(tq_ctx *ctx, tq_llama_state *s)
     return tq_fail(ctx, TQ_ERR_FORMAT, "%s: KV state not understood: %s", s->label, first_err);
 }
 
+static tq_llama_state *alloc_state(const char *label, tq_type_profile p);
+
+/* A NumPy dump is read into an image that replaces the file's bytes. */
+static tq_status adopt_numpy(tq_ctx *ctx, tq_llama_state *s, uint64_t max_bytes)
+{
+    if (!tq_numpy_is_dump(s->map, s->size)) return TQ_OK;
+    uint8_t *img;
+    uint64_t n;
+    tq_status st = tq_numpy_build_image(ctx, s->map, s->size, s->label, max_bytes, &img, &n);
+    if (st) return st;
+    if (s->mapped) tq_unmap_file(s->map, s->size);
+    s->mapped = 0;
+    s->owned = 1;
+    s->map = img;
+    s->size = n;
+    return TQ_OK;
+}
+
+tq_status tq_llama_state_open_memory_limited(tq_ctx *ctx, const void *data, size_t size, const char *label,
+                                             tq_type_profile p, uint64_t max_bytes, tq_llama_state **out)
+{
+    *out = NULL;
+    tq_llama_state *s = alloc_state(label ? label : "(memory)", p);
+    if (!s) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    s->map = data;
+    s->size = size;
+    tq_status st = adopt_numpy(ctx, s, max_bytes);
+    if (!st) st = parse(ctx, s);
+    if (st) {
+        tq_llama_state_close(s);
+        return st;
+    }
+    *out = s;
+    return TQ_OK;
+}
+
 static tq_llama_state *alloc_state(const char *label, tq_type_profile p)
 {
     tq_llama_state *s = calloc(1, sizeof *s);
@@ -269,18 +291,7 @@ static tq_llama_state *alloc_state(const char *label, tq_type_profile p)
 tq_status tq_llama_state_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label, tq_type_profile p,
                                      tq_llama_state **out)
 {
-    *out = NULL;
-    tq_llama_state *s = alloc_state(label ? label : "(memory)", p);
-    if (!s) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
-    s->map = data;
-    s->size = size;
-    tq_status st = parse(ctx, s);
-    if (st) {
-        tq_llama_state_close(s);
-        return st;
-    }
-    *out = s;
-    return TQ_OK;
+    return tq_llama_state_open_memory_limited(ctx, data, size, label, p, 0, out);
 }
 
 tq_status tq_llama_state_open(tq_ctx *ctx, const char *path, tq_type_profile p, tq_llama_state **out)
@@ -298,7 +309,8 @@ tq_status tq_llama_state_open(tq_ctx *ctx, const char *path, tq_type_profile p, 
     s->map = m;
     s->size = size;
     s->mapped = 1;
-    st = parse(ctx, s);
+    st = adopt_numpy(ctx, s, 0);
+    if (!st) st = parse(ctx, s);
     if (st) {
         tq_llama_state_close(s);
         return st;
@@ -312,6 +324,8 @@ void tq_llama_state_close(tq_llama_state *s)
     if (!s) return;
     reset_kv(s);
     if (s->mapped) tq_unmap_file(s->map, s->size);
+    if (s->owned) free((void *)s->map);
+    tq_numpy_info_free(s->numpy);
     free(s->tokens);
     free(s->arch);
     free(s->label);

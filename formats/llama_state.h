@@ -17,6 +17,7 @@
 #include "tq.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,7 +26,8 @@ extern "C" {
 #define TQ_GGSN_MAGIC 0x6767736eu
 #define TQ_GGSQ_MAGIC 0x67677371u
 
-typedef enum tq_state_kind { TQ_STATE_SESSION = 0, TQ_STATE_SEQUENCE = 1 } tq_state_kind;
+/* NUMPY: a .npy/.npz K/V dump (kv_numpy.h), held as a NumPy image. */
+typedef enum tq_state_kind { TQ_STATE_SESSION = 0, TQ_STATE_SEQUENCE = 1, TQ_STATE_NUMPY = 2 } tq_state_kind;
 
 /* One K or V tensor of one layer of one stream: cell_count rows of `width`
  * elements of `type`.  Transposed V (v_trans = 1) is stored element-major:
@@ -57,6 +59,10 @@ typedef struct tq_llama_state tq_llama_state;
 tq_status tq_llama_state_open(tq_ctx *ctx, const char *path, tq_type_profile profile, tq_llama_state **out);
 tq_status tq_llama_state_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label,
                                      tq_type_profile profile, tq_llama_state **out);
+/* The same, reading at most max_bytes of NumPy array data (0: no limit), so
+ * that a small compressed .npz cannot claim unbounded memory. */
+tq_status tq_llama_state_open_memory_limited(tq_ctx *ctx, const void *data, size_t size, const char *label,
+                                             tq_type_profile profile, uint64_t max_bytes, tq_llama_state **out);
 void tq_llama_state_close(tq_llama_state *s);
 
 tq_state_kind tq_llama_state_kind(const tq_llama_state *s);
@@ -76,6 +82,25 @@ uint64_t tq_llama_state_prefix_len(const tq_llama_state *s);
 /* Total K/V elements and row bytes over all states, streams and layers. */
 uint64_t tq_llama_state_kv_values(const tq_llama_state *s);
 uint64_t tq_llama_state_kv_bytes(const tq_llama_state *s);
+
+/* The leading cells of a stream whose positions are below max_pos: their
+ * count and the length of their metadata (meta_len may be NULL).  Fails if
+ * a later cell has such a position too, i.e. the cells are not in prompt
+ * order.  NumPy views: the first max_pos cells. */
+tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_llama_state *s, const tq_kv_stream *st, uint32_t max_pos,
+                              uint32_t *n_cells, uint64_t *meta_len);
+
+/* Writes s again as a llama.cpp state file: as a session (`arch` names the
+ * model architecture when s has none, i.e. comes from a sequence file) or
+ * a sequence file, keeping only the first max_tokens tokens and the cells
+ * at positions below max_tokens (0: all).  Such cells must come first in
+ * every stream, as they do after a plain prompt. */
+typedef struct tq_state_rewrite {
+    tq_state_kind kind;
+    const char *arch;
+    uint32_t max_tokens;
+} tq_state_rewrite;
+tq_status tq_llama_state_rewrite(tq_ctx *ctx, const tq_llama_state *s, const tq_state_rewrite *o, FILE *out);
 
 /* Reads cell-major row c of a tensor as float32 (width values); handles the
  * transposed layout.  Types: any with a tq_dtype decoder. */

@@ -371,7 +371,7 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
         mget(&c, &m->source_size, 8) || mget(&c, &m->fingerprint, 8) || mget(&c, &m->n_tokens, 4))
         return bad(ctx, r, "metadata truncated", HDR_LEN + c.pos);
     m->has_fingerprint = fp;
-    if (m->source_kind > 1) return bad(ctx, r, "unknown source kind", HDR_LEN);
+    if (m->source_kind > 2) return bad(ctx, r, "unknown source kind", HDR_LEN);
     if (m->n_tokens > (n - c.pos) / 4) return bad(ctx, r, "token count does not fit", HDR_LEN + c.pos);
     m->tokens = malloc(4ull * m->n_tokens + 4);
     if (!m->tokens) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");

@@ -21,7 +21,7 @@ extern "C" {
 
 #define TQKV_VERSION 1
 
-enum { TQKV_SOURCE_SESSION = 0, TQKV_SOURCE_SEQUENCE = 1 };
+enum { TQKV_SOURCE_SESSION = 0, TQKV_SOURCE_SEQUENCE = 1, TQKV_SOURCE_NUMPY = 2 };
 enum { TQKV_CODEC_RAW = 0, TQKV_CODEC_TQ = 1, TQKV_CODEC_TURBO = 2 };
 
 /* One K or V tensor of the source state. */

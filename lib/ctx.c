@@ -56,6 +56,18 @@ tq_status tq_fail(tq_ctx *ctx, tq_status st, const char *fmt, ...)
     return st;
 }
 
+tq_status tq_ctx_set_error(tq_ctx *ctx, tq_status st, const char *fmt, ...)
+{
+    if (ctx) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->msg, sizeof ctx->msg, fmt, ap);
+        va_end(ap);
+        ctx->status = st;
+    }
+    return st;
+}
+
 int tq_is_pow2(uint32_t v) { return v && !(v & (v - 1)); }
 
 void tq_ctx_set_threads(tq_ctx *ctx, int n) { ctx->threads = n > 0 ? n : 0; }

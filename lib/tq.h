@@ -53,6 +53,9 @@ void tq_ctx_free(tq_ctx *ctx);
 const char *tq_ctx_error(const tq_ctx *ctx); /* "" when no error recorded */
 tq_status tq_ctx_status(const tq_ctx *ctx);
 void tq_ctx_clear_error(tq_ctx *ctx);
+/* Records an error as the library does (for callers layering their own
+ * steps on a context, like archive_set_error); returns st. */
+tq_status tq_ctx_set_error(tq_ctx *ctx, tq_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 const char *tq_status_name(tq_status st);
 
 /* Threads used by the row-parallel entry points; 0 = all cores (default). */

@@ -45,6 +45,52 @@ PY
     $tq decode-kvdump "$tmp/b.tqkv" -o "$tmp/w.ggsn" --model tests/fuzz/seeds/fuzz_gguf_read/tiny.gguf 2>"$tmp/e"
     [ $? -eq 1 ] && grep -q "made for another model" "$tmp/e" || fail "wrong model not refused: $(cat "$tmp/e")"
     [ -e "$tmp/w.ggsn" ] && fail "output written despite the refusal"
+    # session <-> sequence: the fixtures were saved by llama.cpp from the same prompt, so a
+    # conversion must give llama.cpp's own other file, byte for byte
+    $tq encode-kvdump "$F/p1_f16.ggsn" -o "$tmp/sn.tqkv" --preset lossless --model "$M" -q || fail "encode ggsn"
+    $tq decode-kvdump "$tmp/sn.tqkv" --format ggsq -o "$tmp/sn.ggsq" -q || fail "--format ggsq"
+    cmp -s "$tmp/sn.ggsq" "$F/p1_f16.ggsq" || fail "session -> sequence differs from llama.cpp's sequence file"
+    $tq encode-kvdump "$F/p1_f16.ggsq" -o "$tmp/sq.tqkv" --preset lossless -q || fail "encode ggsq"
+    $tq decode-kvdump "$tmp/sq.tqkv" --format ggsn -o "$tmp/sq.ggsn" 2>"$tmp/e" && fail "a session without an architecture"
+    grep -q "give the model (--model)" "$tmp/e" || fail "architecture message: $(cat "$tmp/e")"
+    $tq decode-kvdump "$tmp/sq.tqkv" --format ggsn --model "$M" -o "$tmp/sq.ggsn" 2>"$tmp/e" &&
+        fail "fingerprint check skipped for a snapshot without one"
+    $tq encode-kvdump "$F/p1_f16.ggsq" -o "$tmp/sq.tqkv" --preset lossless --model "$M" -q || fail "encode ggsq"
+    $tq decode-kvdump "$tmp/sq.tqkv" --format ggsn --model "$M" -o "$tmp/sq.ggsn" -q || fail "--format ggsn"
+    cmp -s "$tmp/sq.ggsn" "$F/p1_f16.ggsn" || fail "sequence -> session differs from llama.cpp's session file"
+    # a token prefix: the layout of a 100-token state, rows equal to the full state's first 100
+    $tq decode-kvdump "$tmp/sn.tqkv" --tokens 100 -o "$tmp/p100.ggsn" -q || fail "--tokens"
+    python3 - "$tmp/p100.ggsn" "$F/p1_f16.ggsn" <<'PY' || fail "token prefix"
+import struct, sys
+def parse(b):
+    n = struct.unpack_from("<I", b, 8)[0]; o = 12 + 4 * n
+    al = struct.unpack_from("<I", b, o)[0]; o += 4 + al
+    ns, cells = struct.unpack_from("<II", b, o); o += 8 + 12 * cells
+    vt, nl = struct.unpack_from("<II", b, o); o += 8
+    rows = []
+    for _ in range(2 * nl):
+        t, rs = struct.unpack_from("<iQ", b, o); o += 12
+        rows.append(b[o:o + rs * cells]); o += rs * cells
+    assert o == len(b)
+    return n, b[12:12 + 4 * n], cells, rows, rs
+a, b = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
+na, ta, ca, ra, rs = parse(a)
+nb, tb, cb, rb, _ = parse(b)
+assert (na, ca) == (100, 100) and ta == tb[:400], (na, ca)
+assert all(x == y[:100 * rs] for x, y in zip(ra, rb))
+PY
+    $tq encode-kvdump "$F/p1_f16_vtrans.ggsn" -o "$tmp/vt.tqkv" --preset lossless -q || fail "encode vtrans"
+    $tq decode-kvdump "$tmp/vt.tqkv" --tokens 50 -o "$tmp/vt50.ggsn" -q || fail "--tokens on transposed V"
+    $tq inspect "$tmp/vt50.ggsn" | grep -q '^tokens:        50$' || fail "transposed prefix"
+    # npz out, one layer of a prefix, heads shaped by the model's head size
+    $tq decode-kvdump "$tmp/sn.tqkv" --format npz --tokens 10 --layers 2-3 --model "$M" -o "$tmp/x.npz" -q ||
+        fail "--format npz"
+    python3 - "$tmp/x.npz" <<'PY' || fail "npz export"
+import sys, numpy as np
+z = np.load(sys.argv[1])
+assert sorted(z.files) == ["k_2", "k_3", "tokens", "v_2", "v_3"], z.files
+assert z["k_2"].shape == (10, 4, 8) and z["k_2"].dtype == np.float16 and z["tokens"].shape == (10,)
+PY
 fi
 
 # --append (here the degenerate case: the base holds every cell already)
@@ -97,6 +143,9 @@ expect_err 2 "where to?" encode-kvdump $seed
 expect_err 2 "--k-bits: '9'" encode-kvdump $seed -o "$tmp/t.tqkv" --k-bits 9
 expect_err 1 "cache type q8_0" decode-kvdump "$tmp/s.tqkv" -o "$tmp/q8.ggsq" --cache-type q8_0
 [ -e "$tmp/q8.ggsq" ] && fail "output written for a refused cache type"
+expect_err 2 "use it with --format npz" decode-kvdump "$tmp/s.tqkv" -o "$tmp/l.ggsq" --layers 1-2
+expect_err 2 "not a layer range" decode-kvdump "$tmp/s.tqkv" -o "$tmp/l.npz" --format npz --layers 3-1
+expect_err 2 "not ggsn, ggsq or npz" decode-kvdump "$tmp/s.tqkv" -o "$tmp/l.npz" --format safetensors
 $tq decode-kvdump "$tmp/s.tqkv" -o "$tmp/f32.ggsq" --cache-type f32 -q || fail "--cache-type f32"
 $tq inspect "$tmp/f32.ggsq" | grep -q '32.000 bits per value' || fail "f32 cache file"
 exit 0

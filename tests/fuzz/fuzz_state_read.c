@@ -9,7 +9,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static tq_ctx *ctx;
     if (!ctx) ctx = tq_ctx_new();
     tq_llama_state *s;
-    if (tq_llama_state_open_memory(ctx, data, size, "fuzz", TQ_PROFILE_DEFAULT, &s) != TQ_OK) {
+    if (tq_llama_state_open_memory_limited(ctx, data, size, "fuzz", TQ_PROFILE_DEFAULT, 1 << 24, &s) != TQ_OK) {
         if (!*tq_ctx_error(ctx)) abort();
         return 0;
     }

@@ -79,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FILE *f = fopen("/dev/null", "wb");
         /* bits 1-2 of the first byte: also the cache-type conversions */
         const char *ct = (mode & 6) == 2 ? "f32" : (mode & 6) == 4 ? "turbo3" : (mode & 6) == 6 ? "bf16" : NULL;
-        tq_kvsnap_decode(ctx, r, NULL, &(tq_kvsnap_decode_options){1, ct, 8, NULL, NULL}, f);
+        tq_kvsnap_decode(ctx, r, NULL, &(tq_kvsnap_decode_options){.threads = 1, .cache_type = ct, .head_dim = 8}, f);
         fclose(f);
     }
     tqkv_close(r);

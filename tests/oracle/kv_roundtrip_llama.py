@@ -88,3 +88,23 @@ with tempfile.TemporaryDirectory() as d:
         kl, top1 = compare(ref, continuation_logits(d / "r.ggsn", type_kv=type_id))
         print(f"{preset:9s} as {ctype:5s} cache: mean KL {kl:.5f}  top-1 {top1:.1%}")
         assert kl <= max_kl and top1 >= 0.98, (preset, ctype, kl, top1)
+    # --tokens N: the snapshot's first N tokens restore as the state after
+    # that prompt prefix; teacher-force the next 127 prompt tokens and compare
+    # with llama.cpp evaluating prompt[:N+127] from scratch.  The fixture's
+    # K/V came from the fork's build, so "same" means numerically close here.
+    raw = (FIX / "p1_f16.ggsn").read_bytes()
+    n_prompt = int.from_bytes(raw[8:12], "little")
+    prompt = np.frombuffer(raw[12 : 12 + 4 * n_prompt], dtype=np.int32).tolist()
+    N = 600
+    llm = llama_cpp.Llama(model_path=str(MODEL), n_ctx=2048, n_batch=512, logits_all=True, verbose=False, flash_attn=True)
+    llm.eval(prompt[: N + 127])
+    fresh = np.array(llm.scores[N - 1 : N + 127], dtype=np.float64)
+    del llm
+    for preset, max_kl, min_top1 in [("lossless", 1e-3, 0.98), ("balanced", 0.005, 0.95)]:
+        back = d / f"{preset}_p{N}.ggsn"
+        subprocess.run([TQ, "decode-kvdump", str(d / f"{preset}.tqkv"), "-o", str(back), "--tokens", str(N), "-q"],
+                       check=True)
+        restorable(back, d / "r.ggsn")
+        kl, top1 = compare(fresh, _cont(MODEL, d / "r.ggsn", prompt[N : N + 127]))
+        print(f"{preset:9s} first {N} tokens restored, vs evaluating the prompt afresh: mean KL {kl:.6f}  top-1 {top1:.1%}")
+        assert kl <= max_kl and top1 >= min_top1, (preset, kl, top1)

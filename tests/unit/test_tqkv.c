@@ -95,7 +95,7 @@ static uint8_t *decode(const uint8_t *snap, size_t len, size_t *out_len, char *e
         char *buf = NULL;
         size_t bl = 0;
         FILE *f = open_memstream(&buf, &bl);
-        tq_status st = tq_kvsnap_decode(ctx, r, NULL, &(tq_kvsnap_decode_options){2, NULL, 0, NULL, NULL}, f);
+        tq_status st = tq_kvsnap_decode(ctx, r, NULL, &(tq_kvsnap_decode_options){.threads = 2}, f);
         fclose(f);
         tqkv_close(r);
         if (!st) {
@@ -227,15 +227,15 @@ TEST(tqkv_append_equals_full_encode)
         CHECK(tqkv_open_memory(ctx, whole, gl, "whole.tqkv", &wr) == TQ_OK);
         char *o1 = NULL, *o2 = NULL;
         FILE *f1 = open_memstream(&o1, &d1), *f2 = open_memstream(&o2, &d2);
-        CHECK(tq_kvsnap_decode(ctx, ar, br, &(tq_kvsnap_decode_options){2, NULL, 0, NULL, NULL}, f1) == TQ_OK, "%s", tq_ctx_error(ctx));
-        CHECK(tq_kvsnap_decode(ctx, wr, NULL, &(tq_kvsnap_decode_options){2, NULL, 0, NULL, NULL}, f2) == TQ_OK);
+        CHECK(tq_kvsnap_decode(ctx, ar, br, &(tq_kvsnap_decode_options){.threads = 2}, f1) == TQ_OK, "%s", tq_ctx_error(ctx));
+        CHECK(tq_kvsnap_decode(ctx, wr, NULL, &(tq_kvsnap_decode_options){.threads = 2}, f2) == TQ_OK);
         fclose(f1), fclose(f2);
         CHECK(d1 == d2 && !memcmp(o1, o2, d1), "append+base and full encode decode differently (lossless %d)", lossless);
         if (lossless) CHECK(d1 == fl && !memcmp(o1, full, fl));
         FILE *f3 = fopen("/dev/null", "wb");
-        CHECK(tq_kvsnap_decode(ctx, ar, NULL, &(tq_kvsnap_decode_options){1, NULL, 0, NULL, NULL}, f3) == TQ_ERR_ARG && strstr(tq_ctx_error(ctx), "base.tqkv"),
+        CHECK(tq_kvsnap_decode(ctx, ar, NULL, &(tq_kvsnap_decode_options){.threads = 1}, f3) == TQ_ERR_ARG && strstr(tq_ctx_error(ctx), "base.tqkv"),
               "no base: %s", tq_ctx_error(ctx));
-        CHECK(tq_kvsnap_decode(ctx, ar, wr, &(tq_kvsnap_decode_options){1, NULL, 0, NULL, NULL}, f3) == TQ_ERR_ARG, "another snapshot as the base");
+        CHECK(tq_kvsnap_decode(ctx, ar, wr, &(tq_kvsnap_decode_options){.threads = 1}, f3) == TQ_ERR_ARG, "another snapshot as the base");
         fclose(f3);
         free(o1), free(o2);
         /* a state whose tokens do not continue the base's is refused */
