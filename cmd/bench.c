@@ -235,10 +235,12 @@ static int bench_weights(const bench_opts *o)
     rng_state = 7;
     for (size_t i = 0; i < n; i++) x[i] = (float)(0.02 * randn() * (i % 4096 == 17 ? 20 : 1));
     printf("tq bench weights: %zu Gaussian weights with rare outliers, median of %d runs\n", n, o->reps);
-    printf("Mw/s = million weights per second; ref = scalar reference kernel, simd = %s\n\n",
+    printf("Mw/s = million weights per second, one core unless 'all'.  fork = the fork's search\n"
+           "(bit-identical to quantize_row_tq4_1s_ref), scalar; tq = tq's search (per-half starts,\n"
+           "scales picked against their fp16 value), %s; ref = the scalar decoder\n\n",
            tq_simd_name(tq_simd_best()));
     printf("%-8s %5s %11s %11s | %8s %8s %5s | %8s %8s %5s | %7s %7s\n", "type", "bits", "relmse fork",
-           "relmse tq", "enc ref", "enc simd", "x", "dec ref", "dec simd", "x", "enc all", "dec all");
+           "relmse tq", "enc fork", "enc tq", "x", "dec ref", "dec simd", "x", "enc all", "dec all");
     tq_codec_kind kinds[2] = {TQ_CODEC_TQ4_1S, TQ_CODEC_TQ3_1S};
     for (int i = 0; i < 2; i++) {
         tq_codec_desc d = {kinds[i], 0, 0, 0, 0};
@@ -253,11 +255,15 @@ static int bench_weights(const bench_opts *o)
         tq_encode(ctx, c, x, n, blk);
         tq_decode(ctx, c, blk, n, y);
         double e_best = rel_mse(x, y, n);
-        speed_row r;
+        speed_row r, rf;
         bench_opts oo = *o;
         oo.cuda = 0;
-        int rc = measure(ctx, c, x, n, blk, y, &oo, n * 1e-6, &r);
+        tq_codec_set_weight_search(ctx, c, TQ_WSEARCH_FORK);
+        int rc = measure(ctx, c, x, n, blk, y, &oo, n * 1e-6, &rf);
+        tq_codec_set_weight_search(ctx, c, TQ_WSEARCH_BEST);
+        if (!rc) rc = measure(ctx, c, x, n, blk, y, &oo, n * 1e-6, &r);
         if (rc) return rc;
+        r.enc_scalar = rf.enc_scalar;
         printf("%-8s %5.2f %11.6f %11.6f | %8.1f %8.1f %5.1f | %8.1f %8.1f %5.1f | %7.1f %7.1f\n",
                tq_codec_name(c), 8.0 * tq_codec_block_bytes(c) / 32, e_fork, e_best, r.enc_scalar,
                r.enc_simd, r.enc_simd / r.enc_scalar, r.dec_scalar, r.dec_simd, r.dec_simd / r.dec_scalar,

@@ -182,8 +182,10 @@ typedef struct tq_codec_desc {
 } tq_codec_desc;
 
 /* Weight encoders: FORK reproduces the fork's grid search bit for bit; BEST
- * (the default) runs the same search and then re-picks each index against the
- * stored fp16 scale, so its squared error is never above the fork's. */
+ * (the default) runs the same search, re-picks each index against the stored
+ * fp16 scale, and also tries a second start per half-block (the grid value
+ * best for that half alone), keeping it only where its error is lower: its
+ * squared error is never above the fork's, block by block. */
 typedef enum tq_weight_search { TQ_WSEARCH_BEST = 0, TQ_WSEARCH_FORK = 1 } tq_weight_search;
 
 typedef struct tq_codec tq_codec;
