@@ -203,6 +203,14 @@ tq_status tq_codec_set_weight_search(tq_ctx *ctx, tq_codec *codec, tq_weight_sea
  * the bytes are the same for any thread count and SIMD level. */
 tq_status tq_encode(tq_ctx *ctx, const tq_codec *codec, const float *x, size_t n, void *blocks);
 tq_status tq_decode(tq_ctx *ctx, const tq_codec *codec, const void *blocks, size_t n, float *y);
+/* TQ3_1S/TQ4_1S with importance data (llama.cpp's imatrix: the mean squared
+ * activation of each input column).  x holds n_rows rows of row_len values
+ * (a multiple of 32); importance has row_len finite values >= 0 (NULL: plain
+ * tq_encode).  Each block starts from the codec's own search and is improved
+ * for the importance-weighted squared error in the weights' own basis; it
+ * keeps the plain result unless that error falls. */
+tq_status tq_encode_weighted(tq_ctx *ctx, const tq_codec *codec, const float *x, size_t n_rows, size_t row_len,
+                             const float *importance, void *blocks);
 /* KV codecs only: the values as the fork's to_float returns them, still in the
  * rotated domain (centroid * stored norm, no inverse rotation). */
 tq_status tq_decode_rotated(tq_ctx *ctx, const tq_codec *codec, const void *blocks, size_t n,
