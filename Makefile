@@ -127,6 +127,7 @@ bench: all $(TOOLS)
 	./tq bench weights
 	python3 tests/bench/inspect_large.py
 	python3 tests/bench/kv_snapshot.py
+	python3 tests/bench/quantize_model.py
 
 # libFuzzer targets (clang): `make fuzz FUZZ_SECONDS=60`.  clang lacks GCC's
 # __builtin_shuffle, so these builds carry the scalar kernels only.

@@ -152,6 +152,10 @@ uint64_t tq_gguf_tensor_offset(const tq_gguf *g, int64_t i);      /* within its 
 uint64_t tq_gguf_tensor_file_offset(const tq_gguf *g, int64_t i); /* absolute, in its shard */
 uint32_t tq_gguf_tensor_shard(const tq_gguf *g, int64_t i);
 const void *tq_gguf_tensor_data(const tq_gguf *g, int64_t i);
+/* Done with a tensor's data: its whole pages leave this process's resident
+ * set (a later access reads them again), so streaming through a model keeps
+ * memory flat. */
+void tq_gguf_tensor_release(const tq_gguf *g, int64_t i);
 
 /* ------------------------------------------------- writer */
 

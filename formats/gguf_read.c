@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -751,4 +752,15 @@ uint64_t tq_gguf_tensor_file_offset(const tq_gguf *g, int64_t i)
 const void *tq_gguf_tensor_data(const tq_gguf *g, int64_t i)
 {
     return g->sh[g->t[i].shard].map + tq_gguf_tensor_file_offset(g, i);
+}
+
+void tq_gguf_tensor_release(const tq_gguf *g, int64_t i)
+{
+    const shard *s = &g->sh[g->t[i].shard];
+    if (!s->mapped) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)tq_gguf_tensor_data(g, i), e = a + tq_gguf_tensor_nbytes(g, i);
+    a = (a + page - 1) & ~(page - 1); /* whole pages only: neighbours may still be in use */
+    e &= ~(page - 1);
+    if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
 }

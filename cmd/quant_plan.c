@@ -1,0 +1,164 @@
+/* quant_plan.c - see quant_plan.h. */
+#include "quant_plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int type;
+} types[] = {{"tq4_1s", TQ_DT_TQ4_1S}, {"tq3_1s", TQ_DT_TQ3_1S}, {"q8_0", TQ_DT_Q8_0}, {"q4_0", TQ_DT_Q4_0},
+             {"f16", TQ_DT_F16},       {"bf16", TQ_DT_BF16},     {"f32", TQ_DT_F32},   {"keep", QT_KEEP}};
+
+int qp_parse_type(const char *s)
+{
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (!strcasecmp(s, types[i].name)) return types[i].type;
+    return -2;
+}
+
+const char *qp_type_name(int t)
+{
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (types[i].type == t) return types[i].name;
+    return "?";
+}
+
+static const char *const policies[] = {"all", "attn", "config-i"};
+const char *qp_policy_name(qp_policy p) { return policies[p]; }
+int qp_parse_policy(const char *s, qp_policy *p)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcasecmp(s, policies[i])) return *p = (qp_policy)i, 0;
+    return -1;
+}
+
+int qp_add_rule(quant_plan *p, const char *spec, char *err, size_t errlen)
+{
+    const char *eq = strrchr(spec, '=');
+    if (!eq || eq == spec) return snprintf(err, errlen, "'%s' is not REGEX=TYPE", spec), -1;
+    int t = qp_parse_type(eq + 1);
+    if (t == -2)
+        return snprintf(err, errlen, "'%s': unknown type '%s' (tq4_1s tq3_1s q8_0 q4_0 f16 bf16 f32 keep)", spec, eq + 1),
+               -1;
+    qp_rule *r = realloc(p->rules, (p->n_rules + 1) * sizeof *r);
+    if (!r) return snprintf(err, errlen, "out of memory"), -1;
+    p->rules = r;
+    r = &p->rules[p->n_rules];
+    r->src = strndup(spec, (size_t)(eq - spec));
+    if (!r->src) return snprintf(err, errlen, "out of memory"), -1;
+    int rc = regcomp(&r->re, r->src, REG_EXTENDED | REG_NOSUB);
+    if (rc) {
+        char m[128];
+        regerror(rc, &r->re, m, sizeof m);
+        snprintf(err, errlen, "'%s': bad regular expression: %s", spec, m);
+        free(r->src);
+        return -1;
+    }
+    r->type = t;
+    p->n_rules++;
+    return 0;
+}
+
+int qp_add_rules_file(quant_plan *p, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return snprintf(err, errlen, "%s: cannot open", path), -1;
+    char line[4096];
+    int n = 0, rc = 0;
+    while (!rc && fgets(line, sizeof line, f)) {
+        n++;
+        size_t l = strlen(line);
+        while (l && (line[l - 1] == '\n' || line[l - 1] == '\r' || line[l - 1] == ' ' || line[l - 1] == '\t')) line[--l] = 0;
+        char *s = line;
+        while (*s == ' ' || *s == '\t') s++;
+        if (!*s || *s == '#') continue;
+        char e[512];
+        if (qp_add_rule(p, s, e, sizeof e)) {
+            snprintf(err, errlen, "%s:%d: %s", path, n, e);
+            rc = -1;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+void qp_free(quant_plan *p)
+{
+    for (size_t i = 0; i < p->n_rules; i++) {
+        regfree(&p->rules[i].re);
+        free(p->rules[i].src);
+    }
+    free(p->rules);
+    p->rules = NULL;
+    p->n_rules = 0;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+int qp_eligible(const char *name, uint32_t n_dims)
+{
+    if (n_dims < 2 || !ends_with(name, "weight")) return 0;
+    static const char *const never[] = {"_norm.weight", "ffn_gate_inp.weight", "position_embd", "pos_embd",
+                                        "token_types", "ssm_conv1d", "rel_attn_b", "norm.weight"};
+    for (size_t i = 0; i < sizeof never / sizeof *never; i++)
+        if (strstr(name, never[i])) return 0;
+    return 1;
+}
+
+int qp_layer_of(const char *name)
+{
+    if (strncmp(name, "blk.", 4)) return -1;
+    char *end;
+    long l = strtol(name + 4, &end, 10);
+    return end != name + 4 && *end == '.' && l >= 0 && l < 1000000 ? (int)l : -1;
+}
+
+/* the part after "blk.N." */
+static const char *role_of(const char *name)
+{
+    const char *r = name;
+    if (qp_layer_of(name) >= 0) r = strchr(name + 4, '.') + 1;
+    return r;
+}
+
+static int starts(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
+
+static int is_attn(const char *r)
+{
+    return starts(r, "attn_q.") || starts(r, "attn_k.") || starts(r, "attn_v.") || starts(r, "attn_output.") ||
+           starts(r, "attn_qkv.");
+}
+
+static int block_of(int t) { return t == TQ_DT_TQ4_1S || t == TQ_DT_TQ3_1S || t == TQ_DT_Q8_0 || t == TQ_DT_Q4_0 ? 32 : 1; }
+
+int qp_choose(const quant_plan *p, const char *name, uint32_t n_dims, const int64_t *ne, int *fallback, int *wanted)
+{
+    *fallback = 0;
+    if (!qp_eligible(name, n_dims)) return *wanted = QT_KEEP;
+    const char *r = role_of(name);
+    int layer = qp_layer_of(name), t = QT_KEEP;
+    switch (p->policy) {
+    case QP_ALL: t = p->type; break;
+    case QP_ATTN: t = is_attn(r) ? p->type : QT_KEEP; break;
+    case QP_CONFIG_I:
+        if (is_attn(r) || starts(r, "ffn_gate") || starts(r, "ffn_up")) t = p->type;
+        else if (starts(r, "ffn_down")) t = p->ffn_down_type;
+        break;
+    }
+    int b = p->boundary_layers >= 0 ? p->boundary_layers : p->policy == QP_CONFIG_I ? 2 : 0;
+    if (t != QT_KEEP && layer >= 0 && (layer < b || (int64_t)layer >= (int64_t)p->n_layers - b)) t = TQ_DT_Q8_0;
+    for (size_t i = 0; i < p->n_rules; i++)
+        if (!regexec(&p->rules[i].re, name, 0, NULL, 0)) t = p->rules[i].type;
+    *wanted = t;
+    if (t != QT_KEEP && ne[0] % block_of(t)) {
+        *fallback = 1;
+        t = TQ_DT_F16;
+    }
+    return t;
+}

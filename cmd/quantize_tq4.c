@@ -1,0 +1,513 @@
+/* quantize_tq4.c - `tq quantize-tq4`: a GGUF model to TQ4_1S / TQ3_1S (and
+ * Q8_0, Q4_0, F16, BF16, F32) tensors by policy, streamed tensor by tensor
+ * from the mapped input: a bounded slice of rows is dequantized, coded, and
+ * checked by decoding it again, so memory does not grow with the model. */
+#include "cli.h"
+#include "gguf.h"
+#include "imatrix.h"
+#include "json.h"
+#include "progress.h"
+#include "quant_plan.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SLICE_VALUES (4u << 20) /* values per slice: 16 MiB of float32 */
+
+void help_quantize_tq4(void)
+{
+    printf("usage: tq quantize-tq4 [options] IN.gguf OUT.gguf\n\n"
+           "Writes IN with the tensors a policy selects in TQ4_1S or TQ3_1S (the TurboQuant+ fork's\n"
+           "weight types), others as the policy says, with llama-quantize's conventions.\n\n"
+           "  --type tq4_1s|tq3_1s     the type for the selected tensors (default tq4_1s)\n"
+           "  --policy all|attn|config-i\n"
+           "                           all: every quantizable weight; attn: attention Q/K/V/O;\n"
+           "                           config-i (default): attention and FFN gate/up in --type,\n"
+           "                           FFN down in q8_0, the first and last 2 layers in q8_0,\n"
+           "                           embeddings and output kept\n"
+           "  --boundary-layers N      layers at each end in q8_0 (default: 2 for config-i, else 0)\n"
+           "  --ffn-down-type T        config-i's type for ffn_down (default q8_0)\n"
+           "  --tensor-type REGEX=T    type for tensors whose name matches (repeatable, last match\n"
+           "                           wins); T: tq4_1s tq3_1s q8_0 q4_0 f16 bf16 f32 keep\n"
+           "  --tensor-type-file F     the same, one REGEX=T per line\n"
+           "  --keep REGEX             copy matching tensors as they are\n"
+           "  --allow-requantize       accept Q4_0/Q4_1/Q5_0/Q5_1 inputs (dequantized first)\n"
+           "  --imatrix FILE           llama.cpp importance matrix (GGUF or .dat): TQ3_1S/TQ4_1S\n"
+           "                           minimise importance-weighted error\n"
+           "  --simulate[=f16]         write every converted tensor as its dequantized values in F32\n"
+           "                           (or F16): a model stock llama.cpp runs, to judge the quality\n"
+           "  --search best|fork       tq's search (default) or the fork's, bit for bit\n"
+           "  --dry-run                the plan and sizes; nothing is written\n"
+           "  --json                   a JSON report on stdout\n"
+           "  --type-profile NAME      type-id numbering (see tq inspect)\n"
+           "  --threads N, --quiet\n");
+}
+
+typedef struct opts {
+    const char *in, *out, *imatrix, *profile_name;
+    quant_plan plan;
+    int allow_requantize, simulate, dry_run, json, quiet, search_fork;
+    long threads;
+} opts;
+
+/* One tensor's fate. */
+typedef struct tjob {
+    int64_t i;
+    const tq_ggml_type *in_ty, *out_ty;
+    int out;      /* output dtype, or QT_KEEP */
+    int convert;  /* decoded and coded again (else copied byte for byte) */
+    int fallback, wanted;
+    uint64_t in_bytes, out_bytes;
+    double rel_err, wrel_err; /* NAN when not measured */
+    int weighted;
+} tjob;
+
+static int parse(int argc, char **argv, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->plan.type = TQ_DT_TQ4_1S;
+    o->plan.policy = QP_CONFIG_I;
+    o->plan.boundary_layers = -1;
+    o->plan.ffn_down_type = TQ_DT_Q8_0;
+    char err[600];
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        const char *a = argv[i];
+        if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) o->quiet = 1;
+        else if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--dry-run")) o->dry_run = 1;
+        else if (!strcmp(a, "--allow-requantize")) o->allow_requantize = 1;
+        else if (!strcmp(a, "--simulate") || !strcmp(a, "--simulate=f32")) o->simulate = TQ_DT_F32 + 1;
+        else if (!strcmp(a, "--simulate=f16")) o->simulate = TQ_DT_F16 + 1;
+        else if ((v = cli_opt_value(argc, argv, &i, "--type"))) {
+            int t = qp_parse_type(v);
+            if (t != TQ_DT_TQ4_1S && t != TQ_DT_TQ3_1S) return cli_usage_error("--type: '%s' is not tq4_1s or tq3_1s", v);
+            o->plan.type = t;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--policy"))) {
+            if (qp_parse_policy(v, &o->plan.policy)) return cli_usage_error("--policy: '%s' is not all, attn or config-i", v);
+        } else if ((v = cli_opt_value(argc, argv, &i, "--boundary-layers"))) {
+            long n;
+            if (cli_parse_long("--boundary-layers", v, 0, 100000, &n)) return TQ_EXIT_USAGE;
+            o->plan.boundary_layers = (int)n;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--ffn-down-type"))) {
+            int t = qp_parse_type(v);
+            if (t == -2) return cli_usage_error("--ffn-down-type: unknown type '%s'", v);
+            o->plan.ffn_down_type = t;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--tensor-type"))) {
+            if (qp_add_rule(&o->plan, v, err, sizeof err)) return cli_usage_error("--tensor-type: %s", err);
+        } else if ((v = cli_opt_value(argc, argv, &i, "--tensor-type-file"))) {
+            if (qp_add_rules_file(&o->plan, v, err, sizeof err)) return cli_usage_error("--tensor-type-file: %s", err);
+        } else if ((v = cli_opt_value(argc, argv, &i, "--keep"))) {
+            char spec[4200];
+            snprintf(spec, sizeof spec, "%s=keep", v);
+            if (qp_add_rule(&o->plan, spec, err, sizeof err)) return cli_usage_error("--keep: %s", err);
+        } else if ((v = cli_opt_value(argc, argv, &i, "--imatrix"))) {
+            o->imatrix = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--search"))) {
+            if (strcmp(v, "best") && strcmp(v, "fork")) return cli_usage_error("--search: '%s' is not best or fork", v);
+            o->search_fork = !strcmp(v, "fork");
+        } else if ((v = cli_opt_value(argc, argv, &i, "--type-profile"))) {
+            o->profile_name = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--threads"))) {
+            if (cli_parse_long("--threads", v, 0, 4096, &o->threads)) return TQ_EXIT_USAGE;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error("unknown option '%s' (see tq help quantize-tq4)", a);
+        } else if (!o->in) {
+            o->in = a;
+        } else if (!o->out) {
+            o->out = a;
+        } else {
+            return cli_usage_error("too many arguments ('%s')", a);
+        }
+    }
+    if (!o->in) return cli_usage_error("which model? (see tq help quantize-tq4)");
+    if (!o->out && !o->dry_run) return cli_usage_error("where to? give OUT.gguf (or --dry-run)");
+    return 0;
+}
+
+static int is_float_dtype(int d) { return d == TQ_DT_F32 || d == TQ_DT_F16 || d == TQ_DT_BF16; }
+
+static void fmt_shape(char *b, size_t n, const int64_t *ne)
+{
+    snprintf(b, n, "[%5" PRId64 ", %5" PRId64 ", %5" PRId64 ", %5" PRId64 "]", ne[0], ne[1], ne[2], ne[3]);
+}
+
+/* Decides every tensor before anything is written, so a refusal leaves no file. */
+static int make_plan(tq_ctx *ctx, const tq_gguf *g, opts *o, tq_type_profile prof, tjob *jobs)
+{
+    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
+        tjob *j = &jobs[i];
+        const char *name = tq_gguf_tensor_name(g, i);
+        const int64_t *ne = tq_gguf_tensor_ne(g, i);
+        j->i = i;
+        j->in_ty = tq_gguf_tensor_type(g, i);
+        j->in_bytes = tq_gguf_tensor_nbytes(g, i);
+        j->rel_err = j->wrel_err = NAN;
+        j->out = qp_choose(&o->plan, name, tq_gguf_tensor_n_dims(g, i), ne, &j->fallback, &j->wanted);
+        if (j->out != QT_KEEP && j->in_ty->dtype == j->out) j->out = QT_KEEP; /* already that type: no loss */
+        j->convert = j->out != QT_KEEP;
+        if (j->convert) {
+            int d = j->in_ty->dtype;
+            if (d < 0)
+                return cli_runtime_error("%s: tensor %s is %s, which tq cannot dequantize; keep it (--keep '%s') or "
+                                         "convert from an F16/F32 model",
+                                         o->in, name, j->in_ty->name, name);
+            if (!is_float_dtype(d) && d != TQ_DT_Q8_0 && !o->allow_requantize)
+                return cli_runtime_error("%s: tensor %s is %s: requantizing it loses accuracy; pass --allow-requantize "
+                                         "to accept that",
+                                         o->in, name, j->in_ty->name);
+        }
+        int written = !j->convert ? -1 : o->simulate ? o->simulate - 1 : j->out;
+        j->out_ty = written < 0 ? j->in_ty : tq_ggml_type_by_name(prof, qp_type_name(written));
+        if (!j->out_ty)
+            return cli_runtime_error("type profile %s has no %s type id", tq_type_profile_name(prof), qp_type_name(written));
+        j->out_bytes = (uint64_t)(tq_gguf_tensor_nelements(g, i) / j->out_ty->block) * j->out_ty->bytes;
+    }
+    (void)ctx;
+    return 0;
+}
+
+/* ---------------------------------------------------------- converting */
+
+typedef struct conv {
+    tq_ctx *ctx;
+    tq_codec *codec[2]; /* TQ4_1S, TQ3_1S */
+    const tq_imatrix *im;
+    float *x, *y;
+    uint8_t *blk;
+    int threads;
+} conv;
+
+/* Rows [r0, r0+nr) of a tensor as float32, in parallel. */
+static void dequant_rows(const tq_ggml_type *ty, const uint8_t *src, int64_t ne0, size_t nr, float *x, int threads)
+{
+    size_t rb = (size_t)(ne0 / ty->block) * ty->bytes;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t r = 0; r < nr; r++) tq_dequantize(NULL, (tq_dtype)ty->dtype, src + r * rb, (size_t)ne0, x + r * ne0);
+}
+
+static void quant_rows(int t, const float *x, int64_t ne0, size_t nr, uint8_t *out, int threads)
+{
+    size_t rb = (size_t)ne0 / tq_dtype_block_values((tq_dtype)t) * tq_dtype_block_bytes((tq_dtype)t);
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t r = 0; r < nr; r++) tq_quantize(NULL, (tq_dtype)t, x + r * ne0, (size_t)ne0, out + r * rb);
+}
+
+static void dequant_out(int t, const uint8_t *in, int64_t ne0, size_t nr, float *y, int threads)
+{
+    size_t rb = (size_t)ne0 / tq_dtype_block_values((tq_dtype)t) * tq_dtype_block_bytes((tq_dtype)t);
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t r = 0; r < nr; r++) tq_dequantize(NULL, (tq_dtype)t, in + r * rb, (size_t)ne0, y + r * ne0);
+}
+
+static tq_status convert(conv *cv, const tq_gguf *g, tjob *j, const opts *o, tq_gguf_writer *w, progress *pr,
+                         uint64_t *done, uint64_t total)
+{
+    const int64_t *ne = tq_gguf_tensor_ne(g, j->i);
+    int64_t ne0 = ne[0];
+    size_t rows = (size_t)(tq_gguf_tensor_nelements(g, j->i) / ne0);
+    size_t per = SLICE_VALUES / (size_t)ne0 ? SLICE_VALUES / (size_t)ne0 : 1;
+    const uint8_t *src = tq_gguf_tensor_data(g, j->i);
+    size_t in_rb = (size_t)(ne0 / j->in_ty->block) * j->in_ty->bytes;
+    size_t out_rb = (size_t)ne0 / tq_dtype_block_values((tq_dtype)j->out) * tq_dtype_block_bytes((tq_dtype)j->out);
+    const float *imp = NULL;
+    uint64_t nimp = 0;
+    if (cv->im && (j->out == TQ_DT_TQ4_1S || j->out == TQ_DT_TQ3_1S)) {
+        imp = tq_imatrix_get(cv->im, tq_gguf_tensor_name(g, j->i), &nimp);
+        if (imp && nimp != (uint64_t)ne0 * (uint64_t)ne[2])
+            return tq_ctx_set_error(cv->ctx, TQ_ERR_FORMAT, "the imatrix has %" PRIu64 " values for %s, which needs %" PRId64,
+                                    nimp, tq_gguf_tensor_name(g, j->i), ne0 * ne[2]);
+        j->weighted = imp != NULL;
+    }
+    tq_codec *c = j->out == TQ_DT_TQ4_1S ? cv->codec[0] : j->out == TQ_DT_TQ3_1S ? cv->codec[1] : NULL;
+    double se = 0, sx = 0, wse = 0, wsx = 0;
+    tq_status st = TQ_OK;
+    for (size_t r0 = 0; r0 < rows && !st; r0 += per) {
+        size_t nr = rows - r0 < per ? rows - r0 : per;
+        size_t nv = nr * (size_t)ne0;
+        dequant_rows(j->in_ty, src + r0 * in_rb, ne0, nr, cv->x, cv->threads);
+        if (c && imp) { /* rows of one expert at a time: each has its own importances */
+            size_t rpe = (size_t)ne[1];
+            for (size_t r = 0; r < nr && !st;) {
+                size_t e = (r0 + r) / rpe, n = rpe - (r0 + r) % rpe;
+                if (n > nr - r) n = nr - r;
+                st = tq_encode_weighted(cv->ctx, c, cv->x + r * ne0, n, (size_t)ne0, imp + e * ne0, cv->blk + r * out_rb);
+                r += n;
+            }
+        } else if (c) {
+            st = tq_encode(cv->ctx, c, cv->x, nv, cv->blk);
+        } else {
+            quant_rows(j->out, cv->x, ne0, nr, cv->blk, cv->threads);
+        }
+        if (st) break;
+        dequant_out(j->out, cv->blk, ne0, nr, cv->y, cv->threads);
+        for (size_t k = 0; k < nv; k++) { /* in order: the same sums for any thread count */
+            double d = (double)cv->x[k] - cv->y[k];
+            se += d * d;
+            sx += (double)cv->x[k] * cv->x[k];
+            if (imp) {
+                double wv = imp[((r0 + k / (size_t)ne0) / (size_t)ne[1]) * (size_t)ne0 + k % (size_t)ne0];
+                wse += wv * d * d;
+                wsx += wv * cv->x[k] * cv->x[k];
+            }
+        }
+        if (o->simulate == TQ_DT_F16 + 1) {
+            quant_rows(TQ_DT_F16, cv->y, ne0, nr, cv->blk, cv->threads);
+            st = tq_gguf_writer_write(w, cv->blk, nv * 2);
+        } else if (o->simulate) {
+            st = tq_gguf_writer_write(w, cv->y, nv * 4);
+        } else {
+            st = tq_gguf_writer_write(w, cv->blk, nr * out_rb);
+        }
+        *done += nr * in_rb;
+        progress_update(pr, *done, total, "bytes");
+    }
+    j->rel_err = sx > 0 ? se / sx : 0.0;
+    if (imp) j->wrel_err = wsx > 0 ? wse / wsx : 0.0;
+    return st;
+}
+
+/* ---------------------------------------------------------- reporting */
+
+static void log_line(const tq_gguf *g, const tjob *j, int64_t n, const opts *o)
+{
+    char shape[96];
+    fmt_shape(shape, sizeof shape, tq_gguf_tensor_ne(g, j->i));
+    fprintf(stderr, "[%4" PRId64 "/%4" PRId64 "] %-36s - %s, type = %6s, ", j->i + 1, n, tq_gguf_tensor_name(g, j->i),
+            shape, j->in_ty->name);
+    if (!j->convert) fprintf(stderr, "%s .. size = %8.2f MiB\n", o->dry_run ? "keep" : "copying", j->in_bytes / 1048576.0);
+    else {
+        fprintf(stderr, "%s %s%s .. size = %8.2f MiB -> %8.2f MiB", o->dry_run ? "would convert to" : "converting to",
+                qp_type_name(j->out), o->simulate ? " (simulated)" : "", j->in_bytes / 1048576.0,
+                (uint64_t)(tq_gguf_tensor_nelements(g, j->i) / tq_dtype_block_values((tq_dtype)j->out)) *
+                    tq_dtype_block_bytes((tq_dtype)j->out) / 1048576.0);
+        if (!isnan(j->rel_err)) fprintf(stderr, ", rel err %.3g", j->rel_err);
+        if (j->weighted) fprintf(stderr, " (weighted %.3g)", j->wrel_err);
+        if (j->fallback) fprintf(stderr, " [fallback: rows of %" PRId64 " are not whole blocks of 32 for %s]",
+                                 tq_gguf_tensor_ne(g, j->i)[0], qp_type_name(j->wanted));
+        fputc('\n', stderr);
+    }
+}
+
+static void json_report(const tq_gguf *g, const tjob *jobs, int64_t n, const opts *o, double secs, uint64_t in_b,
+                        uint64_t out_b, uint64_t weights)
+{
+    printf("{\"input\": ");
+    json_cstr(stdout, o->in);
+    printf(", \"output\": ");
+    if (o->out && !o->dry_run) json_cstr(stdout, o->out);
+    else printf("null");
+    printf(", \"type\": \"%s\", \"policy\": \"%s\", \"simulate\": %s, \"dry_run\": %s, \"imatrix\": ", qp_type_name(o->plan.type),
+           qp_policy_name(o->plan.policy), o->simulate ? "true" : "false", o->dry_run ? "true" : "false");
+    if (o->imatrix) json_cstr(stdout, o->imatrix);
+    else printf("null");
+    printf(",\n \"tensors\": [");
+    for (int64_t i = 0; i < n; i++) {
+        const tjob *j = &jobs[i];
+        const int64_t *ne = tq_gguf_tensor_ne(g, i);
+        printf("%s\n  {\"index\": %" PRId64 ", \"name\": ", i ? "," : "", i);
+        json_cstr(stdout, tq_gguf_tensor_name(g, i));
+        printf(", \"shape\": [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "], \"from\": \"%s\", \"to\": \"%s\", "
+               "\"written_as\": \"%s\", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64 ", \"fallback\": %s, \"rel_error\": ",
+               ne[0], ne[1], ne[2], ne[3], j->in_ty->name, j->convert ? qp_type_name(j->out) : j->in_ty->name,
+               j->out_ty->name, j->in_bytes, j->out_bytes, j->fallback ? "true" : "false");
+        json_double(stdout, j->rel_err, 6);
+        printf(", \"weighted_rel_error\": ");
+        json_double(stdout, j->weighted ? j->wrel_err : NAN, 6);
+        printf("}");
+    }
+    printf("\n ],\n \"summary\": {\"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64 ", \"bpw_in\": ", in_b, out_b);
+    json_double(stdout, weights ? 8.0 * in_b / weights : 0, 6);
+    printf(", \"bpw_out\": ");
+    json_double(stdout, weights ? 8.0 * out_b / weights : 0, 6);
+    int64_t nf = 0, nc = 0;
+    for (int64_t i = 0; i < n; i++) nf += jobs[i].fallback, nc += jobs[i].convert;
+    printf(", \"converted\": %" PRId64 ", \"fallbacks\": %" PRId64 ", \"seconds\": ", nc, nf);
+    json_double(stdout, secs, 4);
+    printf("}}\n");
+}
+
+/* ---------------------------------------------------------- the command */
+
+static int ftype_of(int t) { return t == TQ_DT_TQ4_1S ? 44 : 43; } /* the fork's LLAMA_FTYPE_MOSTLY_TQ4_1S / TQ3_1S */
+
+static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const opts *o, const tjob *jobs, int64_t n)
+{
+    tq_status st = tq_gguf_writer_copy_kvs(w, g);
+    if (!st && !o->simulate) st = tq_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype_of(o->plan.type));
+    if (!st) st = tq_gguf_writer_set_u32(w, "general.quantization_version", 2);
+    if (!st) st = tq_gguf_writer_set_str(w, "tq.quantize.tool", "tq " TQ_VERSION_STRING, strlen("tq " TQ_VERSION_STRING));
+    const char *ty = qp_type_name(o->plan.type), *pol = qp_policy_name(o->plan.policy);
+    if (!st) st = tq_gguf_writer_set_str(w, "tq.quantize.type", ty, strlen(ty));
+    if (!st) st = tq_gguf_writer_set_str(w, "tq.quantize.policy", pol, strlen(pol));
+    if (!st) st = tq_gguf_writer_set_str(w, "tq.quantize.search", o->search_fork ? "fork" : "best", 4);
+    if (!st) st = tq_gguf_writer_set_u32(w, "tq.quantize.simulated", o->simulate ? 1 : 0);
+    if (!st && o->imatrix) {
+        const char *b = strrchr(o->imatrix, '/');
+        b = b ? b + 1 : o->imatrix;
+        st = tq_gguf_writer_set_str(w, "tq.quantize.imatrix", b, strlen(b));
+    }
+    /* per output type: how many tensors */
+    static const int kinds[] = {TQ_DT_TQ4_1S, TQ_DT_TQ3_1S, TQ_DT_Q8_0, TQ_DT_Q4_0, TQ_DT_F16, TQ_DT_BF16, TQ_DT_F32};
+    char buf[7][32];
+    const char *strs[8];
+    uint64_t lens[8], k = 0;
+    for (size_t t = 0; t < 7; t++) {
+        int64_t c = 0;
+        for (int64_t i = 0; i < n; i++) c += jobs[i].convert && jobs[i].out == kinds[t];
+        if (!c) continue;
+        snprintf(buf[k], sizeof buf[k], "%s=%" PRId64, qp_type_name(kinds[t]), c);
+        strs[k] = buf[k];
+        lens[k] = strlen(buf[k]);
+        k++;
+    }
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; i++) kept += !jobs[i].convert;
+    char kb[32];
+    snprintf(kb, sizeof kb, "kept=%" PRId64, kept);
+    strs[k] = kb;
+    lens[k++] = strlen(kb);
+    if (!st) st = tq_gguf_writer_set_array(w, "tq.quantize.counts", TQ_GGUF_STRING, k, strs, lens);
+    return st;
+}
+
+int cmd_quantize_tq4(int argc, char **argv)
+{
+    opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc) {
+        qp_free(&o.plan);
+        return rc;
+    }
+    tq_gguf_options gopt = {TQ_PROFILE_DEFAULT, 0};
+    if (o.profile_name) {
+        if (tq_type_profile_parse(o.profile_name, &gopt.profile)) {
+            qp_free(&o.plan);
+            return cli_usage_error("--type-profile: unknown profile '%s'", o.profile_name);
+        }
+        gopt.profile_explicit = 1;
+    }
+    double t0 = cli_now();
+    tq_ctx *ctx = tq_ctx_new();
+    if (!ctx) return cli_runtime_error("out of memory");
+    tq_ctx_set_threads(ctx, (int)o.threads);
+    tq_gguf *g = NULL;
+    tq_imatrix *im = NULL;
+    tjob *jobs = NULL;
+    conv cv = {ctx, {NULL, NULL}, NULL, NULL, NULL, NULL, (int)o.threads};
+    tq_gguf_writer *w = NULL;
+    if (tq_gguf_open(ctx, o.in, &gopt, &g)) {
+        rc = cli_lib_error(ctx);
+        goto done;
+    }
+    tq_type_profile prof = tq_gguf_profile(g);
+    uint64_t alen = 0;
+    const char *arch = tq_gguf_get_str(g, "general.architecture", "", &alen);
+    char key[160];
+    snprintf(key, sizeof key, "%.*s.block_count", (int)(alen < 100 ? alen : 100), arch);
+    o.plan.n_layers = (uint32_t)tq_gguf_get_int(g, key, 0);
+    if (o.imatrix && tq_imatrix_open(ctx, o.imatrix, &im)) {
+        rc = cli_lib_error(ctx);
+        goto done;
+    }
+    cv.im = im;
+    int64_t n = tq_gguf_n_tensors(g);
+    jobs = calloc((size_t)(n ? n : 1), sizeof *jobs);
+    if (!jobs) {
+        rc = cli_runtime_error("out of memory");
+        goto done;
+    }
+    if ((rc = make_plan(ctx, g, &o, prof, jobs))) goto done;
+    uint64_t in_b = 0, out_b = 0, weights = 0, total = 0, done_b = 0;
+    int64_t widest = 1;
+    for (int64_t i = 0; i < n; i++) {
+        in_b += jobs[i].in_bytes;
+        out_b += jobs[i].out_bytes;
+        weights += (uint64_t)tq_gguf_tensor_nelements(g, i);
+        total += jobs[i].in_bytes;
+        if (jobs[i].convert && tq_gguf_tensor_ne(g, i)[0] > widest) widest = tq_gguf_tensor_ne(g, i)[0];
+    }
+    if (im && !o.quiet) { /* an imatrix that names none of the TQ tensors is worth a word */
+        int any = 0;
+        for (int64_t i = 0; i < n && !any; i++) {
+            uint64_t m;
+            any = jobs[i].convert && (jobs[i].out == TQ_DT_TQ4_1S || jobs[i].out == TQ_DT_TQ3_1S) &&
+                  tq_imatrix_get(im, tq_gguf_tensor_name(g, i), &m);
+        }
+        if (!any) fprintf(stderr, "tq quantize-tq4: warning: %s has no entry for any TQ tensor of %s\n", o.imatrix, o.in);
+    }
+    progress pr;
+    progress_init(&pr, o.quiet || o.json);
+    if (o.dry_run) {
+        for (int64_t i = 0; i < n && !o.quiet; i++) log_line(g, &jobs[i], n, &o);
+    } else {
+        size_t per = SLICE_VALUES / (size_t)widest ? SLICE_VALUES / (size_t)widest : 1;
+        size_t slice = per * (size_t)widest;
+        cv.x = malloc(slice * sizeof(float));
+        cv.y = malloc(slice * sizeof(float));
+        cv.blk = malloc(slice * sizeof(float)); /* at most f32-sized output */
+        tq_codec_desc d4 = {TQ_CODEC_TQ4_1S, 0, 0, 0, 0}, d3 = {TQ_CODEC_TQ3_1S, 0, 0, 0, 0};
+        if (!cv.x || !cv.y || !cv.blk || tq_codec_new(ctx, &d4, &cv.codec[0]) || tq_codec_new(ctx, &d3, &cv.codec[1])) {
+            rc = cli_runtime_error("out of memory");
+            goto done;
+        }
+        for (int k = 0; k < 2 && o.search_fork; k++) tq_codec_set_weight_search(ctx, cv.codec[k], TQ_WSEARCH_FORK);
+        tq_status st = tq_gguf_writer_new(ctx, &w);
+        if (!st) st = write_meta(w, g, &o, jobs, n);
+        if (!st) st = tq_gguf_writer_set_profile(w, prof);
+        for (int64_t i = 0; i < n && !st; i++)
+            st = tq_gguf_writer_add_tensor(w, tq_gguf_tensor_name(g, i), jobs[i].out_ty->id, tq_gguf_tensor_n_dims(g, i),
+                                           tq_gguf_tensor_ne(g, i));
+        const char *inputs[2] = {o.in, o.imatrix ? o.imatrix : o.in};
+        if (!st) st = tq_gguf_writer_open(w, o.out, inputs, 2);
+        for (int64_t i = 0; i < n && !st; i++) {
+            tjob *j = &jobs[i];
+            if (j->convert) {
+                st = convert(&cv, g, j, &o, w, &pr, &done_b, total);
+            } else {
+                st = tq_gguf_writer_write(w, tq_gguf_tensor_data(g, i), j->in_bytes);
+                done_b += j->in_bytes;
+                progress_update(&pr, done_b, total, "bytes");
+            }
+            tq_gguf_tensor_release(g, i);
+            if (!st && !o.quiet && !o.json) {
+                progress_end(&pr);
+                log_line(g, j, n, &o);
+            }
+        }
+        progress_end(&pr);
+        if (!st) st = tq_gguf_writer_finish(w);
+        if (st) {
+            rc = cli_lib_error(ctx);
+            goto done;
+        }
+    }
+    double secs = cli_now() - t0;
+    if (o.json) {
+        json_report(g, jobs, n, &o, secs, in_b, out_b, weights);
+    } else if (!o.quiet) {
+        int64_t nf = 0, nc = 0;
+        for (int64_t i = 0; i < n; i++) nf += jobs[i].fallback, nc += jobs[i].convert;
+        fprintf(stderr, "model size  = %10.2f MiB (%.2f BPW)\n", in_b / 1048576.0, weights ? 8.0 * in_b / weights : 0);
+        fprintf(stderr, "quant size  = %10.2f MiB (%.2f BPW)%s\n", out_b / 1048576.0, weights ? 8.0 * out_b / weights : 0,
+                o.simulate ? ", simulated: written as dequantized values" : "");
+        fprintf(stderr, "tensors     = %" PRId64 " converted, %" PRId64 " kept, %" PRId64 " fallback%s\n", nc, n - nc, nf,
+                nf == 1 ? "" : "s");
+        if (!o.dry_run)
+            fprintf(stderr, "time        = %.2f s, %.1f MB/s of input\n", secs, secs > 0 ? in_b / secs / 1e6 : 0.0);
+    }
+done:
+    if (w) tq_gguf_writer_free(w);
+    tq_codec_free(cv.codec[0]);
+    tq_codec_free(cv.codec[1]);
+    free(cv.x), free(cv.y), free(cv.blk);
+    free(jobs);
+    tq_imatrix_close(im);
+    tq_gguf_close(g);
+    tq_ctx_free(ctx);
+    qp_free(&o.plan);
+    return rc;
+}
