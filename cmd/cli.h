@@ -38,6 +38,8 @@ int cmd_encode_kvdump(int argc, char **argv);
 void help_encode_kvdump(void);
 int cmd_decode_kvdump(int argc, char **argv);
 int cmd_quantize_tq4(int argc, char **argv);
+int cmd_rotate_weights(int argc, char **argv);
+void help_rotate_weights(void);
 void help_quantize_tq4(void);
 void help_decode_kvdump(void);
 

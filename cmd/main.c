@@ -7,7 +7,7 @@
 static void help_stub(void) {}
 
 static const cli_command commands[] = {
-    {"rotate-weights", "fold exact orthogonal rotations into a GGUF model", NULL, help_stub},
+    {"rotate-weights", "fold exact orthogonal rotations into a GGUF model", cmd_rotate_weights, help_rotate_weights},
     {"quantize-tq4", "write TQ4_1S / TQ3_1S GGUF models", cmd_quantize_tq4, help_quantize_tq4},
     {"calibrate-innerq", "per-channel K/V equalization scales from KV dumps", NULL, help_stub},
     {"encode-kvdump", "compress llama.cpp session/slot files into .tqkv snapshots", cmd_encode_kvdump,

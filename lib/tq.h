@@ -249,6 +249,22 @@ tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, floa
  * ggml's reference quantizers; tq3_1s, tq4_1s and turbo* through the codecs. */
 tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *src, size_t n, void *dst);
 
+/* ------------------------------------------------------------ rotations */
+
+/* Seeded n x n orthogonal matrices, for folding rotations into weights: a
+ * randomized Hadamard transform when n is a power of two, else its Kronecker
+ * product with a seeded random orthogonal k x k factor (n = 2^a k, k <= 512). */
+typedef struct tq_rotation tq_rotation;
+
+tq_status tq_rotation_new(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **out);
+void tq_rotation_free(tq_rotation *r);
+uint32_t tq_rotation_size(const tq_rotation *r);
+const char *tq_rotation_kind(const tq_rotation *r); /* "hadamard(4096)", "hadamard(1024) x orthogonal(3)" */
+/* x <- R x (transpose: R' x) for `lanes` vectors stored interleaved: element i
+ * of vector l at x[i * lanes + l].  lanes = 1 rotates one contiguous vector;
+ * lanes = c rotates the columns of an n x c row-major matrix. */
+tq_status tq_rotation_apply(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes, int transpose);
+
 /* ------------------------------------------------------------ statistics */
 
 /* Running raw moments of a sample (sums in double), for min / max / RMS /

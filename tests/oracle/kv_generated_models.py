@@ -21,6 +21,7 @@ except ImportError as e:
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _llama_util import compare, continuation_logits, save_state  # noqa: E402
+import _models  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("TQ_SHARED") or ROOT.parent / "shared")
@@ -31,58 +32,9 @@ if not STORIES.exists():
 TQ = str(ROOT / "tq")
 
 
-def make_model(path, head_dim, n_head=8, n_head_kv=2, n_layer=2, seed=0):
-    """A llama model with random weights and stories260K's tokenizer."""
-    src = gguf.GGUFReader(str(STORIES))
-    rng = np.random.default_rng(seed)
-    n_embd, n_ff = n_head * head_dim, 512
-    w = gguf.GGUFWriter(str(path), "llama")
-    for k in ["tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type",
-              "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id"]:
-        f = src.fields[k]
-        if f.types[0] == gguf.GGUFValueType.ARRAY:
-            items = [f.parts[i] for i in f.data]
-            if f.types[-1] == gguf.GGUFValueType.STRING:
-                w.add_array(k, [bytes(x).decode() for x in items])
-            else:
-                w.add_array(k, [x.tolist()[0] for x in items])
-        elif f.types[0] == gguf.GGUFValueType.STRING:
-            w.add_string(k, bytes(f.parts[f.data[0]]).decode())
-        else:
-            w.add_uint32(k, int(f.parts[f.data[0]][0]))
-    vocab = len(src.fields["tokenizer.ggml.tokens"].data)
-    w.add_context_length(2048)
-    w.add_embedding_length(n_embd)
-    w.add_block_count(n_layer)
-    w.add_feed_forward_length(n_ff)
-    w.add_head_count(n_head)
-    w.add_head_count_kv(n_head_kv)
-    w.add_rope_dimension_count(head_dim)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_file_type(0)
-
-    def mat(o, i, scale=1.0):
-        return (rng.standard_normal((o, i)) * scale / np.sqrt(i)).astype(np.float32)
-
-    w.add_tensor("token_embd.weight", (rng.standard_normal((vocab, n_embd))).astype(np.float32))
-    w.add_tensor("output_norm.weight", np.ones(n_embd, np.float32))
-    w.add_tensor("output.weight", mat(vocab, n_embd))
-    for l in range(n_layer):
-        p = f"blk.{l}."
-        w.add_tensor(p + "attn_norm.weight", np.ones(n_embd, np.float32))
-        w.add_tensor(p + "attn_q.weight", mat(n_embd, n_embd, 2.0))
-        w.add_tensor(p + "attn_k.weight", mat(n_head_kv * head_dim, n_embd, 2.0))
-        w.add_tensor(p + "attn_v.weight", mat(n_head_kv * head_dim, n_embd))
-        w.add_tensor(p + "attn_output.weight", mat(n_embd, n_embd))
-        w.add_tensor(p + "ffn_norm.weight", np.ones(n_embd, np.float32))
-        w.add_tensor(p + "ffn_gate.weight", mat(n_ff, n_embd))
-        w.add_tensor(p + "ffn_up.weight", mat(n_ff, n_embd))
-        w.add_tensor(p + "ffn_down.weight", mat(n_embd, n_ff))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return vocab, n_layer * 2 * n_head_kv * head_dim
+def make_model(path, head_dim):
+    """A llama model with random weights and stories260K's tokenizer (GQA 4)."""
+    return _models.make_model(path, STORIES, head_dim)
 
 
 def run(d, head_dim):

@@ -1,0 +1,43 @@
+/* rotate_plan.h - what `tq rotate-weights` does to each tensor of a model:
+ * the architecture check (llama-like graphs only, everything else refused
+ * with the reason) and each tensor's role in the residual stream. */
+#ifndef TQ_ROTATE_PLAN_H
+#define TQ_ROTATE_PLAN_H
+
+#include "gguf.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    RR_COPY = 0,   /* unchanged (rope frequencies, per-head Q/K norms, reader biases) */
+    RR_NORM,       /* an RMSNorm gain: folded into its readers, written as ones */
+    RR_EMBED,      /* token embeddings: rows rotated by R1 */
+    RR_READER,     /* rows (input side, n_embd) rotated by R1 after the norm is folded in */
+    RR_WRITER,     /* output side (n_embd) rotated by R1 */
+    RR_WRITER_BIAS /* a writer's bias: rotated by R1 */
+} rr_role;
+
+typedef struct rr_tensor {
+    int64_t src;       /* input tensor index; for an untied output, token_embd's */
+    const char *name;  /* output name */
+    rr_role role;
+    int64_t norm;      /* RR_READER: the gain folded in (-1 none) */
+    int v_rows;        /* attn_v weight/bias: R2 on each KV head's output block */
+    int o_cols;        /* attn_output: R2' on each query head's input block */
+} rr_tensor;
+
+typedef struct rr_model {
+    char arch[32];
+    uint32_t n_embd, n_head, n_head_kv, head_dim, head_dim_v, n_layer;
+    int tied;          /* no output.weight: token_embd is also the output matrix */
+    size_t n;
+    rr_tensor *t;      /* output tensors in order */
+} rr_model;
+
+/* 0, or -1 with a one-line reason in err (unsupported architecture or
+ * tensor, missing tensors, wrong shapes, quantized weights). */
+int rr_plan(const tq_gguf *g, rr_model *m, char *err, size_t errlen);
+void rr_free(rr_model *m);
+
+#endif

@@ -1,0 +1,285 @@
+/* rotate_weights.c - `tq rotate-weights`: exact orthogonal rotations folded
+ * into a llama-like model (QuaRot/SpinQuant R1 and R2), tensor by tensor.
+ *
+ * R1 (n_embd) rotates the residual stream: with every RMSNorm gain folded
+ * into the matrices that read the normalised stream (the norm of R x is the
+ * norm of x, so RMSNorm commutes with R once its gain is gone), readers
+ * become W R1', writers R1 W, embeddings R1 e.  R2 (head_dim, one per KV
+ * head) rotates V's output and rotates it back in O's input columns for
+ * every query head that reads that KV head.  The model computes the same
+ * function; weights and activations lose their outlier channels. */
+#include "cli.h"
+#include "gguf.h"
+#include "progress.h"
+#include "rotate_plan.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_SEED 0x51a7e5eedull
+
+void help_rotate_weights(void)
+{
+    printf("usage: tq rotate-weights [options] IN.gguf OUT.gguf\n\n"
+           "Folds exact orthogonal rotations into a llama/mistral/qwen2/qwen3 model (F32, F16 or BF16):\n"
+           "the output computes the same function in stock llama.cpp, and its weights lose their\n"
+           "outlier channels, so it quantizes better.\n\n"
+           "  --r1 on|off     residual-stream rotation of size n_embd, RMSNorm gains folded in (default on)\n"
+           "  --r2 on|off     per-KV-head rotation of V, undone in O's columns (default on)\n"
+           "  --seed N        rotation seed (default %llu)\n"
+           "  --type-profile NAME, --threads N, --quiet\n",
+           (unsigned long long)DEFAULT_SEED);
+}
+
+typedef struct ropts {
+    const char *in, *out, *profile;
+    int r1, r2, quiet;
+    uint64_t seed;
+    long threads;
+} ropts;
+
+static int on_off(const char *opt, const char *v, int *out)
+{
+    if (!strcmp(v, "on")) return *out = 1, 0;
+    if (!strcmp(v, "off")) return *out = 0, 0;
+    return cli_usage_error("%s: '%s' is not on or off", opt, v);
+}
+
+static int parse(int argc, char **argv, ropts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->r1 = o->r2 = 1;
+    o->seed = DEFAULT_SEED;
+    for (int i = 1; i < argc; i++) {
+        const char *v, *a = argv[i];
+        if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) o->quiet = 1;
+        else if ((v = cli_opt_value(argc, argv, &i, "--r1"))) {
+            if (on_off("--r1", v, &o->r1)) return TQ_EXIT_USAGE;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--r2"))) {
+            if (on_off("--r2", v, &o->r2)) return TQ_EXIT_USAGE;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--seed"))) {
+            char *end;
+            o->seed = strtoull(v, &end, 0);
+            if (!*v || *end) return cli_usage_error("--seed: '%s' is not a number", v);
+        } else if ((v = cli_opt_value(argc, argv, &i, "--type-profile"))) {
+            o->profile = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--threads"))) {
+            if (cli_parse_long("--threads", v, 0, 4096, &o->threads)) return TQ_EXIT_USAGE;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error("unknown option '%s' (see tq help rotate-weights)", a);
+        } else if (!o->in) {
+            o->in = a;
+        } else if (!o->out) {
+            o->out = a;
+        } else {
+            return cli_usage_error("too many arguments ('%s')", a);
+        }
+    }
+    if (!o->in) return cli_usage_error("which model? (see tq help rotate-weights)");
+    if (!o->out) return cli_usage_error("where to? give OUT.gguf");
+    if (!o->r1 && !o->r2) return cli_usage_error("--r1 off and --r2 off: nothing to do");
+    return 0;
+}
+
+typedef struct rot {
+    tq_rotation *r1;
+    tq_rotation **r2; /* one per KV head */
+} rot;
+
+/* The seed of KV head h's R2: distinct per head, derived from the model seed. */
+static uint64_t r2_seed(uint64_t seed, uint32_t h) { return seed * 0x9E3779B97F4A7C15ull + 1 + h; }
+
+static tq_status transform(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, const rr_tensor *t, const rot *R,
+                           const ropts *o, float *x)
+{
+    const int64_t *ne = tq_gguf_tensor_ne(g, t->src);
+    size_t row = (size_t)ne[0], rows = (size_t)(tq_gguf_tensor_nelements(g, t->src) / ne[0]);
+    tq_status st = TQ_OK;
+    if (t->role == RR_NORM && o->r1) { /* folded into the readers */
+        for (size_t i = 0; i < row; i++) x[i] = 1.0f;
+        return TQ_OK;
+    }
+    if (t->role == RR_READER && o->r1 && t->norm >= 0) {
+        float *gain = malloc(row * sizeof(float));
+        if (!gain) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        st = tq_dequantize(ctx, (tq_dtype)tq_gguf_tensor_type(g, t->norm)->dtype, tq_gguf_tensor_data(g, t->norm), row, gain);
+#pragma omp parallel for schedule(static)
+        for (size_t r = 0; r < rows; r++)
+            for (size_t i = 0; i < row; i++) x[r * row + i] *= gain[i];
+        free(gain);
+    }
+    if (!st && o->r1 && (t->role == RR_READER || t->role == RR_EMBED)) { /* W R1': R1 on every row */
+        int bad = 0;
+#pragma omp parallel for schedule(dynamic, 64) reduction(| : bad)
+        for (size_t r = 0; r < rows; r++) bad |= tq_rotation_apply(NULL, R->r1, x + r * row, 1, 0) != TQ_OK;
+        if (bad) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    if (!st && o->r2 && t->v_rows) { /* R2 W_v: each KV head's block of output rows (or bias values) */
+        uint32_t hd = m->head_dim_v;
+        size_t lanes = t->role == RR_COPY ? 1 : row;
+        for (uint32_t h = 0; h < m->n_head_kv && !st; h++)
+            st = tq_rotation_apply(ctx, R->r2[h], x + (size_t)h * hd * lanes, lanes, 0);
+    }
+    if (!st && o->r2 && t->o_cols) { /* W_o R2': each query head's input columns, with its KV head's R2 */
+        uint32_t hd = m->head_dim_v, per = m->n_head / m->n_head_kv;
+        int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad)
+        for (size_t r = 0; r < rows; r++)
+            for (uint32_t q = 0; q < m->n_head; q++)
+                bad |= tq_rotation_apply(NULL, R->r2[q / per], x + r * row + (size_t)q * hd, 1, 0) != TQ_OK;
+        if (bad) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    if (!st && o->r1 && t->role == RR_WRITER) st = tq_rotation_apply(ctx, R->r1, x, row, 0); /* R1 W: the columns */
+    if (!st && o->r1 && t->role == RR_WRITER_BIAS) st = tq_rotation_apply(ctx, R->r1, x, 1, 0);
+    return st;
+}
+
+static int needs_change(const rr_tensor *t, const ropts *o)
+{
+    if (t->v_rows && o->r2) return 1;
+    if (t->o_cols && o->r2) return 1;
+    return o->r1 && t->role != RR_COPY;
+}
+
+static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const rr_model *m, const rot *R, const ropts *o)
+{
+    tq_status st = tq_gguf_writer_copy_kvs(w, g);
+    char kind[160];
+    if (!st) st = tq_gguf_writer_set_u32(w, "tq.rotation.version", 1);
+    if (!st) st = tq_gguf_writer_set_str(w, "tq.rotation.tool", "tq " TQ_VERSION_STRING, strlen("tq " TQ_VERSION_STRING));
+    if (!st) st = tq_gguf_writer_set_scalar(w, "tq.rotation.seed", TQ_GGUF_UINT64, &o->seed);
+    if (!st) st = tq_gguf_writer_set_u32(w, "tq.rotation.r1", (uint32_t)o->r1);
+    if (!st && o->r1) {
+        st = tq_gguf_writer_set_u32(w, "tq.rotation.r1.size", m->n_embd);
+        snprintf(kind, sizeof kind, "%s", tq_rotation_kind(R->r1));
+        if (!st) st = tq_gguf_writer_set_str(w, "tq.rotation.r1.kind", kind, strlen(kind));
+        const char *folded[3] = {"attn_norm", "ffn_norm", "output_norm"};
+        uint64_t lens[3] = {9, 8, 11};
+        if (!st) st = tq_gguf_writer_set_array(w, "tq.rotation.r1.folded_norms", TQ_GGUF_STRING, 3, folded, lens);
+        if (!st) st = tq_gguf_writer_set_u32(w, "tq.rotation.r1.untied_output", (uint32_t)m->tied);
+    }
+    if (!st) st = tq_gguf_writer_set_u32(w, "tq.rotation.r2", (uint32_t)o->r2);
+    if (!st && o->r2) {
+        st = tq_gguf_writer_set_u32(w, "tq.rotation.r2.size", m->head_dim_v);
+        snprintf(kind, sizeof kind, "%s per KV head (%u heads)", tq_rotation_kind(R->r2[0]), m->n_head_kv);
+        if (!st) st = tq_gguf_writer_set_str(w, "tq.rotation.r2.kind", kind, strlen(kind));
+    }
+    const char *gen = "tq rotation v1: R1 from seed, R2 of KV head h from seed*0x9E3779B97F4A7C15+1+h; "
+                      "randomized Hadamard signs from splitmix64, odd factors Gram-Schmidt on Box-Muller Gaussians";
+    if (!st) st = tq_gguf_writer_set_str(w, "tq.rotation.generator", gen, strlen(gen));
+    return st;
+}
+
+int cmd_rotate_weights(int argc, char **argv)
+{
+    ropts o;
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc;
+    tq_gguf_options gopt = {TQ_PROFILE_DEFAULT, 0};
+    if (o.profile) {
+        if (tq_type_profile_parse(o.profile, &gopt.profile)) return cli_usage_error("--type-profile: unknown profile '%s'", o.profile);
+        gopt.profile_explicit = 1;
+    }
+    double t0 = cli_now();
+    tq_ctx *ctx = tq_ctx_new();
+    if (!ctx) return cli_runtime_error("out of memory");
+    tq_ctx_set_threads(ctx, (int)o.threads);
+    tq_gguf *g = NULL;
+    rr_model m = {0};
+    rot R = {NULL, NULL};
+    tq_gguf_writer *w = NULL;
+    float *x = NULL;
+    uint8_t *enc = NULL;
+    char err[512];
+    if (tq_gguf_open(ctx, o.in, &gopt, &g)) {
+        rc = cli_lib_error(ctx);
+        goto done;
+    }
+    if (rr_plan(g, &m, err, sizeof err)) {
+        rc = cli_runtime_error("%s: %s", o.in, err);
+        goto done;
+    }
+    if ((o.r1 && tq_rotation_new(ctx, m.n_embd, o.seed, &R.r1))) {
+        rc = cli_runtime_error("%s: R1: %s", o.in, tq_ctx_error(ctx));
+        goto done;
+    }
+    if (o.r2) {
+        R.r2 = calloc(m.n_head_kv, sizeof *R.r2);
+        for (uint32_t h = 0; R.r2 && h < m.n_head_kv; h++)
+            if (tq_rotation_new(ctx, m.head_dim_v, r2_seed(o.seed, h), &R.r2[h])) {
+                rc = cli_runtime_error("%s: R2: %s", o.in, tq_ctx_error(ctx));
+                goto done;
+            }
+        if (!R.r2) {
+            rc = cli_runtime_error("out of memory");
+            goto done;
+        }
+    }
+    size_t biggest = 1;
+    uint64_t total = 0, done_b = 0;
+    for (size_t i = 0; i < m.n; i++) {
+        size_t ne = (size_t)tq_gguf_tensor_nelements(g, m.t[i].src);
+        if (ne > biggest) biggest = ne;
+        total += tq_gguf_tensor_nbytes(g, m.t[i].src);
+    }
+    x = malloc(biggest * sizeof(float));
+    enc = malloc(biggest * sizeof(float));
+    if (!x || !enc) {
+        rc = cli_runtime_error("out of memory for a tensor of %zu values", biggest);
+        goto done;
+    }
+    tq_status st = tq_gguf_writer_new(ctx, &w);
+    if (!st) st = write_meta(w, g, &m, &R, &o);
+    if (!st) st = tq_gguf_writer_set_profile(w, tq_gguf_profile(g));
+    for (size_t i = 0; i < m.n && !st; i++)
+        st = tq_gguf_writer_add_tensor(w, m.t[i].name, tq_gguf_tensor_type_id(g, m.t[i].src),
+                                       tq_gguf_tensor_n_dims(g, m.t[i].src), tq_gguf_tensor_ne(g, m.t[i].src));
+    const char *inputs[1] = {o.in};
+    if (!st) st = tq_gguf_writer_open(w, o.out, inputs, 1);
+    progress pr;
+    progress_init(&pr, o.quiet);
+    size_t changed = 0;
+    for (size_t i = 0; i < m.n && !st; i++) {
+        const rr_tensor *t = &m.t[i];
+        const tq_ggml_type *ty = tq_gguf_tensor_type(g, t->src);
+        size_t n = (size_t)tq_gguf_tensor_nelements(g, t->src);
+        uint64_t nb = tq_gguf_tensor_nbytes(g, t->src);
+        if (!needs_change(t, &o)) {
+            st = tq_gguf_writer_write(w, tq_gguf_tensor_data(g, t->src), nb);
+        } else {
+            changed++;
+            st = tq_dequantize(ctx, (tq_dtype)ty->dtype, tq_gguf_tensor_data(g, t->src), n, x);
+            if (!st) st = transform(ctx, g, &m, t, &R, &o, x);
+            if (!st) st = tq_quantize(ctx, (tq_dtype)ty->dtype, x, n, enc);
+            if (!st) st = tq_gguf_writer_write(w, enc, nb);
+        }
+        tq_gguf_tensor_release(g, t->src);
+        done_b += nb;
+        progress_update(&pr, done_b, total, "bytes");
+    }
+    progress_end(&pr);
+    if (!st) st = tq_gguf_writer_finish(w);
+    if (st) {
+        rc = cli_lib_error(ctx);
+        goto done;
+    }
+    if (!o.quiet)
+        fprintf(stderr,
+                "tq rotate-weights: %s (%s, n_embd %u, %u layers, %u/%u heads of %u): %zu of %zu tensors rotated%s%s%s in %.2f s\n",
+                o.in, m.arch, m.n_embd, m.n_layer, m.n_head, m.n_head_kv, m.head_dim, changed, m.n,
+                o.r1 ? ", R1 " : "", o.r1 ? tq_rotation_kind(R.r1) : "", o.r2 ? ", R2 per KV head" : "", cli_now() - t0);
+    if (!o.quiet && m.tied && o.r1)
+        fprintf(stderr, "tq rotate-weights: the embeddings were tied to the output; output.weight is now written out\n");
+done:
+    tq_gguf_writer_free(w);
+    free(x), free(enc);
+    tq_rotation_free(R.r1);
+    for (uint32_t h = 0; R.r2 && h < m.n_head_kv; h++) tq_rotation_free(R.r2[h]);
+    free(R.r2);
+    rr_free(&m);
+    tq_gguf_close(g);
+    tq_ctx_free(ctx);
+    return rc;
+}

@@ -1,0 +1,144 @@
+/* rotation.c - seeded orthogonal matrices for folding rotations into model
+ * weights (tq_rotation in tq.h).
+ *
+ * n a power of two: R = (1/sqrt n) H_n diag(s), a randomized Hadamard
+ * transform (s: n signs from the seed).  Otherwise n = m k with m the
+ * largest power of two dividing n and k <= 512: R = R_m (x) Q_k, the
+ * Kronecker product of a randomized Hadamard transform and a seeded random
+ * orthogonal k x k matrix (Gram-Schmidt on Gaussian columns, in double), as
+ * QuaRot does for sizes like 3072 and 5120.  Element i = a k + b of a vector
+ * is entry (a, b) of an m x k matrix X, and R x = vec(R_m X Q_k^T).
+ *
+ * Vectors are transformed along any axis: element i of each of `lanes`
+ * vectors sits at x[i * lanes + l], so the same code rotates the rows of a
+ * matrix (lanes = 1, one row at a time) or its columns (lanes = row length,
+ * the butterfly then runs on whole rows). */
+#include "tq_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_K 512
+
+struct tq_rotation {
+    uint32_t n, m, k;
+    uint64_t seed;
+    float *s;      /* m signs */
+    double *q;     /* k x k, row-major; NULL when k == 1 */
+    char kind[64];
+};
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double uniform01(uint64_t *st) { return ((splitmix64(st) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+tq_status tq_rotation_new(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **out)
+{
+    *out = NULL;
+    if (!n) return tq_fail(ctx, TQ_ERR_ARG, "a rotation of size 0");
+    uint32_t m = n & (~n + 1), k = n / m; /* m: the largest power of two dividing n */
+    if (k > MAX_K)
+        return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "size %u = %u x %u: the odd factor %u is above %d (a dense %u x %u "
+                                                "orthogonal factor would be needed)", n, m, k, k, MAX_K, k, k);
+    tq_rotation *r = calloc(1, sizeof *r);
+    if (!r || !(r->s = malloc(m * sizeof(float))) || (k > 1 && !(r->q = malloc((size_t)k * k * sizeof(double))))) {
+        tq_rotation_free(r);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    r->n = n, r->m = m, r->k = k, r->seed = seed;
+    uint64_t st = seed ^ 0x726f7461746531ull; /* "rotate1": these signs are not the codecs' */
+    for (uint32_t i = 0; i < m; i++) r->s[i] = (splitmix64(&st) >> 63) ? -1.0f : 1.0f;
+    if (k > 1) {
+        double *q = r->q; /* rows: Gaussian vectors, then modified Gram-Schmidt (twice, for accuracy) */
+        for (uint32_t i = 0; i < k * k; i++) {
+            double u1 = uniform01(&st), u2 = uniform01(&st);
+            q[i] = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+        }
+        for (int pass = 0; pass < 2; pass++)
+            for (uint32_t i = 0; i < k; i++) {
+                for (uint32_t j = 0; j < i; j++) {
+                    double d = 0.0;
+                    for (uint32_t c = 0; c < k; c++) d += q[i * k + c] * q[j * k + c];
+                    for (uint32_t c = 0; c < k; c++) q[i * k + c] -= d * q[j * k + c];
+                }
+                double nn = 0.0;
+                for (uint32_t c = 0; c < k; c++) nn += q[i * k + c] * q[i * k + c];
+                nn = 1.0 / sqrt(nn);
+                for (uint32_t c = 0; c < k; c++) q[i * k + c] *= nn;
+            }
+        snprintf(r->kind, sizeof r->kind, "hadamard(%u) x orthogonal(%u)", m, k);
+    } else {
+        snprintf(r->kind, sizeof r->kind, "hadamard(%u)", m);
+    }
+    *out = r;
+    return TQ_OK;
+}
+
+void tq_rotation_free(tq_rotation *r)
+{
+    if (!r) return;
+    free(r->s);
+    free(r->q);
+    free(r);
+}
+
+uint32_t tq_rotation_size(const tq_rotation *r) { return r->n; }
+const char *tq_rotation_kind(const tq_rotation *r) { return r->kind; }
+
+/* The unnormalised butterfly over m groups of `w` contiguous floats. */
+static void butterfly(float *x, uint32_t m, size_t w)
+{
+    for (uint32_t h = 1; h < m; h *= 2)
+        for (uint32_t i = 0; i < m; i += 2 * h)
+            for (uint32_t j = i; j < i + h; j++) {
+                float *a = x + (size_t)j * w, *b = x + (size_t)(j + h) * w;
+                for (size_t l = 0; l < w; l++) {
+                    float u = a[l], v = b[l];
+                    a[l] = u + v;
+                    b[l] = u - v;
+                }
+            }
+}
+
+/* x: n elements of `lanes` interleaved vectors.  R x = (R_m (x) Q) x;
+ * R' x = (R_m' (x) Q') x.  The Hadamard part acts on the m groups of k*lanes
+ * floats, the Q part inside each group. */
+tq_status tq_rotation_apply(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes, int transpose)
+{
+    uint32_t m = r->m, k = r->k;
+    size_t w = (size_t)k * lanes;
+    float scale = (float)(1.0 / sqrt((double)m));
+    if (k > 1) {
+        double *tmp = malloc(w * sizeof(double));
+        if (!tmp) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        for (uint32_t a = 0; a < m; a++) {
+            float *g = x + (size_t)a * w;
+            memset(tmp, 0, w * sizeof(double));
+            for (uint32_t o = 0; o < k; o++)
+                for (uint32_t i = 0; i < k; i++) {
+                    double c = transpose ? r->q[(size_t)i * k + o] : r->q[(size_t)o * k + i];
+                    const float *src = g + (size_t)i * lanes;
+                    double *dst = tmp + (size_t)o * lanes;
+                    for (size_t l = 0; l < lanes; l++) dst[l] += c * src[l];
+                }
+            for (size_t l = 0; l < w; l++) g[l] = (float)tmp[l];
+        }
+        free(tmp);
+    }
+    if (m == 1) return TQ_OK;
+    if (!transpose) /* R_m = (1/sqrt m) H diag(s) */
+        for (uint32_t a = 0; a < m; a++)
+            for (size_t l = 0; l < w; l++) x[(size_t)a * w + l] *= r->s[a];
+    butterfly(x, m, w);
+    for (uint32_t a = 0; a < m; a++)
+        for (size_t l = 0; l < w; l++) x[(size_t)a * w + l] *= transpose ? scale * r->s[a] : scale;
+    return TQ_OK;
+}
