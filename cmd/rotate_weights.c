@@ -14,6 +14,7 @@
 #include "rotate_plan.h"
 
 #include <inttypes.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +187,7 @@ int cmd_rotate_weights(int argc, char **argv)
     tq_ctx *ctx = tq_ctx_new();
     if (!ctx) return cli_runtime_error("out of memory");
     tq_ctx_set_threads(ctx, (int)o.threads);
+    if (o.threads > 0) omp_set_num_threads((int)o.threads);
     tq_gguf *g = NULL;
     rr_model m = {0};
     rot R = {NULL, NULL};
