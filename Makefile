@@ -121,6 +121,11 @@ demo: all
 	./tq encode-kvdump tests/fuzz/seeds/fuzz_state_read/stories16.ggsq -o $(B)/demo.tqkv --head-dim 8
 	./tq decode-kvdump $(B)/demo.tqkv -o $(B)/demo.ggsq
 	./tq inspect $(B)/demo.tqkv
+	@if [ -f ../shared/models/stories260K.gguf ]; then \
+	  echo; echo "== stories260K: rotations folded in, then the fork's Config I in TQ4_1S =="; \
+	  ./tq rotate-weights ../shared/models/stories260K.gguf $(B)/demo-rot.gguf && \
+	  ./tq quantize-tq4 -q $(B)/demo-rot.gguf $(B)/demo-tq4.gguf && ./tq inspect $(B)/demo-tq4.gguf | head -12; \
+	else echo "(../shared/models/stories260K.gguf not found: the model demo is skipped)"; fi
 
 bench: all $(TOOLS)
 	./tq bench codec

@@ -219,15 +219,17 @@ int cmd_rotate_weights(int argc, char **argv)
             goto done;
         }
     }
-    size_t biggest = 1;
+    size_t biggest = 1, biggest_bytes = 1;
     uint64_t total = 0, done_b = 0;
     for (size_t i = 0; i < m.n; i++) {
-        size_t ne = (size_t)tq_gguf_tensor_nelements(g, m.t[i].src);
+        size_t ne = (size_t)tq_gguf_tensor_nelements(g, m.t[i].src), nb = (size_t)tq_gguf_tensor_nbytes(g, m.t[i].src);
         if (ne > biggest) biggest = ne;
-        total += tq_gguf_tensor_nbytes(g, m.t[i].src);
+        if (nb > biggest_bytes) biggest_bytes = nb;
+        total += nb;
     }
+    /* one tensor in float32 and its encoded copy: 3x the largest F16 tensor */
     x = malloc(biggest * sizeof(float));
-    enc = malloc(biggest * sizeof(float));
+    enc = malloc(biggest_bytes);
     if (!x || !enc) {
         rc = cli_runtime_error("out of memory for a tensor of %zu values", biggest);
         goto done;
