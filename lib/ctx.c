@@ -44,27 +44,31 @@ const char *tq_status_name(tq_status st)
     return "unknown status";
 }
 
-tq_status tq_fail(tq_ctx *ctx, tq_status st, const char *fmt, ...)
+static tq_status vfail(tq_ctx *ctx, tq_status st, const char *fmt, va_list ap)
 {
     if (ctx) {
-        va_list ap;
-        va_start(ap, fmt);
         vsnprintf(ctx->msg, sizeof ctx->msg, fmt, ap);
-        va_end(ap);
         ctx->status = st;
     }
     return st;
 }
 
+tq_status tq_fail(tq_ctx *ctx, tq_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(ctx, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* The public face of tq_fail, for callers that layer steps on a context. */
 tq_status tq_ctx_set_error(tq_ctx *ctx, tq_status st, const char *fmt, ...)
 {
-    if (ctx) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(ctx->msg, sizeof ctx->msg, fmt, ap);
-        va_end(ap);
-        ctx->status = st;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(ctx, st, fmt, ap);
+    va_end(ap);
     return st;
 }
 

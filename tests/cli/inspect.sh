@@ -2,10 +2,7 @@
 # tq inspect on GGUF files: the summary, JSON that parses, --stats, and one-line
 # errors with the right exit status for bad input.
 set -u
-tq=./tq
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. tests/cli/common.inc
 model=../shared/models/stories260K.gguf
 [ -n "${TQ_SHARED:-}" ] && model=$TQ_SHARED/models/stories260K.gguf
 seed=tests/fuzz/seeds/fuzz_gguf_read/tiny.gguf
@@ -35,15 +32,6 @@ if [ -f "$model" ]; then
     cmp -s "$tmp/a" "$tmp/b" || fail "--stats depends on the thread count"
 fi
 
-expect_err() { # STATUS NEEDLE ARGS...
-    want=$1 needle=$2; shift 2
-    $tq "$@" >"$tmp/o" 2>"$tmp/e"; got=$?
-    [ "$got" = "$want" ] || fail "'$*' exited $got, expected $want"
-    [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "'$*': error is not one line: $(cat "$tmp/e")"
-    grep -q -- "$needle" "$tmp/e" || fail "'$*': '$needle' not in: $(cat "$tmp/e")"
-    [ -s "$tmp/o" ] && fail "'$*' wrote to stdout on error"
-    return 0
-}
 expect_err 1 "not a GGUF file (magic '# tq'" inspect Makefile
 expect_err 1 "cannot open: No such file" inspect "$tmp/none.gguf"
 head -c 100 $seed >"$tmp/cut.gguf"

@@ -3,10 +3,7 @@
 # every fixture rebuild the identical file, lossy ones a loadable file of the
 # same layout; outputs appear only when complete; bad input is one line.
 set -u
-tq=./tq
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. tests/cli/common.inc
 F=${TQ_SHARED:-../shared}/fixtures/llama-state
 M=${TQ_SHARED:-../shared}/models/stories260K.gguf
 seed=tests/fuzz/seeds/fuzz_state_read/stories16.ggsq
@@ -121,13 +118,6 @@ assert abs(d["bits_per_value"] - d["size"] * 8 / d["kv_values"]) < 1e-3
 PY
 $tq inspect --stats "$tmp/p.tqkv" 2>/dev/null && fail "--stats on a snapshot accepted"
 
-expect_err() { # STATUS NEEDLE ARGS...
-    want=$1 needle=$2; shift 2
-    $tq "$@" >"$tmp/o" 2>"$tmp/e"; got=$?
-    [ "$got" = "$want" ] || fail "'$*' exited $got, expected $want: $(cat "$tmp/e")"
-    [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "'$*': not one line: $(cat "$tmp/e")"
-    grep -q -- "$needle" "$tmp/e" || fail "'$*': '$needle' not in: $(cat "$tmp/e")"
-}
 head -c 5000 "$tmp/s.tqkv" >"$tmp/cut.tqkv"
 expect_err 1 "cut.tqkv: trailer missing" decode-kvdump "$tmp/cut.tqkv" -o "$tmp/cut.out"
 [ -e "$tmp/cut.out" ] && fail "partial output left behind"

@@ -3,19 +3,9 @@
 # (not GGUF, requantizing without leave, output = input, disk full) are one
 # line, exit 1, and leave no output or temporary file behind.
 set -u
-tq=./tq
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. tests/cli/common.inc
 M=${TQ_SHARED:-../shared}/models/stories260K.gguf
 [ -f "$M" ] || { echo "stories260K.gguf not found"; exit 77; }
-expect_err() { # STATUS NEEDLE ARGS...
-    want=$1 needle=$2; shift 2
-    $tq "$@" >"$tmp/o" 2>"$tmp/e"; got=$?
-    [ "$got" = "$want" ] || fail "'$*' exited $got, expected $want: $(cat "$tmp/e")"
-    [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "'$*': not one line: $(cat "$tmp/e")"
-    grep -q -- "$needle" "$tmp/e" || fail "'$*': '$needle' not in: $(cat "$tmp/e")"
-}
 no_leftovers() { ls "$tmp" | grep -q '\.tmp\.' && fail "temporary file left behind: $(ls "$tmp")"; return 0; }
 
 # config-i: layers 0,1,3,4 in q8_0 (2 at each end of 5), layer 2 in tq4_1s, ffn_down

@@ -3,10 +3,7 @@
 # keys, norms folded to ones, usage errors; exactness and refusals are in
 # tests/oracle/rotate_llama.py (llama.cpp is the judge there).
 set -u
-tq=./tq
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. tests/cli/common.inc
 M=${TQ_SHARED:-../shared}/models/stories260K.gguf
 [ -f "$M" ] || { echo "stories260K.gguf not found"; exit 77; }
 $tq rotate-weights -q "$M" "$tmp/a.gguf" || fail "rotate"
@@ -29,13 +26,6 @@ assert len(t) == 48
 PY
 $tq rotate-weights -q --r1 off "$M" "$tmp/r2.gguf" || fail "--r1 off"
 $tq inspect "$tmp/r2.gguf" | grep -q "tq.rotation.r1 .*= 0" || fail "--r1 off recorded"
-expect_err() { # STATUS NEEDLE ARGS...
-    want=$1 needle=$2; shift 2
-    $tq "$@" >"$tmp/o" 2>"$tmp/e"; got=$?
-    [ "$got" = "$want" ] || fail "'$*' exited $got, expected $want: $(cat "$tmp/e")"
-    [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "'$*': not one line: $(cat "$tmp/e")"
-    grep -q -- "$needle" "$tmp/e" || fail "'$*': '$needle' not in: $(cat "$tmp/e")"
-}
 expect_err 2 "nothing to do" rotate-weights --r1 off --r2 off "$M" "$tmp/x.gguf"
 expect_err 2 "not on or off" rotate-weights --r1 maybe "$M" "$tmp/x.gguf"
 expect_err 2 "where to?" rotate-weights "$M"

@@ -46,3 +46,22 @@ def compare(ref, test):
     lp, lq = log_softmax(ref), log_softmax(test)
     kl = (np.exp(lp) * (lp - lq)).sum(axis=1)
     return float(kl.mean()), float((ref.argmax(1) == test.argmax(1)).mean())
+
+
+def prompt_tokens(fixture_dir, n):
+    """The first n prompt tokens of the fixture session p1_f16.ggsn."""
+    raw = (fixture_dir / "p1_f16.ggsn").read_bytes()
+    count = int.from_bytes(raw[8:12], "little")
+    return np.frombuffer(raw[12 : 12 + 4 * count], dtype=np.int32).tolist()[:n]
+
+
+def prompt_logits(model, prompt, f32_cache=False):
+    """Logits of every prompt position, evaluated from scratch.  f32_cache:
+    an f32 KV cache (an f16 one rounds K/V, which matters when comparing
+    models that should be identical in exact arithmetic)."""
+    kw = {"type_k": 0, "type_v": 0} if f32_cache else {}
+    llm = llama_cpp.Llama(model_path=str(model), n_ctx=1024, n_batch=512, logits_all=True, verbose=False, **kw)
+    llm.eval(prompt)
+    out = np.array(llm.scores[: len(prompt)], dtype=np.float64)
+    del llm
+    return out

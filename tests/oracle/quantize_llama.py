@@ -33,6 +33,9 @@ except ImportError as e:
     print(f"{e.name} not installed (pip install llama-cpp-python gguf numpy)")
     sys.exit(77)
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _llama_util import compare, prompt_logits, prompt_tokens  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("TQ_SHARED") or ROOT.parent / "shared")
 MODEL = SHARED / "models" / "stories260K.gguf"
@@ -72,25 +75,11 @@ def tq_decoded(path, name):
     return p.stderr.decode().strip(), np.frombuffer(p.stdout, dtype=np.float32)
 
 
-raw = (FIX / "p1_f16.ggsn").read_bytes()
-PROMPT = np.frombuffer(raw[12 : 12 + 4 * int.from_bytes(raw[8:12], "little")], dtype=np.int32).tolist()[:512]
+PROMPT = prompt_tokens(FIX, 512)
 
 
-def logits(model):
-    llm = llama_cpp.Llama(model_path=str(model), n_ctx=1024, n_batch=512, logits_all=True, verbose=False)
-    llm.eval(PROMPT)
-    out = np.array(llm.scores[: len(PROMPT)], dtype=np.float64)
-    del llm
-    return out
-
-
-def compare(ref, test):
-    def ls(x):
-        x = x - x.max(axis=1, keepdims=True)
-        return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
-
-    lp, lq = ls(ref), ls(test)
-    return float((np.exp(lp) * (lp - lq)).sum(axis=1).mean()), float((ref.argmax(1) == test.argmax(1)).mean())
+def logits(model, f32_cache=False):
+    return prompt_logits(model, PROMPT, f32_cache)
 
 
 def gen_model(path, seed=0):

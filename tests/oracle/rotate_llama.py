@@ -35,8 +35,10 @@ except ImportError as e:
     print(f"{e.name} not installed (pip install llama-cpp-python gguf numpy)")
     sys.exit(77)
 
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _models  # noqa: E402
+from _llama_util import compare, prompt_logits, prompt_tokens  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("TQ_SHARED") or ROOT.parent / "shared")
@@ -46,8 +48,7 @@ if not STORIES.exists() or not (FIX / "p1_f16.ggsn").exists():
     print("../shared model or fixtures not found")
     sys.exit(77)
 TQ = str(ROOT / "tq")
-raw = (FIX / "p1_f16.ggsn").read_bytes()
-PROMPT = np.frombuffer(raw[12 : 12 + 4 * int.from_bytes(raw[8:12], "little")], dtype=np.int32).tolist()[:300]
+PROMPT = prompt_tokens(FIX, 300)
 
 
 def tq(*args, ok=True):
@@ -58,21 +59,7 @@ def tq(*args, ok=True):
 
 
 def logits(model, f32_cache=True):
-    kw = {"type_k": 0, "type_v": 0} if f32_cache else {}
-    llm = llama_cpp.Llama(model_path=str(model), n_ctx=512, n_batch=512, logits_all=True, verbose=False, **kw)
-    llm.eval(PROMPT)
-    out = np.array(llm.scores[: len(PROMPT)], dtype=np.float64)
-    del llm
-    return out
-
-
-def compare(ref, test):
-    def ls(x):
-        x = x - x.max(axis=1, keepdims=True)
-        return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
-
-    lp, lq = ls(ref), ls(test)
-    return float((np.exp(lp) * (lp - lq)).sum(axis=1).mean()), float((ref.argmax(1) == test.argmax(1)).mean())
+    return prompt_logits(model, PROMPT, f32_cache)
 
 
 def exact(a, b):
