@@ -108,7 +108,13 @@ $(B)/tests/%: tests/tools/%.c libtq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< libtq.a $(LDLIBS)
 
-test: all $(B)/tests/unit-runner $(B)/tests/unit-runner-san $(TOOLS)
+# tq again with slices of 100 values, so tests can check that slicing a tensor
+# never changes the output (tests/cli/slices.sh).
+$(B)/tests/tq-slice100: $(CMD_SRC) $(wildcard cmd/*.h) libtq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DSLICE_VALUES=100 -o $@ $(CMD_SRC) libtq.a $(LDLIBS)
+
+test: all $(B)/tests/unit-runner $(B)/tests/unit-runner-san $(TOOLS) $(B)/tests/tq-slice100
 	@sh tests/run.sh
 
 # Just the unit tests under ASan/UBSan.

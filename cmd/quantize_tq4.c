@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef SLICE_VALUES
 #define SLICE_VALUES (4u << 20) /* values per slice: 16 MiB of float32 */
+#endif
 
 void help_quantize_tq4(void)
 {

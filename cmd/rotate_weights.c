@@ -92,11 +92,20 @@ typedef struct rot {
 /* The seed of KV head h's R2: distinct per head, derived from the model seed. */
 static uint64_t r2_seed(uint64_t seed, uint32_t h) { return seed * 0x9E3779B97F4A7C15ull + 1 + h; }
 
+/* Rows that can be rotated a slice at a time (everything acts row by row);
+ * the rest needs the whole tensor (R1 on the columns, R2 on blocks of rows). */
+static int row_wise(const rr_tensor *t) { return (t->role == RR_READER || t->role == RR_EMBED) && !t->v_rows; }
+
+#ifndef SLICE_VALUES
+#define SLICE_VALUES (4u << 20)
+#endif
+
+/* x holds `rows` rows of the tensor (all of them unless row_wise). */
 static tq_status transform(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, const rr_tensor *t, const rot *R,
-                           const ropts *o, float *x)
+                           const ropts *o, float *x, size_t rows)
 {
     const int64_t *ne = tq_gguf_tensor_ne(g, t->src);
-    size_t row = (size_t)ne[0], rows = (size_t)(tq_gguf_tensor_nelements(g, t->src) / ne[0]);
+    size_t row = (size_t)ne[0];
     tq_status st = TQ_OK;
     if (t->role == RR_NORM && o->r1) { /* folded into the readers */
         for (size_t i = 0; i < row; i++) x[i] = 1.0f;
@@ -219,15 +228,18 @@ int cmd_rotate_weights(int argc, char **argv)
             goto done;
         }
     }
-    size_t biggest = 1, biggest_bytes = 1;
+    /* buffers: the largest tensor that must be whole (in float32, and
+     * encoded), or a slice of rows of the row-wise ones */
+    size_t biggest = SLICE_VALUES, biggest_bytes = SLICE_VALUES * sizeof(float);
     uint64_t total = 0, done_b = 0;
     for (size_t i = 0; i < m.n; i++) {
         size_t ne = (size_t)tq_gguf_tensor_nelements(g, m.t[i].src), nb = (size_t)tq_gguf_tensor_nbytes(g, m.t[i].src);
+        size_t row = (size_t)tq_gguf_tensor_ne(g, m.t[i].src)[0];
+        if (row_wise(&m.t[i])) ne = row > SLICE_VALUES ? row : SLICE_VALUES / row * row, nb = ne * sizeof(float);
         if (ne > biggest) biggest = ne;
         if (nb > biggest_bytes) biggest_bytes = nb;
-        total += nb;
+        total += tq_gguf_tensor_nbytes(g, m.t[i].src);
     }
-    /* one tensor in float32 and its encoded copy: 3x the largest F16 tensor */
     x = malloc(biggest * sizeof(float));
     enc = malloc(biggest_bytes);
     if (!x || !enc) {
@@ -254,10 +266,17 @@ int cmd_rotate_weights(int argc, char **argv)
             st = tq_gguf_writer_write(w, tq_gguf_tensor_data(g, t->src), nb);
         } else {
             changed++;
-            st = tq_dequantize(ctx, (tq_dtype)ty->dtype, tq_gguf_tensor_data(g, t->src), n, x);
-            if (!st) st = transform(ctx, g, &m, t, &R, &o, x);
-            if (!st) st = tq_quantize(ctx, (tq_dtype)ty->dtype, x, n, enc);
-            if (!st) st = tq_gguf_writer_write(w, enc, nb);
+            const uint8_t *src = tq_gguf_tensor_data(g, t->src);
+            size_t row = (size_t)tq_gguf_tensor_ne(g, t->src)[0], rows = n / row;
+            size_t per = row_wise(t) ? (SLICE_VALUES / row ? SLICE_VALUES / row : 1) : rows;
+            size_t rb = row / ty->block * ty->bytes;
+            for (size_t r0 = 0; r0 < rows && !st; r0 += per) {
+                size_t nr = rows - r0 < per ? rows - r0 : per;
+                st = tq_dequantize(ctx, (tq_dtype)ty->dtype, src + r0 * rb, nr * row, x);
+                if (!st) st = transform(ctx, g, &m, t, &R, &o, x, nr);
+                if (!st) st = tq_quantize(ctx, (tq_dtype)ty->dtype, x, nr * row, enc);
+                if (!st) st = tq_gguf_writer_write(w, enc, nr * rb);
+            }
         }
         tq_gguf_tensor_release(g, t->src);
         done_b += nb;
