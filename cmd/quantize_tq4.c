@@ -446,8 +446,9 @@ int cmd_quantize_tq4(int argc, char **argv)
     if (o.dry_run) {
         for (int64_t i = 0; i < n && !o.quiet; i++) log_line(g, &jobs[i], n, &o);
     } else {
-        size_t per = SLICE_VALUES / (size_t)widest ? SLICE_VALUES / (size_t)widest : 1;
-        size_t slice = per * (size_t)widest;
+        /* a slice is whole rows of at most SLICE_VALUES values, or one row
+         * when a row is longer: never more than the larger of the two */
+        size_t slice = (size_t)widest > SLICE_VALUES ? (size_t)widest : SLICE_VALUES;
         cv.x = malloc(slice * sizeof(float));
         cv.y = malloc(slice * sizeof(float));
         cv.blk = malloc(slice * sizeof(float)); /* at most f32-sized output */

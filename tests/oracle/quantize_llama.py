@@ -87,7 +87,9 @@ def gen_model(path, seed=0):
     rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_block_count(1)
-    shapes = {"blk.0.attn_q.weight": (48, 2048), "blk.0.ffn_up.weight": (24, 4096), "blk.0.ffn_down.weight": (12, 8192)}
+    # attn_output fills a whole 4 Mi-value slice while ffn_gate's 5632-value rows do not divide it
+    shapes = {"blk.0.attn_q.weight": (48, 2048), "blk.0.ffn_up.weight": (24, 4096), "blk.0.ffn_down.weight": (12, 8192),
+              "blk.0.ffn_gate.weight": (2, 5632), "blk.0.attn_output.weight": (2048, 2048)}
     for name, (rows, cols) in shapes.items():
         x = rng.standard_t(4, size=(rows, cols)) * 0.02
         x[:, rng.integers(0, cols, 8)] *= 12  # outlier input channels
@@ -120,7 +122,7 @@ with tempfile.TemporaryDirectory() as d:
 
     # 2. quality in llama.cpp through --simulate
     ref = logits(MODEL)
-    fork_recipe = ["--policy", "all", "--keep", r"token_embd|output\.weight|ffn_down"]
+    fork_recipe = ["--policy", "all", "--keep", r"^(token_embd|output)\.weight$|ffn_down"]
     cases = [("tq4_1s all", ["--type", "tq4_1s", "--policy", "all"]),
              ("tq3_1s all", ["--type", "tq3_1s", "--policy", "all"]),
              ("tq4_1s fork recipe, fork search", ["--type", "tq4_1s", "--search", "fork", *fork_recipe]),
@@ -158,7 +160,7 @@ with tempfile.TemporaryDirectory() as d:
     gen_model(gen)
     for model, label in [(MODEL, "stories260K"), (gen, "generated")]:
         for t in ["tq4_1s", "tq3_1s"]:
-            common = ["--type", t, "--policy", "all", "--keep", "token_embd|output\\.weight"]
+            common = ["--type", t, "--policy", "all", "--keep", r"^(token_embd|output)\.weight$"]
             rf = report(*common, "--search", "fork", model, d / "f.gguf")
             rb = report(*common, model, d / "b.gguf")
             pairs = [(f["rel_error"], b["rel_error"]) for f, b in zip(rf["tensors"], rb["tensors"]) if f["to"] == t]
@@ -184,7 +186,7 @@ with tempfile.TemporaryDirectory() as d:
     name = b"blk.0.ffn_up.weight"
     dat.write_bytes(struct.pack("<i", 1) + struct.pack("<i", len(name)) + name + struct.pack("<ii", 100, 4096) +
                     imp.tobytes() + struct.pack("<ii", 10, 4) + b"wiki")
-    x = np.array(gguf.GGUFReader(str(gen)).get_tensor(1).data, dtype=np.float64).reshape(24, 4096)
+    x = np.array(gguf.GGUFReader(str(gen)).get_tensor(1).data, dtype=np.float64).reshape(24, 4096)  # ffn_up
     errs = {}
     for label, extra in [("plain", []), ("imatrix.gguf", ["--imatrix", imx]), ("imatrix.dat", ["--imatrix", dat])]:
         sim = d / f"im_{label}.gguf"
