@@ -57,6 +57,8 @@ $(B)/%.o: %.c $(wildcard lib/*.h) $(wildcard cmd/*.h) $(wildcard formats/*.h) li
 	$(CC) $(CFLAGS) -c $< -o $@
 
 $(B)/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)
+# the rotation butterflies are long independent loops: let GCC vectorize them
+$(B)/lib/rotation.o: CFLAGS += -O3
 $(B)/lib/half_f16c.o $(B)/san/lib/half_f16c.o: CFLAGS += -mf16c -mavx
 # statistics are reports, not codec output: fused multiply-adds are welcome there
 $(B)/lib/stats.o: CFLAGS += -O3 -ffp-contract=fast

@@ -264,6 +264,7 @@ static tq_status convert(conv *cv, const tq_gguf *g, tjob *j, const opts *o, tq_
         } else {
             st = tq_gguf_writer_write(w, cv->blk, nr * out_rb);
         }
+        tq_gguf_tensor_release_range(g, j->i, r0 * in_rb, nr * in_rb);
         *done += nr * in_rb;
         progress_update(pr, *done, total, "bytes");
     }

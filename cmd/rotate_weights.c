@@ -122,8 +122,9 @@ static tq_status transform(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, con
     }
     if (!st && o->r1 && (t->role == RR_READER || t->role == RR_EMBED)) { /* W R1': R1 on every row */
         int bad = 0;
-#pragma omp parallel for schedule(dynamic, 64) reduction(| : bad)
-        for (size_t r = 0; r < rows; r++) bad |= tq_rotation_apply(NULL, R->r1, x + r * row, 1, 0) != TQ_OK;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad)
+        for (size_t r = 0; r < rows; r += 128)
+            bad |= tq_rotation_apply_rows(NULL, R->r1, x + r * row, rows - r < 128 ? rows - r : 128, 0) != TQ_OK;
         if (bad) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     if (!st && o->r2 && t->v_rows) { /* R2 W_v: each KV head's block of output rows (or bias values) */
@@ -141,7 +142,13 @@ static tq_status transform(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, con
                 bad |= tq_rotation_apply(NULL, R->r2[q / per], x + r * row + (size_t)q * hd, 1, 0) != TQ_OK;
         if (bad) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
-    if (!st && o->r1 && t->role == RR_WRITER) st = tq_rotation_apply(ctx, R->r1, x, row, 0); /* R1 W: the columns */
+    if (!st && o->r1 && t->role == RR_WRITER) { /* R1 W: the columns, in blocks of 256 across the threads */
+        int bad = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad)
+        for (size_t c0 = 0; c0 < row; c0 += 256)
+            bad |= tq_rotation_apply_strided(NULL, R->r1, x + c0, row - c0 < 256 ? row - c0 : 256, row, 0) != TQ_OK;
+        if (bad) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
     if (!st && o->r1 && t->role == RR_WRITER_BIAS) st = tq_rotation_apply(ctx, R->r1, x, 1, 0);
     return st;
 }
@@ -276,6 +283,7 @@ int cmd_rotate_weights(int argc, char **argv)
                 if (!st) st = transform(ctx, g, &m, t, &R, &o, x, nr);
                 if (!st) st = tq_quantize(ctx, (tq_dtype)ty->dtype, x, nr * row, enc);
                 if (!st) st = tq_gguf_writer_write(w, enc, nr * rb);
+                tq_gguf_tensor_release_range(g, t->src, r0 * rb, nr * rb);
             }
         }
         tq_gguf_tensor_release(g, t->src);

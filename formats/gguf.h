@@ -156,6 +156,8 @@ const void *tq_gguf_tensor_data(const tq_gguf *g, int64_t i);
  * set (a later access reads them again), so streaming through a model keeps
  * memory flat. */
 void tq_gguf_tensor_release(const tq_gguf *g, int64_t i);
+/* The same for bytes [off, off + len) of its data, as a stream moves on. */
+void tq_gguf_tensor_release_range(const tq_gguf *g, int64_t i, uint64_t off, uint64_t len);
 
 /* ------------------------------------------------- writer */
 

@@ -754,13 +754,20 @@ const void *tq_gguf_tensor_data(const tq_gguf *g, int64_t i)
     return g->sh[g->t[i].shard].map + tq_gguf_tensor_file_offset(g, i);
 }
 
-void tq_gguf_tensor_release(const tq_gguf *g, int64_t i)
+void tq_gguf_tensor_release_range(const tq_gguf *g, int64_t i, uint64_t off, uint64_t len)
 {
     const shard *s = &g->sh[g->t[i].shard];
-    if (!s->mapped) return;
+    uint64_t nb = tq_gguf_tensor_nbytes(g, i);
+    if (!s->mapped || off >= nb) return;
+    if (len > nb - off) len = nb - off;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = (uintptr_t)tq_gguf_tensor_data(g, i), e = a + tq_gguf_tensor_nbytes(g, i);
+    uintptr_t a = (uintptr_t)tq_gguf_tensor_data(g, i) + off, e = a + len;
     a = (a + page - 1) & ~(page - 1); /* whole pages only: neighbours may still be in use */
     e &= ~(page - 1);
     if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
+void tq_gguf_tensor_release(const tq_gguf *g, int64_t i)
+{
+    tq_gguf_tensor_release_range(g, i, 0, tq_gguf_tensor_nbytes(g, i));
 }

@@ -93,52 +93,94 @@ void tq_rotation_free(tq_rotation *r)
 uint32_t tq_rotation_size(const tq_rotation *r) { return r->n; }
 const char *tq_rotation_kind(const tq_rotation *r) { return r->kind; }
 
-/* The unnormalised butterfly over m groups of `w` contiguous floats. */
-static void butterfly(float *x, uint32_t m, size_t w)
-{
-    for (uint32_t h = 1; h < m; h *= 2)
-        for (uint32_t i = 0; i < m; i += 2 * h)
-            for (uint32_t j = i; j < i + h; j++) {
-                float *a = x + (size_t)j * w, *b = x + (size_t)(j + h) * w;
-                for (size_t l = 0; l < w; l++) {
-                    float u = a[l], v = b[l];
-                    a[l] = u + v;
-                    b[l] = u - v;
-                }
-            }
-}
-
-/* x: n elements of `lanes` interleaved vectors.  R x = (R_m (x) Q) x;
- * R' x = (R_m' (x) Q') x.  The Hadamard part acts on the m groups of k*lanes
- * floats, the Q part inside each group. */
-tq_status tq_rotation_apply(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes, int transpose)
+/* x: n elements of `lanes` vectors, element i of vector l at x[i * stride + l].
+ * R x = (R_m (x) Q) x, R' x = (R_m' (x) Q') x: Q mixes the k elements inside
+ * each of the m groups, then the Hadamard butterfly runs across groups. */
+tq_status tq_rotation_apply_strided(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes, size_t stride,
+                                    int transpose)
 {
     uint32_t m = r->m, k = r->k;
-    size_t w = (size_t)k * lanes;
     float scale = (float)(1.0 / sqrt((double)m));
+    if (lanes > stride) return tq_fail(ctx, TQ_ERR_ARG, "%zu lanes with a stride of %zu", lanes, stride);
     if (k > 1) {
-        double *tmp = malloc(w * sizeof(double));
+        double *tmp = malloc((size_t)k * lanes * sizeof(double));
         if (!tmp) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
         for (uint32_t a = 0; a < m; a++) {
-            float *g = x + (size_t)a * w;
-            memset(tmp, 0, w * sizeof(double));
+            memset(tmp, 0, (size_t)k * lanes * sizeof(double));
             for (uint32_t o = 0; o < k; o++)
                 for (uint32_t i = 0; i < k; i++) {
                     double c = transpose ? r->q[(size_t)i * k + o] : r->q[(size_t)o * k + i];
-                    const float *src = g + (size_t)i * lanes;
+                    const float *src = x + ((size_t)a * k + i) * stride;
                     double *dst = tmp + (size_t)o * lanes;
                     for (size_t l = 0; l < lanes; l++) dst[l] += c * src[l];
                 }
-            for (size_t l = 0; l < w; l++) g[l] = (float)tmp[l];
+            for (uint32_t o = 0; o < k; o++)
+                for (size_t l = 0; l < lanes; l++) x[((size_t)a * k + o) * stride + l] = (float)tmp[(size_t)o * lanes + l];
         }
         free(tmp);
     }
     if (m == 1) return TQ_OK;
+    size_t n = (size_t)m * k;
     if (!transpose) /* R_m = (1/sqrt m) H diag(s) */
-        for (uint32_t a = 0; a < m; a++)
-            for (size_t l = 0; l < w; l++) x[(size_t)a * w + l] *= r->s[a];
-    butterfly(x, m, w);
-    for (uint32_t a = 0; a < m; a++)
-        for (size_t l = 0; l < w; l++) x[(size_t)a * w + l] *= transpose ? scale * r->s[a] : scale;
+        for (size_t i = 0; i < n; i++) {
+            float sg = r->s[i / k];
+            for (size_t l = 0; l < lanes; l++) x[i * stride + l] *= sg;
+        }
+    /* the unnormalised butterfly across groups: a stage pairs the h groups
+     * starting at group i with the h groups after them */
+    for (uint32_t h = 1; h < m; h *= 2)
+        for (uint32_t i = 0; i < m; i += 2 * h) {
+            if (lanes == stride) { /* both halves contiguous: one long, vectorizable loop */
+                size_t len = (size_t)h * k * lanes;
+                float *restrict p = x + (size_t)i * k * lanes, *restrict q = p + len;
+                for (size_t t = 0; t < len; t++) {
+                    float u = p[t], v = q[t];
+                    p[t] = u + v;
+                    q[t] = u - v;
+                }
+                continue;
+            }
+            for (size_t e = (size_t)i * k; e < (size_t)(i + h) * k; e++) {
+                float *restrict p = x + e * stride, *restrict q = x + (e + (size_t)h * k) * stride;
+                for (size_t l = 0; l < lanes; l++) {
+                    float u = p[l], v = q[l];
+                    p[l] = u + v;
+                    q[l] = u - v;
+                }
+            }
+        }
+    for (size_t i = 0; i < n; i++) {
+        float f = transpose ? scale * r->s[i / k] : scale;
+        for (size_t l = 0; l < lanes; l++) x[i * stride + l] *= f;
+    }
     return TQ_OK;
+}
+
+tq_status tq_rotation_apply(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes, int transpose)
+{
+    return tq_rotation_apply_strided(ctx, r, x, lanes, lanes, transpose);
+}
+
+/* Many contiguous vectors: transposed in blocks of 32 so the butterfly runs
+ * across 32 lanes at every stage (rotating one vector at a time leaves the
+ * early stages, pairs one float apart, unvectorized).  Same floats, same
+ * order of operations per element as one vector at a time. */
+tq_status tq_rotation_apply_rows(tq_ctx *ctx, const tq_rotation *r, float *x, size_t rows, int transpose)
+{
+    enum { B = 32 };
+    size_t n = r->n;
+    float *t = malloc(n * B * sizeof(float));
+    if (!t) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    tq_status st = TQ_OK;
+    for (size_t r0 = 0; r0 < rows && !st; r0 += B) {
+        size_t nb = rows - r0 < B ? rows - r0 : B;
+        float *blk = x + r0 * n;
+        for (size_t b = 0; b < nb; b++)
+            for (size_t i = 0; i < n; i++) t[i * B + b] = blk[b * n + i];
+        st = tq_rotation_apply_strided(ctx, r, t, nb, B, transpose);
+        for (size_t b = 0; b < nb; b++)
+            for (size_t i = 0; i < n; i++) blk[b * n + i] = t[i * B + b];
+    }
+    free(t);
+    return st;
 }

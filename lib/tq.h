@@ -264,6 +264,14 @@ const char *tq_rotation_kind(const tq_rotation *r); /* "hadamard(4096)", "hadama
  * of vector l at x[i * lanes + l].  lanes = 1 rotates one contiguous vector;
  * lanes = c rotates the columns of an n x c row-major matrix. */
 tq_status tq_rotation_apply(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes, int transpose);
+/* `rows` contiguous vectors one after another (the rows of a rows x n
+ * matrix): the same as one call per row, faster. */
+tq_status tq_rotation_apply_rows(tq_ctx *ctx, const tq_rotation *r, float *x, size_t rows, int transpose);
+/* The same with element i of vector l at x[i * stride + l] (lanes <= stride):
+ * a block of columns of an n x stride matrix, so column blocks can be rotated
+ * in parallel. */
+tq_status tq_rotation_apply_strided(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes, size_t stride,
+                                    int transpose);
 
 /* ------------------------------------------------------------ statistics */
 
