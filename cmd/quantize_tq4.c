@@ -472,7 +472,7 @@ int cmd_quantize_tq4(int argc, char **argv)
             if (j->convert) {
                 st = convert(&cv, g, j, &o, w, &pr, &done_b, total);
             } else {
-                st = tq_gguf_writer_write(w, tq_gguf_tensor_data(g, i), j->in_bytes);
+                st = tq_gguf_copy_tensor(g, i, w);
                 done_b += j->in_bytes;
                 progress_update(&pr, done_b, total, "bytes");
             }

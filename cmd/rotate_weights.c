@@ -270,7 +270,7 @@ int cmd_rotate_weights(int argc, char **argv)
         size_t n = (size_t)tq_gguf_tensor_nelements(g, t->src);
         uint64_t nb = tq_gguf_tensor_nbytes(g, t->src);
         if (!needs_change(t, &o)) {
-            st = tq_gguf_writer_write(w, tq_gguf_tensor_data(g, t->src), nb);
+            st = tq_gguf_copy_tensor(g, t->src, w);
         } else {
             changed++;
             const uint8_t *src = tq_gguf_tensor_data(g, t->src);

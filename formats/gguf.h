@@ -197,6 +197,10 @@ tq_status tq_gguf_writer_open(tq_gguf_writer *w, const char *path, const char *c
                               size_t n_inputs);
 /* Appends data of the current tensor (any chunking); padding is automatic. */
 tq_status tq_gguf_writer_write(tq_gguf_writer *w, const void *data, size_t len);
+/* Appends tensor i of src as it is, 16 MiB at a time, releasing the input
+ * pages behind it (tq_gguf_tensor_release_range): copying a large tensor
+ * does not grow the resident set. */
+tq_status tq_gguf_copy_tensor(const tq_gguf *src, int64_t i, tq_gguf_writer *w);
 /* Checks that every tensor is complete, flushes and renames into place. */
 tq_status tq_gguf_writer_finish(tq_gguf_writer *w);
 

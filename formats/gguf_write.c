@@ -508,3 +508,16 @@ tq_status tq_gguf_writer_finish(tq_gguf_writer *w)
     w->state = W_DONE;
     return TQ_OK;
 }
+
+tq_status tq_gguf_copy_tensor(const tq_gguf *src, int64_t i, tq_gguf_writer *w)
+{
+    const uint8_t *p = tq_gguf_tensor_data(src, i);
+    uint64_t n = tq_gguf_tensor_nbytes(src, i), step = 16u << 20;
+    tq_status st = TQ_OK;
+    for (uint64_t off = 0; off < n && !st; off += step) {
+        uint64_t len = n - off < step ? n - off : step;
+        st = tq_gguf_writer_write(w, p + off, (size_t)len);
+        tq_gguf_tensor_release_range(src, i, off, len);
+    }
+    return st;
+}
