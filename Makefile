@@ -116,7 +116,15 @@ $(B)/tests/tq-slice100: $(CMD_SRC) $(wildcard cmd/*.h) libtq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DSLICE_VALUES=100 -o $@ $(CMD_SRC) libtq.a $(LDLIBS)
 
-test: all $(B)/tests/unit-runner $(B)/tests/unit-runner-san $(TOOLS) $(B)/tests/tq-slice100
+# tq itself under ASan/UBSan, for tests/cli/sanitized.sh.
+SAN_CMD_OBJ := $(patsubst %.c,$(B)/san/%.o,$(CMD_SRC))
+$(B)/san/cmd/%.o: cmd/%.c $(wildcard lib/*.h) $(wildcard cmd/*.h) $(wildcard formats/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
+$(B)/tests/tq-san: $(SAN_CMD_OBJ) $(filter-out $(B)/san/tests/%,$(SAN_OBJ))
+	$(CC) -fopenmp $(SAN_FLAGS) -o $@ $^ -lzstd -lxxhash -larchive -lm -lpthread
+
+test: all $(B)/tests/unit-runner $(B)/tests/unit-runner-san $(TOOLS) $(B)/tests/tq-slice100 $(B)/tests/tq-san
 	@sh tests/run.sh
 
 # Just the unit tests under ASan/UBSan.
