@@ -3,6 +3,7 @@
  * byte for byte. */
 #include "cli.h"
 #include "gguf.h"
+#include "kv_numpy.h"
 #include "kv_snapshot.h"
 #include "llama_state.h"
 #include "output.h"
@@ -35,13 +36,16 @@ void help_encode_kvdump(void)
            "  --head-dim N          the rotation group without a model (else guessed)\n"
            "  --append BASE.tqkv    store only the cells after BASE's (its tokens must be a prefix of\n"
            "                        this state's); decode needs BASE beside the snapshot or --base\n"
+           "  --innerq SCALES.npy   per-channel InnerQ scales (float32 [head_dim], [2, head_dim] or\n"
+           "                        [layers, 2, head_dim]): K/V channels are multiplied by them before\n"
+           "                        coding and divided after decoding; stored in the snapshot\n"
            "  --turbo               code with the TurboQuant+ fork's turbo2/3/4 blocks instead (bits 2..4;\n"
            "                        tensors whose rows are not whole 128-value groups are kept)\n"
            "  -o -                  write to stdout\n");
 }
 
 typedef struct enc_opts {
-    const char *in, *out, *preset, *model, *profile, *append;
+    const char *in, *out, *preset, *model, *profile, *append, *innerq;
     long k_bits, v_bits, boundary, head_dim, threads;
     int quiet, turbo;
 } enc_opts;
@@ -61,6 +65,9 @@ static int parse(int argc, char **argv, enc_opts *o)
         } else if ((v = cli_opt_value(argc, argv, &i, "--preset"))) {
             if (!*v) return -1;
             o->preset = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--innerq"))) {
+            if (!*v) return -1;
+            o->innerq = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "--append"))) {
             if (!*v) return -1;
             o->append = v;
@@ -94,6 +101,8 @@ static int parse(int argc, char **argv, enc_opts *o)
     if (!o->out) return cli_usage_error("where to? give -o OUT.tqkv (or -o - for stdout)"), -1;
     if (strcmp(o->preset, "lossless") && strcmp(o->preset, "q8") && strcmp(o->preset, "balanced") && strcmp(o->preset, "small"))
         return cli_usage_error("--preset: unknown preset '%s' (lossless, q8, balanced, small)", o->preset), -1;
+    if (o->innerq && (o->turbo || !strcmp(o->preset, "lossless")))
+        return cli_usage_error("--innerq scales what tq's codec codes: not with %s", o->turbo ? "--turbo" : "--preset lossless"), -1;
     return 0;
 }
 
@@ -111,10 +120,19 @@ int cmd_encode_kvdump(int argc, char **argv)
     so.threads = (int)o.threads;
     so.head_dim = o.head_dim > 0 ? (uint32_t)o.head_dim : 0;
     int rc = 0;
+    float *scales = NULL;
+    if (o.innerq && tq_innerq_scales_load(ctx, o.innerq, &scales, &so.innerq_layers, &so.innerq_dim)) {
+        rc = cli_lib_error(ctx);
+        free(scales);
+        tq_ctx_free(ctx);
+        return rc;
+    }
+    so.innerq = scales;
     if (o.model) {
         tq_gguf *g;
         if (tq_gguf_open(ctx, o.model, NULL, &g)) {
             rc = cli_lib_error(ctx);
+            free(scales);
             tq_ctx_free(ctx);
             return rc;
         }
@@ -126,6 +144,7 @@ int cmd_encode_kvdump(int argc, char **argv)
     tq_llama_state *s;
     if (tq_llama_state_open(ctx, o.in, prof, &s)) {
         rc = cli_lib_error(ctx);
+        free(scales);
         tq_ctx_free(ctx);
         return rc;
     }
@@ -147,6 +166,7 @@ int cmd_encode_kvdump(int argc, char **argv)
     so.turbo = o.turbo;
     if (o.turbo && (so.k_bits < 2 || so.k_bits > 4 || so.v_bits < 2 || so.v_bits > 4)) {
         tq_llama_state_close(s);
+        free(scales);
         tq_ctx_free(ctx);
         return cli_usage_error("--turbo codes with the fork's turbo2/3/4 blocks: bits must be 2..4 (give --k-bits/--v-bits)");
     }
@@ -155,6 +175,7 @@ int cmd_encode_kvdump(int argc, char **argv)
         if (tqkv_open(ctx, o.append, &base)) {
             rc = cli_lib_error(ctx);
             tq_llama_state_close(s);
+            free(scales);
             tq_ctx_free(ctx);
             return rc;
         }
@@ -166,6 +187,7 @@ int cmd_encode_kvdump(int argc, char **argv)
     if ((rc = cli_out_open(&out, o.out, inputs, 3))) {
         tqkv_close(base);
         tq_llama_state_close(s);
+        free(scales);
         tq_ctx_free(ctx);
         return rc;
     }
@@ -197,6 +219,7 @@ int cmd_encode_kvdump(int argc, char **argv)
     }
     tqkv_close(base);
     tq_llama_state_close(s);
+    free(scales);
     tq_ctx_free(ctx);
     return rc;
 }

@@ -101,7 +101,7 @@ int inspect_snapshot(const char *path, int json)
         json_cstr(stdout, path);
         printf(", \"format\": \"tqkv\", \"version\": %d, \"size\": %" PRIu64 ", \"verified\": true, \"chunks\": %" PRIu64
                ", \"source\": {\"kind\": \"%s\", \"version\": %u, \"size\": %" PRIu64 ", \"tokens\": %u, \"architecture\": ",
-               TQKV_VERSION, tqkv_size(r), tqkv_n_chunks(r), kind_name(m->source_kind),
+               tqkv_version(r), tqkv_size(r), tqkv_n_chunks(r), kind_name(m->source_kind),
                m->state_version, m->source_size, m->n_tokens);
         json_cstr(stdout, m->arch);
         printf("}, \"base\": ");
@@ -120,7 +120,7 @@ int inspect_snapshot(const char *path, int json)
         printf(",\n \"tensors\": [\n");
     } else {
         printf("file:          %s (%" PRIu64 " bytes, .tqkv v%d; integrity verified: header, metadata, index, %" PRIu64 " chunks)\n",
-               path, tqkv_size(r), TQKV_VERSION, tqkv_n_chunks(r));
+               path, tqkv_size(r), tqkv_version(r), tqkv_n_chunks(r));
         printf("source:        %s v%u, %" PRIu64 " bytes, %u tokens%s%s\n",
                kind_long(m->source_kind), m->state_version, m->source_size, m->n_tokens,
                m->arch[0] ? ", architecture " : "", m->arch);
@@ -139,16 +139,19 @@ int inspect_snapshot(const char *path, int json)
         char codec[48];
         if (t->codec == TQKV_CODEC_RAW) snprintf(codec, sizeof codec, "raw (lossless)");
         else if (t->codec == TQKV_CODEC_TURBO) snprintf(codec, sizeof codec, "turbo%u (fork blocks)", t->bits);
-        else snprintf(codec, sizeof codec, "tq g=%u b=%u%s", t->group, t->bits, t->norm_correction ? " nc" : "");
+        else snprintf(codec, sizeof codec, "tq g=%u b=%u%s%s", t->group, t->bits, t->norm_correction ? " nc" : "",
+                      t->innerq ? " innerq" : "");
         tq_type_profile p = TQ_PROFILE_DEFAULT;
         tq_type_profile_parse(m->profile, &p);
         const tq_ggml_type *ty = tq_ggml_type_get(p, t->type_id);
         double b = 8.0 * (double)stored / (double)(t->width * t->cells);
         if (json)
             printf("  {\"kv_state\": %u, \"stream\": %u, \"layer\": %u, \"kv\": \"%s\", \"type\": \"%s\", \"codec\": \"%s\", \"group\": %u, "
-                   "\"bits\": %u, \"cells\": %u, \"width\": %" PRIu64 ", \"stored_bytes\": %" PRIu64 ", \"bits_per_value\": %.4f}%s\n",
+                   "\"bits\": %u, \"innerq\": %s, \"cells\": %u, \"width\": %" PRIu64 ", \"stored_bytes\": %" PRIu64
+                   ", \"bits_per_value\": %.4f}%s\n",
                    t->kv_state, t->stream, t->layer, t->is_v ? "V" : "K", ty ? ty->name : "?",
-                   t->codec == TQKV_CODEC_RAW ? "raw" : t->codec == TQKV_CODEC_TURBO ? "turbo" : "tq", t->group, t->bits, t->cells, t->width, stored, b,
+                   t->codec == TQKV_CODEC_RAW ? "raw" : t->codec == TQKV_CODEC_TURBO ? "turbo" : "tq", t->group, t->bits,
+                   t->innerq ? "true" : "false", t->cells, t->width, stored, b,
                    i + 1 < m->n_tensors ? "," : "");
         else
             printf("  %5u %6u %3s %-8s %-22s %6u %12" PRIu64 " %8.3f\n", t->kv_state, t->layer, t->is_v ? "V" : "K",

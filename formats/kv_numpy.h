@@ -27,6 +27,12 @@ typedef struct tq_npz_options {
  * (float16 if the cache was, else float32).  A stored (uncompressed) zip. */
 tq_status tq_state_write_npz(tq_ctx *ctx, const tq_llama_state *s, const tq_npz_options *o, FILE *out);
 
+/* InnerQ scales from a .npy (what calibrate-innerq writes): float32 or
+ * float16, shaped [head_dim] (K and V alike), [2, head_dim] (K, V) or
+ * [layers, 2, head_dim]; returned as layers x 2 x head_dim floats (malloc'd),
+ * each finite and positive. */
+tq_status tq_innerq_scales_load(tq_ctx *ctx, const char *path, float **out, uint32_t *layers, uint32_t *dim);
+
 #ifdef __cplusplus
 }
 #endif

@@ -118,6 +118,8 @@ static void encode_chunk(const src_tensor *s, const tqkv_tensor *t, const tq_cod
         goto oom;
     }
     o->st = tq_kv_tensor_read_rows(&local, s->kt, s->cells, r0, n, x);
+    if (!o->st && t->innerq)
+        for (size_t i = 0; i < nv; i++) x[i] *= t->innerq[i % t->group];
     if (!o->st) o->st = tq_encode(&local, c, x, nv, o->p);
     if (o->st) snprintf(o->err, sizeof o->err, "%s", local.msg);
     free(x);
@@ -214,6 +216,28 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
             t->bits = (uint8_t)(boundary ? 8 : src[i].is_v ? o->v_bits : o->k_bits);
             t->norm_correction = t->bits >= 3; /* matched norms cost quality at 1-2 bits */
             t->seed = TQ_SEED_FORK;
+            if (o->innerq) {
+                uint32_t l = o->innerq_layers == 1 ? 0 : src[i].layer;
+                if (o->innerq_dim != g || l >= o->innerq_layers) {
+                    uint32_t layer = src[i].layer;
+                    m.tokens = NULL;
+                    m.arch = NULL;
+                    tqkv_meta_free(&m);
+                    free(src);
+                    if (o->innerq_dim != g)
+                        return tq_fail(ctx, TQ_ERR_ARG, "layer %u: InnerQ scales of %u channels for heads of %u", layer,
+                                       o->innerq_dim, g);
+                    return tq_fail(ctx, TQ_ERR_ARG, "layer %u: the InnerQ scales cover %u layers", layer, o->innerq_layers);
+                }
+                if (!(t->innerq = malloc(4ull * g))) {
+                    m.tokens = NULL;
+                    m.arch = NULL;
+                    tqkv_meta_free(&m);
+                    free(src);
+                    return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+                }
+                memcpy(t->innerq, o->innerq + ((size_t)l * 2 + (size_t)src[i].is_v) * g, 4ull * g);
+            }
             rep->group_used = g;
             rep->group_guessed |= guessed;
             rep->n_lossy++;
@@ -221,7 +245,10 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
             rep->n_raw++;
         }
         if (t->codec == TQKV_CODEC_RAW && t->transposed && t->bytes > (1ull << 30)) {
-            free(src), free(m.t), free(m.skeleton);
+            m.tokens = NULL; /* borrowed */
+            m.arch = NULL;
+            tqkv_meta_free(&m);
+            free(src);
             return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "layer %u: a transposed V of more than 1 GiB cannot be kept verbatim "
                                                     "(a chunk holds at most 1 GiB); use a lossy preset", t->layer);
         }
@@ -369,6 +396,12 @@ static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base, 
         t->seed = bt->seed;
         t->rows_per_chunk = bt->rows_per_chunk;
         t->row_start = t->codec == TQKV_CODEC_RAW && t->transposed ? 0 : bt->cells;
+        free(t->innerq); /* the base's scales, as for its codec */
+        t->innerq = NULL;
+        if (bt->innerq) {
+            if (!(t->innerq = malloc(4ull * bt->group))) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+            memcpy(t->innerq, bt->innerq, 4ull * bt->group);
+        }
     }
     const char *slash = strrchr(base_name, '/');
     m->base_name = strdup(slash ? slash + 1 : base_name);
@@ -431,7 +464,11 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_co
         free(y), free(raw);
         goto oom;
     }
-    if (t->codec != TQKV_CODEC_RAW) o->st = tq_decode(&local, c, raw, nv, y);
+    if (t->codec != TQKV_CODEC_RAW) {
+        o->st = tq_decode(&local, c, raw, nv, y);
+        if (!o->st && t->innerq)
+            for (size_t i = 0; i < nv; i++) y[i] /= t->innerq[i % t->group];
+    }
     else if (!t->transposed) o->st = tq_dequantize(&local, (tq_dtype)ty->dtype, raw, nv, y);
     else /* element-major source bytes: gather cell-major rows */
         for (uint64_t j = 0; j < t->width && !o->st; j++)

@@ -25,6 +25,12 @@ typedef struct tq_kvsnap_options {
     const char *profile;   /* type-id profile name used to read the source */
     int threads;           /* 0 = all */
     int turbo;             /* code with the fork's turbo2/3/4 blocks (bits 2..4, rows of 128s) */
+    /* InnerQ: per-channel scales s_j multiplied in before coding and divided
+     * out after decoding, for tq-coded tensors: innerq holds
+     * innerq_layers x 2 (K, V) x innerq_dim floats; innerq_layers 1 applies
+     * the same K and V scales to every layer.  innerq_dim must be the group. */
+    const float *innerq;
+    uint32_t innerq_layers, innerq_dim;
     const tqkv_reader *base; /* --append: store only the cells after the base's */
     const char *base_name;   /* the base's file name, recorded for decode */
     /* called after each tensor with the source K/V bytes done so far */

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -30,6 +31,7 @@ void tqkv_meta_free(tqkv_meta *m)
     free(m->arch);
     free(m->base_name);
     free(m->skeleton);
+    for (uint32_t i = 0; m->t && i < m->n_tensors; i++) free(m->t[i].innerq);
     free(m->t);
     memset(m, 0, sizeof *m);
 }
@@ -147,7 +149,7 @@ tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer
     PUTV(&b, m->n_tensors);
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         const tqkv_tensor *t = &m->t[i];
-        uint8_t pad3[3] = {0};
+        uint8_t pad3[3] = {t->innerq != NULL, 0, 0}; /* byte 0: InnerQ scales follow the records */
         PUTV(&b, t->file_off);
         PUTV(&b, t->bytes);
         PUTV(&b, t->kv_state);
@@ -167,12 +169,18 @@ tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer
         PUTV(&b, t->rows_per_chunk);
         PUTV(&b, t->row_start);
     }
+    int any_innerq = 0;
+    for (uint32_t i = 0; i < m->n_tensors; i++)
+        if (m->t[i].innerq) {
+            bput(&b, m->t[i].innerq, 4ull * m->t[i].group);
+            any_innerq = 1;
+        }
     if (b.oom) {
         free(b.p);
         return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     uint8_t hdr[HDR_LEN];
-    uint32_t ver = TQKV_VERSION;
+    uint32_t ver = any_innerq ? 2 : 1; /* version 1 readers can read what has no scales */
     uint64_t ml = b.n, mh = XXH64(b.p, b.n, 0);
     memcpy(hdr, MAGIC, 4);
     memcpy(hdr + 4, &ver, 4);
@@ -304,11 +312,13 @@ struct tqkv_reader {
     tqkv_meta meta;
     tqkv_chunk *chunks;
     uint64_t n_chunks;
+    uint32_t version;
 };
 
 int tqkv_is_snapshot(const void *data, size_t size) { return size >= 4 && !memcmp(data, MAGIC, 4); }
 const tqkv_meta *tqkv_meta_of(const tqkv_reader *r) { return &r->meta; }
 uint64_t tqkv_n_chunks(const tqkv_reader *r) { return r->n_chunks; }
+uint32_t tqkv_version(const tqkv_reader *r) { return r->version; }
 const tqkv_chunk *tqkv_chunk_at(const tqkv_reader *r, uint64_t i) { return &r->chunks[i]; }
 uint64_t tqkv_size(const tqkv_reader *r) { return r->size; }
 
@@ -407,7 +417,7 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
     c.pos += sz;
     if (mget(&c, &m->n_tensors, 4) || m->n_tensors > (n - c.pos) / TENSOR_REC)
         return bad(ctx, r, "bad tensor count", HDR_LEN + c.pos);
-    if (c.pos + (uint64_t)m->n_tensors * TENSOR_REC != n) return bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);
+    if (c.pos + (uint64_t)m->n_tensors * TENSOR_REC > n) return bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);
     m->t = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *m->t);
     if (!m->t) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
     uint64_t prev_end = 0, total = 0;
@@ -425,6 +435,7 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
         mget(&c, &t->bits, 1);
         mget(&c, &t->norm_correction, 1);
         mget(&c, pad3, 3);
+        uint8_t innerq = pad3[0];
         mget(&c, &t->group, 4);
         mget(&c, &t->seed, 8);
         mget(&c, &t->cells, 4);
@@ -450,10 +461,21 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
             tq_codec_desc d;
             if (ty->dtype < 0 || tqkv_codec_desc(t, &d) || t->width % t->group) return bad(ctx, r, "bad codec parameters", at);
         }
+        if (innerq > 1 || pad3[1] || pad3[2] || (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)))
+            return bad(ctx, r, "bad InnerQ flag", at);
+        if (innerq && !(t->innerq = malloc(4ull * t->group))) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
         prev_end = t->file_off + t->bytes;
         total += t->bytes;
     }
     if (total + sl != m->source_size) return bad(ctx, r, "skeleton and tensors do not add up to the source", HDR_LEN);
+    for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 2: the InnerQ scales, in tensor order */
+        tqkv_tensor *t = &m->t[i];
+        if (!t->innerq) continue;
+        if (mget(&c, t->innerq, 4ull * t->group)) return bad(ctx, r, "InnerQ scales truncated", HDR_LEN + c.pos);
+        for (uint32_t j = 0; j < t->group; j++)
+            if (!(t->innerq[j] > 0.0f) || isinf(t->innerq[j])) return bad(ctx, r, "an InnerQ scale that is not finite and positive", HDR_LEN + c.pos);
+    }
+    if (c.pos != n) return bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);
     return TQ_OK;
 }
 
@@ -469,7 +491,9 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
     memcpy(&mh, p + 16, 8);
     memcpy(&hh, p + 24, 8);
     if (XXH64(p, 24, 0) != hh) return bad(ctx, r, "header checksum mismatch", 0);
-    if (ver != TQKV_VERSION) return tq_fail(ctx, TQ_ERR_FORMAT, "%s: snapshot version %u (this tq reads %d)", r->label, ver, TQKV_VERSION);
+    if (ver < 1 || ver > TQKV_VERSION)
+        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: snapshot version %u (this tq reads 1 to %d)", r->label, ver, TQKV_VERSION);
+    r->version = ver;
     if (ml > n - HDR_LEN - TRAILER_LEN) return bad(ctx, r, "metadata runs past the end", 8);
     if (XXH64(p + HDR_LEN, ml, 0) != mh) return bad(ctx, r, "metadata checksum mismatch", HDR_LEN);
     tq_status st = parse_meta(ctx, r, p + HDR_LEN, ml);

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define TQKV_VERSION 1
+#define TQKV_VERSION 2 /* 2 adds InnerQ scales; files without them are written as 1 */
 
 enum { TQKV_SOURCE_SESSION = 0, TQKV_SOURCE_SEQUENCE = 1, TQKV_SOURCE_NUMPY = 2 };
 enum { TQKV_CODEC_RAW = 0, TQKV_CODEC_TQ = 1, TQKV_CODEC_TURBO = 2 };
@@ -38,6 +38,9 @@ typedef struct tqkv_tensor {
     int32_t type_id;               /* source element type (in the profile) */
     uint32_t rows_per_chunk;
     uint32_t row_start;            /* rows [0, row_start) are in the base snapshot */
+    float *innerq;                 /* TQ codec: group per-channel scales applied before
+                                      coding (x_j * s_j), divided out after decoding;
+                                      NULL if none (owned by the meta) */
 } tqkv_tensor;
 
 typedef struct tqkv_meta {
@@ -101,6 +104,7 @@ tq_status tqkv_open_memory(tq_ctx *ctx, const void *data, size_t size, const cha
 void tqkv_close(tqkv_reader *r);
 const tqkv_meta *tqkv_meta_of(const tqkv_reader *r);
 uint64_t tqkv_n_chunks(const tqkv_reader *r);
+uint32_t tqkv_version(const tqkv_reader *r);
 const tqkv_chunk *tqkv_chunk_at(const tqkv_reader *r, uint64_t i);
 uint64_t tqkv_size(const tqkv_reader *r);
 /* XXH64 of all of a snapshot's bytes: what an appended snapshot records of its base. */

@@ -103,6 +103,33 @@ grep -q "cannot open" "$tmp/e" || fail "missing base message: $(cat "$tmp/e")"
 $tq decode-kvdump "$tmp/sub/app.tqkv" -o "$tmp/app2.out" --base "$tmp/moved.tqkv" -q || fail "--base"
 cmp -s "$tmp/app2.out" "$tmp/base.out" || fail "--base result differs"
 
+# InnerQ scales: x2 on every channel is exact in the codec, so it must decode to the same
+# state as no scales; other scales round-trip, are recorded (snapshot version 2) and refused
+# when they do not fit
+python3 -c "
+import numpy as np
+np.save('$tmp/s2.npy', np.full(8, 2.0, np.float32))
+np.save('$tmp/sv.npy', np.linspace(0.5, 2.0, 16, dtype=np.float32).reshape(2, 8))
+np.save('$tmp/s16.npy', np.ones(16, np.float32))
+np.save('$tmp/sneg.npy', -np.ones(8, np.float32))" || fail "numpy for the scale files"
+$tq encode-kvdump $seed -o "$tmp/n.tqkv" --head-dim 8 -q || fail "encode without scales"
+$tq encode-kvdump $seed -o "$tmp/i2.tqkv" --head-dim 8 --innerq "$tmp/s2.npy" -q || fail "--innerq x2"
+$tq decode-kvdump "$tmp/n.tqkv" -o "$tmp/n.out" -q && $tq decode-kvdump "$tmp/i2.tqkv" -o "$tmp/i2.out" -q || fail "decode"
+cmp -s "$tmp/n.out" "$tmp/i2.out" || fail "scales of 2 changed the decoded state"
+$tq encode-kvdump $seed -o "$tmp/iv.tqkv" --head-dim 8 --innerq "$tmp/sv.npy" -q || fail "--innerq [2, 8]"
+$tq decode-kvdump "$tmp/iv.tqkv" -o "$tmp/iv.out" -q || fail "decode with scales"
+[ "$(wc -c <"$tmp/iv.out")" -eq "$(wc -c <$seed)" ] || fail "scaled snapshot rebuilds another size"
+$tq inspect --json "$tmp/iv.tqkv" | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+assert d['version'] == 2 and all(t['innerq'] for t in d['tensors'] if t['codec'] == 'tq'), d['version']" ||
+    fail "InnerQ not recorded"
+$tq inspect --json "$tmp/n.tqkv" | grep -q '"version": 1,' || fail "a snapshot without scales is not version 1"
+expect_err 1 "InnerQ scales of 16 channels for heads of 8" encode-kvdump $seed -o "$tmp/iq.tqkv" --head-dim 8 --innerq "$tmp/s16.npy"
+expect_err 1 "not finite and positive" encode-kvdump $seed -o "$tmp/iq.tqkv" --head-dim 8 --innerq "$tmp/sneg.npy"
+expect_err 2 "not with --preset lossless" encode-kvdump $seed -o "$tmp/iq.tqkv" --preset lossless --innerq "$tmp/s2.npy"
+[ -e "$tmp/iq.tqkv" ] && fail "output after a refused --innerq"
+
 # inspect understands both
 $tq inspect $seed >"$tmp/i" || fail "inspect state"
 grep -q '^tokens:        16$' "$tmp/i" || fail "inspect state: tokens"
