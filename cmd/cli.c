@@ -75,3 +75,12 @@ double cli_now(void)
 }
 
 int cli_is_tty(int fd) { return isatty(fd); }
+
+int cli_in_out(const char *sub, const char *arg, const char **in, const char **out)
+{
+    if (arg[0] == '-' && arg[1]) return cli_usage_error("unknown option '%s' (see tq help %s)", arg, sub);
+    if (!*in) *in = arg;
+    else if (!*out) *out = arg;
+    else return cli_usage_error("too many arguments ('%s')", arg);
+    return 0;
+}

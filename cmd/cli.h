@@ -20,6 +20,10 @@ int cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out);
 /* Option value helper: "--name VALUE" or "--name=VALUE"; advances *i. */
 const char *cli_opt_value(int argc, char **argv, int *i, const char *name);
 
+/* The arguments that are not options: an unknown option is a usage error,
+ * then IN, then OUT; a third is too many.  0 or the usage exit code. */
+int cli_in_out(const char *sub, const char *arg, const char **in, const char **out);
+
 double cli_now(void); /* monotonic seconds */
 int cli_is_tty(int fd);
 

@@ -115,14 +115,8 @@ static int parse(int argc, char **argv, opts *o)
             o->profile_name = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "--threads"))) {
             if (cli_parse_long("--threads", v, 0, 4096, &o->threads)) return TQ_EXIT_USAGE;
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error("unknown option '%s' (see tq help quantize-tq4)", a);
-        } else if (!o->in) {
-            o->in = a;
-        } else if (!o->out) {
-            o->out = a;
-        } else {
-            return cli_usage_error("too many arguments ('%s')", a);
+        } else if (cli_in_out("quantize-tq4", a, &o->in, &o->out)) {
+            return TQ_EXIT_USAGE;
         }
     }
     if (!o->in) return cli_usage_error("which model? (see tq help quantize-tq4)");
