@@ -95,6 +95,14 @@ with tempfile.TemporaryDirectory() as d:
         else:
             assert rel <= 1e-4 and same, (label, rel)
 
+    # each rotation alone is exact too
+    ref = logits(STORIES)
+    for flag in (["--r1", "off"], ["--r2", "off"]):
+        tq("rotate-weights", *flag, STORIES, d / "one.gguf", "-q")
+        rel, same = exact(ref, logits(d / "one.gguf"))
+        print(f"stories260K {' '.join(flag):9s}          max rel. logit difference {rel:.2e}, argmax identical: {same}")
+        assert rel <= 1e-4 and same, (flag, rel)
+
     # 2. benefit: weight statistics, and quality after quantization
     def stats(path):
         d_ = json.loads(tq("inspect", "--stats", "--json", path).stdout)
