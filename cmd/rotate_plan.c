@@ -5,20 +5,12 @@
  * the model is refused rather than rotated wrongly. */
 #include "rotate_plan.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+/* -1, with the reason recorded in ctx (the caller prefixes the file name). */
+#define fail(...) (tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, __VA_ARGS__), -1)
 
 static int64_t get_u(const tq_gguf *g, const char *arch, const char *key, int64_t dflt)
 {
@@ -42,31 +34,31 @@ static const struct {
     {"layer_output_norm", "post-norms (a norm after the attention or FFN output) sit on the rotated stream"},
 };
 
-int rr_plan(const tq_gguf *g, rr_model *m, char *err, size_t errlen)
+int rr_plan(tq_ctx *ctx, const tq_gguf *g, rr_model *m)
 {
     memset(m, 0, sizeof *m);
     uint64_t alen = 0;
     const char *arch = tq_gguf_get_str(g, "general.architecture", "", &alen);
     snprintf(m->arch, sizeof m->arch, "%.*s", (int)(alen < 31 ? alen : 31), arch);
     if (strcmp(m->arch, "llama") && strcmp(m->arch, "mistral") && strcmp(m->arch, "qwen2") && strcmp(m->arch, "qwen3"))
-        return fail(err, errlen, "architecture '%s' is not supported (llama, mistral, qwen2, qwen3 are): its graph may "
+        return fail("architecture '%s' is not supported (llama, mistral, qwen2, qwen3 are): its graph may "
                                  "not be the RMSNorm pre-norm one a rotation can be folded into", m->arch);
     m->n_embd = (uint32_t)get_u(g, m->arch, "embedding_length", 0);
     m->n_head = (uint32_t)get_u(g, m->arch, "attention.head_count", 0);
     m->n_head_kv = (uint32_t)get_u(g, m->arch, "attention.head_count_kv", m->n_head);
     m->n_layer = (uint32_t)get_u(g, m->arch, "block_count", 0);
     if (!m->n_embd || !m->n_head || !m->n_head_kv || !m->n_layer || m->n_head % m->n_head_kv)
-        return fail(err, errlen, "%s hyperparameters missing or inconsistent (embedding_length %u, head_count %u, "
+        return fail("%s hyperparameters missing or inconsistent (embedding_length %u, head_count %u, "
                                  "head_count_kv %u, block_count %u)", m->arch, m->n_embd, m->n_head, m->n_head_kv, m->n_layer);
     m->head_dim = (uint32_t)get_u(g, m->arch, "attention.key_length", m->n_embd / m->n_head);
     m->head_dim_v = (uint32_t)get_u(g, m->arch, "attention.value_length", m->head_dim);
-    if (!m->head_dim || !m->head_dim_v) return fail(err, errlen, "head size 0");
+    if (!m->head_dim || !m->head_dim_v) return fail("head size 0");
 
     int64_t nt = tq_gguf_n_tensors(g);
     m->t = calloc((size_t)nt + 1, sizeof *m->t);
-    if (!m->t) return fail(err, errlen, "out of memory");
+    if (!m->t) return fail("out of memory");
     int64_t embd = tq_gguf_find_tensor(g, "token_embd.weight"), out = tq_gguf_find_tensor(g, "output.weight");
-    if (embd < 0) return fail(err, errlen, "missing tensor token_embd.weight");
+    if (embd < 0) return fail("missing tensor token_embd.weight");
     m->tied = out < 0;
     char want[160];
     /* every tensor the graph needs must be there */
@@ -76,18 +68,18 @@ int rr_plan(const tq_gguf *g, rr_model *m, char *err, size_t errlen)
     for (uint32_t l = 0; l < m->n_layer; l++)
         for (size_t k = 0; k < sizeof per_layer / sizeof *per_layer; k++) {
             snprintf(want, sizeof want, "blk.%u.%s", l, per_layer[k]);
-            if (tq_gguf_find_tensor(g, want) < 0) return fail(err, errlen, "missing tensor %s", want);
+            if (tq_gguf_find_tensor(g, want) < 0) return fail("missing tensor %s", want);
         }
-    if (tq_gguf_find_tensor(g, "output_norm.weight") < 0) return fail(err, errlen, "missing tensor output_norm.weight");
+    if (tq_gguf_find_tensor(g, "output_norm.weight") < 0) return fail("missing tensor output_norm.weight");
 
     for (int64_t i = 0; i < nt; i++) {
         const char *name = tq_gguf_tensor_name(g, i);
         const tq_ggml_type *ty = tq_gguf_tensor_type(g, i);
         const int64_t *ne = tq_gguf_tensor_ne(g, i);
         for (size_t k = 0; k < sizeof refused / sizeof *refused; k++)
-            if (strstr(name, refused[k].part)) return fail(err, errlen, "tensor %s: %s", name, refused[k].why);
+            if (strstr(name, refused[k].part)) return fail("tensor %s: %s", name, refused[k].why);
         if (ty->dtype != 0 && ty->dtype != 1 && ty->dtype != 2) /* TQ_DT_F32, F16, BF16 */
-            return fail(err, errlen, "tensor %s is %s: rotate-weights needs F32, F16 or BF16 weights (rotating quantized "
+            return fail("tensor %s is %s: rotate-weights needs F32, F16 or BF16 weights (rotating quantized "
                                      "weights would mean requantizing them, as quantize-tq4 --allow-requantize does; "
                                      "rotate the F16/F32 model, then quantize)", name, ty->name);
         rr_tensor *t = &m->t[m->n++];
@@ -100,7 +92,7 @@ int rr_plan(const tq_gguf *g, rr_model *m, char *err, size_t errlen)
             char *end;
             layer = (int)strtol(name + 4, &end, 10);
             if (*end != '.' || layer < 0 || (uint32_t)layer >= m->n_layer)
-                return fail(err, errlen, "tensor %s: not a layer of this %u-layer model", name, m->n_layer);
+                return fail("tensor %s: not a layer of this %u-layer model", name, m->n_layer);
             role = end + 1;
         }
         int64_t row = ne[0], rows = ne[1];
@@ -108,7 +100,7 @@ int rr_plan(const tq_gguf *g, rr_model *m, char *err, size_t errlen)
                  v_out = (uint64_t)m->n_head_kv * m->head_dim_v, o_in = (uint64_t)m->n_head * m->head_dim_v;
 #define SHAPE(c)                                                                                                  \
     do {                                                                                                          \
-        if (!(c)) return fail(err, errlen, "tensor %s has shape [%lld, %lld], not what the hyperparameters say", \
+        if (!(c)) return fail("tensor %s has shape [%lld, %lld], not what the hyperparameters say", \
                               name, (long long)ne[0], (long long)ne[1]);                                         \
     } while (0)
         char nb[160];
@@ -124,7 +116,7 @@ int rr_plan(const tq_gguf *g, rr_model *m, char *err, size_t errlen)
                 t->norm = tq_gguf_find_tensor(g, "output_norm.weight");
                 SHAPE(row == m->n_embd);
             } else if (!strcmp(name, "rope_freqs.weight")) t->role = RR_COPY;
-            else return fail(err, errlen, "tensor %s: unknown to rotate-weights (the graph may differ from llama's)", name);
+            else return fail("tensor %s: unknown to rotate-weights (the graph may differ from llama's)", name);
         } else if (!strcmp(role, "attn_norm.weight") || !strcmp(role, "ffn_norm.weight")) {
             t->role = RR_NORM;
             SHAPE(row == m->n_embd && rows == 1);
@@ -158,7 +150,7 @@ int rr_plan(const tq_gguf *g, rr_model *m, char *err, size_t errlen)
             t->role = RR_WRITER_BIAS;
             SHAPE(row == m->n_embd && rows == 1);
         } else {
-            return fail(err, errlen, "tensor %s: unknown to rotate-weights (the graph may differ from llama's)", name);
+            return fail("tensor %s: unknown to rotate-weights (the graph may differ from llama's)", name);
         }
 #undef SHAPE
         if (m->tied && !strcmp(name, "token_embd.weight")) { /* the output matrix, untied: embd with output_norm folded */

@@ -35,9 +35,9 @@ typedef struct rr_model {
     rr_tensor *t;      /* output tensors in order */
 } rr_model;
 
-/* 0, or -1 with a one-line reason in err (unsupported architecture or
- * tensor, missing tensors, wrong shapes, quantized weights). */
-int rr_plan(const tq_gguf *g, rr_model *m, char *err, size_t errlen);
+/* 0, or -1 with a one-line reason recorded in ctx (unsupported architecture
+ * or tensor, missing tensors, wrong shapes, quantized weights). */
+int rr_plan(tq_ctx *ctx, const tq_gguf *g, rr_model *m);
 void rr_free(rr_model *m);
 
 #endif

@@ -204,13 +204,12 @@ int cmd_rotate_weights(int argc, char **argv)
     tq_gguf_writer *w = NULL;
     float *x = NULL;
     uint8_t *enc = NULL;
-    char err[512];
     if (tq_gguf_open(ctx, o.in, &gopt, &g)) {
         rc = cli_lib_error(ctx);
         goto done;
     }
-    if (rr_plan(g, &m, err, sizeof err)) {
-        rc = cli_runtime_error("%s: %s", o.in, err);
+    if (rr_plan(ctx, g, &m)) {
+        rc = cli_runtime_error("%s: %s", o.in, tq_ctx_error(ctx));
         goto done;
     }
     if ((o.r1 && tq_rotation_new(ctx, m.n_embd, o.seed, &R.r1))) {

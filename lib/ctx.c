@@ -44,31 +44,15 @@ const char *tq_status_name(tq_status st)
     return "unknown status";
 }
 
-static tq_status vfail(tq_ctx *ctx, tq_status st, const char *fmt, va_list ap)
-{
-    if (ctx) {
-        vsnprintf(ctx->msg, sizeof ctx->msg, fmt, ap);
-        ctx->status = st;
-    }
-    return st;
-}
-
-tq_status tq_fail(tq_ctx *ctx, tq_status st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vfail(ctx, st, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-/* The public face of tq_fail, for callers that layer steps on a context. */
 tq_status tq_ctx_set_error(tq_ctx *ctx, tq_status st, const char *fmt, ...)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vfail(ctx, st, fmt, ap);
-    va_end(ap);
+    if (ctx) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->msg, sizeof ctx->msg, fmt, ap);
+        va_end(ap);
+        ctx->status = st;
+    }
     return st;
 }
 

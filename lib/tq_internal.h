@@ -17,9 +17,9 @@ struct tq_ctx {
     tq_backend backend;
 };
 
-/* Records an error in ctx (if non-NULL) and returns st. */
-tq_status tq_fail(tq_ctx *ctx, tq_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Records an error in ctx (if non-NULL) and returns st: the library's own
+ * name for the public tq_ctx_set_error. */
+#define tq_fail tq_ctx_set_error
 
 int tq_is_pow2(uint32_t v);
 int tq_resolve_threads(const tq_ctx *ctx);
