@@ -69,9 +69,9 @@ static tq_status decode_reshaped(tq_ctx *ctx, const tqkv_reader *r, const tqkv_r
         if ((st = tq_temp_create(ctx, where, &tmp, &tf))) return st;
         st = tq_kvsnap_decode(ctx, r, base, dopt, tf);
         if (fflush(tf) && !st) st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: writing failed", tmp);
-        fclose(tf);
         if (!st) st = tq_llama_state_open(ctx, tmp, TQ_PROFILE_DEFAULT, &s);
-        unlink(tmp); /* the mapping stays valid */
+        unlink(tmp); /* the mapping stays valid, and an unlinked file is not synced */
+        fclose(tf);
         free(tmp);
         if (st) return st;
         /* rows past the prefix were left out on the guess that cell i holds

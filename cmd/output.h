@@ -12,7 +12,6 @@ typedef struct cli_out {
     FILE *f;
     char *path, *tmp;
     int is_stdout;
-    struct out_sink *sink; /* the file under f: starts writeback as data streams */
 } cli_out;
 
 int cli_out_open(cli_out *o, const char *path, const char *const *inputs, size_t n_inputs); /* 0 or exit code */

@@ -1,9 +1,11 @@
 /* file_io.c - see file_io.h. */
+#define _GNU_SOURCE /* fopencookie, sync_file_range */
 #include "file_io.h"
 #include "tq_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -43,6 +45,50 @@ void tq_unmap_file(const uint8_t *map, uint64_t size)
     if (map) munmap((void *)map, (size_t)size);
 }
 
+/* The stream behind a temporary output.  Dirty pages are handed to the disk
+ * every 32 MiB as they are written, so the fsync at the end finds little
+ * left and the disk works while the producer computes; closing fsyncs the
+ * file unless it was unlinked first (a discarded output need not reach the
+ * disk). */
+#define WRITEBACK_STEP (32u << 20)
+
+typedef struct sink {
+    int fd;
+    uint64_t written, synced;
+} sink;
+
+static ssize_t sink_write(void *cookie, const char *buf, size_t n)
+{
+    sink *k = cookie;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(k->fd, buf + done, n - done);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return done ? (ssize_t)done : -1;
+        }
+        done += (size_t)w;
+    }
+    k->written += n;
+    if (k->written - k->synced >= WRITEBACK_STEP) {
+        sync_file_range(k->fd, (off_t)k->synced, (off_t)(k->written - k->synced), SYNC_FILE_RANGE_WRITE);
+        k->synced = k->written;
+    }
+    return (ssize_t)n;
+}
+
+static int sink_close(void *cookie)
+{
+    sink *k = cookie;
+    struct stat sb;
+    int bad = !fstat(k->fd, &sb) && sb.st_nlink > 0 && fsync(k->fd);
+    int e = errno;
+    bad |= close(k->fd) != 0;
+    free(k);
+    errno = e;
+    return bad ? -1 : 0;
+}
+
 tq_status tq_temp_create(tq_ctx *ctx, const char *path, char **tmp, FILE **f)
 {
     *f = NULL;
@@ -59,9 +105,13 @@ tq_status tq_temp_create(tq_ctx *ctx, const char *path, char **tmp, FILE **f)
     mode_t um = umask(0); /* mkstemp makes 0600; give what a new file would get */
     umask(um);
     fchmod(fd, 0666 & ~um);
-    *f = fdopen(fd, "wb");
+    sink *k = malloc(sizeof *k);
+    cookie_io_functions_t io = {NULL, sink_write, NULL, sink_close};
+    if (k) *k = (sink){fd, 0, 0};
+    *f = k ? fopencookie(k, "w", io) : NULL;
     if (!*f) {
         tq_status st = tq_fail(ctx, TQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        free(k);
         close(fd);
         unlink(*tmp);
         free(*tmp);

@@ -16,7 +16,10 @@ tq_status tq_map_file(tq_ctx *ctx, const char *path, uint64_t min_size, const ch
 void tq_unmap_file(const uint8_t *map, uint64_t size);
 
 /* Creates PATH.tmp.XXXXXX with the permissions a new file would get and opens
- * it buffered for writing; *tmp receives its name (malloc'd). */
+ * it buffered for writing; *tmp receives its name (malloc'd).  The stream
+ * starts writeback every 32 MiB as it is written, and fclose fsyncs it: a
+ * zero from fflush and fclose means the bytes are on disk, ready to be
+ * renamed into place.  Unlink a discarded output before fclose (no fsync). */
 tq_status tq_temp_create(tq_ctx *ctx, const char *path, char **tmp, FILE **f);
 
 /* 1 if a and b are the same existing file (device and inode). */

@@ -66,9 +66,10 @@ tq_status tq_gguf_writer_new(tq_ctx *ctx, tq_gguf_writer **out)
 void tq_gguf_writer_free(tq_gguf_writer *w)
 {
     if (!w) return;
+    for (int i = 0; i < w->n_sh; i++) /* unlinked first: an abandoned output is not synced */
+        if (w->sh[i].tmp && w->state != W_DONE) unlink(w->sh[i].tmp);
     if (w->f) fclose(w->f);
     for (int i = 0; i < w->n_sh; i++) {
-        if (w->sh[i].tmp && w->state != W_DONE) unlink(w->sh[i].tmp);
         free(w->sh[i].path);
         free(w->sh[i].tmp);
     }
@@ -425,11 +426,11 @@ static tq_status close_shard(tq_gguf_writer *w)
 {
     FILE *f = w->f;
     w->f = NULL;
-    if (fflush(f) || fsync(fileno(f))) {
+    if (fflush(f)) {
         fclose(f);
         return werr(w, "write failed");
     }
-    if (fclose(f)) return werr(w, "close failed");
+    if (fclose(f)) return werr(w, "write failed"); /* the stream fsyncs as it closes */
     return TQ_OK;
 }
 
