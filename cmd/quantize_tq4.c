@@ -240,14 +240,14 @@ static tq_status convert(conv *cv, const tq_gguf *g, tjob *j, const opts *o, tq_
         }
         if (st) break;
         dequant_out(j->out, cv->blk, ne0, nr, cv->y, cv->threads);
-        for (size_t k = 0; k < nv; k++) { /* in order: the same sums for any thread count */
-            double d = (double)cv->x[k] - cv->y[k];
-            se += d * d;
-            sx += (double)cv->x[k] * cv->x[k];
-            if (imp) {
-                double wv = imp[((r0 + k / (size_t)ne0) / (size_t)ne[1]) * (size_t)ne0 + k % (size_t)ne0];
-                wse += wv * d * d;
-                wsx += wv * cv->x[k] * cv->x[k];
+        for (size_t r = 0; r < nr; r++) { /* in order: the same sums for any thread count */
+            const float *xr = cv->x + r * ne0, *yr = cv->y + r * ne0;
+            const float *w = imp ? imp + ((r0 + r) / (size_t)ne[1]) * (size_t)ne0 : NULL; /* this row's expert */
+            for (int64_t c = 0; c < ne0; c++) {
+                double d = (double)xr[c] - yr[c], x2 = (double)xr[c] * xr[c];
+                se += d * d;
+                sx += x2;
+                if (w) wse += w[c] * d * d, wsx += w[c] * x2;
             }
         }
         if (o->simulate == TQ_DT_F16 + 1) {

@@ -119,7 +119,8 @@ static void encode_chunk(const src_tensor *s, const tqkv_tensor *t, const tq_cod
     }
     o->st = tq_kv_tensor_read_rows(&local, s->kt, s->cells, r0, n, x);
     if (!o->st && t->innerq)
-        for (size_t i = 0; i < nv; i++) x[i] *= t->innerq[i % t->group];
+        for (size_t i = 0; i < nv; i += t->group)
+            for (uint32_t j = 0; j < t->group; j++) x[i + j] *= t->innerq[j];
     if (!o->st) o->st = tq_encode(&local, c, x, nv, o->p);
     if (o->st) snprintf(o->err, sizeof o->err, "%s", local.msg);
     free(x);
@@ -467,7 +468,8 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_co
     if (t->codec != TQKV_CODEC_RAW) {
         o->st = tq_decode(&local, c, raw, nv, y);
         if (!o->st && t->innerq)
-            for (size_t i = 0; i < nv; i++) y[i] /= t->innerq[i % t->group];
+            for (size_t i = 0; i < nv; i += t->group)
+                for (uint32_t j = 0; j < t->group; j++) y[i + j] /= t->innerq[j];
     }
     else if (!t->transposed) o->st = tq_dequantize(&local, (tq_dtype)ty->dtype, raw, nv, y);
     else /* element-major source bytes: gather cell-major rows */
