@@ -9,7 +9,6 @@
    bandwidth reference on this machine).
 Needs numpy and gguf (pip); prints a small report."""
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import gguf
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import timed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TQ = str(ROOT / "tq")
@@ -35,15 +37,6 @@ def header_only(path, tensors):
     w.write_ti_data_to_file()
     w.close()
     return total
-
-
-def timed(cmd, runs=9):
-    t = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        t.append(time.perf_counter() - t0)
-    return statistics.median(t)
 
 
 def resident_bytes(path):
@@ -74,7 +67,7 @@ with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as d:
         dropped = False
     subprocess.run([TQ, "inspect", str(big)], check=True, stdout=subprocess.DEVNULL)
     res = resident_bytes(big)
-    t = timed([TQ, "inspect", str(big)])
+    t = timed([TQ, "inspect", str(big)], reps=9)
     print(f"sparse GGUF: {size / 1e9:.2f} GB, 64 tensors, header {hdr} bytes")
     print(f"  tq inspect: median {t * 1000:.1f} ms over 9 runs (process start included)")
     if res is not None:
@@ -97,7 +90,7 @@ with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as d:
                 f.write(rng.standard_normal((1024, cols), dtype=np.float32).astype(np.float16).tobytes())
     subprocess.run([TQ, "inspect", "--stats", str(f16)], check=True, stdout=subprocess.DEVNULL)  # warm cache
     for threads in (1, 0):
-        t = timed([TQ, "inspect", "--stats", "--threads", str(threads), str(f16)], runs=3)
+        t = timed([TQ, "inspect", "--stats", "--threads", str(threads), str(f16)])
         print(f"--stats on 1.07 GB of f16, {'all' if not threads else threads} thread(s): "
               f"median {t:.2f} s = {n_t * rows * cols * 2 / t / 1e9:.2f} GB/s (process start included)")
     mm = np.memmap(f16, dtype=np.uint8, mode="r")

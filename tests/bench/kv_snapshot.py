@@ -5,13 +5,15 @@ f16 K/V data; each is the median of 3 runs.  Decode is timed twice: into a
 file (fsync'd before the rename, so bounded by the disk like the copy) and to
 a pipe into /dev/null (the decoder alone: checksums, zstd, codec, f16)."""
 import os
-import statistics
 import subprocess
+import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import timed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TQ = str(ROOT / "tq")
@@ -37,15 +39,6 @@ def write_state(path):
                 for c0 in range(0, CELLS, 2048):
                     f.write(rng.standard_normal((2048, WIDTH), dtype=np.float32).astype(np.float16).tobytes())
     return 2 * LAYERS * CELLS * WIDTH * 2
-
-
-def timed(cmd, reps=3):
-    t = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        t.append(time.perf_counter() - t0)
-    return statistics.median(t)
 
 
 with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as d:

@@ -5,31 +5,18 @@ forcing.  Lossless gives identical logits; at head size 128 the default
 preset stays at or under 4.6 bits per value and is at least as close to the
 uncompressed restore (mean KL, top-1) as the fork's turbo4 blocks on the
 same state.  Exit 77 = oracle missing."""
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-try:
-    import numpy as np
-    import gguf
-    import llama_cpp  # noqa: F401
-except ImportError as e:
-    print(f"{e.name} not installed (pip install llama-cpp-python gguf numpy)")
-    sys.exit(77)
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _env import STORIES, TQ, need, need_shared  # noqa: E402
+
+np, gguf, llama_cpp = need("numpy", "gguf", "llama_cpp")
+need_shared(STORIES)  # its tokenizer is reused
 from _llama_util import compare, continuation_logits, save_state  # noqa: E402
 import _models  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("TQ_SHARED") or ROOT.parent / "shared")
-STORIES = SHARED / "models" / "stories260K.gguf"
-if not STORIES.exists():
-    print("../shared/models/stories260K.gguf not found (its tokenizer is reused)")
-    sys.exit(77)
-TQ = str(ROOT / "tq")
 
 
 def make_model(path, head_dim):

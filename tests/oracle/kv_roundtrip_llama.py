@@ -11,27 +11,17 @@ llama.cpp inside llama-cpp-python writes and reads v10 with the same body for
 this model, so the test relabels the version field before restoring (the
 files tq decodes keep v9, as the fork expects).  Exit 77 = oracle missing."""
 import ctypes
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-try:
-    import numpy as np
-    import llama_cpp
-except ImportError as e:
-    print(f"{e.name} not installed (pip install llama-cpp-python numpy)")
-    sys.exit(77)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _env import FIX, STORIES, TQ, need, need_shared  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("TQ_SHARED") or ROOT.parent / "shared")
-FIX = SHARED / "fixtures" / "llama-state"
-MODEL = SHARED / "models" / "stories260K.gguf"
-if not (FIX / "p1_f16.ggsn").exists() or not MODEL.exists():
-    print("../shared fixtures or model not found")
-    sys.exit(77)
-TQ = str(ROOT / "tq")
+np, llama_cpp = need("numpy", "llama_cpp")
+need_shared(FIX / "p1_f16.ggsn", STORIES)
+MODEL = STORIES
 CONT = np.fromfile(FIX / "p1.cont.tok", dtype=np.int32).tolist()
 
 
@@ -41,7 +31,6 @@ def restorable(src, dst):
     Path(dst).write_bytes(bytes(b))
 
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _llama_util import compare, continuation_logits as _cont  # noqa: E402
 
 

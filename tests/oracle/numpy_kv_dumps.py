@@ -6,28 +6,15 @@ decoded; lossless gives back the same arrays (names, dtypes, shapes, bytes),
 lossy presets the same shapes with a bounded error, --tokens and --layers
 the matching slices.  Bad dumps are refused with one line and no output.
 Exit 77 = numpy missing."""
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-try:
-    import numpy as np
-except ImportError:
-    print("numpy not installed (pip install numpy)")
-    sys.exit(77)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _env import need, tq  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-TQ = str(ROOT / "tq")
+np = need("numpy")
 rng = np.random.default_rng(11)
-
-
-def tq(*args, ok=True):
-    p = subprocess.run([TQ, *map(str, args)], capture_output=True, text=True)
-    if ok and p.returncode:
-        raise SystemExit(f"tq {' '.join(map(str, args))} failed: {p.stderr}")
-    return p
 
 
 def kv(shape, dtype):
@@ -86,7 +73,7 @@ with tempfile.TemporaryDirectory() as tmp:
         tq("decode-kvdump", tmp / "b.tqkv", "-o", tmp / "b.npz", "-q")
         got = load(tmp / "b.npz")
         assert sorted(got) == sorted(arrays)
-        size_ratio = os.path.getsize(tmp / "b.tqkv") / os.path.getsize(tmp / "l.tqkv")
+        size_ratio = (tmp / "b.tqkv").stat().st_size / (tmp / "l.tqkv").stat().st_size
         for k, a in arrays.items():
             b = got[k]
             assert a.dtype == b.dtype and a.shape == b.shape, (name, k)

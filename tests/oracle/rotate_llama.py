@@ -21,41 +21,19 @@
 Exit 77 = oracle missing."""
 import ctypes
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-try:
-    import numpy as np
-    import gguf
-    import llama_cpp
-except ImportError as e:
-    print(f"{e.name} not installed (pip install llama-cpp-python gguf numpy)")
-    sys.exit(77)
-
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _env import FIX, STORIES, need, need_shared, tq  # noqa: E402
+
+np, gguf, llama_cpp = need("numpy", "gguf", "llama_cpp")
+need_shared(STORIES, FIX / "p1_f16.ggsn")
 import _models  # noqa: E402
 from _llama_util import compare, prompt_logits, prompt_tokens  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("TQ_SHARED") or ROOT.parent / "shared")
-STORIES = SHARED / "models" / "stories260K.gguf"
-FIX = SHARED / "fixtures" / "llama-state"
-if not STORIES.exists() or not (FIX / "p1_f16.ggsn").exists():
-    print("../shared model or fixtures not found")
-    sys.exit(77)
-TQ = str(ROOT / "tq")
 PROMPT = prompt_tokens(FIX, 300)
-
-
-def tq(*args, ok=True):
-    p = subprocess.run([TQ, *map(str, args)], capture_output=True, text=True)
-    if ok and p.returncode:
-        raise SystemExit(f"tq {' '.join(map(str, args))}: {p.stderr}")
-    return p
 
 
 def logits(model, f32_cache=True):

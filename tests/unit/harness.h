@@ -49,4 +49,15 @@ void *tq_test_read_shared(const char *rel, size_t *len); /* NULL if absent */
 double tq_test_randn(unsigned long long *state);
 float *tq_test_kv_data(size_t n_vectors, unsigned g, unsigned long long seed); /* realistic-ish K */
 
+/* A growing byte buffer for building files field by field (little-endian
+ * hosts, like the formats). */
+#include <stdint.h>
+typedef struct tq_test_buf {
+    uint8_t *p;
+    size_t n, cap;
+} tq_test_buf;
+void tq_test_put(tq_test_buf *b, const void *d, size_t n);
+void tq_test_u32(tq_test_buf *b, uint32_t v);
+void tq_test_u64(tq_test_buf *b, uint64_t v);
+
 #endif

@@ -10,57 +10,41 @@
 
 /* ------------------------------------------------ a byte builder */
 
-typedef struct buf {
-    uint8_t *p;
-    size_t n, cap;
-} buf;
-
-static void put(buf *b, const void *d, size_t n)
-{
-    if (!n) return;
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-static void u32(buf *b, uint32_t v) { put(b, &v, 4); }
-static void u64(buf *b, uint64_t v) { put(b, &v, 8); }
+typedef tq_test_buf buf;
 static void str(buf *b, const char *s)
 {
-    u64(b, strlen(s));
-    put(b, s, strlen(s));
+    tq_test_u64(b, strlen(s));
+    tq_test_put(b, s, strlen(s));
 }
 static void kv_u32(buf *b, const char *k, uint32_t v)
 {
     str(b, k);
-    u32(b, TQ_GGUF_UINT32);
-    u32(b, v);
+    tq_test_u32(b, TQ_GGUF_UINT32);
+    tq_test_u32(b, v);
 }
 static void tinfo(buf *b, const char *name, uint32_t nd, const int64_t *ne, uint32_t type, uint64_t off)
 {
     str(b, name);
-    u32(b, nd);
-    for (uint32_t d = 0; d < nd; d++) u64(b, (uint64_t)ne[d]);
-    u32(b, type);
-    u64(b, off);
+    tq_test_u32(b, nd);
+    for (uint32_t d = 0; d < nd; d++) tq_test_u64(b, (uint64_t)ne[d]);
+    tq_test_u32(b, type);
+    tq_test_u64(b, off);
 }
 static void pad_to(buf *b, size_t a)
 {
-    while (b->n % a) put(b, "", 1);
+    while (b->n % a) tq_test_put(b, "", 1);
 }
 
 /* A small valid file: two KVs, two F32 tensors of 8 and 4 values. */
 static buf valid_file(void)
 {
     buf b = {0};
-    u32(&b, 0x46554747u);
-    u32(&b, 3);
-    u64(&b, 2);
-    u64(&b, 2);
+    tq_test_u32(&b, 0x46554747u);
+    tq_test_u32(&b, 3);
+    tq_test_u64(&b, 2);
+    tq_test_u64(&b, 2);
     str(&b, "general.architecture");
-    u32(&b, TQ_GGUF_STRING);
+    tq_test_u32(&b, TQ_GGUF_STRING);
     str(&b, "llama");
     kv_u32(&b, "llama.block_count", 1);
     int64_t ne1[2] = {4, 2}, ne2[1] = {4};
@@ -69,11 +53,11 @@ static buf valid_file(void)
     pad_to(&b, 32);
     for (int i = 0; i < 8; i++) {
         float f = (float)i;
-        put(&b, &f, 4);
+        tq_test_put(&b, &f, 4);
     }
     for (int i = 0; i < 4; i++) {
         float f = -(float)i;
-        put(&b, &f, 4);
+        tq_test_put(&b, &f, 4);
     }
     pad_to(&b, 32);
     return b;
@@ -168,14 +152,14 @@ TEST(gguf_rejects_bad_header_fields)
 static buf assemble(const buf *kvs, uint64_t n_kv, const buf *infos, uint64_t n_t, size_t data_bytes, size_t align)
 {
     buf b = {0};
-    u32(&b, 0x46554747u);
-    u32(&b, 3);
-    u64(&b, n_t);
-    u64(&b, n_kv);
-    put(&b, kvs->p, kvs->n);
-    put(&b, infos->p, infos->n);
+    tq_test_u32(&b, 0x46554747u);
+    tq_test_u32(&b, 3);
+    tq_test_u64(&b, n_t);
+    tq_test_u64(&b, n_kv);
+    tq_test_put(&b, kvs->p, kvs->n);
+    tq_test_put(&b, infos->p, infos->n);
     if (n_t) pad_to(&b, align);
-    for (size_t i = 0; i < data_bytes; i++) put(&b, "\x01", 1);
+    for (size_t i = 0; i < data_bytes; i++) tq_test_put(&b, "\x01", 1);
     return b;
 }
 
@@ -189,38 +173,38 @@ TEST(gguf_rejects_bad_metadata)
     free(f.p), free(kv.p), kv = (buf){0};
 
     str(&kv, "");
-    u32(&kv, TQ_GGUF_UINT8);
-    put(&kv, "x", 1);
+    tq_test_u32(&kv, TQ_GGUF_UINT8);
+    tq_test_put(&kv, "x", 1);
     f = assemble(&kv, 1, &ti, 0, 0, 32);
     EXPECT_REJECT(f, "is empty");
     free(f.p), free(kv.p), kv = (buf){0};
 
     str(&kv, "nested");
-    u32(&kv, TQ_GGUF_ARRAY);
-    u32(&kv, TQ_GGUF_ARRAY);
-    u64(&kv, 1);
+    tq_test_u32(&kv, TQ_GGUF_ARRAY);
+    tq_test_u32(&kv, TQ_GGUF_ARRAY);
+    tq_test_u64(&kv, 1);
     f = assemble(&kv, 1, &ti, 0, 0, 32);
     EXPECT_REJECT(f, "nested array");
     free(f.p), free(kv.p), kv = (buf){0};
 
     str(&kv, "big.array");
-    u32(&kv, TQ_GGUF_ARRAY);
-    u32(&kv, TQ_GGUF_UINT64);
-    u64(&kv, 1ull << 31);
+    tq_test_u32(&kv, TQ_GGUF_ARRAY);
+    tq_test_u32(&kv, TQ_GGUF_UINT64);
+    tq_test_u64(&kv, 1ull << 31);
     f = assemble(&kv, 1, &ti, 0, 0, 32);
     EXPECT_REJECT(f, "at most 2^30");
     free(f.p), free(kv.p), kv = (buf){0};
 
     str(&kv, "many.strings");
-    u32(&kv, TQ_GGUF_ARRAY);
-    u32(&kv, TQ_GGUF_STRING);
-    u64(&kv, 1ull << 29);
+    tq_test_u32(&kv, TQ_GGUF_ARRAY);
+    tq_test_u32(&kv, TQ_GGUF_STRING);
+    tq_test_u64(&kv, 1ull << 29);
     f = assemble(&kv, 1, &ti, 0, 0, 32);
     EXPECT_REJECT(f, "cannot fit");
     free(f.p), free(kv.p), kv = (buf){0};
 
     str(&kv, "bad.type");
-    u32(&kv, 13);
+    tq_test_u32(&kv, 13);
     f = assemble(&kv, 1, &ti, 0, 0, 32);
     EXPECT_REJECT(f, "invalid value type 13");
     free(f.p), free(kv.p), kv = (buf){0};
@@ -236,14 +220,14 @@ TEST(gguf_rejects_bad_metadata)
     free(f.p), free(kv.p), kv = (buf){0};
 
     str(&kv, "general.alignment");
-    u32(&kv, TQ_GGUF_UINT16);
-    put(&kv, "\x20\x00", 2);
+    tq_test_u32(&kv, TQ_GGUF_UINT16);
+    tq_test_put(&kv, "\x20\x00", 2);
     f = assemble(&kv, 1, &ti, 0, 0, 32);
     EXPECT_REJECT(f, "must be of type UINT32");
     free(f.p), free(kv.p), kv = (buf){0};
 
     str(&kv, "tq.type_profile");
-    u32(&kv, TQ_GGUF_STRING);
+    tq_test_u32(&kv, TQ_GGUF_STRING);
     str(&kv, "martian");
     f = assemble(&kv, 1, &ti, 0, 0, 32);
     EXPECT_REJECT(f, "unknown tq.type_profile 'martian'");

@@ -6,19 +6,7 @@
 
 #include <string.h>
 
-typedef struct sb {
-    uint8_t *p;
-    size_t n;
-} sb;
-
-static void put(sb *b, const void *d, size_t n)
-{
-    b->p = realloc(b->p, b->n + n);
-    if (n) memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-static void u32(sb *b, uint32_t v) { put(b, &v, 4); }
-static void u64(sb *b, uint64_t v) { put(b, &v, 8); }
+typedef tq_test_buf sb;
 
 /* A sequence file (or an old-layout session file): 3 cells, one of them in
  * two sequences, 2 layers, f16 rows of 16 values, optional transposed V and
@@ -26,46 +14,46 @@ static void u64(sb *b, uint64_t v) { put(b, &v, 8); }
 static sb small_state(int vtrans, int ext, int session_old_outputs)
 {
     sb b = {0};
-    u32(&b, session_old_outputs ? TQ_GGSN_MAGIC : TQ_GGSQ_MAGIC);
-    u32(&b, session_old_outputs ? 9 : 2);
-    u32(&b, 3);
-    for (int i = 0; i < 3; i++) u32(&b, (uint32_t)(10 + i));
+    tq_test_u32(&b, session_old_outputs ? TQ_GGSN_MAGIC : TQ_GGSQ_MAGIC);
+    tq_test_u32(&b, session_old_outputs ? 9 : 2);
+    tq_test_u32(&b, 3);
+    for (int i = 0; i < 3; i++) tq_test_u32(&b, (uint32_t)(10 + i));
     if (session_old_outputs) {
-        u32(&b, 5);
-        put(&b, "llama", 5);
-        u32(&b, 1); /* n_outputs */
-        u32(&b, 2); /* output_pos */
-        u64(&b, 4); /* logits */
-        for (int i = 0; i < 4; i++) u32(&b, 0x3f800000u);
-        u64(&b, 0); /* embeddings */
+        tq_test_u32(&b, 5);
+        tq_test_put(&b, "llama", 5);
+        tq_test_u32(&b, 1); /* n_outputs */
+        tq_test_u32(&b, 2); /* output_pos */
+        tq_test_u64(&b, 4); /* logits */
+        for (int i = 0; i < 4; i++) tq_test_u32(&b, 0x3f800000u);
+        tq_test_u64(&b, 0); /* embeddings */
     }
-    u32(&b, 1); /* n_stream */
-    u32(&b, 3); /* cells */
+    tq_test_u32(&b, 1); /* n_stream */
+    tq_test_u32(&b, 3); /* cells */
     for (int c = 0; c < 3; c++) { /* cell 1 belongs to two sequences */
-        u32(&b, (uint32_t)c);
-        u32(&b, c == 1 ? 2 : 1);
-        if (ext) u64(&b, 0x0000000700000005ull);
-        u32(&b, 0);
-        if (c == 1) u32(&b, 3);
+        tq_test_u32(&b, (uint32_t)c);
+        tq_test_u32(&b, c == 1 ? 2 : 1);
+        if (ext) tq_test_u64(&b, 0x0000000700000005ull);
+        tq_test_u32(&b, 0);
+        if (c == 1) tq_test_u32(&b, 3);
     }
-    u32(&b, (uint32_t)vtrans);
-    u32(&b, 2);
+    tq_test_u32(&b, (uint32_t)vtrans);
+    tq_test_u32(&b, 2);
     uint16_t h[48];
     for (int i = 0; i < 48; i++) h[i] = tq_fp32_to_fp16((float)i * 0.5f);
     for (int l = 0; l < 2; l++) {
-        u32(&b, 1);
-        u64(&b, 32);
-        put(&b, h, 96);
+        tq_test_u32(&b, 1);
+        tq_test_u64(&b, 32);
+        tq_test_put(&b, h, 96);
     }
     for (int l = 0; l < 2; l++) {
-        u32(&b, 1);
+        tq_test_u32(&b, 1);
         if (vtrans) {
-            u32(&b, 2);
-            u32(&b, 16);
+            tq_test_u32(&b, 2);
+            tq_test_u32(&b, 16);
         } else {
-            u64(&b, 32);
+            tq_test_u64(&b, 32);
         }
-        put(&b, h, 96);
+        tq_test_put(&b, h, 96);
     }
     return b;
 }
@@ -105,7 +93,7 @@ TEST(state_small_layouts_parse)
                 tq_llama_state_close(s);
                 /* every truncation fails with a message */
                 for (size_t k = 0; k < b.n; k++) {
-                    sb t = {b.p, k};
+                    sb t = {b.p, k, 0};
                     CHECK(open_sb(&t, &s, m, sizeof m) != TQ_OK, "cut at %zu of %zu accepted", k, b.n);
                     CHECK(strstr(m, "s.ggsq: ") == m, "%s", m);
                 }
@@ -127,7 +115,7 @@ TEST(state_rejects_bad_fields)
     CHECK(open_sb(&b, &s, m, sizeof m) != TQ_OK && strstr(m, "not a llama.cpp state file"), "%s", m);
     free(b.p);
     b = small_state(0, 0, 0);
-    put(&b, "xx", 2); /* trailing bytes are not silently ignored */
+    tq_test_put(&b, "xx", 2); /* trailing bytes are not silently ignored */
     CHECK(open_sb(&b, &s, m, sizeof m) != TQ_OK, "trailing bytes accepted");
     free(b.p);
     b = small_state(0, 0, 0);

@@ -267,37 +267,26 @@ TEST(numpy_dump_hostile_bytes)
 
 /* ---- state rewrites */
 
-typedef struct sb {
-    uint8_t *p;
-    size_t n;
-} sb;
-static void put(sb *b, const void *d, size_t n)
-{
-    b->p = realloc(b->p, b->n + n);
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-static void u32(sb *b, uint32_t v) { put(b, &v, 4); }
-static void u64(sb *b, uint64_t v) { put(b, &v, 8); }
+typedef tq_test_buf sb;
 
 /* A v9 session, 4 tokens and 4 cells at positions 0..3 (cell 3 at pos
  * `last`), 1 layer of f16 rows of 8, optional transposed V. */
 static sb session(int vtrans, int32_t last)
 {
     sb b = {0};
-    u32(&b, TQ_GGSN_MAGIC), u32(&b, 9), u32(&b, 4);
-    for (int i = 0; i < 4; i++) u32(&b, (uint32_t)(20 + i));
-    u32(&b, 5), put(&b, "llama", 5);
-    u32(&b, 1), u32(&b, 4);
-    for (int c = 0; c < 4; c++) u32(&b, (uint32_t)(c == 3 ? last : c)), u32(&b, 1), u32(&b, 0);
-    u32(&b, (uint32_t)vtrans), u32(&b, 1);
+    tq_test_u32(&b, TQ_GGSN_MAGIC), tq_test_u32(&b, 9), tq_test_u32(&b, 4);
+    for (int i = 0; i < 4; i++) tq_test_u32(&b, (uint32_t)(20 + i));
+    tq_test_u32(&b, 5), tq_test_put(&b, "llama", 5);
+    tq_test_u32(&b, 1), tq_test_u32(&b, 4);
+    for (int c = 0; c < 4; c++) tq_test_u32(&b, (uint32_t)(c == 3 ? last : c)), tq_test_u32(&b, 1), tq_test_u32(&b, 0);
+    tq_test_u32(&b, (uint32_t)vtrans), tq_test_u32(&b, 1);
     uint16_t h[32];
     for (int i = 0; i < 32; i++) h[i] = tq_fp32_to_fp16((float)i);
-    u32(&b, 1), u64(&b, 16), put(&b, h, 64);
-    u32(&b, 1);
-    if (vtrans) u32(&b, 2), u32(&b, 8);
-    else u64(&b, 16);
-    put(&b, h, 64);
+    tq_test_u32(&b, 1), tq_test_u64(&b, 16), tq_test_put(&b, h, 64);
+    tq_test_u32(&b, 1);
+    if (vtrans) tq_test_u32(&b, 2), tq_test_u32(&b, 8);
+    else tq_test_u64(&b, 16);
+    tq_test_put(&b, h, 64);
     return b;
 }
 
@@ -315,7 +304,7 @@ static tq_status rewrite(const sb *in, tq_state_rewrite o, sb *out, char *msg)
         tq_llama_state_close(s);
     }
     snprintf(msg, 512, "%s", st ? tq_ctx_error(ctx) : "");
-    *out = (sb){(uint8_t *)buf, len};
+    *out = (sb){(uint8_t *)buf, len, len};
     tq_ctx_free(ctx);
     return st;
 }

@@ -57,3 +57,16 @@ float *tq_test_kv_data(size_t nv, unsigned g, unsigned long long seed)
         }
     return x;
 }
+
+void tq_test_put(tq_test_buf *b, const void *d, size_t n)
+{
+    if (!n) return;
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 64;
+        b->p = realloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+void tq_test_u32(tq_test_buf *b, uint32_t v) { tq_test_put(b, &v, 4); }
+void tq_test_u64(tq_test_buf *b, uint64_t v) { tq_test_put(b, &v, 8); }
