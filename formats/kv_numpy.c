@@ -602,14 +602,6 @@ static tq_status npz_from_numpy(tq_ctx *ctx, const tq_llama_state *s, const tq_n
     return st;
 }
 
-/* Leading cells of a stream with positions below max (all if max is 0). */
-static tq_status prefix_cells(tq_ctx *ctx, const tq_llama_state *s, const tq_kv_stream *st, uint32_t max, uint32_t *n)
-{
-    *n = st->cell_count;
-    if (!max) return TQ_OK;
-    return tq_kv_stream_prefix(ctx, s, st, max, n, NULL);
-}
-
 static tq_status npz_from_state(tq_ctx *ctx, const tq_llama_state *s, const tq_npz_options *o, zip_out *z)
 {
     char hdr[512], name[64];
@@ -625,7 +617,7 @@ static tq_status npz_from_state(tq_ctx *ctx, const tq_llama_state *s, const tq_n
         for (uint32_t j = 0; j < kv->n_stream && !st; j++) {
             const tq_kv_stream *sr = &kv->streams[j];
             uint32_t cells;
-            if (!sr->cell_count || (st = prefix_cells(ctx, s, sr, o->max_tokens, &cells))) continue;
+            if (!sr->cell_count || (st = tq_kv_stream_prefix(ctx, s, sr, o->max_tokens, &cells, NULL))) continue;
             for (uint32_t l = 0; l < sr->n_layer && !st; l++)
                 for (int v = 0; v < 2 && !st; v++) {
                     if (!in_range(o, l)) continue;

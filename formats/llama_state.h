@@ -86,7 +86,7 @@ uint64_t tq_llama_state_kv_bytes(const tq_llama_state *s);
 /* The leading cells of a stream whose positions are below max_pos: their
  * count and the length of their metadata (meta_len may be NULL).  Fails if
  * a later cell has such a position too, i.e. the cells are not in prompt
- * order.  NumPy views: the first max_pos cells. */
+ * order.  NumPy views: the first max_pos cells.  max_pos 0: every cell. */
 tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_llama_state *s, const tq_kv_stream *st, uint32_t max_pos,
                               uint32_t *n_cells, uint64_t *meta_len);
 

@@ -10,6 +10,11 @@
 tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_llama_state *s, const tq_kv_stream *st, uint32_t max_pos,
                               uint32_t *n_cells, uint64_t *meta_len)
 {
+    if (!max_pos) { /* no limit */
+        *n_cells = st->cell_count;
+        if (meta_len) *meta_len = st->meta_len;
+        return TQ_OK;
+    }
     if (s->kind == TQ_STATE_NUMPY) {
         *n_cells = st->cell_count < max_pos ? st->cell_count : max_pos;
         if (meta_len) *meta_len = 0;
@@ -83,8 +88,8 @@ tq_status tq_llama_state_rewrite(tq_ctx *ctx, const tq_llama_state *s, const tq_
     for (uint32_t i = 0; i < s->n_kv; i++)
         for (uint32_t j = 0; j < s->kv[i].n_stream; j++) {
             const tq_kv_stream *st = &s->kv[i].streams[j];
-            uint32_t n = st->cell_count;
-            tq_status e = o->max_tokens ? tq_kv_stream_prefix(ctx, s, st, o->max_tokens, &n, NULL) : TQ_OK;
+            uint32_t n;
+            tq_status e = tq_kv_stream_prefix(ctx, s, st, o->max_tokens, &n, NULL);
             if (!e && o->kind == TQ_STATE_SEQUENCE && s->kind != TQ_STATE_SEQUENCE) e = check_single_seq(ctx, s, st, n);
             if (e) return e;
         }
@@ -108,9 +113,9 @@ tq_status tq_llama_state_rewrite(tq_ctx *ctx, const tq_llama_state *s, const tq_
         put32(&w, s->kv[i].n_stream);
         for (uint32_t j = 0; j < s->kv[i].n_stream; j++) {
             const tq_kv_stream *st = &s->kv[i].streams[j];
-            uint32_t n = st->cell_count;
-            uint64_t ml = st->meta_len;
-            if (o->max_tokens && st->cell_count) tq_kv_stream_prefix(ctx, s, st, o->max_tokens, &n, &ml);
+            uint32_t n;
+            uint64_t ml;
+            tq_kv_stream_prefix(ctx, s, st, o->max_tokens, &n, &ml); /* checked above */
             put32(&w, n);
             if (!n) continue;
             put(&w, s->map + st->meta_off, ml);
