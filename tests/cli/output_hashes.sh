@@ -1,0 +1,80 @@
+#!/bin/sh
+# Outputs that must not change by a byte: snapshots (every preset, --turbo,
+# --append, --innerq) and what they decode to, quantize-tq4 (config-i, all,
+# --imatrix, --simulate), rotate-weights and inspect, on the fixtures.  The
+# expected hashes in output_hashes.sha256 were recorded with the code before the
+# seams redesign (commit 878295a); `RECORD=1 sh tests/cli/output_hashes.sh`
+# prints the table for the code as it is.
+set -u
+. tests/cli/common.inc
+S=${TQ_SHARED:-../shared}
+F=$S/fixtures/llama-state
+M=$S/models/stories260K.gguf
+want=tests/cli/output_hashes.sha256
+[ -f "$M" ] && [ -d "$F" ] || { echo "no fixtures in $S"; exit 77; }
+command -v python3 >/dev/null || { echo "python3 needed to build the inputs"; exit 77; }
+o=$tmp/out; mkdir -p "$o"
+
+# Inputs (standard library only): a NumPy dump with heads of 128 so --turbo codes
+# something, InnerQ scales, and a legacy imatrix for stories260K.
+python3 - "$tmp" <<'PY' || fail "building inputs"
+import struct, sys
+d = sys.argv[1]
+def npy(path, shape, vals):
+    hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % "".join(f"{n}, " for n in shape)
+    hdr += " " * (-(10 + len(hdr) + 1) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
+        f.write(struct.pack(f"<{len(vals)}f", *vals))
+x, vals = 12345, []
+for i in range(2 * 2 * 40 * 2 * 128):                      # [layers, K/V, tokens, heads, dim]
+    x = (x * 1103515245 + 12345) % 2**31
+    vals.append((x / 2**31 - 0.5) * (1 + (i % 128) / 16))
+npy(f"{d}/dump.npy", (2, 2, 40, 2, 128), vals)
+npy(f"{d}/scales.npy", (2, 8), [0.5 + 0.1 * i for i in range(16)])
+ents = []
+for l in range(5):
+    for t, n in (("attn_q", 64), ("ffn_up", 64), ("ffn_down", 172)):
+        name = f"blk.{l}.{t}.weight".encode()
+        v = [1.0 + ((j * 7 + l) % 13) * (4.0 if j % 5 == 0 else 0.25) for j in range(n)]
+        ents.append(struct.pack("<i", len(name)) + name + struct.pack("<ii", 10, n) + struct.pack(f"<{n}f", *v))
+open(f"{d}/imatrix.dat", "wb").write(struct.pack("<i", len(ents)) + b"".join(ents))
+PY
+
+run() { name=$1; shift; "$tq" "$@" -q 2>"$tmp/e" >"$o/$name.stdout" || fail "$name: $* : $(cat "$tmp/e")"; }
+for p in lossless q8 balanced small; do
+    run snap-$p encode-kvdump "$F/p1_f16.ggsn" -o "$o/snap-$p.tqkv" --preset $p --model "$M"
+    run dec-$p decode-kvdump "$o/snap-$p.tqkv" -o "$o/dec-$p.ggsn"
+done
+run snap-seq encode-kvdump "$F/p1_f32.ggsq" -o "$o/snap-seq.tqkv" --k-bits 6 --v-bits 3 --boundary-layers 1 --head-dim 8
+run dec-seq-t3 decode-kvdump "$o/snap-seq.tqkv" -o "$o/dec-seq-t3.ggsq" --cache-type turbo3 --head-dim 8
+run snap-npy encode-kvdump "$tmp/dump.npy" -o "$o/snap-npy.tqkv"
+run snap-turbo encode-kvdump "$tmp/dump.npy" -o "$o/snap-turbo.tqkv" --turbo --k-bits 4 --v-bits 3
+run dec-turbo decode-kvdump "$o/snap-turbo.tqkv" -o "$o/dec-turbo.npz" --format npz
+run snap-innerq encode-kvdump "$F/p1_f16.ggsn" -o "$o/snap-innerq.tqkv" --model "$M" --innerq "$tmp/scales.npy"
+run dec-innerq decode-kvdump "$o/snap-innerq.tqkv" -o "$o/dec-innerq.ggsn"
+run prefix decode-kvdump "$o/snap-lossless.tqkv" -o "$o/prefix.ggsn" --tokens 600
+(cd "$o" && "$OLDPWD/$tq" encode-kvdump prefix.ggsn -o base.tqkv --model "$OLDPWD/$M" -q &&
+    "$OLDPWD/$tq" encode-kvdump "$OLDPWD/$F/p1_f16.ggsn" -o snap-append.tqkv --model "$OLDPWD/$M" --append base.tqkv -q &&
+    "$OLDPWD/$tq" decode-kvdump snap-append.tqkv -o dec-append.ggsn -q) 2>"$tmp/e" || fail "append: $(cat "$tmp/e")"
+run q-config-i quantize-tq4 "$M" "$o/q-config-i.gguf"
+run q-all quantize-tq4 --policy all --type tq3_1s "$M" "$o/q-all.gguf"
+run q-imatrix quantize-tq4 --policy all --imatrix "$tmp/imatrix.dat" "$M" "$o/q-imatrix.gguf"
+run q-simulate quantize-tq4 --simulate "$M" "$o/q-simulate.gguf"
+run q-json quantize-tq4 --dry-run --json "$M" "$o/unused.gguf"
+run rot rotate-weights "$M" "$o/rot.gguf"
+run rot-r2 rotate-weights --r1 off --seed 7 "$M" "$o/rot-r2.gguf"
+for f in q-config-i.gguf snap-balanced.tqkv snap-append.tqkv; do
+    "$tq" inspect "$o/$f" >"$o/inspect-$f.txt" && "$tq" inspect --json "$o/$f" >"$o/inspect-$f.json" || fail "inspect $f"
+done
+"$tq" inspect "$F/p1_f16.ggsn" >"$o/inspect-state.txt" || fail "inspect state"
+# inspect's text and the JSON report name this run's temporary paths, and the report its
+# time: hash without them
+for f in "$o"/inspect-* "$o"/q-json.stdout; do
+    sed -e "s|$o/||g" -e 's/"seconds": [0-9.e+-]*/"seconds": T/' "$f" >"$f.x" && mv "$f.x" "$f"
+done
+
+(cd "$o" && find . -type f -size +0 | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum) >"$tmp/got"
+if [ "${RECORD:-0}" = 1 ]; then cat "$tmp/got"; exit 0; fi
+diff "$want" "$tmp/got" >"$tmp/d" || fail "outputs changed:
+$(cat "$tmp/d")"
