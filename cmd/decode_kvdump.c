@@ -40,11 +40,11 @@ void help_decode_kvdump(void)
 
 static void show_progress(void *user, uint64_t done, uint64_t total) { progress_update(user, done, total, "K/V bytes"); }
 
-static const char *const format_names[] = {"ggsn", "ggsq", "npz"}; /* indexed by tq_state_kind */
+static const char *const format_names[] = {"ggsn", "ggsq", "npz"}; /* indexed by tq_kv_kind */
 
 /* What the output is beyond a plain rebuild of the source. */
 typedef struct reshape {
-    int format;           /* tq_state_kind of the output */
+    int format;           /* tq_kv_kind of the output */
     long tokens;          /* 0: all */
     long layer_lo, layer_hi;
     int has_layers;
@@ -63,13 +63,13 @@ static tq_status decode_reshaped(tq_ctx *ctx, const tqkv_reader *r, const tqkv_r
     const char *dir = getenv("TMPDIR");
     if (!strcmp(out_path, "-")) snprintf(where, sizeof where, "%s/tq-decode", dir && *dir ? dir : "/tmp");
     else snprintf(where, sizeof where, "%s", out_path);
-    tq_llama_state *s = NULL;
+    tq_kv_view *s = NULL;
     tq_status st;
     for (;;) {
         if ((st = tq_temp_create(ctx, where, &tmp, &tf))) return st;
         st = tq_kvsnap_decode(ctx, r, base, dopt, tf);
         if (fflush(tf) && !st) st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: writing failed", tmp);
-        if (!st) st = tq_llama_state_open(ctx, tmp, TQ_PROFILE_DEFAULT, &s);
+        if (!st) st = tq_kv_open(ctx, tmp, TQ_PROFILE_DEFAULT, &s);
         unlink(tmp); /* the mapping stays valid, and an unlinked file is not synced */
         fclose(tf);
         free(tmp);
@@ -77,27 +77,27 @@ static tq_status decode_reshaped(tq_ctx *ctx, const tqkv_reader *r, const tqkv_r
         /* rows past the prefix were left out on the guess that cell i holds
          * at most position i (one sequence, as after a prompt): check it */
         int fits = 1;
-        for (uint32_t i = 0; dopt->max_rows && i < tq_llama_state_n_kv(s); i++)
-            for (uint32_t j = 0; j < tq_llama_state_kv(s, i)->n_stream; j++) {
+        for (uint32_t i = 0; dopt->max_rows && i < tq_kv_view_n_kv(s); i++)
+            for (uint32_t j = 0; j < tq_kv_view_kv(s, i)->n_stream; j++) {
                 uint32_t n;
-                const tq_kv_stream *sr = &tq_llama_state_kv(s, i)->streams[j];
+                const tq_kv_stream *sr = &tq_kv_view_kv(s, i)->streams[j];
                 if (sr->cell_count && !tq_kv_stream_prefix(ctx, s, sr, dopt->max_rows, &n, NULL) && n > dopt->max_rows)
                     fits = 0;
             }
         if (fits) break;
-        tq_llama_state_close(s);
+        tq_kv_close(s);
         s = NULL;
         dopt->max_rows = 0; /* several sequences share positions: decode all */
     }
-    if (rs->format == TQ_STATE_NUMPY) {
+    if (rs->format == TQ_KV_NUMPY) {
         tq_npz_options no = {(uint32_t)rs->tokens, rs->has_layers ? (uint32_t)rs->layer_lo : 0,
                              rs->has_layers ? (uint32_t)rs->layer_hi : UINT32_MAX, rs->head_dim};
-        st = tq_state_write_npz(ctx, s, &no, out);
+        st = tq_npz_write(ctx, s, &no, out);
     } else {
-        tq_state_rewrite ro = {(tq_state_kind)rs->format, rs->arch, (uint32_t)rs->tokens};
-        st = tq_llama_state_rewrite(ctx, s, &ro, out);
+        tq_state_rewrite ro = {(tq_kv_kind)rs->format, rs->arch, (uint32_t)rs->tokens};
+        st = tq_llama_state_write(ctx, s, &ro, out);
     }
-    tq_llama_state_close(s);
+    tq_kv_close(s);
     return st;
 }
 
@@ -153,7 +153,7 @@ int cmd_decode_kvdump(int argc, char **argv)
     for (int f = 0; format && f < 3; f++)
         if (!strcmp(format, format_names[f])) rs.format = f;
     if (format && rs.format < 0) return cli_usage_error("--format: '%s' is not ggsn, ggsq or npz", format);
-    if (rs.has_layers && rs.format != TQ_STATE_NUMPY && !(rs.format < 0))
+    if (rs.has_layers && rs.format != TQ_KV_NUMPY && !(rs.format < 0))
         return cli_usage_error("--layers: a llama.cpp state file holds every layer; use it with --format npz");
     tq_ctx *ctx = tq_ctx_new();
     tqkv_reader *r;
@@ -165,7 +165,7 @@ int cmd_decode_kvdump(int argc, char **argv)
     }
     const tqkv_meta *m = tqkv_meta_of(r);
     if (rs.format < 0) rs.format = m->source_kind;
-    if (rs.has_layers && rs.format != TQ_STATE_NUMPY) {
+    if (rs.has_layers && rs.format != TQ_KV_NUMPY) {
         tqkv_close(r);
         tq_ctx_free(ctx);
         return cli_usage_error("--layers: a llama.cpp state file holds every layer; use it with --format npz");

@@ -3,6 +3,7 @@
  * byte for byte. */
 #include "cli.h"
 #include "gguf.h"
+#include "innerq_scales.h"
 #include "kv_numpy.h"
 #include "kv_snapshot.h"
 #include "llama_state.h"
@@ -141,8 +142,8 @@ int cmd_encode_kvdump(int argc, char **argv)
         if (!so.head_dim) so.head_dim = tq_model_head_dim(g, 0);
         tq_gguf_close(g);
     }
-    tq_llama_state *s;
-    if (tq_llama_state_open(ctx, o.in, prof, &s)) {
+    tq_kv_view *s;
+    if (tq_kv_open(ctx, o.in, prof, &s)) {
         rc = cli_lib_error(ctx);
         free(scales);
         tq_ctx_free(ctx);
@@ -151,7 +152,7 @@ int cmd_encode_kvdump(int argc, char **argv)
     /* bits: the norm costs 16/g bits per value, so small heads get K one bit more */
     uint32_t g = so.head_dim;
     if (!g) {
-        const tq_kv_stream *st = &tq_llama_state_kv(s, 0)->streams[0];
+        const tq_kv_stream *st = &tq_kv_view_kv(s, 0)->streams[0];
         for (g = 128; g >= 8 && st->n_layer && st->k[0].width % g; g /= 2) {}
     }
     int kb = 4, vb = 4;
@@ -165,7 +166,7 @@ int cmd_encode_kvdump(int argc, char **argv)
     so.zstd_level = 1; /* f16 K/V barely compresses; level 1 keeps most of the gain at 3x the speed */
     so.turbo = o.turbo;
     if (o.turbo && (so.k_bits < 2 || so.k_bits > 4 || so.v_bits < 2 || so.v_bits > 4)) {
-        tq_llama_state_close(s);
+        tq_kv_close(s);
         free(scales);
         tq_ctx_free(ctx);
         return cli_usage_error("--turbo codes with the fork's turbo2/3/4 blocks: bits must be 2..4 (give --k-bits/--v-bits)");
@@ -174,7 +175,7 @@ int cmd_encode_kvdump(int argc, char **argv)
     if (o.append) {
         if (tqkv_open(ctx, o.append, &base)) {
             rc = cli_lib_error(ctx);
-            tq_llama_state_close(s);
+            tq_kv_close(s);
             free(scales);
             tq_ctx_free(ctx);
             return rc;
@@ -186,7 +187,7 @@ int cmd_encode_kvdump(int argc, char **argv)
     const char *inputs[3] = {o.in, o.model ? o.model : o.in, o.append ? o.append : o.in};
     if ((rc = cli_out_open(&out, o.out, inputs, 3))) {
         tqkv_close(base);
-        tq_llama_state_close(s);
+        tq_kv_close(s);
         free(scales);
         tq_ctx_free(ctx);
         return rc;
@@ -212,13 +213,13 @@ int cmd_encode_kvdump(int argc, char **argv)
                             "--head-dim for the real head size\n", rep.group_used);
         fprintf(stderr, "tq encode-kvdump: %s: %u tokens, %u tensors (%u coded, %u kept): %.2f MB state -> %.2f MB "
                         "(%.2fx, %.3f bits per K/V value, preset %s, K %d / V %d bits%s) in %.2f s\n",
-                o.in, tq_llama_state_n_tokens(s), rep.n_tensors, rep.n_lossy, rep.n_raw, rep.source_bytes / 1e6,
+                o.in, tq_kv_view_n_tokens(s), rep.n_tensors, rep.n_lossy, rep.n_raw, rep.source_bytes / 1e6,
                 rep.snapshot_bytes / 1e6, (double)rep.source_bytes / (double)(rep.snapshot_bytes ? rep.snapshot_bytes : 1),
                 rep.kv_values ? 8.0 * (double)rep.snapshot_bytes / (double)rep.kv_values : 0.0, o.preset,
                 so.k_bits, so.v_bits, so.lossless ? ", unused: lossless" : "", dt);
     }
     tqkv_close(base);
-    tq_llama_state_close(s);
+    tq_kv_close(s);
     free(scales);
     tq_ctx_free(ctx);
     return rc;

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* indexed by tq_state_kind and by the snapshot's source kind alike */
+/* indexed by tq_kv_kind and by the snapshot's source kind alike */
 static const char *kind_name(unsigned k) { return k == 0 ? "session" : k == 1 ? "sequence" : "numpy"; }
 static const char *kind_long(unsigned k)
 {
@@ -21,39 +21,39 @@ static const char *kind_long(unsigned k)
 int inspect_state(const char *path, int json, tq_type_profile prof)
 {
     tq_ctx *ctx = tq_ctx_new();
-    tq_llama_state *s;
-    if (tq_llama_state_open(ctx, path, prof, &s)) {
+    tq_kv_view *s;
+    if (tq_kv_open(ctx, path, prof, &s)) {
         int rc = cli_lib_error(ctx);
         tq_ctx_free(ctx);
         return rc;
     }
-    unsigned kind = tq_llama_state_kind(s);
-    int session = kind == TQ_STATE_SESSION;
-    uint64_t vals = tq_llama_state_kv_values(s), kvb = tq_llama_state_kv_bytes(s);
+    unsigned kind = tq_kv_view_kind(s);
+    int session = kind == TQ_KV_SESSION;
+    uint64_t vals = tq_kv_view_kv_values(s), kvb = tq_kv_view_kv_bytes(s);
     if (json) {
         printf("{\"file\": ");
         json_cstr(stdout, path);
         printf(", \"format\": \"%s\", \"kind\": \"%s\", \"version\": %u, \"size\": %" PRIu64
                ", \"tokens\": %u, \"architecture\": ",
-               kind == TQ_STATE_NUMPY ? "numpy" : "llama-state", kind_name(kind), tq_llama_state_version(s), tq_llama_state_size(s), tq_llama_state_n_tokens(s));
-        json_cstr(stdout, tq_llama_state_arch(s));
+               kind == TQ_KV_NUMPY ? "numpy" : "llama-state", kind_name(kind), tq_kv_view_version(s), tq_kv_view_size(s), tq_kv_view_n_tokens(s));
+        json_cstr(stdout, tq_kv_view_arch(s));
         printf(", \"outputs_section\": %s, \"mrope_extensions\": %s, \"type_profile\": \"%s\", \"kv_values\": %" PRIu64
                ", \"kv_bytes\": %" PRIu64 ",\n \"kv_states\": [",
-               tq_llama_state_has_outputs(s) ? "true" : "false", tq_llama_state_has_ext(s) ? "true" : "false",
+               tq_kv_view_has_outputs(s) ? "true" : "false", tq_kv_view_has_ext(s) ? "true" : "false",
                tq_type_profile_name(prof), vals, kvb);
     } else {
-        printf("file:          %s (%" PRIu64 " bytes%s, %s v%u)\n", path, tq_llama_state_size(s),
-               kind == TQ_STATE_NUMPY ? " as arrays" : "", kind_long(kind), tq_llama_state_version(s));
-        if (session) printf("architecture:  %s\n", tq_llama_state_arch(s));
-        printf("tokens:        %u\n", tq_llama_state_n_tokens(s));
-        printf("layout:        %u KV state%s%s%s\n", tq_llama_state_n_kv(s), tq_llama_state_n_kv(s) > 1 ? "s (iSWA)" : "",
-               tq_llama_state_has_outputs(s) ? ", old outputs section" : "",
-               tq_llama_state_has_ext(s) ? ", M-RoPE cell extensions" : "");
+        printf("file:          %s (%" PRIu64 " bytes%s, %s v%u)\n", path, tq_kv_view_size(s),
+               kind == TQ_KV_NUMPY ? " as arrays" : "", kind_long(kind), tq_kv_view_version(s));
+        if (session) printf("architecture:  %s\n", tq_kv_view_arch(s));
+        printf("tokens:        %u\n", tq_kv_view_n_tokens(s));
+        printf("layout:        %u KV state%s%s%s\n", tq_kv_view_n_kv(s), tq_kv_view_n_kv(s) > 1 ? "s (iSWA)" : "",
+               tq_kv_view_has_outputs(s) ? ", old outputs section" : "",
+               tq_kv_view_has_ext(s) ? ", M-RoPE cell extensions" : "");
         printf("K/V data:      %" PRIu64 " bytes, %" PRIu64 " values, %.3f bits per value (%.1f%% of the file)\n", kvb,
-               vals, vals ? 8.0 * (double)kvb / (double)vals : 0.0, 100.0 * (double)kvb / (double)tq_llama_state_size(s));
+               vals, vals ? 8.0 * (double)kvb / (double)vals : 0.0, 100.0 * (double)kvb / (double)tq_kv_view_size(s));
     }
-    for (uint32_t i = 0; i < tq_llama_state_n_kv(s); i++) {
-        const tq_kv_state *k = tq_llama_state_kv(s, i);
+    for (uint32_t i = 0; i < tq_kv_view_n_kv(s); i++) {
+        const tq_kv_state *k = tq_kv_view_kv(s, i);
         for (uint32_t j = 0; j < k->n_stream; j++) {
             const tq_kv_stream *st = &k->streams[j];
             if (json) {
@@ -78,7 +78,7 @@ int inspect_state(const char *path, int json, tq_type_profile prof)
         }
     }
     if (json) printf("\n ]}\n");
-    tq_llama_state_close(s);
+    tq_kv_close(s);
     tq_ctx_free(ctx);
     return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
 }

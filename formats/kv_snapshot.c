@@ -132,15 +132,15 @@ oom:
 
 static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base, const char *base_name);
 
-tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap_options *o, FILE *out,
+tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_options *o, FILE *out,
                            tq_kvsnap_report *rep)
 {
     memset(rep, 0, sizeof *rep);
     /* the tensors, in file order */
     size_t n = 0, cap = 0;
     src_tensor *src = NULL;
-    for (uint32_t i = 0; i < tq_llama_state_n_kv(s); i++) {
-        const tq_kv_state *k = tq_llama_state_kv(s, i);
+    for (uint32_t i = 0; i < tq_kv_view_n_kv(s); i++) {
+        const tq_kv_state *k = tq_kv_view_kv(s, i);
         for (uint32_t j = 0; j < k->n_stream; j++) {
             const tq_kv_stream *st = &k->streams[j];
             if (!st->cell_count) continue;
@@ -163,14 +163,14 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
 
     tqkv_meta m;
     memset(&m, 0, sizeof m);
-    static const uint8_t kinds[] = {[TQ_STATE_SESSION] = TQKV_SOURCE_SESSION, [TQ_STATE_SEQUENCE] = TQKV_SOURCE_SEQUENCE,
-                                    [TQ_STATE_NUMPY] = TQKV_SOURCE_NUMPY};
-    m.source_kind = kinds[tq_llama_state_kind(s)];
-    m.state_version = tq_llama_state_version(s);
-    m.source_size = tq_llama_state_size(s);
-    m.n_tokens = tq_llama_state_n_tokens(s);
-    m.tokens = (int32_t *)tq_llama_state_tokens(s);
-    m.arch = (char *)tq_llama_state_arch(s);
+    static const uint8_t kinds[] = {[TQ_KV_SESSION] = TQKV_SOURCE_SESSION, [TQ_KV_SEQUENCE] = TQKV_SOURCE_SEQUENCE,
+                                    [TQ_KV_NUMPY] = TQKV_SOURCE_NUMPY};
+    m.source_kind = kinds[tq_kv_view_kind(s)];
+    m.state_version = tq_kv_view_version(s);
+    m.source_size = tq_kv_view_size(s);
+    m.n_tokens = tq_kv_view_n_tokens(s);
+    m.tokens = (int32_t *)tq_kv_view_tokens(s);
+    m.arch = (char *)tq_kv_view_arch(s);
     snprintf(m.profile, sizeof m.profile, "%s", o->profile ? o->profile : tq_type_profile_name(TQ_PROFILE_DEFAULT));
     m.has_fingerprint = (uint8_t)o->has_fingerprint;
     m.fingerprint = o->fingerprint;
@@ -181,7 +181,7 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
         free(src), free(m.t), free(m.skeleton);
         return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
     }
-    const uint8_t *bytes = tq_llama_state_bytes(s);
+    const uint8_t *bytes = tq_kv_view_bytes(s);
     uint64_t pos = 0;
     for (size_t i = 0; i < n; i++) {
         const tq_kv_tensor *kt = src[i].kt;
@@ -355,8 +355,8 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap
     }
     rep->n_tensors = (uint32_t)n;
     rep->source_bytes = m.source_size;
-    rep->kv_values = tq_llama_state_kv_values(s);
-    rep->kv_bytes = tq_llama_state_kv_bytes(s);
+    rep->kv_values = tq_kv_view_kv_values(s);
+    rep->kv_bytes = tq_kv_view_kv_bytes(s);
     m.tokens = NULL; /* borrowed */
     m.arch = NULL;
     tqkv_meta_free(&m);

@@ -45,7 +45,7 @@ typedef struct tq_kvsnap_report {
     int group_guessed;
 } tq_kvsnap_report;
 
-tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_llama_state *s, const tq_kvsnap_options *o, FILE *out,
+tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_options *o, FILE *out,
                            tq_kvsnap_report *rep);
 typedef struct tq_kvsnap_decode_options {
     int threads;            /* 0 = all */

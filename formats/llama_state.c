@@ -3,12 +3,12 @@
  * reader tries each hypothesis in turn and accepts the one that accounts for
  * every byte of the file with valid fields. */
 #include "file_io.h"
+#include "kv_source.h"
 #include "llama_state.h"
-#include "llama_state_internal.h"
-#include "tq_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,16 +53,6 @@ static int skip(cur *c, uint64_t n, const char *what)
     if (n > c->size - c->pos) return fail(c, "truncated: %s needs %" PRIu64 " bytes, %" PRIu64 " left", what, n, c->size - c->pos);
     c->pos += n;
     return 0;
-}
-
-static void free_kv(tq_kv_state *k)
-{
-    for (uint32_t s = 0; s < k->n_stream; s++) {
-        free(k->streams[s].k);
-        free(k->streams[s].v);
-    }
-    free(k->streams);
-    memset(k, 0, sizeof *k);
 }
 
 static int parse_tensor(cur *c, tq_type_profile prof, uint32_t cells, int il, const char *kv, tq_kv_tensor *t)
@@ -144,21 +134,15 @@ static int parse_kv_state(cur *c, tq_type_profile prof, int ext, tq_kv_state *k)
 }
 
 /* KV states from c->pos to the end of the file, exactly. */
-static int parse_memory(cur *c, tq_llama_state *s, int ext)
+static int parse_memory(cur *c, tq_kv_view *s, int ext)
 {
     s->n_kv = 0;
     while (c->pos < c->size) {
-        if (s->n_kv == MAX_KV_STATES) return fail(c, "%" PRIu64 " bytes after the KV state(s) that tq does not understand", c->size - c->pos);
+        if (s->n_kv == TQ_KV_MAX_STATES) return fail(c, "%" PRIu64 " bytes after the KV state(s) that tq does not understand", c->size - c->pos);
         if (parse_kv_state(c, s->profile, ext, &s->kv[s->n_kv++])) return -1;
     }
     if (!s->n_kv) return fail(c, "no KV state");
     return 0;
-}
-
-static void reset_kv(tq_llama_state *s)
-{
-    for (uint32_t i = 0; i < MAX_KV_STATES; i++) free_kv(&s->kv[i]);
-    s->n_kv = 0;
 }
 
 /* The old (pre-February-2026) outputs section of session files. */
@@ -182,32 +166,31 @@ static int parse_outputs(cur *c, uint32_t n_tokens)
     return 0;
 }
 
-static tq_status parse(tq_ctx *ctx, tq_llama_state *s)
+static tq_status parse(tq_ctx *ctx, tq_kv_view *s)
 {
-    if (s->size >= 4 && !memcmp(s->map, "TQNI", 4)) return tq_numpy_image_parse(ctx, s);
     cur c = {s->map, s->size, 0, ""};
     uint32_t magic = 0;
     if (get(&c, &magic, 4, "magic") || get(&c, &s->version, 4, "version"))
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: not a llama.cpp state file (%s)", s->label, c.err);
-    if (magic == TQ_GGSN_MAGIC && (s->version == 9 || s->version == 10)) s->kind = TQ_STATE_SESSION;
-    else if (magic == TQ_GGSQ_MAGIC && (s->version == 2 || s->version == 3)) s->kind = TQ_STATE_SEQUENCE;
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a llama.cpp state file (%s)", s->label, c.err);
+    if (magic == TQ_GGSN_MAGIC && (s->version == 9 || s->version == 10)) s->kind = TQ_KV_SESSION;
+    else if (magic == TQ_GGSQ_MAGIC && (s->version == 2 || s->version == 3)) s->kind = TQ_KV_SEQUENCE;
     else if (magic == TQ_GGSN_MAGIC || magic == TQ_GGSQ_MAGIC)
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: %s version %u is not supported (session v9-10 and sequence v2-3 are)", s->label,
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %s version %u is not supported (session v9-10 and sequence v2-3 are)", s->label,
                        magic == TQ_GGSN_MAGIC ? "session" : "sequence", s->version);
     else
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: not a llama.cpp state file (magic %08x)", s->label, magic);
-    if (get(&c, &s->n_tokens, 4, "token count")) return tq_fail(ctx, TQ_ERR_FORMAT, "%s: %s", s->label, c.err);
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a llama.cpp state file (magic %08x)", s->label, magic);
+    if (get(&c, &s->n_tokens, 4, "token count")) return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %s", s->label, c.err);
     if (s->n_tokens > (c.size - c.pos) / 4)
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: %u tokens cannot fit in the file", s->label, s->n_tokens);
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %u tokens cannot fit in the file", s->label, s->n_tokens);
     s->tokens = malloc(4ull * s->n_tokens + 4);
-    if (!s->tokens) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!s->tokens) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     get(&c, s->tokens, 4ull * s->n_tokens, "tokens");
-    if (s->kind == TQ_STATE_SESSION) {
+    if (s->kind == TQ_KV_SESSION) {
         uint32_t len = 0;
         if (get(&c, &len, 4, "architecture") || len > 256 || len > c.size - c.pos)
-            return tq_fail(ctx, TQ_ERR_FORMAT, "%s: bad architecture name (%s)", s->label, c.err[0] ? c.err : "too long");
+            return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: bad architecture name (%s)", s->label, c.err[0] ? c.err : "too long");
         s->arch = malloc(len + 1);
-        if (!s->arch) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        if (!s->arch) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
         memcpy(s->arch, c.p + c.pos, len);
         s->arch[len] = 0;
         c.pos += len;
@@ -219,10 +202,10 @@ static tq_status parse(tq_ctx *ctx, tq_llama_state *s)
     /* hypotheses, most common first: new layout; M-RoPE extensions; old outputs section */
     for (int h = 0; h < 4; h++) {
         int ext = h & 1, outputs = h >> 1;
-        if (outputs && s->kind != TQ_STATE_SESSION) break;
+        if (outputs && s->kind != TQ_KV_SESSION) break;
         c.pos = start;
         c.err[0] = 0;
-        reset_kv(s);
+        tq_kv_view_reset_states(s);
         if ((outputs && parse_outputs(&c, s->n_tokens)) || parse_memory(&c, s, ext)) {
             if (!first_err[0]) memcpy(first_err, c.err, sizeof first_err);
             continue;
@@ -237,142 +220,22 @@ static tq_status parse(tq_ctx *ctx, tq_llama_state *s)
         }
         return TQ_OK;
     }
-    reset_kv(s);
-    return tq_fail(ctx, TQ_ERR_FORMAT, "%s: KV state not understood: %s", s->label, first_err);
+    tq_kv_view_reset_states(s);
+    return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: KV state not understood: %s", s->label, first_err);
 }
 
-static tq_llama_state *alloc_state(const char *label, tq_type_profile p);
-
-/* A NumPy dump is read into an image that replaces the file's bytes. */
-static tq_status adopt_numpy(tq_ctx *ctx, tq_llama_state *s, uint64_t max_bytes)
+static int probe(const uint8_t *p, uint64_t size)
 {
-    if (!tq_numpy_is_dump(s->map, s->size)) return TQ_OK;
-    uint8_t *img;
-    uint64_t n;
-    tq_status st = tq_numpy_build_image(ctx, s->map, s->size, s->label, max_bytes, &img, &n);
-    if (st) return st;
-    if (s->mapped) tq_unmap_file(s->map, s->size);
-    s->mapped = 0;
-    s->owned = 1;
-    s->map = img;
-    s->size = n;
-    return TQ_OK;
+    uint32_t magic;
+    if (size < 4) return 0;
+    memcpy(&magic, p, 4);
+    return magic == TQ_GGSN_MAGIC || magic == TQ_GGSQ_MAGIC ? 100 : 0;
 }
 
-tq_status tq_llama_state_open_memory_limited(tq_ctx *ctx, const void *data, size_t size, const char *label,
-                                             tq_type_profile p, uint64_t max_bytes, tq_llama_state **out)
+static tq_status open_state(tq_ctx *ctx, tq_kv_view *v, uint64_t max_bytes)
 {
-    *out = NULL;
-    tq_llama_state *s = alloc_state(label ? label : "(memory)", p);
-    if (!s) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
-    s->map = data;
-    s->size = size;
-    tq_status st = adopt_numpy(ctx, s, max_bytes);
-    if (!st) st = parse(ctx, s);
-    if (st) {
-        tq_llama_state_close(s);
-        return st;
-    }
-    *out = s;
-    return TQ_OK;
+    (void)max_bytes; /* the rows are read in place: nothing expands */
+    return parse(ctx, v);
 }
 
-static tq_llama_state *alloc_state(const char *label, tq_type_profile p)
-{
-    tq_llama_state *s = calloc(1, sizeof *s);
-    if (s && !(s->label = strdup(label))) {
-        free(s);
-        return NULL;
-    }
-    if (s) s->profile = p;
-    return s;
-}
-
-tq_status tq_llama_state_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label, tq_type_profile p,
-                                     tq_llama_state **out)
-{
-    return tq_llama_state_open_memory_limited(ctx, data, size, label, p, 0, out);
-}
-
-tq_status tq_llama_state_open(tq_ctx *ctx, const char *path, tq_type_profile p, tq_llama_state **out)
-{
-    *out = NULL;
-    const uint8_t *m;
-    uint64_t size;
-    tq_status st = tq_map_file(ctx, path, 12, "too short for a llama.cpp state file", &m, &size);
-    if (st) return st;
-    tq_llama_state *s = alloc_state(path, p);
-    if (!s) {
-        tq_unmap_file(m, size);
-        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
-    }
-    s->map = m;
-    s->size = size;
-    s->mapped = 1;
-    st = adopt_numpy(ctx, s, 0);
-    if (!st) st = parse(ctx, s);
-    if (st) {
-        tq_llama_state_close(s);
-        return st;
-    }
-    *out = s;
-    return TQ_OK;
-}
-
-void tq_llama_state_close(tq_llama_state *s)
-{
-    if (!s) return;
-    reset_kv(s);
-    if (s->mapped) tq_unmap_file(s->map, s->size);
-    if (s->owned) free((void *)s->map);
-    tq_numpy_info_free(s->numpy);
-    free(s->tokens);
-    free(s->arch);
-    free(s->label);
-    free(s);
-}
-
-tq_state_kind tq_llama_state_kind(const tq_llama_state *s) { return s->kind; }
-uint32_t tq_llama_state_version(const tq_llama_state *s) { return s->version; }
-uint32_t tq_llama_state_n_tokens(const tq_llama_state *s) { return s->n_tokens; }
-const int32_t *tq_llama_state_tokens(const tq_llama_state *s) { return s->tokens; }
-const char *tq_llama_state_arch(const tq_llama_state *s) { return s->arch; }
-int tq_llama_state_has_outputs(const tq_llama_state *s) { return s->has_outputs; }
-int tq_llama_state_has_ext(const tq_llama_state *s) { return s->has_ext; }
-uint32_t tq_llama_state_n_kv(const tq_llama_state *s) { return s->n_kv; }
-const tq_kv_state *tq_llama_state_kv(const tq_llama_state *s, uint32_t i) { return i < s->n_kv ? &s->kv[i] : NULL; }
-uint64_t tq_llama_state_size(const tq_llama_state *s) { return s->size; }
-const uint8_t *tq_llama_state_bytes(const tq_llama_state *s) { return s->map; }
-uint64_t tq_llama_state_prefix_len(const tq_llama_state *s) { return s->prefix_len; }
-
-static uint64_t sum_kv(const tq_llama_state *s, int values)
-{
-    uint64_t t = 0;
-    for (uint32_t i = 0; i < s->n_kv; i++)
-        for (uint32_t j = 0; j < s->kv[i].n_stream; j++) {
-            const tq_kv_stream *st = &s->kv[i].streams[j];
-            for (uint32_t l = 0; l < st->n_layer; l++)
-                t += values ? (st->k[l].width + st->v[l].width) * st->cell_count : st->k[l].bytes + st->v[l].bytes;
-        }
-    return t;
-}
-
-uint64_t tq_llama_state_kv_values(const tq_llama_state *s) { return sum_kv(s, 1); }
-uint64_t tq_llama_state_kv_bytes(const tq_llama_state *s) { return sum_kv(s, 0); }
-
-tq_status tq_kv_tensor_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t cells, uint32_t c0, uint32_t n, float *out)
-{
-    if (t->type->dtype < 0) return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "no decoder for KV type %s", t->type->name);
-    if ((uint64_t)c0 + n > cells) return tq_fail(ctx, TQ_ERR_ARG, "rows %u..%u past %u cells", c0, c0 + n, cells);
-    if (!t->transposed)
-        return tq_dequantize(ctx, (tq_dtype)t->type->dtype, t->data + (uint64_t)c0 * t->row_size, (size_t)n * t->width, out);
-    /* element-major: element j of cell c at (j * cells + c) * size */
-    size_t es = t->type->bytes;
-    for (uint64_t j = 0; j < t->width; j++)
-        for (uint32_t r = 0; r < n; r++) {
-            tq_status st = tq_dequantize(ctx, (tq_dtype)t->type->dtype, t->data + (j * cells + c0 + r) * es, 1,
-                                         out + (uint64_t)r * t->width + j);
-            if (st) return st;
-        }
-    return TQ_OK;
-}
+const tq_kv_source tq_kv_source_llama_state = {"llama.cpp state", probe, open_state};

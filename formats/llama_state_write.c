@@ -1,50 +1,11 @@
 /* llama_state_write.c - a KV view written back as a llama.cpp state file,
  * possibly of the other kind (session <-> sequence) or cut to a token
- * prefix.  The byte layout is the one llama_state.c reads (LLAMA_STATE.md). */
+ * prefix.  The byte layout is the one llama_state.c reads (LLAMA_STATE.md);
+ * any view with llama.cpp cell metadata can be written. */
+#include "kv_source.h"
 #include "llama_state.h"
-#include "llama_state_internal.h"
-#include "tq_internal.h"
 
 #include <string.h>
-
-tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_llama_state *s, const tq_kv_stream *st, uint32_t max_pos,
-                              uint32_t *n_cells, uint64_t *meta_len)
-{
-    if (!max_pos) { /* no limit */
-        *n_cells = st->cell_count;
-        if (meta_len) *meta_len = st->meta_len;
-        return TQ_OK;
-    }
-    if (s->kind == TQ_STATE_NUMPY) {
-        *n_cells = st->cell_count < max_pos ? st->cell_count : max_pos;
-        if (meta_len) *meta_len = 0;
-        return TQ_OK;
-    }
-    /* the reader validated the metadata: walking it cannot run off */
-    const uint8_t *p = s->map + st->meta_off;
-    uint64_t off = 0, cut = 0;
-    uint32_t n = 0;
-    int ended = 0;
-    for (uint32_t i = 0; i < st->cell_count; i++) {
-        int32_t pos;
-        uint32_t nseq;
-        memcpy(&pos, p + off, 4);
-        memcpy(&nseq, p + off + 4, 4);
-        off += 8 + (s->has_ext ? 8 : 0) + 4ull * nseq;
-        if (pos >= 0 && (uint32_t)pos < max_pos) {
-            if (ended)
-                return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "%s: cell %u (position %d) comes after a cell past the prefix: "
-                                                        "the cells are not in prompt order", s->label, i, pos);
-            n++;
-            cut = off;
-        } else {
-            ended = 1;
-        }
-    }
-    *n_cells = n;
-    if (meta_len) *meta_len = cut;
-    return TQ_OK;
-}
 
 typedef struct wr {
     tq_ctx *ctx;
@@ -54,13 +15,13 @@ typedef struct wr {
 
 static void put(wr *w, const void *p, uint64_t n)
 {
-    if (!w->st && n && fwrite(p, 1, n, w->f) != n) w->st = tq_fail(w->ctx, TQ_ERR_IO, "writing the state file failed");
+    if (!w->st && n && fwrite(p, 1, n, w->f) != n) w->st = tq_ctx_set_error(w->ctx, TQ_ERR_IO, "writing the state file failed");
 }
 
 static void put32(wr *w, uint32_t v) { put(w, &v, 4); }
 static void put64(wr *w, uint64_t v) { put(w, &v, 8); }
 
-static tq_status check_single_seq(tq_ctx *ctx, const tq_llama_state *s, const tq_kv_stream *st, uint32_t n)
+static tq_status check_single_seq(tq_ctx *ctx, const tq_kv_view *s, const tq_kv_stream *st, uint32_t n)
 {
     const uint8_t *p = s->map + st->meta_off;
     uint64_t off = 0;
@@ -68,21 +29,23 @@ static tq_status check_single_seq(tq_ctx *ctx, const tq_llama_state *s, const tq
         uint32_t nseq;
         memcpy(&nseq, p + off + 4, 4);
         if (nseq != 1)
-            return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "%s: cell %u belongs to %u sequences; a sequence file holds one",
+            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: cell %u belongs to %u sequences; a sequence file holds one",
                            s->label, i, nseq);
         off += 8 + (s->has_ext ? 8 : 0) + 4ull * nseq;
     }
     return TQ_OK;
 }
 
-tq_status tq_llama_state_rewrite(tq_ctx *ctx, const tq_llama_state *s, const tq_state_rewrite *o, FILE *out)
+tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_rewrite *o, FILE *out)
 {
-    if (s->kind == TQ_STATE_NUMPY)
-        return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "%s: a NumPy dump has no llama.cpp cell metadata to rebuild a state "
-                                                "file from; write it as .npz", s->label);
+    for (uint32_t i = 0; i < s->n_kv; i++)
+        for (uint32_t j = 0; j < s->kv[i].n_stream; j++)
+            if (s->kv[i].streams[j].cell_count && !s->kv[i].streams[j].meta_len)
+                return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: a %s source has no llama.cpp cell metadata to rebuild a "
+                                                        "state file from; write it as .npz", s->label, s->source->name);
     const char *arch = s->arch && s->arch[0] ? s->arch : o->arch;
-    if (o->kind == TQ_STATE_SESSION && (!arch || !arch[0]))
-        return tq_fail(ctx, TQ_ERR_ARG, "a session file names the model architecture; a sequence file does not: "
+    if (o->kind == TQ_KV_SESSION && (!arch || !arch[0]))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "a session file names the model architecture; a sequence file does not: "
                                         "give the model (--model)");
     /* every stream's prefix and seq-id check first: nothing half-written */
     for (uint32_t i = 0; i < s->n_kv; i++)
@@ -90,17 +53,17 @@ tq_status tq_llama_state_rewrite(tq_ctx *ctx, const tq_llama_state *s, const tq_
             const tq_kv_stream *st = &s->kv[i].streams[j];
             uint32_t n;
             tq_status e = tq_kv_stream_prefix(ctx, s, st, o->max_tokens, &n, NULL);
-            if (!e && o->kind == TQ_STATE_SEQUENCE && s->kind != TQ_STATE_SEQUENCE) e = check_single_seq(ctx, s, st, n);
+            if (!e && o->kind == TQ_KV_SEQUENCE && s->kind != TQ_KV_SEQUENCE) e = check_single_seq(ctx, s, st, n);
             if (e) return e;
         }
     wr w = {ctx, out, TQ_OK};
-    int v10 = s->kind == TQ_STATE_SESSION ? s->version == 10 : s->version == 3;
+    int v10 = s->kind == TQ_KV_SESSION ? s->version == 10 : s->version == 3;
     uint32_t nt = o->max_tokens && o->max_tokens < s->n_tokens ? o->max_tokens : s->n_tokens;
-    put32(&w, o->kind == TQ_STATE_SESSION ? TQ_GGSN_MAGIC : TQ_GGSQ_MAGIC);
-    put32(&w, o->kind == TQ_STATE_SESSION ? (v10 ? 10 : 9) : (v10 ? 3 : 2));
+    put32(&w, o->kind == TQ_KV_SESSION ? TQ_GGSN_MAGIC : TQ_GGSQ_MAGIC);
+    put32(&w, o->kind == TQ_KV_SESSION ? (v10 ? 10 : 9) : (v10 ? 3 : 2));
     put32(&w, nt);
     put(&w, s->tokens, 4ull * nt);
-    if (o->kind == TQ_STATE_SESSION) {
+    if (o->kind == TQ_KV_SESSION) {
         put32(&w, (uint32_t)strlen(arch));
         put(&w, arch, strlen(arch));
         if (s->has_outputs) { /* old layout: the section must be there; logits of a cut prompt are not */

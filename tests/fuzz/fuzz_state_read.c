@@ -8,13 +8,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static tq_ctx *ctx;
     if (!ctx) ctx = tq_ctx_new();
-    tq_llama_state *s;
-    if (tq_llama_state_open_memory_limited(ctx, data, size, "fuzz", TQ_PROFILE_DEFAULT, 1 << 24, &s) != TQ_OK) {
+    tq_kv_view *s;
+    if (tq_kv_open_memory_limited(ctx, data, size, "fuzz", TQ_PROFILE_DEFAULT, 1 << 24, &s) != TQ_OK) {
         if (!*tq_ctx_error(ctx)) abort();
         return 0;
     }
-    for (uint32_t i = 0; i < tq_llama_state_n_kv(s); i++) {
-        const tq_kv_state *k = tq_llama_state_kv(s, i);
+    for (uint32_t i = 0; i < tq_kv_view_n_kv(s); i++) {
+        const tq_kv_state *k = tq_kv_view_kv(s, i);
         for (uint32_t j = 0; j < k->n_stream; j++) {
             const tq_kv_stream *st = &k->streams[j];
             for (uint32_t l = 0; l < st->n_layer && st->cell_count; l++)
@@ -27,6 +27,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 }
         }
     }
-    tq_llama_state_close(s);
+    tq_kv_close(s);
     return 0;
 }

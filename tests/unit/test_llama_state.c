@@ -58,10 +58,10 @@ static sb small_state(int vtrans, int ext, int session_old_outputs)
     return b;
 }
 
-static tq_status open_sb(const sb *b, tq_llama_state **s, char *msg, size_t n)
+static tq_status open_sb(const sb *b, tq_kv_view **s, char *msg, size_t n)
 {
     tq_ctx *ctx = tq_ctx_new();
-    tq_status st = tq_llama_state_open_memory(ctx, b->p, b->n, "s.ggsq", TQ_PROFILE_DEFAULT, s);
+    tq_status st = tq_kv_open_memory(ctx, b->p, b->n, "s.ggsq", TQ_PROFILE_DEFAULT, s);
     snprintf(msg, n, "%s", st ? tq_ctx_error(ctx) : "");
     tq_ctx_free(ctx);
     return st;
@@ -74,11 +74,11 @@ TEST(state_small_layouts_parse)
         for (int e = 0; e < 2; e++)
             for (int o = 0; o < 2; o++) {
                 sb b = small_state(v, e, o);
-                tq_llama_state *s;
+                tq_kv_view *s;
                 CHECK(open_sb(&b, &s, m, sizeof m) == TQ_OK, "vtrans %d ext %d outputs %d: %s", v, e, o, m);
-                CHECK(tq_llama_state_has_ext(s) == e && tq_llama_state_has_outputs(s) == o);
-                CHECK(tq_llama_state_n_tokens(s) == 3 && tq_llama_state_tokens(s)[2] == 12);
-                const tq_kv_stream *st = &tq_llama_state_kv(s, 0)->streams[0];
+                CHECK(tq_kv_view_has_ext(s) == e && tq_kv_view_has_outputs(s) == o);
+                CHECK(tq_kv_view_n_tokens(s) == 3 && tq_kv_view_tokens(s)[2] == 12);
+                const tq_kv_stream *st = &tq_kv_view_kv(s, 0)->streams[0];
                 CHECK(st->cell_count == 3 && st->n_layer == 2 && st->v_trans == (uint32_t)v);
                 CHECK(st->k[1].width == 16 && st->v[1].width == 16 && st->v[0].transposed == v);
                 float rows[48];
@@ -89,8 +89,8 @@ TEST(state_small_layouts_parse)
                     for (int j = 0; j < 16; j++)
                         CHECK(rows[c * 16 + j] == (v ? (j * 3 + c) : (c * 16 + j)) * 0.5f, "v %d c %d j %d", v, c, j);
                 tq_ctx_free(ctx);
-                CHECK(tq_llama_state_kv_values(s) == 2 * 2 * 3 * 16);
-                tq_llama_state_close(s);
+                CHECK(tq_kv_view_kv_values(s) == 2 * 2 * 3 * 16);
+                tq_kv_close(s);
                 /* every truncation fails with a message */
                 for (size_t k = 0; k < b.n; k++) {
                     sb t = {b.p, k, 0};
@@ -104,7 +104,7 @@ TEST(state_small_layouts_parse)
 TEST(state_rejects_bad_fields)
 {
     char m[512];
-    tq_llama_state *s;
+    tq_kv_view *s;
     sb b = small_state(0, 0, 0);
     uint32_t v = 4;
     memcpy(b.p + 4, &v, 4);
@@ -135,18 +135,18 @@ TEST(state_fixtures_parse)
     for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) {
         snprintf(path, sizeof path, "%s/fixtures/llama-state/%s", tq_test_shared_dir(), fixtures[i]);
         tq_ctx *ctx = tq_ctx_new();
-        tq_llama_state *s;
-        tq_status st = tq_llama_state_open(ctx, path, TQ_PROFILE_DEFAULT, &s);
+        tq_kv_view *s;
+        tq_status st = tq_kv_open(ctx, path, TQ_PROFILE_DEFAULT, &s);
         if (st == TQ_ERR_IO) SKIP("../shared/fixtures not found");
         CHECK(st == TQ_OK, "%s", tq_ctx_error(ctx));
-        const tq_kv_stream *k = &tq_llama_state_kv(s, 0)->streams[0];
-        CHECK(tq_llama_state_n_tokens(s) == 1239 && k->cell_count == 1239 && k->n_layer == 5);
-        CHECK(!tq_llama_state_has_outputs(s) && !tq_llama_state_has_ext(s));
+        const tq_kv_stream *k = &tq_kv_view_kv(s, 0)->streams[0];
+        CHECK(tq_kv_view_n_tokens(s) == 1239 && k->cell_count == 1239 && k->n_layer == 5);
+        CHECK(!tq_kv_view_has_outputs(s) && !tq_kv_view_has_ext(s));
         int turbo = strstr(fixtures[i], "turbo") != NULL;
         CHECK(k->k[0].width == (turbo ? 512u : 32u), "%s width %llu", fixtures[i], (unsigned long long)k->k[0].width);
         CHECK(k->v_trans == (strstr(fixtures[i], "vtrans") != NULL));
-        CHECK(!strcmp(tq_llama_state_arch(s), strstr(fixtures[i], "ggsn") ? "llama" : ""));
-        tq_llama_state_close(s);
+        CHECK(!strcmp(tq_kv_view_arch(s), strstr(fixtures[i], "ggsn") ? "llama" : ""));
+        tq_kv_close(s);
         tq_ctx_free(ctx);
     }
 }

@@ -113,10 +113,10 @@ static mem make_npz(const arr *a, int n, int deflate)
     return m;
 }
 
-static tq_status open_mem(const mem *m, tq_llama_state **s, char *msg)
+static tq_status open_mem(const mem *m, tq_kv_view **s, char *msg)
 {
     tq_ctx *ctx = tq_ctx_new();
-    tq_status st = tq_llama_state_open_memory_limited(ctx, m->p, m->n, "d.npz", TQ_PROFILE_DEFAULT, 1 << 24, s);
+    tq_status st = tq_kv_open_memory_limited(ctx, m->p, m->n, "d.npz", TQ_PROFILE_DEFAULT, 1 << 24, s);
     snprintf(msg, 512, "%s", st ? tq_ctx_error(ctx) : "");
     tq_ctx_free(ctx);
     return st;
@@ -155,11 +155,11 @@ TEST(numpy_dump_opens_as_kv_view)
     char msg[512];
     for (int deflate = 0; deflate < 2; deflate++) {
         mem m = sample_npz(deflate);
-        tq_llama_state *s;
+        tq_kv_view *s;
         CHECK(open_mem(&m, &s, msg) == TQ_OK, "deflate %d: %s", deflate, msg);
-        CHECK(tq_llama_state_kind(s) == TQ_STATE_NUMPY && tq_llama_state_n_tokens(s) == T &&
-              tq_llama_state_tokens(s)[5] == 1005);
-        const tq_kv_stream *st = &tq_llama_state_kv(s, 0)->streams[0];
+        CHECK(tq_kv_view_kind(s) == TQ_KV_NUMPY && tq_kv_view_n_tokens(s) == T &&
+              tq_kv_view_tokens(s)[5] == 1005);
+        const tq_kv_stream *st = &tq_kv_view_kv(s, 0)->streams[0];
         CHECK(st->cell_count == T && st->n_layer == 2 && st->k[1].width == H * D && st->v[0].type->dtype == TQ_DT_F32);
         tq_ctx *ctx = tq_ctx_new();
         float row[H * D];
@@ -176,25 +176,25 @@ TEST(numpy_dump_opens_as_kv_view)
         char *buf;
         size_t len;
         FILE *f = open_memstream(&buf, &len);
-        CHECK(tq_state_write_npz(ctx, s, NULL, f) == TQ_OK, "%s", tq_ctx_error(ctx));
+        CHECK(tq_npz_write(ctx, s, NULL, f) == TQ_OK, "%s", tq_ctx_error(ctx));
         fclose(f);
         mem m2 = {(uint8_t *)buf, len};
-        tq_llama_state *s2;
+        tq_kv_view *s2;
         CHECK(open_mem(&m2, &s2, msg) == TQ_OK, "%s", msg);
-        CHECK(tq_llama_state_size(s2) == tq_llama_state_size(s) &&
-                  !memcmp(tq_llama_state_bytes(s2), tq_llama_state_bytes(s), tq_llama_state_size(s)),
+        CHECK(tq_kv_view_size(s2) == tq_kv_view_size(s) &&
+                  !memcmp(tq_kv_view_bytes(s2), tq_kv_view_bytes(s), tq_kv_view_size(s)),
               "the rewritten .npz holds the same arrays");
         /* a prefix of 4 tokens and layer 1 only */
         f = open_memstream(&buf, &len);
-        CHECK(tq_state_write_npz(ctx, s, &(tq_npz_options){4, 1, 1, 0}, f) == TQ_OK);
+        CHECK(tq_npz_write(ctx, s, &(tq_npz_options){4, 1, 1, 0}, f) == TQ_OK);
         fclose(f);
-        tq_llama_state_close(s2);
+        tq_kv_close(s2);
         free(m2.p);
         m2 = (mem){(uint8_t *)buf, len};
         CHECK(open_mem(&m2, &s2, msg) != TQ_OK && strstr(msg, "missing"), "layer 0 is gone: %s", msg);
         free(m2.p);
         tq_ctx_free(ctx);
-        tq_llama_state_close(s);
+        tq_kv_close(s);
         free(m.p);
     }
 }
@@ -202,7 +202,7 @@ TEST(numpy_dump_opens_as_kv_view)
 TEST(numpy_dump_refusals)
 {
     char msg[512];
-    tq_llama_state *s;
+    tq_kv_view *s;
     static float f[T * H * D];
     static int32_t iv[T * H * D];
     struct {
@@ -233,7 +233,7 @@ TEST(numpy_dump_hostile_bytes)
 {
     char msg[512];
     mem m = sample_npz(1);
-    tq_llama_state *s;
+    tq_kv_view *s;
     for (size_t k = 0; k < m.n; k++) { /* every truncation: the central directory is gone */
         mem t = {m.p, k};
         CHECK(open_mem(&t, &s, msg) != TQ_OK && msg[0], "cut at %zu accepted", k);
@@ -244,7 +244,7 @@ TEST(numpy_dump_hostile_bytes)
         memcpy(c, m.p, m.n);
         c[k] ^= (uint8_t)(1 + (tq_test_randn(&seed) > 0 ? 0x80 : 0x10));
         mem t = {c, m.n};
-        if (open_mem(&t, &s, msg) == TQ_OK) tq_llama_state_close(s);
+        if (open_mem(&t, &s, msg) == TQ_OK) tq_kv_close(s);
         else CHECK(msg[0], "flip at %zu: an error without a message", k);
     }
     free(c);
@@ -258,8 +258,8 @@ TEST(numpy_dump_hostile_bytes)
     memcpy(npy, hdr, hl);
     memcpy(npy + hl, st, sizeof st);
     mem t = {npy, hl + sizeof st};
-    CHECK(open_mem(&t, &s, msg) == TQ_OK && tq_llama_state_kv(s, 0)->streams[0].n_layer == 3, "%s", msg);
-    tq_llama_state_close(s);
+    CHECK(open_mem(&t, &s, msg) == TQ_OK && tq_kv_view_kv(s, 0)->streams[0].n_layer == 3, "%s", msg);
+    tq_kv_close(s);
     t.n -= 4;
     CHECK(open_mem(&t, &s, msg) != TQ_OK && strstr(msg, "data bytes"), "%s", msg);
     free(npy);
@@ -293,15 +293,15 @@ static sb session(int vtrans, int32_t last)
 static tq_status rewrite(const sb *in, tq_state_rewrite o, sb *out, char *msg)
 {
     tq_ctx *ctx = tq_ctx_new();
-    tq_llama_state *s;
-    tq_status st = tq_llama_state_open_memory(ctx, in->p, in->n, "s.ggsn", TQ_PROFILE_DEFAULT, &s);
+    tq_kv_view *s;
+    tq_status st = tq_kv_open_memory(ctx, in->p, in->n, "s.ggsn", TQ_PROFILE_DEFAULT, &s);
     char *buf = NULL;
     size_t len = 0;
     if (!st) {
         FILE *f = open_memstream(&buf, &len);
-        st = tq_llama_state_rewrite(ctx, s, &o, f);
+        st = tq_llama_state_write(ctx, s, &o, f);
         fclose(f);
-        tq_llama_state_close(s);
+        tq_kv_close(s);
     }
     snprintf(msg, 512, "%s", st ? tq_ctx_error(ctx) : "");
     *out = (sb){(uint8_t *)buf, len, len};
@@ -315,30 +315,30 @@ TEST(state_rewrite_kind_and_prefix)
     for (int vt = 0; vt < 2; vt++) {
         sb a = session(vt, 3), q, back, cut;
         /* session -> sequence -> session is the identity */
-        CHECK(rewrite(&a, (tq_state_rewrite){TQ_STATE_SEQUENCE, NULL, 0}, &q, msg) == TQ_OK, "%s", msg);
+        CHECK(rewrite(&a, (tq_state_rewrite){TQ_KV_SEQUENCE, NULL, 0}, &q, msg) == TQ_OK, "%s", msg);
         CHECK(q.n == a.n - 9 && !memcmp(q.p, "qsgg\x02\0\0\0", 8), "sequence file: magic, version 2, no arch");
-        CHECK(rewrite(&q, (tq_state_rewrite){TQ_STATE_SESSION, NULL, 0}, &back, msg) != TQ_OK && strstr(msg, "--model"),
+        CHECK(rewrite(&q, (tq_state_rewrite){TQ_KV_SESSION, NULL, 0}, &back, msg) != TQ_OK && strstr(msg, "--model"),
               "a session needs the architecture: %s", msg);
         free(back.p);
-        CHECK(rewrite(&q, (tq_state_rewrite){TQ_STATE_SESSION, "llama", 0}, &back, msg) == TQ_OK, "%s", msg);
+        CHECK(rewrite(&q, (tq_state_rewrite){TQ_KV_SESSION, "llama", 0}, &back, msg) == TQ_OK, "%s", msg);
         CHECK(back.n == a.n && !memcmp(back.p, a.p, a.n), "vtrans %d: round trip", vt);
         /* the first 2 tokens: the same as a file written after a 2-token prompt */
-        CHECK(rewrite(&a, (tq_state_rewrite){TQ_STATE_SESSION, NULL, 2}, &cut, msg) == TQ_OK, "%s", msg);
+        CHECK(rewrite(&a, (tq_state_rewrite){TQ_KV_SESSION, NULL, 2}, &cut, msg) == TQ_OK, "%s", msg);
         tq_ctx *ctx = tq_ctx_new();
-        tq_llama_state *s;
-        CHECK(tq_llama_state_open_memory(ctx, cut.p, cut.n, "cut", TQ_PROFILE_DEFAULT, &s) == TQ_OK, "%s", tq_ctx_error(ctx));
-        const tq_kv_stream *st = &tq_llama_state_kv(s, 0)->streams[0];
-        CHECK(tq_llama_state_n_tokens(s) == 2 && st->cell_count == 2 && st->v[0].transposed == vt);
+        tq_kv_view *s;
+        CHECK(tq_kv_open_memory(ctx, cut.p, cut.n, "cut", TQ_PROFILE_DEFAULT, &s) == TQ_OK, "%s", tq_ctx_error(ctx));
+        const tq_kv_stream *st = &tq_kv_view_kv(s, 0)->streams[0];
+        CHECK(tq_kv_view_n_tokens(s) == 2 && st->cell_count == 2 && st->v[0].transposed == vt);
         float r[16];
         CHECK(tq_kv_tensor_read_rows(ctx, &st->v[0], 2, 0, 2, r) == TQ_OK);
         for (int c = 0; c < 2; c++)
             for (int j = 0; j < 8; j++) CHECK(r[c * 8 + j] == (float)(vt ? j * 4 + c : c * 8 + j), "c %d j %d", c, j);
-        tq_llama_state_close(s);
+        tq_kv_close(s);
         tq_ctx_free(ctx);
         free(a.p), free(q.p), free(back.p), free(cut.p);
         /* a cell below the prefix after one past it: refused, not cut wrong */
         a = session(vt, 1);
-        CHECK(rewrite(&a, (tq_state_rewrite){TQ_STATE_SESSION, NULL, 2}, &cut, msg) != TQ_OK && strstr(msg, "prompt order"),
+        CHECK(rewrite(&a, (tq_state_rewrite){TQ_KV_SESSION, NULL, 2}, &cut, msg) != TQ_OK && strstr(msg, "prompt order"),
               "%s", msg);
         free(a.p), free(cut.p);
     }

@@ -55,16 +55,16 @@ static uint8_t *encode_opts(const uint8_t *state, size_t len, const tq_kvsnap_op
                             size_t errlen)
 {
     tq_ctx *ctx = tq_ctx_new();
-    tq_llama_state *s;
+    tq_kv_view *s;
     uint8_t *res = NULL;
-    if (tq_llama_state_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &s) == TQ_OK) {
+    if (tq_kv_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &s) == TQ_OK) {
         char *buf = NULL;
         size_t bl = 0;
         FILE *f = open_memstream(&buf, &bl);
         tq_kvsnap_report rep;
         tq_status st = tq_kvsnap_encode(ctx, s, o, f, &rep);
         fclose(f);
-        tq_llama_state_close(s);
+        tq_kv_close(s);
         if (!st) {
             res = (uint8_t *)buf;
             *out_len = bl;
@@ -128,11 +128,11 @@ TEST(tqkv_lossless_and_lossy_round_trips)
         CHECK(nl * 8.0 / (2 * 3 * 40 * 64) < 6.0, "5/4-bit K/V at head 32: %.2f bits per value", nl * 8.0 / (2 * 3 * 40 * 64));
         /* everything but the K/V rows is identical, and the rows are close */
         tq_ctx *ctx = tq_ctx_new();
-        tq_llama_state *a, *b;
-        CHECK(tq_llama_state_open_memory(ctx, state, sl, "a", TQ_PROFILE_DEFAULT, &a) == TQ_OK);
-        CHECK(tq_llama_state_open_memory(ctx, back, dl, "b", TQ_PROFILE_DEFAULT, &b) == TQ_OK, "%s", tq_ctx_error(ctx));
-        const tq_kv_stream *sa = &tq_llama_state_kv(a, 0)->streams[0], *sb = &tq_llama_state_kv(b, 0)->streams[0];
-        CHECK(!memcmp(state, back, tq_llama_state_prefix_len(a)));
+        tq_kv_view *a, *b;
+        CHECK(tq_kv_open_memory(ctx, state, sl, "a", TQ_PROFILE_DEFAULT, &a) == TQ_OK);
+        CHECK(tq_kv_open_memory(ctx, back, dl, "b", TQ_PROFILE_DEFAULT, &b) == TQ_OK, "%s", tq_ctx_error(ctx));
+        const tq_kv_stream *sa = &tq_kv_view_kv(a, 0)->streams[0], *sb = &tq_kv_view_kv(b, 0)->streams[0];
+        CHECK(!memcmp(state, back, tq_kv_view_prefix_len(a)));
         float ra[40 * 64], rb[40 * 64];
         for (uint32_t l = 0; l < 3; l++)
             for (int kv = 0; kv < 2; kv++) {
@@ -142,8 +142,8 @@ TEST(tqkv_lossless_and_lossy_round_trips)
                 for (int i = 0; i < 40 * 64; i++) e += (ra[i] - rb[i]) * (ra[i] - rb[i]), s += ra[i] * ra[i];
                 CHECK(e / s < (kv ? 0.02 : 0.006), "layer %u %s relative error %g", l, kv ? "V" : "K", e / s);
             }
-        tq_llama_state_close(a);
-        tq_llama_state_close(b);
+        tq_kv_close(a);
+        tq_kv_close(b);
         tq_ctx_free(ctx);
         free(snap), free(back), free(state);
     }

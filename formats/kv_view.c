@@ -1,0 +1,198 @@
+/* kv_view.c - the KV view's front door and its accessors.  The registered
+ * sources bid on the leading bytes; with no bid, the llama.cpp state reader
+ * opens the file anyway, so that a wrong file gets its precise message ("not
+ * a llama.cpp state file (magic ...)"). */
+#include "file_io.h"
+#include "kv_source.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const tq_kv_source *const sources[] = {&tq_kv_source_llama_state, &tq_kv_source_numpy};
+#define N_SOURCES (sizeof sources / sizeof *sources)
+
+static const tq_kv_source *pick(const uint8_t *p, uint64_t size)
+{
+    const tq_kv_source *best = NULL;
+    int bid = 0;
+    for (size_t i = 0; i < N_SOURCES; i++) {
+        int b = sources[i]->probe(p, size);
+        if (b > bid) bid = b, best = sources[i];
+    }
+    return best;
+}
+
+const char *tq_kv_probe(const void *data, size_t size)
+{
+    const tq_kv_source *s = pick(data, size);
+    return s ? s->name : NULL;
+}
+
+void tq_kv_view_reset_states(tq_kv_view *v)
+{
+    for (uint32_t i = 0; i < TQ_KV_MAX_STATES; i++) {
+        tq_kv_state *k = &v->kv[i];
+        for (uint32_t s = 0; s < k->n_stream; s++) {
+            free(k->streams[s].k);
+            free(k->streams[s].v);
+        }
+        free(k->streams);
+        memset(k, 0, sizeof *k);
+    }
+    v->n_kv = 0;
+}
+
+void tq_kv_close(tq_kv_view *v)
+{
+    if (!v) return;
+    tq_kv_view_reset_states(v);
+    if (v->mapped) tq_unmap_file(v->map, v->size);
+    if (v->owned) free((void *)v->map);
+    if (v->source_free) v->source_free(v->source_data);
+    free(v->tokens);
+    free(v->arch);
+    free(v->label);
+    free(v);
+}
+
+static tq_status open_view(tq_ctx *ctx, const tq_kv_source *src, const uint8_t *map, uint64_t size, int mapped,
+                           const char *label, tq_type_profile p, uint64_t max_bytes, tq_kv_view **out)
+{
+    *out = NULL;
+    tq_kv_view *v = calloc(1, sizeof *v);
+    if (!v || !(v->label = strdup(label))) {
+        free(v);
+        if (mapped) tq_unmap_file(map, size);
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    v->map = map;
+    v->size = size;
+    v->mapped = mapped;
+    v->profile = p;
+    v->source = src ? src : pick(map, size);
+    if (!v->source) v->source = &tq_kv_source_llama_state;
+    tq_status st = v->source->open(ctx, v, max_bytes);
+    if (st) {
+        tq_kv_close(v);
+        return st;
+    }
+    *out = v;
+    return TQ_OK;
+}
+
+tq_status tq_kv_open_with(tq_ctx *ctx, const tq_kv_source *src, const void *data, size_t size, const char *label,
+                          tq_type_profile p, uint64_t max_bytes, tq_kv_view **out)
+{
+    return open_view(ctx, src, data, size, 0, label ? label : "(memory)", p, max_bytes, out);
+}
+
+tq_status tq_kv_open_memory_limited(tq_ctx *ctx, const void *data, size_t size, const char *label, tq_type_profile p,
+                                    uint64_t max_bytes, tq_kv_view **out)
+{
+    return open_view(ctx, NULL, data, size, 0, label ? label : "(memory)", p, max_bytes, out);
+}
+
+tq_status tq_kv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label, tq_type_profile p,
+                            tq_kv_view **out)
+{
+    return tq_kv_open_memory_limited(ctx, data, size, label, p, 0, out);
+}
+
+tq_status tq_kv_open(tq_ctx *ctx, const char *path, tq_type_profile p, tq_kv_view **out)
+{
+    *out = NULL;
+    const uint8_t *m;
+    uint64_t size;
+    tq_status st = tq_map_file(ctx, path, 12, "too short for a llama.cpp state file", &m, &size);
+    if (st) return st;
+    return open_view(ctx, NULL, m, size, 1, path, p, 0, out);
+}
+
+const char *tq_kv_view_format(const tq_kv_view *v) { return v->source->name; }
+const char *tq_kv_view_label(const tq_kv_view *v) { return v->label; }
+tq_kv_kind tq_kv_view_kind(const tq_kv_view *v) { return v->kind; }
+uint32_t tq_kv_view_version(const tq_kv_view *v) { return v->version; }
+uint32_t tq_kv_view_n_tokens(const tq_kv_view *v) { return v->n_tokens; }
+const int32_t *tq_kv_view_tokens(const tq_kv_view *v) { return v->tokens; }
+const char *tq_kv_view_arch(const tq_kv_view *v) { return v->arch; }
+int tq_kv_view_has_outputs(const tq_kv_view *v) { return v->has_outputs; }
+int tq_kv_view_has_ext(const tq_kv_view *v) { return v->has_ext; }
+uint32_t tq_kv_view_n_kv(const tq_kv_view *v) { return v->n_kv; }
+const tq_kv_state *tq_kv_view_kv(const tq_kv_view *v, uint32_t i) { return i < v->n_kv ? &v->kv[i] : NULL; }
+uint64_t tq_kv_view_size(const tq_kv_view *v) { return v->size; }
+const uint8_t *tq_kv_view_bytes(const tq_kv_view *v) { return v->map; }
+uint64_t tq_kv_view_prefix_len(const tq_kv_view *v) { return v->prefix_len; }
+
+static uint64_t sum_kv(const tq_kv_view *v, int values)
+{
+    uint64_t t = 0;
+    for (uint32_t i = 0; i < v->n_kv; i++)
+        for (uint32_t j = 0; j < v->kv[i].n_stream; j++) {
+            const tq_kv_stream *st = &v->kv[i].streams[j];
+            for (uint32_t l = 0; l < st->n_layer; l++)
+                t += values ? (st->k[l].width + st->v[l].width) * st->cell_count : st->k[l].bytes + st->v[l].bytes;
+        }
+    return t;
+}
+
+uint64_t tq_kv_view_kv_values(const tq_kv_view *v) { return sum_kv(v, 1); }
+uint64_t tq_kv_view_kv_bytes(const tq_kv_view *v) { return sum_kv(v, 0); }
+
+tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stream *st, uint32_t max_pos,
+                              uint32_t *n_cells, uint64_t *meta_len)
+{
+    if (!max_pos) { /* no limit */
+        *n_cells = st->cell_count;
+        if (meta_len) *meta_len = st->meta_len;
+        return TQ_OK;
+    }
+    if (!st->meta_len) { /* no metadata: cell i is position i */
+        *n_cells = st->cell_count < max_pos ? st->cell_count : max_pos;
+        if (meta_len) *meta_len = 0;
+        return TQ_OK;
+    }
+    /* the source validated the metadata: walking it cannot run off */
+    const uint8_t *p = v->map + st->meta_off;
+    uint64_t off = 0, cut = 0;
+    uint32_t n = 0;
+    int ended = 0;
+    for (uint32_t i = 0; i < st->cell_count; i++) {
+        int32_t pos;
+        uint32_t nseq;
+        memcpy(&pos, p + off, 4);
+        memcpy(&nseq, p + off + 4, 4);
+        off += 8 + (v->has_ext ? 8 : 0) + 4ull * nseq;
+        if (pos >= 0 && (uint32_t)pos < max_pos) {
+            if (ended)
+                return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                        "%s: cell %u (position %d) comes after a cell past the prefix: "
+                                        "the cells are not in prompt order", v->label, i, pos);
+            n++;
+            cut = off;
+        } else {
+            ended = 1;
+        }
+    }
+    *n_cells = n;
+    if (meta_len) *meta_len = cut;
+    return TQ_OK;
+}
+
+tq_status tq_kv_tensor_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t cells, uint32_t c0, uint32_t n, float *out)
+{
+    if (t->type->dtype < 0)
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "no decoder for KV type %s", t->type->name);
+    if ((uint64_t)c0 + n > cells)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "rows %u..%u past %u cells", c0, c0 + n, cells);
+    if (!t->transposed)
+        return tq_dequantize(ctx, (tq_dtype)t->type->dtype, t->data + (uint64_t)c0 * t->row_size, (size_t)n * t->width, out);
+    /* element-major: element j of cell c at (j * cells + c) * size */
+    size_t es = t->type->bytes;
+    for (uint64_t j = 0; j < t->width; j++)
+        for (uint32_t r = 0; r < n; r++) {
+            tq_status st = tq_dequantize(ctx, (tq_dtype)t->type->dtype, t->data + (j * cells + c0 + r) * es, 1,
+                                         out + (uint64_t)r * t->width + j);
+            if (st) return st;
+        }
+    return TQ_OK;
+}

@@ -1,0 +1,113 @@
+/*
+ * kv_view.h - the KV view: what every KV source (llama.cpp state files, NumPy
+ * dumps, anything added later) reads into and every KV writer writes from.
+ *
+ * A view holds one or two KV memory states (two for iSWA models: base cache,
+ * then the SWA cache), each with streams, each with K and V tensors per
+ * layer: cell_count rows of `width` elements of one element type.  Beside the
+ * rows travel the tokens and the per-cell metadata (llama.cpp's layout: i32
+ * pos, u32 n_seq, [8 bytes of M-RoPE extension], n_seq x i32 seq id) exactly
+ * as the source had them.  A view also keeps the source's bytes, so that
+ * everything which is not K/V rows can be kept verbatim (the snapshot
+ * "skeleton"): tensor data_off are offsets into tq_kv_view_bytes().
+ *
+ * The front door: tq_kv_open() asks each registered source format to probe
+ * the first bytes (as libarchive's format bidders do) and lets the one that
+ * claims them open the view.  Sources and writers know this view, never each
+ * other.
+ */
+#ifndef TQ_KV_VIEW_H
+#define TQ_KV_VIEW_H
+
+#include "gguf.h"
+#include "tq.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Which kind of file the view came from; the value is what snapshots record. */
+typedef enum tq_kv_kind { TQ_KV_SESSION = 0, TQ_KV_SEQUENCE = 1, TQ_KV_NUMPY = 2 } tq_kv_kind;
+
+/* One K or V tensor of one layer of one stream: cell_count rows of `width`
+ * elements of `type`.  Transposed V (v_trans = 1) is stored element-major:
+ * `data` then holds width runs of cell_count elements. */
+typedef struct tq_kv_tensor {
+    const tq_ggml_type *type;
+    uint64_t row_size;  /* bytes per cell row (cell-major) */
+    uint64_t width;     /* elements per row */
+    int transposed;
+    const uint8_t *data;
+    uint64_t data_off;  /* offset of data in the source bytes */
+    uint64_t bytes;     /* cell_count * row_size */
+} tq_kv_tensor;
+
+typedef struct tq_kv_stream {
+    uint32_t cell_count;
+    /* the per-cell metadata, verbatim; meta_len 0 with cells present: the
+     * source has none, cell i is at position i of sequence 0 */
+    uint64_t meta_off, meta_len;
+    uint32_t v_trans, n_layer;
+    tq_kv_tensor *k, *v;         /* n_layer each */
+} tq_kv_stream;
+
+typedef struct tq_kv_state { /* one KV memory state */
+    uint32_t n_stream;
+    tq_kv_stream *streams;
+} tq_kv_state;
+
+typedef struct tq_kv_view tq_kv_view;
+
+/* Opens a file through the front door.  Which source format claimed it:
+ * tq_kv_view_format(). */
+tq_status tq_kv_open(tq_ctx *ctx, const char *path, tq_type_profile profile, tq_kv_view **out);
+tq_status tq_kv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label, tq_type_profile profile,
+                            tq_kv_view **out);
+/* The same, reading at most max_bytes of array data for sources that expand
+ * their input (0: no limit), so that a small compressed .npz cannot claim
+ * unbounded memory. */
+tq_status tq_kv_open_memory_limited(tq_ctx *ctx, const void *data, size_t size, const char *label,
+                                    tq_type_profile profile, uint64_t max_bytes, tq_kv_view **out);
+void tq_kv_close(tq_kv_view *v);
+
+/* The name of the source format that claims these leading bytes ("llama.cpp
+ * state", "NumPy"), NULL if none does.  16 bytes are enough to decide. */
+const char *tq_kv_probe(const void *data, size_t size);
+
+const char *tq_kv_view_format(const tq_kv_view *v);
+const char *tq_kv_view_label(const tq_kv_view *v);
+tq_kv_kind tq_kv_view_kind(const tq_kv_view *v);
+uint32_t tq_kv_view_version(const tq_kv_view *v);
+uint32_t tq_kv_view_n_tokens(const tq_kv_view *v);
+const int32_t *tq_kv_view_tokens(const tq_kv_view *v);
+const char *tq_kv_view_arch(const tq_kv_view *v);      /* "" when the source does not say */
+int tq_kv_view_has_outputs(const tq_kv_view *v);       /* old llama.cpp session layout */
+int tq_kv_view_has_ext(const tq_kv_view *v);           /* M-RoPE cell extensions */
+uint32_t tq_kv_view_n_kv(const tq_kv_view *v);         /* KV memory states */
+const tq_kv_state *tq_kv_view_kv(const tq_kv_view *v, uint32_t i);
+uint64_t tq_kv_view_size(const tq_kv_view *v);
+const uint8_t *tq_kv_view_bytes(const tq_kv_view *v);
+/* Verbatim bytes before the first K/V rows. */
+uint64_t tq_kv_view_prefix_len(const tq_kv_view *v);
+/* Total K/V elements and row bytes over all states, streams and layers. */
+uint64_t tq_kv_view_kv_values(const tq_kv_view *v);
+uint64_t tq_kv_view_kv_bytes(const tq_kv_view *v);
+
+/* The leading cells of a stream whose positions are below max_pos: their
+ * count and the length of their metadata (meta_len may be NULL).  Fails if
+ * a later cell has such a position too, i.e. the cells are not in prompt
+ * order.  max_pos 0: every cell. */
+tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stream *st, uint32_t max_pos,
+                              uint32_t *n_cells, uint64_t *meta_len);
+
+/* Reads cell-major rows [c0, c0+n) of a tensor as float32 (width values
+ * each); handles the transposed layout.  Types: any with a tq_dtype decoder. */
+tq_status tq_kv_tensor_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t cell_count, uint32_t c0, uint32_t n,
+                                 float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
