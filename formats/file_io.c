@@ -1,7 +1,6 @@
 /* file_io.c - see file_io.h. */
 #define _GNU_SOURCE /* fopencookie, sync_file_range */
 #include "file_io.h"
-#include "tq_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,23 +17,23 @@ tq_status tq_map_file(tq_ctx *ctx, const char *path, uint64_t min_size, const ch
     *map = NULL;
     *size = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tq_fail(ctx, TQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb)) {
         close(fd);
-        return tq_fail(ctx, TQ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+        return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: not a regular file", path);
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a regular file", path);
     }
     if ((uint64_t)sb.st_size < min_size || sb.st_size == 0) {
         close(fd);
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: %s (%lld bytes: too short)", path, what, (long long)sb.st_size);
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %s (%lld bytes: too short)", path, what, (long long)sb.st_size);
     }
     void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (m == MAP_FAILED) return tq_fail(ctx, TQ_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
+    if (m == MAP_FAILED) return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
     *map = m;
     *size = (uint64_t)sb.st_size;
     return TQ_OK;
@@ -93,11 +92,11 @@ tq_status tq_temp_create(tq_ctx *ctx, const char *path, char **tmp, FILE **f)
 {
     *f = NULL;
     *tmp = malloc(strlen(path) + 16);
-    if (!*tmp) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!*tmp) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     sprintf(*tmp, "%s.tmp.XXXXXX", path);
     int fd = mkstemp(*tmp);
     if (fd < 0) {
-        tq_status st = tq_fail(ctx, TQ_ERR_IO, "%s: cannot create a file beside it: %s", path, strerror(errno));
+        tq_status st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot create a file beside it: %s", path, strerror(errno));
         free(*tmp);
         *tmp = NULL;
         return st;
@@ -110,7 +109,7 @@ tq_status tq_temp_create(tq_ctx *ctx, const char *path, char **tmp, FILE **f)
     if (k) *k = (sink){fd, 0, 0};
     *f = k ? fopencookie(k, "w", io) : NULL;
     if (!*f) {
-        tq_status st = tq_fail(ctx, TQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        tq_status st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         free(k);
         close(fd);
         unlink(*tmp);

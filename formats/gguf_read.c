@@ -3,10 +3,10 @@
  * once as "FILE: what: where". */
 #include "file_io.h"
 #include "gguf.h"
-#include "tq_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,7 +129,7 @@ static tq_status bad(rd *r, uint64_t at, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    return tq_fail(r->ctx, TQ_ERR_FORMAT, "%s: %s: at offset %" PRIu64, r->label, what, at);
+    return tq_ctx_set_error(r->ctx, TQ_ERR_FORMAT, "%s: %s: at offset %" PRIu64, r->label, what, at);
 }
 
 static tq_status need(rd *r, uint64_t n, const char *what)
@@ -210,7 +210,7 @@ static tq_status parse_value(rd *r, kv_ent *e)
             if (e->n > (r->size - r->pos) / 8)
                 return bad(r, at, "key '%s': %" PRIu64 " strings cannot fit in the file", e->key, e->n);
             e->str_off = malloc((e->n ? e->n : 1) * sizeof(uint64_t));
-            if (!e->str_off) return tq_fail(r->ctx, TQ_ERR_NOMEM, "%s: out of memory", r->label);
+            if (!e->str_off) return tq_ctx_set_error(r->ctx, TQ_ERR_NOMEM, "%s: out of memory", r->label);
         }
         for (uint64_t j = 0; j < e->n; j++) {
             uint64_t off, len;
@@ -235,7 +235,7 @@ static tq_status parse_kvs(rd *r, tq_gguf *g, int64_t n_kv, kv_ent **out, int64_
     kv_ent *kv = calloc((size_t)(n_kv ? n_kv : 1), sizeof *kv);
     if (!kv || tab_init(tab, (uint64_t)n_kv)) {
         free(kv);
-        return tq_fail(r->ctx, TQ_ERR_NOMEM, "%s: out of memory", r->label);
+        return tq_ctx_set_error(r->ctx, TQ_ERR_NOMEM, "%s: out of memory", r->label);
     }
     *out = kv;
     tq_status st = TQ_OK;
@@ -245,7 +245,7 @@ static tq_status parse_kvs(rd *r, tq_gguf *g, int64_t n_kv, kv_ent **out, int64_
         if ((st = rd_str(r, &koff, &klen, "key"))) return st;
         if (!klen) return bad(r, at, "key %" PRId64 " is empty", i);
         e->key = malloc(klen + 1);
-        if (!e->key) return tq_fail(r->ctx, TQ_ERR_NOMEM, "%s: out of memory", r->label);
+        if (!e->key) return tq_ctx_set_error(r->ctx, TQ_ERR_NOMEM, "%s: out of memory", r->label);
         memcpy(e->key, r->p + koff, klen);
         e->key[klen] = 0;
         e->key_len = klen;
@@ -347,13 +347,13 @@ static tq_status parse_tensors(rd *r, tq_gguf *g, int64_t n, uint32_t shard_i, c
     if (g->n_t + n > g->cap_t) {
         int64_t cap = g->n_t + n;
         tensor_ent *t = realloc(g->t, (size_t)(cap ? cap : 1) * sizeof *t);
-        if (!t) return tq_fail(r->ctx, TQ_ERR_NOMEM, "%s: out of memory", r->label);
+        if (!t) return tq_ctx_set_error(r->ctx, TQ_ERR_NOMEM, "%s: out of memory", r->label);
         g->t = t;
         g->cap_t = cap;
     }
     if ((uint64_t)(g->n_t + n) * 2 + 16 > g->names.cap) { /* rehash for the new total */
         strtab nt;
-        if (tab_init(&nt, (uint64_t)(g->n_t + n))) return tq_fail(r->ctx, TQ_ERR_NOMEM, "%s: out of memory", r->label);
+        if (tab_init(&nt, (uint64_t)(g->n_t + n))) return tq_ctx_set_error(r->ctx, TQ_ERR_NOMEM, "%s: out of memory", r->label);
         free(g->names.slot);
         g->names = nt;
         for (int64_t i = 0; i < g->n_t; i++) tab_find(g, &g->names, t_name, g->t[i].name, strlen(g->t[i].name), i);
@@ -469,7 +469,7 @@ static tq_status parse_shard(tq_ctx *ctx, tq_gguf *g, uint32_t si, const tq_gguf
 static tq_status map_file(tq_ctx *ctx, const char *path, shard *s)
 {
     s->path = strdup(path);
-    if (!s->path) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!s->path) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     tq_status st = tq_map_file(ctx, path, 1, "empty file: not a GGUF file", &s->map, &s->size);
     s->mapped = st == TQ_OK;
     return st;
@@ -524,26 +524,26 @@ static tq_status open_splits(tq_ctx *ctx, tq_gguf *g, const tq_gguf_options *opt
     if (split_int(s0, g->kv, g->n_kv, "split.count", &count)) return TQ_OK;
     if (split_int(s0, g->kv, g->n_kv, "split.no", &no)) no = 0;
     if (no != 0)
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: this is shard %" PRId64 " of %" PRId64 " of a split model: open shard 1",
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: this is shard %" PRId64 " of %" PRId64 " of a split model: open shard 1",
                        s0->path, no + 1, count);
     if (count <= 1) return TQ_OK;
     if (count > 99999)
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: split.count %" PRId64 " is out of range", s0->path, count);
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: split.count %" PRId64 " is out of range", s0->path, count);
     const char *p = g->sh[0].path;
     size_t L = strlen(p);
     char want[64];
     snprintf(want, sizeof want, "-00001-of-%05d.gguf", (int)count);
     size_t wl = strlen(want);
     if (L < wl || strcmp(p + L - wl, want))
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: split.count is %" PRId64 " but the name does not end in %s", p, count, want);
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: split.count is %" PRId64 " but the name does not end in %s", p, count, want);
     shard *sh = realloc(g->sh, (size_t)count * sizeof *sh);
-    if (!sh) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!sh) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     g->sh = sh;
     s0 = NULL; /* moved */
     memset(g->sh + 1, 0, (size_t)(count - 1) * sizeof *sh);
     for (int64_t k = 1; k < count; k++) {
         char *path = malloc(L + 64);
-        if (!path) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        if (!path) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
         memcpy(path, p, L - wl);
         snprintf(path + L - wl, 64, "-%05d-of-%05d.gguf", (int)k + 1, (int)count);
         g->n_sh = (uint32_t)k + 1;
@@ -556,13 +556,13 @@ static tq_status open_splits(tq_ctx *ctx, tq_gguf *g, const tq_gguf_options *opt
         int64_t sno = -1, scount = -1;
         if (!st && (split_int(&g->sh[k], kv, n_kv, "split.no", &sno) || sno != k ||
                     split_int(&g->sh[k], kv, n_kv, "split.count", &scount) || scount != count))
-            st = tq_fail(ctx, TQ_ERR_FORMAT, "%s: split.no/split.count are not %" PRId64 "/%" PRId64, g->sh[k].path, k,
+            st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: split.no/split.count are not %" PRId64 "/%" PRId64, g->sh[k].path, k,
                          count);
         free_kvs(kv, n_kv);
         if (st) return st;
     }
     if (!split_int(&g->sh[0], g->kv, g->n_kv, "split.tensors.count", &total) && total != g->n_t)
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: split.tensors.count is %" PRId64 " but the shards hold %" PRId64 " tensors",
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: split.tensors.count is %" PRId64 " but the shards hold %" PRId64 " tensors",
                        p, total, g->n_t);
     return TQ_OK;
 }
@@ -571,7 +571,7 @@ tq_status tq_gguf_open(tq_ctx *ctx, const char *path, const tq_gguf_options *opt
 {
     *out = NULL;
     tq_gguf *g = new_model(1);
-    if (!g) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!g) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     tq_status st = map_file(ctx, path, &g->sh[0]);
     if (!st) st = parse_shard(ctx, g, 0, opt, NULL, NULL);
     if (!st) st = open_splits(ctx, g, opt);
@@ -590,7 +590,7 @@ tq_status tq_gguf_open_memory(tq_ctx *ctx, const void *data, size_t size, const 
     tq_gguf *g = new_model(1);
     if (!g || !(g->sh[0].path = strdup(label ? label : "(memory)"))) {
         tq_gguf_close(g);
-        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     g->sh[0].map = data;
     g->sh[0].size = size;

@@ -5,7 +5,6 @@
  * it, so a failed run never leaves a partial model behind. */
 #include "file_io.h"
 #include "gguf.h"
-#include "tq_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -56,7 +55,7 @@ struct tq_gguf_writer {
 tq_status tq_gguf_writer_new(tq_ctx *ctx, tq_gguf_writer **out)
 {
     *out = calloc(1, sizeof **out);
-    if (!*out) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!*out) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     (*out)->ctx = ctx;
     (*out)->profile = TQ_PROFILE_DEFAULT;
     (*out)->alignment = TQ_GGUF_DEFAULT_ALIGNMENT;
@@ -88,7 +87,7 @@ void tq_gguf_writer_free(tq_gguf_writer *w)
 static tq_status building(tq_gguf_writer *w)
 {
     if (w->state != W_BUILDING)
-        return tq_fail(w->ctx, TQ_ERR_ARG, "GGUF writer: metadata and tensors must be set before open");
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: metadata and tensors must be set before open");
     return TQ_OK;
 }
 
@@ -115,7 +114,7 @@ static tq_status put_kv(tq_gguf_writer *w, const char *key, uint32_t type, uint8
     tq_status st = building(w);
     if (st || !*key) {
         free(raw);
-        return st ? st : tq_fail(w->ctx, TQ_ERR_ARG, "GGUF writer: empty key");
+        return st ? st : tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: empty key");
     }
     int64_t i = find_kv(w, key);
     if (i >= 0) {
@@ -130,7 +129,7 @@ static tq_status put_kv(tq_gguf_writer *w, const char *key, uint32_t type, uint8
         wkv *kv = realloc(w->kv, (size_t)cap * sizeof *kv);
         if (!kv) {
             free(raw);
-            return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+            return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
         }
         w->kv = kv;
         w->cap_kv = cap;
@@ -138,7 +137,7 @@ static tq_status put_kv(tq_gguf_writer *w, const char *key, uint32_t type, uint8
     char *k = strdup(key);
     if (!k) {
         free(raw);
-        return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+        return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
     }
     w->kv[w->n_kv++] = (wkv){k, type, raw, raw_len};
     return TQ_OK;
@@ -156,7 +155,7 @@ tq_status tq_gguf_writer_copy_kv(tq_gguf_writer *w, const tq_gguf *src, int64_t 
     uint64_t len;
     const uint8_t *raw = tq_gguf_kv_raw(src, i, &len);
     uint8_t *b = dup_bytes(raw, len);
-    if (!b) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!b) return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
     return put_kv(w, tq_gguf_kv_key(src, i), (uint32_t)tq_gguf_kv_type(src, i), b, len);
 }
 
@@ -173,9 +172,9 @@ tq_status tq_gguf_writer_copy_kvs(tq_gguf_writer *w, const tq_gguf *src)
 tq_status tq_gguf_writer_set_scalar(tq_gguf_writer *w, const char *key, tq_gguf_type t, const void *le_value)
 {
     size_t sz = tq_gguf_type_size(t);
-    if (!sz) return tq_fail(w->ctx, TQ_ERR_ARG, "GGUF writer: %s is not a scalar type", tq_gguf_type_name(t));
+    if (!sz) return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: %s is not a scalar type", tq_gguf_type_name(t));
     uint8_t *b = dup_bytes(le_value, sz);
-    if (!b) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!b) return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
     return put_kv(w, key, (uint32_t)t, b, sz);
 }
 
@@ -187,7 +186,7 @@ tq_status tq_gguf_writer_set_u32(tq_gguf_writer *w, const char *key, uint32_t v)
 tq_status tq_gguf_writer_set_str(tq_gguf_writer *w, const char *key, const char *s, uint64_t len)
 {
     uint8_t *b = malloc(8 + len);
-    if (!b) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!b) return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
     memcpy(b, &len, 8);
     memcpy(b + 8, s, len);
     return put_kv(w, key, TQ_GGUF_STRING, b, 8 + len);
@@ -197,14 +196,14 @@ tq_status tq_gguf_writer_set_array(tq_gguf_writer *w, const char *key, tq_gguf_t
                                    const uint64_t *lens)
 {
     if (t == TQ_GGUF_ARRAY || (unsigned)t >= TQ_GGUF_TYPE_COUNT)
-        return tq_fail(w->ctx, TQ_ERR_ARG, "GGUF writer: arrays of %s are not allowed", tq_gguf_type_name(t));
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: arrays of %s are not allowed", tq_gguf_type_name(t));
     uint64_t len = 12;
     if (t == TQ_GGUF_STRING)
         for (uint64_t j = 0; j < n; j++) len += 8 + lens[j];
     else
         len += n * tq_gguf_type_size(t);
     uint8_t *b = malloc(len), *p = b + 12;
-    if (!b) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!b) return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
     uint32_t t32 = (uint32_t)t;
     memcpy(b, &t32, 4);
     memcpy(b + 4, &n, 8);
@@ -238,8 +237,8 @@ tq_status tq_gguf_writer_set_profile(tq_gguf_writer *w, tq_type_profile p)
 {
     tq_status st = building(w);
     if (st) return st;
-    if ((unsigned)p >= TQ_PROFILE_COUNT) return tq_fail(w->ctx, TQ_ERR_ARG, "unknown type-id profile %d", (int)p);
-    if (w->n_t) return tq_fail(w->ctx, TQ_ERR_ARG, "GGUF writer: set the type-id profile before adding tensors");
+    if ((unsigned)p >= TQ_PROFILE_COUNT) return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "unknown type-id profile %d", (int)p);
+    if (w->n_t) return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: set the type-id profile before adding tensors");
     w->profile = p;
     return TQ_OK;
 }
@@ -250,18 +249,18 @@ tq_status tq_gguf_writer_add_tensor(tq_gguf_writer *w, const char *name, int typ
     if (st) return st;
     size_t nl = strlen(name);
     if (nl > TQ_GGUF_MAX_NAME)
-        return tq_fail(w->ctx, TQ_ERR_ARG, "tensor name '%s' is %zu bytes (at most %d)", name, nl, TQ_GGUF_MAX_NAME);
-    if (n_dims > TQ_GGUF_MAX_DIMS) return tq_fail(w->ctx, TQ_ERR_ARG, "tensor '%s' has %u dimensions", name, n_dims);
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "tensor name '%s' is %zu bytes (at most %d)", name, nl, TQ_GGUF_MAX_NAME);
+    if (n_dims > TQ_GGUF_MAX_DIMS) return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "tensor '%s' has %u dimensions", name, n_dims);
     const tq_ggml_type *ty = tq_ggml_type_get(w->profile, type_id);
     if (!ty)
-        return tq_fail(w->ctx, TQ_ERR_ARG, "tensor '%s': type id %d is unknown in profile %s", name, type_id,
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "tensor '%s': type id %d is unknown in profile %s", name, type_id,
                        tq_type_profile_name(w->profile));
     for (int64_t i = 0; i < w->n_t; i++)
-        if (!strcmp(w->t[i].name, name)) return tq_fail(w->ctx, TQ_ERR_ARG, "duplicate tensor name '%s'", name);
+        if (!strcmp(w->t[i].name, name)) return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "duplicate tensor name '%s'", name);
     if (w->n_t == w->cap_t) {
         int64_t cap = w->cap_t ? 2 * w->cap_t : 64;
         wtensor *t = realloc(w->t, (size_t)cap * sizeof *t);
-        if (!t) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+        if (!t) return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
         w->t = t;
         w->cap_t = cap;
     }
@@ -274,11 +273,11 @@ tq_status tq_gguf_writer_add_tensor(tq_gguf_writer *w, const char *name, int typ
     for (uint32_t d = 0; d < TQ_GGUF_MAX_DIMS; d++) {
         e->ne[d] = d < n_dims ? ne[d] : 1;
         if (e->ne[d] < 0 || (e->ne[d] && nel > INT64_MAX / e->ne[d]))
-            return tq_fail(w->ctx, TQ_ERR_ARG, "tensor '%s' has an invalid shape", name);
+            return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "tensor '%s' has an invalid shape", name);
         nel *= e->ne[d];
     }
     if (e->ne[0] % ty->block)
-        return tq_fail(w->ctx, TQ_ERR_ARG, "tensor '%s': row of %" PRId64 " is not a multiple of %s's block %u", name,
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "tensor '%s': row of %" PRId64 " is not a multiple of %s's block %u", name,
                        e->ne[0], ty->name, ty->block);
     e->nbytes = (uint64_t)nel / ty->block * ty->bytes;
     w->n_t++;
@@ -290,7 +289,7 @@ tq_status tq_gguf_writer_add_tensor(tq_gguf_writer *w, const char *name, int typ
 static tq_status werr(tq_gguf_writer *w, const char *what)
 {
     w->state = W_FAILED;
-    return tq_fail(w->ctx, TQ_ERR_IO, "%s: %s: %s", w->path ? w->path : "output", what, strerror(errno));
+    return tq_ctx_set_error(w->ctx, TQ_ERR_IO, "%s: %s: %s", w->path ? w->path : "output", what, strerror(errno));
 }
 
 static int put(tq_gguf_writer *w, const void *p, size_t n) { return fwrite(p, 1, n, w->f) == n ? 0 : -1; }
@@ -313,9 +312,9 @@ static tq_status settle_metadata(tq_gguf_writer *w)
     if (i >= 0) {
         uint32_t a;
         if (w->kv[i].type != TQ_GGUF_UINT32 || w->kv[i].raw_len != 4)
-            return tq_fail(w->ctx, TQ_ERR_ARG, "general.alignment must be a UINT32");
+            return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "general.alignment must be a UINT32");
         memcpy(&a, w->kv[i].raw, 4);
-        if (!a || (a & (a - 1))) return tq_fail(w->ctx, TQ_ERR_ARG, "general.alignment %u is not a power of 2", a);
+        if (!a || (a & (a - 1))) return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "general.alignment %u is not a power of 2", a);
         w->alignment = a;
     }
     int ambiguous = 0;
@@ -326,7 +325,7 @@ static tq_status settle_metadata(tq_gguf_writer *w)
         uint64_t len;
         memcpy(&len, w->kv[i].raw, 8);
         if (w->kv[i].type != TQ_GGUF_STRING || len != strlen(pn) || memcmp(w->kv[i].raw + 8, pn, len))
-            return tq_fail(w->ctx, TQ_ERR_ARG, "tq.type_profile in the metadata is not the writer's profile %s", pn);
+            return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "tq.type_profile in the metadata is not the writer's profile %s", pn);
     } else if (ambiguous) {
         /* record how to read ids whose meaning depends on the ggml revision */
         return tq_gguf_writer_set_str(w, "tq.type_profile", pn, strlen(pn));
@@ -346,11 +345,11 @@ static tq_status plan_shards(tq_gguf_writer *w)
         size += b;
     }
     w->sh = calloc((size_t)n, sizeof *w->sh);
-    if (!w->sh) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!w->sh) return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
     w->n_sh = n;
     size_t L = strlen(w->path);
     if (n > 1 && (L < 5 || strcmp(w->path + L - 5, ".gguf")))
-        return tq_fail(w->ctx, TQ_ERR_ARG, "%s: a split output's name must end in .gguf", w->path);
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "%s: a split output's name must end in .gguf", w->path);
     int k = 0;
     size = 0;
     for (int64_t i = 0; i <= w->n_t; i++) {
@@ -363,7 +362,7 @@ static tq_status plan_shards(tq_gguf_writer *w)
     }
     for (int s = 0; s < n; s++) {
         w->sh[s].path = malloc(L + 32);
-        if (!w->sh[s].path) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+        if (!w->sh[s].path) return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
         if (n == 1) strcpy(w->sh[s].path, w->path);
         else sprintf(w->sh[s].path, "%.*s-%05d-of-%05d.gguf", (int)(L - 5), w->path, s + 1, n);
     }
@@ -443,12 +442,12 @@ tq_status tq_gguf_writer_open(tq_gguf_writer *w, const char *path, const char *c
             tq_gguf_writer_remove_kv(w, w->kv[i--].key);
     if ((st = settle_metadata(w))) return st;
     w->path = strdup(path);
-    if (!w->path) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!w->path) return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
     if ((st = plan_shards(w))) return st;
     for (int s = 0; s < w->n_sh; s++)
         for (size_t i = 0; i < n_inputs; i++)
             if (tq_same_file(w->sh[s].path, inputs[i]))
-                return tq_fail(w->ctx, TQ_ERR_ARG, "%s: the output would overwrite the input %s", w->sh[s].path,
+                return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "%s: the output would overwrite the input %s", w->sh[s].path,
                                inputs[i]);
     w->state = W_OPEN;
     w->cur = 0;
@@ -474,14 +473,14 @@ static tq_status advance(tq_gguf_writer *w)
 
 tq_status tq_gguf_writer_write(tq_gguf_writer *w, const void *data, size_t len)
 {
-    if (w->state != W_OPEN) return tq_fail(w->ctx, TQ_ERR_ARG, "GGUF writer: not open");
+    if (w->state != W_OPEN) return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: not open");
     const uint8_t *p = data;
     while (len) {
         tq_status st = advance(w);
         if (st) return st;
         if (w->cur >= w->n_t) {
             w->state = W_FAILED;
-            return tq_fail(w->ctx, TQ_ERR_ARG, "GGUF writer: more data than the tensors hold");
+            return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: more data than the tensors hold");
         }
         uint64_t room = w->t[w->cur].nbytes - w->cur_done;
         size_t k = len < room ? len : (size_t)room;
@@ -495,12 +494,12 @@ tq_status tq_gguf_writer_write(tq_gguf_writer *w, const void *data, size_t len)
 
 tq_status tq_gguf_writer_finish(tq_gguf_writer *w)
 {
-    if (w->state != W_OPEN) return tq_fail(w->ctx, TQ_ERR_ARG, "GGUF writer: not open");
+    if (w->state != W_OPEN) return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: not open");
     tq_status st = advance(w);
     if (st) return st;
     if (w->cur < w->n_t) {
         w->state = W_FAILED;
-        return tq_fail(w->ctx, TQ_ERR_ARG, "GGUF writer: tensor '%s' got %" PRIu64 " of %" PRIu64 " bytes",
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: tensor '%s' got %" PRIu64 " of %" PRIu64 " bytes",
                        w->t[w->cur].name, w->cur_done, w->t[w->cur].nbytes);
     }
     if ((st = close_shard(w))) return st;

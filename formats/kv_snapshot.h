@@ -1,42 +1,23 @@
 /*
- * kv_snapshot.h - llama.cpp state file <-> .tqkv snapshot: which codec each
- * K/V tensor gets, and the row coding on both sides.  Containers are in
- * llama_state.h and tqkv.h; the codecs in libtq.
+ * kv_snapshot.h - a KV view <-> a .tqkv snapshot.  Encoding executes a
+ * snapshot plan (kv_plan.h); decoding rebuilds the source file, or writes
+ * it as another kind (session <-> sequence file, .npz), a token prefix or a
+ * layer range.  Containers are in tqkv.h and the KV sources' headers; the
+ * codecs in libtq.
  */
 #ifndef TQ_KV_SNAPSHOT_H
 #define TQ_KV_SNAPSHOT_H
 
 #include "gguf.h"
-#include "llama_state.h"
+#include "kv_plan.h"
+#include "kv_view.h"
 #include "tqkv.h"
+
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef struct tq_kvsnap_options {
-    int lossless;          /* 1: every tensor verbatim (zstd) */
-    int k_bits, v_bits;    /* tq codec bits, 1..8 */
-    int boundary_layers;   /* first and last N layers at 8 bits */
-    uint32_t head_dim;     /* rotation group; 0 = guess from the row width */
-    int zstd_level;        /* for the chunks; 0 = none */
-    int has_fingerprint;
-    uint64_t fingerprint;
-    const char *profile;   /* type-id profile name used to read the source */
-    int threads;           /* 0 = all */
-    int turbo;             /* code with the fork's turbo2/3/4 blocks (bits 2..4, rows of 128s) */
-    /* InnerQ: per-channel scales s_j multiplied in before coding and divided
-     * out after decoding, for tq-coded tensors: innerq holds
-     * innerq_layers x 2 (K, V) x innerq_dim floats; innerq_layers 1 applies
-     * the same K and V scales to every layer.  innerq_dim must be the group. */
-    const float *innerq;
-    uint32_t innerq_layers, innerq_dim;
-    const tqkv_reader *base; /* --append: store only the cells after the base's */
-    const char *base_name;   /* the base's file name, recorded for decode */
-    /* called after each tensor with the source K/V bytes done so far */
-    void (*progress)(void *user, uint64_t done, uint64_t total);
-    void *progress_user;
-} tq_kvsnap_options;
 
 typedef struct tq_kvsnap_report {
     uint32_t n_tensors, n_lossy, n_raw;
@@ -45,8 +26,16 @@ typedef struct tq_kvsnap_report {
     int group_guessed;
 } tq_kvsnap_report;
 
-tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_options *o, FILE *out,
+/* Codes the view as the plan says (threads, zstd level and progress from o)
+ * and writes the snapshot to out.  Each tensor's rows are cut into chunks
+ * coded in parallel and written in order: memory stays bounded by two
+ * tensors, the bytes are the same for any thread count. */
+tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_plan *p, const tq_kvsnap_options *o,
+                            FILE *out, tq_kvsnap_report *rep);
+/* Plan and execute in one call. */
+tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, FILE *out,
                            tq_kvsnap_report *rep);
+
 typedef struct tq_kvsnap_decode_options {
     int threads;            /* 0 = all */
     const char *cache_type; /* NULL: the original element types; else every K/V
@@ -64,15 +53,27 @@ typedef struct tq_kvsnap_decode_options {
     void *progress_user;
 } tq_kvsnap_decode_options;
 
-/* Rebuilds the source state file in its exact layout (opt may be NULL). */
+/* Rebuilds the source file in its exact layout (opt may be NULL). */
 tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
                            const tq_kvsnap_decode_options *opt, FILE *out);
 
-/* Model identity: a hash of the architecture, its hyperparameter keys and
- * the tensor table (names, types, shapes), not of the weights' values. */
-uint64_t tq_model_fingerprint(const tq_gguf *g);
-/* The attention head size of a model, 0 if the metadata does not say. */
-uint32_t tq_model_head_dim(const tq_gguf *g, int value);
+/* What a restore writes beyond a plain rebuild of the source. */
+typedef struct tq_kvsnap_restore_options {
+    tq_kv_kind format;        /* the output: session, sequence file or .npz */
+    uint32_t tokens;          /* only the first N tokens (0: all) */
+    int has_layers;           /* .npz: only layers layer_lo..layer_hi */
+    uint32_t layer_lo, layer_hi;
+    const char *arch;         /* names the architecture of a session made from a sequence file */
+    uint32_t head_dim;        /* shapes .npz arrays of state files; turbo cache types */
+    const char *tmp_near;     /* where the intermediate file may go (beside the output) */
+} tq_kvsnap_restore_options;
+
+/* The snapshot as asked: streamed straight out when it is the source as it
+ * was; else decoded into an intermediate file (beside tmp_near, unlinked at
+ * once), opened as a KV view and written by the writer of the format asked
+ * for.  Only the chunks a token prefix or layer range needs are decoded. */
+tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
+                            const tq_kvsnap_decode_options *d, const tq_kvsnap_restore_options *ro, FILE *out);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,6 @@
 #include "file_io.h"
 #include "tqkv.h"
 #include "gguf.h"
-#include "tq_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -101,7 +100,7 @@ static tq_status wput(tqkv_writer *w, const void *p, size_t n)
 {
     if (n && fwrite(p, 1, n, w->f) != n) {
         w->failed = 1;
-        return tq_fail(w->ctx, TQ_ERR_IO, "writing the snapshot failed: %s", strerror(errno));
+        return tq_ctx_set_error(w->ctx, TQ_ERR_IO, "writing the snapshot failed: %s", strerror(errno));
     }
     w->pos += n;
     return TQ_OK;
@@ -134,13 +133,13 @@ tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer
     void *z = malloc(bound ? bound : 1);
     if (!z) {
         free(b.p);
-        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     size_t zl = ZSTD_compress(z, bound, m->skeleton, m->skeleton_len, 9);
     if (ZSTD_isError(zl)) {
         free(z);
         free(b.p);
-        return tq_fail(ctx, TQ_ERR_NOMEM, "zstd: %s", ZSTD_getErrorName(zl));
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "zstd: %s", ZSTD_getErrorName(zl));
     }
     PUTV(&b, m->skeleton_len);
     PUTV(&b, (uint64_t)zl);
@@ -177,7 +176,7 @@ tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer
         }
     if (b.oom) {
         free(b.p);
-        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     uint8_t hdr[HDR_LEN];
     uint32_t ver = any_innerq ? 2 : 1; /* version 1 readers can read what has no scales */
@@ -191,7 +190,7 @@ tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer
     tqkv_writer *w = calloc(1, sizeof *w);
     if (!w) {
         free(b.p);
-        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     w->ctx = ctx;
     w->f = f;
@@ -254,7 +253,7 @@ tq_status tqkv_write_packed(tqkv_writer *w, const uint8_t *packed, uint64_t len)
     if (w->n_chunks == w->cap_chunks) {
         uint64_t cap = w->cap_chunks ? 2 * w->cap_chunks : 256;
         uint64_t *ix = realloc(w->index, cap * sizeof *ix);
-        if (!ix) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+        if (!ix) return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
         w->index = ix;
         w->cap_chunks = cap;
     }
@@ -267,7 +266,7 @@ tq_status tqkv_write_chunk(tqkv_writer *w, uint32_t ti, uint32_t row0, uint32_t 
 {
     uint8_t *pk;
     uint64_t pl;
-    if (tqkv_chunk_pack(ti, row0, nrows, payload, len, level, &pk, &pl)) return tq_fail(w->ctx, TQ_ERR_NOMEM, "out of memory");
+    if (tqkv_chunk_pack(ti, row0, nrows, payload, len, level, &pk, &pl)) return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
     tq_status st = tqkv_write_packed(w, pk, pl);
     free(pk);
     return st;
@@ -289,7 +288,7 @@ tq_status tqkv_write_end(tqkv_writer *w)
     memcpy(tr + 16, &h, 8);
     memcpy(tr + 24, END_MAGIC, 8);
     if (!st) st = wput(w, tr, TRAILER_LEN);
-    if (!st && fflush(w->f)) st = tq_fail(w->ctx, TQ_ERR_IO, "writing the snapshot failed: %s", strerror(errno));
+    if (!st && fflush(w->f)) st = tq_ctx_set_error(w->ctx, TQ_ERR_IO, "writing the snapshot failed: %s", strerror(errno));
     free(w->index);
     free(w);
     return st;
@@ -367,7 +366,7 @@ static uint64_t expected_raw(const tqkv_tensor *t, uint32_t nrows, int *ok)
 
 static tq_status bad(tq_ctx *ctx, const tqkv_reader *r, const char *what, uint64_t at)
 {
-    return tq_fail(ctx, TQ_ERR_CORRUPT, "%s: %s: at offset %" PRIu64, r->label, what, at);
+    return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "%s: %s: at offset %" PRIu64, r->label, what, at);
 }
 
 static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint64_t n)
@@ -384,11 +383,11 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
     if (m->source_kind > 2) return bad(ctx, r, "unknown source kind", HDR_LEN);
     if (m->n_tokens > (n - c.pos) / 4) return bad(ctx, r, "token count does not fit", HDR_LEN + c.pos);
     m->tokens = malloc(4ull * m->n_tokens + 4);
-    if (!m->tokens) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!m->tokens) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     mget(&c, m->tokens, 4ull * m->n_tokens);
     if (mget(&c, &al, 4) || al > 256 || al > n - c.pos) return bad(ctx, r, "bad architecture field", HDR_LEN + c.pos);
     m->arch = malloc(al + 1);
-    if (!m->arch) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!m->arch) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     mget(&c, m->arch, al);
     m->arch[al] = 0;
     if (mget(&c, &pl, 4) || pl >= sizeof m->profile || mget(&c, m->profile, pl))
@@ -399,7 +398,7 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
         (!bl && m->base_id))
         return bad(ctx, r, "bad base field", HDR_LEN + c.pos);
     m->base_name = malloc(bl + 1);
-    if (!m->base_name) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!m->base_name) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     mget(&c, m->base_name, bl);
     m->base_name[bl] = 0;
     if (memchr(m->base_name, 0, bl) || memchr(m->base_name, '/', bl)) return bad(ctx, r, "bad base name", HDR_LEN + c.pos);
@@ -410,7 +409,7 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
         ZSTD_getFrameContentSize(p + c.pos, sz) != sl)
         return bad(ctx, r, "bad skeleton field", HDR_LEN + c.pos);
     m->skeleton = malloc(sl ? sl : 1);
-    if (!m->skeleton) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!m->skeleton) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     size_t got = ZSTD_decompress(m->skeleton, sl, p + c.pos, sz);
     if (ZSTD_isError(got) || got != sl) return bad(ctx, r, "skeleton does not decompress", HDR_LEN + c.pos);
     m->skeleton_len = sl;
@@ -419,7 +418,7 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
         return bad(ctx, r, "bad tensor count", HDR_LEN + c.pos);
     if (c.pos + (uint64_t)m->n_tensors * TENSOR_REC > n) return bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);
     m->t = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *m->t);
-    if (!m->t) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!m->t) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     uint64_t prev_end = 0, total = 0;
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         tqkv_tensor *t = &m->t[i];
@@ -463,7 +462,7 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
         }
         if (innerq > 1 || pad3[1] || pad3[2] || (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)))
             return bad(ctx, r, "bad InnerQ flag", at);
-        if (innerq && !(t->innerq = malloc(4ull * t->group))) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        if (innerq && !(t->innerq = malloc(4ull * t->group))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
         prev_end = t->file_off + t->bytes;
         total += t->bytes;
     }
@@ -483,7 +482,7 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
 {
     const uint8_t *p = r->map;
     uint64_t n = r->size;
-    if (n < HDR_LEN + TRAILER_LEN || memcmp(p, MAGIC, 4)) return tq_fail(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot", r->label);
+    if (n < HDR_LEN + TRAILER_LEN || memcmp(p, MAGIC, 4)) return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot", r->label);
     uint64_t hh, ml, mh;
     uint32_t ver;
     memcpy(&ver, p + 4, 4);
@@ -492,7 +491,7 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
     memcpy(&hh, p + 24, 8);
     if (XXH64(p, 24, 0) != hh) return bad(ctx, r, "header checksum mismatch", 0);
     if (ver < 1 || ver > TQKV_VERSION)
-        return tq_fail(ctx, TQ_ERR_FORMAT, "%s: snapshot version %u (this tq reads 1 to %d)", r->label, ver, TQKV_VERSION);
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: snapshot version %u (this tq reads 1 to %d)", r->label, ver, TQKV_VERSION);
     r->version = ver;
     if (ml > n - HDR_LEN - TRAILER_LEN) return bad(ctx, r, "metadata runs past the end", 8);
     if (XXH64(p + HDR_LEN, ml, 0) != mh) return bad(ctx, r, "metadata checksum mismatch", HDR_LEN);
@@ -515,7 +514,7 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
     XXH64_freeState(xs);
     if (got != ih) return bad(ctx, r, "index checksum mismatch", ioff);
     r->chunks = calloc(nc ? nc : 1, sizeof *r->chunks);
-    if (!r->chunks) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!r->chunks) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     r->n_chunks = nc;
     /* chunks: contiguous from data0 to the index, each verified, and for each
      * tensor covering its rows in order exactly once */
@@ -581,7 +580,7 @@ tq_status tqkv_open_memory(tq_ctx *ctx, const void *data, size_t size, const cha
 {
     *out = NULL;
     tqkv_reader *r = alloc_reader(label ? label : "(memory)");
-    if (!r) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!r) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     r->map = data;
     r->size = size;
     tq_status st = parse(ctx, r);
@@ -603,7 +602,7 @@ tq_status tqkv_open(tq_ctx *ctx, const char *path, tqkv_reader **out)
     tqkv_reader *r = alloc_reader(path);
     if (!r) {
         tq_unmap_file(m, size);
-        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     r->map = m;
     r->size = size;

@@ -21,6 +21,16 @@ tq_ctx *tq_ctx_new(void)
 
 void tq_ctx_free(tq_ctx *ctx) { free(ctx); }
 
+tq_ctx *tq_ctx_clone(const tq_ctx *parent)
+{
+    tq_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return NULL;
+    ctx->threads = 1;
+    ctx->simd = parent->simd;
+    ctx->backend = parent->backend;
+    return ctx;
+}
+
 const char *tq_ctx_error(const tq_ctx *ctx) { return ctx->msg; }
 tq_status tq_ctx_status(const tq_ctx *ctx) { return ctx->status; }
 

@@ -57,6 +57,10 @@ void tq_ctx_clear_error(tq_ctx *ctx);
  * steps on a context, like archive_set_error); returns st. */
 tq_status tq_ctx_set_error(tq_ctx *ctx, tq_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 const char *tq_status_name(tq_status st);
+/* A new context with ctx's SIMD level and backend, one thread and no error,
+ * for the calls a worker thread makes (a context is not shared between
+ * threads); NULL only when out of memory. */
+tq_ctx *tq_ctx_clone(const tq_ctx *ctx);
 
 /* Threads used by the row-parallel entry points; 0 = all cores (default). */
 void tq_ctx_set_threads(tq_ctx *ctx, int n_threads);
@@ -84,6 +88,9 @@ tq_status tq_ctx_set_backend(tq_ctx *ctx, tq_backend backend);
 tq_backend tq_ctx_backend(const tq_ctx *ctx);
 int tq_cuda_built(void);      /* 1 if compiled with CUDA support            */
 int tq_cuda_devices(void);    /* GPUs visible now (0 without CUDA or a GPU) */
+
+/* 1 if v is a power of two (rotation groups are). */
+int tq_is_pow2(uint32_t v);
 
 /* ------------------------------------------------------- half precision */
 
@@ -248,6 +255,15 @@ tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, floa
 /* float32 to n values of t: f32, f16, bf16, q8_0 and q4_0 bit-exact with
  * ggml's reference quantizers; tq3_1s, tq4_1s and turbo* through the codecs. */
 tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *src, size_t n, void *dst);
+
+/* ------------------------------------------------------------ InnerQ */
+
+/* Per-channel equalization: x holds n values in groups of dim channels;
+ * channel j of every group is multiplied by scales[j] (divide = 0, before
+ * coding) or divided by it (divide = 1, after decoding).  n a multiple of
+ * dim; scales finite and positive.  Division, not multiplication by the
+ * reciprocal, so that scales of powers of two round-trip exactly. */
+tq_status tq_innerq_apply(tq_ctx *ctx, float *x, size_t n, const float *scales, uint32_t dim, int divide);
 
 /* ------------------------------------------------------------ rotations */
 

@@ -21,7 +21,6 @@ struct tq_ctx {
  * name for the public tq_ctx_set_error. */
 #define tq_fail tq_ctx_set_error
 
-int tq_is_pow2(uint32_t v);
 int tq_resolve_threads(const tq_ctx *ctx);
 
 /* ---- signs (lib/signs.c) */

@@ -82,7 +82,7 @@ static uint8_t *encode_opts(const uint8_t *state, size_t len, const tq_kvsnap_op
 static uint8_t *encode(const uint8_t *state, size_t len, int lossless, size_t *out_len)
 {
     char err[512];
-    tq_kvsnap_options o = {.lossless = lossless, .k_bits = 5, .v_bits = 4, .head_dim = 32, .zstd_level = 1,
+    tq_kvsnap_options o = {.preset = lossless ? TQ_KV_PRESET_LOSSLESS : TQ_KV_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32, .zstd_level = 1,
                            .profile = "69d8e4be4", .threads = 1};
     return encode_opts(state, len, &o, out_len, err, sizeof err);
 }
@@ -210,7 +210,7 @@ TEST(tqkv_append_equals_full_encode)
     size_t fl, pl, bl, al, gl, d1, d2;
     uint8_t *full = make_state(&fl, 0), *pre = prefix_state(full, &pl, 25);
     for (int lossless = 0; lossless < 2; lossless++) {
-        tq_kvsnap_options o = {.lossless = lossless, .k_bits = 5, .v_bits = 4, .head_dim = 32, .zstd_level = 1,
+        tq_kvsnap_options o = {.preset = lossless ? TQ_KV_PRESET_LOSSLESS : TQ_KV_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32, .zstd_level = 1,
                            .profile = "69d8e4be4", .threads = 1};
         uint8_t *base = encode_opts(pre, pl, &o, &bl, err, sizeof err);
         CHECK(base, "%s", err);

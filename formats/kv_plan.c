@@ -1,0 +1,341 @@
+/* kv_plan.c - the snapshot plan (kv_plan.h): every coding decision for a
+ * snapshot, made before any byte is coded, so that a dry run, an encode and
+ * an appended encode cannot disagree. */
+#include "kv_plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define CHUNK_TARGET (256u << 10) /* source bytes per chunk */
+
+static const char *const preset_names[] = {"balanced", "lossless", "q8", "small"};
+
+int tq_kv_preset_parse(const char *name, tq_kv_preset *out)
+{
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, preset_names[i])) return *out = (tq_kv_preset)i, 0;
+    return -1;
+}
+
+const char *tq_kv_preset_name(tq_kv_preset p) { return (unsigned)p < 4 ? preset_names[p] : "?"; }
+
+/* ------------------------------------------------------------ models */
+
+uint64_t tq_model_fingerprint(const tq_gguf *g)
+{
+    XXH64_state_t *xs = XXH64_createState();
+    XXH64_reset(xs, 0x74716b76ull);
+    uint64_t alen = 0;
+    const char *arch = tq_gguf_get_str(g, "general.architecture", "", &alen);
+    XXH64_update(xs, arch, alen);
+    for (int64_t i = 0; i < tq_gguf_n_kv(g); i++) {
+        const char *k = tq_gguf_kv_key(g, i);
+        if (strncmp(k, arch, alen) || k[alen] != '.') continue;
+        uint64_t len;
+        const uint8_t *raw = tq_gguf_kv_raw(g, i, &len);
+        uint32_t t = (uint32_t)tq_gguf_kv_type(g, i);
+        XXH64_update(xs, k, strlen(k) + 1);
+        XXH64_update(xs, &t, 4);
+        XXH64_update(xs, raw, len);
+    }
+    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
+        const char *n = tq_gguf_tensor_name(g, i);
+        int32_t t = tq_gguf_tensor_type_id(g, i);
+        XXH64_update(xs, n, strlen(n) + 1);
+        XXH64_update(xs, &t, 4);
+        XXH64_update(xs, tq_gguf_tensor_ne(g, i), 4 * sizeof(int64_t));
+    }
+    uint64_t h = XXH64_digest(xs);
+    XXH64_freeState(xs);
+    return h;
+}
+
+uint32_t tq_model_head_dim(const tq_gguf *g, int value)
+{
+    uint64_t alen;
+    const char *arch = tq_gguf_get_str(g, "general.architecture", NULL, &alen);
+    if (!arch || alen > 64) return 0;
+    char key[128];
+    snprintf(key, sizeof key, "%.*s.attention.%s", (int)alen, arch, value ? "value_length" : "key_length");
+    int64_t v = tq_gguf_get_int(g, key, 0);
+    if (v > 0) return (uint32_t)v;
+    snprintf(key, sizeof key, "%.*s.embedding_length", (int)alen, arch);
+    int64_t e = tq_gguf_get_int(g, key, 0);
+    snprintf(key, sizeof key, "%.*s.attention.head_count", (int)alen, arch);
+    int64_t h = tq_gguf_get_int(g, key, 0);
+    return e > 0 && h > 0 && e % h == 0 ? (uint32_t)(e / h) : 0;
+}
+
+tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *g, const char *model_label)
+{
+    uint64_t fp = tq_model_fingerprint(g);
+    if (!m->has_fingerprint)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the snapshot carries no model fingerprint (encoded without --model)");
+    if (fp != m->fingerprint)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "made for another model (fingerprint %016llx, %s has %016llx)",
+                                (unsigned long long)m->fingerprint, model_label, (unsigned long long)fp);
+    return TQ_OK;
+}
+
+/* ------------------------------------------------------------ the view's tensors */
+
+typedef struct src_tensor {
+    const tq_kv_tensor *kt;
+    uint32_t cells, kv_state, stream, layer, n_layer;
+    int is_v;
+} src_tensor;
+
+static int cmp_off(const void *a, const void *b)
+{
+    uint64_t x = ((const src_tensor *)a)->kt->data_off, y = ((const src_tensor *)b)->kt->data_off;
+    return x < y ? -1 : x > y;
+}
+
+/* Every K/V tensor with cells, in the order of the source bytes. */
+static tq_status collect(tq_ctx *ctx, const tq_kv_view *s, src_tensor **out, size_t *count)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < tq_kv_view_n_kv(s); i++)
+        for (uint32_t j = 0; j < tq_kv_view_kv(s, i)->n_stream; j++) {
+            const tq_kv_stream *st = &tq_kv_view_kv(s, i)->streams[j];
+            if (st->cell_count) n += 2ull * st->n_layer;
+        }
+    src_tensor *src = calloc(n ? n : 1, sizeof *src);
+    if (!src) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    n = 0;
+    for (uint32_t i = 0; i < tq_kv_view_n_kv(s); i++)
+        for (uint32_t j = 0; j < tq_kv_view_kv(s, i)->n_stream; j++) {
+            const tq_kv_stream *st = &tq_kv_view_kv(s, i)->streams[j];
+            for (uint32_t l = 0; st->cell_count && l < st->n_layer; l++)
+                for (int v = 0; v < 2; v++)
+                    src[n++] = (src_tensor){v ? &st->v[l] : &st->k[l], st->cell_count, i, j, l, st->n_layer, v};
+        }
+    qsort(src, n, sizeof *src, cmp_off);
+    *out = src;
+    *count = n;
+    return TQ_OK;
+}
+
+/* The rotation group for rows of `width`: the head size when it is a valid
+ * group that divides the row, else the largest power of two up to 128 that
+ * does (guessed). */
+static uint32_t pick_group(uint64_t width, uint32_t head_dim, int *guessed)
+{
+    *guessed = 0;
+    if (head_dim && tq_is_pow2(head_dim) && head_dim >= 8 && head_dim <= 512 && width % head_dim == 0) return head_dim;
+    *guessed = 1;
+    for (uint32_t g = 128; g >= 8; g /= 2)
+        if (width % g == 0) return g;
+    return 0;
+}
+
+/* ------------------------------------------------------------ per tensor */
+
+static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_options *o, const src_tensor *s, tqkv_tensor *t)
+{
+    uint32_t l = o->innerq_layers == 1 ? 0 : s->layer;
+    if (o->innerq_dim != t->group)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "layer %u: InnerQ scales of %u channels for heads of %u", s->layer,
+                                o->innerq_dim, t->group);
+    if (l >= o->innerq_layers)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "layer %u: the InnerQ scales cover %u layers", s->layer,
+                                o->innerq_layers);
+    if (!(t->innerq = malloc(4ull * t->group))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    memcpy(t->innerq, o->innerq + ((size_t)l * 2 + (size_t)s->is_v) * t->group, 4ull * t->group);
+    return TQ_OK;
+}
+
+static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_options *o, uint32_t head_dim,
+                             const src_tensor *s, tqkv_tensor *t)
+{
+    const tq_kv_tensor *kt = s->kt;
+    *t = (tqkv_tensor){.file_off = kt->data_off, .bytes = kt->bytes, .kv_state = s->kv_state, .stream = s->stream,
+                       .layer = s->layer, .is_v = (uint8_t)s->is_v, .transposed = (uint8_t)kt->transposed,
+                       .cells = s->cells, .width = kt->width, .type_id = kt->type->id, .codec = TQKV_CODEC_RAW};
+    int guessed = 0, lossless = p->preset == TQ_KV_PRESET_LOSSLESS, decodable = kt->type->dtype >= 0;
+    uint32_t g = pick_group(kt->width, head_dim, &guessed);
+    if (o->turbo && !lossless && decodable && kt->width % 128 == 0) {
+        t->codec = TQKV_CODEC_TURBO; /* the fork's blocks, for comparison and interchange */
+        t->group = 128;
+        t->bits = (uint8_t)(s->is_v ? p->v_bits : p->k_bits);
+        t->norm_correction = 1;
+        p->group = 128;
+    } else if (!lossless && decodable && g) {
+        int boundary = (int)s->layer < o->boundary_layers || (int)s->layer >= (int)s->n_layer - o->boundary_layers;
+        t->codec = TQKV_CODEC_TQ;
+        t->group = g;
+        t->bits = (uint8_t)(boundary ? 8 : s->is_v ? p->v_bits : p->k_bits);
+        t->norm_correction = t->bits >= 3; /* matched norms cost quality at 1-2 bits */
+        t->seed = TQ_SEED_FORK;
+        p->group = g;
+        p->group_guessed |= guessed;
+        if (o->innerq) {
+            tq_status st = plan_innerq(ctx, o, s, t);
+            if (st) return st;
+        }
+    }
+    if (t->codec == TQKV_CODEC_RAW) p->n_kept++;
+    else p->n_coded++;
+    if (t->codec == TQKV_CODEC_RAW && t->transposed && t->bytes > (1ull << 30))
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "layer %u: a transposed V of more than 1 GiB cannot be kept "
+                                                         "verbatim (a chunk holds at most 1 GiB); use a lossy preset",
+                                t->layer);
+    uint64_t rs = kt->row_size ? kt->row_size : 1;
+    t->rows_per_chunk = t->codec == TQKV_CODEC_RAW && t->transposed ? t->cells
+                                                                    : (uint32_t)(rs >= CHUNK_TARGET ? 1 : CHUNK_TARGET / rs);
+    if (t->rows_per_chunk > t->cells) t->rows_per_chunk = t->cells;
+    return TQ_OK;
+}
+
+/* Does base describe the same K/V tensors, with its cells a prefix of t's? */
+static int same_tensor(const tqkv_tensor *a, const tqkv_tensor *b)
+{
+    return a->kv_state == b->kv_state && a->stream == b->stream && a->layer == b->layer && a->is_v == b->is_v &&
+           a->transposed == b->transposed && a->width == b->width && a->type_id == b->type_id && a->cells <= b->cells;
+}
+
+/* --append: the rows in the base decode as they would in a full encode only
+ * with the base's codec, so the base decides every tensor's coding. */
+static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base, const char *base_name)
+{
+    const tqkv_meta *b = tqkv_meta_of(base);
+    if (b->base_id)
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "the base is itself an appended snapshot (chains are not supported)");
+    if (b->source_kind != m->source_kind || strcmp(b->profile, m->profile) || b->n_tensors != m->n_tensors)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the base snapshot is of another kind of state (file kind, profile or "
+                                                 "tensors differ)");
+    if (b->n_tokens > m->n_tokens || memcmp(b->tokens, m->tokens, 4ull * b->n_tokens))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the base's %u tokens are not a prefix of this state's %u tokens",
+                                b->n_tokens, m->n_tokens);
+    if (b->has_fingerprint != m->has_fingerprint || b->fingerprint != m->fingerprint)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the base was made for another model");
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        tqkv_tensor *t = &m->t[i];
+        const tqkv_tensor *bt = &b->t[i];
+        if (!same_tensor(bt, t))
+            return tq_ctx_set_error(ctx, TQ_ERR_ARG, "layer %u %s: the base's tensor does not match this state's",
+                                    t->layer, t->is_v ? "V" : "K");
+        t->codec = bt->codec;
+        t->bits = bt->bits;
+        t->norm_correction = bt->norm_correction;
+        t->group = bt->group;
+        t->seed = bt->seed;
+        t->rows_per_chunk = bt->rows_per_chunk;
+        t->row_start = t->codec == TQKV_CODEC_RAW && t->transposed ? 0 : bt->cells;
+        free(t->innerq); /* the base's scales, as for its codec */
+        t->innerq = NULL;
+        if (bt->innerq) {
+            if (!(t->innerq = malloc(4ull * bt->group))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+            memcpy(t->innerq, bt->innerq, 4ull * bt->group);
+        }
+    }
+    const char *slash = strrchr(base_name, '/');
+    m->base_name = strdup(slash ? slash + 1 : base_name);
+    if (!m->base_name) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    m->base_id = tqkv_file_id(base);
+    return TQ_OK;
+}
+
+/* ------------------------------------------------------------ the plan */
+
+/* The snapshot's header fields and the skeleton: the source bytes between
+ * the tensors' rows. */
+static tq_status plan_meta(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_options *o, const src_tensor *src,
+                           size_t n, tqkv_meta *m)
+{
+    static const uint8_t kinds[] = {[TQ_KV_SESSION] = TQKV_SOURCE_SESSION, [TQ_KV_SEQUENCE] = TQKV_SOURCE_SEQUENCE,
+                                    [TQ_KV_NUMPY] = TQKV_SOURCE_NUMPY};
+    m->source_kind = kinds[tq_kv_view_kind(s)];
+    m->state_version = tq_kv_view_version(s);
+    m->source_size = tq_kv_view_size(s);
+    m->n_tokens = tq_kv_view_n_tokens(s);
+    m->arch = strdup(tq_kv_view_arch(s));
+    m->tokens = malloc(4ull * m->n_tokens + 4);
+    snprintf(m->profile, sizeof m->profile, "%s", o->profile ? o->profile : tq_type_profile_name(TQ_PROFILE_DEFAULT));
+    if (o->model) {
+        m->has_fingerprint = 1;
+        m->fingerprint = tq_model_fingerprint(o->model);
+    }
+    m->n_tensors = (uint32_t)n;
+    uint64_t rows = 0;
+    for (size_t i = 0; i < n; i++) rows += src[i].kt->bytes;
+    m->t = calloc(n ? n : 1, sizeof *m->t);
+    m->skeleton = malloc(m->source_size - rows + 1);
+    if (!m->arch || !m->tokens || !m->t || !m->skeleton) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    memcpy(m->tokens, tq_kv_view_tokens(s), 4ull * m->n_tokens);
+    const uint8_t *bytes = tq_kv_view_bytes(s);
+    uint64_t pos = 0;
+    for (size_t i = 0; i < n; i++) {
+        const tq_kv_tensor *kt = src[i].kt;
+        memcpy(m->skeleton + m->skeleton_len, bytes + pos, kt->data_off - pos);
+        m->skeleton_len += kt->data_off - pos;
+        pos = kt->data_off + kt->bytes;
+    }
+    memcpy(m->skeleton + m->skeleton_len, bytes + pos, m->source_size - pos);
+    m->skeleton_len += m->source_size - pos;
+    return TQ_OK;
+}
+
+/* Bits from the preset, for the group the first K tensor gets. */
+static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_tensor *src, size_t n, uint32_t head_dim)
+{
+    int guessed, kb = 4, vb = 4;
+    uint32_t g = n ? pick_group(src[0].kt->width, head_dim, &guessed) : head_dim;
+    if (p->preset == TQ_KV_PRESET_Q8) kb = vb = 8;
+    else if (p->preset == TQ_KV_PRESET_BALANCED) kb = g && g <= 32 ? 5 : 4;
+    else if (p->preset == TQ_KV_PRESET_SMALL) kb = vb = 3;
+    p->k_bits = o->k_bits > 0 ? o->k_bits : kb;
+    p->v_bits = o->v_bits > 0 ? o->v_bits : vb;
+}
+
+tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, tq_kvsnap_plan **out)
+{
+    *out = NULL;
+    tq_kvsnap_plan *p = calloc(1, sizeof *p);
+    if (!p) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    p->preset = o->preset;
+    uint32_t head_dim = o->head_dim ? o->head_dim : o->model ? tq_model_head_dim(o->model, 0) : 0;
+    src_tensor *src = NULL;
+    size_t n = 0;
+    tq_status st = collect(ctx, v, &src, &n);
+    if (!st) st = plan_meta(ctx, v, o, src, n, &p->meta);
+    if (!st) plan_bits(p, o, src, n, head_dim);
+    if (!st && o->turbo && (p->k_bits < 2 || p->k_bits > 4 || p->v_bits < 2 || p->v_bits > 4))
+        st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "--turbo codes with the fork's turbo2/3/4 blocks: bits must be 2..4 "
+                                               "(give --k-bits/--v-bits)");
+    for (size_t i = 0; !st && i < n; i++) st = plan_tensor(ctx, p, o, head_dim, &src[i], &p->meta.t[i]);
+    if (!st && o->base) st = adopt_base(ctx, &p->meta, o->base, o->base_name);
+    if (!st && !(p->src = malloc((n ? n : 1) * sizeof *p->src))) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !st && i < n; i++) p->src[i] = src[i].kt;
+    free(src);
+    if (st) {
+        tq_kvsnap_plan_free(p);
+        return st;
+    }
+    *out = p;
+    return TQ_OK;
+}
+
+void tq_kvsnap_plan_free(tq_kvsnap_plan *p)
+{
+    if (!p) return;
+    tqkv_meta_free(&p->meta);
+    free(p->src);
+    free(p);
+}
+
+uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i)
+{
+    const tqkv_tensor *t = &p->meta.t[i];
+    uint64_t rows = t->cells - t->row_start;
+    if (t->codec == TQKV_CODEC_RAW) return t->transposed ? (t->row_start ? 0 : t->bytes) : rows * p->src[i]->row_size;
+    tq_codec_desc d;
+    tq_codec *c = NULL;
+    uint64_t n = 0;
+    if (!tqkv_codec_desc(t, &d) && !tq_codec_new(NULL, &d, &c))
+        n = rows * t->width / tq_codec_block_values(c) * tq_codec_block_bytes(c);
+    tq_codec_free(c);
+    return n;
+}

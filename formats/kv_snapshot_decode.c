@@ -1,0 +1,397 @@
+/* kv_snapshot_decode.c - a snapshot back into the file it was made from,
+ * or (tq_kvsnap_restore) into another kind of file, a token prefix or a
+ * layer range.  Every chunk was verified when the snapshot was opened. */
+#include "file_io.h"
+#include "kv_numpy.h"
+#include "kv_snapshot.h"
+#include "llama_state.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct chunk_out {
+    uint8_t *p;
+    uint64_t len;
+    tq_status st;
+    char err[512];
+} chunk_out;
+
+static tq_codec *make_codec(const tqkv_tensor *t)
+{
+    tq_codec_desc d;
+    tq_codec *c = NULL;
+    if (t->codec != TQKV_CODEC_RAW && !tqkv_codec_desc(t, &d)) tq_codec_new(NULL, &d, &c);
+    return c;
+}
+
+static tq_status put(tq_ctx *ctx, FILE *f, const void *p, uint64_t n)
+{
+    if (n && fwrite(p, 1, n, f) != n) return tq_ctx_set_error(ctx, TQ_ERR_IO, "writing the state file failed");
+    return TQ_OK;
+}
+
+static int is_turbo(const tq_ggml_type *t)
+{
+    return t->dtype == TQ_DT_TURBO2 || t->dtype == TQ_DT_TURBO3 || t->dtype == TQ_DT_TURBO4;
+}
+
+/* Row width in the output: the same, except that turbo caches pad every head
+ * to a multiple of 128 values as the fork allocates them. */
+static uint64_t out_width(const tqkv_tensor *t, const tq_ggml_type *oty, uint32_t head_dim)
+{
+    if (!is_turbo(oty) || !head_dim) return t->width;
+    uint64_t ph = (head_dim + 127) / 128 * 128;
+    return t->width / head_dim * ph;
+}
+
+/* Source bytes of chunk ck of tensor t, converted from the source type ty to
+ * the output type oty when they differ (rows in cell-major order). */
+static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_codec *c, const tq_ggml_type *ty,
+                         const tq_ggml_type *oty, uint32_t head_dim, uint64_t ck, int skip, tq_ctx *local, chunk_out *o)
+{
+    const tqkv_chunk *ch = tqkv_chunk_at(r, ck);
+    if (skip) { /* not wanted: zeros of the length it would have */
+        o->len = t->codec == TQKV_CODEC_RAW && oty == ty ? ch->raw_len
+                                                         : ch->nrows * (out_width(t, oty, head_dim) / oty->block) * oty->bytes;
+        if (!(o->p = calloc(1, o->len ? o->len : 1))) goto oom;
+        return;
+    }
+    uint8_t *raw = malloc(ch->raw_len ? ch->raw_len : 1);
+    if (!raw) goto oom;
+    o->st = tqkv_chunk_read(local, r, ck, raw);
+    if (o->st || (t->codec == TQKV_CODEC_RAW && oty == ty)) {
+        o->p = raw;
+        o->len = ch->raw_len;
+        if (o->st) snprintf(o->err, sizeof o->err, "%s", tq_ctx_error(local));
+        return;
+    }
+    size_t nv = (size_t)ch->nrows * t->width;
+    uint64_t ow = out_width(t, oty, head_dim);
+    float *y = malloc((ow > t->width ? ch->nrows * ow : nv) * sizeof(float));
+    o->len = (uint64_t)ch->nrows * (ow / oty->block) * oty->bytes;
+    o->p = malloc(o->len ? o->len : 1);
+    if (!y || !o->p) {
+        free(y), free(raw);
+        goto oom;
+    }
+    if (t->codec != TQKV_CODEC_RAW) {
+        o->st = tq_decode(local, c, raw, nv, y);
+        if (!o->st && t->innerq) o->st = tq_innerq_apply(local, y, nv, t->innerq, t->group, 1);
+    }
+    else if (!t->transposed) o->st = tq_dequantize(local, (tq_dtype)ty->dtype, raw, nv, y);
+    else /* element-major source bytes: gather cell-major rows */
+        for (uint64_t j = 0; j < t->width && !o->st; j++)
+            for (uint32_t c0 = 0; c0 < t->cells && !o->st; c0++)
+                o->st = tq_dequantize(local, (tq_dtype)ty->dtype, raw + (j * t->cells + c0) * ty->bytes, 1,
+                                      y + (uint64_t)c0 * t->width + j);
+    if (!o->st && ow > t->width) { /* the fork's layout: each head zero-padded to whole 128s */
+        uint64_t nh = t->width / head_dim, ph = ow / nh;
+        for (uint64_t rr = ch->nrows; rr-- > 0;)
+            for (uint64_t h = nh; h-- > 0;) {
+                float *dst = y + rr * ow + h * ph;
+                memmove(dst, y + rr * t->width + h * head_dim, head_dim * sizeof(float));
+                memset(dst + head_dim, 0, (ph - head_dim) * sizeof(float));
+            }
+        nv = (size_t)ch->nrows * ow;
+    }
+    if (!o->st) o->st = tq_quantize(local, (tq_dtype)oty->dtype, y, nv, o->p);
+    if (o->st) snprintf(o->err, sizeof o->err, "%s", tq_ctx_error(local));
+    free(y);
+    free(raw);
+    return;
+oom:
+    o->st = TQ_ERR_NOMEM;
+    snprintf(o->err, sizeof o->err, "out of memory");
+}
+
+/* One tensor on its way out: where its chunks are and their decoded bytes. */
+typedef struct djob {
+    uint32_t i;
+    const tqkv_tensor *t;
+    const tq_ggml_type *ty, *oty;
+    tq_codec *c;
+    uint64_t nb, bfirst, first, nch;
+    uint32_t head_dim;
+    chunk_out *co;
+} djob;
+
+static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof, const tq_ggml_type *want,
+                           const tqkv_reader *r, const tqkv_reader *base, uint32_t i, uint64_t *ck, djob *j)
+{
+    memset(j, 0, sizeof *j);
+    j->i = i;
+    j->t = &m->t[i];
+    j->ty = tq_ggml_type_get(prof, j->t->type_id);
+    j->oty = want ? want : j->ty;
+    j->c = make_codec(j->t);
+    /* the base's chunks for rows below row_start, then ours */
+    if (j->t->row_start) {
+        while (j->bfirst < tqkv_n_chunks(base) && tqkv_chunk_at(base, j->bfirst)->tensor < i) j->bfirst++;
+        while (j->bfirst + j->nb < tqkv_n_chunks(base) && tqkv_chunk_at(base, j->bfirst + j->nb)->tensor == i) j->nb++;
+    }
+    j->first = *ck;
+    uint64_t nown = 0;
+    while (*ck < tqkv_n_chunks(r) && tqkv_chunk_at(r, *ck)->tensor == i) (*ck)++, nown++;
+    j->nch = j->nb + nown;
+    j->co = calloc(j->nch ? j->nch : 1, sizeof *j->co);
+    if (!j->co || (j->t->codec != TQKV_CODEC_RAW && !j->c)) {
+        free(j->co);
+        tq_codec_free(j->c);
+        memset(j, 0, sizeof *j);
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    return TQ_OK;
+}
+
+static void job_free(djob *j)
+{
+    for (uint64_t k = 0; j->co && k < j->nch; k++) free(j->co[k].p);
+    free(j->co);
+    tq_codec_free(j->c);
+    j->co = NULL;
+    j->c = NULL;
+}
+
+/* The skeleton up to the tensor (its layer header patched for a new cache
+ * type), then the tensor's bytes. */
+static tq_status job_write(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reader *r, const tqkv_reader *base, djob *j,
+                           FILE *out, uint64_t *pos, uint64_t *sk)
+{
+    const tqkv_tensor *t = j->t;
+    const tq_ggml_type *ty = j->ty, *oty = j->oty;
+    tq_status st;
+    uint64_t gap = t->file_off - *pos;
+    if (oty != ty && gap >= 12) {
+        /* the layer header just before the rows: i32 type, then u64 row size
+         * (or u32 element size + u32 width for transposed V) */
+        uint8_t h[12];
+        int32_t id = oty->id;
+        memcpy(h, &id, 4);
+        if (t->transposed) {
+            uint32_t es = oty->bytes, w = (uint32_t)t->width;
+            memcpy(h + 4, &es, 4);
+            memcpy(h + 8, &w, 4);
+        } else {
+            uint64_t rs = out_width(t, oty, j->head_dim) / oty->block * oty->bytes;
+            memcpy(h + 4, &rs, 8);
+        }
+        st = put(ctx, out, m->skeleton + *sk, gap - 12);
+        if (!st) st = put(ctx, out, h, 12);
+    } else {
+        st = put(ctx, out, m->skeleton + *sk, gap);
+    }
+    *sk += gap;
+    *pos = t->file_off + t->bytes;
+    for (uint64_t k = 0; k < j->nch && !st; k++)
+        if (j->co[k].st) st = tq_ctx_set_error(ctx, j->co[k].st, "layer %u %s: %s", t->layer, t->is_v ? "V" : "K", j->co[k].err);
+    if (st) return st;
+    if (t->transposed && (t->codec != TQKV_CODEC_RAW || oty != ty)) {
+        /* cell-major rows back to llama.cpp's element-major V */
+        uint64_t es = oty->bytes, row = 0, tbytes = t->width * t->cells * es;
+        uint8_t *tb = malloc(tbytes ? tbytes : 1);
+        if (!tb) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        for (uint64_t k = 0; k < j->nch; k++) {
+            const tqkv_chunk *ch = k < j->nb ? tqkv_chunk_at(base, j->bfirst + k) : tqkv_chunk_at(r, j->first + k - j->nb);
+            for (uint32_t rr = 0; rr < ch->nrows; rr++, row++)
+                for (uint64_t e = 0; e < t->width; e++)
+                    memcpy(tb + (e * t->cells + row) * es, j->co[k].p + ((uint64_t)rr * t->width + e) * es, es);
+        }
+        st = put(ctx, out, tb, tbytes);
+        free(tb);
+        return st;
+    }
+    for (uint64_t k = 0; k < j->nch && !st; k++) st = put(ctx, out, j->co[k].p, j->co[k].len);
+    return st;
+}
+
+/* An appended snapshot needs its own base. */
+static tq_status check_base(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reader *base)
+{
+    if (!m->base_id) return TQ_OK;
+    if (!base)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the snapshot appends to %s: give that snapshot (--base)", m->base_name);
+    const tqkv_meta *b = tqkv_meta_of(base);
+    if (tqkv_file_id(base) != m->base_id)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the base snapshot is not the one this snapshot appends to (%s)",
+                                m->base_name);
+    for (uint32_t i = 0; i < m->n_tensors; i++)
+        if (b->n_tensors != m->n_tensors || (m->t[i].row_start && b->t[i].cells != m->t[i].row_start))
+            return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "the base snapshot does not fit (tensor %u)", i);
+    return TQ_OK;
+}
+
+/* The element type every K/V tensor is converted to (NULL: kept), checked
+ * for every tensor before anything is written. */
+static tq_status cache_type_of(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof, const tq_kvsnap_decode_options *o,
+                               const tq_ggml_type **out)
+{
+    *out = NULL;
+    if (!o->cache_type) return TQ_OK;
+    if (m->source_kind == TQKV_SOURCE_NUMPY)
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "--cache-type is for llama.cpp state files, not NumPy dumps");
+    const tq_ggml_type *want = tq_ggml_type_by_name(prof, o->cache_type);
+    /* q8_0/q4_0 are left out on purpose: current upstream llama.cpp stores
+     * K/V of quantized caches Hadamard-rotated (its attention rotation), so
+     * plain q8_0 rows would restore wrong there.  The fork's turbo caches
+     * are written as the fork lays them out. */
+    if (!want || (want->dtype != TQ_DT_F32 && want->dtype != TQ_DT_F16 && want->dtype != TQ_DT_BF16 && !is_turbo(want)))
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                "cache type %s: tq converts to f32, f16, bf16 and the fork's turbo2/3/4 caches "
+                                "(q8_0/q4_0 caches are stored rotated by current llama.cpp)", o->cache_type);
+    if (is_turbo(want) && !o->head_dim)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "a turbo cache pads each head: the head size is needed (--model or "
+                                                 "--head-dim)");
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        const tqkv_tensor *t = &m->t[i];
+        const tq_ggml_type *ty = tq_ggml_type_get(prof, t->type_id);
+        if (ty->dtype < 0)
+            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "layer %u: no decoder for %s", t->layer, ty->name);
+        if (out_width(t, want, o->head_dim) % want->block)
+            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "layer %u: rows of %llu values are not whole %s blocks",
+                                    t->layer, (unsigned long long)t->width, want->name);
+        if (t->transposed && want->block != 1)
+            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "transposed V (flash attention off) needs a float cache "
+                                                             "type, not %s", want->name);
+        if (is_turbo(want) && (t->width % o->head_dim || is_turbo(ty)))
+            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "layer %u: rows of %llu values are not whole heads of %u%s",
+                                    t->layer, (unsigned long long)t->width, o->head_dim,
+                                    is_turbo(ty) ? " (already a turbo cache)" : "");
+    }
+    *out = want;
+    return TQ_OK;
+}
+
+/* Starts the tasks that decode tensor j's chunks (rows or layers not
+ * wanted become zeros). */
+static void start_chunks(const tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
+                         const tq_kvsnap_decode_options *o, djob *j)
+{
+    for (uint64_t k = 0; k < j->nch; k++) {
+#pragma omp task firstprivate(k, j)
+        {
+            const tqkv_reader *from = k < j->nb ? base : r;
+            uint64_t at = k < j->nb ? j->bfirst + k : j->first + k - j->nb;
+            const tqkv_chunk *ch = tqkv_chunk_at(from, at);
+            int skip = (o->max_rows && ch->row0 >= o->max_rows && !j->t->transposed) ||
+                       (o->layer_hi && (j->t->layer < o->layer_lo || j->t->layer >= o->layer_hi));
+            tq_ctx *local = tq_ctx_clone(ctx);
+            if (!local) {
+                j->co[k].st = TQ_ERR_NOMEM;
+                snprintf(j->co[k].err, sizeof j->co[k].err, "out of memory");
+            } else {
+                decode_chunk(from, j->t, j->c, j->ty, j->oty, j->head_dim, at, skip, local, &j->co[k]);
+            }
+            tq_ctx_free(local);
+        }
+    }
+}
+
+tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
+                           const tq_kvsnap_decode_options *opt, FILE *out)
+{
+    static const tq_kvsnap_decode_options defaults = {0};
+    const tq_kvsnap_decode_options *o = opt ? opt : &defaults;
+    const tqkv_meta *m = tqkv_meta_of(r);
+    tq_type_profile prof;
+    const tq_ggml_type *want;
+    tq_status st = check_base(ctx, m, base);
+    if (st) return st;
+    if (tq_type_profile_parse(m->profile, &prof)) return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "unknown type-id profile");
+    if ((st = cache_type_of(ctx, m, prof, o, &want))) return st;
+    /* A two-stage pipeline: while worker threads decode tensor i's chunks,
+     * this thread writes tensor i-1, so the output stream and the decoding
+     * overlap.  Two tensors' buffers are alive at a time. */
+    uint64_t pos = 0, sk = 0, ck = 0, done_bytes = 0;
+    djob jobs[2];
+    memset(jobs, 0, sizeof jobs);
+    int have_prev = 0, threads = o->threads > 0 ? o->threads : tq_ctx_threads(ctx);
+#pragma omp parallel num_threads(threads)
+#pragma omp single
+    for (uint32_t i = 0; i <= m->n_tensors; i++) {
+        djob *j = &jobs[i & 1], *prev = &jobs[(i + 1) & 1];
+        int started = 0;
+        if (i < m->n_tensors && !st) {
+            st = job_setup(ctx, m, prof, want, r, base, i, &ck, j);
+            j->head_dim = o->head_dim;
+            if ((started = !st)) start_chunks(ctx, r, base, o, j);
+        }
+        if (have_prev) {
+            if (!st) st = job_write(ctx, m, r, base, prev, out, &pos, &sk);
+            job_free(prev);
+            have_prev = 0;
+            done_bytes += prev->t->bytes;
+            if (o->progress && !st) o->progress(o->progress_user, done_bytes, m->source_size - m->skeleton_len);
+        }
+#pragma omp taskwait
+        if (started) have_prev = 1;
+    }
+    if (have_prev) job_free(&jobs[m->n_tensors & 1]);
+    if (!st) st = put(ctx, out, m->skeleton + sk, m->skeleton_len - sk);
+    return st;
+}
+
+/* ------------------------------------------------------------ restore */
+
+/* Rows past a token prefix were left out on the guess that cell i holds at
+ * most position i (one sequence, as after a prompt): does the view bear it
+ * out? */
+static int prefix_fits(tq_ctx *ctx, const tq_kv_view *v, uint32_t max_rows)
+{
+    for (uint32_t i = 0; max_rows && i < tq_kv_view_n_kv(v); i++)
+        for (uint32_t j = 0; j < tq_kv_view_kv(v, i)->n_stream; j++) {
+            uint32_t n;
+            const tq_kv_stream *sr = &tq_kv_view_kv(v, i)->streams[j];
+            if (sr->cell_count && !tq_kv_stream_prefix(ctx, v, sr, max_rows, &n, NULL) && n > max_rows) return 0;
+        }
+    return 1;
+}
+
+/* The snapshot decoded into an intermediate file and opened as a view. */
+static tq_status decode_to_view(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
+                                const tq_kvsnap_decode_options *d, const char *near, tq_kv_view **out)
+{
+    tq_kvsnap_decode_options dopt = *d;
+    for (;;) {
+        char *tmp = NULL;
+        FILE *tf;
+        tq_status st = tq_temp_create(ctx, near, &tmp, &tf);
+        if (st) return st;
+        st = tq_kvsnap_decode(ctx, r, base, &dopt, tf);
+        if (fflush(tf) && !st) st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: writing failed", tmp);
+        if (!st) st = tq_kv_open(ctx, tmp, TQ_PROFILE_DEFAULT, out);
+        unlink(tmp); /* the mapping stays valid, and an unlinked file is not synced */
+        fclose(tf);
+        free(tmp);
+        if (st || prefix_fits(ctx, *out, dopt.max_rows)) return st;
+        tq_kv_close(*out);
+        *out = NULL;
+        dopt.max_rows = 0; /* several sequences share positions: decode all */
+    }
+}
+
+tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
+                            const tq_kvsnap_decode_options *d, const tq_kvsnap_restore_options *ro, FILE *out)
+{
+    const tqkv_meta *m = tqkv_meta_of(r);
+    if ((int)ro->format == m->source_kind && m->source_kind != TQKV_SOURCE_NUMPY && !ro->tokens)
+        return tq_kvsnap_decode(ctx, r, base, d, out); /* the source as it was: streamed straight out */
+    tq_kvsnap_decode_options dopt = *d;
+    /* chunks past a token prefix are not decoded; NumPy rows are tokens, and
+     * in state files the prefix's cells come first (checked when writing) */
+    dopt.max_rows = ro->tokens;
+    if (ro->has_layers) dopt.layer_lo = ro->layer_lo, dopt.layer_hi = ro->layer_hi + 1;
+    tq_kv_view *v;
+    tq_status st = decode_to_view(ctx, r, base, &dopt, ro->tmp_near, &v);
+    if (st) return st;
+    if (ro->format == TQ_KV_NUMPY) {
+        tq_npz_options no = {ro->tokens, ro->has_layers ? ro->layer_lo : 0, ro->has_layers ? ro->layer_hi : UINT32_MAX,
+                             ro->head_dim};
+        st = tq_npz_write(ctx, v, &no, out);
+    } else {
+        tq_state_rewrite rw = {ro->format, ro->arch, ro->tokens};
+        st = tq_llama_state_write(ctx, v, &rw, out);
+    }
+    tq_kv_close(v);
+    return st;
+}

@@ -1,0 +1,167 @@
+/* kv_snapshot_encode.c - executes a snapshot plan.  A two-stage pipeline:
+ * the chunks of tensor i are coded, compressed and hashed as OpenMP tasks
+ * while this thread writes tensor i-1's, in order. */
+#include "kv_snapshot.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct chunk_out {
+    uint8_t *p;
+    uint64_t len;
+    tq_status st;
+    char err[512];
+} chunk_out;
+
+/* One tensor in flight: its codec and its chunks' packed bytes. */
+typedef struct etensor {
+    uint32_t i;
+    tq_codec *c;
+    chunk_out *co;
+    uint32_t nch;
+} etensor;
+
+static tq_codec *make_codec(const tqkv_tensor *t)
+{
+    tq_codec_desc d;
+    tq_codec *c = NULL;
+    if (t->codec != TQKV_CODEC_RAW && !tqkv_codec_desc(t, &d)) tq_codec_new(NULL, &d, &c);
+    return c;
+}
+
+static void chunk_fail(chunk_out *o, const tq_ctx *c, tq_status st)
+{
+    o->st = st;
+    snprintf(o->err, sizeof o->err, "%s", c ? tq_ctx_error(c) : "out of memory");
+}
+
+/* Codes rows [r0, r0+n) of tensor t on the calling thread. */
+static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqkv_tensor *t, const tq_codec *c,
+                         uint32_t r0, uint32_t n, chunk_out *o)
+{
+    if (t->codec == TQKV_CODEC_RAW) {
+        o->len = t->transposed ? t->bytes : (uint64_t)n * kt->row_size;
+        if (!(o->p = malloc(o->len ? o->len : 1))) return chunk_fail(o, NULL, TQ_ERR_NOMEM);
+        memcpy(o->p, kt->data + (t->transposed ? 0 : (uint64_t)r0 * kt->row_size), o->len);
+        return;
+    }
+    size_t nv = (size_t)n * t->width;
+    float *x = malloc(nv * sizeof(float));
+    tq_ctx *ctx = tq_ctx_clone(parent);
+    o->len = nv / t->group * tq_codec_block_bytes(c);
+    o->p = malloc(o->len);
+    if (!x || !o->p || !ctx) {
+        free(x), tq_ctx_free(ctx);
+        return chunk_fail(o, NULL, TQ_ERR_NOMEM);
+    }
+    tq_status st = tq_kv_tensor_read_rows(ctx, kt, t->cells, r0, n, x);
+    if (!st && t->innerq) st = tq_innerq_apply(ctx, x, nv, t->innerq, t->group, 0);
+    if (!st) st = tq_encode(ctx, c, x, nv, o->p);
+    if (st) chunk_fail(o, ctx, st);
+    free(x);
+    tq_ctx_free(ctx);
+}
+
+/* Starts tensor i's chunks as tasks: code, then compress and hash there,
+ * off the writing thread. */
+static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, int level, etensor *e)
+{
+    const tqkv_tensor *t = &p->meta.t[i];
+    uint32_t rows = t->cells - t->row_start, nch = (rows + t->rows_per_chunk - 1) / t->rows_per_chunk;
+    *e = (etensor){i, make_codec(t), calloc(nch ? nch : 1, sizeof(chunk_out)), nch};
+    if (!e->co || (t->codec != TQKV_CODEC_RAW && !e->c)) {
+        free(e->co);
+        tq_codec_free(e->c);
+        memset(e, 0, sizeof *e);
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    const tq_kv_tensor *kt = p->src[i];
+    for (uint32_t k = 0; k < nch; k++) {
+#pragma omp task firstprivate(k, e, t, kt, i)
+        {
+            chunk_out *co = &e->co[k];
+            uint32_t r0 = t->row_start + k * t->rows_per_chunk;
+            uint32_t nr = t->cells - r0 < t->rows_per_chunk ? t->cells - r0 : t->rows_per_chunk;
+            encode_chunk(ctx, kt, t, e->c, r0, nr, co);
+            if (!co->st) {
+                uint8_t *pk;
+                uint64_t pl;
+                co->st = tqkv_chunk_pack(i, r0, nr, co->p, co->len, level, &pk, &pl);
+                free(co->p);
+                co->p = co->st ? NULL : pk;
+                co->len = co->st ? 0 : pl;
+                if (co->st) snprintf(co->err, sizeof co->err, "out of memory");
+            }
+        }
+    }
+    return TQ_OK;
+}
+
+static void free_tensor(etensor *e)
+{
+    for (uint32_t k = 0; e->co && k < e->nch; k++) free(e->co[k].p);
+    free(e->co);
+    tq_codec_free(e->c);
+    memset(e, 0, sizeof *e);
+}
+
+/* Writes a finished tensor's chunks in order (or reports its first error). */
+static tq_status finish_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, tqkv_writer *w, etensor *e, tq_status st)
+{
+    const tqkv_tensor *t = &p->meta.t[e->i];
+    for (uint32_t k = 0; k < e->nch && !st; k++) {
+        if (e->co[k].st) st = tq_ctx_set_error(ctx, e->co[k].st, "layer %u %s: %s", t->layer, t->is_v ? "V" : "K", e->co[k].err);
+        else st = tqkv_write_packed(w, e->co[k].p, e->co[k].len);
+    }
+    free_tensor(e);
+    return st;
+}
+
+tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_plan *p, const tq_kvsnap_options *o,
+                            FILE *out, tq_kvsnap_report *rep)
+{
+    const tqkv_meta *m = &p->meta;
+    *rep = (tq_kvsnap_report){.n_tensors = m->n_tensors, .n_lossy = p->n_coded, .n_raw = p->n_kept,
+                              .source_bytes = m->source_size, .kv_values = tq_kv_view_kv_values(v),
+                              .kv_bytes = tq_kv_view_kv_bytes(v), .group_used = p->group,
+                              .group_guessed = p->group_guessed};
+    tqkv_writer *w;
+    tq_status st = tqkv_write_begin(ctx, out, m, &w);
+    if (st) return st;
+    int threads = o->threads > 0 ? o->threads : tq_ctx_threads(ctx);
+    uint64_t done = 0;
+    etensor jobs[2];
+    memset(jobs, 0, sizeof jobs);
+    int have_prev = 0;
+#pragma omp parallel num_threads(threads)
+#pragma omp single
+    for (uint32_t i = 0; i <= m->n_tensors; i++) {
+        etensor *cur = &jobs[i & 1], *prev = &jobs[(i + 1) & 1];
+        int started = i < m->n_tensors && !st && !(st = start_tensor(ctx, p, i, o->zstd_level, cur));
+        if (have_prev) {
+            done += m->t[prev->i].bytes;
+            st = finish_tensor(ctx, p, w, prev, st);
+            have_prev = 0;
+            if (o->progress && !st) o->progress(o->progress_user, done, m->source_size - m->skeleton_len);
+        }
+#pragma omp taskwait
+        have_prev = started;
+    }
+    for (int q = 0; q < 2; q++) free_tensor(&jobs[q]); /* after an error: coded but not written */
+    rep->snapshot_bytes = tqkv_writer_final_size(w);
+    if (!st) st = tqkv_write_end(w);
+    else tqkv_writer_abort(w);
+    return st;
+}
+
+tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, FILE *out,
+                           tq_kvsnap_report *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    tq_kvsnap_plan *p;
+    tq_status st = tq_kvsnap_plan_make(ctx, v, o, &p);
+    if (st) return st;
+    st = tq_kvsnap_execute(ctx, v, p, o, out, rep);
+    tq_kvsnap_plan_free(p);
+    return st;
+}
