@@ -2,6 +2,7 @@
  * the median of repeated runs; the scalar reference and the SIMD path run in
  * the same process on the same data so their ratio is meaningful. */
 #include "cli.h"
+#include "cli_opts.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@ typedef struct bench_opts {
     int threads; /* for the all-cores column; 0 = all */
     int demo;
     int cuda;
+    const char *which; /* codec or weights */
 } bench_opts;
 
 void help_bench(void)
@@ -95,25 +97,22 @@ static double time_once(tq_ctx *ctx, run_fn fn, const tq_codec *c, const void *i
 
 static int parse(int argc, char **argv, bench_opts *o)
 {
-    for (int i = 2; i < argc; i++) {
-        const char *v;
-        long l;
-        if (!strcmp(argv[i], "--demo")) o->demo = 1;
-        else if (!strcmp(argv[i], "--cuda")) o->cuda = 1;
-        else if ((v = cli_opt_value(argc, argv, &i, "--values"))) {
-            if (!*v || cli_parse_long("--values", v, 4096, 1L << 30, &l)) return -1;
-            o->values = (size_t)l;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--reps"))) {
-            if (!*v || cli_parse_long("--reps", v, 1, 64, &l)) return -1;
-            o->reps = (int)l;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--threads"))) {
-            if (!*v || cli_parse_long("--threads", v, 0, 4096, &l)) return -1;
-            o->threads = (int)l;
-        } else {
-            cli_usage_error("unknown option '%s' (see tq help bench)", argv[i]);
-            return -1;
-        }
-    }
+    long values = 0, reps = 0;
+    const cli_opt own[] = {
+        CLI_OPT_FLAG("--demo", &o->demo),
+        CLI_OPT_FLAG("--cuda", &o->cuda),
+        CLI_OPT_LONG("--values", &values, 4096, 1L << 30),
+        CLI_OPT_LONG("--reps", &reps, 1, 64),
+        {NULL},
+    };
+    const cli_spec spec = {"bench", CLI_THREADS, own, 1};
+    cli_common c;
+    int n = 0, rc = cli_parse(&spec, argc, argv, &c, &o->which, &n);
+    if (rc) return rc;
+    if (!o->which) return cli_usage_error("which bench? codec or weights (see tq help bench)");
+    o->threads = (int)c.threads;
+    o->values = (size_t)values;
+    o->reps = (int)reps;
     if (!o->values) o->values = o->demo ? (1u << 20) : (1u << 22);
     if (!o->reps) o->reps = o->demo ? 3 : 5;
     o->values -= o->values % 512;
@@ -278,9 +277,9 @@ static int bench_weights(const bench_opts *o)
 int cmd_bench(int argc, char **argv)
 {
     bench_opts o = {0};
-    if (argc < 2) return cli_usage_error("which bench? codec or weights (see tq help bench)");
-    if (parse(argc, argv, &o)) return TQ_EXIT_USAGE;
-    if (!strcmp(argv[1], "codec")) return bench_codec(&o);
-    if (!strcmp(argv[1], "weights")) return bench_weights(&o);
-    return cli_usage_error("unknown bench '%s': codec or weights", argv[1]);
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc < 0 ? TQ_EXIT_OK : rc;
+    if (!strcmp(o.which, "codec")) return bench_codec(&o);
+    if (!strcmp(o.which, "weights")) return bench_weights(&o);
+    return cli_usage_error("unknown bench '%s': codec or weights", o.which);
 }

@@ -40,6 +40,14 @@ int cli_runtime_error(const char *fmt, ...)
 
 int cli_lib_error(const tq_ctx *ctx) { return cli_runtime_error("%s", tq_ctx_error(ctx)); }
 
+void cli_log(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(fmt, ap);
+    va_end(ap);
+}
+
 int cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out)
 {
     char *end;
@@ -53,20 +61,6 @@ int cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out)
     return 0;
 }
 
-const char *cli_opt_value(int argc, char **argv, int *i, const char *name)
-{
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0) return NULL;
-    if (a[n] == '=') return a + n + 1;
-    if (a[n] != 0) return NULL;
-    if (*i + 1 >= argc) {
-        cli_usage_error("%s needs a value", name);
-        return "";
-    }
-    return argv[++*i];
-}
-
 double cli_now(void)
 {
     struct timespec ts;
@@ -75,12 +69,3 @@ double cli_now(void)
 }
 
 int cli_is_tty(int fd) { return isatty(fd); }
-
-int cli_in_out(const char *sub, const char *arg, const char **in, const char **out)
-{
-    if (arg[0] == '-' && arg[1]) return cli_usage_error("unknown option '%s' (see tq help %s)", arg, sub);
-    if (!*in) *in = arg;
-    else if (!*out) *out = arg;
-    else return cli_usage_error("too many arguments ('%s')", arg);
-    return 0;
-}

@@ -14,15 +14,11 @@ void cli_set_command(const char *name);
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* returns 2 */
 int cli_runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* returns 1 */
 int cli_lib_error(const tq_ctx *ctx);                                              /* returns 1 */
+/* A log line (notes, summaries, warnings) with the same prefix. */
+void cli_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Parses a decimal integer in [lo, hi] from an option's argument. */
 int cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out);
-/* Option value helper: "--name VALUE" or "--name=VALUE"; advances *i. */
-const char *cli_opt_value(int argc, char **argv, int *i, const char *name);
-
-/* The arguments that are not options: an unknown option is a usage error,
- * then IN, then OUT; a third is too many.  0 or the usage exit code. */
-int cli_in_out(const char *sub, const char *arg, const char **in, const char **out);
 
 double cli_now(void); /* monotonic seconds */
 int cli_is_tty(int fd);

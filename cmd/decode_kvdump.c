@@ -136,7 +136,7 @@ static int restore(tq_ctx *ctx, dec_opts *o, const tqkv_reader *r, const tqkv_re
     }
     if ((rc = cli_out_commit(&out)) || o->c.quiet) return rc;
     static const char *const what[] = {"session file", "sequence file", "NumPy .npz"};
-    fprintf(stderr, "tq decode-kvdump: %s: %u tokens, %.2f MB snapshot -> %s %s in %.2f s\n", o->in,
+    cli_log("%s: %u tokens, %.2f MB snapshot -> %s %s in %.2f s", o->in,
             o->ro.tokens && o->ro.tokens < m->n_tokens ? o->ro.tokens : m->n_tokens, tqkv_size(r) / 1e6,
             strcmp(o->c.out, "-") ? o->c.out : "stdout", what[o->ro.format], cli_now() - t0);
     return 0;

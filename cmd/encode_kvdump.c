@@ -175,10 +175,10 @@ static void report(const enc_opts *o, const tq_kvsnap_plan *p, const tq_kvsnap_r
 {
     int lossless = p->preset == TQ_KV_PRESET_LOSSLESS;
     if (rep->group_guessed && !lossless)
-        fprintf(stderr, "tq encode-kvdump: note: rotation group %u guessed from the row width; pass --model or "
-                        "--head-dim for the real head size\n", rep->group_used);
-    fprintf(stderr, "tq encode-kvdump: %s: %u tokens, %u tensors (%u coded, %u kept): %.2f MB state -> %.2f MB "
-                    "(%.2fx, %.3f bits per K/V value, preset %s, K %d / V %d bits%s) in %.2f s\n",
+        cli_log("note: rotation group %u guessed from the row width; pass --model or "
+                        "--head-dim for the real head size", rep->group_used);
+    cli_log("%s: %u tokens, %u tensors (%u coded, %u kept): %.2f MB state -> %.2f MB "
+                    "(%.2fx, %.3f bits per K/V value, preset %s, K %d / V %d bits%s) in %.2f s",
             o->in, n_tokens, rep->n_tensors, rep->n_lossy, rep->n_raw, rep->source_bytes / 1e6,
             rep->snapshot_bytes / 1e6, (double)rep->source_bytes / (double)(rep->snapshot_bytes ? rep->snapshot_bytes : 1),
             rep->kv_values ? 8.0 * (double)rep->snapshot_bytes / (double)rep->kv_values : 0.0, o->preset, p->k_bits,

@@ -3,8 +3,11 @@
  * --json prints the complete structure; --stats adds per-tensor statistics
  * computed on dequantized values. */
 #include "cli.h"
+#include "cli_opts.h"
 #include "gguf.h"
 #include "inspect.h"
+#include "kv_view.h"
+#include "tqkv.h"
 #include "json.h"
 #include "progress.h"
 
@@ -375,57 +378,37 @@ static void print_json(const tq_gguf *g, const inspect_opts *o, const tstats *st
 
 static int parse(int argc, char **argv, inspect_opts *o)
 {
-    o->gopt.profile = TQ_PROFILE_DEFAULT;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        long l;
-        if (!strcmp(argv[i], "--json")) o->json = 1;
-        else if (!strcmp(argv[i], "--stats")) o->stats = 1;
-        else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) o->quiet = 1;
-        else if ((v = cli_opt_value(argc, argv, &i, "--type-profile"))) {
-            if (!*v) return -1;
-            if (tq_type_profile_parse(v, &o->gopt.profile)) {
-                cli_usage_error("--type-profile: unknown profile '%s' (69d8e4be4, 00910b10, 45f8a066, upstream)", v);
-                return -1;
-            }
-            o->gopt.profile_explicit = 1;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--threads"))) {
-            if (!*v || cli_parse_long("--threads", v, 0, 4096, &l)) return -1;
-            o->threads = (int)l;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            cli_usage_error("unknown option '%s' (see tq help inspect)", argv[i]);
-            return -1;
-        } else if (o->path) {
-            cli_usage_error("one file at a time ('%s' and '%s')", o->path, argv[i]);
-            return -1;
-        } else {
-            o->path = argv[i];
-        }
-    }
-    if (!o->path) {
-        cli_usage_error("which file? (see tq help inspect)");
-        return -1;
-    }
+    cli_common c;
+    const cli_opt own[] = {CLI_OPT_FLAG("--stats", &o->stats), {NULL}};
+    const cli_spec spec = {"inspect", CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_PROFILE, own, 1};
+    int n = 0, rc = cli_parse(&spec, argc, argv, &c, &o->path, &n);
+    if (rc) return rc;
+    if (!o->path) return cli_usage_error("which file? (see tq help inspect)");
+    o->json = c.json, o->quiet = c.quiet, o->threads = (int)c.threads;
+    o->gopt.profile = c.profile;
+    o->gopt.profile_explicit = c.profile_name != NULL;
     return 0;
 }
 
 int cmd_inspect(int argc, char **argv)
 {
     inspect_opts o = {0};
-    if (parse(argc, argv, &o)) return TQ_EXIT_USAGE;
-    /* what kind of file: by its first bytes */
-    unsigned char magic[4] = {0};
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc < 0 ? TQ_EXIT_OK : rc;
+    /* what kind of file: the KV sources and the snapshot reader judge the
+     * first bytes; anything else goes to the GGUF reader */
+    unsigned char magic[16] = {0};
+    size_t nm = 0;
     FILE *mf = fopen(o.path, "rb");
     if (mf) {
-        if (fread(magic, 1, 4, mf) != 4) memset(magic, 0, 4);
+        nm = fread(magic, 1, sizeof magic, mf);
         fclose(mf);
     }
-    if (!memcmp(magic, "nsgg", 4) || !memcmp(magic, "qsgg", 4) || !memcmp(magic, "\x93NUM", 4) ||
-        !memcmp(magic, "PK\x03\x04", 4)) { /* llama.cpp state files and NumPy dumps */
+    if (nm >= 4 && tq_kv_probe(magic, nm)) {
         if (o.stats) return cli_usage_error("--stats is for GGUF models");
         return inspect_state(o.path, o.json, o.gopt.profile);
     }
-    if (!memcmp(magic, "TQKV", 4)) {
+    if (tqkv_is_snapshot(magic, nm)) {
         if (o.stats) return cli_usage_error("--stats is for GGUF models");
         return inspect_snapshot(o.path, o.json);
     }
@@ -438,11 +421,10 @@ int cmd_inspect(int argc, char **argv)
         return rc;
     }
     if (tq_gguf_profile_assumed(g))
-        fprintf(stderr, "tq inspect: %s: warning: type ids 41 and up differ between ggml revisions and the file "
-                        "records none; read with profile %s (choose with --type-profile)\n",
+        cli_log("%s: warning: type ids 41 and up differ between ggml revisions and the file "
+                        "records none; read with profile %s (choose with --type-profile)",
                 o.path, tq_type_profile_name(tq_gguf_profile(g)));
     tstats *st = NULL;
-    int rc = 0;
     if (o.stats) {
         int64_t n = tq_gguf_n_tensors(g);
         st = calloc((size_t)(n ? n : 1), sizeof *st);
@@ -462,7 +444,7 @@ int cmd_inspect(int argc, char **argv)
         progress_end(&pr);
         double dt = cli_now() - t0;
         if (!o.quiet && !rc)
-            fprintf(stderr, "tq inspect: stats over %.1f MB of tensor data in %.2f s (%.2f GB/s, %d threads)\n",
+            cli_log("stats over %.1f MB of tensor data in %.2f s (%.2f GB/s, %d threads)",
                     bytes / 1e6, dt, dt > 0 ? bytes / dt / 1e9 : 0.0, threads);
     }
     if (!rc) {

@@ -67,7 +67,8 @@ int main(int argc, char **argv)
             return TQ_EXIT_OK;
         }
         const cli_command *c = find(argv[2]);
-        if (!c) return cli_usage_error("tq help: unknown subcommand '%s' (see tq --help)", argv[2]);
+        cli_set_command("tq help");
+        if (!c) return cli_usage_error("unknown subcommand '%s' (see tq --help)", argv[2]);
         if (!c->run) {
             printf("tq %s: %s (not implemented yet)\n", c->name, c->summary);
             return TQ_EXIT_OK;
@@ -76,7 +77,7 @@ int main(int argc, char **argv)
         return TQ_EXIT_OK;
     }
     const cli_command *c = find(a);
-    if (!c) return cli_usage_error("tq: unknown subcommand '%s' (see tq --help)", a);
+    if (!c) return cli_usage_error("unknown subcommand '%s' (see tq --help)", a);
     static char label[64];
     snprintf(label, sizeof label, "tq %s", c->name);
     cli_set_command(label);

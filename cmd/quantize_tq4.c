@@ -3,6 +3,7 @@
  * from the mapped input: a bounded slice of rows is dequantized, coded, and
  * checked by decoding it again, so memory does not grow with the model. */
 #include "cli.h"
+#include "cli_opts.h"
 #include "gguf.h"
 #include "imatrix.h"
 #include "json.h"
@@ -67,58 +68,88 @@ typedef struct tjob {
     int weighted;
 } tjob;
 
+static int opt_type(void *user, const char *v)
+{
+    opts *o = user;
+    int t = qp_parse_type(v);
+    if (t != TQ_DT_TQ4_1S && t != TQ_DT_TQ3_1S) return cli_usage_error("--type: '%s' is not tq4_1s or tq3_1s", v);
+    o->plan.type = t;
+    return 0;
+}
+
+static int opt_policy(void *user, const char *v)
+{
+    opts *o = user;
+    if (qp_parse_policy(v, &o->plan.policy)) return cli_usage_error("--policy: '%s' is not all, attn or config-i", v);
+    return 0;
+}
+
+static int opt_ffn_down(void *user, const char *v)
+{
+    opts *o = user;
+    int t = qp_parse_type(v);
+    if (t == -2) return cli_usage_error("--ffn-down-type: unknown type '%s'", v);
+    o->plan.ffn_down_type = t;
+    return 0;
+}
+
+static int opt_rule(void *user, const char *v)
+{
+    char err[600];
+    if (qp_add_rule(&((opts *)user)->plan, v, err, sizeof err)) return cli_usage_error("--tensor-type: %s", err);
+    return 0;
+}
+
+static int opt_rules_file(void *user, const char *v)
+{
+    char err[600];
+    if (qp_add_rules_file(&((opts *)user)->plan, v, err, sizeof err)) return cli_usage_error("--tensor-type-file: %s", err);
+    return 0;
+}
+
+static int opt_keep(void *user, const char *v)
+{
+    char err[600], spec[4200];
+    snprintf(spec, sizeof spec, "%s=keep", v);
+    if (qp_add_rule(&((opts *)user)->plan, spec, err, sizeof err)) return cli_usage_error("--keep: %s", err);
+    return 0;
+}
+
 static int parse(int argc, char **argv, opts *o)
 {
+    static const char *const searches[] = {"best", "fork", NULL}, *const sims[] = {"f32", "f16", NULL};
+    const char *search = NULL, *simulate = NULL, *pos[2] = {NULL, NULL};
     memset(o, 0, sizeof *o);
     o->plan.type = TQ_DT_TQ4_1S;
     o->plan.policy = QP_CONFIG_I;
     o->plan.boundary_layers = -1;
     o->plan.ffn_down_type = TQ_DT_Q8_0;
-    char err[600];
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        const char *a = argv[i];
-        if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) o->quiet = 1;
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else if (!strcmp(a, "--dry-run")) o->dry_run = 1;
-        else if (!strcmp(a, "--allow-requantize")) o->allow_requantize = 1;
-        else if (!strcmp(a, "--simulate") || !strcmp(a, "--simulate=f32")) o->simulate = TQ_DT_F32 + 1;
-        else if (!strcmp(a, "--simulate=f16")) o->simulate = TQ_DT_F16 + 1;
-        else if ((v = cli_opt_value(argc, argv, &i, "--type"))) {
-            int t = qp_parse_type(v);
-            if (t != TQ_DT_TQ4_1S && t != TQ_DT_TQ3_1S) return cli_usage_error("--type: '%s' is not tq4_1s or tq3_1s", v);
-            o->plan.type = t;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--policy"))) {
-            if (qp_parse_policy(v, &o->plan.policy)) return cli_usage_error("--policy: '%s' is not all, attn or config-i", v);
-        } else if ((v = cli_opt_value(argc, argv, &i, "--boundary-layers"))) {
-            long n;
-            if (cli_parse_long("--boundary-layers", v, 0, 100000, &n)) return TQ_EXIT_USAGE;
-            o->plan.boundary_layers = (int)n;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--ffn-down-type"))) {
-            int t = qp_parse_type(v);
-            if (t == -2) return cli_usage_error("--ffn-down-type: unknown type '%s'", v);
-            o->plan.ffn_down_type = t;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--tensor-type"))) {
-            if (qp_add_rule(&o->plan, v, err, sizeof err)) return cli_usage_error("--tensor-type: %s", err);
-        } else if ((v = cli_opt_value(argc, argv, &i, "--tensor-type-file"))) {
-            if (qp_add_rules_file(&o->plan, v, err, sizeof err)) return cli_usage_error("--tensor-type-file: %s", err);
-        } else if ((v = cli_opt_value(argc, argv, &i, "--keep"))) {
-            char spec[4200];
-            snprintf(spec, sizeof spec, "%s=keep", v);
-            if (qp_add_rule(&o->plan, spec, err, sizeof err)) return cli_usage_error("--keep: %s", err);
-        } else if ((v = cli_opt_value(argc, argv, &i, "--imatrix"))) {
-            o->imatrix = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--search"))) {
-            if (strcmp(v, "best") && strcmp(v, "fork")) return cli_usage_error("--search: '%s' is not best or fork", v);
-            o->search_fork = !strcmp(v, "fork");
-        } else if ((v = cli_opt_value(argc, argv, &i, "--type-profile"))) {
-            o->profile_name = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--threads"))) {
-            if (cli_parse_long("--threads", v, 0, 4096, &o->threads)) return TQ_EXIT_USAGE;
-        } else if (cli_in_out("quantize-tq4", a, &o->in, &o->out)) {
-            return TQ_EXIT_USAGE;
-        }
-    }
+    long boundary = -1;
+    const cli_opt own[] = {
+        CLI_OPT_FN("--type", opt_type, o),
+        CLI_OPT_FN("--policy", opt_policy, o),
+        CLI_OPT_LONG("--boundary-layers", &boundary, 0, 100000),
+        CLI_OPT_FN("--ffn-down-type", opt_ffn_down, o),
+        CLI_OPT_FN("--tensor-type", opt_rule, o),
+        CLI_OPT_FN("--tensor-type-file", opt_rules_file, o),
+        CLI_OPT_FN("--keep", opt_keep, o),
+        CLI_OPT_FLAG("--allow-requantize", &o->allow_requantize),
+        CLI_OPT_STR("--imatrix", &o->imatrix),
+        {.name = "--simulate", .kind = CLI_CHOICE, .dst = &simulate, .choices = sims,
+         .bad = "--simulate: '%s' is not f32 or f16", .optional = 1},
+        CLI_OPT_CHOICE("--search", &search, searches, "--search: '%s' is not best or fork"),
+        CLI_OPT_FLAG("--dry-run", &o->dry_run),
+        {NULL},
+    };
+    const cli_spec spec = {"quantize-tq4", CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_PROFILE, own, 2};
+    cli_common c;
+    int n = 0, rc = cli_parse(&spec, argc, argv, &c, pos, &n);
+    if (rc) return rc;
+    o->in = pos[0], o->out = pos[1];
+    o->quiet = c.quiet, o->json = c.json, o->threads = c.threads, o->profile_name = c.profile_name;
+    if (boundary >= 0) o->plan.boundary_layers = (int)boundary;
+    if (simulate) o->simulate = (!strcmp(simulate, "f16") ? TQ_DT_F16 : TQ_DT_F32) + 1;
+    o->search_fork = search && !strcmp(search, "fork");
     if (!o->in) return cli_usage_error("which model? (see tq help quantize-tq4)");
     if (!o->out && !o->dry_run) return cli_usage_error("where to? give OUT.gguf (or --dry-run)");
     return 0;
@@ -377,7 +408,7 @@ int cmd_quantize_tq4(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc) {
         qp_free(&o.plan);
-        return rc;
+        return rc < 0 ? TQ_EXIT_OK : rc;
     }
     tq_gguf_options gopt = {TQ_PROFILE_DEFAULT, 0};
     if (o.profile_name) {
@@ -434,7 +465,7 @@ int cmd_quantize_tq4(int argc, char **argv)
             any = jobs[i].convert && (jobs[i].out == TQ_DT_TQ4_1S || jobs[i].out == TQ_DT_TQ3_1S) &&
                   tq_imatrix_get(im, tq_gguf_tensor_name(g, i), &m);
         }
-        if (!any) fprintf(stderr, "tq quantize-tq4: warning: %s has no entry for any TQ tensor of %s\n", o.imatrix, o.in);
+        if (!any) cli_log("warning: %s has no entry for any TQ tensor of %s", o.imatrix, o.in);
     }
     progress pr;
     progress_init(&pr, o.quiet || o.json);

@@ -9,6 +9,7 @@
  * every query head that reads that KV head.  The model computes the same
  * function; weights and activations lose their outlier channels. */
 #include "cli.h"
+#include "cli_opts.h"
 #include "gguf.h"
 #include "progress.h"
 #include "rotate_plan.h"
@@ -41,37 +42,33 @@ typedef struct ropts {
     long threads;
 } ropts;
 
-static int on_off(const char *opt, const char *v, int *out)
+static int opt_seed(void *user, const char *v)
 {
-    if (!strcmp(v, "on")) return *out = 1, 0;
-    if (!strcmp(v, "off")) return *out = 0, 0;
-    return cli_usage_error("%s: '%s' is not on or off", opt, v);
+    char *end;
+    *(uint64_t *)user = strtoull(v, &end, 0);
+    if (*end || *v == '-') return cli_usage_error("--seed: '%s' is not a number", v);
+    return 0;
 }
 
 static int parse(int argc, char **argv, ropts *o)
 {
+    static const char *const on_off[] = {"on", "off", NULL};
+    const char *r1 = "on", *r2 = "on", *pos[2] = {NULL, NULL};
     memset(o, 0, sizeof *o);
-    o->r1 = o->r2 = 1;
     o->seed = DEFAULT_SEED;
-    for (int i = 1; i < argc; i++) {
-        const char *v, *a = argv[i];
-        if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) o->quiet = 1;
-        else if ((v = cli_opt_value(argc, argv, &i, "--r1"))) {
-            if (on_off("--r1", v, &o->r1)) return TQ_EXIT_USAGE;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--r2"))) {
-            if (on_off("--r2", v, &o->r2)) return TQ_EXIT_USAGE;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--seed"))) {
-            char *end;
-            o->seed = strtoull(v, &end, 0);
-            if (!*v || *end) return cli_usage_error("--seed: '%s' is not a number", v);
-        } else if ((v = cli_opt_value(argc, argv, &i, "--type-profile"))) {
-            o->profile = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--threads"))) {
-            if (cli_parse_long("--threads", v, 0, 4096, &o->threads)) return TQ_EXIT_USAGE;
-        } else if (cli_in_out("rotate-weights", a, &o->in, &o->out)) {
-            return TQ_EXIT_USAGE;
-        }
-    }
+    const cli_opt own[] = {
+        CLI_OPT_CHOICE("--r1", &r1, on_off, "--r1: '%s' is not on or off"),
+        CLI_OPT_CHOICE("--r2", &r2, on_off, "--r2: '%s' is not on or off"),
+        CLI_OPT_FN("--seed", opt_seed, &o->seed),
+        {NULL},
+    };
+    const cli_spec spec = {"rotate-weights", CLI_QUIET | CLI_THREADS | CLI_PROFILE, own, 2};
+    cli_common c;
+    int n = 0, rc = cli_parse(&spec, argc, argv, &c, pos, &n);
+    if (rc) return rc;
+    o->in = pos[0], o->out = pos[1];
+    o->quiet = c.quiet, o->threads = c.threads, o->profile = c.profile_name;
+    o->r1 = !strcmp(r1, "on"), o->r2 = !strcmp(r2, "on");
     if (!o->in) return cli_usage_error("which model? (see tq help rotate-weights)");
     if (!o->out) return cli_usage_error("where to? give OUT.gguf");
     if (!o->r1 && !o->r2) return cli_usage_error("--r1 off and --r2 off: nothing to do");
@@ -187,7 +184,7 @@ int cmd_rotate_weights(int argc, char **argv)
 {
     ropts o;
     int rc = parse(argc, argv, &o);
-    if (rc) return rc;
+    if (rc) return rc < 0 ? TQ_EXIT_OK : rc;
     tq_gguf_options gopt = {TQ_PROFILE_DEFAULT, 0};
     if (o.profile) {
         if (tq_type_profile_parse(o.profile, &gopt.profile)) return cli_usage_error("--type-profile: unknown profile '%s'", o.profile);
@@ -295,7 +292,7 @@ int cmd_rotate_weights(int argc, char **argv)
                 o.in, m.arch, m.n_embd, m.n_layer, m.n_head, m.n_head_kv, m.head_dim, changed, m.n,
                 o.r1 ? ", R1 " : "", o.r1 ? tq_rotation_kind(R.r1) : "", o.r2 ? ", R2 per KV head" : "", cli_now() - t0);
     if (!o.quiet && m.tied && o.r1)
-        fprintf(stderr, "tq rotate-weights: the embeddings were tied to the output; output.weight is now written out\n");
+        cli_log("the embeddings were tied to the output; output.weight is now written out");
 done:
     tq_gguf_writer_free(w);
     free(x), free(enc);
