@@ -49,7 +49,8 @@ static int match(const cli_opt *o, int argc, char **argv, int *i, const char **v
         if (!n || strncmp(a, names[k], n)) continue;
         if (a[n] == '=' && o->kind != CLI_FLAG) return *v = a + n + 1, 1;
         if (a[n]) continue;
-        if (o->kind == CLI_FLAG || (o->kind == CLI_CHOICE && o->optional)) return *v = "", 1;
+        if (o->kind == CLI_FLAG) return *v = "", 1;
+        if (o->kind == CLI_CHOICE && o->optional) return *v = o->choices[0], 1;
         *v = *i + 1 < argc ? argv[++*i] : NULL;
         return 1;
     }
@@ -59,7 +60,6 @@ static int match(const cli_opt *o, int argc, char **argv, int *i, const char **v
 static int store(const cli_opt *o, const char *v)
 {
     if (o->kind == CLI_FLAG) return *(int *)o->dst = 1, 0;
-    if (o->kind == CLI_CHOICE && o->optional && !*v) v = o->choices[0];
     if (!*v) return cli_usage_error("%s: empty value", o->name);
     switch (o->kind) {
     case CLI_STR: *(const char **)o->dst = v; return 0;
