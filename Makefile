@@ -10,7 +10,11 @@ B       := build
 # (separate multiply and add); a fused multiply-add would change bytes.
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -Ilib -Iformats
-LDLIBS  += -lzstd -lxxhash -larchive -lm -lpthread
+# every object records the headers it includes (build/**/*.d)
+DEPFLAGS := -MMD -MP
+# the link libraries, once: CPU builds (sanitizers, fuzzers) use BASE_LIBS
+BASE_LIBS := -lzstd -lxxhash -larchive -lm -lpthread
+LDLIBS  += $(BASE_LIBS)
 
 AVX2_FLAGS   := -O3 -mavx2
 AVX512_FLAGS := -O3 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mprefer-vector-width=512
@@ -52,9 +56,9 @@ deps:
 	  else echo "run the line above as root, then make again"; exit 1; fi; \
 	fi
 
-$(B)/%.o: %.c $(wildcard lib/*.h) $(wildcard cmd/*.h) $(wildcard formats/*.h) lib/kernels_lanes.inc
+$(B)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(B)/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)
 # the rotation butterflies are long independent loops: let GCC vectorize them
@@ -64,7 +68,7 @@ $(B)/lib/half_f16c.o $(B)/san/lib/half_f16c.o: CFLAGS += -mf16c -mavx
 $(B)/lib/stats.o: CFLAGS += -O3 -ffp-contract=fast
 $(B)/lib/kernels_avx512.o: CFLAGS += $(AVX512_FLAGS)
 
-$(B)/kernels/%.o: kernels/%.cu $(wildcard lib/*.h)
+$(B)/kernels/%.o: kernels/%.cu $(wildcard lib/*.h) lib/kernels_lanes.inc
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -87,22 +91,25 @@ tq: $(CMD_OBJ) libtq.a
 # ---- tests: unit runner + CLI and oracle scripts; last line "N passed, N failed"
 TEST_SRC := $(wildcard tests/unit/*.c)
 TEST_OBJ := $(patsubst %.c,$(B)/%.o,$(TEST_SRC))
-$(B)/tests/unit/%.o: CFLAGS += -Itests
-$(B)/tests/unit-runner: $(TEST_OBJ) libtq.a
-	$(CC) -fopenmp -o $@ $(TEST_OBJ) libtq.a $(LDLIBS)
+# the CLI's policies (which tensor gets which type) are unit-tested too
+POLICY_SRC := cmd/quant_plan.c cmd/rotate_plan.c
+POLICY_OBJ := $(patsubst %.c,$(B)/%.o,$(POLICY_SRC))
+$(B)/tests/unit/%.o: CFLAGS += -Itests -Icmd
+$(B)/tests/unit-runner: $(TEST_OBJ) $(POLICY_OBJ) libtq.a
+	$(CC) -fopenmp -o $@ $(TEST_OBJ) $(POLICY_OBJ) libtq.a $(LDLIBS)
 
 # The same unit tests under AddressSanitizer and UndefinedBehaviorSanitizer
 # (CPU build: the sanitizers do not see into CUDA kernels).
 SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-SAN_SRC   := $(LIB_SRC) lib/cuda_stub.c $(FMT_SRC) $(TEST_SRC)
+SAN_SRC   := $(LIB_SRC) lib/cuda_stub.c $(FMT_SRC) $(TEST_SRC) $(POLICY_SRC)
 SAN_OBJ   := $(patsubst %.c,$(B)/san/%.o,$(SAN_SRC))
-$(B)/san/%.o: %.c $(wildcard lib/*.h) $(wildcard formats/*.h) lib/kernels_lanes.inc
+$(B)/san/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN_FLAGS) -Itests -c $< -o $@
+	$(CC) $(CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -Itests -Icmd -c $< -o $@
 $(B)/san/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)
 $(B)/san/lib/kernels_avx512.o: CFLAGS += $(AVX512_FLAGS)
 $(B)/tests/unit-runner-san: $(SAN_OBJ)
-	$(CC) -fopenmp $(SAN_FLAGS) -o $@ $^ -lzstd -lxxhash -larchive -lm -lpthread
+	$(CC) -fopenmp $(SAN_FLAGS) -o $@ $^ $(BASE_LIBS)
 
 # Small programs the test scripts drive (tests/tools/NAME.c -> build/tests/NAME).
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(wildcard tests/tools/*.c))
@@ -112,17 +119,14 @@ $(B)/tests/%: tests/tools/%.c libtq.a
 
 # tq again with slices of 100 values, so tests can check that slicing a tensor
 # never changes the output (tests/cli/slices.sh).
-$(B)/tests/tq-slice100: $(CMD_SRC) $(wildcard cmd/*.h) libtq.a
+$(B)/tests/tq-slice100: $(CMD_SRC) $(wildcard cmd/*.h formats/*.h lib/tq.h) libtq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DSLICE_VALUES=100 -o $@ $(CMD_SRC) libtq.a $(LDLIBS)
 
 # tq itself under ASan/UBSan, for tests/cli/sanitized.sh.
-SAN_CMD_OBJ := $(patsubst %.c,$(B)/san/%.o,$(CMD_SRC))
-$(B)/san/cmd/%.o: cmd/%.c $(wildcard lib/*.h) $(wildcard cmd/*.h) $(wildcard formats/*.h)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN_FLAGS) -c $< -o $@
+SAN_CMD_OBJ := $(patsubst %.c,$(B)/san/%.o,$(filter-out $(POLICY_SRC),$(CMD_SRC)))
 $(B)/tests/tq-san: $(SAN_CMD_OBJ) $(filter-out $(B)/san/tests/%,$(SAN_OBJ))
-	$(CC) -fopenmp $(SAN_FLAGS) -o $@ $^ -lzstd -lxxhash -larchive -lm -lpthread
+	$(CC) -fopenmp $(SAN_FLAGS) -o $@ $^ $(BASE_LIBS)
 
 test: all $(B)/tests/unit-runner $(B)/tests/unit-runner-san $(TOOLS) $(B)/tests/tq-slice100 $(B)/tests/tq-san
 	@sh tests/run.sh
@@ -158,13 +162,15 @@ FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover
 $(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c $(wildcard lib/*.h formats/*.h) lib/kernels_lanes.inc
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fopenmp=libgomp -o $@ \
-	  tests/fuzz/$*.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c -lzstd -lxxhash -larchive -lm -lpthread
+	  tests/fuzz/$*.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c $(BASE_LIBS)
 FUZZERS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/*.c))
 fuzz: $(FUZZERS)
 	@for f in $(FUZZERS); do echo "fuzzing $$f for $(FUZZ_SECONDS)s"; \
 	  n=$$(basename $$f); mkdir -p $(B)/corpus/$$n; \
 	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=16384 $(B)/corpus/$$n \
 	    $$( [ -d tests/fuzz/seeds/$$n ] && echo tests/fuzz/seeds/$$n ) || exit 1; done
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)
 
 clean:
 	rm -rf $(B) tq libtq.a libtq.so
