@@ -172,14 +172,20 @@ static tq_status run(tq_ctx *ctx, const tq_codec *c, size_t n, int encode, int r
     tq_status st = check_n(ctx, c, n);
     if (st) return st;
     size_t nb = n / c->block_values;
-    if (ctx->backend == TQ_BACKEND_CUDA && !is_weight(c)) {
+    const tq_kernels *k = tq_kernels_of(ctx);
+    if (k->dev_kv_encode && !is_weight(c)) {
         char err[256];
-        int rc = encode ? tq_cuda_encode(c, in, nb, out, err, sizeof err)
-                        : tq_cuda_decode(c, in, nb, out, rotated, err, sizeof err);
-        if (rc) return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "CUDA %s: %s", encode ? "encode" : "decode", err);
+        int rc = encode ? k->dev_kv_encode(c, in, nb, out, err, sizeof err)
+                        : k->dev_kv_decode(c, in, nb, out, rotated, err, sizeof err);
+        if (rc) return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "%s %s: %s", k->name, encode ? "encode" : "decode", err);
         return TQ_OK;
     }
-    job j = {c, tq_kernels_for(ctx->simd), encode, rotated, in, out};
+    int have = is_weight(c) ? (encode ? k->w_encode != NULL : k->w_decode != NULL)
+                            : (encode ? k->kv_encode != NULL : k->kv_decode != NULL);
+    if (!have)
+        return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "the %s backend has no %s %s kernel: use a CPU context", k->name,
+                       c->name, encode ? "encode" : "decode");
+    job j = {c, k, encode, rotated, in, out};
     long nchunks = (long)((nb + TQ_CHUNK_BLOCKS - 1) / TQ_CHUNK_BLOCKS);
     int nt = tq_resolve_threads(ctx);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nchunks > 1)

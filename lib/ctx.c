@@ -128,6 +128,19 @@ const tq_kernels *tq_kernels_for(tq_simd level)
     return k->kv_encode ? k : &tq_kernels_scalar;
 }
 
+const tq_kernels *tq_kernels_of(const tq_ctx *ctx)
+{
+    if (ctx && ctx->backend == TQ_BACKEND_CUDA) return &tq_kernels_cuda;
+    return tq_kernels_for(ctx ? ctx->simd : tq_simd_best());
+}
+
+tq_status tq_require_cpu(tq_ctx *ctx, const char *what)
+{
+    if (!ctx || ctx->backend == TQ_BACKEND_CPU) return TQ_OK;
+    return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "the %s backend cannot do %s: use a CPU context", tq_kernels_of(ctx)->name,
+                   what);
+}
+
 tq_status tq_ctx_set_backend(tq_ctx *ctx, tq_backend backend)
 {
     if (backend == TQ_BACKEND_CPU) {

@@ -3,6 +3,8 @@
  * the TurboQuant blocks through the codecs. */
 #include "tq_internal.h"
 
+#include <stdio.h>
+
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -59,6 +61,14 @@ static void put_h(uint8_t *p, float f)
 static tq_status check(tq_ctx *ctx, tq_dtype t, size_t n)
 {
     if ((unsigned)t >= TQ_DT_COUNT) return tq_fail(ctx, TQ_ERR_ARG, "unknown element type %d", (int)t);
+    /* the codec types run through the codec's backend table; the rest is CPU code */
+    int codec = t == TQ_DT_TQ3_1S || t == TQ_DT_TQ4_1S || t == TQ_DT_TURBO2 || t == TQ_DT_TURBO3 || t == TQ_DT_TURBO4;
+    if (!codec) {
+        char what[48];
+        snprintf(what, sizeof what, "%s conversion", dt[t].name);
+        tq_status st = tq_require_cpu(ctx, what);
+        if (st) return st;
+    }
     if (n % dt[t].values)
         return tq_fail(ctx, TQ_ERR_ARG, "%zu values is not a whole number of %s blocks", n, dt[t].name);
     return TQ_OK;

@@ -47,6 +47,7 @@ static inline void vstore_u8(uint8_t *p, vi v)
 }
 
 #define KERNELS_NAME tq_kernels_avx2
+#define KERNELS_LABEL "avx2"
 #include "kernels_lanes.inc"
 
 #else

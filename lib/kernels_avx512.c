@@ -39,6 +39,7 @@ static inline vi vload_u8(const uint8_t *p)
 static inline void vstore_u8(uint8_t *p, vi v) { _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8((__m512i)v)); }
 
 #define KERNELS_NAME tq_kernels_avx512
+#define KERNELS_LABEL "avx512"
 #include "kernels_lanes.inc"
 
 #else

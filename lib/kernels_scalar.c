@@ -163,4 +163,4 @@ static void w_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y)
 
 const float tq_wgrid[TQ_WGRID_N] = {0.6f, 0.7f, 0.8f, 0.9f, 1.0f, 1.1f, 1.2f, 1.35f, 1.5f};
 
-const tq_kernels tq_kernels_scalar = {kv_encode, kv_decode, w_encode, w_decode};
+const tq_kernels tq_kernels_scalar = {"scalar", kv_encode, kv_decode, w_encode, w_decode, NULL, NULL};

@@ -101,6 +101,8 @@ tq_status tq_rotation_apply_strided(tq_ctx *ctx, const tq_rotation *r, float *x,
 {
     uint32_t m = r->m, k = r->k;
     float scale = (float)(1.0 / sqrt((double)m));
+    tq_status cst = tq_require_cpu(ctx, "rotations");
+    if (cst) return cst;
     if (lanes > stride) return tq_fail(ctx, TQ_ERR_ARG, "%zu lanes with a stride of %zu", lanes, stride);
     if (k > 1) {
         double *tmp = malloc((size_t)k * lanes * sizeof(double));
@@ -169,6 +171,8 @@ tq_status tq_rotation_apply_rows(tq_ctx *ctx, const tq_rotation *r, float *x, si
 {
     enum { B = 32 };
     size_t n = r->n;
+    tq_status cst = tq_require_cpu(ctx, "rotations");
+    if (cst) return cst;
     float *t = malloc(n * B * sizeof(float));
     if (!t) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
     tq_status st = TQ_OK;

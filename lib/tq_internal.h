@@ -91,14 +91,32 @@ typedef void (*tq_kv_decode_fn)(const tq_codec *c, const uint8_t *in, size_t nb,
 typedef void (*tq_w_encode_fn)(const tq_codec *c, const float *x, size_t nb, uint8_t *out);
 typedef void (*tq_w_decode_fn)(const tq_codec *c, const uint8_t *in, size_t nb, float *y);
 
+/* A device backend takes a call's blocks at once and may fail (err gets a
+ * one-line reason); 0 on success. */
+typedef int (*tq_dev_encode_fn)(const tq_codec *c, const float *x, size_t nb, uint8_t *out, char *err, size_t errlen);
+typedef int (*tq_dev_decode_fn)(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated, char *err,
+                                size_t errlen);
+
+/* The backend table: one entry per SIMD level and one for CUDA.  A NULL
+ * entry is an operation the backend cannot do: the call fails through the
+ * context instead of running elsewhere. */
 typedef struct tq_kernels {
-    tq_kv_encode_fn kv_encode;
+    const char *name;
+    tq_kv_encode_fn kv_encode;  /* CPU levels: blocks of one span, on the calling thread */
     tq_kv_decode_fn kv_decode;
     tq_w_encode_fn w_encode;
     tq_w_decode_fn w_decode;
+    tq_dev_encode_fn dev_kv_encode; /* device backends: KV codecs */
+    tq_dev_decode_fn dev_kv_decode;
 } tq_kernels;
 
 const tq_kernels *tq_kernels_for(tq_simd level);
+/* The table entry a context selects: its backend, and on the CPU its SIMD level. */
+const tq_kernels *tq_kernels_of(const tq_ctx *ctx);
+extern const tq_kernels tq_kernels_cuda;
+/* TQ_OK on the CPU backend; else an UNSUPPORTED error naming `what`, for
+ * operations only the CPU implements. */
+tq_status tq_require_cpu(tq_ctx *ctx, const char *what);
 extern const tq_kernels tq_kernels_scalar;
 extern const tq_kernels tq_kernels_avx2;
 extern const tq_kernels tq_kernels_avx512;

@@ -153,6 +153,8 @@ tq_status tq_encode_weighted(tq_ctx *ctx, const tq_codec *c, const float *x, siz
         return tq_fail(ctx, TQ_ERR_ARG, "codec %s is not a weight codec", c->name);
     if (!row_len || row_len % 32) return tq_fail(ctx, TQ_ERR_ARG, "row length %zu is not a multiple of 32", row_len);
     if (!importance) return tq_encode(ctx, c, x, n_rows * row_len, blocks);
+    tq_status cst = tq_require_cpu(ctx, "importance-weighted weight coding");
+    if (cst) return cst;
     for (size_t i = 0; i < row_len; i++)
         if (!(importance[i] >= 0.0f) || isinf(importance[i]))
             return tq_fail(ctx, TQ_ERR_ARG, "importance[%zu] = %g is not a finite non-negative number", i, importance[i]);

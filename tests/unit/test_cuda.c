@@ -67,3 +67,35 @@ TEST(cuda_matches_cpu_bytes)
         }
     tq_ctx_free(ctx);
 }
+
+/* What the CUDA entry of the backend table cannot do is refused through the
+ * context, never run on the CPU instead: weight codecs, conversions,
+ * rotations.  The context is switched by hand, so this holds without a GPU. */
+TEST(cuda_backend_refuses_what_it_cannot_do)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    ctx->backend = TQ_BACKEND_CUDA;
+    tq_codec *w = NULL, *kv = NULL;
+    CHECK(tq_codec_new(ctx, &(tq_codec_desc){.kind = TQ_CODEC_TQ4_1S}, &w) == TQ_OK);
+    CHECK(tq_codec_new(ctx, &(tq_codec_desc){.kind = TQ_CODEC_TURBO3}, &kv) == TQ_OK);
+    float x[128] = {1.0f, -2.0f, 3.0f}, y[128];
+    uint8_t blk[256];
+    CHECK(tq_encode(ctx, w, x, 32, blk) == TQ_ERR_UNSUPPORTED && strstr(tq_ctx_error(ctx), "CUDA backend has no tq4_1s"),
+          "weight codec on CUDA: %s", tq_ctx_error(ctx));
+    CHECK(tq_dequantize(ctx, TQ_DT_F16, blk, 32, y) == TQ_ERR_UNSUPPORTED && strstr(tq_ctx_error(ctx), "f16 conversion"),
+          "%s", tq_ctx_error(ctx));
+    float imp[32] = {1.0f};
+    CHECK(tq_encode_weighted(ctx, w, x, 1, 32, imp, blk) == TQ_ERR_UNSUPPORTED, "weighted coding on CUDA");
+    tq_rotation *r;
+    CHECK(tq_rotation_new(ctx, 32, 1, &r) == TQ_OK);
+    CHECK(tq_rotation_apply(ctx, r, x, 1, 0) == TQ_ERR_UNSUPPORTED, "rotation on CUDA");
+    tq_rotation_free(r);
+    if (!tq_cuda_built())
+        CHECK(tq_encode(ctx, kv, x, 128, blk) == TQ_ERR_UNSUPPORTED && strstr(tq_ctx_error(ctx), "built without CUDA"),
+              "a KV codec in a build without CUDA: %s", tq_ctx_error(ctx));
+    ctx->backend = TQ_BACKEND_CPU;
+    CHECK(tq_encode(ctx, w, x, 32, blk) == TQ_OK && tq_dequantize(ctx, TQ_DT_F16, blk, 32, y) == TQ_OK);
+    tq_codec_free(w);
+    tq_codec_free(kv);
+    tq_ctx_free(ctx);
+}
