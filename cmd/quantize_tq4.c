@@ -402,6 +402,79 @@ static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const opts *o, 
     return st;
 }
 
+/* An imatrix that names none of the TQ tensors is worth a word. */
+static void imatrix_warning(const tq_gguf *g, const tq_imatrix *im, const tjob *jobs, int64_t n, const opts *o)
+{
+    int any = 0;
+    for (int64_t i = 0; i < n && !any; i++) {
+        uint64_t m;
+        any = jobs[i].convert && (jobs[i].out == TQ_DT_TQ4_1S || jobs[i].out == TQ_DT_TQ3_1S) &&
+              tq_imatrix_get(im, tq_gguf_tensor_name(g, i), &m);
+    }
+    if (!any) cli_log("warning: %s has no entry for any TQ tensor of %s", o->imatrix, o->in);
+}
+
+/* The converted model, tensor by tensor in slices of bounded size. */
+static tq_status write_model(tq_ctx *ctx, const tq_gguf *g, tjob *jobs, int64_t n, const opts *o, conv *cv,
+                             int64_t widest, uint64_t total)
+{
+    /* a slice is whole rows of at most SLICE_VALUES values, or one row when
+     * a row is longer: never more than the larger of the two */
+    size_t slice = (size_t)widest > SLICE_VALUES ? (size_t)widest : SLICE_VALUES;
+    cv->x = malloc(slice * sizeof(float));
+    cv->y = malloc(slice * sizeof(float));
+    cv->blk = malloc(slice * sizeof(float)); /* at most f32-sized output */
+    tq_codec_desc d4 = {TQ_CODEC_TQ4_1S, 0, 0, 0, 0}, d3 = {TQ_CODEC_TQ3_1S, 0, 0, 0, 0};
+    if (!cv->x || !cv->y || !cv->blk || tq_codec_new(ctx, &d4, &cv->codec[0]) || tq_codec_new(ctx, &d3, &cv->codec[1]))
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < 2 && o->search_fork; k++) tq_codec_set_weight_search(ctx, cv->codec[k], TQ_WSEARCH_FORK);
+    tq_gguf_writer *w = NULL;
+    progress pr;
+    progress_init(&pr, o->quiet || o->json);
+    uint64_t done_b = 0;
+    tq_status st = tq_gguf_writer_new(ctx, &w);
+    if (!st) st = write_meta(w, g, o, jobs, n);
+    if (!st) st = tq_gguf_writer_set_profile(w, tq_gguf_profile(g));
+    for (int64_t i = 0; i < n && !st; i++)
+        st = tq_gguf_writer_add_tensor(w, tq_gguf_tensor_name(g, i), jobs[i].out_ty->id, tq_gguf_tensor_n_dims(g, i),
+                                       tq_gguf_tensor_ne(g, i));
+    const char *inputs[2] = {o->in, o->imatrix ? o->imatrix : o->in};
+    if (!st) st = tq_gguf_writer_open(w, o->out, inputs, 2);
+    for (int64_t i = 0; i < n && !st; i++) {
+        tjob *j = &jobs[i];
+        if (j->convert) {
+            st = convert(cv, g, j, o, w, &pr, &done_b, total);
+        } else {
+            st = tq_gguf_copy_tensor(g, i, w);
+            done_b += j->in_bytes;
+            progress_update(&pr, done_b, total, "bytes");
+        }
+        tq_gguf_tensor_release(g, i);
+        if (!st && !o->quiet && !o->json) {
+            progress_end(&pr);
+            log_line(g, j, n, o);
+        }
+    }
+    progress_end(&pr);
+    if (!st) st = tq_gguf_writer_finish(w);
+    if (w) tq_gguf_writer_free(w);
+    return st;
+}
+
+static void print_summary(const tjob *jobs, int64_t n, const opts *o, double secs, uint64_t in_b, uint64_t out_b,
+                          uint64_t weights)
+{
+    int64_t nf = 0, nc = 0;
+    for (int64_t i = 0; i < n; i++) nf += jobs[i].fallback, nc += jobs[i].convert;
+    fprintf(stderr, "model size  = %10.2f MiB (%.2f BPW)\n", in_b / 1048576.0, weights ? 8.0 * in_b / weights : 0);
+    fprintf(stderr, "quant size  = %10.2f MiB (%.2f BPW)%s\n", out_b / 1048576.0, weights ? 8.0 * out_b / weights : 0,
+            o->simulate ? ", simulated: written as dequantized values" : "");
+    fprintf(stderr, "tensors     = %" PRId64 " converted, %" PRId64 " kept, %" PRId64 " fallback%s\n", nc, n - nc, nf,
+            nf == 1 ? "" : "s");
+    if (!o->dry_run)
+        fprintf(stderr, "time        = %.2f s, %.1f MB/s of input\n", secs, secs > 0 ? in_b / secs / 1e6 : 0.0);
+}
+
 int cmd_quantize_tq4(int argc, char **argv)
 {
     opts o;
@@ -411,13 +484,7 @@ int cmd_quantize_tq4(int argc, char **argv)
         return rc < 0 ? TQ_EXIT_OK : rc;
     }
     tq_gguf_options gopt = {TQ_PROFILE_DEFAULT, 0};
-    if (o.profile_name) {
-        if (tq_type_profile_parse(o.profile_name, &gopt.profile)) {
-            qp_free(&o.plan);
-            return cli_usage_error("--type-profile: unknown profile '%s'", o.profile_name);
-        }
-        gopt.profile_explicit = 1;
-    }
+    if (o.profile_name) gopt.profile_explicit = !tq_type_profile_parse(o.profile_name, &gopt.profile);
     double t0 = cli_now();
     tq_ctx *ctx = tq_ctx_new();
     if (!ctx) return cli_runtime_error("out of memory");
@@ -426,110 +493,41 @@ int cmd_quantize_tq4(int argc, char **argv)
     tq_imatrix *im = NULL;
     tjob *jobs = NULL;
     conv cv = {ctx, {NULL, NULL}, NULL, NULL, NULL, NULL, (int)o.threads};
-    tq_gguf_writer *w = NULL;
-    if (tq_gguf_open(ctx, o.in, &gopt, &g)) {
+    if (tq_gguf_open(ctx, o.in, &gopt, &g) || (o.imatrix && tq_imatrix_open(ctx, o.imatrix, &im))) {
         rc = cli_lib_error(ctx);
         goto done;
     }
-    tq_type_profile prof = tq_gguf_profile(g);
     uint64_t alen = 0;
     const char *arch = tq_gguf_get_str(g, "general.architecture", "", &alen);
     char key[160];
     snprintf(key, sizeof key, "%.*s.block_count", (int)(alen < 100 ? alen : 100), arch);
     o.plan.n_layers = (uint32_t)tq_gguf_get_int(g, key, 0);
-    if (o.imatrix && tq_imatrix_open(ctx, o.imatrix, &im)) {
-        rc = cli_lib_error(ctx);
-        goto done;
-    }
     cv.im = im;
     int64_t n = tq_gguf_n_tensors(g);
-    jobs = calloc((size_t)(n ? n : 1), sizeof *jobs);
-    if (!jobs) {
+    if (!(jobs = calloc((size_t)(n ? n : 1), sizeof *jobs))) {
         rc = cli_runtime_error("out of memory");
         goto done;
     }
-    if ((rc = make_plan(ctx, g, &o, prof, jobs))) goto done;
-    uint64_t in_b = 0, out_b = 0, weights = 0, total = 0, done_b = 0;
+    if ((rc = make_plan(ctx, g, &o, tq_gguf_profile(g), jobs))) goto done;
+    uint64_t in_b = 0, out_b = 0, weights = 0;
     int64_t widest = 1;
     for (int64_t i = 0; i < n; i++) {
         in_b += jobs[i].in_bytes;
         out_b += jobs[i].out_bytes;
         weights += (uint64_t)tq_gguf_tensor_nelements(g, i);
-        total += jobs[i].in_bytes;
         if (jobs[i].convert && tq_gguf_tensor_ne(g, i)[0] > widest) widest = tq_gguf_tensor_ne(g, i)[0];
     }
-    if (im && !o.quiet) { /* an imatrix that names none of the TQ tensors is worth a word */
-        int any = 0;
-        for (int64_t i = 0; i < n && !any; i++) {
-            uint64_t m;
-            any = jobs[i].convert && (jobs[i].out == TQ_DT_TQ4_1S || jobs[i].out == TQ_DT_TQ3_1S) &&
-                  tq_imatrix_get(im, tq_gguf_tensor_name(g, i), &m);
-        }
-        if (!any) cli_log("warning: %s has no entry for any TQ tensor of %s", o.imatrix, o.in);
-    }
-    progress pr;
-    progress_init(&pr, o.quiet || o.json);
+    if (im && !o.quiet) imatrix_warning(g, im, jobs, n, &o);
     if (o.dry_run) {
         for (int64_t i = 0; i < n && !o.quiet; i++) log_line(g, &jobs[i], n, &o);
-    } else {
-        /* a slice is whole rows of at most SLICE_VALUES values, or one row
-         * when a row is longer: never more than the larger of the two */
-        size_t slice = (size_t)widest > SLICE_VALUES ? (size_t)widest : SLICE_VALUES;
-        cv.x = malloc(slice * sizeof(float));
-        cv.y = malloc(slice * sizeof(float));
-        cv.blk = malloc(slice * sizeof(float)); /* at most f32-sized output */
-        tq_codec_desc d4 = {TQ_CODEC_TQ4_1S, 0, 0, 0, 0}, d3 = {TQ_CODEC_TQ3_1S, 0, 0, 0, 0};
-        if (!cv.x || !cv.y || !cv.blk || tq_codec_new(ctx, &d4, &cv.codec[0]) || tq_codec_new(ctx, &d3, &cv.codec[1])) {
-            rc = cli_runtime_error("out of memory");
-            goto done;
-        }
-        for (int k = 0; k < 2 && o.search_fork; k++) tq_codec_set_weight_search(ctx, cv.codec[k], TQ_WSEARCH_FORK);
-        tq_status st = tq_gguf_writer_new(ctx, &w);
-        if (!st) st = write_meta(w, g, &o, jobs, n);
-        if (!st) st = tq_gguf_writer_set_profile(w, prof);
-        for (int64_t i = 0; i < n && !st; i++)
-            st = tq_gguf_writer_add_tensor(w, tq_gguf_tensor_name(g, i), jobs[i].out_ty->id, tq_gguf_tensor_n_dims(g, i),
-                                           tq_gguf_tensor_ne(g, i));
-        const char *inputs[2] = {o.in, o.imatrix ? o.imatrix : o.in};
-        if (!st) st = tq_gguf_writer_open(w, o.out, inputs, 2);
-        for (int64_t i = 0; i < n && !st; i++) {
-            tjob *j = &jobs[i];
-            if (j->convert) {
-                st = convert(&cv, g, j, &o, w, &pr, &done_b, total);
-            } else {
-                st = tq_gguf_copy_tensor(g, i, w);
-                done_b += j->in_bytes;
-                progress_update(&pr, done_b, total, "bytes");
-            }
-            tq_gguf_tensor_release(g, i);
-            if (!st && !o.quiet && !o.json) {
-                progress_end(&pr);
-                log_line(g, j, n, &o);
-            }
-        }
-        progress_end(&pr);
-        if (!st) st = tq_gguf_writer_finish(w);
-        if (st) {
-            rc = cli_lib_error(ctx);
-            goto done;
-        }
+    } else if (write_model(ctx, g, jobs, n, &o, &cv, widest, in_b)) {
+        rc = cli_lib_error(ctx);
+        goto done;
     }
     double secs = cli_now() - t0;
-    if (o.json) {
-        json_report(g, jobs, n, &o, secs, in_b, out_b, weights);
-    } else if (!o.quiet) {
-        int64_t nf = 0, nc = 0;
-        for (int64_t i = 0; i < n; i++) nf += jobs[i].fallback, nc += jobs[i].convert;
-        fprintf(stderr, "model size  = %10.2f MiB (%.2f BPW)\n", in_b / 1048576.0, weights ? 8.0 * in_b / weights : 0);
-        fprintf(stderr, "quant size  = %10.2f MiB (%.2f BPW)%s\n", out_b / 1048576.0, weights ? 8.0 * out_b / weights : 0,
-                o.simulate ? ", simulated: written as dequantized values" : "");
-        fprintf(stderr, "tensors     = %" PRId64 " converted, %" PRId64 " kept, %" PRId64 " fallback%s\n", nc, n - nc, nf,
-                nf == 1 ? "" : "s");
-        if (!o.dry_run)
-            fprintf(stderr, "time        = %.2f s, %.1f MB/s of input\n", secs, secs > 0 ? in_b / secs / 1e6 : 0.0);
-    }
+    if (o.json) json_report(g, jobs, n, &o, secs, in_b, out_b, weights);
+    else if (!o.quiet) print_summary(jobs, n, &o, secs, in_b, out_b, weights);
 done:
-    if (w) tq_gguf_writer_free(w);
     tq_codec_free(cv.codec[0]);
     tq_codec_free(cv.codec[1]);
     free(cv.x), free(cv.y), free(cv.blk);

@@ -34,9 +34,9 @@ static const struct {
     {"layer_output_norm", "post-norms (a norm after the attention or FFN output) sit on the rotated stream"},
 };
 
-int rr_plan(tq_ctx *ctx, const tq_gguf *g, rr_model *m)
+/* The architecture and its hyperparameters. */
+static int plan_hparams(tq_ctx *ctx, const tq_gguf *g, rr_model *m)
 {
-    memset(m, 0, sizeof *m);
     uint64_t alen = 0;
     const char *arch = tq_gguf_get_str(g, "general.architecture", "", &alen);
     snprintf(m->arch, sizeof m->arch, "%.*s", (int)(alen < 31 ? alen : 31), arch);
@@ -54,6 +54,12 @@ int rr_plan(tq_ctx *ctx, const tq_gguf *g, rr_model *m)
     m->head_dim_v = (uint32_t)get_u(g, m->arch, "attention.value_length", m->head_dim);
     if (!m->head_dim || !m->head_dim_v) return fail("head size 0");
 
+    return 0;
+}
+
+/* Every tensor the graph needs must be there. */
+static int plan_required(tq_ctx *ctx, const tq_gguf *g, rr_model *m)
+{
     int64_t nt = tq_gguf_n_tensors(g);
     m->t = calloc((size_t)nt + 1, sizeof *m->t);
     if (!m->t) return fail("out of memory");
@@ -61,7 +67,6 @@ int rr_plan(tq_ctx *ctx, const tq_gguf *g, rr_model *m)
     if (embd < 0) return fail("missing tensor token_embd.weight");
     m->tied = out < 0;
     char want[160];
-    /* every tensor the graph needs must be there */
     static const char *const per_layer[] = {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
                                             "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
                                             "ffn_down.weight"};
@@ -72,95 +77,108 @@ int rr_plan(tq_ctx *ctx, const tq_gguf *g, rr_model *m)
         }
     if (tq_gguf_find_tensor(g, "output_norm.weight") < 0) return fail("missing tensor output_norm.weight");
 
-    for (int64_t i = 0; i < nt; i++) {
-        const char *name = tq_gguf_tensor_name(g, i);
-        const tq_ggml_type *ty = tq_gguf_tensor_type(g, i);
-        const int64_t *ne = tq_gguf_tensor_ne(g, i);
-        for (size_t k = 0; k < sizeof refused / sizeof *refused; k++)
-            if (strstr(name, refused[k].part)) return fail("tensor %s: %s", name, refused[k].why);
-        if (ty->dtype != 0 && ty->dtype != 1 && ty->dtype != 2) /* TQ_DT_F32, F16, BF16 */
-            return fail("tensor %s is %s: rotate-weights needs F32, F16 or BF16 weights (rotating quantized "
-                                     "weights would mean requantizing them, as quantize-tq4 --allow-requantize does; "
-                                     "rotate the F16/F32 model, then quantize)", name, ty->name);
-        rr_tensor *t = &m->t[m->n++];
-        t->src = i;
-        t->name = name;
-        t->norm = -1;
-        int layer = -1;
-        const char *role = name;
-        if (!strncmp(name, "blk.", 4)) {
-            char *end;
-            layer = (int)strtol(name + 4, &end, 10);
-            if (*end != '.' || layer < 0 || (uint32_t)layer >= m->n_layer)
-                return fail("tensor %s: not a layer of this %u-layer model", name, m->n_layer);
-            role = end + 1;
-        }
-        int64_t row = ne[0], rows = ne[1];
-        uint64_t q_out = (uint64_t)m->n_head * m->head_dim, kv_out = (uint64_t)m->n_head_kv * m->head_dim,
-                 v_out = (uint64_t)m->n_head_kv * m->head_dim_v, o_in = (uint64_t)m->n_head * m->head_dim_v;
+    return 0;
+}
+
+/* Tensor i's role(s) in the graph, with its shape checked. */
+static int plan_tensor(tq_ctx *ctx, const tq_gguf *g, rr_model *m, int64_t i)
+{
+    const char *name = tq_gguf_tensor_name(g, i);
+    const tq_ggml_type *ty = tq_gguf_tensor_type(g, i);
+    const int64_t *ne = tq_gguf_tensor_ne(g, i);
+    for (size_t k = 0; k < sizeof refused / sizeof *refused; k++)
+        if (strstr(name, refused[k].part)) return fail("tensor %s: %s", name, refused[k].why);
+    if (ty->dtype != 0 && ty->dtype != 1 && ty->dtype != 2) /* TQ_DT_F32, F16, BF16 */
+        return fail("tensor %s is %s: rotate-weights needs F32, F16 or BF16 weights (rotating quantized "
+                                 "weights would mean requantizing them, as quantize-tq4 --allow-requantize does; "
+                                 "rotate the F16/F32 model, then quantize)", name, ty->name);
+    rr_tensor *t = &m->t[m->n++];
+    t->src = i;
+    t->name = name;
+    t->norm = -1;
+    int layer = -1;
+    const char *role = name;
+    if (!strncmp(name, "blk.", 4)) {
+        char *end;
+        layer = (int)strtol(name + 4, &end, 10);
+        if (*end != '.' || layer < 0 || (uint32_t)layer >= m->n_layer)
+            return fail("tensor %s: not a layer of this %u-layer model", name, m->n_layer);
+        role = end + 1;
+    }
+    int64_t row = ne[0], rows = ne[1];
+    uint64_t q_out = (uint64_t)m->n_head * m->head_dim, kv_out = (uint64_t)m->n_head_kv * m->head_dim,
+             v_out = (uint64_t)m->n_head_kv * m->head_dim_v, o_in = (uint64_t)m->n_head * m->head_dim_v;
 #define SHAPE(c)                                                                                                  \
-    do {                                                                                                          \
-        if (!(c)) return fail("tensor %s has shape [%lld, %lld], not what the hyperparameters say", \
-                              name, (long long)ne[0], (long long)ne[1]);                                         \
-    } while (0)
-        char nb[160];
-        if (layer < 0) {
-            if (!strcmp(name, "token_embd.weight")) {
-                t->role = RR_EMBED;
-                SHAPE(row == m->n_embd);
-            } else if (!strcmp(name, "output_norm.weight")) {
-                t->role = RR_NORM;
-                SHAPE(row == m->n_embd && rows == 1);
-            } else if (!strcmp(name, "output.weight")) {
-                t->role = RR_READER;
-                t->norm = tq_gguf_find_tensor(g, "output_norm.weight");
-                SHAPE(row == m->n_embd);
-            } else if (!strcmp(name, "rope_freqs.weight")) t->role = RR_COPY;
-            else return fail("tensor %s: unknown to rotate-weights (the graph may differ from llama's)", name);
-        } else if (!strcmp(role, "attn_norm.weight") || !strcmp(role, "ffn_norm.weight")) {
+do {                                                                                                          \
+    if (!(c)) return fail("tensor %s has shape [%lld, %lld], not what the hyperparameters say", \
+                          name, (long long)ne[0], (long long)ne[1]);                                         \
+} while (0)
+    char nb[160];
+    if (layer < 0) {
+        if (!strcmp(name, "token_embd.weight")) {
+            t->role = RR_EMBED;
+            SHAPE(row == m->n_embd);
+        } else if (!strcmp(name, "output_norm.weight")) {
             t->role = RR_NORM;
             SHAPE(row == m->n_embd && rows == 1);
-        } else if (!strcmp(role, "attn_q.weight") || !strcmp(role, "attn_k.weight") || !strcmp(role, "attn_v.weight")) {
+        } else if (!strcmp(name, "output.weight")) {
             t->role = RR_READER;
-            snprintf(nb, sizeof nb, "blk.%d.attn_norm.weight", layer);
-            t->norm = tq_gguf_find_tensor(g, nb);
-            t->v_rows = role[5] == 'v';
-            SHAPE(row == m->n_embd && (uint64_t)rows == (role[5] == 'q' ? q_out : role[5] == 'k' ? kv_out : v_out));
-        } else if (!strcmp(role, "ffn_gate.weight") || !strcmp(role, "ffn_up.weight")) {
-            t->role = RR_READER;
-            snprintf(nb, sizeof nb, "blk.%d.ffn_norm.weight", layer);
-            t->norm = tq_gguf_find_tensor(g, nb);
+            t->norm = tq_gguf_find_tensor(g, "output_norm.weight");
             SHAPE(row == m->n_embd);
-        } else if (!strcmp(role, "attn_q.bias") || !strcmp(role, "attn_k.bias")) {
-            t->role = RR_COPY; /* added after the projection: its space is not rotated */
-        } else if (!strcmp(role, "attn_v.bias")) {
-            t->role = RR_COPY;
-            t->v_rows = 1;
-            SHAPE((uint64_t)row == v_out);
-        } else if (!strcmp(role, "attn_q_norm.weight") || !strcmp(role, "attn_k_norm.weight")) {
-            t->role = RR_COPY; /* per-head Q/K norms: Q and K are not rotated */
-        } else if (!strcmp(role, "attn_output.weight")) {
-            t->role = RR_WRITER;
-            t->o_cols = 1;
-            SHAPE((uint64_t)row == o_in && rows == m->n_embd);
-        } else if (!strcmp(role, "ffn_down.weight")) {
-            t->role = RR_WRITER;
-            SHAPE(rows == m->n_embd);
-        } else if (!strcmp(role, "attn_output.bias") || !strcmp(role, "ffn_down.bias")) {
-            t->role = RR_WRITER_BIAS;
-            SHAPE(row == m->n_embd && rows == 1);
-        } else {
-            return fail("tensor %s: unknown to rotate-weights (the graph may differ from llama's)", name);
-        }
-#undef SHAPE
-        if (m->tied && !strcmp(name, "token_embd.weight")) { /* the output matrix, untied: embd with output_norm folded */
-            rr_tensor *o = &m->t[m->n++];
-            o->src = i;
-            o->name = "output.weight";
-            o->role = RR_READER;
-            o->norm = tq_gguf_find_tensor(g, "output_norm.weight");
-        }
+        } else if (!strcmp(name, "rope_freqs.weight")) t->role = RR_COPY;
+        else return fail("tensor %s: unknown to rotate-weights (the graph may differ from llama's)", name);
+    } else if (!strcmp(role, "attn_norm.weight") || !strcmp(role, "ffn_norm.weight")) {
+        t->role = RR_NORM;
+        SHAPE(row == m->n_embd && rows == 1);
+    } else if (!strcmp(role, "attn_q.weight") || !strcmp(role, "attn_k.weight") || !strcmp(role, "attn_v.weight")) {
+        t->role = RR_READER;
+        snprintf(nb, sizeof nb, "blk.%d.attn_norm.weight", layer);
+        t->norm = tq_gguf_find_tensor(g, nb);
+        t->v_rows = role[5] == 'v';
+        SHAPE(row == m->n_embd && (uint64_t)rows == (role[5] == 'q' ? q_out : role[5] == 'k' ? kv_out : v_out));
+    } else if (!strcmp(role, "ffn_gate.weight") || !strcmp(role, "ffn_up.weight")) {
+        t->role = RR_READER;
+        snprintf(nb, sizeof nb, "blk.%d.ffn_norm.weight", layer);
+        t->norm = tq_gguf_find_tensor(g, nb);
+        SHAPE(row == m->n_embd);
+    } else if (!strcmp(role, "attn_q.bias") || !strcmp(role, "attn_k.bias")) {
+        t->role = RR_COPY; /* added after the projection: its space is not rotated */
+    } else if (!strcmp(role, "attn_v.bias")) {
+        t->role = RR_COPY;
+        t->v_rows = 1;
+        SHAPE((uint64_t)row == v_out);
+    } else if (!strcmp(role, "attn_q_norm.weight") || !strcmp(role, "attn_k_norm.weight")) {
+        t->role = RR_COPY; /* per-head Q/K norms: Q and K are not rotated */
+    } else if (!strcmp(role, "attn_output.weight")) {
+        t->role = RR_WRITER;
+        t->o_cols = 1;
+        SHAPE((uint64_t)row == o_in && rows == m->n_embd);
+    } else if (!strcmp(role, "ffn_down.weight")) {
+        t->role = RR_WRITER;
+        SHAPE(rows == m->n_embd);
+    } else if (!strcmp(role, "attn_output.bias") || !strcmp(role, "ffn_down.bias")) {
+        t->role = RR_WRITER_BIAS;
+        SHAPE(row == m->n_embd && rows == 1);
+    } else {
+        return fail("tensor %s: unknown to rotate-weights (the graph may differ from llama's)", name);
     }
+#undef SHAPE
+    if (m->tied && !strcmp(name, "token_embd.weight")) { /* the output matrix, untied: embd with output_norm folded */
+        rr_tensor *o = &m->t[m->n++];
+        o->src = i;
+        o->name = "output.weight";
+        o->role = RR_READER;
+        o->norm = tq_gguf_find_tensor(g, "output_norm.weight");
+    }
+    return 0;
+}
+
+int rr_plan(tq_ctx *ctx, const tq_gguf *g, rr_model *m)
+{
+    memset(m, 0, sizeof *m);
+    if (plan_hparams(ctx, g, m) || plan_required(ctx, g, m)) return -1;
+    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++)
+        if (plan_tensor(ctx, g, m, i)) return -1;
     return 0;
 }
 

@@ -180,16 +180,90 @@ static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const rr_model 
     return st;
 }
 
+static tq_status make_rotations(tq_ctx *ctx, const rr_model *m, const ropts *o, rot *R)
+{
+    if (o->r1 && tq_rotation_new(ctx, m->n_embd, o->seed, &R->r1)) return tq_ctx_status(ctx);
+    if (!o->r2) return TQ_OK;
+    if (!(R->r2 = calloc(m->n_head_kv, sizeof *R->r2))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (uint32_t h = 0; h < m->n_head_kv; h++)
+        if (tq_rotation_new(ctx, m->head_dim_v, r2_seed(o->seed, h), &R->r2[h])) return tq_ctx_status(ctx);
+    return TQ_OK;
+}
+
+/* One tensor, rotated a slice of rows at a time when it acts row-wise. */
+static tq_status rotate_tensor(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, const rr_tensor *t, const rot *R,
+                               const ropts *o, float *x, uint8_t *enc, tq_gguf_writer *w)
+{
+    const tq_ggml_type *ty = tq_gguf_tensor_type(g, t->src);
+    size_t n = (size_t)tq_gguf_tensor_nelements(g, t->src);
+    const uint8_t *src = tq_gguf_tensor_data(g, t->src);
+    size_t row = (size_t)tq_gguf_tensor_ne(g, t->src)[0], rows = n / row;
+    size_t per = row_wise(t) ? (SLICE_VALUES / row ? SLICE_VALUES / row : 1) : rows;
+    size_t rb = row / ty->block * ty->bytes;
+    tq_status st = TQ_OK;
+    for (size_t r0 = 0; r0 < rows && !st; r0 += per) {
+        size_t nr = rows - r0 < per ? rows - r0 : per;
+        st = tq_dequantize(ctx, (tq_dtype)ty->dtype, src + r0 * rb, nr * row, x);
+        if (!st) st = transform(ctx, g, m, t, R, o, x, nr);
+        if (!st) st = tq_quantize(ctx, (tq_dtype)ty->dtype, x, nr * row, enc);
+        if (!st) st = tq_gguf_writer_write(w, enc, nr * rb);
+        tq_gguf_tensor_release_range(g, t->src, r0 * rb, nr * rb);
+    }
+    return st;
+}
+
+/* The rotated model; *changed counts the tensors that were rotated. */
+static tq_status write_model(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, const rot *R, const ropts *o,
+                             size_t *changed)
+{
+    /* buffers: the largest tensor that must be whole (in float32, and
+     * encoded), or a slice of rows of the row-wise ones */
+    size_t biggest = SLICE_VALUES, biggest_bytes = SLICE_VALUES * sizeof(float);
+    uint64_t total = 0, done_b = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        size_t ne = (size_t)tq_gguf_tensor_nelements(g, m->t[i].src), nb = (size_t)tq_gguf_tensor_nbytes(g, m->t[i].src);
+        size_t row = (size_t)tq_gguf_tensor_ne(g, m->t[i].src)[0];
+        if (row_wise(&m->t[i])) ne = row > SLICE_VALUES ? row : SLICE_VALUES / row * row, nb = ne * sizeof(float);
+        if (ne > biggest) biggest = ne;
+        if (nb > biggest_bytes) biggest_bytes = nb;
+        total += tq_gguf_tensor_nbytes(g, m->t[i].src);
+    }
+    float *x = malloc(biggest * sizeof(float));
+    uint8_t *enc = malloc(biggest_bytes);
+    tq_gguf_writer *w = NULL;
+    tq_status st = !x || !enc ? tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory for a tensor of %zu values", biggest)
+                              : tq_gguf_writer_new(ctx, &w);
+    if (!st) st = write_meta(w, g, m, R, o);
+    if (!st) st = tq_gguf_writer_set_profile(w, tq_gguf_profile(g));
+    for (size_t i = 0; i < m->n && !st; i++)
+        st = tq_gguf_writer_add_tensor(w, m->t[i].name, tq_gguf_tensor_type_id(g, m->t[i].src),
+                                       tq_gguf_tensor_n_dims(g, m->t[i].src), tq_gguf_tensor_ne(g, m->t[i].src));
+    const char *inputs[1] = {o->in};
+    if (!st) st = tq_gguf_writer_open(w, o->out, inputs, 1);
+    progress pr;
+    progress_init(&pr, o->quiet);
+    for (size_t i = 0; i < m->n && !st; i++) {
+        const rr_tensor *t = &m->t[i];
+        if (!needs_change(t, o)) st = tq_gguf_copy_tensor(g, t->src, w);
+        else ++*changed, st = rotate_tensor(ctx, g, m, t, R, o, x, enc, w);
+        tq_gguf_tensor_release(g, t->src);
+        done_b += tq_gguf_tensor_nbytes(g, t->src);
+        progress_update(&pr, done_b, total, "bytes");
+    }
+    progress_end(&pr);
+    if (!st) st = tq_gguf_writer_finish(w);
+    tq_gguf_writer_free(w);
+    free(x), free(enc);
+    return st;
+}
+
 int cmd_rotate_weights(int argc, char **argv)
 {
     ropts o;
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? TQ_EXIT_OK : rc;
     tq_gguf_options gopt = {TQ_PROFILE_DEFAULT, 0};
-    if (o.profile) {
-        if (tq_type_profile_parse(o.profile, &gopt.profile)) return cli_usage_error("--type-profile: unknown profile '%s'", o.profile);
-        gopt.profile_explicit = 1;
-    }
+    if (o.profile) gopt.profile_explicit = !tq_type_profile_parse(o.profile, &gopt.profile);
     double t0 = cli_now();
     tq_ctx *ctx = tq_ctx_new();
     if (!ctx) return cli_runtime_error("out of memory");
@@ -198,104 +272,17 @@ int cmd_rotate_weights(int argc, char **argv)
     tq_gguf *g = NULL;
     rr_model m = {0};
     rot R = {NULL, NULL};
-    tq_gguf_writer *w = NULL;
-    float *x = NULL;
-    uint8_t *enc = NULL;
-    if (tq_gguf_open(ctx, o.in, &gopt, &g)) {
-        rc = cli_lib_error(ctx);
-        goto done;
-    }
-    if (rr_plan(ctx, g, &m)) {
-        rc = cli_runtime_error("%s: %s", o.in, tq_ctx_error(ctx));
-        goto done;
-    }
-    if ((o.r1 && tq_rotation_new(ctx, m.n_embd, o.seed, &R.r1))) {
-        rc = cli_runtime_error("%s: R1: %s", o.in, tq_ctx_error(ctx));
-        goto done;
-    }
-    if (o.r2) {
-        R.r2 = calloc(m.n_head_kv, sizeof *R.r2);
-        for (uint32_t h = 0; R.r2 && h < m.n_head_kv; h++)
-            if (tq_rotation_new(ctx, m.head_dim_v, r2_seed(o.seed, h), &R.r2[h])) {
-                rc = cli_runtime_error("%s: R2: %s", o.in, tq_ctx_error(ctx));
-                goto done;
-            }
-        if (!R.r2) {
-            rc = cli_runtime_error("out of memory");
-            goto done;
-        }
-    }
-    /* buffers: the largest tensor that must be whole (in float32, and
-     * encoded), or a slice of rows of the row-wise ones */
-    size_t biggest = SLICE_VALUES, biggest_bytes = SLICE_VALUES * sizeof(float);
-    uint64_t total = 0, done_b = 0;
-    for (size_t i = 0; i < m.n; i++) {
-        size_t ne = (size_t)tq_gguf_tensor_nelements(g, m.t[i].src), nb = (size_t)tq_gguf_tensor_nbytes(g, m.t[i].src);
-        size_t row = (size_t)tq_gguf_tensor_ne(g, m.t[i].src)[0];
-        if (row_wise(&m.t[i])) ne = row > SLICE_VALUES ? row : SLICE_VALUES / row * row, nb = ne * sizeof(float);
-        if (ne > biggest) biggest = ne;
-        if (nb > biggest_bytes) biggest_bytes = nb;
-        total += tq_gguf_tensor_nbytes(g, m.t[i].src);
-    }
-    x = malloc(biggest * sizeof(float));
-    enc = malloc(biggest_bytes);
-    if (!x || !enc) {
-        rc = cli_runtime_error("out of memory for a tensor of %zu values", biggest);
-        goto done;
-    }
-    tq_status st = tq_gguf_writer_new(ctx, &w);
-    if (!st) st = write_meta(w, g, &m, &R, &o);
-    if (!st) st = tq_gguf_writer_set_profile(w, tq_gguf_profile(g));
-    for (size_t i = 0; i < m.n && !st; i++)
-        st = tq_gguf_writer_add_tensor(w, m.t[i].name, tq_gguf_tensor_type_id(g, m.t[i].src),
-                                       tq_gguf_tensor_n_dims(g, m.t[i].src), tq_gguf_tensor_ne(g, m.t[i].src));
-    const char *inputs[1] = {o.in};
-    if (!st) st = tq_gguf_writer_open(w, o.out, inputs, 1);
-    progress pr;
-    progress_init(&pr, o.quiet);
     size_t changed = 0;
-    for (size_t i = 0; i < m.n && !st; i++) {
-        const rr_tensor *t = &m.t[i];
-        const tq_ggml_type *ty = tq_gguf_tensor_type(g, t->src);
-        size_t n = (size_t)tq_gguf_tensor_nelements(g, t->src);
-        uint64_t nb = tq_gguf_tensor_nbytes(g, t->src);
-        if (!needs_change(t, &o)) {
-            st = tq_gguf_copy_tensor(g, t->src, w);
-        } else {
-            changed++;
-            const uint8_t *src = tq_gguf_tensor_data(g, t->src);
-            size_t row = (size_t)tq_gguf_tensor_ne(g, t->src)[0], rows = n / row;
-            size_t per = row_wise(t) ? (SLICE_VALUES / row ? SLICE_VALUES / row : 1) : rows;
-            size_t rb = row / ty->block * ty->bytes;
-            for (size_t r0 = 0; r0 < rows && !st; r0 += per) {
-                size_t nr = rows - r0 < per ? rows - r0 : per;
-                st = tq_dequantize(ctx, (tq_dtype)ty->dtype, src + r0 * rb, nr * row, x);
-                if (!st) st = transform(ctx, g, &m, t, &R, &o, x, nr);
-                if (!st) st = tq_quantize(ctx, (tq_dtype)ty->dtype, x, nr * row, enc);
-                if (!st) st = tq_gguf_writer_write(w, enc, nr * rb);
-                tq_gguf_tensor_release_range(g, t->src, r0 * rb, nr * rb);
-            }
-        }
-        tq_gguf_tensor_release(g, t->src);
-        done_b += nb;
-        progress_update(&pr, done_b, total, "bytes");
-    }
-    progress_end(&pr);
-    if (!st) st = tq_gguf_writer_finish(w);
-    if (st) {
-        rc = cli_lib_error(ctx);
-        goto done;
-    }
-    if (!o.quiet)
-        fprintf(stderr,
-                "tq rotate-weights: %s (%s, n_embd %u, %u layers, %u/%u heads of %u): %zu of %zu tensors rotated%s%s%s in %.2f s\n",
-                o.in, m.arch, m.n_embd, m.n_layer, m.n_head, m.n_head_kv, m.head_dim, changed, m.n,
-                o.r1 ? ", R1 " : "", o.r1 ? tq_rotation_kind(R.r1) : "", o.r2 ? ", R2 per KV head" : "", cli_now() - t0);
-    if (!o.quiet && m.tied && o.r1)
+    if (tq_gguf_open(ctx, o.in, &gopt, &g)) rc = cli_lib_error(ctx);
+    else if (rr_plan(ctx, g, &m)) rc = cli_runtime_error("%s: %s", o.in, tq_ctx_error(ctx));
+    else if (make_rotations(ctx, &m, &o, &R)) rc = cli_runtime_error("%s: %s: %s", o.in, R.r1 || !o.r1 ? "R2" : "R1", tq_ctx_error(ctx));
+    else if (write_model(ctx, g, &m, &R, &o, &changed)) rc = cli_lib_error(ctx);
+    if (!rc && !o.quiet)
+        cli_log("%s (%s, n_embd %u, %u layers, %u/%u heads of %u): %zu of %zu tensors rotated%s%s%s in %.2f s", o.in,
+                m.arch, m.n_embd, m.n_layer, m.n_head, m.n_head_kv, m.head_dim, changed, m.n, o.r1 ? ", R1 " : "",
+                o.r1 ? tq_rotation_kind(R.r1) : "", o.r2 ? ", R2 per KV head" : "", cli_now() - t0);
+    if (!rc && !o.quiet && m.tied && o.r1)
         cli_log("the embeddings were tied to the output; output.weight is now written out");
-done:
-    tq_gguf_writer_free(w);
-    free(x), free(enc);
     tq_rotation_free(R.r1);
     for (uint32_t h = 0; R.r2 && h < m.n_head_kv; h++) tq_rotation_free(R.r2[h]);
     free(R.r2);
