@@ -341,7 +341,8 @@ static tq_status bad(tq_ctx *ctx, const tq_kv_view *s, const char *what)
     return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %s", s->label, what);
 }
 
-static tq_status parse_image(tq_ctx *ctx, tq_kv_view *s)
+/* The image's arrays, each classified (K, V, stack, tokens or other). */
+static tq_status parse_arrays(tq_ctx *ctx, tq_kv_view *s, tq_numpy_info **out)
 {
     const uint8_t *p = s->map;
     uint64_t size = s->size, pos = IMG_HDR;
@@ -360,6 +361,7 @@ static tq_status parse_image(tq_ctx *ctx, tq_kv_view *s)
     }
     s->source_data = info;
     s->source_free = info_free;
+    *out = info;
     s->kind = TQ_KV_NUMPY;
     s->version = 1;
     if (!(s->arch = strdup(""))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
@@ -395,7 +397,15 @@ static tq_status parse_image(tq_ctx *ctx, tq_kv_view *s)
     }
     if (pos != size) return bad(ctx, s, "bytes after the last array of the NumPy image");
 
-    /* the layers: per-layer K/V arrays or one stack, never both */
+    return TQ_OK;
+}
+
+/* The KV view over the arrays: per-layer K/V arrays or one stack, never
+ * both; *tokens_out is the tokens array if there is one. */
+static tq_status build_layers(tq_ctx *ctx, tq_kv_view *s, tq_numpy_info *info, const np_entry **tokens_out)
+{
+    const uint8_t *p = s->map;
+    uint32_t n = info->n;
     uint32_t n_layer = 0, stacks = 0, per_layer = 0;
     uint64_t cells = 0;
     const np_entry *tokens = NULL;
@@ -442,6 +452,13 @@ static tq_status parse_image(tq_ctx *ctx, tq_kv_view *s)
             if (kt->data_off < s->prefix_len) s->prefix_len = kt->data_off;
         }
     }
+    *tokens_out = tokens;
+    return TQ_OK;
+}
+
+static tq_status read_tokens(tq_ctx *ctx, tq_kv_view *s, const np_entry *tokens)
+{
+    const uint8_t *p = s->map;
     if (tokens) {
         uint64_t nt = tokens->h.count;
         if (!(s->tokens = malloc(4 * nt + 4))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
@@ -462,6 +479,16 @@ static tq_status parse_image(tq_ctx *ctx, tq_kv_view *s)
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     return TQ_OK;
+}
+
+static tq_status parse_image(tq_ctx *ctx, tq_kv_view *s)
+{
+    tq_numpy_info *info = NULL;
+    const np_entry *tokens = NULL;
+    tq_status st = parse_arrays(ctx, s, &info);
+    if (!st) st = build_layers(ctx, s, info, &tokens);
+    if (!st) st = read_tokens(ctx, s, tokens);
+    return st;
 }
 
 

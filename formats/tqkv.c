@@ -369,6 +369,58 @@ static tq_status bad(tq_ctx *ctx, const tqkv_reader *r, const char *what, uint64
     return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "%s: %s: at offset %" PRIu64, r->label, what, at);
 }
 
+/* One tensor record (TQKV.md), validated against the source it places the
+ * tensor in: its rows must follow the previous tensor's (prev_end). */
+static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type_profile prof, uint64_t prev_end,
+                                  tqkv_tensor *t)
+{
+    mcur c = *cp;
+    const tqkv_meta *m = &r->meta;
+    uint8_t pad3[3] = {0, 0, 0};
+    mget(&c, &t->file_off, 8);
+    mget(&c, &t->bytes, 8);
+    mget(&c, &t->kv_state, 4);
+    mget(&c, &t->stream, 4);
+    mget(&c, &t->layer, 4);
+    mget(&c, &t->is_v, 1);
+    mget(&c, &t->transposed, 1);
+    mget(&c, &t->codec, 1);
+    mget(&c, &t->bits, 1);
+    mget(&c, &t->norm_correction, 1);
+    mget(&c, pad3, 3);
+    uint8_t innerq = pad3[0];
+    mget(&c, &t->group, 4);
+    mget(&c, &t->seed, 8);
+    mget(&c, &t->cells, 4);
+    mget(&c, &t->width, 8);
+    mget(&c, &t->type_id, 4);
+    mget(&c, &t->rows_per_chunk, 4);
+    mget(&c, &t->row_start, 4);
+    uint64_t at = HDR_LEN + c.pos - TENSOR_REC;
+    const tq_ggml_type *ty = tq_ggml_type_get(prof, t->type_id);
+    if (!ty || !t->cells || !t->width || !t->rows_per_chunk || t->row_start > t->cells || (t->row_start && !m->base_id) ||
+        (t->row_start && t->transposed && t->codec == TQKV_CODEC_RAW))
+        return bad(ctx, r, "bad tensor record", at);
+    if (t->file_off < prev_end || t->bytes > m->source_size || t->file_off > m->source_size - t->bytes)
+        return bad(ctx, r, "tensor placement outside the source", at);
+    uint64_t row_bytes, total_bytes;
+    if (t->is_v > 1 || t->transposed > 1 || t->width % ty->block ||
+        __builtin_mul_overflow(t->width / ty->block, (uint64_t)ty->bytes, &row_bytes) ||
+        __builtin_mul_overflow(row_bytes, (uint64_t)t->cells, &total_bytes) || total_bytes != t->bytes)
+        return bad(ctx, r, "tensor size inconsistent with its type", at);
+    if (t->transposed && (ty->block != 1 || !t->is_v)) /* llama.cpp transposes only float V */
+        return bad(ctx, r, "a transposed tensor of a block type", at);
+    if (t->codec != TQKV_CODEC_RAW) {
+        tq_codec_desc d;
+        if (ty->dtype < 0 || tqkv_codec_desc(t, &d) || t->width % t->group) return bad(ctx, r, "bad codec parameters", at);
+    }
+    if (innerq > 1 || pad3[1] || pad3[2] || (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)))
+        return bad(ctx, r, "bad InnerQ flag", at);
+    if (innerq && !(t->innerq = malloc(4ull * t->group))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    *cp = c;
+    return TQ_OK;
+}
+
 static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint64_t n)
 {
     mcur c = {p, n, 0};
@@ -422,47 +474,8 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
     uint64_t prev_end = 0, total = 0;
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         tqkv_tensor *t = &m->t[i];
-        uint8_t pad3[3];
-        mget(&c, &t->file_off, 8);
-        mget(&c, &t->bytes, 8);
-        mget(&c, &t->kv_state, 4);
-        mget(&c, &t->stream, 4);
-        mget(&c, &t->layer, 4);
-        mget(&c, &t->is_v, 1);
-        mget(&c, &t->transposed, 1);
-        mget(&c, &t->codec, 1);
-        mget(&c, &t->bits, 1);
-        mget(&c, &t->norm_correction, 1);
-        mget(&c, pad3, 3);
-        uint8_t innerq = pad3[0];
-        mget(&c, &t->group, 4);
-        mget(&c, &t->seed, 8);
-        mget(&c, &t->cells, 4);
-        mget(&c, &t->width, 8);
-        mget(&c, &t->type_id, 4);
-        mget(&c, &t->rows_per_chunk, 4);
-        mget(&c, &t->row_start, 4);
-        uint64_t at = HDR_LEN + c.pos - TENSOR_REC;
-        const tq_ggml_type *ty = tq_ggml_type_get(prof, t->type_id);
-        if (!ty || !t->cells || !t->width || !t->rows_per_chunk || t->row_start > t->cells || (t->row_start && !m->base_id) ||
-            (t->row_start && t->transposed && t->codec == TQKV_CODEC_RAW))
-            return bad(ctx, r, "bad tensor record", at);
-        if (t->file_off < prev_end || t->bytes > m->source_size || t->file_off > m->source_size - t->bytes)
-            return bad(ctx, r, "tensor placement outside the source", at);
-        uint64_t row_bytes, total_bytes;
-        if (t->is_v > 1 || t->transposed > 1 || t->width % ty->block ||
-            __builtin_mul_overflow(t->width / ty->block, (uint64_t)ty->bytes, &row_bytes) ||
-            __builtin_mul_overflow(row_bytes, (uint64_t)t->cells, &total_bytes) || total_bytes != t->bytes)
-            return bad(ctx, r, "tensor size inconsistent with its type", at);
-        if (t->transposed && (ty->block != 1 || !t->is_v)) /* llama.cpp transposes only float V */
-            return bad(ctx, r, "a transposed tensor of a block type", at);
-        if (t->codec != TQKV_CODEC_RAW) {
-            tq_codec_desc d;
-            if (ty->dtype < 0 || tqkv_codec_desc(t, &d) || t->width % t->group) return bad(ctx, r, "bad codec parameters", at);
-        }
-        if (innerq > 1 || pad3[1] || pad3[2] || (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)))
-            return bad(ctx, r, "bad InnerQ flag", at);
-        if (innerq && !(t->innerq = malloc(4ull * t->group))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        tq_status st = parse_tensor_rec(ctx, r, &c, prof, prev_end, t);
+        if (st) return st;
         prev_end = t->file_off + t->bytes;
         total += t->bytes;
     }
