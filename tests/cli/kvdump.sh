@@ -130,6 +130,26 @@ expect_err 1 "not finite and positive" encode-kvdump $seed -o "$tmp/iq.tqkv" --h
 expect_err 2 "not with --preset lossless" encode-kvdump $seed -o "$tmp/iq.tqkv" --preset lossless --innerq "$tmp/s2.npy"
 [ -e "$tmp/iq.tqkv" ] && fail "output after a refused --innerq"
 
+# --dry-run: the plan and nothing else; an encode then codes every tensor as it said
+$tq encode-kvdump $seed --head-dim 8 --k-bits 6 --boundary-layers 1 --dry-run --json -o "$tmp/dry.tqkv" >"$tmp/plan.json" ||
+    fail "--dry-run"
+[ -e "$tmp/dry.tqkv" ] && fail "--dry-run wrote a snapshot"
+$tq encode-kvdump $seed --head-dim 8 --k-bits 6 --boundary-layers 1 --dry-run | grep -q "preset balanced, K 6 / V 4 bits" ||
+    fail "--dry-run text"
+$tq encode-kvdump $seed --head-dim 8 --k-bits 6 --boundary-layers 1 -o "$tmp/planned.tqkv" -q || fail "encode as planned"
+$tq inspect --json "$tmp/planned.tqkv" >"$tmp/planned.json" || fail "inspect planned"
+python3 - "$tmp/plan.json" "$tmp/planned.json" <<'PY' || fail "the snapshot differs from its plan"
+import json, re, sys
+plan, snap = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert len(plan["tensors"]) == len(snap["tensors"]) == 10
+for p, t in zip(plan["tensors"], snap["tensors"]):
+    m = re.fullmatch(r"tq\(g=(\d+),b=(\d+)(,nc)?\)", p["codec"])
+    assert m and (p["layer"], p["kv"]) == (t["layer"], t["kv"]) and t["codec"] == "tq", (p, t)
+    assert (int(m[1]), int(m[2])) == (t["group"], t["bits"]), (p, t)
+    assert t["bits"] == (8 if t["layer"] in (0, 4) else 6 if t["kv"] == "K" else 4), t
+assert plan["payload_bytes"] < snap["size"], (plan["payload_bytes"], snap["size"])
+PY
+
 # inspect understands both
 $tq inspect $seed >"$tmp/i" || fail "inspect state"
 grep -q '^tokens:        16$' "$tmp/i" || fail "inspect state: tokens"
