@@ -111,3 +111,8 @@ int cli_parse(const cli_spec *s, int argc, char **argv, cli_common *c, const cha
     }
     return 0;
 }
+
+tq_gguf_options cli_gguf_options(const cli_common *c)
+{
+    return (tq_gguf_options){c->profile, c->profile_name != NULL};
+}

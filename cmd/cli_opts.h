@@ -56,4 +56,7 @@ typedef struct cli_spec {
  * returns -1: the caller exits 0. */
 int cli_parse(const cli_spec *s, int argc, char **argv, cli_common *c, const char **pos, int *n_pos);
 
+/* The GGUF reader's options for the --type-profile given (or the default). */
+tq_gguf_options cli_gguf_options(const cli_common *c);
+
 #endif

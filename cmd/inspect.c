@@ -385,8 +385,7 @@ static int parse(int argc, char **argv, inspect_opts *o)
     if (rc) return rc;
     if (!o->path) return cli_usage_error("which file? (see tq help inspect)");
     o->json = c.json, o->quiet = c.quiet, o->threads = (int)c.threads;
-    o->gopt.profile = c.profile;
-    o->gopt.profile_explicit = c.profile_name != NULL;
+    o->gopt = cli_gguf_options(&c);
     return 0;
 }
 

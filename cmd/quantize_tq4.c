@@ -50,7 +50,8 @@ void help_quantize_tq4(void)
 }
 
 typedef struct opts {
-    const char *in, *out, *imatrix, *profile_name;
+    const char *in, *out, *imatrix;
+    tq_gguf_options gopt;
     quant_plan plan;
     int allow_requantize, simulate, dry_run, json, quiet, search_fork;
     long threads;
@@ -146,7 +147,7 @@ static int parse(int argc, char **argv, opts *o)
     int n = 0, rc = cli_parse(&spec, argc, argv, &c, pos, &n);
     if (rc) return rc;
     o->in = pos[0], o->out = pos[1];
-    o->quiet = c.quiet, o->json = c.json, o->threads = c.threads, o->profile_name = c.profile_name;
+    o->quiet = c.quiet, o->json = c.json, o->threads = c.threads, o->gopt = cli_gguf_options(&c);
     if (boundary >= 0) o->plan.boundary_layers = (int)boundary;
     if (simulate) o->simulate = (!strcmp(simulate, "f16") ? TQ_DT_F16 : TQ_DT_F32) + 1;
     o->search_fork = search && !strcmp(search, "fork");
@@ -483,8 +484,6 @@ int cmd_quantize_tq4(int argc, char **argv)
         qp_free(&o.plan);
         return rc < 0 ? TQ_EXIT_OK : rc;
     }
-    tq_gguf_options gopt = {TQ_PROFILE_DEFAULT, 0};
-    if (o.profile_name) gopt.profile_explicit = !tq_type_profile_parse(o.profile_name, &gopt.profile);
     double t0 = cli_now();
     tq_ctx *ctx = tq_ctx_new();
     if (!ctx) return cli_runtime_error("out of memory");
@@ -493,7 +492,7 @@ int cmd_quantize_tq4(int argc, char **argv)
     tq_imatrix *im = NULL;
     tjob *jobs = NULL;
     conv cv = {ctx, {NULL, NULL}, NULL, NULL, NULL, NULL, (int)o.threads};
-    if (tq_gguf_open(ctx, o.in, &gopt, &g) || (o.imatrix && tq_imatrix_open(ctx, o.imatrix, &im))) {
+    if (tq_gguf_open(ctx, o.in, &o.gopt, &g) || (o.imatrix && tq_imatrix_open(ctx, o.imatrix, &im))) {
         rc = cli_lib_error(ctx);
         goto done;
     }

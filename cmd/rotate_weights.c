@@ -36,7 +36,8 @@ void help_rotate_weights(void)
 }
 
 typedef struct ropts {
-    const char *in, *out, *profile;
+    const char *in, *out;
+    tq_gguf_options gopt;
     int r1, r2, quiet;
     uint64_t seed;
     long threads;
@@ -67,7 +68,7 @@ static int parse(int argc, char **argv, ropts *o)
     int n = 0, rc = cli_parse(&spec, argc, argv, &c, pos, &n);
     if (rc) return rc;
     o->in = pos[0], o->out = pos[1];
-    o->quiet = c.quiet, o->threads = c.threads, o->profile = c.profile_name;
+    o->quiet = c.quiet, o->threads = c.threads, o->gopt = cli_gguf_options(&c);
     o->r1 = !strcmp(r1, "on"), o->r2 = !strcmp(r2, "on");
     if (!o->in) return cli_usage_error("which model? (see tq help rotate-weights)");
     if (!o->out) return cli_usage_error("where to? give OUT.gguf");
@@ -262,8 +263,6 @@ int cmd_rotate_weights(int argc, char **argv)
     ropts o;
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? TQ_EXIT_OK : rc;
-    tq_gguf_options gopt = {TQ_PROFILE_DEFAULT, 0};
-    if (o.profile) gopt.profile_explicit = !tq_type_profile_parse(o.profile, &gopt.profile);
     double t0 = cli_now();
     tq_ctx *ctx = tq_ctx_new();
     if (!ctx) return cli_runtime_error("out of memory");
@@ -273,7 +272,7 @@ int cmd_rotate_weights(int argc, char **argv)
     rr_model m = {0};
     rot R = {NULL, NULL};
     size_t changed = 0;
-    if (tq_gguf_open(ctx, o.in, &gopt, &g)) rc = cli_lib_error(ctx);
+    if (tq_gguf_open(ctx, o.in, &o.gopt, &g)) rc = cli_lib_error(ctx);
     else if (rr_plan(ctx, g, &m)) rc = cli_runtime_error("%s: %s", o.in, tq_ctx_error(ctx));
     else if (make_rotations(ctx, &m, &o, &R)) rc = cli_runtime_error("%s: %s: %s", o.in, R.r1 || !o.r1 ? "R2" : "R1", tq_ctx_error(ctx));
     else if (write_model(ctx, g, &m, &R, &o, &changed)) rc = cli_lib_error(ctx);

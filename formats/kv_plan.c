@@ -331,11 +331,8 @@ uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i)
     const tqkv_tensor *t = &p->meta.t[i];
     uint64_t rows = t->cells - t->row_start;
     if (t->codec == TQKV_CODEC_RAW) return t->transposed ? (t->row_start ? 0 : t->bytes) : rows * p->src[i]->row_size;
-    tq_codec_desc d;
-    tq_codec *c = NULL;
-    uint64_t n = 0;
-    if (!tqkv_codec_desc(t, &d) && !tq_codec_new(NULL, &d, &c))
-        n = rows * t->width / tq_codec_block_values(c) * tq_codec_block_bytes(c);
+    tq_codec *c = tqkv_tensor_codec(t);
+    uint64_t n = c ? rows * t->width / tq_codec_block_values(c) * tq_codec_block_bytes(c) : 0;
     tq_codec_free(c);
     return n;
 }

@@ -3,6 +3,7 @@
  * layer range.  Every chunk was verified when the snapshot was opened. */
 #include "file_io.h"
 #include "kv_numpy.h"
+#include "kv_chunk.h"
 #include "kv_snapshot.h"
 #include "llama_state.h"
 
@@ -10,20 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct chunk_out {
-    uint8_t *p;
-    uint64_t len;
-    tq_status st;
-    char err[512];
-} chunk_out;
 
-static tq_codec *make_codec(const tqkv_tensor *t)
-{
-    tq_codec_desc d;
-    tq_codec *c = NULL;
-    if (t->codec != TQKV_CODEC_RAW && !tqkv_codec_desc(t, &d)) tq_codec_new(NULL, &d, &c);
-    return c;
-}
 
 static tq_status put(tq_ctx *ctx, FILE *f, const void *p, uint64_t n)
 {
@@ -124,7 +112,7 @@ static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof
     j->t = &m->t[i];
     j->ty = tq_ggml_type_get(prof, j->t->type_id);
     j->oty = want ? want : j->ty;
-    j->c = make_codec(j->t);
+    j->c = tqkv_tensor_codec(j->t);
     /* the base's chunks for rows below row_start, then ours */
     if (j->t->row_start) {
         while (j->bfirst < tqkv_n_chunks(base) && tqkv_chunk_at(base, j->bfirst)->tensor < i) j->bfirst++;

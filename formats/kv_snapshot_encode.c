@@ -1,17 +1,12 @@
 /* kv_snapshot_encode.c - executes a snapshot plan.  A two-stage pipeline:
  * the chunks of tensor i are coded, compressed and hashed as OpenMP tasks
  * while this thread writes tensor i-1's, in order. */
+#include "kv_chunk.h"
 #include "kv_snapshot.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct chunk_out {
-    uint8_t *p;
-    uint64_t len;
-    tq_status st;
-    char err[512];
-} chunk_out;
 
 /* One tensor in flight: its codec and its chunks' packed bytes. */
 typedef struct etensor {
@@ -21,19 +16,7 @@ typedef struct etensor {
     uint32_t nch;
 } etensor;
 
-static tq_codec *make_codec(const tqkv_tensor *t)
-{
-    tq_codec_desc d;
-    tq_codec *c = NULL;
-    if (t->codec != TQKV_CODEC_RAW && !tqkv_codec_desc(t, &d)) tq_codec_new(NULL, &d, &c);
-    return c;
-}
 
-static void chunk_fail(chunk_out *o, const tq_ctx *c, tq_status st)
-{
-    o->st = st;
-    snprintf(o->err, sizeof o->err, "%s", c ? tq_ctx_error(c) : "out of memory");
-}
 
 /* Codes rows [r0, r0+n) of tensor t on the calling thread. */
 static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqkv_tensor *t, const tq_codec *c,
@@ -68,7 +51,7 @@ static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, 
 {
     const tqkv_tensor *t = &p->meta.t[i];
     uint32_t rows = t->cells - t->row_start, nch = (rows + t->rows_per_chunk - 1) / t->rows_per_chunk;
-    *e = (etensor){i, make_codec(t), calloc(nch ? nch : 1, sizeof(chunk_out)), nch};
+    *e = (etensor){i, tqkv_tensor_codec(t), calloc(nch ? nch : 1, sizeof(chunk_out)), nch};
     if (!e->co || (t->codec != TQKV_CODEC_RAW && !e->c)) {
         free(e->co);
         tq_codec_free(e->c);

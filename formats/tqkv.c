@@ -52,6 +52,14 @@ int tqkv_codec_desc(const tqkv_tensor *t, tq_codec_desc *d)
     return -1;
 }
 
+tq_codec *tqkv_tensor_codec(const tqkv_tensor *t)
+{
+    tq_codec_desc d;
+    tq_codec *c = NULL;
+    if (t->codec != TQKV_CODEC_RAW && !tqkv_codec_desc(t, &d)) tq_codec_new(NULL, &d, &c);
+    return c;
+}
+
 /* ------------------------------------------------------------ bytes */
 
 typedef struct bbuf {

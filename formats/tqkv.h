@@ -64,6 +64,9 @@ typedef struct tqkv_meta {
 void tqkv_meta_free(tqkv_meta *m);
 /* The libtq codec of a coded tensor (TQ or TURBO); -1 if the record is invalid. */
 int tqkv_codec_desc(const tqkv_tensor *t, tq_codec_desc *d);
+/* That codec, ready to run; NULL for a kept tensor, an invalid record or
+ * when out of memory. */
+tq_codec *tqkv_tensor_codec(const tqkv_tensor *t);
 
 /* ------------------------------------------------ writing (streams: pipes work) */
 

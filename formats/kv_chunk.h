@@ -1,0 +1,27 @@
+/* kv_chunk.h - one chunk of rows on its way through a snapshot pipeline
+ * (kv_snapshot_encode.c, kv_snapshot_decode.c): its bytes, or why a worker
+ * thread could not make them (reported by the writing thread, in order). */
+#ifndef TQ_KV_CHUNK_H
+#define TQ_KV_CHUNK_H
+
+#include "tq.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct chunk_out {
+    uint8_t *p;
+    uint64_t len;
+    tq_status st;
+    char err[512];
+} chunk_out;
+
+/* Records a failure: the worker context's message, or "out of memory"
+ * when there is no context. */
+static inline void chunk_fail(chunk_out *o, const tq_ctx *c, tq_status st)
+{
+    o->st = st;
+    snprintf(o->err, sizeof o->err, "%s", c ? tq_ctx_error(c) : "out of memory");
+}
+
+#endif
