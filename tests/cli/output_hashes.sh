@@ -4,7 +4,8 @@
 # --imatrix, --simulate), rotate-weights and inspect, on the fixtures.  The
 # expected hashes in output_hashes.sha256 were recorded with the code before the
 # seams redesign (commit 878295a); `RECORD=1 sh tests/cli/output_hashes.sh`
-# prints the table for the code as it is.
+# prints the table for the code as it is.  Snapshot bytes depend on the zstd
+# build too: recorded with Debian 12's libzstd 1.5.4.
 set -u
 . tests/cli/common.inc
 S=${TQ_SHARED:-../shared}
