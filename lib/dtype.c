@@ -20,7 +20,13 @@ static const struct {
     [TQ_DT_TQ3_1S] = {"tq3_1s", 32, 16}, [TQ_DT_TQ4_1S] = {"tq4_1s", 32, 20},
     [TQ_DT_TURBO2] = {"turbo2", 128, 34}, [TQ_DT_TURBO3] = {"turbo3", 128, 50},
     [TQ_DT_TURBO4] = {"turbo4", 128, 68},
+    [TQ_DT_Q2_K] = {"q2_K", 256, 84},   [TQ_DT_Q3_K] = {"q3_K", 256, 110},
+    [TQ_DT_Q4_K] = {"q4_K", 256, 144},  [TQ_DT_Q5_K] = {"q5_K", 256, 176},
+    [TQ_DT_Q6_K] = {"q6_K", 256, 210},  [TQ_DT_IQ4_NL] = {"iq4_nl", 32, 18},
+    [TQ_DT_IQ4_XS] = {"iq4_xs", 256, 136},
 };
+
+static int is_kquant(tq_dtype t) { return t >= TQ_DT_Q2_K && t <= TQ_DT_IQ4_XS; }
 
 const char *tq_dtype_name(tq_dtype t) { return (unsigned)t < TQ_DT_COUNT ? dt[t].name : "?"; }
 size_t tq_dtype_block_values(tq_dtype t) { return (unsigned)t < TQ_DT_COUNT ? dt[t].values : 0; }
@@ -147,7 +153,9 @@ tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, floa
         }
         break;
     }
-    default: return codec_run(ctx, t, 0, src, n, y);
+    default:
+        if (is_kquant(t)) return tq_kquant_dequantize(t, s, nb, y), TQ_OK;
+        return codec_run(ctx, t, 0, src, n, y);
     }
     return TQ_OK;
 }
@@ -201,7 +209,9 @@ tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *x, size_t n, void *d
     case TQ_DT_Q4_1:
     case TQ_DT_Q5_0:
     case TQ_DT_Q5_1: return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "quantizing to %s is not supported", dt[t].name);
-    default: return codec_run(ctx, t, 1, x, n, dst);
+    default:
+        if (is_kquant(t)) return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "quantizing to %s is not supported", dt[t].name);
+        return codec_run(ctx, t, 1, x, n, dst);
     }
     return TQ_OK;
 }

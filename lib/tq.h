@@ -242,6 +242,13 @@ typedef enum tq_dtype {
     TQ_DT_TURBO2,
     TQ_DT_TURBO3,
     TQ_DT_TURBO4,
+    TQ_DT_Q2_K,   /* ggml's K-quant superblocks of 256 values (decode only) */
+    TQ_DT_Q3_K,
+    TQ_DT_Q4_K,
+    TQ_DT_Q5_K,
+    TQ_DT_Q6_K,
+    TQ_DT_IQ4_NL, /* ggml's non-linear 4-bit blocks (decode only) */
+    TQ_DT_IQ4_XS,
     TQ_DT_COUNT
 } tq_dtype;
 

@@ -126,6 +126,10 @@ void tq_block_store(const tq_codec *c, const uint8_t *idx, uint16_t h0, uint16_t
 void tq_block_load(const tq_codec *c, const uint8_t *in, uint8_t *idx, uint16_t *h0, uint16_t *h1);
 
 
+/* ---- K-quants and IQ4 (lib/kquants.c): nb whole blocks of t; -1 if t is
+ * not one of them */
+int tq_kquant_dequantize(tq_dtype t, const uint8_t *src, size_t nb, float *y);
+
 /* The fork's scale grid for TQ3_1S/TQ4_1S. */
 #define TQ_WGRID_N 9
 extern const float tq_wgrid[TQ_WGRID_N];

