@@ -4,6 +4,12 @@
 # (ok / FAIL / SKIP: reason); the last line is "N passed, N failed".
 # TQ_REQUIRE_ORACLES=1 turns a missing oracle into a failure.
 cd "$(dirname "$0")/.." || exit 1
+# the oracles' own Python environment, made once (tests/setup_oracles.sh);
+# without it the oracle tests skip
+if [ "${TQ_NO_SETUP:-0}" != 1 ]; then
+    bin=$(sh tests/setup_oracles.sh)
+    if [ -n "$bin" ]; then export PATH="$bin:$PATH"; echo "oracles: $(dirname "$bin")"; fi
+fi
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
@@ -25,7 +31,11 @@ for t in tests/cli/*.sh; do
     log=$(sh "$t" 2>&1); rc=$?
     case $rc in
         0) echo "ok cli/$name" >>"$out" ;;
-        77) echo "SKIP: cli/$name: $(printf '%s\n' "$log" | tail -n 1)" >>"$out" ;;
+        77) if [ "${TQ_REQUIRE_ORACLES:-0}" = 1 ]; then
+                echo "FAIL cli/$name: required but skipped: $(printf '%s\n' "$log" | tail -n 1)" >>"$out"
+            else
+                echo "SKIP: cli/$name: $(printf '%s\n' "$log" | tail -n 1)" >>"$out"
+            fi ;;
         *) printf 'FAIL cli/%s (exit %s)\n%s\n' "$name" "$rc" "$(printf '%s\n' "$log" | tail -n 15 | sed 's/^/    /')" >>"$out" ;;
     esac
 done

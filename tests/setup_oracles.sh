@@ -1,0 +1,30 @@
+#!/bin/sh
+# tests/setup_oracles.sh - the test oracles (tests/oracles.txt) in a Python
+# virtual environment of their own, made once and reused: prints its bin/
+# folder on stdout when it is complete, nothing when it could not be made
+# (no network, no venv module); the reason goes to stderr and the oracle
+# tests then skip.  The folder is $TQ_ORACLES, else a cache folder named
+# after the pins: ${XDG_CACHE_HOME:-~/.cache}/tq/oracles-HASH.
+cd "$(dirname "$0")/.." || exit 0
+pins=tests/oracles.txt
+hash=$(sha256sum "$pins" | cut -c1-12)
+dir=${TQ_ORACLES:-${XDG_CACHE_HOME:-$HOME/.cache}/tq/oracles-$hash}
+if [ -f "$dir/.complete" ]; then echo "$dir/bin"; exit 0; fi
+say() { echo "setup_oracles: $*" >&2; }
+command -v python3 >/dev/null || { say "no python3: oracle tests will skip"; exit 0; }
+say "creating the oracle environment in $dir (once; llama-cpp-python compiles for some minutes)"
+rm -rf "$dir"
+mkdir -p "$(dirname "$dir")" || exit 0
+python3 -m venv "$dir" >&2 || { say "python3 -m venv failed (apt-get install python3-venv): oracle tests will skip"; rm -rf "$dir"; exit 0; }
+pip="$dir/bin/python3 -m pip --disable-pip-version-check -q"
+# llama.cpp without the native/AMX paths; no wheel cache, whose wheel may be
+# a build with other flags
+export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+if ! $pip install $(grep -v '^#' "$pins" | grep -v llama-cpp-python) >&2 ||
+   ! $pip install --no-cache-dir $(grep '^llama-cpp-python' "$pins") >&2; then
+    say "installing the oracles failed (no network?): oracle tests will skip"
+    rm -rf "$dir"
+    exit 0
+fi
+touch "$dir/.complete"
+echo "$dir/bin"
