@@ -150,7 +150,8 @@ static void print_plan(const enc_opts *o, const tq_kvsnap_plan *p)
                    p->group_guessed ? "true" : "false");
     else
         printf("plan for %s: preset %s, K %d / V %d bits, rotation group %u%s\n", o->in, tq_kv_preset_name(p->preset),
-               p->k_bits, p->v_bits, p->group, p->group_guessed ? " (guessed from the row width)" : "");
+               p->k_bits, p->v_bits, p->group,
+               p->group_guessed == 2 ? " (the head size of its architecture)" : p->group_guessed ? " (guessed from the row width)" : "");
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         const tqkv_tensor *t = &m->t[i];
         uint64_t pay = tq_kvsnap_plan_payload(p, i);
@@ -174,9 +175,12 @@ static void print_plan(const enc_opts *o, const tq_kvsnap_plan *p)
 static void report(const enc_opts *o, const tq_kvsnap_plan *p, const tq_kvsnap_report *rep, uint32_t n_tokens, double dt)
 {
     int lossless = p->preset == TQ_KV_PRESET_LOSSLESS;
-    if (rep->group_guessed && !lossless)
-        cli_log("note: rotation group %u guessed from the row width; pass --model or "
-                        "--head-dim for the real head size", rep->group_used);
+    if (rep->group_guessed == 2 && !lossless)
+        cli_log("note: rotation group %u, the head size of every %s model; pass --model or --head-dim to set it",
+                rep->group_used, p->group_arch);
+    else if (rep->group_guessed && !lossless)
+        cli_log("note: rotation group %u guessed from the row width (it could hold other head sizes); pass --model "
+                "or --head-dim for the real head size", rep->group_used);
     cli_log("%s: %u tokens, %u tensors (%u coded, %u kept): %.2f MB state -> %.2f MB "
                     "(%.2fx, %.3f bits per K/V value, preset %s, K %d / V %d bits%s) in %.2f s",
             o->in, n_tokens, rep->n_tensors, rep->n_lossy, rep->n_raw, rep->source_bytes / 1e6,

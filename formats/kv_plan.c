@@ -79,6 +79,17 @@ tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *
     return TQ_OK;
 }
 
+uint32_t tq_arch_head_dim(const char *arch)
+{
+    static const struct {
+        const char *arch;
+        uint32_t head_dim;
+    } known[] = {{"gemma3", 256}};
+    for (size_t i = 0; arch && i < sizeof known / sizeof *known; i++)
+        if (!strcmp(arch, known[i].arch)) return known[i].head_dim;
+    return 0;
+}
+
 /* ------------------------------------------------------------ the view's tensors */
 
 typedef struct src_tensor {
@@ -297,6 +308,11 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     if (!p) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     p->preset = o->preset;
     uint32_t head_dim = o->head_dim ? o->head_dim : o->model ? tq_model_head_dim(o->model, 0) : 0;
+    int from_arch = 0;
+    if (!head_dim && (head_dim = tq_arch_head_dim(tq_kv_view_arch(v)))) {
+        from_arch = 1;
+        snprintf(p->group_arch, sizeof p->group_arch, "%s", tq_kv_view_arch(v));
+    }
     src_tensor *src = NULL;
     size_t n = 0;
     tq_status st = collect(ctx, v, &src, &n);
@@ -306,6 +322,7 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "--turbo codes with the fork's turbo2/3/4 blocks: bits must be 2..4 "
                                                "(give --k-bits/--v-bits)");
     for (size_t i = 0; !st && i < n; i++) st = plan_tensor(ctx, p, o, head_dim, &src[i], &p->meta.t[i]);
+    if (from_arch && p->group == head_dim && !p->group_guessed) p->group_guessed = 2;
     if (!st && o->base) st = adopt_base(ctx, &p->meta, o->base, o->base_name);
     if (!st && !(p->src = malloc((n ? n : 1) * sizeof *p->src))) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !st && i < n; i++) p->src[i] = src[i].kt;

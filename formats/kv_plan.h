@@ -62,7 +62,9 @@ typedef struct tq_kvsnap_plan {
     tq_kv_preset preset;
     int k_bits, v_bits;            /* resolved */
     uint32_t group;                /* the rotation group of coded tensors (0: none coded) */
-    int group_guessed;             /* from the row width: no model or head size given */
+    int group_guessed;             /* no model or head size given: 1 from the row width,
+                                      2 from the state's architecture (group_arch) */
+    char group_arch[32];
     uint32_t n_coded, n_kept;
 } tq_kvsnap_plan;
 
@@ -70,6 +72,12 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
 void tq_kvsnap_plan_free(tq_kvsnap_plan *p);
 /* Payload bytes tensor i will take before zstd (coded blocks, or kept rows). */
 uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i);
+
+/* The head size every model of a known architecture has, for a state file
+ * that names its architecture but comes without --model or --head-dim
+ * (gemma3: 256, where the row width of one KV head cannot tell 256 from
+ * 2 x 128); 0 for the others, whose rows decide (see pick_group). */
+uint32_t tq_arch_head_dim(const char *arch);
 
 /* Model identity: a hash of the architecture, its hyperparameter keys and
  * the tensor table (names, types, shapes), not of the weights' values. */
