@@ -301,6 +301,33 @@ static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_t
     p->v_bits = o->v_bits > 0 ? o->v_bits : vb;
 }
 
+/* A head size given (--head-dim) or the model's must cut every row into
+ * whole heads, and the model must have the state's layers: otherwise the
+ * state is not this model's, or the size is wrong. */
+static tq_status check_fit(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, uint32_t head_dim,
+                           const src_tensor *src, size_t n)
+{
+    if (o->model) {
+        uint64_t alen = 0;
+        const char *arch = tq_gguf_get_str(o->model, "general.architecture", "", &alen);
+        char key[96];
+        snprintf(key, sizeof key, "%.*s.block_count", (int)(alen < 64 ? alen : 64), arch);
+        int64_t blocks = tq_gguf_get_int(o->model, key, 0);
+        uint32_t layers = 0;
+        for (uint32_t i = 0; i < tq_kv_view_n_kv(v); i++)
+            if (tq_kv_view_kv(v, i)->n_stream) layers += tq_kv_view_kv(v, i)->streams[0].n_layer;
+        if (blocks > 0 && layers && (int64_t)layers != blocks)
+            return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the state holds %u layers, the model %lld: not this model's state",
+                                    layers, (long long)blocks);
+    }
+    for (size_t i = 0; head_dim && (o->head_dim || o->model) && i < n; i++)
+        if (src[i].kt->width % head_dim)
+            return tq_ctx_set_error(ctx, TQ_ERR_ARG, "layer %u %s: rows of %llu values are not whole heads of %u (%s)",
+                                    src[i].layer, src[i].is_v ? "V" : "K", (unsigned long long)src[i].kt->width,
+                                    head_dim, o->head_dim ? "--head-dim" : "the model's head size");
+    return TQ_OK;
+}
+
 tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, tq_kvsnap_plan **out)
 {
     *out = NULL;
@@ -316,6 +343,7 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     src_tensor *src = NULL;
     size_t n = 0;
     tq_status st = collect(ctx, v, &src, &n);
+    if (!st) st = check_fit(ctx, v, o, head_dim, src, n);
     if (!st) st = plan_meta(ctx, v, o, src, n, &p->meta);
     if (!st) plan_bits(p, o, src, n, head_dim);
     if (!st && o->turbo && (p->k_bits < 2 || p->k_bits > 4 || p->v_bits < 2 || p->v_bits > 4))

@@ -151,6 +151,11 @@ for p, t in zip(plan["tensors"], snap["tensors"]):
 assert plan["payload_bytes"] < snap["size"], (plan["payload_bytes"], snap["size"])
 PY
 
+# a head size that does not cut the rows into whole heads, a model with other layers: refused, nothing written
+expect_err 1 "rows of 32 values are not whole heads of 12 (--head-dim)" encode-kvdump $seed -o "$tmp/hd.tqkv" --head-dim 12
+expect_err 1 "the state holds 5 layers, the model 1" encode-kvdump $seed -o "$tmp/hd.tqkv" --model tests/fuzz/seeds/fuzz_gguf_read/tiny.gguf
+[ -e "$tmp/hd.tqkv" ] && fail "output after a refused head size or model"
+
 # inspect understands both
 $tq inspect $seed >"$tmp/i" || fail "inspect state"
 grep -q '^tokens:        16$' "$tmp/i" || fail "inspect state: tokens"
