@@ -69,7 +69,9 @@ static tq_status check(tq_ctx *ctx, tq_dtype t, size_t n)
     if ((unsigned)t >= TQ_DT_COUNT) return tq_fail(ctx, TQ_ERR_ARG, "unknown element type %d", (int)t);
     /* the codec types run through the codec's backend table; the rest is CPU code */
     int codec = t == TQ_DT_TQ3_1S || t == TQ_DT_TQ4_1S || t == TQ_DT_TURBO2 || t == TQ_DT_TURBO3 || t == TQ_DT_TURBO4;
-    if (!codec) {
+    /* callers convert a value at a time (transposed V): the message is made
+     * only for the refusal */
+    if (!codec && ctx && ctx->backend != TQ_BACKEND_CPU) {
         char what[48];
         snprintf(what, sizeof what, "%s conversion", dt[t].name);
         tq_status st = tq_require_cpu(ctx, what);

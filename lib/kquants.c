@@ -85,9 +85,8 @@ static void q6_k(const uint8_t *s, float *y)
     const uint8_t *ql = s, *qh = s + 128;
     const int8_t *sc = (const int8_t *)(s + 192);
     float d = h2f(s + 208);
-    /* e = 128 h + 32 j + l: low nibble (j & 1 ? high : low) of ql[64 h + 32 (j >> 1) + l]...
-     * written out: the low 4 bits of e live in ql[64 h + (e % 64)], nibble
-     * (e % 128) / 64; the high 2 bits at bits 2j of qh[32 h + l] */
+    /* e = 128 h + 32 j + l: the low 4 bits are nibble (e % 128) / 64 of
+     * ql[64 h + e % 64], the high 2 bits are bits 2j of qh[32 h + l] */
     for (int e = 0; e < 256; e++) {
         int h = e >> 7, j = (e >> 5) & 3, l = e & 31;
         int lo = (ql[64 * h + (e & 63)] >> (4 * ((e >> 6) & 1))) & 0xF, hi = (qh[32 * h + l] >> (2 * j)) & 3;
