@@ -41,6 +41,7 @@ static void show_progress(void *user, uint64_t done, uint64_t total) { progress_
 
 
 static const char *const format_names[] = {"ggsn", "ggsq", "npz", NULL}; /* indexed by tq_kv_kind */
+static const char layers_npz_only[] = "--layers: a llama.cpp state file holds every layer; use it with --format npz";
 
 typedef struct dec_opts {
     cli_common c;
@@ -80,7 +81,7 @@ static int parse(int argc, char **argv, dec_opts *o)
     for (int f = 0; o->format && f < 3; f++)
         if (!strcmp(o->format, format_names[f])) o->ro.format = (tq_kv_kind)f;
     if (o->ro.has_layers && o->format && o->ro.format != TQ_KV_NUMPY)
-        return cli_usage_error("--layers: a llama.cpp state file holds every layer; use it with --format npz");
+        return cli_usage_error("%s", layers_npz_only);
     o->ro.tokens = (uint32_t)o->tokens;
     return 0;
 }
@@ -153,7 +154,7 @@ int cmd_decode_kvdump(int argc, char **argv)
     if (tqkv_open(ctx, o.in, &r)) rc = cli_lib_error(ctx);
     if (!rc && (int)o.ro.format < 0) o.ro.format = (tq_kv_kind)tqkv_meta_of(r)->source_kind;
     if (!rc && o.ro.has_layers && o.ro.format != TQ_KV_NUMPY)
-        rc = cli_usage_error("--layers: a llama.cpp state file holds every layer; use it with --format npz");
+        rc = cli_usage_error("%s", layers_npz_only);
     if (!rc) rc = open_inputs(ctx, &o, tqkv_meta_of(r), arch, &base);
     o.ro.arch = arch;
     if (!rc) rc = restore(ctx, &o, r, base);

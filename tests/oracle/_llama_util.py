@@ -5,13 +5,23 @@ import numpy as np
 import llama_cpp
 
 
-def continuation_logits(model, state_path, cont, n_ctx=2048, type_kv=None):
-    """Restore a session file, drop its last cell, re-feed that token, then
-    feed `cont` (teacher forcing); logits of every step.  type_kv: the ggml
-    type id of the K/V cache (default f16)."""
+def open_llm(model, n_ctx=2048, type_kv=None, flash=True):
+    """A context that keeps every step's logits; type_kv: the ggml type id of
+    the K/V cache (default f16)."""
     kw = {} if type_kv is None else {"type_k": type_kv, "type_v": type_kv}
-    llm = llama_cpp.Llama(model_path=str(model), n_ctx=n_ctx, n_batch=512, logits_all=True, verbose=False,
-                          flash_attn=True, **kw)
+    return llama_cpp.Llama(model_path=str(model), n_ctx=n_ctx, n_batch=512, logits_all=True, verbose=False,
+                           flash_attn=flash, **kw)
+
+
+def continuation_logits(model, state_path, cont, n_ctx=2048, type_kv=None, llm=None):
+    """Restore a session file, drop its last cell, re-feed that token, then
+    feed `cont` (teacher forcing); logits of every step.  llm: a context of
+    open_llm to reuse (a large vocabulary makes a new one slow), else one is
+    made for this call."""
+    own = llm is None
+    if own:
+        llm = open_llm(model, n_ctx, type_kv)
+    llm.reset()
     ctx = llm._ctx.ctx
     toks = (llama_cpp.llama_token * 8192)()
     n = ctypes.c_size_t(0)
@@ -23,17 +33,22 @@ def continuation_logits(model, state_path, cont, n_ctx=2048, type_kv=None):
     llm.input_ids[: n - 1] = list(toks[: n - 1])
     llm.eval([toks[n - 1]] + list(cont))
     out = np.array(llm.scores[n - 1 : n + len(cont)], dtype=np.float64)
-    del llm
+    if own:
+        del llm
     return out
 
 
-def save_state(model, prompt, path, n_ctx=2048):
-    llm = llama_cpp.Llama(model_path=str(model), n_ctx=n_ctx, n_batch=512, logits_all=False, verbose=False,
-                          flash_attn=True)
+def save_state(model, prompt, path, n_ctx=2048, llm=None):
+    own = llm is None
+    if own:
+        llm = llama_cpp.Llama(model_path=str(model), n_ctx=n_ctx, n_batch=512, logits_all=False, verbose=False,
+                              flash_attn=True)
+    llm.reset()
     llm.eval(prompt)
     arr = (llama_cpp.llama_token * len(prompt))(*prompt)
     assert llama_cpp.llama_state_save_file(llm._ctx.ctx, str(path).encode(), arr, len(prompt))
-    del llm
+    if own:
+        del llm
 
 
 def log_softmax(x):

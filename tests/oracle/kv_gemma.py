@@ -19,38 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _env import TQ, gemma, need  # noqa: E402
 
 np, llama_cpp = need("numpy", "llama_cpp")
-from _llama_util import compare  # noqa: E402
+from _llama_util import compare, continuation_logits, open_llm, save_state  # noqa: E402
 
 MODEL = gemma()
 N_PROMPT, N_CONT, N_CTX = 1200, 128, 1400
 PROMPTS = sorted((Path(__file__).resolve().parent / "prompts").glob("*.txt"))
-
-
-def llm(flash=True):
-    return llama_cpp.Llama(model_path=str(MODEL), n_ctx=N_CTX, n_batch=512, logits_all=True, verbose=False,
-                           flash_attn=flash)
-
-
-def save_state(m, prompt, path):
-    m.reset()
-    m.eval(prompt)
-    arr = (llama_cpp.llama_token * len(prompt))(*prompt)
-    assert llama_cpp.llama_state_save_file(m._ctx.ctx, str(path).encode(), arr, len(prompt))
-
-
-def continuation(m, state, prompt, cont):
-    """Restore, drop the last cell, re-feed its token, then the continuation."""
-    import ctypes
-    m.reset()
-    toks = (llama_cpp.llama_token * N_CTX)()
-    n = ctypes.c_size_t(0)
-    assert llama_cpp.llama_state_load_file(m._ctx.ctx, str(state).encode(), toks, N_CTX, ctypes.byref(n))
-    n = n.value
-    llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(m._ctx.ctx), 0, n - 1, -1)
-    m.n_tokens = n - 1
-    m.input_ids[: n - 1] = list(toks[: n - 1])
-    m.eval([toks[n - 1]] + cont[:-1])
-    return np.array(m.scores[n - 1 : n - 1 + len(cont)], dtype=np.float64)
 
 
 def tq(*args):
@@ -59,7 +32,7 @@ def tq(*args):
     return p
 
 
-fa_on, fa_off = llm(True), llm(False)
+fa_on, fa_off = open_llm(MODEL, N_CTX, flash=True), open_llm(MODEL, N_CTX, flash=False)
 vocab = fa_on
 results = []
 with tempfile.TemporaryDirectory() as d:
@@ -69,10 +42,10 @@ with tempfile.TemporaryDirectory() as d:
         assert len(toks) >= N_PROMPT + N_CONT, (prompt_file, len(toks))
         prompt, cont = toks[:N_PROMPT], toks[N_PROMPT : N_PROMPT + N_CONT]
         state = d / "s.ggsn"
-        save_state(fa_on, prompt, state)
-        ref = continuation(fa_on, state, prompt, cont)
-        save_state(fa_off, prompt, d / "off.ggsn")  # prompt and continuation with flash attention off
-        floor = compare(ref, continuation(fa_off, d / "off.ggsn", prompt, cont))
+        save_state(MODEL, prompt, state, llm=fa_on)
+        ref = continuation_logits(MODEL, state, cont[:-1], llm=fa_on)
+        save_state(MODEL, prompt, d / "off.ggsn", llm=fa_off)  # prompt and continuation with flash attention off
+        floor = compare(ref, continuation_logits(MODEL, d / "off.ggsn", cont[:-1], llm=fa_off))
         values = json.loads(tq("inspect", "--json", state).stdout)["kv_values"]
         print(f"{prompt_file.name}: {N_PROMPT} prompt + {N_CONT} teacher-forced tokens; rounding floor (flash "
               f"attention off) mean KL {floor[0]:.5f}, top-1 {floor[1]:.1%}")
@@ -85,7 +58,7 @@ with tempfile.TemporaryDirectory() as d:
             enc = tq("encode-kvdump", state, "-o", snap, "--preset", preset, *extra)
             plan = json.loads(tq("encode-kvdump", state, "--dry-run", "--json", "--preset", preset, *extra).stdout)
             tq("decode-kvdump", snap, "-o", back, "-q")
-            kl, top1 = compare(ref, continuation(fa_on, back, prompt, cont))
+            kl, top1 = compare(ref, continuation_logits(MODEL, back, cont[:-1], llm=fa_on))
             bpv = snap.stat().st_size * 8 / values
             rows[label] = (bpv, kl, top1)
             print(f"  {label:22s} {bpv:6.3f} bits/value  mean KL {kl:.5f}  top-1 {top1:.1%}  group {plan['group']}")
