@@ -1,6 +1,7 @@
-/* dtype.c - element types by name: ggml's reference block formats (Q4_0,
- * Q4_1, Q5_0, Q5_1, Q8_0; layouts and arithmetic as ggml defines them) and
- * the TurboQuant blocks through the codecs. */
+/* dtype.c - element types by name: ggml's block formats (decoders here for
+ * the 32-value ones, lib/kquants.c for the K-quants; encoders in
+ * lib/legacy_quants.c and lib/kquants_encode.c) and the TurboQuant blocks
+ * through the codecs. */
 #include "tq_internal.h"
 
 #include <stdio.h>
@@ -182,38 +183,38 @@ tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *x, size_t n, void *d
             o[2 * i + 1] = (uint8_t)(h >> 8);
         }
         break;
-    case TQ_DT_Q8_0: /* ggml quantize_row_q8_0_ref */
-        for (size_t b = 0; b < nb; b++, x += 32, o += 34) {
-            float amax = 0.0f;
-            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
-            float d = amax / ((1 << 7) - 1), id = d ? 1.0f / d : 0.0f;
-            put_h(o, d);
-            for (int j = 0; j < 32; j++) o[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
-        }
-        break;
-    case TQ_DT_Q4_0: /* ggml quantize_row_q4_0_ref */
-        for (size_t b = 0; b < nb; b++, x += 32, o += 18) {
-            float amax = 0.0f, max = 0.0f;
-            for (int j = 0; j < 32; j++)
-                if (amax < fabsf(x[j])) {
-                    amax = fabsf(x[j]);
-                    max = x[j];
-                }
-            float d = max / -8, id = d ? 1.0f / d : 0.0f;
-            put_h(o, d);
-            for (int j = 0; j < 16; j++) {
-                float x0 = x[j] * id + 8.5f, x1 = x[16 + j] * id + 8.5f;
-                int q0 = (int8_t)x0 < 15 ? (int8_t)x0 : 15, q1 = (int8_t)x1 < 15 ? (int8_t)x1 : 15;
-                o[2 + j] = (uint8_t)(q0 | q1 << 4);
-            }
-        }
-        break;
+    case TQ_DT_Q8_0:
+    case TQ_DT_Q4_0:
     case TQ_DT_Q4_1:
     case TQ_DT_Q5_0:
-    case TQ_DT_Q5_1: return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "quantizing to %s is not supported", dt[t].name);
+    case TQ_DT_Q5_1: tq_legacy_quantize(t, x, n, NULL, o); break;
+    case TQ_DT_Q4_K:
+    case TQ_DT_Q5_K:
+    case TQ_DT_Q6_K: tq_kquant_quantize(t, x, nb, NULL, o); break;
     default:
         if (is_kquant(t)) return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "quantizing to %s is not supported", dt[t].name);
         return codec_run(ctx, t, 1, x, n, dst);
+    }
+    return TQ_OK;
+}
+
+tq_status tq_quantize_weighted(tq_ctx *ctx, tq_dtype t, const float *x, size_t n_rows, size_t row_len,
+                               const float *importance, void *dst)
+{
+    if (!importance) return tq_quantize(ctx, t, x, n_rows * row_len, dst);
+    tq_status st = check(ctx, t, row_len);
+    if (st) return st;
+    int legacy = t == TQ_DT_Q4_0 || t == TQ_DT_Q4_1 || t == TQ_DT_Q5_0 || t == TQ_DT_Q5_1;
+    int kq = t == TQ_DT_Q4_K || t == TQ_DT_Q5_K || t == TQ_DT_Q6_K;
+    if (!legacy && !kq) return tq_quantize(ctx, t, x, n_rows * row_len, dst); /* ggml weighs these by nothing */
+    for (size_t i = 0; i < row_len; i++)
+        if (!(importance[i] >= 0) || isinf(importance[i]))
+            return tq_fail(ctx, TQ_ERR_ARG, "importance %zu is %g, not a finite value >= 0", i, importance[i]);
+    size_t rb = row_len / dt[t].values * dt[t].bytes;
+    uint8_t *o = dst;
+    for (size_t r = 0; r < n_rows; r++, x += row_len, o += rb) {
+        if (legacy) tq_legacy_quantize(t, x, row_len, importance, o);
+        else tq_kquant_quantize(t, x, row_len / 256, importance, o);
     }
     return TQ_OK;
 }

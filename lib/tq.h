@@ -242,7 +242,7 @@ typedef enum tq_dtype {
     TQ_DT_TURBO2,
     TQ_DT_TURBO3,
     TQ_DT_TURBO4,
-    TQ_DT_Q2_K,   /* ggml's K-quant superblocks of 256 values (decode only) */
+    TQ_DT_Q2_K,   /* ggml's K-quant superblocks of 256 values */
     TQ_DT_Q3_K,
     TQ_DT_Q4_K,
     TQ_DT_Q5_K,
@@ -259,9 +259,19 @@ size_t tq_dtype_block_bytes(tq_dtype t);
 /* n values (a multiple of the block size) to float32.  turbo* come back in
  * the original (unrotated) basis.  Runs on the calling thread. */
 tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, float *dst);
-/* float32 to n values of t: f32, f16, bf16, q8_0 and q4_0 bit-exact with
- * ggml's reference quantizers; tq3_1s, tq4_1s and turbo* through the codecs. */
+/* float32 to n values of t: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,
+ * q4_K, q5_K and q6_K bit-exact with ggml's reference quantizers (what
+ * llama-quantize writes without an imatrix); tq3_1s, tq4_1s and turbo*
+ * through the codecs.  q2_K, q3_K and the IQ4 types decode only. */
 tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *src, size_t n, void *dst);
+/* The same with importance data, as llama-quantize does with an imatrix:
+ * n_rows rows of row_len values, importance[row_len] (finite, >= 0) the
+ * weight of each column.  q4_0, q4_1, q5_0, q5_1 and q4_K..q6_K run ggml's
+ * importance-weighted quantizers bit for bit; types ggml does not weight
+ * (float, q8_0) ignore it; importance NULL is tq_quantize.  For the
+ * TurboQuant weight blocks use tq_encode_weighted. */
+tq_status tq_quantize_weighted(tq_ctx *ctx, tq_dtype t, const float *x, size_t n_rows, size_t row_len,
+                               const float *importance, void *dst);
 
 /* ------------------------------------------------------------ InnerQ */
 

@@ -129,6 +129,12 @@ void tq_block_load(const tq_codec *c, const uint8_t *in, uint8_t *idx, uint16_t 
 /* ---- K-quants and IQ4 (lib/kquants.c): nb whole blocks of t; -1 if t is
  * not one of them */
 int tq_kquant_dequantize(tq_dtype t, const uint8_t *src, size_t nb, float *y);
+/* q4_K, q5_K, q6_K (lib/kquants_encode.c): nb superblocks; qw NULL is ggml's
+ * reference encoder, else the 256 * nb importances of these columns. */
+int tq_kquant_quantize(tq_dtype t, const float *x, size_t nb, const float *qw, uint8_t *out);
+/* q8_0, q4_0, q4_1, q5_0, q5_1 (lib/legacy_quants.c): n values; qw NULL is
+ * the reference encoder, else x is one whole row and qw its n importances. */
+int tq_legacy_quantize(tq_dtype t, const float *x, size_t n, const float *qw, uint8_t *out);
 
 /* The fork's scale grid for TQ3_1S/TQ4_1S. */
 #define TQ_WGRID_N 9

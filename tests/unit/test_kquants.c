@@ -2,7 +2,10 @@
  * are known: q4_K with unit scales gives its nibbles back minus the min,
  * q6_K its 6-bit codes minus 32, q3_K its hmask rule, q2_K its sub-block
  * scales; the element types report ggml's sizes.  (Bit-exactness against
- * gguf-py on random and real blocks: tests/oracle/kquant_decode.py.) */
+ * gguf-py on random and real blocks: tests/oracle/kquant_decode.py; the
+ * encoders' bytes against ggml's: tests/oracle/kquant_encode.py.)  The
+ * encoders round-trip with the error their bit widths allow, and the
+ * importance-weighted ones spend their precision where the weights are. */
 #include "harness.h"
 #include "tq.h"
 
@@ -59,7 +62,51 @@ TEST(kquant_known_values)
     put16(b + 80, 1.0f), put16(b + 82, 3.0f);
     CHECK(tq_dequantize(ctx, TQ_DT_Q2_K, b, 256, y) == TQ_OK);
     for (int e = 0; e < 256; e++) CHECK(y[e] == (float)(e / 16) - 3.0f, "q2_K value %d = %g", e, y[e]);
-    CHECK(tq_quantize(ctx, TQ_DT_Q4_K, y, 256, b) == TQ_ERR_UNSUPPORTED, "no K-quant encoder yet");
+    CHECK(tq_quantize(ctx, TQ_DT_Q3_K, y, 256, b) == TQ_ERR_UNSUPPORTED, "q3_K decodes only");
     CHECK(tq_dequantize(ctx, TQ_DT_Q4_K, b, 200, y) == TQ_ERR_ARG, "a partial superblock");
+    tq_ctx_free(ctx);
+}
+
+static double rel_err(const float *x, const float *y, const float *w, size_t n)
+{
+    double e = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        double wi = w ? w[i % 512] : 1.0;
+        e += wi * (x[i] - y[i]) * (x[i] - y[i]), s += wi * x[i] * x[i];
+    }
+    return e / s;
+}
+
+TEST(kquant_encoders_round_trip)
+{
+    enum { N = 512 * 16 };
+    static float x[N], y[N], w[512];
+    static uint8_t b[N];
+    uint64_t s = 7;
+    for (size_t i = 0; i < N; i++) { /* roughly Gaussian: a sum of uniforms */
+        float v = 0;
+        for (int k = 0; k < 4; k++) s = s * 6364136223846793005ull + 1442695040888963407ull, v += (float)(s >> 40) / (1 << 24);
+        x[i] = v - 2.0f;
+    }
+    for (int i = 0; i < 512; i++) w[i] = i % 8 ? 0.01f : 100.0f; /* every 8th column matters */
+    tq_ctx *ctx = tq_ctx_new();
+    const tq_dtype t[] = {TQ_DT_Q4_K, TQ_DT_Q5_K, TQ_DT_Q6_K};
+    const double most[] = {0.012, 0.003, 0.0008};
+    double prev = 1;
+    for (int k = 0; k < 3; k++) {
+        CHECK(tq_quantize(ctx, t[k], x, N, b) == TQ_OK);
+        CHECK(tq_dequantize(ctx, t[k], b, N, y) == TQ_OK);
+        double e = rel_err(x, y, NULL, N);
+        CHECK(e < most[k] && e < prev / 3, "%s relative error %g", tq_dtype_name(t[k]), e);
+        prev = e;
+        double plain = rel_err(x, y, w, N);
+        CHECK(tq_quantize_weighted(ctx, t[k], x, 16, 512, w, b) == TQ_OK);
+        CHECK(tq_dequantize(ctx, t[k], b, N, y) == TQ_OK);
+        double weighted = rel_err(x, y, w, N);
+        CHECK(weighted < plain, "%s weighted error %g not below the plain encoder's %g", tq_dtype_name(t[k]), weighted, plain);
+    }
+    w[3] = -1.0f;
+    CHECK(tq_quantize_weighted(ctx, TQ_DT_Q4_K, x, 16, 512, w, b) == TQ_ERR_ARG, "a negative importance");
+    CHECK(tq_quantize_weighted(ctx, TQ_DT_Q4_K, x, 1, 500, NULL, b) == TQ_ERR_ARG, "rows of 500");
     tq_ctx_free(ctx);
 }
