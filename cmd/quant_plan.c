@@ -8,8 +8,10 @@
 static const struct {
     const char *name;
     int type;
-} types[] = {{"tq4_1s", TQ_DT_TQ4_1S}, {"tq3_1s", TQ_DT_TQ3_1S}, {"q8_0", TQ_DT_Q8_0}, {"q4_0", TQ_DT_Q4_0},
-             {"f16", TQ_DT_F16},       {"bf16", TQ_DT_BF16},     {"f32", TQ_DT_F32},   {"keep", QT_KEEP}};
+} types[] = {{"tq4_1s", TQ_DT_TQ4_1S}, {"tq3_1s", TQ_DT_TQ3_1S}, {"q8_0", TQ_DT_Q8_0}, {"q6_K", TQ_DT_Q6_K},
+             {"q5_K", TQ_DT_Q5_K},     {"q4_K", TQ_DT_Q4_K},     {"q5_1", TQ_DT_Q5_1}, {"q5_0", TQ_DT_Q5_0},
+             {"q4_1", TQ_DT_Q4_1},     {"q4_0", TQ_DT_Q4_0},     {"f16", TQ_DT_F16},   {"bf16", TQ_DT_BF16},
+             {"f32", TQ_DT_F32},       {"keep", QT_KEEP}};
 
 int qp_parse_type(const char *s)
 {
@@ -40,7 +42,7 @@ int qp_add_rule(quant_plan *p, const char *spec, char *err, size_t errlen)
     if (!eq || eq == spec) return snprintf(err, errlen, "'%s' is not REGEX=TYPE", spec), -1;
     int t = qp_parse_type(eq + 1);
     if (t == -2)
-        return snprintf(err, errlen, "'%s': unknown type '%s' (tq4_1s tq3_1s q8_0 q4_0 f16 bf16 f32 keep)", spec, eq + 1),
+        return snprintf(err, errlen, "'%s': unknown type '%s' (" QP_TYPE_NAMES ")", spec, eq + 1),
                -1;
     qp_rule *r = realloc(p->rules, (p->n_rules + 1) * sizeof *r);
     if (!r) return snprintf(err, errlen, "out of memory"), -1;
@@ -135,7 +137,15 @@ static int is_attn(const char *r)
            starts(r, "attn_qkv.");
 }
 
-static int block_of(int t) { return t == TQ_DT_TQ4_1S || t == TQ_DT_TQ3_1S || t == TQ_DT_Q8_0 || t == TQ_DT_Q4_0 ? 32 : 1; }
+static int64_t block_of(int t) { return (int64_t)tq_dtype_block_values((tq_dtype)t); }
+
+/* llama-quantize's fallbacks for rows that are not whole superblocks: the
+ * 32-value type of about the same size, F16 when even that does not fit. */
+static int fallback_of(int t, int64_t ne0)
+{
+    int f = t == TQ_DT_Q4_K ? TQ_DT_Q5_0 : t == TQ_DT_Q5_K ? TQ_DT_Q5_1 : t == TQ_DT_Q6_K ? TQ_DT_Q8_0 : TQ_DT_F16;
+    return ne0 % block_of(f) ? TQ_DT_F16 : f;
+}
 
 int qp_choose(const quant_plan *p, const char *name, uint32_t n_dims, const int64_t *ne, int *fallback, int *wanted)
 {
@@ -153,12 +163,15 @@ int qp_choose(const quant_plan *p, const char *name, uint32_t n_dims, const int6
     }
     int b = p->boundary_layers >= 0 ? p->boundary_layers : p->policy == QP_CONFIG_I ? 2 : 0;
     if (t != QT_KEEP && layer >= 0 && (layer < b || (int64_t)layer >= (int64_t)p->n_layers - b)) t = TQ_DT_Q8_0;
-    for (size_t i = 0; i < p->n_rules; i++)
-        if (!regexec(&p->rules[i].re, name, 0, NULL, 0)) t = p->rules[i].type;
+    for (size_t i = 0; i < p->n_rules; i++) /* the first match wins, as in llama-quantize */
+        if (!regexec(&p->rules[i].re, name, 0, NULL, 0)) {
+            t = p->rules[i].type;
+            break;
+        }
     *wanted = t;
     if (t != QT_KEEP && ne[0] % block_of(t)) {
         *fallback = 1;
-        t = TQ_DT_F16;
+        t = fallback_of(t, ne[0]);
     }
     return t;
 }

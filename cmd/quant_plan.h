@@ -1,8 +1,9 @@
 /* quant_plan.h - which type each tensor gets in `tq quantize-tq4`: the
  * policies (all, attn, config-i), boundary layers, --tensor-type rules
- * (POSIX extended regex searched in the name, last match wins, as
- * llama-quantize's --tensor-type), --keep, and the fallback for rows that
- * are not whole blocks of 32. */
+ * (POSIX extended regex searched in the name, the first match wins, as
+ * llama-quantize's --tensor-type), --keep, and llama-quantize's fallbacks
+ * for rows that are not whole blocks (q4_K -> q5_0, q5_K -> q5_1,
+ * q6_K -> q8_0, then F16; F16 for the other types). */
 #ifndef TQ_QUANT_PLAN_H
 #define TQ_QUANT_PLAN_H
 
@@ -34,11 +35,11 @@ typedef struct quant_plan {
 
 const char *qp_policy_name(qp_policy p);
 int qp_parse_policy(const char *s, qp_policy *p);
-/* An output type by name: tq4_1s tq3_1s q8_0 q4_0 f16 bf16 f32 keep;
- * -2 if unknown. */
+#define QP_TYPE_NAMES "tq4_1s tq3_1s q8_0 q6_K q5_K q4_K q5_1 q5_0 q4_1 q4_0 f16 bf16 f32 keep"
+/* An output type by name (QP_TYPE_NAMES, any case); -2 if unknown. */
 int qp_parse_type(const char *s);
 const char *qp_type_name(int t);
-/* "REGEX=TYPE"; the last rule that matches a name wins.  0, or -1 with err. */
+/* "REGEX=TYPE"; the first rule that matches a name wins.  0, or -1 with err. */
 int qp_add_rule(quant_plan *p, const char *spec, char *err, size_t errlen);
 /* One rule per line, '#' comments and blank lines skipped. */
 int qp_add_rules_file(quant_plan *p, const char *path, char *err, size_t errlen);
@@ -47,8 +48,8 @@ void qp_free(quant_plan *p);
 /* Whether llama-quantize would quantize this tensor at all: 2-D or more, a
  * .weight, not a norm, router, position or token-type embedding. */
 int qp_eligible(const char *name, uint32_t n_dims);
-/* The type for a tensor; *fallback set (and *why) when the wanted type did not
- * fit the row length and F16 was chosen instead. */
+/* The type for a tensor; *fallback set (and *wanted the type asked for) when
+ * that type did not fit the row length and its fallback was chosen. */
 int qp_choose(const quant_plan *p, const char *name, uint32_t n_dims, const int64_t *ne, int *fallback,
               int *wanted);
 /* The layer of "blk.N...." names, -1 for others. */

@@ -29,17 +29,22 @@ void help_quantize_tq4(void)
            "  --policy all|attn|config-i\n"
            "                           all: every quantizable weight; attn: attention Q/K/V/O;\n"
            "                           config-i (default): attention and FFN gate/up in --type,\n"
-           "                           FFN down in q8_0, the first and last 2 layers in q8_0,\n"
+           "                           FFN down in q4_K, the first and last 2 layers in q8_0,\n"
            "                           embeddings and output kept\n"
            "  --boundary-layers N      layers at each end in q8_0 (default: 2 for config-i, else 0)\n"
-           "  --ffn-down-type T        config-i's type for ffn_down (default q8_0)\n"
-           "  --tensor-type REGEX=T    type for tensors whose name matches (repeatable, last match\n"
-           "                           wins); T: tq4_1s tq3_1s q8_0 q4_0 f16 bf16 f32 keep\n"
+           "  --ffn-down-type T        config-i's type for ffn_down (default q4_K, as the fork's)\n"
+           "  --tensor-type REGEX=T    type for tensors whose name matches (repeatable, the first\n"
+           "                           match wins, as in llama-quantize); T: tq4_1s tq3_1s q8_0 q6_K q5_K q4_K q5_1 q5_0 q4_1\n"
+           "                           q4_0 f16 bf16 f32 keep; rows that are not whole blocks fall\n"
+           "                           back as llama-quantize's do (q4_K->q5_0, q5_K->q5_1,\n"
+           "                           q6_K->q8_0, else F16), logged and counted\n"
            "  --tensor-type-file F     the same, one REGEX=T per line\n"
            "  --keep REGEX             copy matching tensors as they are\n"
-           "  --allow-requantize       accept Q4_0/Q4_1/Q5_0/Q5_1 inputs (dequantized first)\n"
+           "  --allow-requantize       accept quantized inputs other than q8_0 (legacy and K-quants,\n"
+           "                           dequantized first)\n"
            "  --imatrix FILE           llama.cpp importance matrix (GGUF or .dat): TQ3_1S/TQ4_1S\n"
-           "                           minimise importance-weighted error\n"
+           "                           minimise importance-weighted error; q4_0..q5_1 and\n"
+           "                           q4_K..q6_K are weighted as llama-quantize weights them\n"
            "  --simulate[=f16]         write every converted tensor as its dequantized values in F32\n"
            "                           (or F16): a model stock llama.cpp runs, to judge the quality\n"
            "  --search best|fork       tq's search (default) or the fork's, bit for bit\n"
@@ -124,7 +129,7 @@ static int parse(int argc, char **argv, opts *o)
     o->plan.type = TQ_DT_TQ4_1S;
     o->plan.policy = QP_CONFIG_I;
     o->plan.boundary_layers = -1;
-    o->plan.ffn_down_type = TQ_DT_Q8_0;
+    o->plan.ffn_down_type = TQ_DT_Q4_K; /* the fork's Config I */
     long boundary = -1;
     const cli_opt own[] = {
         CLI_OPT_FN("--type", opt_type, o),
@@ -231,6 +236,25 @@ static void dequant_out(int t, const uint8_t *in, int64_t ne0, size_t nr, float 
     for (size_t r = 0; r < nr; r++) tq_dequantize(NULL, (tq_dtype)t, in + r * rb, (size_t)ne0, y + r * ne0);
 }
 
+/* The types an imatrix steers: the fork's weight blocks and the ggml types
+ * llama-quantize weights (q8_0 and the float types ignore it there too). */
+static int weighs(int t)
+{
+    return t == TQ_DT_TQ4_1S || t == TQ_DT_TQ3_1S || t == TQ_DT_Q4_0 || t == TQ_DT_Q4_1 || t == TQ_DT_Q5_0 ||
+           t == TQ_DT_Q5_1 || t == TQ_DT_Q4_K || t == TQ_DT_Q5_K || t == TQ_DT_Q6_K;
+}
+
+/* ggml types with importances: row r0 + r belongs to expert (r0 + r) / rows_per_expert. */
+static void quant_rows_weighted(int t, const float *x, int64_t ne0, size_t r0, size_t nr, size_t rows_per_expert,
+                                const float *imp, uint8_t *out, int threads)
+{
+    size_t rb = (size_t)ne0 / tq_dtype_block_values((tq_dtype)t) * tq_dtype_block_bytes((tq_dtype)t);
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t r = 0; r < nr; r++)
+        tq_quantize_weighted(NULL, (tq_dtype)t, x + r * ne0, 1, (size_t)ne0,
+                             imp + (r0 + r) / rows_per_expert * (size_t)ne0, out + r * rb);
+}
+
 static tq_status convert(conv *cv, const tq_gguf *g, tjob *j, const opts *o, tq_gguf_writer *w, progress *pr,
                          uint64_t *done, uint64_t total)
 {
@@ -243,7 +267,7 @@ static tq_status convert(conv *cv, const tq_gguf *g, tjob *j, const opts *o, tq_
     size_t out_rb = (size_t)ne0 / tq_dtype_block_values((tq_dtype)j->out) * tq_dtype_block_bytes((tq_dtype)j->out);
     const float *imp = NULL;
     uint64_t nimp = 0;
-    if (cv->im && (j->out == TQ_DT_TQ4_1S || j->out == TQ_DT_TQ3_1S)) {
+    if (cv->im && weighs(j->out)) {
         imp = tq_imatrix_get(cv->im, tq_gguf_tensor_name(g, j->i), &nimp);
         if (imp && nimp != (uint64_t)ne0 * (uint64_t)ne[2])
             return tq_ctx_set_error(cv->ctx, TQ_ERR_FORMAT, "the imatrix has %" PRIu64 " values for %s, which needs %" PRId64,
@@ -267,6 +291,8 @@ static tq_status convert(conv *cv, const tq_gguf *g, tjob *j, const opts *o, tq_
             }
         } else if (c) {
             st = tq_encode(cv->ctx, c, cv->x, nv, cv->blk);
+        } else if (imp) {
+            quant_rows_weighted(j->out, cv->x, ne0, r0, nr, (size_t)ne[1], imp, cv->blk, cv->threads);
         } else {
             quant_rows(j->out, cv->x, ne0, nr, cv->blk, cv->threads);
         }
@@ -315,8 +341,9 @@ static void log_line(const tq_gguf *g, const tjob *j, int64_t n, const opts *o)
                     tq_dtype_block_bytes((tq_dtype)j->out) / 1048576.0);
         if (!isnan(j->rel_err)) fprintf(stderr, ", rel err %.3g", j->rel_err);
         if (j->weighted) fprintf(stderr, " (weighted %.3g)", j->wrel_err);
-        if (j->fallback) fprintf(stderr, " [fallback: rows of %" PRId64 " are not whole blocks of 32 for %s]",
-                                 tq_gguf_tensor_ne(g, j->i)[0], qp_type_name(j->wanted));
+        if (j->fallback)
+            fprintf(stderr, " [fallback: rows of %" PRId64 " are not whole blocks of %zu for %s]",
+                    tq_gguf_tensor_ne(g, j->i)[0], tq_dtype_block_values((tq_dtype)j->wanted), qp_type_name(j->wanted));
         fputc('\n', stderr);
     }
 }
@@ -380,11 +407,14 @@ static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const opts *o, 
         st = tq_gguf_writer_set_str(w, "tq.quantize.imatrix", b, strlen(b));
     }
     /* per output type: how many tensors */
-    static const int kinds[] = {TQ_DT_TQ4_1S, TQ_DT_TQ3_1S, TQ_DT_Q8_0, TQ_DT_Q4_0, TQ_DT_F16, TQ_DT_BF16, TQ_DT_F32};
-    char buf[7][32];
-    const char *strs[8];
-    uint64_t lens[8], k = 0;
-    for (size_t t = 0; t < 7; t++) {
+    static const int kinds[] = {TQ_DT_TQ4_1S, TQ_DT_TQ3_1S, TQ_DT_Q8_0, TQ_DT_Q6_K, TQ_DT_Q5_K,
+                                TQ_DT_Q4_K,   TQ_DT_Q5_1,   TQ_DT_Q5_0, TQ_DT_Q4_1, TQ_DT_Q4_0,
+                                TQ_DT_F16,    TQ_DT_BF16,   TQ_DT_F32};
+    enum { NK = sizeof kinds / sizeof kinds[0] };
+    char buf[NK][32];
+    const char *strs[NK + 1];
+    uint64_t lens[NK + 1], k = 0;
+    for (size_t t = 0; t < NK; t++) {
         int64_t c = 0;
         for (int64_t i = 0; i < n; i++) c += jobs[i].convert && jobs[i].out == kinds[t];
         if (!c) continue;

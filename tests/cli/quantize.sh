@@ -26,9 +26,9 @@ k = {x["key"]: x.get("value") for x in d["metadata"]}
 assert k["general.file_type"] == 44 and k["general.quantization_version"] == 2 and k["tq.quantize.policy"] == "config-i"
 assert k["tq.quantize.counts"] == ["tq4_1s=6", "q8_0=24", "f16=5", "kept=13"], k["tq.quantize.counts"]
 PY
-# rules: a file and the command line, last match wins
+# rules: the command line and a file, the first match wins
 printf '# attention in tq3_1s\nattn_(q|k)=tq3_1s\n\nblk\\.[0-9]+\\.ffn=keep\n' >"$tmp/rules"
-$tq quantize-tq4 --policy attn --tensor-type-file "$tmp/rules" --tensor-type 'blk\.1\.attn_k=q4_0' --json "$M" "$tmp/r.gguf" \
+$tq quantize-tq4 --policy attn --tensor-type 'blk\.1\.attn_k=q4_0' --tensor-type-file "$tmp/rules" --json "$M" "$tmp/r.gguf" \
     >"$tmp/r.json" || fail "rules"
 python3 - "$tmp/r.json" <<'PY' || fail "rule results"
 import json, sys

@@ -11,7 +11,8 @@ TOKENIZER_KEYS = ["tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.gg
 
 def make_model(path, tokenizer_gguf, head_dim, n_head=8, n_head_kv=2, n_layer=2, seed=0, arch="llama", n_embd=None,
                n_ff=512, tied=False, gains=False, outliers=0, dtype=np.float32):
-    """Returns (vocab size, K+V values per cell).  gains: RMSNorm weights
+    """Returns (vocab size, K+V values per cell).  n_ff: one width, or one
+    per layer (llama.cpp reads an array).  gains: RMSNorm weights
     around 1 instead of ones; outliers: that many residual channels scaled
     up in the embeddings and norm gains (as trained models have)."""
     src = gguf.GGUFReader(str(tokenizer_gguf))
@@ -74,9 +75,10 @@ def make_model(path, tokenizer_gguf, head_dim, n_head=8, n_head_kv=2, n_layer=2,
             w.add_tensor(p + "attn_k_norm.weight", (1 + 0.2 * rng.standard_normal(head_dim)).astype(np.float32))
         w.add_tensor(p + "attn_output.weight", mat(n_embd, q_out))
         w.add_tensor(p + "ffn_norm.weight", gain())
-        w.add_tensor(p + "ffn_gate.weight", mat(n_ff, n_embd))
-        w.add_tensor(p + "ffn_up.weight", mat(n_ff, n_embd))
-        w.add_tensor(p + "ffn_down.weight", mat(n_embd, n_ff))
+        ff = n_ff[l] if isinstance(n_ff, (list, tuple)) else n_ff
+        w.add_tensor(p + "ffn_gate.weight", mat(ff, n_embd))
+        w.add_tensor(p + "ffn_up.weight", mat(ff, n_embd))
+        w.add_tensor(p + "ffn_down.weight", mat(n_embd, ff))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

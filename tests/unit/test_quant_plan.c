@@ -1,6 +1,6 @@
 /* test_quant_plan.c - quantize-tq4's policy (cmd/quant_plan.c): which type
  * each tensor of a model gets under config-i, all and attn, with boundary
- * layers, --tensor-type rules (last match wins), --keep and the F16
+ * layers, --tensor-type rules (the first match wins), --keep and the F16
  * fallback for rows that are not whole blocks. */
 #include "harness.h"
 #include "quant_plan.h"
@@ -32,6 +32,25 @@ TEST(quant_plan_config_i)
     CHECK(choose(&p, "blk.0.attn_q.weight", 256, &fb) == TQ_DT_TQ4_1S, "--boundary-layers 0");
 }
 
+TEST(quant_plan_kquant_fallbacks)
+{
+    quant_plan p = {.type = TQ_DT_TQ4_1S, .policy = QP_CONFIG_I, .boundary_layers = -1, .ffn_down_type = TQ_DT_Q4_K,
+                    .n_layers = 12};
+    int fb;
+    char err[256];
+    CHECK(choose(&p, "blk.5.ffn_down.weight", 768, &fb) == TQ_DT_Q4_K && !fb, "config-i: ffn_down in q4_K");
+    CHECK(choose(&p, "blk.5.ffn_down.weight", 800, &fb) == TQ_DT_Q5_0 && fb, "q4_K on rows of 800 falls back to q5_0");
+    CHECK(choose(&p, "blk.5.ffn_down.weight", 792, &fb) == TQ_DT_F16 && fb, "and to F16 when 32 does not divide");
+    CHECK(qp_add_rule(&p, "attn_v=q6_K", err, sizeof err) == 0 && qp_add_rule(&p, "attn_k=Q5_K", err, sizeof err) == 0,
+          "%s", err);
+    CHECK(choose(&p, "blk.5.attn_v.weight", 512, &fb) == TQ_DT_Q6_K && !fb);
+    CHECK(choose(&p, "blk.5.attn_v.weight", 640, &fb) == TQ_DT_Q8_0 && fb, "q6_K falls back to q8_0");
+    CHECK(choose(&p, "blk.5.attn_k.weight", 640, &fb) == TQ_DT_Q5_1 && fb, "q5_K falls back to q5_1");
+    CHECK(choose(&p, "blk.5.attn_k.weight", 600, &fb) == TQ_DT_F16 && fb);
+    CHECK(qp_parse_type("q4_k") == TQ_DT_Q4_K && !strcmp(qp_type_name(TQ_DT_Q4_K), "q4_K"), "names as ggml's, any case");
+    qp_free(&p);
+}
+
 TEST(quant_plan_policies_and_rules)
 {
     quant_plan p = {.type = TQ_DT_TQ3_1S, .policy = QP_ATTN, .boundary_layers = -1, .ffn_down_type = TQ_DT_Q8_0,
@@ -40,10 +59,10 @@ TEST(quant_plan_policies_and_rules)
     char err[256];
     CHECK(choose(&p, "blk.0.attn_k.weight", 64, &fb) == TQ_DT_TQ3_1S, "attn: no boundary layers by default");
     CHECK(choose(&p, "blk.3.ffn_gate.weight", 64, &fb) == QT_KEEP);
-    CHECK(qp_add_rule(&p, "ffn_gate=q4_0", err, sizeof err) == 0, "%s", err);
     CHECK(qp_add_rule(&p, "blk\\.3\\.=keep", err, sizeof err) == 0, "%s", err);
+    CHECK(qp_add_rule(&p, "ffn_gate=q4_0", err, sizeof err) == 0, "%s", err);
     CHECK(choose(&p, "blk.4.ffn_gate.weight", 64, &fb) == TQ_DT_Q4_0, "a rule adds a tensor");
-    CHECK(choose(&p, "blk.3.ffn_gate.weight", 64, &fb) == QT_KEEP, "the last matching rule wins");
+    CHECK(choose(&p, "blk.3.ffn_gate.weight", 64, &fb) == QT_KEEP, "the first matching rule wins");
     CHECK(qp_add_rule(&p, "(=q8_0", err, sizeof err) == -1 && err[0], "a bad regex is refused");
     CHECK(qp_add_rule(&p, "attn=q9", err, sizeof err) == -1 && strstr(err, "q9"), "%s", err);
     qp_free(&p);
