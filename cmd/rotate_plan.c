@@ -19,19 +19,24 @@ static int64_t get_u(const tq_gguf *g, const char *arch, const char *key, int64_
     return tq_gguf_get_int(g, k, dflt);
 }
 
-/* Known but unsupported pieces, with the reason. */
+/* Known but unsupported pieces, with the reason; r1_only: R2 (inside the
+ * attention) is still exact with them. */
+#define POST_NORMS "post-norms (an RMSNorm with a per-channel gain on the attention or FFN output, before it is " \
+                   "added to the residual stream) do not commute with a rotation of that stream"
 static const struct {
     const char *part, *why;
+    int r1_only;
 } refused[] = {
-    {"_norm.bias", "a norm with a bias (LayerNorm): the mean subtraction does not commute with a rotation"},
-    {"post_norm", "post-norms (a norm after the attention or FFN output) sit on the rotated stream"},
-    {"post_attention_norm", "post-norms (a norm after the attention or FFN output) sit on the rotated stream"},
-    {"attn_gate", "an attention output gate"},
-    {"ffn_gate_inp", "a mixture of experts (router) is not handled yet"},
-    {"_exps", "a mixture of experts is not handled yet"},
-    {"_shexp", "a mixture of experts is not handled yet"},
-    {"attn_qkv", "a fused QKV projection is not handled yet"},
-    {"layer_output_norm", "post-norms (a norm after the attention or FFN output) sit on the rotated stream"},
+    {"_norm.bias", "a norm with a bias (LayerNorm): the mean subtraction does not commute with a rotation", 1},
+    {"post_norm", POST_NORMS, 1},
+    {"post_attention_norm", POST_NORMS, 1},
+    {"post_ffw_norm", POST_NORMS, 1},
+    {"layer_output_norm", POST_NORMS, 1},
+    {"attn_gate", "an attention output gate", 0},
+    {"ffn_gate_inp", "a mixture of experts (router) is not handled yet", 1},
+    {"_exps", "a mixture of experts is not handled yet", 1},
+    {"_shexp", "a mixture of experts is not handled yet", 1},
+    {"attn_qkv", "a fused QKV projection is not handled yet", 0},
 };
 
 /* The architecture and its hyperparameters. */
@@ -40,9 +45,13 @@ static int plan_hparams(tq_ctx *ctx, const tq_gguf *g, rr_model *m)
     uint64_t alen = 0;
     const char *arch = tq_gguf_get_str(g, "general.architecture", "", &alen);
     snprintf(m->arch, sizeof m->arch, "%.*s", (int)(alen < 31 ? alen : 31), arch);
-    if (strcmp(m->arch, "llama") && strcmp(m->arch, "mistral") && strcmp(m->arch, "qwen2") && strcmp(m->arch, "qwen3"))
-        return fail("architecture '%s' is not supported (llama, mistral, qwen2, qwen3 are): its graph may "
-                                 "not be the RMSNorm pre-norm one a rotation can be folded into", m->arch);
+    int gemma = !strcmp(m->arch, "gemma2") || !strcmp(m->arch, "gemma3");
+    if (strcmp(m->arch, "llama") && strcmp(m->arch, "mistral") && strcmp(m->arch, "qwen2") && strcmp(m->arch, "qwen3") &&
+        !gemma)
+        return fail("architecture '%s' is not supported (llama, mistral, qwen2, qwen3; gemma2, gemma3 with R2 only "
+                    "are): its graph may not be the RMSNorm pre-norm one a rotation can be folded into", m->arch);
+    if (gemma) /* the embeddings are also scaled by sqrt(n_embd), which would commute; the post-norms do not */
+        snprintf(m->r1_blocker, sizeof m->r1_blocker, "%s: %s", m->arch, POST_NORMS);
     m->n_embd = (uint32_t)get_u(g, m->arch, "embedding_length", 0);
     m->n_head = (uint32_t)get_u(g, m->arch, "attention.head_count", 0);
     m->n_head_kv = (uint32_t)get_u(g, m->arch, "attention.head_count_kv", m->n_head);
@@ -86,13 +95,16 @@ static int plan_tensor(tq_ctx *ctx, const tq_gguf *g, rr_model *m, int64_t i)
     const char *name = tq_gguf_tensor_name(g, i);
     const tq_ggml_type *ty = tq_gguf_tensor_type(g, i);
     const int64_t *ne = tq_gguf_tensor_ne(g, i);
-    for (size_t k = 0; k < sizeof refused / sizeof *refused; k++)
-        if (strstr(name, refused[k].part)) return fail("tensor %s: %s", name, refused[k].why);
-    if (ty->dtype != 0 && ty->dtype != 1 && ty->dtype != 2) /* TQ_DT_F32, F16, BF16 */
-        return fail("tensor %s is %s: rotate-weights needs F32, F16 or BF16 weights (rotating quantized "
-                                 "weights would mean requantizing them, as quantize-tq4 --allow-requantize does; "
-                                 "rotate the F16/F32 model, then quantize)", name, ty->name);
     rr_tensor *t = &m->t[m->n++];
+    for (size_t k = 0; k < sizeof refused / sizeof *refused; k++)
+        if (strstr(name, refused[k].part)) {
+            if (!refused[k].r1_only) return fail("tensor %s: %s", name, refused[k].why);
+            if (!m->r1_blocker[0]) snprintf(m->r1_blocker, sizeof m->r1_blocker, "tensor %s: %s", name, refused[k].why);
+            t->src = i, t->name = name, t->role = RR_COPY, t->norm = -1; /* R2 leaves it alone */
+            return 0;
+        }
+    if (ty->dtype < 0)
+        return fail("tensor %s is %s, which tq cannot dequantize: it cannot be rotated", name, ty->name);
     t->src = i;
     t->name = name;
     t->norm = -1;
@@ -167,18 +179,28 @@ do {                                                                            
         rr_tensor *o = &m->t[m->n++];
         o->src = i;
         o->name = "output.weight";
+        o->untied = 1;
         o->role = RR_READER;
         o->norm = tq_gguf_find_tensor(g, "output_norm.weight");
     }
     return 0;
 }
 
-int rr_plan(tq_ctx *ctx, const tq_gguf *g, rr_model *m)
+int rr_plan(tq_ctx *ctx, const tq_gguf *g, int want_r1, rr_model *m)
 {
     memset(m, 0, sizeof *m);
     if (plan_hparams(ctx, g, m) || plan_required(ctx, g, m)) return -1;
     for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++)
         if (plan_tensor(ctx, g, m, i)) return -1;
+    if (want_r1 > 0 && m->r1_blocker[0])
+        return fail("R1 cannot be folded into this model (%s); --r1 off rotates only V and O (R2)", m->r1_blocker);
+    m->r1 = want_r1 < 0 ? !m->r1_blocker[0] : want_r1;
+    if (!m->r1) { /* without R1 the output stays tied to the embeddings */
+        size_t k = 0;
+        for (size_t i = 0; i < m->n; i++)
+            if (!m->t[i].untied) m->t[k++] = m->t[i];
+        m->n = k;
+    }
     return 0;
 }
 

@@ -25,12 +25,21 @@
 void help_rotate_weights(void)
 {
     printf("usage: tq rotate-weights [options] IN.gguf OUT.gguf\n\n"
-           "Folds exact orthogonal rotations into a llama/mistral/qwen2/qwen3 model (F32, F16 or BF16):\n"
-           "the output computes the same function in stock llama.cpp, and its weights lose their\n"
-           "outlier channels, so it quantizes better.\n\n"
-           "  --r1 on|off     residual-stream rotation of size n_embd, RMSNorm gains folded in (default on)\n"
-           "  --r2 on|off     per-KV-head rotation of V, undone in O's columns (default on)\n"
-           "  --seed N        rotation seed (default %llu)\n"
+           "Folds exact orthogonal rotations into a llama/mistral/qwen2/qwen3 model, or (R2 only) a\n"
+           "gemma2/gemma3 one: the output computes the same function in stock llama.cpp, and its\n"
+           "weights lose their outlier channels, so it quantizes better.  Quantized inputs (Q8_0,\n"
+           "K-quants, ...) are dequantized; the tensors a rotation changes are written in --out-type,\n"
+           "the others copied as they are.\n\n"
+           "  --r1 on|off|auto  residual-stream rotation of size n_embd, RMSNorm gains folded in\n"
+           "                    (default auto: on where the graph allows it, else off with the reason)\n"
+           "  --r2 on|off       per-KV-head rotation of V, undone in O's columns (default on)\n"
+           "  --kind hadamard|signs\n"
+           "                    randomized Hadamard (default) or a random diagonal of signs (exact in\n"
+           "                    floating point: for checking a pipeline, it removes no outliers)\n"
+           "  --out-type auto|f16|bf16|f32\n"
+           "                    type of the rotated tensors (default auto: float tensors keep their\n"
+           "                    type, quantized ones become F16)\n"
+           "  --seed N          rotation seed (default %llu)\n"
            "  --type-profile NAME, --threads N, --quiet\n",
            (unsigned long long)DEFAULT_SEED);
 }
@@ -38,7 +47,7 @@ void help_rotate_weights(void)
 typedef struct ropts {
     const char *in, *out;
     tq_gguf_options gopt;
-    int r1, r2, quiet;
+    int r1, r2, quiet, signs, out_type; /* r1: 1 on, 0 off, -1 auto; out_type: a dtype, -1 auto */
     uint64_t seed;
     long threads;
 } ropts;
@@ -53,13 +62,17 @@ static int opt_seed(void *user, const char *v)
 
 static int parse(int argc, char **argv, ropts *o)
 {
-    static const char *const on_off[] = {"on", "off", NULL};
-    const char *r1 = "on", *r2 = "on", *pos[2] = {NULL, NULL};
+    static const char *const on_off[] = {"on", "off", NULL}, *const on_off_auto[] = {"on", "off", "auto", NULL},
+                             *const kinds[] = {"hadamard", "signs", NULL},
+                             *const types[] = {"auto", "f16", "bf16", "f32", NULL};
+    const char *r1 = "auto", *r2 = "on", *kind = "hadamard", *ot = "auto", *pos[2] = {NULL, NULL};
     memset(o, 0, sizeof *o);
     o->seed = DEFAULT_SEED;
     const cli_opt own[] = {
-        CLI_OPT_CHOICE("--r1", &r1, on_off, "--r1: '%s' is not on or off"),
+        CLI_OPT_CHOICE("--r1", &r1, on_off_auto, "--r1: '%s' is not on, off or auto"),
         CLI_OPT_CHOICE("--r2", &r2, on_off, "--r2: '%s' is not on or off"),
+        CLI_OPT_CHOICE("--kind", &kind, kinds, "--kind: '%s' is not hadamard or signs"),
+        CLI_OPT_CHOICE("--out-type", &ot, types, "--out-type: '%s' is not auto, f16, bf16 or f32"),
         CLI_OPT_FN("--seed", opt_seed, &o->seed),
         {NULL},
     };
@@ -69,7 +82,9 @@ static int parse(int argc, char **argv, ropts *o)
     if (rc) return rc;
     o->in = pos[0], o->out = pos[1];
     o->quiet = c.quiet, o->threads = c.threads, o->gopt = cli_gguf_options(&c);
-    o->r1 = !strcmp(r1, "on"), o->r2 = !strcmp(r2, "on");
+    o->r1 = !strcmp(r1, "on") ? 1 : !strcmp(r1, "off") ? 0 : -1, o->r2 = !strcmp(r2, "on");
+    o->signs = !strcmp(kind, "signs");
+    o->out_type = !strcmp(ot, "f16") ? TQ_DT_F16 : !strcmp(ot, "bf16") ? TQ_DT_BF16 : !strcmp(ot, "f32") ? TQ_DT_F32 : -1;
     if (!o->in) return cli_usage_error("which model? (see tq help rotate-weights)");
     if (!o->out) return cli_usage_error("where to? give OUT.gguf");
     if (!o->r1 && !o->r2) return cli_usage_error("--r1 off and --r2 off: nothing to do");
@@ -183,12 +198,22 @@ static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const rr_model 
 
 static tq_status make_rotations(tq_ctx *ctx, const rr_model *m, const ropts *o, rot *R)
 {
-    if (o->r1 && tq_rotation_new(ctx, m->n_embd, o->seed, &R->r1)) return tq_ctx_status(ctx);
+    tq_status (*make)(tq_ctx *, uint32_t, uint64_t, tq_rotation **) = o->signs ? tq_rotation_new_signs : tq_rotation_new;
+    if (o->r1 && make(ctx, m->n_embd, o->seed, &R->r1)) return tq_ctx_status(ctx);
     if (!o->r2) return TQ_OK;
     if (!(R->r2 = calloc(m->n_head_kv, sizeof *R->r2))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (uint32_t h = 0; h < m->n_head_kv; h++)
-        if (tq_rotation_new(ctx, m->head_dim_v, r2_seed(o->seed, h), &R->r2[h])) return tq_ctx_status(ctx);
+        if (make(ctx, m->head_dim_v, r2_seed(o->seed, h), &R->r2[h])) return tq_ctx_status(ctx);
     return TQ_OK;
+}
+
+static int is_float(int d) { return d == TQ_DT_F32 || d == TQ_DT_F16 || d == TQ_DT_BF16; }
+
+/* What a rotated tensor is written as: --out-type, else its own type when
+ * that is a float type (no rounding added), else F16. */
+static int out_dtype(const tq_ggml_type *in, const ropts *o)
+{
+    return o->out_type >= 0 ? o->out_type : is_float(in->dtype) ? in->dtype : TQ_DT_F16;
 }
 
 /* One tensor, rotated a slice of rows at a time when it acts row-wise. */
@@ -196,18 +221,19 @@ static tq_status rotate_tensor(tq_ctx *ctx, const tq_gguf *g, const rr_model *m,
                                const ropts *o, float *x, uint8_t *enc, tq_gguf_writer *w)
 {
     const tq_ggml_type *ty = tq_gguf_tensor_type(g, t->src);
+    tq_dtype out = (tq_dtype)out_dtype(ty, o);
     size_t n = (size_t)tq_gguf_tensor_nelements(g, t->src);
     const uint8_t *src = tq_gguf_tensor_data(g, t->src);
     size_t row = (size_t)tq_gguf_tensor_ne(g, t->src)[0], rows = n / row;
     size_t per = row_wise(t) ? (SLICE_VALUES / row ? SLICE_VALUES / row : 1) : rows;
-    size_t rb = row / ty->block * ty->bytes;
+    size_t rb = row / ty->block * ty->bytes, out_rb = row * tq_dtype_block_bytes(out);
     tq_status st = TQ_OK;
     for (size_t r0 = 0; r0 < rows && !st; r0 += per) {
         size_t nr = rows - r0 < per ? rows - r0 : per;
         st = tq_dequantize(ctx, (tq_dtype)ty->dtype, src + r0 * rb, nr * row, x);
         if (!st) st = transform(ctx, g, m, t, R, o, x, nr);
-        if (!st) st = tq_quantize(ctx, (tq_dtype)ty->dtype, x, nr * row, enc);
-        if (!st) st = tq_gguf_writer_write(w, enc, nr * rb);
+        if (!st) st = tq_quantize(ctx, out, x, nr * row, enc);
+        if (!st) st = tq_gguf_writer_write(w, enc, nr * out_rb);
         tq_gguf_tensor_release_range(g, t->src, r0 * rb, nr * rb);
     }
     return st;
@@ -229,16 +255,25 @@ static tq_status write_model(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, c
         if (nb > biggest_bytes) biggest_bytes = nb;
         total += tq_gguf_tensor_nbytes(g, m->t[i].src);
     }
+    (void)biggest_bytes;
     float *x = malloc(biggest * sizeof(float));
-    uint8_t *enc = malloc(biggest_bytes);
+    uint8_t *enc = malloc(biggest * sizeof(float)); /* any output type, float32 at most */
     tq_gguf_writer *w = NULL;
     tq_status st = !x || !enc ? tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory for a tensor of %zu values", biggest)
                               : tq_gguf_writer_new(ctx, &w);
     if (!st) st = write_meta(w, g, m, R, o);
     if (!st) st = tq_gguf_writer_set_profile(w, tq_gguf_profile(g));
-    for (size_t i = 0; i < m->n && !st; i++)
-        st = tq_gguf_writer_add_tensor(w, m->t[i].name, tq_gguf_tensor_type_id(g, m->t[i].src),
-                                       tq_gguf_tensor_n_dims(g, m->t[i].src), tq_gguf_tensor_ne(g, m->t[i].src));
+    for (size_t i = 0; i < m->n && !st; i++) {
+        const rr_tensor *t = &m->t[i];
+        uint32_t id = tq_gguf_tensor_type_id(g, t->src);
+        if (needs_change(t, o)) {
+            const char *name = tq_dtype_name((tq_dtype)out_dtype(tq_gguf_tensor_type(g, t->src), o));
+            const tq_ggml_type *ot = tq_ggml_type_by_name(tq_gguf_profile(g), name);
+            if (!ot) st = tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "type profile has no %s type id", name);
+            else id = ot->id;
+        }
+        if (!st) st = tq_gguf_writer_add_tensor(w, t->name, id, tq_gguf_tensor_n_dims(g, t->src), tq_gguf_tensor_ne(g, t->src));
+    }
     const char *inputs[1] = {o->in};
     if (!st) st = tq_gguf_writer_open(w, o->out, inputs, 1);
     progress pr;
@@ -273,13 +308,15 @@ int cmd_rotate_weights(int argc, char **argv)
     rot R = {NULL, NULL};
     size_t changed = 0;
     if (tq_gguf_open(ctx, o.in, &o.gopt, &g)) rc = cli_lib_error(ctx);
-    else if (rr_plan(ctx, g, &m)) rc = cli_runtime_error("%s: %s", o.in, tq_ctx_error(ctx));
+    else if (rr_plan(ctx, g, o.r1, &m)) rc = cli_runtime_error("%s: %s", o.in, tq_ctx_error(ctx));
+    else if (o.r1 = m.r1, !o.r1 && !o.r2) rc = cli_usage_error("%s: R1 is not possible here (%s) and --r2 is off: nothing to do", o.in, m.r1_blocker);
     else if (make_rotations(ctx, &m, &o, &R)) rc = cli_runtime_error("%s: %s: %s", o.in, R.r1 || !o.r1 ? "R2" : "R1", tq_ctx_error(ctx));
     else if (write_model(ctx, g, &m, &R, &o, &changed)) rc = cli_lib_error(ctx);
     if (!rc && !o.quiet)
         cli_log("%s (%s, n_embd %u, %u layers, %u/%u heads of %u): %zu of %zu tensors rotated%s%s%s in %.2f s", o.in,
                 m.arch, m.n_embd, m.n_layer, m.n_head, m.n_head_kv, m.head_dim, changed, m.n, o.r1 ? ", R1 " : "",
                 o.r1 ? tq_rotation_kind(R.r1) : "", o.r2 ? ", R2 per KV head" : "", cli_now() - t0);
+    if (!rc && !o.quiet && m.r1_blocker[0]) cli_log("R1 not folded: %s", m.r1_blocker);
     if (!rc && !o.quiet && m.tied && o.r1)
         cli_log("the embeddings were tied to the output; output.weight is now written out");
     tq_rotation_free(R.r1);

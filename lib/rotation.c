@@ -27,6 +27,7 @@ struct tq_rotation {
     uint64_t seed;
     float *s;      /* m signs */
     double *q;     /* k x k, row-major; NULL when k == 1 */
+    int signs_only; /* diag(s) alone: m = n, k = 1, no butterfly */
     char kind[64];
 };
 
@@ -82,6 +83,23 @@ tq_status tq_rotation_new(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **
     return TQ_OK;
 }
 
+tq_status tq_rotation_new_signs(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **out)
+{
+    *out = NULL;
+    if (!n) return tq_fail(ctx, TQ_ERR_ARG, "a rotation of size 0");
+    tq_rotation *r = calloc(1, sizeof *r);
+    if (!r || !(r->s = malloc(n * sizeof(float)))) {
+        tq_rotation_free(r);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    r->n = r->m = n, r->k = 1, r->seed = seed, r->signs_only = 1;
+    uint64_t st = seed ^ 0x7369676e73ull; /* "signs" */
+    for (uint32_t i = 0; i < n; i++) r->s[i] = (splitmix64(&st) >> 63) ? -1.0f : 1.0f;
+    snprintf(r->kind, sizeof r->kind, "signs(%u)", n);
+    *out = r;
+    return TQ_OK;
+}
+
 void tq_rotation_free(tq_rotation *r)
 {
     if (!r) return;
@@ -104,6 +122,11 @@ tq_status tq_rotation_apply_strided(tq_ctx *ctx, const tq_rotation *r, float *x,
     tq_status cst = tq_require_cpu(ctx, "rotations");
     if (cst) return cst;
     if (lanes > stride) return tq_fail(ctx, TQ_ERR_ARG, "%zu lanes with a stride of %zu", lanes, stride);
+    if (r->signs_only) { /* its own transpose; negation is exact */
+        for (size_t i = 0; i < m; i++)
+            for (size_t l = 0; l < lanes; l++) x[i * stride + l] *= r->s[i];
+        return TQ_OK;
+    }
     if (k > 1) {
         double *tmp = malloc((size_t)k * lanes * sizeof(double));
         if (!tmp) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");

@@ -290,6 +290,11 @@ tq_status tq_innerq_apply(tq_ctx *ctx, float *x, size_t n, const float *scales, 
 typedef struct tq_rotation tq_rotation;
 
 tq_status tq_rotation_new(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **out);
+/* A seeded random diagonal of +1/-1 (kind "signs(n)"): orthogonal and exact
+ * in floating point, so a model rotated with it computes bit for bit what
+ * the original computes where no norm gain has to be folded; for checking
+ * that a pipeline transforms every tensor consistently. */
+tq_status tq_rotation_new_signs(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **out);
 void tq_rotation_free(tq_rotation *r);
 uint32_t tq_rotation_size(const tq_rotation *r);
 const char *tq_rotation_kind(const tq_rotation *r); /* "hadamard(4096)", "hadamard(1024) x orthogonal(3)" */

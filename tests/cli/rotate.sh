@@ -27,12 +27,28 @@ PY
 $tq rotate-weights -q --r1 off "$M" "$tmp/r2.gguf" || fail "--r1 off"
 $tq inspect "$tmp/r2.gguf" | grep -q "tq.rotation.r1 .*= 0" || fail "--r1 off recorded"
 expect_err 2 "nothing to do" rotate-weights --r1 off --r2 off "$M" "$tmp/x.gguf"
-expect_err 2 "not on or off" rotate-weights --r1 maybe "$M" "$tmp/x.gguf"
+expect_err 2 "not on, off or auto" rotate-weights --r1 maybe "$M" "$tmp/x.gguf"
+expect_err 2 "not auto, f16, bf16 or f32" rotate-weights --out-type q8_0 "$M" "$tmp/x.gguf"
 expect_err 2 "where to?" rotate-weights "$M"
 expect_err 1 "not a GGUF file" rotate-weights Makefile "$tmp/x.gguf"
 cp "$M" "$tmp/m.gguf"
 expect_err 1 "overwrite" rotate-weights "$tmp/m.gguf" "$tmp/m.gguf"
-$tq quantize-tq4 -q "$M" "$tmp/q.gguf" || fail "quantize"
-expect_err 1 "rotate the F16/F32 model, then quantize" rotate-weights "$tmp/q.gguf" "$tmp/x.gguf"
-[ -e "$tmp/x.gguf" ] && fail "output after a refusal"
+# a quantized model in (as distributed): the rotated tensors come out in F16
+# (or --out-type), the others are copied; then it quantizes again
+$tq quantize-tq4 -q --policy all --boundary-layers 0 --tensor-type '.*=q8_0' "$M" "$tmp/q.gguf" || fail "quantize"
+$tq rotate-weights -q --r1 off "$tmp/q.gguf" "$tmp/qr.gguf" || fail "rotate a q8_0 model"
+$tq rotate-weights -q --out-type f32 --kind signs "$tmp/q.gguf" "$tmp/qs.gguf" || fail "rotate a q8_0 model, f32 out"
+$tq inspect --json "$tmp/qr.gguf" >"$tmp/qr.json" && $tq inspect --json "$tmp/qs.gguf" >"$tmp/qs.json" || fail "inspect"
+python3 - "$tmp/qr.json" "$tmp/qs.json" <<'PY' || fail "rotated q8_0 model"
+import json, sys
+r, s = (json.load(open(p)) for p in sys.argv[1:])
+t = {x["name"]: x["type"] for x in r["tensors"]}
+assert t["blk.0.attn_v.weight"] == "f16" and t["blk.0.attn_output.weight"] == "f16", t
+assert t["blk.0.attn_q.weight"] == "q8_0" and t["blk.0.ffn_gate.weight"] == "q8_0", t   # R2 only: untouched
+t = {x["name"]: x["type"] for x in s["tensors"]}
+assert all(t[n] == "f32" for n in t if n.endswith("weight") and "norm" not in n), t   # R1 and R2: every matrix
+k = {x["key"]: x.get("value") for x in s["metadata"]}
+assert k["tq.rotation.r1.kind"] == "signs(64)" and k["tq.rotation.r2.kind"].startswith("signs(8)"), k
+PY
+$tq quantize-tq4 -q "$tmp/qr.gguf" "$tmp/qrq.gguf" || fail "quantize the rotated model"
 exit 0

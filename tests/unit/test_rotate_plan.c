@@ -26,7 +26,7 @@ TEST(rotate_plan_roles_on_stories260k)
     }
     rr_model m;
     memset(&m, 0, sizeof m);
-    int rc = rr_plan(ctx, g, &m);
+    int rc = rr_plan(ctx, g, 1, &m);
     const rr_tensor *emb = find(&m, "token_embd.weight"), *q = find(&m, "blk.0.attn_q.weight"),
                     *v = find(&m, "blk.0.attn_v.weight"), *o = find(&m, "blk.0.attn_output.weight"),
                     *n = find(&m, "blk.0.attn_norm.weight"), *down = find(&m, "blk.4.ffn_down.weight");
@@ -49,7 +49,7 @@ TEST(rotate_plan_refuses_other_graphs)
     CHECK(tq_gguf_open(ctx, "tests/fuzz/seeds/fuzz_gguf_read/tiny.gguf", NULL, &g) == TQ_OK, "%s", tq_ctx_error(ctx));
     rr_model m;
     memset(&m, 0, sizeof m);
-    int rc = rr_plan(ctx, g, &m);
+    int rc = rr_plan(ctx, g, 1, &m);
     rr_free(&m);
     tq_gguf_close(g);
     CHECK(rc != 0 && tq_ctx_error(ctx)[0], "a model without a llama graph must be refused with a reason");

@@ -55,3 +55,28 @@ TEST(rotation_is_orthogonal_and_consistent)
     CHECK(tq_rotation_new(ctx, 1031, 1, &r) == TQ_ERR_UNSUPPORTED && strstr(tq_ctx_error(ctx), "odd factor 1031"));
     tq_ctx_free(ctx);
 }
+
+TEST(rotation_signs_are_exact)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tq_rotation *r;
+    CHECK(tq_rotation_new_signs(ctx, 256, 7, &r) == TQ_OK && !strcmp(tq_rotation_kind(r), "signs(256)"));
+    float x[256 * 3], x0[256 * 3], rows[3 * 256];
+    unsigned long long st = 3;
+    for (int i = 0; i < 256 * 3; i++) x[i] = x0[i] = (float)tq_test_randn(&st);
+    for (int l = 0; l < 3; l++)
+        for (int i = 0; i < 256; i++) rows[l * 256 + i] = x0[i * 3 + l];
+    CHECK(tq_rotation_apply(ctx, r, x, 3, 0) == TQ_OK && tq_rotation_apply_rows(ctx, r, rows, 3, 0) == TQ_OK);
+    int flipped = 0;
+    for (int i = 0; i < 256; i++) {
+        flipped += x[i * 3] != x0[i * 3];
+        for (int l = 0; l < 3; l++) {
+            CHECK(x[i * 3 + l] == x0[i * 3 + l] || x[i * 3 + l] == -x0[i * 3 + l], "only signs change");
+            CHECK(rows[l * 256 + i] == x[i * 3 + l], "rows and columns agree");
+        }
+    }
+    CHECK(flipped > 90 && flipped < 166, "about half the signs flip (%d of 256)", flipped);
+    CHECK(tq_rotation_apply(ctx, r, x, 3, 1) == TQ_OK && !memcmp(x, x0, sizeof x), "R' R = I exactly");
+    tq_rotation_free(r);
+    tq_ctx_free(ctx);
+}
