@@ -16,8 +16,10 @@
    Q4_0 inference would also round them to Q8_0).
 3. Composition: rotate-weights then quantize-tq4 keeps both provenance
    records, and tq inspect shows them.
-4. Refusals: unsupported architecture, post-norm, LayerNorm, MoE, quantized
-   input, missing tensor: one line, exit 1, no output.
+4. Refusals: unsupported architecture, missing tensor, and with --r1 on a
+   post-norm, LayerNorm or MoE graph: one line, exit 1, no output.  Without
+   --r1 on those graphs get R2 alone, with the reason on stderr; a quantized
+   input is dequantized and its rotated tensors written as F16.
 Exit 77 = oracle missing."""
 import ctypes
 import json
@@ -153,17 +155,25 @@ with tempfile.TemporaryDirectory() as d:
         w.write_tensors_to_file()
         w.close()
 
-    bad = [("gemma2 arch", dict(arch="gemma2"), "architecture 'gemma2' is not supported"),
+    bad = [("phi3 arch", dict(arch="phi3"), "architecture 'phi3' is not supported"),
            ("post-norm", dict(extra=[("blk.0.attn_post_norm.weight", np.ones(64, np.float32))]), "post-norms"),
            ("LayerNorm", dict(extra=[("blk.0.attn_norm.bias", np.zeros(64, np.float32))]), "LayerNorm"),
            ("MoE router", dict(extra=[("blk.0.ffn_gate_inp.weight", np.zeros((4, 64), np.float32))]), "mixture of experts"),
-           ("quantized", dict(q8=True), "is q8_0"),
            ("missing V", dict(drop=["blk.2.attn_v.weight"]), "missing tensor blk.2.attn_v.weight")]
     for label, kw, needle in bad:
         src, out = d / "bad.gguf", d / "bad_out.gguf"
         variant(src, **kw)
-        p = tq("rotate-weights", src, out, ok=False)
+        p = tq("rotate-weights", "--r1", "on", src, out, ok=False)
         lines = p.stderr.strip().splitlines()
         assert p.returncode == 1 and len(lines) == 1 and needle in lines[0], (label, p.returncode, p.stderr)
         assert not out.exists() and not list(d.glob("bad_out.gguf.tmp*")), label
-    print(f"refusals: {', '.join(b[0] for b in bad)}: one line each, nothing written")
+        if label in ("post-norm", "LayerNorm", "MoE router"):  # R2 stays exact inside the attention
+            p = tq("rotate-weights", src, out)
+            assert "R1 not folded" in p.stderr and needle in p.stderr, (label, p.stderr)
+            out.unlink()
+    variant(d / "q8.gguf", q8=True)
+    tq("rotate-weights", "-q", d / "q8.gguf", d / "q8r.gguf")
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(d / "q8r.gguf")).tensors}
+    assert types["blk.0.attn_q.weight"] == "F16" and types["blk.0.attn_k.weight"] == "F32", types
+    print(f"refusals: {', '.join(b[0] for b in bad)}: one line each, nothing written; without --r1 on, "
+          "the post-norm, LayerNorm and MoE graphs get R2 with the reason; a q8_0 input rotates to F16")
