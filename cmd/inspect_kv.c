@@ -129,6 +129,19 @@ int inspect_snapshot(const char *path, int json)
         else printf("model:         no fingerprint (encoded without --model)\n");
         printf("size:          %.2fx smaller than the source, %.3f bits per K/V value (%" PRIu64 " values)\n",
                (double)m->source_size / (double)tqkv_size(r), bpv, vals);
+        int guessed = 0, mapped = 0;
+        for (uint32_t i = 0; i < m->n_tensors; i++)
+            guessed |= m->t[i].group_guessed, mapped |= m->t[i].model_layer != TQKV_NO_MODEL_LAYER;
+        if (guessed) printf("group:         guessed from the row width when encoded (no --model or --head-dim)\n");
+        for (uint32_t s = 0; mapped && s < 2; s++) { /* the iSWA caches' model layers, K records in order */
+            int any = 0;
+            for (uint32_t i = 0; i < m->n_tensors; i++) {
+                const tqkv_tensor *t = &m->t[i];
+                if (t->kv_state != s || t->is_v || t->stream || t->model_layer == TQKV_NO_MODEL_LAYER) continue;
+                printf("%s%u", any++ ? " " : s ? "\n  cache 1 (SWA):  " : "model layers:  cache 0 (base): ", t->model_layer);
+            }
+            if (s == 1) printf("\n");
+        }
         printf("\n  %5s %6s %3s %-8s %-22s %6s %12s %8s\n", "state", "layer", "kv", "type", "codec", "cells", "stored", "bits/val");
     }
     uint64_t ck = 0;
@@ -145,8 +158,11 @@ int inspect_snapshot(const char *path, int json)
         tq_type_profile_parse(m->profile, &p);
         const tq_ggml_type *ty = tq_ggml_type_get(p, t->type_id);
         double b = 8.0 * (double)stored / (double)(t->width * t->cells);
+        if (json) printf("  {");
+        if (json && t->model_layer != TQKV_NO_MODEL_LAYER) printf("\"model_layer\": %u, ", t->model_layer);
+        if (json && t->group_guessed) printf("\"group_guessed\": true, ");
         if (json)
-            printf("  {\"kv_state\": %u, \"stream\": %u, \"layer\": %u, \"kv\": \"%s\", \"type\": \"%s\", \"codec\": \"%s\", \"group\": %u, "
+            printf("\"kv_state\": %u, \"stream\": %u, \"layer\": %u, \"kv\": \"%s\", \"type\": \"%s\", \"codec\": \"%s\", \"group\": %u, "
                    "\"bits\": %u, \"innerq\": %s, \"cells\": %u, \"width\": %" PRIu64 ", \"stored_bytes\": %" PRIu64
                    ", \"bits_per_value\": %.4f}%s\n",
                    t->kv_state, t->stream, t->layer, t->is_v ? "V" : "K", ty ? ty->name : "?",

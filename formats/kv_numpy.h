@@ -26,11 +26,15 @@ typedef struct tq_npz_options {
     uint32_t layer_lo, layer_hi; /* K/V of layers lo..hi only (inclusive) */
     uint32_t head_dim;           /* other sources: write [tokens, heads, head_dim]
                                     rather than [tokens, width] (0: unknown) */
+    const struct tq_kv_layers *layers; /* iSWA states: k_L / v_L (and the layer range)
+                                          by model layer; NULL: as the states count */
 } tq_npz_options;
 
 /* NumPy dumps come back with their own array names, dtypes, shapes and
  * orientation, other arrays verbatim; other views as tokens, k_L and v_L
- * (float16 if the cache was, else float32).  A stored (uncompressed) zip. */
+ * (float16 if the cache was, else float32; L the model layer, for two iSWA
+ * caches when o->layers maps them, else kvI_sJ_k_L per cache and stream).
+ * A stored (uncompressed) zip. */
 tq_status tq_npz_write(tq_ctx *ctx, const tq_kv_view *v, const tq_npz_options *o, FILE *out);
 
 #ifdef __cplusplus

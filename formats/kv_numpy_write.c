@@ -2,6 +2,7 @@
  * NumPy view with its own arrays' names, dtypes, shapes and orientation,
  * other views as tokens, k_L and v_L. */
 #include "kv_numpy.h"
+#include "kv_layers.h"
 #include "kv_numpy_impl.h"
 
 #include <archive.h>
@@ -144,16 +145,19 @@ static tq_status npz_from_state(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_o
             const tq_kv_stream *sr = &kv->streams[j];
             uint32_t cells;
             if (!sr->cell_count || (st = tq_kv_stream_prefix(ctx, s, sr, o->max_tokens, &cells, NULL))) continue;
+            int by_model = tq_kv_view_n_kv(s) == 2 && kv->n_stream == 1 && o->layers && tq_kv_layers_known(o->layers);
             for (uint32_t l = 0; l < sr->n_layer && !st; l++)
                 for (int v = 0; v < 2 && !st; v++) {
-                    if (!in_range(o, l)) continue;
+                    uint32_t ml = by_model ? tq_kv_layers_model(o->layers, i, l) : l;
+                    if (!in_range(o, ml)) continue;
                     const tq_kv_tensor *t = v ? &sr->v[l] : &sr->k[l];
                     int f16 = t->type->dtype == TQ_DT_F16;
                     uint64_t es = f16 ? 2 : 4, shape[3] = {cells, t->width, 0};
                     int nd = 2;
                     if (o->head_dim && t->width % o->head_dim == 0)
                         shape[1] = t->width / o->head_dim, shape[2] = o->head_dim, nd = 3;
-                    if (tq_kv_view_n_kv(s) == 1 && kv->n_stream == 1) snprintf(name, sizeof name, "%s_%u", v ? "v" : "k", l);
+                    if ((tq_kv_view_n_kv(s) == 1 && kv->n_stream == 1) || by_model)
+                        snprintf(name, sizeof name, "%s_%u", v ? "v" : "k", ml);
                     else snprintf(name, sizeof name, "kv%u_s%u_%s_%u", i, j, v ? "v" : "k", l);
                     hl = tq_npy_format(hdr, f16 ? "<f2" : "<f4", nd, shape);
                     st = zip_member(ctx, z, name, hl + (uint64_t)cells * t->width * es);
@@ -193,7 +197,7 @@ static tq_status npz_from_state(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_o
 
 tq_status tq_npz_write(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_options *opt, FILE *out)
 {
-    tq_npz_options all = {0, 0, UINT32_MAX, 0};
+    tq_npz_options all = {0, 0, UINT32_MAX, 0, NULL};
     const tq_npz_options *o = opt ? opt : &all;
     zip_out z = {archive_write_new(), out, 0};
     if (!z.a) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");

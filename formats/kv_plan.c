@@ -2,6 +2,7 @@
  * snapshot, made before any byte is coded, so that a dry run, an encode and
  * an appended encode cannot disagree. */
 #include "kv_plan.h"
+#include "kv_layers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,7 +77,10 @@ tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *
     if (fp != m->fingerprint)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "made for another model (fingerprint %016llx, %s has %016llx)",
                                 (unsigned long long)m->fingerprint, model_label, (unsigned long long)fp);
-    return TQ_OK;
+    tq_kv_layers L; /* iSWA: the caches' layers must be the model's as recorded */
+    tq_status st = tq_kv_layers_of_snapshot(ctx, m, g, &L);
+    if (!st) tq_kv_layers_free(&L);
+    return st;
 }
 
 uint32_t tq_arch_head_dim(const char *arch)
@@ -96,6 +100,10 @@ typedef struct src_tensor {
     const tq_kv_tensor *kt;
     uint32_t cells, kv_state, stream, layer, n_layer;
     int is_v;
+    /* the model layer (iSWA states hold interleaved subsets) and the model's
+     * layer count: what boundary layers and per-layer scales count in */
+    uint32_t model_layer, n_model;
+    int mapped; /* model_layer is known from a split of two caches: recorded */
 } src_tensor;
 
 static int cmp_off(const void *a, const void *b)
@@ -121,7 +129,7 @@ static tq_status collect(tq_ctx *ctx, const tq_kv_view *s, src_tensor **out, siz
             const tq_kv_stream *st = &tq_kv_view_kv(s, i)->streams[j];
             for (uint32_t l = 0; st->cell_count && l < st->n_layer; l++)
                 for (int v = 0; v < 2; v++)
-                    src[n++] = (src_tensor){v ? &st->v[l] : &st->k[l], st->cell_count, i, j, l, st->n_layer, v};
+                    src[n++] = (src_tensor){v ? &st->v[l] : &st->k[l], st->cell_count, i, j, l, st->n_layer, v, 0, 0, 0};
         }
     qsort(src, n, sizeof *src, cmp_off);
     *out = src;
@@ -146,7 +154,7 @@ static uint32_t pick_group(uint64_t width, uint32_t head_dim, int *guessed)
 
 static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_options *o, const src_tensor *s, tqkv_tensor *t)
 {
-    uint32_t l = o->innerq_layers == 1 ? 0 : s->layer;
+    uint32_t l = o->innerq_layers == 1 ? 0 : s->model_layer;
     if (o->innerq_dim != t->group)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "layer %u: InnerQ scales of %u channels for heads of %u", s->layer,
                                 o->innerq_dim, t->group);
@@ -164,7 +172,8 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
     const tq_kv_tensor *kt = s->kt;
     *t = (tqkv_tensor){.file_off = kt->data_off, .bytes = kt->bytes, .kv_state = s->kv_state, .stream = s->stream,
                        .layer = s->layer, .is_v = (uint8_t)s->is_v, .transposed = (uint8_t)kt->transposed,
-                       .cells = s->cells, .width = kt->width, .type_id = kt->type->id, .codec = TQKV_CODEC_RAW};
+                       .cells = s->cells, .width = kt->width, .type_id = kt->type->id, .codec = TQKV_CODEC_RAW,
+                       .model_layer = s->mapped ? s->model_layer : TQKV_NO_MODEL_LAYER};
     int guessed = 0, lossless = p->preset == TQ_KV_PRESET_LOSSLESS, decodable = kt->type->dtype >= 0;
     uint32_t g = pick_group(kt->width, head_dim, &guessed);
     if (o->turbo && !lossless && decodable && kt->width % 128 == 0) {
@@ -174,7 +183,8 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
         t->norm_correction = 1;
         p->group = 128;
     } else if (!lossless && decodable && g) {
-        int boundary = (int)s->layer < o->boundary_layers || (int)s->layer >= (int)s->n_layer - o->boundary_layers;
+        int boundary =
+            (int)s->model_layer < o->boundary_layers || (int)s->model_layer >= (int)s->n_model - o->boundary_layers;
         t->codec = TQKV_CODEC_TQ;
         t->group = g;
         t->bits = (uint8_t)(boundary ? 8 : s->is_v ? p->v_bits : p->k_bits);
@@ -182,6 +192,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
         t->seed = TQ_SEED_FORK;
         p->group = g;
         p->group_guessed |= guessed;
+        t->group_guessed = (uint8_t)guessed;
         if (o->innerq) {
             tq_status st = plan_innerq(ctx, o, s, t);
             if (st) return st;
@@ -289,6 +300,28 @@ static tq_status plan_meta(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_opt
     return TQ_OK;
 }
 
+/* Model layers: from the model or the state's architecture; where two
+ * caches cannot be told apart, each counts its own layers. */
+static tq_status map_layers(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, src_tensor *src, size_t n,
+                            tq_kvsnap_plan *p)
+{
+    tq_kv_layers L;
+    tq_status st = tq_kv_layers_make(ctx, v, o->model, &L);
+    if (st) return st;
+    uint32_t total = 0;
+    for (uint32_t s = 0; s < L.n_state; s++) total += L.n_layer[s];
+    int two = L.n_state == 2 && tq_kv_layers_known(&L);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t m = tq_kv_layers_model(&L, src[i].kv_state, src[i].layer);
+        src[i].mapped = two && m != TQ_KV_LAYER_UNKNOWN;
+        src[i].model_layer = src[i].mapped ? m : src[i].layer;
+        src[i].n_model = src[i].mapped ? total : src[i].n_layer;
+    }
+    if (two) snprintf(p->layer_rule, sizeof p->layer_rule, "%s", L.rule);
+    tq_kv_layers_free(&L);
+    return TQ_OK;
+}
+
 /* Bits from the preset, for the group the first K tensor gets. */
 static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_tensor *src, size_t n, uint32_t head_dim)
 {
@@ -344,6 +377,7 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     size_t n = 0;
     tq_status st = collect(ctx, v, &src, &n);
     if (!st) st = check_fit(ctx, v, o, head_dim, src, n);
+    if (!st) st = map_layers(ctx, v, o, src, n, p);
     if (!st) st = plan_meta(ctx, v, o, src, n, &p->meta);
     if (!st) plan_bits(p, o, src, n, head_dim);
     if (!st && o->turbo && (p->k_bits < 2 || p->k_bits > 4 || p->v_bits < 2 || p->v_bits > 4))

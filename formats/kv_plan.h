@@ -65,6 +65,7 @@ typedef struct tq_kvsnap_plan {
     int group_guessed;             /* no model or head size given: 1 from the row width,
                                       2 from the state's architecture (group_arch) */
     char group_arch[32];
+    char layer_rule[192];          /* iSWA: how cache layers were matched to model layers ("" if not) */
     uint32_t n_coded, n_kept;
 } tq_kvsnap_plan;
 

@@ -4,6 +4,7 @@
 #include "file_io.h"
 #include "kv_numpy.h"
 #include "kv_chunk.h"
+#include "kv_layers.h"
 #include "kv_snapshot.h"
 #include "llama_state.h"
 
@@ -250,6 +251,9 @@ static tq_status cache_type_of(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile 
     return TQ_OK;
 }
 
+/* --layers counts model layers where the snapshot knows them (iSWA) */
+static uint32_t layer_of(const tqkv_tensor *t) { return t->model_layer != TQKV_NO_MODEL_LAYER ? t->model_layer : t->layer; }
+
 /* Starts the tasks that decode tensor j's chunks (rows or layers not
  * wanted become zeros). */
 static void start_chunks(const tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
@@ -262,7 +266,7 @@ static void start_chunks(const tq_ctx *ctx, const tqkv_reader *r, const tqkv_rea
             uint64_t at = k < j->nb ? j->bfirst + k : j->first + k - j->nb;
             const tqkv_chunk *ch = tqkv_chunk_at(from, at);
             int skip = (o->max_rows && ch->row0 >= o->max_rows && !j->t->transposed) ||
-                       (o->layer_hi && (j->t->layer < o->layer_lo || j->t->layer >= o->layer_hi));
+                       (o->layer_hi && (layer_of(j->t) < o->layer_lo || layer_of(j->t) >= o->layer_hi));
             tq_ctx *local = tq_ctx_clone(ctx);
             if (!local) {
                 j->co[k].st = TQ_ERR_NOMEM;
@@ -373,9 +377,14 @@ tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader
     tq_status st = decode_to_view(ctx, r, base, &dopt, ro->tmp_near, &v);
     if (st) return st;
     if (ro->format == TQ_KV_NUMPY) {
+        tq_kv_layers L;
+        st = tq_kv_layers_of_snapshot(ctx, m, NULL, &L);
         tq_npz_options no = {ro->tokens, ro->has_layers ? ro->layer_lo : 0, ro->has_layers ? ro->layer_hi : UINT32_MAX,
-                             ro->head_dim};
-        st = tq_npz_write(ctx, v, &no, out);
+                             ro->head_dim, &L};
+        if (!st) {
+            st = tq_npz_write(ctx, v, &no, out);
+            tq_kv_layers_free(&L);
+        }
     } else {
         tq_state_rewrite rw = {ro->format, ro->arch, ro->tokens};
         st = tq_llama_state_write(ctx, v, &rw, out);

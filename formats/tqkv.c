@@ -156,7 +156,10 @@ tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer
     PUTV(&b, m->n_tensors);
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         const tqkv_tensor *t = &m->t[i];
-        uint8_t pad3[3] = {t->innerq != NULL, 0, 0}; /* byte 0: InnerQ scales follow the records */
+        /* byte 0: bit 0 InnerQ scales follow the records, bit 1 the group was
+         * guessed; bytes 1-2: the model layer + 1 (0: not recorded) */
+        uint16_t ml = t->model_layer == TQKV_NO_MODEL_LAYER ? 0 : (uint16_t)(t->model_layer + 1);
+        uint8_t pad3[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0)), (uint8_t)ml, (uint8_t)(ml >> 8)};
         PUTV(&b, t->file_off);
         PUTV(&b, t->bytes);
         PUTV(&b, t->kv_state);
@@ -176,18 +179,20 @@ tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer
         PUTV(&b, t->rows_per_chunk);
         PUTV(&b, t->row_start);
     }
-    int any_innerq = 0;
-    for (uint32_t i = 0; i < m->n_tensors; i++)
+    int any_innerq = 0, any_v3 = 0;
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
         if (m->t[i].innerq) {
             bput(&b, m->t[i].innerq, 4ull * m->t[i].group);
             any_innerq = 1;
         }
+        any_v3 |= m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed;
+    }
     if (b.oom) {
         free(b.p);
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     uint8_t hdr[HDR_LEN];
-    uint32_t ver = any_innerq ? 2 : 1; /* version 1 readers can read what has no scales */
+    uint32_t ver = any_v3 ? 3 : any_innerq ? 2 : 1; /* older readers still read what needs nothing newer */
     uint64_t ml = b.n, mh = XXH64(b.p, b.n, 0);
     memcpy(hdr, MAGIC, 4);
     memcpy(hdr + 4, &ver, 4);
@@ -396,7 +401,10 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
     mget(&c, &t->bits, 1);
     mget(&c, &t->norm_correction, 1);
     mget(&c, pad3, 3);
-    uint8_t innerq = pad3[0];
+    uint8_t innerq = pad3[0] & 1, extra = r->version >= 3 ? pad3[0] >> 1 : pad3[0] >> 1 << 1;
+    uint16_t ml = (uint16_t)(pad3[1] | pad3[2] << 8);
+    t->group_guessed = r->version >= 3 && (extra & 1);
+    t->model_layer = r->version >= 3 && ml ? ml - 1u : TQKV_NO_MODEL_LAYER;
     mget(&c, &t->group, 4);
     mget(&c, &t->seed, 8);
     mget(&c, &t->cells, 4);
@@ -422,8 +430,8 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
         tq_codec_desc d;
         if (ty->dtype < 0 || tqkv_codec_desc(t, &d) || t->width % t->group) return bad(ctx, r, "bad codec parameters", at);
     }
-    if (innerq > 1 || pad3[1] || pad3[2] || (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)))
-        return bad(ctx, r, "bad InnerQ flag", at);
+    if (extra > 1 || (r->version < 3 && (pad3[1] || pad3[2])) || (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)))
+        return bad(ctx, r, "bad InnerQ, group or model-layer field", at);
     if (innerq && !(t->innerq = malloc(4ull * t->group))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     *cp = c;
     return TQ_OK;

@@ -19,7 +19,9 @@
 extern "C" {
 #endif
 
-#define TQKV_VERSION 2 /* 2 adds InnerQ scales; files without them are written as 1 */
+#define TQKV_VERSION 3 /* 2 adds InnerQ scales, 3 model layers and the group-guessed flag; files
+                          without them are written as the lowest version that holds them */
+#define TQKV_NO_MODEL_LAYER UINT32_MAX
 
 enum { TQKV_SOURCE_SESSION = 0, TQKV_SOURCE_SEQUENCE = 1, TQKV_SOURCE_NUMPY = 2 };
 enum { TQKV_CODEC_RAW = 0, TQKV_CODEC_TQ = 1, TQKV_CODEC_TURBO = 2 };
@@ -38,6 +40,8 @@ typedef struct tqkv_tensor {
     int32_t type_id;               /* source element type (in the profile) */
     uint32_t rows_per_chunk;
     uint32_t row_start;            /* rows [0, row_start) are in the base snapshot */
+    uint32_t model_layer;          /* version 3: the model layer (iSWA caches), else TQKV_NO_MODEL_LAYER */
+    uint8_t group_guessed;         /* version 3: the group was guessed from the row width */
     float *innerq;                 /* TQ codec: group per-channel scales applied before
                                       coding (x_j * s_j), divided out after decoding;
                                       NULL if none (owned by the meta) */

@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     FILE *f = fopen("/dev/null", "wb");
     if (tq_npz_write(ctx, s, NULL, f) != TQ_OK) abort();
-    tq_npz_options cut = {st->cell_count / 2 + 1, 1, 1, 0};
+    tq_npz_options cut = {st->cell_count / 2 + 1, 1, 1, 0, NULL};
     if (tq_npz_write(ctx, s, &cut, f) != TQ_OK) abort();
     tq_state_rewrite rw = {TQ_KV_SESSION, "llama", 1};
     if (tq_llama_state_write(ctx, s, &rw, f) == TQ_OK) abort(); /* no cell metadata to rebuild from */

@@ -186,7 +186,7 @@ TEST(numpy_dump_opens_as_kv_view)
               "the rewritten .npz holds the same arrays");
         /* a prefix of 4 tokens and layer 1 only */
         f = open_memstream(&buf, &len);
-        CHECK(tq_npz_write(ctx, s, &(tq_npz_options){4, 1, 1, 0}, f) == TQ_OK);
+        CHECK(tq_npz_write(ctx, s, &(tq_npz_options){4, 1, 1, 0, NULL}, f) == TQ_OK);
         fclose(f);
         tq_kv_close(s2);
         free(m2.p);
