@@ -47,4 +47,21 @@ expect_err 2 "unknown profile 'x'" inspect --type-profile x $seed
 # inspect asks the KV sources' probe: an empty zip is a NumPy matter, not a GGUF one
 printf 'PK\005\006\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000' >"$tmp/empty.npz"
 expect_err 1 "empty.npz: not a readable .npz" inspect "$tmp/empty.npz"
+# K-quant tensors cut short or not whole superblocks: refused by every reader,
+# one line, nothing written
+kq=tests/fuzz/seeds/fuzz_gguf_read/kquants.gguf
+head -c 1000 $kq >"$tmp/kcut.gguf"
+expect_err 1 "'t.q6_k' data (224 bytes padded) runs past the end" inspect --stats "$tmp/kcut.gguf"
+expect_err 1 "runs past the end" quantize-tq4 --allow-requantize --policy all "$tmp/kcut.gguf" "$tmp/kq.gguf"
+expect_err 1 "runs past the end" rotate-weights "$tmp/kcut.gguf" "$tmp/kr.gguf"
+[ -e "$tmp/kq.gguf" ] || [ -e "$tmp/kr.gguf" ] && fail "output after a refusal"
+python3 - "$kq" "$tmp/kshape.gguf" <<'PY' || fail "make kshape.gguf"
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+at = b.index(b"t.q4_k") + 6 + 4          # name, then n_dims: ne0 follows
+assert struct.unpack_from("<Q", b, at)[0] == 256
+struct.pack_into("<QQ", b, at, 128, 2)   # 128 x 2: the same bytes, half superblocks
+open(sys.argv[2], "wb").write(b)
+PY
+expect_err 1 "t.q4_k" inspect --stats "$tmp/kshape.gguf"
 exit 0
