@@ -171,6 +171,14 @@ def main():
                 else:  # the importances changed the weighted types' bytes (q8_0 and F16 fallbacks excepted)
                     moved = sum(got[k][1] != plain[k][1] for k in imatrix)
                     assert moved >= len(imatrix) - 4, f"{name}: the imatrix changed only {moved} tensors"
+        # a K-quant model in (as distributed): refused without --allow-requantize, converted with it
+        llama_quantize(f32, d / "k.gguf", [(".*", Q.Q4_K)])
+        p = tq("quantize-tq4", d / "k.gguf", d / "kc.gguf", ok=False)
+        assert p.returncode == 1 and "--allow-requantize" in p.stderr and not (d / "kc.gguf").exists(), p.stderr
+        tq("quantize-tq4", "-q", "--allow-requantize", d / "k.gguf", d / "kc.gguf")
+        kc = tensors(d / "kc.gguf")
+        assert kc["blk.2.ffn_down.weight"][0] == Q.Q4_K and kc["blk.2.attn_q.weight"][0] == TQ4_1S, "config-i from q4_K"
+        assert kc["blk.2.ffn_down.weight"][1] == tensors(d / "k.gguf")["blk.2.ffn_down.weight"][1], "same type: copied"
         print(f"ok: config-i and {total} q4_K/q5_K/q6_K tensors (with and without imatrix) byte-identical to llama.cpp's")
 
 
