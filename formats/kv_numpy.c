@@ -407,7 +407,8 @@ static tq_status build_layers(tq_ctx *ctx, tq_kv_view *s, tq_numpy_info *info, c
     const uint8_t *p = s->map;
     uint32_t n = info->n;
     uint32_t n_layer = 0, stacks = 0, per_layer = 0;
-    uint64_t cells = 0;
+    uint64_t cells = 0, head_dim = 0;
+    int heads_shown = 1; /* every K/V array shows its heads: [.., heads, head_dim] */
     const np_entry *tokens = NULL;
     for (uint32_t i = 0; i < n; i++) {
         const np_entry *e = &info->e[i];
@@ -415,6 +416,9 @@ static tq_status build_layers(tq_ctx *ctx, tq_kv_view *s, tq_numpy_info *info, c
         if (e->role == ROLE_OTHER || e->role == ROLE_TOKENS) continue;
         if (cells && e->cells != cells) return bad(ctx, s, "K/V arrays with different token counts");
         cells = e->cells;
+        if (e->role != ROLE_STACK && e->h.ndim == 2) heads_shown = 0;
+        if (head_dim && e->head_dim != head_dim) heads_shown = 0;
+        head_dim = e->head_dim;
         if (e->role == ROLE_STACK) stacks++, n_layer = (uint32_t)e->h.shape[0];
         else per_layer++, n_layer = e->layer + 1 > n_layer ? e->layer + 1 : n_layer;
     }
@@ -434,6 +438,7 @@ static tq_status build_layers(tq_ctx *ctx, tq_kv_view *s, tq_numpy_info *info, c
     st->v = calloc(n_layer, sizeof *st->v);
     if (!st->k || !st->v) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     info->n_layer = n_layer;
+    s->head_dim = heads_shown && head_dim <= UINT32_MAX ? (uint32_t)head_dim : 0;
     s->prefix_len = UINT64_MAX;
     for (uint32_t i = 0; i < n; i++) {
         const np_entry *e = &info->e[i];

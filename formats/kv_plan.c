@@ -367,7 +367,10 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     tq_kvsnap_plan *p = calloc(1, sizeof *p);
     if (!p) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     p->preset = o->preset;
+    /* the head size: given, the model's, what the source's layout shows, or
+     * the architecture's */
     uint32_t head_dim = o->head_dim ? o->head_dim : o->model ? tq_model_head_dim(o->model, 0) : 0;
+    if (!head_dim) head_dim = tq_kv_view_head_dim(v);
     int from_arch = 0;
     if (!head_dim && (head_dim = tq_arch_head_dim(tq_kv_view_arch(v)))) {
         from_arch = 1;

@@ -25,6 +25,7 @@ struct tq_kv_view {
     uint32_t version, n_tokens;
     int32_t *tokens;
     char *arch;
+    uint32_t head_dim; /* the head size the source's layout shows, 0 if it does not */
     int has_outputs, has_ext;
     uint64_t prefix_len;
     uint32_t n_kv;

@@ -115,6 +115,7 @@ uint32_t tq_kv_view_version(const tq_kv_view *v) { return v->version; }
 uint32_t tq_kv_view_n_tokens(const tq_kv_view *v) { return v->n_tokens; }
 const int32_t *tq_kv_view_tokens(const tq_kv_view *v) { return v->tokens; }
 const char *tq_kv_view_arch(const tq_kv_view *v) { return v->arch; }
+uint32_t tq_kv_view_head_dim(const tq_kv_view *v) { return v->head_dim; }
 int tq_kv_view_has_outputs(const tq_kv_view *v) { return v->has_outputs; }
 int tq_kv_view_has_ext(const tq_kv_view *v) { return v->has_ext; }
 uint32_t tq_kv_view_n_kv(const tq_kv_view *v) { return v->n_kv; }

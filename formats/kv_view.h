@@ -83,6 +83,9 @@ uint32_t tq_kv_view_version(const tq_kv_view *v);
 uint32_t tq_kv_view_n_tokens(const tq_kv_view *v);
 const int32_t *tq_kv_view_tokens(const tq_kv_view *v);
 const char *tq_kv_view_arch(const tq_kv_view *v);      /* "" when the source does not say */
+/* The head size the source's layout shows (a NumPy dump's [.., heads,
+ * head_dim] arrays), 0 when it shows none (state files, [tokens, width]). */
+uint32_t tq_kv_view_head_dim(const tq_kv_view *v);
 int tq_kv_view_has_outputs(const tq_kv_view *v);       /* old llama.cpp session layout */
 int tq_kv_view_has_ext(const tq_kv_view *v);           /* M-RoPE cell extensions */
 uint32_t tq_kv_view_n_kv(const tq_kv_view *v);         /* KV memory states */

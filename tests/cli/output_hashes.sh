@@ -3,9 +3,7 @@
 # --append, --innerq) and what they decode to, quantize-tq4 (config-i, all,
 # --imatrix, --simulate), rotate-weights and inspect, on the fixtures.  The
 # expected hashes in output_hashes.sha256 were recorded with the code before the
-# seams redesign (commit 878295a); since then one changed on purpose:
-# snap-npy.tqkv (its group is guessed from the row width, which .tqkv version 3
-# records).  `RECORD=1 sh tests/cli/output_hashes.sh`
+# seams redesign (commit 878295a); `RECORD=1 sh tests/cli/output_hashes.sh`
 # prints the table for the code as it is.  Snapshot bytes depend on the zstd
 # build too: recorded with Debian 12's libzstd 1.5.4.
 set -u

@@ -283,3 +283,82 @@ TEST(tqkv_refuses_wrapping_sizes)
     CHECK(!back && strstr(err, "tensor size inconsistent"), "%s", err);
     free(back), free(snap), free(state);
 }
+
+/* A gemma3 session file: 4 cells, two caches (iSWA) of 3 and 15 layers, f16
+ * rows of 64. */
+static uint8_t *make_iswa_session(size_t *len)
+{
+    size_t cap = 1 << 20, n = 0;
+    uint8_t *b = malloc(cap);
+#define P(v)                                                                                       \
+    do {                                                                                           \
+        __typeof__(v) v_ = (v);                                                                    \
+        memcpy(b + n, &v_, sizeof v_);                                                             \
+        n += sizeof v_;                                                                            \
+    } while (0)
+    P(TQ_GGSN_MAGIC);
+    P((uint32_t)9);
+    P((uint32_t)4);
+    for (int i = 0; i < 4; i++) P((int32_t)(7 + i));
+    P((uint32_t)6);
+    memcpy(b + n, "gemma3", 6), n += 6;
+    unsigned long long st = 9;
+    for (int s = 0; s < 2; s++) {
+        uint32_t layers = s ? 15 : 3;
+        P((uint32_t)1);
+        P((uint32_t)4);
+        for (int c = 0; c < 4; c++) {
+            P((int32_t)c);
+            P((uint32_t)1);
+            P((int32_t)0);
+        }
+        P((uint32_t)0);
+        P(layers);
+        for (int kv = 0; kv < 2; kv++)
+            for (uint32_t l = 0; l < layers; l++) {
+                P((int32_t)1);
+                P((uint64_t)128);
+                for (int i = 0; i < 4 * 64; i++) P(tq_fp32_to_fp16((float)tq_test_randn(&st) * (1 + s)));
+            }
+    }
+#undef P
+    *len = n;
+    return b;
+}
+
+TEST(tqkv_iswa_layers_are_model_layers)
+{
+    size_t len, sl, dl;
+    uint8_t *state = make_iswa_session(&len);
+    char err[512];
+    tq_kvsnap_options o = {.preset = TQ_KV_PRESET_BALANCED, .head_dim = 64, .boundary_layers = 1, .zstd_level = 1,
+                           .profile = "69d8e4be4", .threads = 1};
+    uint8_t *snap = encode_opts(state, len, &o, &sl, err, sizeof err);
+    CHECK(snap != NULL, "%s", err);
+    tq_ctx *ctx = tq_ctx_new();
+    tqkv_reader *r;
+    CHECK(snap && tqkv_open_memory(ctx, snap, sl, "i.tqkv", &r) == TQ_OK, "%s", tq_ctx_error(ctx));
+    if (snap && r) {
+        const tqkv_meta *m = tqkv_meta_of(r);
+        CHECK(tqkv_version(r) == 3 && m->n_tensors == 36);
+        for (uint32_t i = 0; i < m->n_tensors; i++) {
+            const tqkv_tensor *t = &m->t[i];
+            uint32_t want = t->kv_state == 0 ? 6 * t->layer + 5 : t->layer + t->layer / 5;
+            CHECK(t->model_layer == want, "cache %u layer %u: model layer %u, not %u", t->kv_state, t->layer,
+                  t->model_layer, want);
+            int edge = want == 0 || want == 17;
+            CHECK((t->bits == 8) == edge, "model layer %u: %u bits (boundary layers count model layers)", want, t->bits);
+        }
+        tqkv_close(r);
+    }
+    /* lossless: the state comes back byte for byte through version 3 */
+    o.preset = TQ_KV_PRESET_LOSSLESS;
+    free(snap);
+    snap = encode_opts(state, len, &o, &sl, err, sizeof err);
+    uint8_t *back = snap ? decode(snap, sl, &dl, err, sizeof err) : NULL;
+    CHECK(back && dl == len && !memcmp(back, state, len), "lossless iSWA round trip: %s", err);
+    free(back);
+    free(snap);
+    free(state);
+    tq_ctx_free(ctx);
+}
