@@ -114,6 +114,47 @@ static tq_status wput(tqkv_writer *w, const void *p, size_t n)
     return TQ_OK;
 }
 
+/* The tensor records and the scales after them; returns the file version
+ * they need (older readers still read what needs nothing newer). */
+static uint32_t put_records(bbuf *b, const tqkv_meta *m)
+{
+    PUTV(b, m->n_tensors);
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        const tqkv_tensor *t = &m->t[i];
+        /* byte 0: bit 0 InnerQ scales follow the records, bit 1 the group was
+         * guessed; bytes 1-2: the model layer + 1 (0: not recorded) */
+        uint16_t ml = t->model_layer == TQKV_NO_MODEL_LAYER ? 0 : (uint16_t)(t->model_layer + 1);
+        uint8_t pad3[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0)), (uint8_t)ml, (uint8_t)(ml >> 8)};
+        PUTV(b, t->file_off);
+        PUTV(b, t->bytes);
+        PUTV(b, t->kv_state);
+        PUTV(b, t->stream);
+        PUTV(b, t->layer);
+        PUTV(b, t->is_v);
+        PUTV(b, t->transposed);
+        PUTV(b, t->codec);
+        PUTV(b, t->bits);
+        PUTV(b, t->norm_correction);
+        bput(b, pad3, 3);
+        PUTV(b, t->group);
+        PUTV(b, t->seed);
+        PUTV(b, t->cells);
+        PUTV(b, t->width);
+        PUTV(b, t->type_id);
+        PUTV(b, t->rows_per_chunk);
+        PUTV(b, t->row_start);
+    }
+    int any_innerq = 0, any_v3 = 0;
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        if (m->t[i].innerq) {
+            bput(b, m->t[i].innerq, 4ull * m->t[i].group);
+            any_innerq = 1;
+        }
+        any_v3 |= m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed;
+    }
+    return any_v3 ? 3 : any_innerq ? 2 : 1;
+}
+
 tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer **out)
 {
     *out = NULL;
@@ -153,46 +194,12 @@ tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer
     PUTV(&b, (uint64_t)zl);
     bput(&b, z, zl);
     free(z);
-    PUTV(&b, m->n_tensors);
-    for (uint32_t i = 0; i < m->n_tensors; i++) {
-        const tqkv_tensor *t = &m->t[i];
-        /* byte 0: bit 0 InnerQ scales follow the records, bit 1 the group was
-         * guessed; bytes 1-2: the model layer + 1 (0: not recorded) */
-        uint16_t ml = t->model_layer == TQKV_NO_MODEL_LAYER ? 0 : (uint16_t)(t->model_layer + 1);
-        uint8_t pad3[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0)), (uint8_t)ml, (uint8_t)(ml >> 8)};
-        PUTV(&b, t->file_off);
-        PUTV(&b, t->bytes);
-        PUTV(&b, t->kv_state);
-        PUTV(&b, t->stream);
-        PUTV(&b, t->layer);
-        PUTV(&b, t->is_v);
-        PUTV(&b, t->transposed);
-        PUTV(&b, t->codec);
-        PUTV(&b, t->bits);
-        PUTV(&b, t->norm_correction);
-        bput(&b, pad3, 3);
-        PUTV(&b, t->group);
-        PUTV(&b, t->seed);
-        PUTV(&b, t->cells);
-        PUTV(&b, t->width);
-        PUTV(&b, t->type_id);
-        PUTV(&b, t->rows_per_chunk);
-        PUTV(&b, t->row_start);
-    }
-    int any_innerq = 0, any_v3 = 0;
-    for (uint32_t i = 0; i < m->n_tensors; i++) {
-        if (m->t[i].innerq) {
-            bput(&b, m->t[i].innerq, 4ull * m->t[i].group);
-            any_innerq = 1;
-        }
-        any_v3 |= m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed;
-    }
+    uint32_t ver = put_records(&b, m);
     if (b.oom) {
         free(b.p);
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     uint8_t hdr[HDR_LEN];
-    uint32_t ver = any_v3 ? 3 : any_innerq ? 2 : 1; /* older readers still read what needs nothing newer */
     uint64_t ml = b.n, mh = XXH64(b.p, b.n, 0);
     memcpy(hdr, MAGIC, 4);
     memcpy(hdr + 4, &ver, 4);
