@@ -178,10 +178,10 @@ static double rel_mse(const float *x, const float *y, size_t n)
 static int bench_codec(const bench_opts *o)
 {
     static const tq_codec_desc descs[] = {
-        {TQ_CODEC_TURBO2, 0, 0, 0, 0},      {TQ_CODEC_TURBO3, 0, 0, 0, 0},
-        {TQ_CODEC_TURBO4, 0, 0, 0, 0},      {TQ_CODEC_TQ, 128, 2, 0, 0},
-        {TQ_CODEC_TQ, 128, 3, 1, 0},        {TQ_CODEC_TQ, 128, 4, 1, 0},
-        {TQ_CODEC_TQ, 64, 4, 1, 0},         {TQ_CODEC_TQ, 128, 8, 1, 0},
+        {TQ_CODEC_TURBO2, 0, 0, 0, 0, 0},      {TQ_CODEC_TURBO3, 0, 0, 0, 0, 0},
+        {TQ_CODEC_TURBO4, 0, 0, 0, 0, 0},      {TQ_CODEC_TQ, 128, 2, 0, 0, 0},
+        {TQ_CODEC_TQ, 128, 3, 1, 0, 0},        {TQ_CODEC_TQ, 128, 4, 1, 0, 0},
+        {TQ_CODEC_TQ, 64, 4, 1, 0, 0},         {TQ_CODEC_TQ, 128, 8, 1, 0, 0},
     };
     size_t n = o->values;
     tq_ctx *ctx = tq_ctx_new();
@@ -242,7 +242,7 @@ static int bench_weights(const bench_opts *o)
            "relmse tq", "enc fork", "enc tq", "x", "dec ref", "dec simd", "x", "enc all", "dec all");
     tq_codec_kind kinds[2] = {TQ_CODEC_TQ4_1S, TQ_CODEC_TQ3_1S};
     for (int i = 0; i < 2; i++) {
-        tq_codec_desc d = {kinds[i], 0, 0, 0, 0};
+        tq_codec_desc d = {kinds[i], 0, 0, 0, 0, 0};
         tq_codec *c;
         if (tq_codec_new(ctx, &d, &c) != TQ_OK) return cli_lib_error(ctx);
         tq_ctx_set_threads(ctx, 0);

@@ -41,7 +41,7 @@ int tqkv_codec_desc(const tqkv_tensor *t, tq_codec_desc *d)
     if (t->codec == TQKV_CODEC_TQ) {
         if (!tq_is_pow2(t->group) || t->group < 8 || t->group > 512 || t->bits < 1 || t->bits > 8 || t->norm_correction > 1)
             return -1;
-        *d = (tq_codec_desc){TQ_CODEC_TQ, t->group, t->bits, t->norm_correction, t->seed};
+        *d = (tq_codec_desc){TQ_CODEC_TQ, t->group, t->bits, t->norm_correction, t->seed, 0};
         return 0;
     }
     if (t->codec == TQKV_CODEC_TURBO) { /* the fork's blocks: fixed group, signs, norm correction */

@@ -51,6 +51,7 @@ void tq_block_store(const tq_codec *c, const uint8_t *idx, uint16_t h0, uint16_t
         put16(out + 2, h1);
         tq_pack_bits(idx, n, 4, out + 4);
         break;
+    default: break; /* angle and prod blocks have their own code */
     }
 }
 
@@ -72,5 +73,6 @@ void tq_block_load(const tq_codec *c, const uint8_t *in, uint8_t *idx, uint16_t 
         *h1 = get16(in + 2);
         tq_unpack_bits(in + 4, n, 4, idx);
         break;
+    default: break; /* angle and prod blocks have their own code */
     }
 }

@@ -76,8 +76,38 @@ tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
         c->block_bytes = four ? 20 : 16;
         break;
     }
+    case TQ_CODEC_ANGLE:
+        if (!tq_is_pow2(d->group) || d->group < 8 || d->group > 512)
+            st = tq_fail(ctx, TQ_ERR_ARG, "angle codec group %u is not a power of two in [8, 512]", d->group);
+        else if (d->bits < 1 || d->bits > 8 || d->radius_bits > 8 || d->norm_correction > 1)
+            st = tq_fail(ctx, TQ_ERR_ARG, "angle codec: angle bits %u (1..8), radius bits %u (0..8), "
+                         "norm_correction %u (0/1)", d->bits, d->radius_bits, d->norm_correction);
+        p->g = d->group;
+        p->bits = 1; /* unused codebook; the angle levels are uniform */
+        p->norm_correction = d->norm_correction;
+        c->layout = TQ_LAYOUT_ANGLE;
+        c->block_values = d->group;
+        c->block_bytes = 2 + tq_packed_bytes(d->group / 2, d->bits) + (d->radius_bits ? tq_packed_bytes(d->group / 2, d->radius_bits) : 0);
+        snprintf(c->name, sizeof c->name, "angle(g=%u,A=%u,r=%u%s)", d->group, 1u << (d->bits & 15), d->radius_bits,
+                 d->norm_correction ? ",nc" : "");
+        break;
+    case TQ_CODEC_PROD:
+        if (!tq_is_pow2(d->group) || d->group < 8 || d->group > 512)
+            st = tq_fail(ctx, TQ_ERR_ARG, "prod codec group %u is not a power of two in [8, 512]", d->group);
+        else if (d->bits < 2 || d->bits > 8 || d->norm_correction || d->radius_bits)
+            st = tq_fail(ctx, TQ_ERR_ARG, "prod codec: bits %u outside 2..8 (b-1 MSE bits + 1 sketch bit), "
+                         "norm_correction and radius_bits must be 0", d->bits);
+        p->g = d->group;
+        p->bits = d->bits - 1;
+        c->layout = TQ_LAYOUT_PROD;
+        c->block_values = d->group;
+        c->block_bytes = 4 + tq_packed_bytes(d->group, d->bits - 1) + d->group / 8;
+        snprintf(c->name, sizeof c->name, "prod(g=%u,b=%u)", d->group, d->bits);
+        break;
     default: st = tq_fail(ctx, TQ_ERR_ARG, "unknown codec kind %d", (int)d->kind);
     }
+    if (!st && d->kind != TQ_CODEC_ANGLE && d->radius_bits)
+        st = tq_fail(ctx, TQ_ERR_ARG, "radius_bits is for the angle codec only");
     if (st != TQ_OK) {
         free(c);
         return st;
@@ -92,7 +122,24 @@ tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
         tq_signs_weight32(s1); /* one sign vector: the second factor is I */
         for (uint32_t i = 0; i < 32; i++) s2[i] = 1.0f;
     } else {
-        tq_signs_kv(ctx, p->g, c->layout == TQ_LAYOUT_TQ ? d->seed : TQ_SEED_FORK, s1, s2);
+        int own = c->layout == TQ_LAYOUT_TQ || c->layout == TQ_LAYOUT_ANGLE || c->layout == TQ_LAYOUT_PROD;
+        tq_signs_kv(ctx, p->g, own ? d->seed : TQ_SEED_FORK, s1, s2);
+        if (c->layout == TQ_LAYOUT_ANGLE) /* one sign diagonal, then the orthonormal transform */
+            for (uint32_t i = 0; i < p->g; i++) s2[i] = 1.0f;
+    }
+    if (c->layout == TQ_LAYOUT_ANGLE && d->radius_bits) {
+        uint32_t k = 1u << d->radius_bits;
+        if (!(c->extra = malloc(2 * k * sizeof(float))) || tq_angle_radius_codebook(p->g, d->radius_bits, c->extra, c->extra + k)) {
+            tq_codec_free(c);
+            return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
+        }
+    }
+    if (c->layout == TQ_LAYOUT_PROD) {
+        if (!(c->extra = malloc((size_t)p->g * p->g * sizeof(float)))) {
+            tq_codec_free(c);
+            return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
+        }
+        tq_prod_sketch(p->g, d->seed, c->extra);
     }
     p->s1 = s1;
     p->s2 = s2;
@@ -114,6 +161,7 @@ void tq_codec_free(tq_codec *c)
 {
     if (!c) return;
     free(c->signs);
+    free(c->extra);
     free(c);
 }
 
@@ -123,6 +171,8 @@ size_t tq_codec_block_bytes(const tq_codec *c) { return c->block_bytes; }
 const char *tq_codec_name(const tq_codec *c) { return c->name; }
 
 static int is_weight(const tq_codec *c) { return c->layout == TQ_LAYOUT_W3 || c->layout == TQ_LAYOUT_W4; }
+/* TurboAngle and TurboQuant-prod: portable C, no SIMD or device kernels */
+static int is_plain(const tq_codec *c) { return c->layout == TQ_LAYOUT_ANGLE || c->layout == TQ_LAYOUT_PROD; }
 
 tq_status tq_codec_set_weight_search(tq_ctx *ctx, tq_codec *c, tq_weight_search s)
 {
@@ -156,12 +206,16 @@ static void run_span(const job *j, size_t b0, size_t m)
     if (j->encode) {
         const float *x = (const float *)j->in + b0 * c->block_values;
         uint8_t *o = (uint8_t *)j->out + b0 * c->block_bytes;
-        if (is_weight(c)) j->k->w_encode(c, x, m, o);
+        if (c->layout == TQ_LAYOUT_ANGLE) tq_angle_encode(c, x, m, o);
+        else if (c->layout == TQ_LAYOUT_PROD) tq_prod_encode(c, x, m, o);
+        else if (is_weight(c)) j->k->w_encode(c, x, m, o);
         else j->k->kv_encode(c, x, m, o);
     } else {
         const uint8_t *i = (const uint8_t *)j->in + b0 * c->block_bytes;
         float *y = (float *)j->out + b0 * c->block_values;
-        if (is_weight(c)) j->k->w_decode(c, i, m, y);
+        if (c->layout == TQ_LAYOUT_ANGLE) tq_angle_decode(c, i, m, y, j->rotated);
+        else if (c->layout == TQ_LAYOUT_PROD) tq_prod_decode(c, i, m, y, j->rotated);
+        else if (is_weight(c)) j->k->w_decode(c, i, m, y);
         else j->k->kv_decode(c, i, m, y, j->rotated);
     }
 }
@@ -173,15 +227,16 @@ static tq_status run(tq_ctx *ctx, const tq_codec *c, size_t n, int encode, int r
     if (st) return st;
     size_t nb = n / c->block_values;
     const tq_kernels *k = tq_kernels_of(ctx);
-    if (k->dev_kv_encode && !is_weight(c)) {
+    if (is_plain(c) && (st = tq_require_cpu(ctx, c->name))) return st;
+    if (k->dev_kv_encode && !is_weight(c) && !is_plain(c)) {
         char err[256];
         int rc = encode ? k->dev_kv_encode(c, in, nb, out, err, sizeof err)
                         : k->dev_kv_decode(c, in, nb, out, rotated, err, sizeof err);
         if (rc) return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "%s %s: %s", k->name, encode ? "encode" : "decode", err);
         return TQ_OK;
     }
-    int have = is_weight(c) ? (encode ? k->w_encode != NULL : k->w_decode != NULL)
-                            : (encode ? k->kv_encode != NULL : k->kv_decode != NULL);
+    int have = is_plain(c) || (is_weight(c) ? (encode ? k->w_encode != NULL : k->w_decode != NULL)
+                                            : (encode ? k->kv_encode != NULL : k->kv_decode != NULL));
     if (!have)
         return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "the %s backend has no %s %s kernel: use a CPU context", k->name,
                        c->name, encode ? "encode" : "decode");
@@ -211,4 +266,30 @@ tq_status tq_decode_rotated(tq_ctx *ctx, const tq_codec *c, const void *blocks, 
     if (is_weight(c))
         return tq_fail(ctx, TQ_ERR_ARG, "%s is a weight codec: it has no rotated-domain output", c->name);
     return run(ctx, c, n, 0, 1, blocks, y);
+}
+
+tq_status tq_scores(tq_ctx *ctx, const tq_codec *c, const float *q, const void *blocks, size_t n_keys, float *out)
+{
+    if (is_weight(c)) return tq_fail(ctx, TQ_ERR_ARG, "%s is a weight codec: no attention scores", c->name);
+    tq_status st = tq_require_cpu(ctx, "compressed-domain scores");
+    if (st) return st;
+    const tq_kv_params *p = &c->kv;
+    float qr[512];
+    memcpy(qr, q, p->g * sizeof(float));
+    tq_rht_forward_raw(p->g, p->s1, p->s2, qr); /* <q, R'v> = <R q, v> */
+    if (c->layout == TQ_LAYOUT_ANGLE || c->layout == TQ_LAYOUT_PROD) {
+        st = c->layout == TQ_LAYOUT_ANGLE ? tq_angle_scores(c, qr, blocks, n_keys, out)
+                                          : tq_prod_scores(c, qr, blocks, n_keys, out);
+        return st ? tq_fail(ctx, st, "out of memory") : TQ_OK;
+    }
+    const uint8_t *b = blocks;
+    uint8_t idx[512];
+    for (size_t k = 0; k < n_keys; k++, b += c->block_bytes) { /* norm x sum_j q'_j c[idx_j] */
+        uint16_t h0, h1;
+        tq_block_load(c, b, idx, &h0, &h1);
+        float s = 0;
+        for (uint32_t j = 0; j < p->g; j++) s += qr[j] * p->cen[idx[j]];
+        out[k] = tq_fp16_to_fp32(h0) * s;
+    }
+    return TQ_OK;
 }

@@ -173,7 +173,12 @@ typedef enum tq_codec_kind {
     TQ_CODEC_TURBO4 = 3,  /* fork block_turbo4_0: 128 values, 68 bytes     */
     TQ_CODEC_TQ = 4,      /* tq generic KV block, see lib/TQ_BLOCK.md      */
     TQ_CODEC_TQ3_1S = 5,  /* fork weight block: 32 values, 16 bytes        */
-    TQ_CODEC_TQ4_1S = 6   /* fork weight block: 32 values, 20 bytes        */
+    TQ_CODEC_TQ4_1S = 6,  /* fork weight block: 32 values, 20 bytes        */
+    TQ_CODEC_ANGLE = 7,   /* TurboAngle: polar pairs after the rotation,
+                             lib/TURBOANGLE.md                             */
+    TQ_CODEC_PROD = 8     /* TurboQuant-prod: (b-1)-bit MSE block plus a
+                             1-bit QJL sketch of the residual, unbiased
+                             inner products, lib/TQ_PROD.md                */
 } tq_codec_kind;
 
 /* The codec descriptor: everything needed to decode a block stream again.
@@ -186,6 +191,12 @@ typedef struct tq_codec_desc {
     uint32_t norm_correction; /* TQ: 1 = store n/|c| so the decoded vector  */
                               /*     keeps the input norm; 0 = store n      */
     uint64_t seed;            /* TQ: sign seed, TQ_SEED_FORK for the fork's */
+                              /* ANGLE: group, bits = angle bits (2^bits    */
+                              /* bins), norm_correction, seed as TQ's;      */
+    uint32_t radius_bits;     /* ANGLE: bits per pair radius (0: one radius */
+                              /* per group, implied by the norm)            */
+                              /* PROD: group, bits = b in 2..8 (b-1 MSE bits */
+                              /* + 1 sketch bit), seed; the rest 0          */
 } tq_codec_desc;
 
 /* Weight encoders: FORK reproduces the fork's grid search bit for bit; BEST
@@ -222,6 +233,13 @@ tq_status tq_encode_weighted(tq_ctx *ctx, const tq_codec *codec, const float *x,
  * rotated domain (centroid * stored norm, no inverse rotation). */
 tq_status tq_decode_rotated(tq_ctx *ctx, const tq_codec *codec, const void *blocks, size_t n,
                             float *y);
+/* Attention scores in the compressed domain: out[i] = <q, decode(block i)>
+ * for n_keys consecutive blocks of a KV codec (turbo*, tq, angle, prod), q
+ * holding one block's worth of values.  The query is rotated once; each key
+ * then costs table lookups and one dot product, no inverse rotation.  Equal
+ * to decode-then-dot up to float rounding. */
+tq_status tq_scores(tq_ctx *ctx, const tq_codec *codec, const float *q, const void *blocks, size_t n_keys,
+                    float *out);
 
 /* --------------------------------------------------- element data types */
 

@@ -56,7 +56,9 @@ typedef enum tq_layout {
     TQ_LAYOUT_TURBO4,   /* half norm; half rnorm (0); nibbles                 */
     TQ_LAYOUT_TQ,       /* half norm; bits LSB-first                          */
     TQ_LAYOUT_W3,       /* half d0; half d1; 4 x 24-bit groups of 8 indices   */
-    TQ_LAYOUT_W4        /* half d0; half d1; nibbles                          */
+    TQ_LAYOUT_W4,       /* half d0; half d1; nibbles                          */
+    TQ_LAYOUT_ANGLE,    /* half norm; angle bits; radius bits (TURBOANGLE.md)  */
+    TQ_LAYOUT_PROD      /* half norm; half |e|; MSE bits; sketch bits         */
 } tq_layout;
 
 /* Everything a kernel needs, resolved once at tq_codec_new. */
@@ -81,6 +83,8 @@ struct tq_codec {
     tq_weight_search wsearch;
     tq_kv_params kv;
     float *signs;            /* owned storage for s1|s2 (KV) or w32 (weights) */
+    float *extra;            /* ANGLE: radius centroids then thresholds;
+                                PROD: the g x g sketch matrix             */
     char name[48];
 };
 
@@ -135,6 +139,18 @@ int tq_kquant_quantize(tq_dtype t, const float *x, size_t nb, const float *qw, u
 /* q8_0, q4_0, q4_1, q5_0, q5_1 (lib/legacy_quants.c): n values; qw NULL is
  * the reference encoder, else x is one whole row and qw its n importances. */
 int tq_legacy_quantize(tq_dtype t, const float *x, size_t n, const float *qw, uint8_t *out);
+
+/* ---- TurboAngle (lib/turboangle.c) and TurboQuant-prod
+ * (lib/turboquant_prod.c): CPU code for whole spans of blocks.  qr in the
+ * scores is the query after the codec's forward rotation. */
+int tq_angle_radius_codebook(uint32_t g, uint32_t bits, float *cen, float *thr);
+void tq_angle_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out);
+void tq_angle_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated);
+tq_status tq_angle_scores(const tq_codec *c, const float *qr, const uint8_t *blocks, size_t n_keys, float *out);
+int tq_prod_sketch(uint32_t g, uint64_t seed, float *S);
+void tq_prod_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out);
+void tq_prod_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated);
+tq_status tq_prod_scores(const tq_codec *c, const float *qr, const uint8_t *blocks, size_t n_keys, float *out);
 
 /* The fork's scale grid for TQ3_1S/TQ4_1S. */
 #define TQ_WGRID_N 9

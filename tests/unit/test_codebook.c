@@ -105,7 +105,7 @@ TEST(codec_mse_matches_theory_g128)
     tq_ctx *ctx = tq_ctx_new();
     double prev = 1;
     for (uint32_t b = 1; b <= 8; b++) {
-        tq_codec_desc d = {TQ_CODEC_TQ, 128, b, 0, 0};
+        tq_codec_desc d = {TQ_CODEC_TQ, 128, b, 0, 0, 0};
         tq_codec *c;
         CHECK(tq_codec_new(ctx, &d, &c) == TQ_OK);
         tq_encode(ctx, c, x, (size_t)nv * g, blk);
