@@ -1,6 +1,7 @@
 /* bench.c - `tq bench`: codec quality and speed on generated data.  Speed is
  * the median of repeated runs; the scalar reference and the SIMD path run in
  * the same process on the same data so their ratio is meaningful. */
+#include "bench_kv.h"
 #include "cli.h"
 #include "cli_opts.h"
 
@@ -13,24 +14,35 @@ typedef struct bench_opts {
     size_t values;
     int reps;
     int threads; /* for the all-cores column; 0 = all */
-    int demo;
+    int demo, json;
     int cuda;
-    const char *which; /* codec or weights */
+    const char *which; /* kv (default) or weights */
+    const char *kv, *model, *plot;
 } bench_opts;
 
 void help_bench(void)
 {
-    printf("usage: tq bench codec|weights [--values N] [--reps R] [--threads N] [--cuda] [--demo]\n\n"
-           "  codec    KV codecs (turbo2/3/4 and tq generic) on generated K-like data:\n"
-           "           bits per value, relative MSE, encode/decode GB/s of float32 per core\n"
-           "           (scalar reference and best SIMD side by side) and on all cores\n"
-           "  weights  TQ3_1S/TQ4_1S: relative error of the fork's search and tq's, and\n"
-           "           encode/decode M weights/s per core and on all cores\n\n"
-           "  --values N   values per run (default 4194304; --demo: 1048576)\n"
-           "  --reps R     runs per figure, the median is shown (default 5; --demo: 3)\n"
-           "  --threads N  threads for the all-cores column (default: all)\n"
-           "  --cuda       add a CUDA column (host-to-host, transfers included)\n"
-           "  --demo       short run on a smaller sample\n");
+    printf("usage: tq bench [kv|weights] [--quick] [--kv FILE [--model M.gguf]] [--json] [--plot FILE.svg]\n"
+           "                [--reps R] [--threads N]\n\n"
+           "  kv       (default) every KV codec side by side on the same data: the TurboQuant family\n"
+           "           (tq, turbo2/3/4, TurboAngle, TurboQuant-prod), ggml's q8_0/q4_0/q4_K..q6_K, f16\n"
+           "           and zstd of f16.  Layer 1 reconstruction: bits per value with every overhead,\n"
+           "           x f16, relative MSE, cosine, max error, D_mse of unit vectors beside the bounds\n"
+           "           4^-b and 2.72 4^-b, the LARQL contract; layer 2 attention: softmax KL, output\n"
+           "           cosine and top-8 overlap against exact attention, asymmetric K/V, boundary layers,\n"
+           "           sparse V; layer 4 speed: encode/decode GB/s per core (scalar and SIMD) and on all\n"
+           "           cores, medians after a warm-up, peak memory.  (Layer 3, model quality through\n"
+           "           llama.cpp, is tests/bench/kv_model_quality.py.)\n"
+           "  weights  TQ3_1S/TQ4_1S: relative error of the fork's search and tq's, M weights/s\n\n"
+           "  --kv FILE     real K/V: a llama.cpp state file, NumPy dump or .tqkv snapshot (queries:\n"
+           "                the last cells' keys stand in); --model gives the head size\n"
+           "  --quick       a few-second run on a smaller sample (also --demo)\n"
+           "  --json        every figure and the machine as JSON on stdout\n"
+           "  --plot F.svg  distortion vs bits per value with both bounds, and throughput bars\n"
+           "  --reps R      repetitions per speed figure (default 5; --quick: 3)\n"
+           "  --threads N   threads for the all-cores columns (default: all)\n"
+           "  --values N    weights: values per run (default 4194304)\n"
+           "  --cuda        weights: add a CUDA column\n");
 }
 
 static unsigned long long rng_state;
@@ -47,21 +59,6 @@ static double randn(void)
     w ^= w >> 31;
     double u1 = ((z >> 11) + 0.5) / 9007199254740992.0, u2 = (w >> 11) / 9007199254740992.0;
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
-/* K-cache-like rows: Gaussian channels, a few large biased outlier channels
- * (the structure that makes raw K hard to quantize without rotation). */
-static float *gen_kv(size_t n, unsigned g)
-{
-    float *x = malloc(n * sizeof(float));
-    if (!x) return NULL;
-    rng_state = 42;
-    for (size_t i = 0; i < n; i++) {
-        unsigned j = (unsigned)(i % g);
-        double sc = (j % 17 == 3) ? 6.0 : 1.0;
-        x[i] = (float)(sc * randn() + ((j % 17 == 3) ? 2.0 : 0.0));
-    }
-    return x;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -95,27 +92,38 @@ static double time_once(tq_ctx *ctx, run_fn fn, const tq_codec *c, const void *i
     return cli_now() - t0;
 }
 
+
 static int parse(int argc, char **argv, bench_opts *o)
 {
     long values = 0, reps = 0;
+    int quick = 0;
     const cli_opt own[] = {
         CLI_OPT_FLAG("--demo", &o->demo),
+        CLI_OPT_FLAG("--quick", &quick),
         CLI_OPT_FLAG("--cuda", &o->cuda),
         CLI_OPT_LONG("--values", &values, 4096, 1L << 30),
         CLI_OPT_LONG("--reps", &reps, 1, 64),
+        CLI_OPT_STR("--kv", &o->kv),
+        CLI_OPT_STR("--plot", &o->plot),
         {NULL},
     };
-    const cli_spec spec = {"bench", CLI_THREADS, own, 1};
+    const cli_spec spec = {"bench", CLI_THREADS | CLI_JSON | CLI_MODEL, own, 1};
     cli_common c;
     int n = 0, rc = cli_parse(&spec, argc, argv, &c, &o->which, &n);
     if (rc) return rc;
-    if (!o->which) return cli_usage_error("which bench? codec or weights (see tq help bench)");
+    if (!o->which || !strcmp(o->which, "codec")) o->which = "kv";
+    if (strcmp(o->which, "kv") && strcmp(o->which, "weights"))
+        return cli_usage_error("unknown bench '%s': kv or weights (see tq help bench)", o->which);
+    o->demo |= quick;
+    o->json = c.json;
+    o->model = c.model;
     o->threads = (int)c.threads;
     o->values = (size_t)values;
     o->reps = (int)reps;
     if (!o->values) o->values = o->demo ? (1u << 20) : (1u << 22);
     if (!o->reps) o->reps = o->demo ? 3 : 5;
     o->values -= o->values % 512;
+    if (!strcmp(o->which, "kv") && o->cuda) return cli_usage_error("--cuda: the kv bench runs on the CPU (see issue 15)");
     return 0;
 }
 
@@ -175,55 +183,6 @@ static double rel_mse(const float *x, const float *y, size_t n)
     return s > 0 ? e / s : 0;
 }
 
-static int bench_codec(const bench_opts *o)
-{
-    static const tq_codec_desc descs[] = {
-        {TQ_CODEC_TURBO2, 0, 0, 0, 0, 0},      {TQ_CODEC_TURBO3, 0, 0, 0, 0, 0},
-        {TQ_CODEC_TURBO4, 0, 0, 0, 0, 0},      {TQ_CODEC_TQ, 128, 2, 0, 0, 0},
-        {TQ_CODEC_TQ, 128, 3, 1, 0, 0},        {TQ_CODEC_TQ, 128, 4, 1, 0, 0},
-        {TQ_CODEC_TQ, 64, 4, 1, 0, 0},         {TQ_CODEC_TQ, 128, 8, 1, 0, 0},
-    };
-    size_t n = o->values;
-    tq_ctx *ctx = tq_ctx_new();
-    float *x = gen_kv(n, 128), *y = malloc(n * sizeof(float));
-    void *blk = malloc(n * 2 + n / 8 + 4096);
-    if (!ctx || !x || !y || !blk) return cli_runtime_error("out of memory for %zu values", n);
-    if (o->cuda && tq_ctx_set_backend(ctx, TQ_BACKEND_CUDA) != TQ_OK) return cli_lib_error(ctx);
-    tq_ctx_set_backend(ctx, TQ_BACKEND_CPU);
-    printf("tq bench codec: %zu float32 values (%.1f MiB) of K-like data, median of %d runs\n", n,
-           n * 4.0 / 1048576, o->reps);
-    printf("SIMD: %s; per-core columns use 1 thread; all-cores uses %d threads\n",
-           tq_simd_name(tq_simd_best()), o->threads ? o->threads : tq_ctx_threads(ctx));
-    printf("GB/s = 1e9 bytes of float32 input (encode) or output (decode) per second\n\n");
-    printf("%-16s %6s %6s %9s | %8s %8s %5s | %8s %8s %5s | %7s %7s", "codec", "bits", "x f16",
-           "rel_mse", "enc ref", "enc simd", "x", "dec ref", "dec simd", "x", "enc all", "dec all");
-    if (o->cuda) printf(" | %8s %8s", "enc cuda", "dec cuda");
-    printf("\n");
-    for (size_t i = 0; i < sizeof descs / sizeof descs[0]; i++) {
-        tq_codec *c;
-        if (tq_codec_new(ctx, &descs[i], &c) != TQ_OK) return cli_lib_error(ctx);
-        tq_ctx_set_simd(ctx, TQ_SIMD_AUTO);
-        tq_ctx_set_threads(ctx, 0);
-        tq_encode(ctx, c, x, n, blk);
-        tq_decode(ctx, c, blk, n, y);
-        double bits = 8.0 * tq_codec_block_bytes(c) / tq_codec_block_values(c);
-        speed_row r;
-        int rc = measure(ctx, c, x, n, blk, y, o, n * 4e-9, &r);
-        if (rc) return rc;
-        printf("%-16s %6.3f %6.2f %9.5f | %8.2f %8.2f %5.1f | %8.2f %8.2f %5.1f | %7.2f %7.2f",
-               tq_codec_name(c), bits, 16.0 / bits, rel_mse(x, y, n), r.enc_scalar, r.enc_simd,
-               r.enc_simd / r.enc_scalar, r.dec_scalar, r.dec_simd, r.dec_simd / r.dec_scalar, r.enc_all,
-               r.dec_all);
-        if (o->cuda) printf(" | %8.2f %8.2f", r.enc_cuda, r.dec_cuda);
-        printf("\n");
-        fflush(stdout);
-        tq_codec_free(c);
-    }
-    free(x), free(y), free(blk);
-    tq_ctx_free(ctx);
-    return 0;
-}
-
 static int bench_weights(const bench_opts *o)
 {
     size_t n = o->values;
@@ -279,7 +238,7 @@ int cmd_bench(int argc, char **argv)
     bench_opts o = {0};
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? TQ_EXIT_OK : rc;
-    if (!strcmp(o.which, "codec")) return bench_codec(&o);
     if (!strcmp(o.which, "weights")) return bench_weights(&o);
-    return cli_usage_error("unknown bench '%s': codec or weights", o.which);
+    bkv_opts k = {o.demo, o.json, o.reps, o.threads, o.kv, o.model, o.plot};
+    return bench_kv(&k);
 }

@@ -1,0 +1,261 @@
+/* bench_kv.c - `tq bench kv`: every KV codec on the same data, measured the
+ * way the field reports a codec.  Layer 1 reconstruction (bits per value
+ * with all overhead, relative MSE, cosine, max error; D_mse on unit vectors
+ * beside the bounds 4^-b and 2.72 4^-b); layer 2 attention distortion
+ * (softmax KL, output cosine, top-8 overlap against exact attention;
+ * asymmetric K/V, boundary layers, sparse V); layer 3 is
+ * tests/bench/kv_model_quality.py (llama.cpp restores); layer 4 speed
+ * (GB/s of float32 per core scalar and SIMD, and on all cores; medians of
+ * repetitions run interleaved, after a warm-up). */
+#include "bench_kv.h"
+#include "bench_workload.h"
+#include "cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static const bcodec *find(const char *label)
+{
+    const bcodec *l;
+    size_t n = bc_list(&l);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(l[i].label, label)) return &l[i];
+    return NULL;
+}
+
+/* K and V of every head through kc and vc; attention against exact. */
+static void run_heads(tq_ctx *ctx, const bworkload *w, const bcodec *kc, const bcodec *vc, const bcodec *edge,
+                      double tau, bkv_row *row)
+{
+    double se = 0, sx = 0, mx = 0, cs = 0, nv = 0;
+    memset(&row->attn, 0, sizeof row->attn);
+    for (size_t i = 0; i < w->n_heads; i++) {
+        const bhead *h = &w->h[i];
+        int is_edge = edge && (h->layer == 0 || h->layer + 1 == h->n_layers);
+        const bcodec *ck = is_edge ? edge : kc, *cv = is_edge ? edge : vc;
+        bcodec_run rk, rv;
+        char why[128];
+        if (bc_open(ctx, ck, h->d, &rk, why, sizeof why)) {
+            row->heads_skipped++;
+            continue;
+        }
+        if (bc_open(ctx, cv, h->d, &rv, why, sizeof why)) {
+            bc_close(&rk);
+            row->heads_skipped++;
+            continue;
+        }
+        size_t nn = (size_t)h->n * h->d;
+        uint8_t *buf = malloc(bc_bound(&rk, h->n) > bc_bound(&rv, h->n) ? bc_bound(&rk, h->n) : bc_bound(&rv, h->n));
+        float *kd = malloc(nn * 4), *vd = malloc(nn * 4);
+        uint64_t bk = buf && kd && vd ? bc_encode(ctx, &rk, h->k, h->n, buf) : 0;
+        int ok = bk && !bc_decode(ctx, &rk, buf, bk, h->n, kd);
+        uint64_t bv = ok ? bc_encode(ctx, &rv, h->v, h->n, buf) : 0;
+        ok = ok && bv && !bc_decode(ctx, &rv, buf, bv, h->n, vd);
+        if (ok) {
+            battn a;
+            bm_recon(h->k, kd, h->n, h->d, &se, &sx, &mx, &cs);
+            bm_recon(h->v, vd, h->n, h->d, &se, &sx, &mx, &cs);
+            bm_attention(h, kd, vd, 8, tau, &a);
+            row->attn.kl += a.kl, row->attn.out_cos += a.out_cos, row->attn.topk += a.topk, row->attn.skipped += a.skipped;
+            row->bytes += bk + bv, row->values += 2 * nn, row->heads++;
+            nv += 2.0 * h->n;
+        } else {
+            row->heads_skipped++;
+        }
+        free(buf), free(kd), free(vd);
+        bc_close(&rk), bc_close(&rv);
+    }
+    double nh = row->heads ? (double)row->heads : NAN;
+    row->bpv = row->values ? 8.0 * row->bytes / row->values : NAN;
+    row->rel_mse = sx > 0 ? se / sx : NAN;
+    row->cosine = nv ? cs / nv : NAN;
+    row->max_err = mx;
+    row->attn.kl /= nh, row->attn.out_cos /= nh, row->attn.topk /= nh, row->attn.skipped /= nh;
+}
+
+/* D_mse and mean cosine on random unit vectors of 128 */
+static void unit_vectors(tq_ctx *ctx, const bcodec *c, size_t n, double *dmse, double *cosine)
+{
+    *dmse = *cosine = NAN;
+    bcodec_run r;
+    char why[128];
+    if (bc_open(ctx, c, 128, &r, why, sizeof why)) return;
+    float *x = malloc(n * 128 * 4), *y = malloc(n * 128 * 4);
+    uint8_t *buf = malloc(bc_bound(&r, n) + 64);
+    uint64_t s = 77;
+    for (size_t v = 0; x && v < n; v++) {
+        double nn = 0;
+        for (int j = 0; j < 128; j++) {
+            uint64_t a = (s += 0x9E3779B97F4A7C15ull), b = (s += 0x9E3779B97F4A7C15ull);
+            a = (a ^ (a >> 31)) * 0xBF58476D1CE4E5B9ull, b = (b ^ (b >> 29)) * 0x94D049BB133111EBull;
+            double u1 = ((a >> 11) + 0.5) / 9007199254740992.0, u2 = (b >> 11) / 9007199254740992.0;
+            x[v * 128 + j] = (float)(sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+            nn += (double)x[v * 128 + j] * x[v * 128 + j];
+        }
+        for (int j = 0; j < 128; j++) x[v * 128 + j] /= (float)sqrt(nn);
+    }
+    uint64_t bytes = x && y && buf ? bc_encode(ctx, &r, x, n, buf) : 0;
+    if (bytes && !bc_decode(ctx, &r, buf, bytes, n, y)) {
+        double se = 0, sx = 0, mx = 0, cs = 0;
+        bm_recon(x, y, n, 128, &se, &sx, &mx, &cs);
+        *dmse = se / n, *cosine = cs / n;
+    }
+    free(x), free(y), free(buf);
+    bc_close(&r);
+}
+
+/* Layer 4: encode and decode of one buffer, three configurations run
+ * interleaved in every repetition after a warm-up; medians and spread. */
+static int cmp_d(const void *a, const void *b) { return *(const double *)a < *(const double *)b ? -1 : *(const double *)a > *(const double *)b; }
+
+static void speed(tq_ctx *ctx, const bcodec *c, const float *x, size_t n_vec, int reps, int threads, bkv_row *row)
+{
+    bcodec_run r;
+    char why[128];
+    row->enc_scalar = row->enc_simd = row->enc_all = row->dec_scalar = row->dec_simd = row->dec_all = NAN;
+    if (bc_open(ctx, c, 128, &r, why, sizeof why)) return;
+    uint8_t *buf = malloc(bc_bound(&r, n_vec) + 64);
+    float *y = malloc(n_vec * 128 * 4);
+    double t[3][2][64], gb = n_vec * 128 * 4e-9;
+    const tq_simd simd[3] = {TQ_SIMD_SCALAR, tq_simd_best(), tq_simd_best()};
+    const int th[3] = {1, 1, threads};
+    uint64_t bytes = buf && y ? bc_encode(ctx, &r, x, n_vec, buf) : 0;
+    for (int rep = -1; bytes && rep < reps; rep++)
+        for (int k = 0; k < 3; k++) {
+            tq_ctx_set_simd(ctx, simd[k]);
+            tq_ctx_set_threads(ctx, th[k]);
+            double t0 = now();
+            bc_encode(ctx, &r, x, n_vec, buf);
+            double t1 = now();
+            bc_decode(ctx, &r, buf, bytes, n_vec, y);
+            double t2 = now();
+            if (rep >= 0) t[k][0][rep] = t1 - t0, t[k][1][rep] = t2 - t1;
+        }
+    tq_ctx_set_simd(ctx, TQ_SIMD_AUTO);
+    tq_ctx_set_threads(ctx, threads);
+    double *out[3][2] = {{&row->enc_scalar, &row->dec_scalar}, {&row->enc_simd, &row->dec_simd}, {&row->enc_all, &row->dec_all}};
+    for (int k = 0; bytes && k < 3; k++)
+        for (int e = 0; e < 2; e++) {
+            qsort(t[k][e], (size_t)reps, sizeof(double), cmp_d);
+            double med = t[k][e][reps / 2];
+            *out[k][e] = gb / med;
+            if (k == 1) *(e ? &row->dec_spread : &row->enc_spread) = (t[k][e][reps - 1] - t[k][e][0]) / med;
+        }
+    free(buf), free(y);
+    bc_close(&r);
+}
+
+static void extras(tq_ctx *ctx, const bworkload *w, bkv_result *res)
+{
+    static const char *pairs[][2] = {{"q8_0", "turbo3"}, {"q8_0", "tq b=2"}, {"tq b=4", "tq b=3"}, {"tq b=4", "tq b=2"}};
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+        bkv_row row = {0};
+        run_heads(ctx, w, find(pairs[i][0]), find(pairs[i][1]), NULL, 0, &row);
+        bkv_pair *p = &res->pairs[res->n_pairs++];
+        snprintf(p->what, sizeof p->what, "K %s / V %s", pairs[i][0], pairs[i][1]);
+        p->bpv = row.bpv, p->attn = row.attn;
+    }
+    bkv_row row = {0};
+    run_heads(ctx, w, find("tq b=3"), find("tq b=3"), find("q8_0"), 0, &row);
+    bkv_pair *p = &res->pairs[res->n_pairs++];
+    snprintf(p->what, sizeof p->what, "tq b=3, first and last layer q8_0 (boundary layers)");
+    p->bpv = row.bpv, p->attn = row.attn;
+    memset(&row, 0, sizeof row);
+    run_heads(ctx, w, find("tq b=4"), find("tq b=4"), NULL, 1e-3, &row);
+    p = &res->pairs[res->n_pairs++];
+    snprintf(p->what, sizeof p->what, "tq b=4, sparse V: rows with weight < 1e-3 skipped (%.1f%%)", 100 * row.attn.skipped);
+    p->bpv = row.bpv, p->attn = row.attn;
+}
+
+/* The post-rotation pair angles of the d = 128 keys, against uniform. */
+static void angle_hist(tq_ctx *ctx, const bworkload *w, bkv_result *res)
+{
+    float s1[128], s2[128];
+    res->angle_kl_rotated = res->angle_kl_raw = NAN;
+    tq_signs_kv(ctx, 128, 0, s1, s2);
+    for (size_t i = 0; i < w->n_heads; i++) {
+        const bhead *h = &w->h[i];
+        if (h->d != 128) continue;
+        size_t nn = (size_t)h->n * 128;
+        float *y = malloc(nn * 4);
+        if (!y) return;
+        memcpy(y, h->k, nn * 4);
+        res->angle_kl_raw = bm_angle_kl(y, nn / 2, 256);
+        for (size_t v = 0; v < h->n; v++) tq_rht_forward(ctx, 128, s1, s2, y + v * 128);
+        res->angle_kl_rotated = bm_angle_kl(y, nn / 2, 256);
+        free(y);
+        return;
+    }
+}
+
+int bench_kv(const bkv_opts *o)
+{
+    double t0 = now();
+    tq_ctx *ctx = tq_ctx_new();
+    if (!ctx) return cli_runtime_error("out of memory");
+    int threads = o->threads > 0 ? o->threads : tq_ctx_threads(ctx);
+    tq_ctx_set_threads(ctx, threads);
+    bworkload w;
+    char err[512] = "";
+    tq_gguf *model = NULL;
+    if (o->model && tq_gguf_open(ctx, o->model, NULL, &model)) return cli_lib_error(ctx);
+    int rc = o->kv ? bw_from_file(ctx, &w, o->kv, model, o->quick, err, sizeof err) : bw_builtin(&w, o->quick);
+    tq_gguf_close(model);
+    if (rc) return cli_runtime_error("%s", err[0] ? err : "out of memory for the workload");
+    const bcodec *list;
+    size_t nc = bc_list(&list);
+    bkv_result res = {.rows = calloc(nc, sizeof(bkv_row)), .n_rows = nc, .reps = o->reps, .threads = threads};
+    snprintf(res.workload, sizeof res.workload, "%s", w.what);
+    res.speed_values = o->quick ? (1u << 18) : (1u << 20);
+    size_t n_speed = res.speed_values / 128, n_unit = o->quick ? 1000 : 4000;
+    float *sx = malloc(res.speed_values * 4);
+    if (!res.rows || !sx) return cli_runtime_error("out of memory");
+    /* the speed buffer: generated d = 128 keys, repeated */
+    bworkload sw;
+    if (bw_builtin(&sw, 1)) return cli_runtime_error("out of memory");
+    for (size_t i = 0; i < sw.n_heads; i++)
+        if (sw.h[i].d == 128) {
+            size_t have = (size_t)sw.h[i].n * 128;
+            for (size_t j = 0; j < res.speed_values; j++) sx[j] = sw.h[i].k[j % have];
+            break;
+        }
+    bw_free(&sw);
+    for (size_t i = 0; i < nc; i++) {
+        bkv_row *row = &res.rows[i];
+        row->c = &list[i];
+        run_heads(ctx, &w, &list[i], &list[i], NULL, 0, row);
+        unit_vectors(ctx, &list[i], n_unit, &row->unit_dmse, &row->unit_cos);
+        speed(ctx, &list[i], sx, n_speed, o->reps, threads, row);
+    }
+    for (uint32_t b = 1; b <= 4; b++) {
+        tq_codebook cb;
+        res.theory_dmse[b - 1] = tq_codebook_get(ctx, TQ_CB_EXACT, 128, b, &cb) ? NAN : cb.mse;
+        bcodec plain = {"tq", "tq", b, TQ_CODEC_TQ, b, 0, 0, -1};
+        double cosine;
+        unit_vectors(ctx, &plain, n_unit, &res.theory_measured[b - 1], &cosine);
+    }
+    extras(ctx, &w, &res);
+    angle_hist(ctx, &w, &res);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    res.peak_mb = ru.ru_maxrss / 1024.0;
+    res.seconds = now() - t0;
+    if (o->json) bkv_print_json(&res);
+    else bkv_print_table(&res);
+    rc = o->plot && bkv_write_svg(&res, o->plot) ? cli_runtime_error("%s: cannot write the plot", o->plot) : 0;
+    free(res.rows), free(sx);
+    bw_free(&w);
+    tq_ctx_free(ctx);
+    return rc;
+}
