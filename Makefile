@@ -92,7 +92,7 @@ tq: $(CMD_OBJ) libtq.a
 TEST_SRC := $(wildcard tests/unit/*.c)
 TEST_OBJ := $(patsubst %.c,$(B)/%.o,$(TEST_SRC))
 # the CLI's policies (which tensor gets which type) are unit-tested too
-POLICY_SRC := cmd/quant_plan.c cmd/rotate_plan.c
+POLICY_SRC := cmd/quant_plan.c cmd/rotate_plan.c cmd/bench_metrics.c
 POLICY_OBJ := $(patsubst %.c,$(B)/%.o,$(POLICY_SRC))
 $(B)/tests/unit/%.o: CFLAGS += -Itests -Icmd
 $(B)/tests/unit-runner: $(TEST_OBJ) $(POLICY_OBJ) libtq.a
@@ -136,7 +136,7 @@ sanitize: $(B)/tests/unit-runner-san
 	ASAN_OPTIONS=detect_leaks=1 ./$(B)/tests/unit-runner-san
 
 demo: all
-	./tq bench codec --demo
+	./tq bench --quick
 	@echo; echo "== a llama.cpp slot file (stories260K, 16 tokens) to a .tqkv snapshot and back =="
 	./tq encode-kvdump tests/fuzz/seeds/fuzz_state_read/stories16.ggsq -o $(B)/demo.tqkv --head-dim 8
 	./tq decode-kvdump $(B)/demo.tqkv -o $(B)/demo.ggsq
@@ -148,7 +148,7 @@ demo: all
 	else echo "(../shared/models/stories260K.gguf not found: the model demo is skipped)"; fi
 
 bench: all $(TOOLS)
-	./tq bench codec
+	./tq bench --plot $(B)/bench.svg
 	./tq bench weights
 	python3 tests/bench/inspect_large.py
 	python3 tests/bench/kv_snapshot.py

@@ -31,9 +31,9 @@ for sub in rotate-weights quantize-tq4 calibrate-innerq encode-kvdump decode-kvd
         grep -q 'not implemented yet' /tmp/tq_cli_err.$$ || fail "$sub: no 'not implemented yet'"
     fi
 done
-expect 2 $tq bench
-expect 2 $tq bench codec --values nope
+expect 2 $tq bench weights --values nope
 grep -q -- "--values: 'nope'" /tmp/tq_cli_err.$$ || fail "bad --values message: $(cat /tmp/tq_cli_err.$$)"
-expect 2 $tq bench codec --frobnicate
+expect 2 $tq bench --frobnicate
+expect 2 $tq bench kv --cuda
 expect 2 $tq bench sideways
 exit 0
