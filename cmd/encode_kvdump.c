@@ -44,6 +44,10 @@ void help_encode_kvdump(void)
            "                        coding and divided after decoding; stored in the snapshot\n"
            "  --turbo               code with the TurboQuant+ fork's turbo2/3/4 blocks instead (bits 2..4;\n"
            "                        tensors whose rows are not whole 128-value groups are kept)\n"
+           "  --codec tq|turbo|angle|prod\n"
+           "                        the block for coded tensors: tq's (default), the fork's turbo (as\n"
+           "                        --turbo), TurboAngle (b bits: b+1 angle and b-1 radius bits) or\n"
+           "                        TurboQuant-prod (b-1 MSE bits and a 1-bit QJL sketch, b >= 2)\n"
            "  --dry-run             print the plan (each tensor's codec, bits, group and payload);\n"
            "                        nothing is written (--json: as JSON)\n"
            "  -o -                  write to stdout\n");
@@ -54,11 +58,13 @@ typedef struct enc_opts {
     const char *in, *preset, *append, *innerq;
     long k_bits, v_bits, boundary, head_dim;
     int turbo, dry_run;
+    const char *codec;
 } enc_opts;
 
 static int parse(int argc, char **argv, enc_opts *o)
 {
-    static const char *const presets[] = {"balanced", "lossless", "q8", "small", NULL};
+    static const char *const presets[] = {"balanced", "lossless", "q8", "small", NULL},
+                             *const codecs[] = {"tq", "turbo", "angle", "prod", NULL};
     const cli_opt own[] = {
         CLI_OPT_CHOICE("--preset", &o->preset, presets, "--preset: unknown preset '%s' (lossless, q8, balanced, small)"),
         CLI_OPT_LONG("--k-bits", &o->k_bits, 1, 8),
@@ -68,6 +74,7 @@ static int parse(int argc, char **argv, enc_opts *o)
         CLI_OPT_STR("--append", &o->append),
         CLI_OPT_STR("--innerq", &o->innerq),
         CLI_OPT_FLAG("--turbo", &o->turbo),
+        CLI_OPT_CHOICE("--codec", &o->codec, codecs, "--codec: '%s' is not tq, turbo, angle or prod"),
         CLI_OPT_FLAG("--dry-run", &o->dry_run),
         {NULL},
     };
@@ -77,6 +84,10 @@ static int parse(int argc, char **argv, enc_opts *o)
     if (!o->in) return cli_usage_error("which state file? (see tq help encode-kvdump)");
     if (!o->c.out && !o->dry_run) return cli_usage_error("where to? give -o OUT.tqkv (or -o - for stdout, or --dry-run)");
     if (!o->preset) o->preset = "balanced";
+    if (o->codec && !strcmp(o->codec, "turbo")) o->turbo = 1;
+    if (o->codec && o->turbo && strcmp(o->codec, "turbo")) return cli_usage_error("--turbo and --codec %s: choose one", o->codec);
+    if (o->innerq && o->codec && (!strcmp(o->codec, "angle") || !strcmp(o->codec, "prod")))
+        return cli_usage_error("--innerq scales what tq's codec codes: not with --codec %s", o->codec);
     int lossless = !strcmp(o->preset, "lossless");
     if (o->innerq && (o->turbo || lossless))
         return cli_usage_error("--innerq scales what tq's codec codes: not with %s", o->turbo ? "--turbo" : "--preset lossless");
@@ -114,6 +125,8 @@ static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
     *so = (tq_kvsnap_options){.k_bits = (int)o->k_bits, .v_bits = (int)o->v_bits, .boundary_layers = (int)o->boundary,
                               .head_dim = (uint32_t)o->head_dim, .profile = tq_type_profile_name(o->c.profile),
                               .turbo = o->turbo, .threads = (int)o->c.threads,
+                              .family = !o->codec ? 0 : !strcmp(o->codec, "angle") ? TQKV_CODEC_ANGLE
+                                                  : !strcmp(o->codec, "prod") ? TQKV_CODEC_PROD : 0,
                               /* f16 K/V barely compresses; level 1 keeps most of the gain at 3x the speed */
                               .zstd_level = 1, .base_name = o->append};
     tq_kv_preset_parse(o->preset, &so->preset);
@@ -133,6 +146,8 @@ static const char *codec_label(const tqkv_tensor *t, char *b, size_t n)
 {
     if (t->codec == TQKV_CODEC_RAW) snprintf(b, n, "kept");
     else if (t->codec == TQKV_CODEC_TURBO) snprintf(b, n, "turbo%u", t->bits);
+    else if (t->codec == TQKV_CODEC_ANGLE) snprintf(b, n, "angle(g=%u,A=%u,r=%u)", t->group, 1u << t->bits, t->radius_bits);
+    else if (t->codec == TQKV_CODEC_PROD) snprintf(b, n, "prod(g=%u,b=%u)", t->group, t->bits);
     else snprintf(b, n, "tq(g=%u,b=%u%s)%s", t->group, t->bits, t->norm_correction ? ",nc" : "", t->innerq ? "+innerq" : "");
     return b;
 }

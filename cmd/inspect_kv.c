@@ -152,6 +152,8 @@ int inspect_snapshot(const char *path, int json)
         char codec[48];
         if (t->codec == TQKV_CODEC_RAW) snprintf(codec, sizeof codec, "raw (lossless)");
         else if (t->codec == TQKV_CODEC_TURBO) snprintf(codec, sizeof codec, "turbo%u (fork blocks)", t->bits);
+        else if (t->codec == TQKV_CODEC_ANGLE) snprintf(codec, sizeof codec, "angle g=%u A=%u r=%u", t->group, 1u << t->bits, t->radius_bits);
+        else if (t->codec == TQKV_CODEC_PROD) snprintf(codec, sizeof codec, "prod g=%u b=%u", t->group, t->bits);
         else snprintf(codec, sizeof codec, "tq g=%u b=%u%s%s", t->group, t->bits, t->norm_correction ? " nc" : "",
                       t->innerq ? " innerq" : "");
         tq_type_profile p = TQ_PROFILE_DEFAULT;
@@ -166,7 +168,8 @@ int inspect_snapshot(const char *path, int json)
                    "\"bits\": %u, \"innerq\": %s, \"cells\": %u, \"width\": %" PRIu64 ", \"stored_bytes\": %" PRIu64
                    ", \"bits_per_value\": %.4f}%s\n",
                    t->kv_state, t->stream, t->layer, t->is_v ? "V" : "K", ty ? ty->name : "?",
-                   t->codec == TQKV_CODEC_RAW ? "raw" : t->codec == TQKV_CODEC_TURBO ? "turbo" : "tq", t->group, t->bits,
+                   t->codec == TQKV_CODEC_RAW ? "raw" : t->codec == TQKV_CODEC_TURBO ? "turbo" : t->codec == TQKV_CODEC_ANGLE ? "angle"
+                   : t->codec == TQKV_CODEC_PROD ? "prod" : "tq", t->group, t->bits,
                    t->innerq ? "true" : "false", t->cells, t->width, stored, b,
                    i + 1 < m->n_tensors ? "," : "");
         else

@@ -185,11 +185,23 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
     } else if (!lossless && decodable && g) {
         int boundary =
             (int)s->model_layer < o->boundary_layers || (int)s->model_layer >= (int)s->n_model - o->boundary_layers;
+        int b = boundary ? 8 : s->is_v ? p->v_bits : p->k_bits;
         t->codec = TQKV_CODEC_TQ;
         t->group = g;
-        t->bits = (uint8_t)(boundary ? 8 : s->is_v ? p->v_bits : p->k_bits);
+        t->bits = (uint8_t)b;
         t->norm_correction = t->bits >= 3; /* matched norms cost quality at 1-2 bits */
         t->seed = TQ_SEED_FORK;
+        if (o->family == TQKV_CODEC_ANGLE) { /* b bits a value: (angle + radius) / 2 */
+            t->codec = TQKV_CODEC_ANGLE;
+            t->bits = (uint8_t)(b >= 8 ? 8 : b + 1);
+            t->radius_bits = (uint8_t)(b >= 8 ? 8 : b - 1);
+            t->norm_correction = 1;
+            t->seed = 1;
+        } else if (o->family == TQKV_CODEC_PROD) {
+            t->codec = TQKV_CODEC_PROD;
+            t->norm_correction = 0;
+            t->seed = 1;
+        }
         p->group = g;
         p->group_guessed |= guessed;
         t->group_guessed = (uint8_t)guessed;
@@ -383,6 +395,12 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     if (!st) st = map_layers(ctx, v, o, src, n, p);
     if (!st) st = plan_meta(ctx, v, o, src, n, &p->meta);
     if (!st) plan_bits(p, o, src, n, head_dim);
+    if (!st && o->family == TQKV_CODEC_PROD && (p->k_bits < 2 || p->v_bits < 2))
+        st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "TurboQuant-prod needs 2..8 bits (b-1 MSE bits and the sketch bit)");
+    if (!st && o->family == TQKV_CODEC_ANGLE && (p->k_bits < 1 || p->v_bits < 1))
+        st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "TurboAngle needs 1..8 bits");
+    if (!st && (o->family == TQKV_CODEC_ANGLE || o->family == TQKV_CODEC_PROD) && o->innerq)
+        st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "InnerQ scales go with tq's block codec only");
     if (!st && o->turbo && (p->k_bits < 2 || p->k_bits > 4 || p->v_bits < 2 || p->v_bits > 4))
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "--turbo codes with the fork's turbo2/3/4 blocks: bits must be 2..4 "
                                                "(give --k-bits/--v-bits)");

@@ -41,6 +41,9 @@ typedef struct tq_kvsnap_options {
     const tq_gguf *model;  /* NULL, or the model: head size, and a fingerprint decode can check */
     const char *profile;   /* type-id profile name used to read the source */
     int turbo;             /* the fork's turbo2/3/4 blocks (bits 2..4, rows of 128s) */
+    int family;            /* TQKV_CODEC_TQ (0 means it too), _ANGLE or _PROD: the block for coded
+                              tensors; bits b give TurboAngle b+1 angle and b-1 radius bits
+                              (8: 8 and 8), TurboQuant-prod b = 2..8 */
     /* InnerQ: per-channel scales s_j multiplied in before coding and divided
      * out after decoding, for tq-coded tensors: innerq holds
      * innerq_layers x 2 (K, V) x innerq_dim floats; innerq_layers 1 applies

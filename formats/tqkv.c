@@ -44,6 +44,15 @@ int tqkv_codec_desc(const tqkv_tensor *t, tq_codec_desc *d)
         *d = (tq_codec_desc){TQ_CODEC_TQ, t->group, t->bits, t->norm_correction, t->seed, 0};
         return 0;
     }
+    if (t->codec == TQKV_CODEC_ANGLE || t->codec == TQKV_CODEC_PROD) { /* lib/TURBOANGLE.md, lib/TQ_PROD.md */
+        int angle = t->codec == TQKV_CODEC_ANGLE;
+        if (!tq_is_pow2(t->group) || t->group < 8 || t->group > 512 || t->bits < (angle ? 1 : 2) || t->bits > 8 ||
+            t->norm_correction > (angle ? 1 : 0) || t->radius_bits > (angle ? 8 : 0))
+            return -1;
+        *d = (tq_codec_desc){angle ? TQ_CODEC_ANGLE : TQ_CODEC_PROD, t->group, t->bits, t->norm_correction, t->seed,
+                             t->radius_bits};
+        return 0;
+    }
     if (t->codec == TQKV_CODEC_TURBO) { /* the fork's blocks: fixed group, signs, norm correction */
         if (t->group != 128 || t->bits < 2 || t->bits > 4 || t->norm_correction != 1 || t->seed) return -1;
         d->kind = (tq_codec_kind)(TQ_CODEC_TURBO2 + (t->bits - 2));
@@ -122,9 +131,11 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         const tqkv_tensor *t = &m->t[i];
         /* byte 0: bit 0 InnerQ scales follow the records, bit 1 the group was
-         * guessed; bytes 1-2: the model layer + 1 (0: not recorded) */
+         * guessed, bits 2-5 the radius bits (angle codec); bytes 1-2: the
+         * model layer + 1 (0: not recorded) */
         uint16_t ml = t->model_layer == TQKV_NO_MODEL_LAYER ? 0 : (uint16_t)(t->model_layer + 1);
-        uint8_t pad3[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0)), (uint8_t)ml, (uint8_t)(ml >> 8)};
+        uint8_t pad3[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0) | (t->radius_bits & 15) << 2),
+                           (uint8_t)ml, (uint8_t)(ml >> 8)};
         PUTV(b, t->file_off);
         PUTV(b, t->bytes);
         PUTV(b, t->kv_state);
@@ -150,7 +161,8 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
             bput(b, m->t[i].innerq, 4ull * m->t[i].group);
             any_innerq = 1;
         }
-        any_v3 |= m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed;
+        any_v3 |= m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed ||
+                  m->t[i].codec == TQKV_CODEC_ANGLE || m->t[i].codec == TQKV_CODEC_PROD;
     }
     return any_v3 ? 3 : any_innerq ? 2 : 1;
 }
@@ -408,9 +420,11 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
     mget(&c, &t->bits, 1);
     mget(&c, &t->norm_correction, 1);
     mget(&c, pad3, 3);
-    uint8_t innerq = pad3[0] & 1, extra = r->version >= 3 ? pad3[0] >> 1 : pad3[0] >> 1 << 1;
+    int v3 = r->version >= 3;
+    uint8_t innerq = pad3[0] & 1, extra = v3 ? pad3[0] >> 6 : pad3[0] >> 1; /* bits no version defines */
     uint16_t ml = (uint16_t)(pad3[1] | pad3[2] << 8);
-    t->group_guessed = r->version >= 3 && (extra & 1);
+    t->group_guessed = v3 && (pad3[0] >> 1 & 1);
+    t->radius_bits = v3 ? (pad3[0] >> 2) & 15 : 0;
     t->model_layer = r->version >= 3 && ml ? ml - 1u : TQKV_NO_MODEL_LAYER;
     mget(&c, &t->group, 4);
     mget(&c, &t->seed, 8);
@@ -437,8 +451,9 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
         tq_codec_desc d;
         if (ty->dtype < 0 || tqkv_codec_desc(t, &d) || t->width % t->group) return bad(ctx, r, "bad codec parameters", at);
     }
-    if (extra > 1 || (r->version < 3 && (pad3[1] || pad3[2])) || (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)))
-        return bad(ctx, r, "bad InnerQ, group or model-layer field", at);
+    if (extra || (!v3 && (pad3[1] || pad3[2])) || (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)) ||
+        (!v3 && t->codec > TQKV_CODEC_TURBO) || (t->radius_bits && t->codec != TQKV_CODEC_ANGLE))
+        return bad(ctx, r, "bad InnerQ, group, radius or model-layer field", at);
     if (innerq && !(t->innerq = malloc(4ull * t->group))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     *cp = c;
     return TQ_OK;

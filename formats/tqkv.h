@@ -24,7 +24,7 @@ extern "C" {
 #define TQKV_NO_MODEL_LAYER UINT32_MAX
 
 enum { TQKV_SOURCE_SESSION = 0, TQKV_SOURCE_SEQUENCE = 1, TQKV_SOURCE_NUMPY = 2 };
-enum { TQKV_CODEC_RAW = 0, TQKV_CODEC_TQ = 1, TQKV_CODEC_TURBO = 2 };
+enum { TQKV_CODEC_RAW = 0, TQKV_CODEC_TQ = 1, TQKV_CODEC_TURBO = 2, TQKV_CODEC_ANGLE = 3, TQKV_CODEC_PROD = 4 };
 
 /* One K or V tensor of the source state. */
 typedef struct tqkv_tensor {
@@ -42,6 +42,7 @@ typedef struct tqkv_tensor {
     uint32_t row_start;            /* rows [0, row_start) are in the base snapshot */
     uint32_t model_layer;          /* version 3: the model layer (iSWA caches), else TQKV_NO_MODEL_LAYER */
     uint8_t group_guessed;         /* version 3: the group was guessed from the row width */
+    uint8_t radius_bits;           /* version 3, ANGLE codec: bits per pair radius */
     float *innerq;                 /* TQ codec: group per-channel scales applied before
                                       coding (x_j * s_j), divided out after decoding;
                                       NULL if none (owned by the meta) */
