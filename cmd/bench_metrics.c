@@ -62,7 +62,7 @@ void bm_attention(const bhead *h, const float *kd, const float *vd, int k, doubl
         }
         double ab = 0, aa = 0, bb = 0;
         for (uint32_t j = 0; j < d; j++) ab += o[j] * o[d + j], aa += o[j] * o[j], bb += o[d + j] * o[d + j];
-        out->kl += kl;
+        out->kl += kl > 0 ? kl : 0; /* rounding can leave a tiny negative sum */
         out->out_cos += aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb);
         out->topk += (double)overlap(p, pd, n, k, ia, ib) / (k < (int)n ? k : (int)n);
     }

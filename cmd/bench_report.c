@@ -149,7 +149,7 @@ int bkv_write_svg(const bkv_result *r, const char *path)
 {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
-    const double W = 1000, H = 460, x0 = 70, x1 = 520, y0 = 40, y1 = 400, bmin = 1, bmax = 9, lmin = -4.5, lmax = 0;
+    const double W = 1000, H = 460, x0 = 70, x1 = 520, y0 = 40, y1 = 400, bmin = 1, bmax = 9, lmin = -5, lmax = 0;
 #define PX(b) (x0 + ((b) - bmin) / (bmax - bmin) * (x1 - x0))
 #define PY(v) (y1 - (log10(v) - lmin) / (lmax - lmin) * (y1 - y0))
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
@@ -159,7 +159,7 @@ int bkv_write_svg(const bkv_result *r, const char *path)
     fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#999\"/>\n", x0, y0, x1 - x0, y1 - y0);
     for (int b = 1; b <= 9; b++)
         fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%d</text>\n", PX(b), y1 + 16, b);
-    for (int e = -4; e <= 0; e++)
+    for (int e = -5; e <= 0; e++)
         fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">1e%d</text>\n<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n",
                 x0 - 4, PY(pow(10, e)) + 4, e, x0, x1, PY(pow(10, e)), PY(pow(10, e)));
     fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">bits per value (all overhead)</text>\n", (x0 + x1) / 2, y1 + 34);
