@@ -85,9 +85,11 @@ static void run_heads(tq_ctx *ctx, const bworkload *w, const bcodec *kc, const b
 }
 
 /* D_mse and mean cosine on random unit vectors of 128 */
-static void unit_vectors(tq_ctx *ctx, const bcodec *c, size_t n, double *dmse, double *cosine)
+static void unit_vectors(tq_ctx *ctx, const bcodec *c, size_t n, double *dmse, double *cosine, double *ip_bias,
+                         double *ip_var)
 {
     *dmse = *cosine = NAN;
+    if (ip_bias) *ip_bias = *ip_var = NAN;
     bcodec_run r;
     char why[128];
     if (bc_open(ctx, c, 128, &r, why, sizeof why)) return;
@@ -110,6 +112,16 @@ static void unit_vectors(tq_ctx *ctx, const bcodec *c, size_t n, double *dmse, d
         double se = 0, sx = 0, mx = 0, cs = 0;
         bm_recon(x, y, n, 128, &se, &sx, &mx, &cs);
         *dmse = se / n, *cosine = cs / n;
+        if (ip_bias) { /* against the next vector as y: the inner-product error of unit vectors */
+            double s1 = 0, s2 = 0;
+            for (size_t v = 0; v < n; v++) {
+                const float *yy = x + ((v + 1) % n) * 128;
+                double e = 0;
+                for (int j = 0; j < 128; j++) e += (double)yy[j] * (y[v * 128 + j] - x[v * 128 + j]);
+                s1 += e, s2 += e * e;
+            }
+            *ip_bias = s1 / n, *ip_var = s2 / n - (s1 / n) * (s1 / n);
+        }
     }
     free(x), free(y), free(buf);
     bc_close(&r);
@@ -143,6 +155,32 @@ static void speed(tq_ctx *ctx, const bcodec *c, const float *x, size_t n_vec, in
             if (rep >= 0) t[k][0][rep] = t1 - t0, t[k][1][rep] = t2 - t1;
         }
     tq_ctx_set_simd(ctx, TQ_SIMD_AUTO);
+    row->scores_gbps = row->decode_dot_gbps = NAN;
+    if (bytes && r.tc) { /* one query against every key: from the blocks, and decode then dot */
+        float *sc = malloc(n_vec * sizeof *sc), q[128];
+        for (int j = 0; j < 128; j++) q[j] = x[j];
+        tq_ctx_set_threads(ctx, 1);
+        double ts[64], td[64];
+        for (int rep = -1; sc && rep < reps; rep++) {
+            double a = now();
+            tq_scores(ctx, r.tc, q, buf, n_vec, sc);
+            double b2 = now();
+            bc_decode(ctx, &r, buf, bytes, n_vec, y);
+            for (size_t v = 0; v < n_vec; v++) {
+                float s = 0;
+                for (int j = 0; j < 128; j++) s += q[j] * y[v * 128 + j];
+                sc[v] = s;
+            }
+            double c2 = now();
+            if (rep >= 0) ts[rep] = b2 - a, td[rep] = c2 - b2;
+        }
+        if (sc) {
+            qsort(ts, (size_t)reps, sizeof(double), cmp_d);
+            qsort(td, (size_t)reps, sizeof(double), cmp_d);
+            row->scores_gbps = gb / ts[reps / 2], row->decode_dot_gbps = gb / td[reps / 2];
+        }
+        free(sc);
+    }
     tq_ctx_set_threads(ctx, threads);
     double *out[3][2] = {{&row->enc_scalar, &row->dec_scalar}, {&row->enc_simd, &row->dec_simd}, {&row->enc_all, &row->dec_all}};
     for (int k = 0; bytes && k < 3; k++)
@@ -235,7 +273,7 @@ int bench_kv(const bkv_opts *o)
         bkv_row *row = &res.rows[i];
         row->c = &list[i];
         run_heads(ctx, &w, &list[i], &list[i], NULL, 0, row);
-        unit_vectors(ctx, &list[i], n_unit, &row->unit_dmse, &row->unit_cos);
+        unit_vectors(ctx, &list[i], n_unit, &row->unit_dmse, &row->unit_cos, &row->ip_bias, &row->ip_var);
         speed(ctx, &list[i], sx, n_speed, o->reps, threads, row);
     }
     for (uint32_t b = 1; b <= 4; b++) {
@@ -243,7 +281,7 @@ int bench_kv(const bkv_opts *o)
         res.theory_dmse[b - 1] = tq_codebook_get(ctx, TQ_CB_EXACT, 128, b, &cb) ? NAN : cb.mse;
         bcodec plain = {"tq", "tq", b, TQ_CODEC_TQ, b, 0, 0, -1};
         double cosine;
-        unit_vectors(ctx, &plain, n_unit, &res.theory_measured[b - 1], &cosine);
+        unit_vectors(ctx, &plain, n_unit, &res.theory_measured[b - 1], &cosine, NULL, NULL);
     }
     extras(ctx, &w, &res);
     angle_hist(ctx, &w, &res);

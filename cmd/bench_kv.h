@@ -17,6 +17,8 @@ typedef struct bkv_row {
     size_t heads, heads_skipped;
     double bpv, rel_mse, cosine, max_err;
     double unit_dmse, unit_cos; /* random unit vectors, d = 128 */
+    double ip_bias, ip_var;     /* <y, x^> - <y, x> for unit x and unit y: mean and variance */
+    double scores_gbps, decode_dot_gbps; /* q.k for every key from the blocks vs decode then dot (one core) */
     battn attn;
     /* GB/s of float32, medians; spread = (max - min) / median over the repetitions */
     double enc_scalar, enc_simd, enc_all, dec_scalar, dec_simd, dec_all, enc_spread, dec_spread;

@@ -53,6 +53,17 @@ void bkv_print_table(const bkv_result *r)
                w->attn.kl, w->attn.out_cos, w->attn.topk, w->enc_scalar, w->enc_simd, w->dec_scalar, w->dec_simd,
                w->enc_all, w->dec_all);
     }
+    printf("\ninner products of unit vectors (d = 128; y another unit vector): bias and variance, the paper's bound\n"
+           "for TurboQuant-prod sqrt(3) pi^2 / d 4^-b; and attention scores straight from the blocks against\n"
+           "decode-then-dot (one query, every key, one core, GB/s of float32 keys):\n");
+    for (size_t i = 0; i < r->n_rows; i++) {
+        const bkv_row *w = &r->rows[i];
+        if (isnan(w->scores_gbps)) continue;
+        printf("  %-16s bias %+9.2e  variance %9.2e", w->c->label, w->ip_bias, w->ip_var);
+        if (!strcmp(w->c->family, "prod")) printf(" (bound %9.2e)", sqrt(3.0) * M_PI * M_PI / 128 * pow(4.0, -(double)w->c->bits));
+        else printf("                  ");
+        printf("  scores %6.2f  decode+dot %6.2f\n", w->scores_gbps, w->decode_dot_gbps);
+    }
     printf("\nattention, other K/V choices:\n");
     for (size_t i = 0; i < r->n_pairs; i++)
         printf("  %-62s %6.3f bits  KL %9.2e  out cos %.4f  top-8 %.3f\n", r->pairs[i].what, r->pairs[i].bpv,
@@ -95,6 +106,10 @@ void bkv_print_json(const bkv_result *r)
         jnum("encode_gbps_scalar", w->enc_scalar, 0), jnum("decode_gbps_scalar", w->dec_scalar, 0);
         jnum("encode_gbps_all", w->enc_all, 0), jnum("decode_gbps_all", w->dec_all, 0);
         jnum("encode_spread", w->enc_spread, 0), jnum("decode_spread", w->dec_spread, 0);
+        jnum("ip_bias", w->ip_bias, 0), jnum("ip_variance", w->ip_var, 0);
+        if (!strcmp(w->c->family, "prod")) /* the paper's bound for unit x and y, d = 128 */
+            jnum("ip_variance_bound", sqrt(3.0) * M_PI * M_PI / 128 * pow(4.0, -(double)w->c->bits), 0);
+        jnum("scores_gbps", w->scores_gbps, 0), jnum("decode_dot_gbps", w->decode_dot_gbps, 0);
         printf("\"heads\": %zu, \"heads_skipped\": %zu, \"bytes\": %llu, \"values\": %llu}%s\n", w->heads, w->heads_skipped,
                (unsigned long long)w->bytes, (unsigned long long)w->values, i + 1 < r->n_rows ? "," : "");
     }

@@ -34,6 +34,11 @@ for t in d["theory"]:
     assert t["lower"] < t["dmse"] < t["upper"] and abs(t["measured"] / t["dmse"] - 1) < 0.05, t
 assert all(c["larql"] == "pass" for c in d["codecs"] if c["larql"] and c["family"] in ("tq", "turbo", "angle")), \
     [(c["name"], c["larql"]) for c in d["codecs"]]
+for c in d["codecs"]:  # TurboQuant-prod: inner products within the paper's variance bound, no visible bias
+    if c["family"] == "prod":
+        assert c["ip_variance"] < c["ip_variance_bound"] and abs(c["ip_bias"]) < 4 * (c["ip_variance"] / 1000) ** 0.5, c
+    if c["family"] in ("tq", "turbo", "angle", "prod"):
+        assert c["scores_gbps"] > 0 and c["decode_dot_gbps"] > 0, c
 assert len(d["pairs"]) >= 5 and d["angle_histogram_kl"]["rotated"] >= 0
 root = ET.parse(sys.argv[2]).getroot()
 assert root.tag.endswith("svg") and len(root) > 20
