@@ -33,7 +33,8 @@ void help_bench(void)
            "           sparse V; layer 4 speed: encode/decode GB/s per core (scalar and SIMD) and on all\n"
            "           cores, medians after a warm-up, peak memory.  (Layer 3, model quality through\n"
            "           llama.cpp, is tests/bench/kv_model_quality.py.)\n"
-           "  weights  TQ3_1S/TQ4_1S: relative error of the fork's search and tq's, M weights/s\n\n"
+           "  weights  TQ3_1S/TQ4_1S: relative error of the fork's search and tq's, M weights/s\n"
+           "  --model M.gguf without --kv: every weight type on the model's own tensors\n\n"
            "  --kv FILE     real K/V: a llama.cpp state file, NumPy dump or .tqkv snapshot (queries:\n"
            "                the last cells' keys stand in); --model gives the head size\n"
            "  --quick       a few-second run on a smaller sample (also --demo)\n"
@@ -238,7 +239,8 @@ int cmd_bench(int argc, char **argv)
     bench_opts o = {0};
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? TQ_EXIT_OK : rc;
-    if (!strcmp(o.which, "weights")) return bench_weights(&o);
+    if (!strcmp(o.which, "weights") && !o.model) return bench_weights(&o);
+    if (o.model && !o.kv) return bench_model_weights(o.model, o.demo, o.json, o.reps);
     bkv_opts k = {o.demo, o.json, o.reps, o.threads, o.kv, o.model, o.plot};
     return bench_kv(&k);
 }

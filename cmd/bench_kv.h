@@ -44,6 +44,8 @@ typedef struct bkv_result {
 } bkv_result;
 
 int bench_kv(const bkv_opts *o);
+/* `tq bench --model M.gguf` alone: weight codecs on the model's tensors (cmd/bench_weights_model.c) */
+int bench_model_weights(const char *path, int quick, int json, int reps);
 /* cmd/bench_report.c */
 void bkv_print_table(const bkv_result *r);
 void bkv_print_json(const bkv_result *r);

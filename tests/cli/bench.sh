@@ -50,6 +50,19 @@ elif [ -n "${CI:-}" ]; then
 else
     echo "note: rsvg-convert not installed, the plot was only parsed"
 fi
+# --model alone: the weight types on the model's own tensors
+M=${TQ_SHARED:-../shared}/models/stories260K.gguf
+if [ -f "$M" ]; then
+    $tq bench --quick --model "$M" --json >"$tmp/w.json" || fail "bench --model"
+    python3 - "$tmp/w.json" <<'PY' || fail "bench --model content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = {x["name"]: x for x in d["codecs"]}
+assert d["tensors"] > 0 and c["q8_0"]["bits_per_weight"] == 8.5 and c["tq4_1s (tq search)"]["bits_per_weight"] == 5
+assert c["tq4_1s (tq search)"]["rel_error"] < c["tq4_1s (fork search)"]["rel_error"] < c["tq3_1s (tq search)"]["rel_error"], c
+assert c["q6_K"]["rel_error"] is None   # stories260K's rows of 64 are not superblocks
+PY
+fi
 # bad input: one line, exit status, no plot left
 expect_err 1 "cannot open" bench --quick --kv "$tmp/none.ggsn"
 expect_err 2 "kv or weights" bench sideways
