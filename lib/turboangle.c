@@ -9,6 +9,7 @@
 #include "tq_internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,7 @@
  * r^2 ~ Beta(1, g/2 - 1), density (g - 2) r (1 - r^2)^(g/2 - 2) on [0, 1].
  * Solved on a fine grid: this only sets the radius levels, whose exactness
  * no format depends on beyond being recorded by the same code. */
-int tq_angle_radius_codebook(uint32_t g, uint32_t bits, float *cen, float *thr)
+static int solve_radius(uint32_t g, uint32_t bits, float *cen, float *thr)
 {
     enum { N = 8192 };
     uint32_t k = 1u << bits;
@@ -55,6 +56,29 @@ int tq_angle_radius_codebook(uint32_t g, uint32_t bits, float *cen, float *thr)
         if (j + 1 < k) thr[j] = (float)(0.5 * (c[j] + c[j + 1]));
     }
     free(w), free(c);
+    return 0;
+}
+
+/* Solved once per (g, bits) and kept: a snapshot makes one codec per tensor. */
+static pthread_mutex_t radius_lock = PTHREAD_MUTEX_INITIALIZER;
+static float *radius_cache[10][9]; /* [log2 g - 1][bits]: centroids then thresholds */
+
+int tq_angle_radius_codebook(uint32_t g, uint32_t bits, float *cen, float *thr)
+{
+    uint32_t lg = 0, k = 1u << bits;
+    while ((1u << lg) < g) lg++;
+    if (lg < 1 || lg > 10 || bits < 1 || bits > 8) return -1;
+    pthread_mutex_lock(&radius_lock);
+    float **slot = &radius_cache[lg - 1][bits];
+    if (!*slot && (*slot = malloc(2 * k * sizeof(float))) && solve_radius(g, bits, *slot, *slot + k)) {
+        free(*slot);
+        *slot = NULL;
+    }
+    float *c = *slot;
+    pthread_mutex_unlock(&radius_lock);
+    if (!c) return -1;
+    memcpy(cen, c, k * sizeof(float));
+    memcpy(thr, c + k, (k - 1) * sizeof(float));
     return 0;
 }
 
