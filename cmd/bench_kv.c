@@ -247,10 +247,18 @@ int bench_kv(const bkv_opts *o)
     bworkload w;
     char err[512] = "";
     tq_gguf *model = NULL;
-    if (o->model && tq_gguf_open(ctx, o->model, NULL, &model)) return cli_lib_error(ctx);
+    if (o->model && tq_gguf_open(ctx, o->model, NULL, &model)) {
+        int e = cli_lib_error(ctx);
+        tq_ctx_free(ctx);
+        return e;
+    }
     int rc = o->kv ? bw_from_file(ctx, &w, o->kv, model, o->quick, err, sizeof err) : bw_builtin(&w, o->quick);
     tq_gguf_close(model);
-    if (rc) return cli_runtime_error("%s", err[0] ? err : "out of memory for the workload");
+    if (rc) {
+        bw_free(&w);
+        tq_ctx_free(ctx);
+        return cli_runtime_error("%s", err[0] ? err : "out of memory for the workload");
+    }
     const bcodec *list;
     size_t nc = bc_list(&list);
     bkv_result res = {.rows = calloc(nc, sizeof(bkv_row)), .n_rows = nc, .reps = o->reps, .threads = threads};

@@ -47,7 +47,12 @@ int bench_model_weights(const char *path, int quick, int json, int reps)
 {
     tq_ctx *ctx = tq_ctx_new();
     tq_gguf *g;
-    if (!ctx || tq_gguf_open(ctx, path, NULL, &g)) return cli_lib_error(ctx);
+    if (!ctx) return cli_runtime_error("out of memory");
+    if (tq_gguf_open(ctx, path, NULL, &g)) {
+        int e = cli_lib_error(ctx);
+        tq_ctx_free(ctx);
+        return e;
+    }
     tq_ctx_set_threads(ctx, 1);
     tq_codec *tc[2];
     tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_TQ4_1S, 0, 0, 0, 0, 0}, &tc[0]);
@@ -57,6 +62,8 @@ int bench_model_weights(const char *path, int quick, int json, int reps)
         cand += tq_gguf_tensor_n_dims(g, i) >= 2 && tq_gguf_tensor_type(g, i)->dtype >= 0 && tq_gguf_tensor_ne(g, i)[0] % 32 == 0;
     if (!cand) {
         tq_gguf_close(g);
+        tq_codec_free(tc[0]), tq_codec_free(tc[1]);
+        tq_ctx_free(ctx);
         return cli_runtime_error("%s: no weight matrix tq can decode with rows of 32s", path);
     }
     int64_t want = quick ? 4 : 16, every = (cand + want - 1) / want, k = 0;

@@ -135,7 +135,8 @@ int bw_from_file(tq_ctx *ctx, bworkload *w, const char *path, const tq_gguf *mod
     if (!total) {
         tq_kv_close(v);
         free(mem);
-        return snprintf(err, el, "%s: no K/V heads to bench (cells, head size %u)", path, d), -1;
+        return snprintf(err, el, "%s: no layer with more than %u cells whose rows are whole heads of %u", path, m + 8, d),
+               -1;
     }
     size_t every = (total + max_heads - 1) / max_heads, seen = 0;
     w->h = calloc(max_heads + 1, sizeof *w->h);
