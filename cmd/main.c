@@ -15,7 +15,7 @@ static const cli_command commands[] = {
      help_encode_kvdump},
     {"decode-kvdump", "restore .tqkv snapshots to llama.cpp state files", cmd_decode_kvdump, help_decode_kvdump},
     {"inspect", "describe GGUF models, llama.cpp state files and .tqkv snapshots", cmd_inspect, help_inspect},
-    {"bench", "codec quality and speed on generated data", cmd_bench, help_bench},
+    {"bench", "every codec measured: reconstruction, attention, speed", cmd_bench, help_bench},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
