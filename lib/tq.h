@@ -300,6 +300,27 @@ tq_status tq_quantize_weighted(tq_ctx *ctx, tq_dtype t, const float *x, size_t n
  * reciprocal, so that scales of powers of two round-trip exactly. */
 tq_status tq_innerq_apply(tq_ctx *ctx, float *x, size_t n, const float *scales, uint32_t dim, int divide);
 
+/* How scales are derived from per-channel mean squares (calibrate-innerq):
+ * QK: s_j = (E[q_j^2] / E[k_j^2])^(strength/2), which minimises the logit
+ *     error of a quantized K scaled by s (strength 0.5: the fourth root);
+ * KV: s_j = (1 / E[k_j^2])^(strength/2), K (or V) energy alone;
+ * FORK: the TurboQuant+ fork's rule: rms_j = sqrt(E[k_j^2]), ratio_j =
+ *     mean(rms) / rms_j (1 where rms_j <= 1e-10), s_j = clamp(ratio_j^strength,
+ *     0.5, 2); computed in float as the fork does, no pairing, no rescaling. */
+typedef enum tq_innerq_method { TQ_INNERQ_QK = 0, TQ_INNERQ_KV = 1, TQ_INNERQ_FORK = 2 } tq_innerq_method;
+/* RoPE's pairs, which must share a scale for folding to commute with RoPE:
+ * adjacent (2i, 2i+1) as llama.cpp's normal RoPE, or halves (i, i + dim/2)
+ * as NeoX; the first rot channels only (partial RoPE; 0: all). */
+typedef enum tq_rope_pairs { TQ_PAIRS_NONE = 0, TQ_PAIRS_ADJACENT = 1, TQ_PAIRS_HALVES = 2 } tq_rope_pairs;
+
+/* dim scales from mean squares ek2 (and eq2 for QK; NULL otherwise).  QK and
+ * KV: pair members' mean squares are averaged first (so pairs share a
+ * scale), each scale is clamped to [lo, hi] (0: no bound), then all are
+ * divided by their geometric mean so that K keeps its overall size.
+ * Channels with no energy get 1 before that division. */
+tq_status tq_innerq_scales(tq_ctx *ctx, tq_innerq_method method, const double *ek2, const double *eq2, uint32_t dim,
+                           tq_rope_pairs pairs, uint32_t rot, double strength, double lo, double hi, float *scales);
+
 /* ------------------------------------------------------------ rotations */
 
 /* Seeded n x n orthogonal matrices, for folding rotations into weights: a
