@@ -56,15 +56,6 @@ static const tq_codec *codec_for(tq_dtype t)
     return codecs[t];
 }
 
-static float h2f(const uint8_t *p) { return tq_fp16_to_fp32((uint16_t)(p[0] | p[1] << 8)); }
-
-static void put_h(uint8_t *p, float f)
-{
-    uint16_t h = tq_fp32_to_fp16(f);
-    p[0] = (uint8_t)h;
-    p[1] = (uint8_t)(h >> 8);
-}
-
 static tq_status check(tq_ctx *ctx, tq_dtype t, size_t n)
 {
     if ((unsigned)t >= TQ_DT_COUNT) return tq_fail(ctx, TQ_ERR_ARG, "unknown element type %d", (int)t);
@@ -105,20 +96,20 @@ tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, floa
     case TQ_DT_F16:
         if (((uintptr_t)src & 1) == 0) tq_fp16_to_fp32_bulk((const uint16_t *)src, y, n);
         else
-            for (size_t i = 0; i < n; i++) y[i] = h2f(s + 2 * i);
+            for (size_t i = 0; i < n; i++) y[i] = tq_get_h(s + 2 * i);
         break;
     case TQ_DT_BF16:
         for (size_t i = 0; i < n; i++) y[i] = tq_bf16_to_fp32((uint16_t)(s[2 * i] | s[2 * i + 1] << 8));
         break;
     case TQ_DT_Q8_0:
         for (size_t b = 0; b < nb; b++, s += 34, y += 32) {
-            float d = h2f(s);
+            float d = tq_get_h(s);
             for (int j = 0; j < 32; j++) y[j] = (float)(int8_t)s[2 + j] * d;
         }
         break;
     case TQ_DT_Q4_0:
         for (size_t b = 0; b < nb; b++, s += 18, y += 32) {
-            float d = h2f(s);
+            float d = tq_get_h(s);
             for (int j = 0; j < 16; j++) {
                 y[j] = (float)((s[2 + j] & 0xF) - 8) * d;
                 y[j + 16] = (float)((s[2 + j] >> 4) - 8) * d;
@@ -127,7 +118,7 @@ tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, floa
         break;
     case TQ_DT_Q4_1:
         for (size_t b = 0; b < nb; b++, s += 20, y += 32) {
-            float d = h2f(s), m = h2f(s + 2);
+            float d = tq_get_h(s), m = tq_get_h(s + 2);
             for (int j = 0; j < 16; j++) {
                 y[j] = (float)(s[4 + j] & 0xF) * d + m;
                 y[j + 16] = (float)(s[4 + j] >> 4) * d + m;
@@ -139,7 +130,7 @@ tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, floa
         int one = t == TQ_DT_Q5_1;
         size_t bb = one ? 24 : 22;
         for (size_t b = 0; b < nb; b++, s += bb, y += 32) {
-            float d = h2f(s), m = one ? h2f(s + 2) : 0.0f;
+            float d = tq_get_h(s), m = one ? tq_get_h(s + 2) : 0.0f;
             const uint8_t *qhp = s + (one ? 4 : 2), *qs = qhp + 4;
             uint32_t qh = qhp[0] | (uint32_t)qhp[1] << 8 | (uint32_t)qhp[2] << 16 | (uint32_t)qhp[3] << 24;
             for (int j = 0; j < 16; j++) {
@@ -174,7 +165,7 @@ tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *x, size_t n, void *d
     case TQ_DT_F16:
         if (((uintptr_t)dst & 1) == 0) tq_fp32_to_fp16_bulk(x, (uint16_t *)dst, n);
         else
-            for (size_t i = 0; i < n; i++) put_h(o + 2 * i, x[i]);
+            for (size_t i = 0; i < n; i++) tq_put_h(o + 2 * i, x[i]);
         break;
     case TQ_DT_BF16:
         for (size_t i = 0; i < n; i++) {

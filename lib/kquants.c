@@ -18,12 +18,10 @@
 
 #include <string.h>
 
-static float h2f(const uint8_t *p) { return tq_fp16_to_fp32((uint16_t)(p[0] | p[1] << 8)); }
-
 static void q2_k(const uint8_t *s, float *y)
 {
     const uint8_t *sc = s, *qs = s + 16;
-    float d = h2f(s + 80), dmin = h2f(s + 82);
+    float d = tq_get_h(s + 80), dmin = tq_get_h(s + 82);
     /* e = 128 h + 32 j + l: bits 2j..2j+1 of qs[32 h + l]; sub-block e / 16 */
     for (int e = 0; e < 256; e++) {
         int h = e >> 7, j = (e >> 5) & 3, l = e & 31, q = (qs[32 * h + l] >> (2 * j)) & 3;
@@ -35,7 +33,7 @@ static void q2_k(const uint8_t *s, float *y)
 static void q3_k(const uint8_t *s, float *y)
 {
     const uint8_t *hm = s, *qs = s + 32, *sc = s + 96;
-    float d = h2f(s + 108);
+    float d = tq_get_h(s + 108);
     int scale[16];
     for (int k = 0; k < 16; k++) {
         int lo = (sc[k & 7] >> (4 * (k >> 3))) & 0xF, hi = (sc[8 + (k & 3)] >> (2 * (k >> 2))) & 3;
@@ -65,7 +63,7 @@ static void scale_min_k4(const uint8_t *p, int *sc, int *mn)
 
 static void q45_k(const uint8_t *s, float *y, int five)
 {
-    float d = h2f(s), dmin = h2f(s + 2);
+    float d = tq_get_h(s), dmin = tq_get_h(s + 2);
     int sc[8], mn[8];
     scale_min_k4(s + 4, sc, mn);
     const uint8_t *qh = s + 16, *qs = s + (five ? 48 : 16);
@@ -84,7 +82,7 @@ static void q6_k(const uint8_t *s, float *y)
 {
     const uint8_t *ql = s, *qh = s + 128;
     const int8_t *sc = (const int8_t *)(s + 192);
-    float d = h2f(s + 208);
+    float d = tq_get_h(s + 208);
     /* e = 128 h + 32 j + l: the low 4 bits are nibble (e % 128) / 64 of
      * ql[64 h + e % 64], the high 2 bits are bits 2j of qh[32 h + l] */
     for (int e = 0; e < 256; e++) {
@@ -99,7 +97,7 @@ static const int8_t iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 
 
 static void iq4_nl(const uint8_t *s, float *y)
 {
-    float d = h2f(s);
+    float d = tq_get_h(s);
     for (int j = 0; j < 16; j++) {
         y[j] = d * (float)iq4_values[s[2 + j] & 0xF];
         y[j + 16] = d * (float)iq4_values[s[2 + j] >> 4];
@@ -108,7 +106,7 @@ static void iq4_nl(const uint8_t *s, float *y)
 
 static void iq4_xs(const uint8_t *s, float *y)
 {
-    float d = h2f(s);
+    float d = tq_get_h(s);
     uint16_t sh = (uint16_t)(s[2] | s[3] << 8);
     const uint8_t *sl = s + 4, *qs = s + 8;
     /* 8 blocks of 32: a 6-bit scale (4 low bits in sl, 2 high in sh) minus

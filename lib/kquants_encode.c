@@ -13,15 +13,6 @@
 #include <math.h>
 #include <string.h>
 
-static float h2f(const uint8_t *p) { return tq_fp16_to_fp32((uint16_t)(p[0] | p[1] << 8)); }
-
-static void put_h(uint8_t *p, float f)
-{
-    uint16_t h = tq_fp32_to_fp16(f);
-    p[0] = (uint8_t)h;
-    p[1] = (uint8_t)(h >> 8);
-}
-
 /* The 12 scale bytes of q4_K/q5_K from eight 6-bit (scale, min) pairs. */
 static void pack_scales(uint8_t *p, const uint8_t *ls, const uint8_t *lm)
 {
@@ -96,15 +87,15 @@ static void q45_block(const float *x, uint8_t *out, int nmax, const float *qw)
     uint8_t *sc = out + 4;
     memset(sc, 0, 12);
     pack_scales(sc, ls, lm);
-    put_h(out, d);
-    put_h(out + 2, dmin);
+    tq_put_h(out, d);
+    tq_put_h(out + 2, dmin);
     /* re-pick every level against the scales as stored */
     for (int j = 0; j < 8; j++) {
         int a, b;
         unpack_scale(sc, j, &a, &b);
-        float dj = h2f(out) * a;
+        float dj = tq_get_h(out) * a;
         if (!dj) continue; /* keeps the search's levels, as ggml does */
-        float mj = h2f(out + 2) * b;
+        float mj = tq_get_h(out + 2) * b;
         for (int l = 0; l < 32; l++) {
             int q = tq_qs_nearest((x[32 * j + l] + mj) / dj);
             L[32 * j + l] = (uint8_t)(q < 0 ? 0 : q > nmax ? nmax : q);
@@ -140,14 +131,14 @@ static void q6_block(const float *x, uint8_t *out, const float *qw)
         return;
     }
     float is = -128.f / peak;
-    put_h(out + 208, 1 / is);
+    tq_put_h(out + 208, 1 / is);
     int8_t *sc = (int8_t *)(out + 192);
     for (int b = 0; b < 16; b++) {
         int v = tq_qs_nearest(is * scales[b]);
         sc[b] = (int8_t)(v < 127 ? v : 127);
     }
     for (int b = 0; b < 16; b++) {
-        float d = h2f(out + 208) * sc[b];
+        float d = tq_get_h(out + 208) * sc[b];
         if (!d) continue;
         for (int l = 0; l < 16; l++) {
             int q = tq_qs_nearest(x[16 * b + l] / d);

@@ -11,13 +11,6 @@
 #include <math.h>
 #include <string.h>
 
-static void put_h(uint8_t *p, float f)
-{
-    uint16_t h = tq_fp32_to_fp16(f);
-    p[0] = (uint8_t)h;
-    p[1] = (uint8_t)(h >> 8);
-}
-
 static void put_u32(uint8_t *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> 8 * i);
@@ -49,7 +42,7 @@ static void ref_block(tq_dtype t, const float *x, uint8_t *o)
     switch (t) {
     case TQ_DT_Q8_0: {
         float d = amax / ((1 << 7) - 1), id = d ? 1.0f / d : 0.0f;
-        put_h(o, d);
+        tq_put_h(o, d);
         for (int j = 0; j < 32; j++) o[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
         return;
     }
@@ -57,7 +50,7 @@ static void ref_block(tq_dtype t, const float *x, uint8_t *o)
     case TQ_DT_Q5_0: { /* symmetric, the level of the signed peak at -8 / -16 */
         int five = t == TQ_DT_Q5_0, half = five ? 16 : 8, top = five ? 31 : 15;
         float d = peak / -half, id = d ? 1.0f / d : 0.0f;
-        put_h(o, d);
+        tq_put_h(o, d);
         for (int j = 0; j < 32; j++) {
             int8_t q = (int8_t)(x[j] * id + (five ? 16.5f : 8.5f));
             lv[j] = (uint8_t)(q < top ? q : top);
@@ -70,8 +63,8 @@ static void ref_block(tq_dtype t, const float *x, uint8_t *o)
     case TQ_DT_Q5_1: { /* affine over [min, max] */
         int five = t == TQ_DT_Q5_1;
         float d = (hi - lo) / (five ? 31 : 15), id = d ? 1.0f / d : 0.0f;
-        put_h(o, d);
-        put_h(o + 2, lo);
+        tq_put_h(o, d);
+        tq_put_h(o + 2, lo);
         for (int j = 0; j < 32; j++) {
             float v = (x[j] - lo) * id + 0.5f;
             if (five) lv[j] = (uint8_t)v;
@@ -103,7 +96,7 @@ static void weighted_row(tq_dtype t, const float *x, size_t n, const float *qw, 
         case TQ_DT_Q4_0:
         case TQ_DT_Q5_0: {
             int five = t == TQ_DT_Q5_0;
-            put_h(o, tq_qs_symmetric(32, five ? 16 : 8, x, (int8_t *)lv, w));
+            tq_put_h(o, tq_qs_symmetric(32, five ? 16 : 8, x, (int8_t *)lv, w));
             if (five) put_u32(o + 2, fifth_bits(lv));
             store_nibbles(o + (five ? 6 : 2), lv);
             break;
@@ -111,8 +104,8 @@ static void weighted_row(tq_dtype t, const float *x, size_t n, const float *qw, 
         case TQ_DT_Q4_1:
         case TQ_DT_Q5_1: {
             int five = t == TQ_DT_Q5_1;
-            put_h(o, tq_qs_affine(32, five ? 31 : 15, x, w, lv, &lo, -0.9f, 0.05f, 36, 0));
-            put_h(o + 2, -lo);
+            tq_put_h(o, tq_qs_affine(32, five ? 31 : 15, x, w, lv, &lo, -0.9f, 0.05f, 36, 0));
+            tq_put_h(o + 2, -lo);
             if (five) put_u32(o + 4, fifth_bits(lv));
             store_nibbles(o + (five ? 8 : 4), lv);
             break;

@@ -23,6 +23,15 @@ struct tq_ctx {
 
 int tq_resolve_threads(const tq_ctx *ctx);
 
+/* A little-endian fp16 field of a block: read as float32, written from
+ * float32 (round to nearest even). */
+static inline float tq_get_h(const uint8_t *p) { return tq_fp16_to_fp32((uint16_t)(p[0] | p[1] << 8)); }
+static inline void tq_put_h(uint8_t *p, float f)
+{
+    uint16_t h = tq_fp32_to_fp16(f);
+    p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
+}
+
 /* ---- signs (lib/signs.c) */
 extern const uint8_t tq_fork_s1_mask[16];  /* bit i%8 of byte i/8 set <=> -1 */
 extern const uint8_t tq_fork_s2_mask[16];

@@ -82,14 +82,6 @@ int tq_angle_radius_codebook(uint32_t g, uint32_t bits, float *cen, float *thr)
     return 0;
 }
 
-static float h2f(const uint8_t *p) { return tq_fp16_to_fp32((uint16_t)(p[0] | p[1] << 8)); }
-
-static void put_h(uint8_t *p, float f)
-{
-    uint16_t h = tq_fp32_to_fp16(f);
-    p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
-}
-
 static uint32_t radius_index(const tq_codec *c, float r)
 {
     uint32_t k = 0, n = 1u << c->desc.radius_bits;
@@ -127,7 +119,7 @@ void tq_angle_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out)
         }
         if (!rb) recon2 = 1.0f; /* every radius sqrt(2/g): the unit norm exactly */
         float recon = sqrtf(recon2);
-        put_h(out, c->desc.norm_correction && recon > 1e-10f ? n / recon : n);
+        tq_put_h(out, c->desc.norm_correction && recon > 1e-10f ? n / recon : n);
         tq_pack_bits(ia, np, ab, out + 2);
         if (rb) tq_pack_bits(ir, np, rb, out + 2 + tq_packed_bytes(np, ab));
     }
@@ -140,7 +132,7 @@ static void angle_rotated(const tq_codec *c, const uint8_t *in, float *y)
     uint8_t ia[256], ir[256];
     tq_unpack_bits(in + 2, np, ab, ia);
     if (rb) tq_unpack_bits(in + 2 + tq_packed_bytes(np, ab), np, rb, ir);
-    float n = h2f(in), flat = sqrtf(2.0f / (float)g);
+    float n = tq_get_h(in), flat = sqrtf(2.0f / (float)g);
     for (uint32_t i = 0; i < np; i++) {
         float t = -PI_F + (float)ia[i] * (2 * PI_F / (float)A), r = (rb ? c->extra[ir[i]] : flat) * n;
         y[2 * i] = r * cosf(t);
@@ -175,7 +167,7 @@ tq_status tq_angle_scores(const tq_codec *c, const float *qr, const uint8_t *blo
         if (rb) tq_unpack_bits(blocks + 2 + tq_packed_bytes(np, ab), np, rb, ir);
         float s = 0;
         for (uint32_t i = 0; i < np; i++) s += (rb ? c->extra[ir[i]] : flat) * tab[i * A + ia[i]];
-        out[k] = h2f(blocks) * s;
+        out[k] = tq_get_h(blocks) * s;
     }
     free(tab);
     return TQ_OK;

@@ -11,14 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static float h2f(const uint8_t *p) { return tq_fp16_to_fp32((uint16_t)(p[0] | p[1] << 8)); }
-
-static void put_h(uint8_t *p, float f)
-{
-    uint16_t h = tq_fp32_to_fp16(f);
-    p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
-}
-
 static uint64_t mix(uint64_t *s)
 {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -64,8 +56,8 @@ void tq_prod_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out)
             for (uint32_t j = 0; j < g; j++) s += S[(size_t)i * g + j] * y[j];
             sg[i] = s >= 0;
         }
-        put_h(out, n);
-        put_h(out + 2, sqrtf(e2));
+        tq_put_h(out, n);
+        tq_put_h(out + 2, sqrtf(e2));
         tq_pack_bits(idx, g, mb, out + 4);
         tq_pack_bits(sg, g, 1, out + 4 + tq_packed_bytes(g, mb));
     }
@@ -78,7 +70,7 @@ static void prod_rotated(const tq_codec *c, const uint8_t *in, float *y)
     uint8_t idx[512], sg[512];
     tq_unpack_bits(in + 4, g, mb, idx);
     tq_unpack_bits(in + 4 + tq_packed_bytes(g, mb), g, 1, sg);
-    float n = h2f(in), k = sqrtf(1.5707963267948966f) / (float)g * h2f(in + 2);
+    float n = tq_get_h(in), k = sqrtf(1.5707963267948966f) / (float)g * tq_get_h(in + 2);
     for (uint32_t j = 0; j < g; j++) y[j] = cen[idx[j]];
     for (uint32_t i = 0; i < g; i++) { /* + k S' z */
         float z = sg[i] ? k : -k;
@@ -114,7 +106,7 @@ tq_status tq_prod_scores(const tq_codec *c, const float *qr, const uint8_t *bloc
         float a = 0, z = 0;
         for (uint32_t j = 0; j < g; j++) a += qr[j] * cen[idx[j]];
         for (uint32_t i = 0; i < g; i++) z += sg[i] ? sq[i] : -sq[i];
-        out[k] = h2f(blocks) * (a + sqrtf(1.5707963267948966f) / (float)g * h2f(blocks + 2) * z);
+        out[k] = tq_get_h(blocks) * (a + sqrtf(1.5707963267948966f) / (float)g * tq_get_h(blocks + 2) * z);
     }
     return TQ_OK;
 }
