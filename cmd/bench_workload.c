@@ -84,39 +84,14 @@ int bw_builtin(bworkload *w, int quick)
     return 0;
 }
 
-/* A snapshot, decoded in memory into the kind of file it was made from. */
-static int open_snapshot(tq_ctx *ctx, const char *path, tq_kv_view **v, char **mem)
-{
-    tqkv_reader *r;
-    *mem = NULL;
-    if (tqkv_open(ctx, path, &r)) return -1;
-    size_t len = 0;
-    FILE *f = open_memstream(mem, &len);
-    tq_kvsnap_decode_options d = {.threads = 0};
-    tq_kvsnap_restore_options ro = {.format = (tq_kv_kind)tqkv_meta_of(r)->source_kind, .tmp_near = "/tmp/tq-bench"};
-    tq_status st = f ? tq_kvsnap_restore(ctx, r, NULL, &d, &ro, f) : TQ_ERR_NOMEM;
-    if (f) fclose(f);
-    tqkv_close(r);
-    if (!st) st = tq_kv_open_memory(ctx, *mem, len, path, TQ_PROFILE_DEFAULT, v);
-    return st ? -1 : 0;
-}
-
 int bw_from_file(tq_ctx *ctx, bworkload *w, const char *path, const tq_gguf *model, int quick, char *err, size_t el)
 {
     tq_kv_view *v;
     char *mem = NULL;
     memset(w, 0, sizeof *w);
-    FILE *pf = fopen(path, "rb");
-    char magic[4] = {0};
-    if (pf) {
-        if (fread(magic, 1, 4, pf) != 4) magic[0] = 0;
-        fclose(pf);
-    }
-    int rc0 = !memcmp(magic, "TQKV", 4) ? open_snapshot(ctx, path, &v, &mem) : tq_kv_open(ctx, path, TQ_PROFILE_DEFAULT, &v) ? -1 : 0;
-    if (rc0) {
-        free(mem);
-        return snprintf(err, el, "%s", tq_ctx_error(ctx)), -1;
-    }
+    int has_fp;
+    uint64_t fp;
+    if (tq_kv_open_any(ctx, path, TQ_PROFILE_DEFAULT, &v, &mem, &has_fp, &fp)) return snprintf(err, el, "%s", tq_ctx_error(ctx)), -1;
     uint32_t d = model ? tq_model_head_dim(model, 0) : 0;
     if (!d) d = tq_kv_view_head_dim(v);
     if (!d) d = tq_arch_head_dim(tq_kv_view_arch(v));

@@ -39,6 +39,8 @@ void help_encode_kvdump(void);
 int cmd_decode_kvdump(int argc, char **argv);
 int cmd_quantize_tq4(int argc, char **argv);
 int cmd_rotate_weights(int argc, char **argv);
+int cmd_calibrate_innerq(int argc, char **argv);
+void help_calibrate_innerq(void);
 void help_rotate_weights(void);
 void help_quantize_tq4(void);
 void help_decode_kvdump(void);

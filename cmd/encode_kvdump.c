@@ -39,9 +39,10 @@ void help_encode_kvdump(void)
            "  --head-dim N          the rotation group without a model (else guessed)\n"
            "  --append BASE.tqkv    store only the cells after BASE's (its tokens must be a prefix of\n"
            "                        this state's); decode needs BASE beside the snapshot or --base\n"
-           "  --innerq SCALES.npy   per-channel InnerQ scales (float32 [head_dim], [2, head_dim] or\n"
-           "                        [layers, 2, head_dim]): K/V channels are multiplied by them before\n"
-           "                        coding and divided after decoding; stored in the snapshot\n"
+           "  --innerq SCALES.gguf  per-channel InnerQ scales from tq calibrate-innerq (or a .npy: float32\n"
+           "                        [head_dim], [2, head_dim] or [layers, 2, head_dim]), per model layer:\n"
+           "                        K/V channels are multiplied by them before coding and divided after\n"
+           "                        decoding; stored in the snapshot\n"
            "  --turbo               code with the TurboQuant+ fork's turbo2/3/4 blocks instead (bits 2..4;\n"
            "                        tensors whose rows are not whole 128-value groups are kept)\n"
            "  --codec tq|turbo|angle|prod\n"
@@ -104,7 +105,7 @@ typedef struct enc_run {
     tq_gguf *model;
     tq_kv_view *view;
     tqkv_reader *base;
-    float *scales;
+    tq_innerq_set scales;
     tq_kvsnap_plan *plan;
 } enc_run;
 
@@ -114,7 +115,7 @@ static void run_free(enc_run *r)
     tqkv_close(r->base);
     tq_kv_close(r->view);
     tq_gguf_close(r->model);
-    free(r->scales);
+    tq_innerq_set_free(&r->scales);
     tq_ctx_free(r->ctx);
 }
 
@@ -130,11 +131,15 @@ static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
                               /* f16 K/V barely compresses; level 1 keeps most of the gain at 3x the speed */
                               .zstd_level = 1, .base_name = o->append};
     tq_kv_preset_parse(o->preset, &so->preset);
-    if (o->innerq && tq_innerq_scales_load(ctx, o->innerq, &r->scales, &so->innerq_layers, &so->innerq_dim))
-        return cli_lib_error(ctx);
-    so->innerq = r->scales;
+    if (o->innerq && tq_innerq_set_load(ctx, o->innerq, &r->scales)) return cli_lib_error(ctx);
+    if (o->innerq) {
+        so->innerq = r->scales.s, so->innerq_layers = r->scales.n_layer;
+        so->innerq_dim = r->scales.n_head * r->scales.head_dim; /* one head's, or the whole row's */
+    }
     if (o->c.model && tq_gguf_open(ctx, o->c.model, NULL, &r->model)) return cli_lib_error(ctx);
     so->model = r->model;
+    if (r->model && r->scales.has_model && r->scales.model_fingerprint != tq_model_fingerprint(r->model))
+        return cli_runtime_error("%s: scales calibrated for another model than %s", o->innerq, o->c.model);
     if (tq_kv_open(ctx, o->in, o->c.profile, &r->view)) return cli_lib_error(ctx);
     if (o->append && tqkv_open(ctx, o->append, &r->base)) return cli_lib_error(ctx);
     so->base = r->base;

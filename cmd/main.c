@@ -5,12 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
-static void help_stub(void) {}
-
 static const cli_command commands[] = {
     {"rotate-weights", "fold exact orthogonal rotations into a GGUF model", cmd_rotate_weights, help_rotate_weights},
     {"quantize-tq4", "write TQ4_1S / TQ3_1S GGUF models", cmd_quantize_tq4, help_quantize_tq4},
-    {"calibrate-innerq", "per-channel K/V equalization scales from KV dumps", NULL, help_stub},
+    {"calibrate-innerq", "per-channel K/V equalization scales from KV dumps, kept or folded into the model",
+     cmd_calibrate_innerq, help_calibrate_innerq},
     {"encode-kvdump", "compress llama.cpp session/slot files into .tqkv snapshots", cmd_encode_kvdump,
      help_encode_kvdump},
     {"decode-kvdump", "restore .tqkv snapshots to llama.cpp state files", cmd_decode_kvdump, help_decode_kvdump},

@@ -1,9 +1,68 @@
 /* innerq_model.c - see innerq_model.h. */
 #include "innerq_model.h"
+#include "kv_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Architectures whose GGUF graphs llama.cpp runs with NeoX RoPE (pairs i
+ * and i + n_rot/2); the others rotate adjacent pairs (2i, 2i+1). */
+static const char *const neox_archs[] = {
+    "gemma", "gemma2", "gemma3", "gemma3n", "qwen", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi2", "phi3",
+    "phimoe", "stablelm", "starcoder2", "gptneox", "falcon", "olmo2", "olmoe", "openelm", "exaone", "nemotron",
+    "codeshell", "orion", "minicpm3", "bitnet", "dbrx", "plamo", NULL};
+
+static int64_t arch_int(const tq_gguf *g, const char *arch, const char *key, int64_t fallback)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    return tq_gguf_get_int(g, k, fallback);
+}
+
+static int has_tensor(const tq_gguf *g, uint32_t l, const char *what)
+{
+    char name[96];
+    snprintf(name, sizeof name, "blk.%u.%s.weight", l, what);
+    return tq_gguf_find_tensor(g, name) >= 0;
+}
+
+tq_status tq_attn_model_read(tq_ctx *ctx, const tq_gguf *g, tq_attn_model *m)
+{
+    memset(m, 0, sizeof *m);
+    uint64_t alen = 0;
+    const char *arch = tq_gguf_get_str(g, "general.architecture", NULL, &alen);
+    if (!arch || !alen || alen >= sizeof m->arch)
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "no general.architecture: not a model");
+    memcpy(m->arch, arch, alen);
+    char k[128];
+    snprintf(k, sizeof k, "%s.attention.head_count_kv", m->arch);
+    int64_t ki = tq_gguf_find_key(g, k);
+    if (ki >= 0 && tq_gguf_kv_type(g, ki) == TQ_GGUF_ARRAY)
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: KV head counts per layer are not supported", m->arch);
+    m->n_layer = (uint32_t)arch_int(g, m->arch, "block_count", 0);
+    m->n_head = (uint32_t)arch_int(g, m->arch, "attention.head_count", 0);
+    m->n_head_kv = (uint32_t)arch_int(g, m->arch, "attention.head_count_kv", m->n_head);
+    m->head_dim = tq_model_head_dim(g, 0), m->head_dim_v = tq_model_head_dim(g, 1);
+    if (!m->n_layer || !m->n_head || !m->n_head_kv || m->n_head % m->n_head_kv || !m->head_dim || !m->head_dim_v)
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: attention hyperparameters missing or inconsistent", m->arch);
+    m->rope_dims = (uint32_t)arch_int(g, m->arch, "rope.dimension_count", m->head_dim);
+    if (m->rope_dims > m->head_dim || m->rope_dims % 2)
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: RoPE over %u of %u channels", m->arch, m->rope_dims, m->head_dim);
+    m->pairs = TQ_PAIRS_ADJACENT;
+    for (const char *const *a = neox_archs; *a; a++)
+        if (!strcmp(*a, m->arch)) m->pairs = TQ_PAIRS_HALVES;
+    m->qk_norm = 1;
+    for (uint32_t l = 0; l < m->n_layer; l++) {
+        if (!has_tensor(g, l, "attn_q") || !has_tensor(g, l, "attn_k") || !has_tensor(g, l, "attn_v") ||
+            !has_tensor(g, l, "attn_output"))
+            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: layer %u lacks attn_q, attn_k, attn_v or attn_output: "
+                                    "not an attention layout tq knows (fused QKV, MLA?)", m->arch, l);
+        m->qk_norm &= has_tensor(g, l, "attn_q_norm") && has_tensor(g, l, "attn_k_norm");
+    }
+    m->folded = tq_gguf_find_key(g, "tq.innerq.folded") >= 0;
+    return TQ_OK;
+}
 
 /* tensor `name` of n values as float32 (malloc'd), or NULL with ctx set */
 static float *tensor_f32(tq_ctx *ctx, const tq_gguf *g, const char *name, uint64_t *n)
@@ -68,5 +127,36 @@ tq_status tq_innerq_query_energy(tq_ctx *ctx, const tq_gguf *g, uint32_t layer, 
         *how = "W_q rows with attn_norm's gains (whitened-input approximation)";
     }
     free(w), free(gn);
+    return st;
+}
+
+tq_status tq_innerq_output_energy(tq_ctx *ctx, const tq_gguf *g, uint32_t layer, uint32_t head_dim, uint32_t n_kv_head,
+                                  double *out)
+{
+    char name[96];
+    uint64_t n = 0;
+    tq_ctx_clear_error(ctx);
+    snprintf(name, sizeof name, "blk.%u.attn_output.weight", layer);
+    int64_t ti = tq_gguf_find_tensor(g, name);
+    float *w = tensor_f32(ctx, g, name, &n);
+    if (!w)
+        return tq_ctx_status(ctx) ? tq_ctx_status(ctx)
+                                  : tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "layer %u has no attn_output: not an "
+                                                     "attention layer tq knows", layer);
+    uint64_t cols = (uint64_t)tq_gguf_tensor_ne(g, ti)[0], rows = n / cols, kv = (uint64_t)head_dim * n_kv_head;
+    tq_status st = TQ_OK;
+    if (cols % kv) {
+        st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "layer %u: attn_output's %llu inputs do not fit %u KV heads of %u", layer,
+                              (unsigned long long)cols, n_kv_head, head_dim);
+    } else {
+        uint64_t per = cols / kv; /* query heads per KV head */
+        memset(out, 0, (size_t)kv * sizeof *out);
+        for (uint64_t r = 0; r < rows; r++)
+            for (uint64_t c = 0; c < cols; c++) {
+                double a = w[r * cols + c];
+                out[(c / head_dim / per) * head_dim + c % head_dim] += a * a / (double)rows / (double)per;
+            }
+    }
+    free(w);
     return st;
 }

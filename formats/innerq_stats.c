@@ -108,6 +108,7 @@ tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view 
 
 uint32_t tq_innerq_stats_layers(const tq_innerq_stats *s) { return s->n_layer; }
 uint32_t tq_innerq_stats_heads(const tq_innerq_stats *s) { return s->n_head; }
+uint32_t tq_innerq_stats_head_dim(const tq_innerq_stats *s) { return s->head_dim; }
 uint64_t tq_innerq_stats_cells(const tq_innerq_stats *s, uint32_t layer) { return layer < s->n_layer ? s->cells[layer] : 0; }
 
 void tq_innerq_stats_mean2(const tq_innerq_stats *s, uint32_t l, uint32_t h, int is_v, double *out)

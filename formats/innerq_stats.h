@@ -22,6 +22,7 @@ void tq_innerq_stats_free(tq_innerq_stats *s);
 tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view *v, const tq_gguf *model);
 uint32_t tq_innerq_stats_layers(const tq_innerq_stats *s);
 uint32_t tq_innerq_stats_heads(const tq_innerq_stats *s); /* KV heads per layer */
+uint32_t tq_innerq_stats_head_dim(const tq_innerq_stats *s);
 uint64_t tq_innerq_stats_cells(const tq_innerq_stats *s, uint32_t layer); /* cells seen */
 /* The head_dim mean squares of layer l, KV head h, K (is_v 0) or V into out. */
 void tq_innerq_stats_mean2(const tq_innerq_stats *s, uint32_t l, uint32_t h, int is_v, double *out);

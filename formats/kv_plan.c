@@ -154,15 +154,19 @@ static uint32_t pick_group(uint64_t width, uint32_t head_dim, int *guessed)
 
 static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_options *o, const src_tensor *s, tqkv_tensor *t)
 {
-    uint32_t l = o->innerq_layers == 1 ? 0 : s->model_layer;
-    if (o->innerq_dim != t->group)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "layer %u: InnerQ scales of %u channels for heads of %u", s->layer,
-                                o->innerq_dim, t->group);
+    uint32_t l = o->innerq_layers == 1 ? 0 : s->model_layer, n = o->innerq_dim;
+    if (n != t->group && n != t->width) /* one vector for every head, or one per head of the row */
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "layer %u: InnerQ scales of %u channels for heads of %u (rows of %llu): "
+                                "scales for another model", s->layer, n, t->group, (unsigned long long)t->width);
+    if (o->innerq_layers != 1 && o->innerq_layers != s->n_model)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "InnerQ scales for %u layers, the state's model has %u: scales for "
+                                "another model", o->innerq_layers, s->n_model);
     if (l >= o->innerq_layers)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "layer %u: the InnerQ scales cover %u layers", s->layer,
                                 o->innerq_layers);
-    if (!(t->innerq = malloc(4ull * t->group))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    memcpy(t->innerq, o->innerq + ((size_t)l * 2 + (size_t)s->is_v) * t->group, 4ull * t->group);
+    if (!(t->innerq = malloc(4ull * n))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    memcpy(t->innerq, o->innerq + ((size_t)l * 2 + (size_t)s->is_v) * n, 4ull * n);
+    t->innerq_n = n;
     return TQ_OK;
 }
 
@@ -261,8 +265,9 @@ static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base, 
         free(t->innerq); /* the base's scales, as for its codec */
         t->innerq = NULL;
         if (bt->innerq) {
-            if (!(t->innerq = malloc(4ull * bt->group))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-            memcpy(t->innerq, bt->innerq, 4ull * bt->group);
+            if (!(t->innerq = malloc(4ull * bt->innerq_n))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+            memcpy(t->innerq, bt->innerq, 4ull * bt->innerq_n);
+            t->innerq_n = bt->innerq_n;
         }
     }
     const char *slash = strrchr(base_name, '/');

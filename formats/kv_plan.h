@@ -47,7 +47,8 @@ typedef struct tq_kvsnap_options {
     /* InnerQ: per-channel scales s_j multiplied in before coding and divided
      * out after decoding, for tq-coded tensors: innerq holds
      * innerq_layers x 2 (K, V) x innerq_dim floats; innerq_layers 1 applies
-     * the same K and V scales to every layer.  innerq_dim must be the group. */
+     * the same K and V scales to every layer.  innerq_dim is the group (one
+     * vector for every head) or the row width (one per KV head). */
     const float *innerq;
     uint32_t innerq_layers, innerq_dim;
     const tqkv_reader *base; /* --append: store only the cells after the base's */

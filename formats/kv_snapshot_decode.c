@@ -66,7 +66,7 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_co
     }
     if (t->codec != TQKV_CODEC_RAW) {
         o->st = tq_decode(local, c, raw, nv, y);
-        if (!o->st && t->innerq) o->st = tq_innerq_apply(local, y, nv, t->innerq, t->group, 1);
+        if (!o->st && t->innerq) o->st = tq_innerq_apply(local, y, nv, t->innerq, t->innerq_n, 1);
     }
     else if (!t->transposed) o->st = tq_dequantize(local, (tq_dtype)ty->dtype, raw, nv, y);
     else /* element-major source bytes: gather cell-major rows */

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 static const tq_kv_source *const sources[] = {&tq_kv_source_llama_state, &tq_kv_source_numpy};
 #define N_SOURCES (sizeof sources / sizeof *sources)
@@ -122,6 +123,7 @@ uint32_t tq_kv_view_n_kv(const tq_kv_view *v) { return v->n_kv; }
 const tq_kv_state *tq_kv_view_kv(const tq_kv_view *v, uint32_t i) { return i < v->n_kv ? &v->kv[i] : NULL; }
 uint64_t tq_kv_view_size(const tq_kv_view *v) { return v->size; }
 const uint8_t *tq_kv_view_bytes(const tq_kv_view *v) { return v->map; }
+uint64_t tq_kv_view_xxh64(const tq_kv_view *v) { return XXH64(v->map, (size_t)tq_kv_view_size(v), 0); }
 uint64_t tq_kv_view_prefix_len(const tq_kv_view *v) { return v->prefix_len; }
 
 static uint64_t sum_kv(const tq_kv_view *v, int values)

@@ -92,6 +92,8 @@ uint32_t tq_kv_view_n_kv(const tq_kv_view *v);         /* KV memory states */
 const tq_kv_state *tq_kv_view_kv(const tq_kv_view *v, uint32_t i);
 uint64_t tq_kv_view_size(const tq_kv_view *v);
 const uint8_t *tq_kv_view_bytes(const tq_kv_view *v);
+/* XXH64 of the source's bytes: which file a figure was computed from. */
+uint64_t tq_kv_view_xxh64(const tq_kv_view *v);
 /* Verbatim bytes before the first K/V rows. */
 uint64_t tq_kv_view_prefix_len(const tq_kv_view *v);
 /* Total K/V elements and row bytes over all states, streams and layers. */

@@ -131,10 +131,13 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         const tqkv_tensor *t = &m->t[i];
         /* byte 0: bit 0 InnerQ scales follow the records, bit 1 the group was
-         * guessed, bits 2-5 the radius bits (angle codec); bytes 1-2: the
-         * model layer + 1 (0: not recorded) */
+         * guessed, bits 2-5 the radius bits (angle codec), bit 6 the scales
+         * are per head (one per value of the row); bytes 1-2: the model
+         * layer + 1 (0: not recorded) */
         uint16_t ml = t->model_layer == TQKV_NO_MODEL_LAYER ? 0 : (uint16_t)(t->model_layer + 1);
-        uint8_t pad3[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0) | (t->radius_bits & 15) << 2),
+        int per_head = t->innerq && t->innerq_n != t->group;
+        uint8_t pad3[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0) | (t->radius_bits & 15) << 2 |
+                                     (per_head ? 64 : 0)),
                            (uint8_t)ml, (uint8_t)(ml >> 8)};
         PUTV(b, t->file_off);
         PUTV(b, t->bytes);
@@ -158,10 +161,10 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
     int any_innerq = 0, any_v3 = 0;
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         if (m->t[i].innerq) {
-            bput(b, m->t[i].innerq, 4ull * m->t[i].group);
+            bput(b, m->t[i].innerq, 4ull * m->t[i].innerq_n);
             any_innerq = 1;
         }
-        any_v3 |= m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed ||
+        any_v3 |= (m->t[i].innerq && m->t[i].innerq_n != m->t[i].group) || m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed ||
                   m->t[i].codec == TQKV_CODEC_ANGLE || m->t[i].codec == TQKV_CODEC_PROD;
     }
     return any_v3 ? 3 : any_innerq ? 2 : 1;
@@ -421,7 +424,8 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
     mget(&c, &t->norm_correction, 1);
     mget(&c, pad3, 3);
     int v3 = r->version >= 3;
-    uint8_t innerq = pad3[0] & 1, extra = v3 ? pad3[0] >> 6 : pad3[0] >> 1; /* bits no version defines */
+    uint8_t innerq = pad3[0] & 1, extra = v3 ? pad3[0] >> 7 : pad3[0] >> 1; /* bits no version defines */
+    uint8_t per_head = v3 && (pad3[0] >> 6 & 1);
     uint16_t ml = (uint16_t)(pad3[1] | pad3[2] << 8);
     t->group_guessed = v3 && (pad3[0] >> 1 & 1);
     t->radius_bits = v3 ? (pad3[0] >> 2) & 15 : 0;
@@ -452,9 +456,11 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
         if (ty->dtype < 0 || tqkv_codec_desc(t, &d) || t->width % t->group) return bad(ctx, r, "bad codec parameters", at);
     }
     if (extra || (!v3 && (pad3[1] || pad3[2])) || (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)) ||
-        (!v3 && t->codec > TQKV_CODEC_TURBO) || (t->radius_bits && t->codec != TQKV_CODEC_ANGLE))
+        (!v3 && t->codec > TQKV_CODEC_TURBO) || (t->radius_bits && t->codec != TQKV_CODEC_ANGLE) ||
+        (per_head && (!innerq || t->width > (1u << 20))))
         return bad(ctx, r, "bad InnerQ, group, radius or model-layer field", at);
-    if (innerq && !(t->innerq = malloc(4ull * t->group))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    t->innerq_n = innerq ? (per_head ? (uint32_t)t->width : t->group) : 0;
+    if (innerq && !(t->innerq = malloc(4ull * t->innerq_n))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     *cp = c;
     return TQ_OK;
 }
@@ -521,8 +527,8 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
     for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 2: the InnerQ scales, in tensor order */
         tqkv_tensor *t = &m->t[i];
         if (!t->innerq) continue;
-        if (mget(&c, t->innerq, 4ull * t->group)) return bad(ctx, r, "InnerQ scales truncated", HDR_LEN + c.pos);
-        for (uint32_t j = 0; j < t->group; j++)
+        if (mget(&c, t->innerq, 4ull * t->innerq_n)) return bad(ctx, r, "InnerQ scales truncated", HDR_LEN + c.pos);
+        for (uint32_t j = 0; j < t->innerq_n; j++)
             if (!(t->innerq[j] > 0.0f) || isinf(t->innerq[j])) return bad(ctx, r, "an InnerQ scale that is not finite and positive", HDR_LEN + c.pos);
     }
     if (c.pos != n) return bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);

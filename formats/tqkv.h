@@ -43,9 +43,10 @@ typedef struct tqkv_tensor {
     uint32_t model_layer;          /* version 3: the model layer (iSWA caches), else TQKV_NO_MODEL_LAYER */
     uint8_t group_guessed;         /* version 3: the group was guessed from the row width */
     uint8_t radius_bits;           /* version 3, ANGLE codec: bits per pair radius */
-    float *innerq;                 /* TQ codec: group per-channel scales applied before
+    float *innerq;                 /* TQ codec: innerq_n per-channel scales applied before
                                       coding (x_j * s_j), divided out after decoding;
                                       NULL if none (owned by the meta) */
+    uint32_t innerq_n;             /* group (every head alike) or width (version 3: per head) */
 } tqkv_tensor;
 
 typedef struct tqkv_meta {

@@ -42,10 +42,14 @@ tq_status tq_innerq_scales(tq_ctx *ctx, tq_innerq_method method, const double *e
         if (!rms) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
         for (uint32_t j = 0; j < dim; j++) mean += rms[j] = sqrtf((float)ek2[j]);
         mean /= (float)dim;
+        float rmax = 0, rmin = INFINITY;
         for (uint32_t j = 0; j < dim; j++) {
             float r = rms[j] > 1e-10f ? mean / rms[j] : 1.0f, v = powf(r, (float)strength);
+            rmax = r > rmax ? r : rmax, rmin = r < rmin ? r : rmin;
             s[j] = v < 0.5f ? 0.5f : v > 2.0f ? 2.0f : v;
         }
+        if (rmax < 1.2f && rmin > 1.0f / 1.2f) /* the fork turns itself off: channels already even */
+            for (uint32_t j = 0; j < dim; j++) s[j] = 1.0f;
         free(rms);
         return TQ_OK;
     }

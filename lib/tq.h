@@ -306,7 +306,9 @@ tq_status tq_innerq_apply(tq_ctx *ctx, float *x, size_t n, const float *scales, 
  * KV: s_j = (1 / E[k_j^2])^(strength/2), K (or V) energy alone;
  * FORK: the TurboQuant+ fork's rule: rms_j = sqrt(E[k_j^2]), ratio_j =
  *     mean(rms) / rms_j (1 where rms_j <= 1e-10), s_j = clamp(ratio_j^strength,
- *     0.5, 2); computed in float as the fork does, no pairing, no rescaling. */
+ *     0.5, 2), and all 1 when every ratio lies in (1/1.2, 1.2) (the fork's
+ *     auto-disable); computed in float as the fork does, no pairing, no
+ *     rescaling. */
 typedef enum tq_innerq_method { TQ_INNERQ_QK = 0, TQ_INNERQ_KV = 1, TQ_INNERQ_FORK = 2 } tq_innerq_method;
 /* RoPE's pairs, which must share a scale for folding to commute with RoPE:
  * adjacent (2i, 2i+1) as llama.cpp's normal RoPE, or halves (i, i + dim/2)

@@ -42,6 +42,9 @@ TEST(innerq_scales_rules)
         CHECK(s[j] == v, "fork channel %d: %g vs %g", j, s[j], v);
     }
     CHECK(s[0] == 1.0f, "no energy: ratio 1");
+    double even[8] = {1, 1.1, 0.9, 1, 1.05, 0.95, 1, 1}; /* every ratio within 1.2: the fork switches off */
+    CHECK(tq_innerq_scales(ctx, TQ_INNERQ_FORK, even, NULL, 8, TQ_PAIRS_NONE, 0, 0.5, 0, 0, s) == TQ_OK);
+    for (int j = 0; j < 8; j++) CHECK(s[j] == 1.0f, "fork auto-disable: channel %d is %g", j, s[j]);
     CHECK(tq_innerq_scales(ctx, TQ_INNERQ_QK, k8, NULL, 8, TQ_PAIRS_NONE, 0, 0.5, 0, 0, s) == TQ_ERR_ARG, "QK without Q");
     CHECK(tq_innerq_scales(ctx, TQ_INNERQ_KV, k8, NULL, 8, TQ_PAIRS_NONE, 0, 0, 0, 0, s) == TQ_ERR_ARG, "strength 0");
     CHECK(tq_innerq_scales(ctx, TQ_INNERQ_KV, k8, NULL, 8, TQ_PAIRS_HALVES, 5, 0.5, 0, 0, s) == TQ_ERR_ARG, "odd rot");
