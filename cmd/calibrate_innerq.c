@@ -42,6 +42,7 @@ void help_calibrate_innerq(void)
            "  --clamp LO,HI        bound each scale (before the geometric mean is brought to 1)\n"
            "  --pow2               round scales to powers of two: folding is then exact in any float type\n"
            "  --min-tokens N       refuse layers seen in fewer cells (default 64)\n"
+           "  --head-dim N         the head size without a model (state files do not record it)\n"
            "  --fold OUT.gguf      also write the model with the scales folded in\n"
            "  --allow-requantize   let --fold rewrite quantized tensors (else those parts are left out)\n"
            "  -o SCALES.gguf, --type-profile NAME, --threads N, --quiet\n");
@@ -83,6 +84,7 @@ static int parse(int argc, char **argv, ci_opts *o)
         CLI_OPT_FN("--clamp", opt_clamp, o->clamp),
         CLI_OPT_FLAG("--pow2", &o->pow2),
         CLI_OPT_LONG("--min-tokens", &o->min_tokens, 1, 1L << 30),
+        CLI_OPT_LONG("--head-dim", &o->head_dim, 2, 4096),
         CLI_OPT_STR("--fold", &o->fold),
         CLI_OPT_FLAG("--allow-requantize", &o->allow_requantize),
         {NULL},
@@ -95,6 +97,7 @@ static int parse(int argc, char **argv, ci_opts *o)
     if (!o->method) o->method = o->c.model ? "qk" : "kv";
     int fork = !strcmp(o->method, "fork");
     if (!o->v) o->v = fork ? "kv" : "off"; /* the fork scales V with the K vector */
+    if (o->c.model && o->head_dim) return cli_usage_error("--head-dim: the model gives the head size");
     if (!o->c.model && (!strcmp(o->method, "qk") || !strcmp(o->v, "wo") || o->fold))
         return cli_usage_error("%s needs the model: give --model M.gguf",
                                o->fold ? "--fold" : !strcmp(o->v, "wo") ? "--v wo" : "--method qk");
@@ -110,7 +113,7 @@ static int parse(int argc, char **argv, ci_opts *o)
 static int gather(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am, tq_innerq_stats **st,
                   uint64_t *hashes)
 {
-    uint32_t hd = am ? am->head_dim : 0;
+    uint32_t hd = am ? am->head_dim : (uint32_t)o->head_dim;
     for (int i = 0; i < o->n_dumps; i++) {
         tq_kv_view *v = NULL;
         char *mem = NULL;

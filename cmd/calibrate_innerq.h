@@ -15,7 +15,7 @@ typedef struct ci_opts {
     int n_dumps;
     const char *method, *v, *per, *fold;
     double strength, clamp[2]; /* clamp 0, 0: none */
-    long min_tokens;
+    long min_tokens, head_dim;
     int pow2, allow_requantize;
 } ci_opts;
 

@@ -138,6 +138,8 @@ static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
     }
     if (o->c.model && tq_gguf_open(ctx, o->c.model, NULL, &r->model)) return cli_lib_error(ctx);
     so->model = r->model;
+    if (r->model && o->innerq && tq_gguf_find_key(r->model, "tq.innerq.folded") >= 0)
+        return cli_usage_error("%s has InnerQ scales folded in already: its states need no --innerq", o->c.model);
     if (r->model && r->scales.has_model && r->scales.model_fingerprint != tq_model_fingerprint(r->model))
         return cli_runtime_error("%s: scales calibrated for another model than %s", o->innerq, o->c.model);
     if (tq_kv_open(ctx, o->in, o->c.profile, &r->view)) return cli_lib_error(ctx);

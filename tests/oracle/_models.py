@@ -10,11 +10,14 @@ TOKENIZER_KEYS = ["tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.gg
 
 
 def make_model(path, tokenizer_gguf, head_dim, n_head=8, n_head_kv=2, n_layer=2, seed=0, arch="llama", n_embd=None,
-               n_ff=512, tied=False, gains=False, outliers=0, dtype=np.float32):
+               n_ff=512, tied=False, gains=False, outliers=0, dtype=np.float32, k_outliers=0):
     """Returns (vocab size, K+V values per cell).  n_ff: one width, or one
     per layer (llama.cpp reads an array).  gains: RMSNorm weights
     around 1 instead of ones; outliers: that many residual channels scaled
-    up in the embeddings and norm gains (as trained models have)."""
+    up in the embeddings and norm gains (as trained models have);
+    k_outliers: that many RoPE pairs of every K head made 8x larger, with
+    the matching Q rows 8x smaller (the same attention, K with the outlier
+    channels trained models' caches have)."""
     src = gguf.GGUFReader(str(tokenizer_gguf))
     rng = np.random.default_rng(seed)
     n_embd = n_embd or n_head * head_dim
@@ -64,8 +67,16 @@ def make_model(path, tokenizer_gguf, head_dim, n_head=8, n_head_kv=2, n_layer=2,
     for l in range(n_layer):
         p = f"blk.{l}."
         w.add_tensor(p + "attn_norm.weight", gain())
-        w.add_tensor(p + "attn_q.weight", mat(q_out, n_embd, 2.0))
-        w.add_tensor(p + "attn_k.weight", mat(kv_out, n_embd, 2.0))
+        wq, wk = mat(q_out, n_embd, 2.0), mat(kv_out, n_embd, 2.0)
+        if k_outliers:  # pairs (2i, 2i+1): llama's adjacent RoPE; half-split archs pair i with i + d/2
+            pairs = rng.choice(head_dim // 2, k_outliers, replace=False)
+            ch = np.concatenate([2 * pairs, 2 * pairs + 1]) if arch == "llama" else np.concatenate([pairs, pairs + head_dim // 2])
+            for h in range(n_head_kv):
+                wk[h * head_dim + ch] *= 8
+            for h in range(n_head):
+                wq[h * head_dim + ch] /= 8
+        w.add_tensor(p + "attn_q.weight", wq)
+        w.add_tensor(p + "attn_k.weight", wk)
         w.add_tensor(p + "attn_v.weight", mat(kv_out, n_embd))
         if arch == "qwen2":
             for n, o in (("q", q_out), ("k", kv_out), ("v", kv_out)):
