@@ -10,6 +10,7 @@
 #include "calibrate_innerq.h"
 #include "cli.h"
 #include "cli_opts.h"
+#include "file_io.h"
 #include "innerq_model.h"
 #include "innerq_scales.h"
 #include "innerq_stats.h"
@@ -106,6 +107,11 @@ static int parse(int argc, char **argv, ci_opts *o)
     if (fork && o->strength > 1) return cli_usage_error("--method fork: --strength must be in (0, 1], as the fork's");
     if (fork && o->fold)
         return cli_usage_error("--method fork: its scales are not RoPE-pair symmetric, folding them would change the model");
+    if (o->fold && (!strcmp(o->fold, o->c.out) || tq_same_file(o->fold, o->c.out)))
+        return cli_usage_error("-o and --fold name the same file");
+    for (int i = -1; o->fold && i < o->n_dumps; i++) /* refused before the scales are written */
+        if (tq_same_file(o->fold, i < 0 ? o->c.model : o->dumps[i]))
+            return cli_runtime_error("%s: the output would overwrite the input %s", o->fold, i < 0 ? o->c.model : o->dumps[i]);
     return 0;
 }
 
@@ -114,15 +120,24 @@ static int gather(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn
                   uint64_t *hashes)
 {
     uint32_t hd = am ? am->head_dim : (uint32_t)o->head_dim;
+    int first_fp = -1; /* the first snapshot's fingerprint: the others must have it */
+    uint64_t fp0 = 0;
     for (int i = 0; i < o->n_dumps; i++) {
         tq_kv_view *v = NULL;
         char *mem = NULL;
         int has_fp = 0, rc = 0;
         uint64_t fp = 0;
         if (tq_kv_open_any(ctx, o->dumps[i], o->c.profile, &v, &mem, &has_fp, &fp)) return cli_lib_error(ctx);
-        if (!hd) hd = tq_kv_view_head_dim(v) ? tq_kv_view_head_dim(v) : tq_arch_head_dim(tq_kv_view_arch(v));
+        uint32_t shown = tq_kv_view_head_dim(v); /* a NumPy dump's [.., heads, head_dim] */
+        if (!hd) hd = shown ? shown : tq_arch_head_dim(tq_kv_view_arch(v));
+        if (has_fp && first_fp < 0) first_fp = i, fp0 = fp;
         if (g && has_fp && fp != tq_model_fingerprint(g))
             rc = cli_runtime_error("%s: a snapshot of another model than %s", o->dumps[i], o->c.model);
+        else if (has_fp && fp != fp0)
+            rc = cli_runtime_error("%s: a snapshot of another model than %s", o->dumps[i], o->dumps[first_fp]);
+        else if (shown && hd && shown != hd)
+            rc = cli_runtime_error("%s: heads of %u where %s has %u: dumps of different models", o->dumps[i], shown,
+                                   am ? o->c.model : "the first dump", hd);
         else if (!hd)
             rc = cli_usage_error("%s: the head size is not known: give --model", o->dumps[i]);
         else if (!*st && tq_innerq_stats_new(ctx, hd, st))
