@@ -6,6 +6,7 @@
 #include "cli_opts.h"
 #include "gguf.h"
 #include "inspect.h"
+#include "innerq_scales.h"
 #include "kv_view.h"
 #include "tqkv.h"
 #include "json.h"
@@ -216,6 +217,35 @@ static const char *profile_source(const tq_gguf *g, const inspect_opts *o)
     return tq_gguf_profile_assumed(g) ? "assumed" : "default";
 }
 
+/* A SCALES.gguf of calibrate-innerq: each layer's range of K and V scales. */
+static void print_innerq(const char *path)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tq_innerq_set s;
+    if (!ctx || tq_innerq_set_load(ctx, path, &s)) {
+        printf("InnerQ scales: unreadable (%s)\n", ctx ? tq_ctx_error(ctx) : "out of memory");
+        tq_ctx_free(ctx);
+        return;
+    }
+    printf("InnerQ scales: %u layers x %u %s x %u channels, method %s%s\n", s.n_layer, s.n_head,
+           s.n_head > 1 ? "KV heads" : "vector", s.head_dim, s.method, s.has_v ? ", K and V" : ", K only");
+    for (uint32_t l = 0; l < s.n_layer; l++) {
+        printf("  layer %3u:", l);
+        for (int v = 0; v <= s.has_v; v++) {
+            float lo = INFINITY, hi = 0;
+            for (uint32_t h = 0; h < s.n_head; h++)
+                for (uint32_t j = 0; j < s.head_dim; j++) {
+                    float x = tq_innerq_set_at(&s, l, v, h)[j];
+                    lo = x < lo ? x : lo, hi = x > hi ? x : hi;
+                }
+            printf(" %s %.3g..%.3g", v ? "V" : "K", lo, hi);
+        }
+        printf("\n");
+    }
+    tq_innerq_set_free(&s);
+    tq_ctx_free(ctx);
+}
+
 static void print_human(const tq_gguf *g, const inspect_opts *o, const tstats *st)
 {
     char a[32], b[32];
@@ -256,6 +286,8 @@ static void print_human(const tq_gguf *g, const inspect_opts *o, const tstats *s
             print_elem(stdout, g, i, 0, 0);
             printf("\n");
         }
+    const char *gt = tq_gguf_get_str(g, "general.type", "", &len);
+    if (len == 9 && !memcmp(gt, "tq-innerq", 9)) print_innerq(o->path);
 
     printf("\nmetadata (%" PRId64 " keys):\n", tq_gguf_n_kv(g));
     for (int64_t i = 0; i < tq_gguf_n_kv(g); i++) {

@@ -68,10 +68,8 @@ static const char *read_tensor(const tq_gguf *g, const char *name, uint32_t hd, 
     return NULL;
 }
 
-static tq_status load_gguf(tq_ctx *ctx, const char *path, tq_innerq_set *out)
+static tq_status load_gguf(tq_ctx *ctx, const char *path, tq_gguf *g, tq_innerq_set *out)
 {
-    tq_gguf *g = NULL;
-    if (tq_gguf_open(ctx, path, NULL, &g)) return tq_ctx_status(ctx);
     uint64_t tl = 0;
     const char *ty = tq_gguf_get_str(g, "general.type", "", &tl);
     if (tl != strlen(GENERAL_TYPE) || memcmp(ty, GENERAL_TYPE, tl))
@@ -115,7 +113,20 @@ tq_status tq_innerq_set_load(tq_ctx *ctx, const char *path, tq_innerq_set *out)
     int gguf = !memcmp(p, "GGUF", 4);
     if (!gguf) st = load_npy(ctx, path, p, size, out);
     tq_unmap_file(p, size);
-    return gguf ? load_gguf(ctx, path, out) : st;
+    if (!gguf) return st;
+    tq_gguf *g = NULL;
+    if (tq_gguf_open(ctx, path, NULL, &g)) return tq_ctx_status(ctx);
+    return load_gguf(ctx, path, g, out);
+}
+
+tq_status tq_innerq_set_load_memory(tq_ctx *ctx, const void *data, size_t size, const char *label, tq_innerq_set *out)
+{
+    memset(out, 0, sizeof *out);
+    if (size < 4) return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: too short for InnerQ scales", label);
+    if (memcmp(data, "GGUF", 4)) return load_npy(ctx, label, data, size, out);
+    tq_gguf *g = NULL;
+    if (tq_gguf_open_memory(ctx, data, size, label, NULL, &g)) return tq_ctx_status(ctx);
+    return load_gguf(ctx, label, g, out);
 }
 
 const float *tq_innerq_set_at(const tq_innerq_set *s, uint32_t l, int is_v, uint32_t h)

@@ -37,6 +37,8 @@ typedef struct tq_innerq_provenance {
 
 /* Either form, told apart by its first bytes. */
 tq_status tq_innerq_set_load(tq_ctx *ctx, const char *path, tq_innerq_set *out);
+/* The same from a buffer the caller keeps (fuzzing, tests). */
+tq_status tq_innerq_set_load_memory(tq_ctx *ctx, const void *data, size_t size, const char *label, tq_innerq_set *out);
 /* The scales of layer l (clamped to the set's layers), K or V, head h (clamped to its heads). */
 const float *tq_innerq_set_at(const tq_innerq_set *s, uint32_t l, int is_v, uint32_t h);
 void tq_innerq_set_free(tq_innerq_set *s);

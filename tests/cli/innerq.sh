@@ -35,7 +35,8 @@ $tq calibrate-innerq --model "$M" "$st" "$tmp/l.tqkv" "$tmp/l.npz" -o "$tmp/s.gg
 grep -q "from 3717 cells in 3 dumps; method qk" "$tmp/log" || fail "summary: $(cat "$tmp/log")"
 $tq inspect "$tmp/s.gguf" >"$tmp/i" || fail "inspect scales"
 grep -q "tq.innerq.method = 'qk'" "$tmp/i" && grep -q "tq.innerq.tokens = 3717" "$tmp/i" &&
-    grep -q "blk.4.innerq_k" "$tmp/i" || fail "inspect: $(head -c 2000 "$tmp/i")"
+    grep -q "blk.4.innerq_k" "$tmp/i" && grep -q "InnerQ scales: 5 layers x 1 vector x 8 channels, method qk, K only" "$tmp/i" &&
+    grep -q "  layer   4: K 0" "$tmp/i" || fail "inspect: $(head -c 2000 "$tmp/i")"
 $tq inspect --json "$tmp/s.gguf" | grep -q '"tq.innerq.rope_pairs"' || fail "inspect --json"
 # the same statistics three times over give the same scales as the state once
 python3 - "$tmp/one.gguf" "$tmp/s.gguf" <<'PY' || fail "three copies of one state changed the scales"
