@@ -136,6 +136,20 @@ with tempfile.TemporaryDirectory() as d:
            d / "xf.gguf", "--per", "head", ok=False)
     assert p.returncode == 2 and "QK-norm" in p.stderr and not (d / "x.gguf").exists(), p.stderr
 
+    # refusals the CLI test cannot build: a session without cells, a model without attention tensors
+    llm = llama_cpp.Llama(model_path=str(STORIES), n_ctx=64, verbose=False)
+    assert llama_cpp.llama_state_save_file(llm._ctx.ctx, str(d / "empty.ggsn").encode(), (llama_cpp.llama_token * 1)(), 0)
+    del llm
+    p = tq("calibrate-innerq", "--model", STORIES, d / "empty.ggsn", "-o", d / "x.gguf", ok=False)
+    assert p.returncode == 1 and "empty dump" in p.stderr and not (d / "x.gguf").exists(), p.stderr
+    w = gguf.GGUFWriter(str(d / "noattn.gguf"), "llama")
+    w.add_block_count(1), w.add_embedding_length(16), w.add_head_count(2), w.add_head_count_kv(2)
+    w.add_tensor("token_embd.weight", np.ones((8, 16), np.float32))
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    p = tq("calibrate-innerq", "--model", d / "noattn.gguf", fx, "-o", d / "x.gguf", ok=False)
+    assert p.returncode == 1 and "not an attention layout tq knows" in p.stderr and not (d / "x.gguf").exists(), p.stderr
+    print("refused: a session without cells, a model without attention tensors")
+
     G = gemma()
     vocab = llama_cpp.Llama(model_path=str(G), n_ctx=64, verbose=False, vocab_only=True)
     calib = vocab.tokenize(PROMPTS[1].read_bytes(), add_bos=True)[:600]
