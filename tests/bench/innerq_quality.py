@@ -17,7 +17,7 @@ W_o (--v wo; folding V into Gemma's quantized W_v/W_o needs requantization,
 which is measured too).  Models: Gemma 3 270M on three prompts of ours
 (each calibrates the next), stories260K, and a generated llama with outlier
 K channels.  Prints Markdown; TQ_ORACLES/bin/python3 tests/bench/innerq_quality.py
-[--quick]."""
+[--quick] [--only=gemma,stories,generated]."""
 import json
 import subprocess
 import sys
@@ -36,6 +36,7 @@ N_PROMPT, N_CONT = 1000, 128
 Q4_0, Q8_0 = 2, 8
 PROMPTS = sorted((HERE.parent / "oracle" / "prompts").glob("*.txt")) + sorted((HERE / "prompts").glob("*.txt"))
 QUICK = "--quick" in sys.argv
+ONLY = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")), ["gemma", "stories", "generated"])
 
 
 def tq(*a):
@@ -130,13 +131,17 @@ def tokens(model, paths):
 with tempfile.TemporaryDirectory() as d:
     d = Path(d)
     qk, kv, fork, vwo = ("qk", []), ("kv", ["--method", "kv"]), ("fork", ["--method", "fork"]), ("qk + V (W_o)", ["--v", "wo"])
-    G = gemma()
-    model_section(d, "Gemma 3 270M (Q4_K_M)", G, tokens(G, PROMPTS),
-                  [qk, kv, ("qk + V (W_o), requantized W_v/W_o", ["--v", "wo", "--allow-requantize"])],
-                  [qk, kv, fork, vwo], ["balanced", "small"])
-    model_section(d, "stories260K", STORIES, tokens(STORIES, PROMPTS[:2]), [qk, kv, vwo], [qk, kv, fork, vwo],
-                  ["balanced", "small"])
-    gen = d / "gen.gguf"
-    make_model(gen, STORIES, 128, n_head=8, n_head_kv=2, n_layer=4, seed=7, gains=True, k_outliers=6)
-    model_section(d, "generated llama (head 128, GQA 8/2, 6 outlier K pairs per head)", gen,
-                  tokens(gen, PROMPTS[:2]), [qk, kv], [qk, kv, fork], ["balanced", "small"])
+    head = ("qk per KV head", ["--per", "head"])  # Gemma has one KV head: the same as per layer
+    if "gemma" in ONLY:
+        G = gemma()
+        model_section(d, "Gemma 3 270M (Q4_K_M)", G, tokens(G, PROMPTS),
+                      [qk, kv, ("qk + V (W_o), requantized W_v/W_o", ["--v", "wo", "--allow-requantize"])],
+                      [qk, kv, fork, vwo], ["balanced", "small"])
+    if "stories" in ONLY:
+        model_section(d, "stories260K", STORIES, tokens(STORIES, PROMPTS[:2]), [qk, head, kv, vwo],
+                      [qk, head, kv, fork, vwo], ["balanced", "small"])
+    if "generated" in ONLY:
+        gen = d / "gen.gguf"
+        make_model(gen, STORIES, 128, n_head=8, n_head_kv=2, n_layer=4, seed=7, gains=True, k_outliers=6)
+        model_section(d, "generated llama (head 128, GQA 8/2, 6 outlier K pairs per head)", gen,
+                      tokens(gen, PROMPTS[:2]), [qk, head, kv], [qk, head, kv, fork], ["balanced", "small"])
