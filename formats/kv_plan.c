@@ -164,8 +164,12 @@ static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_options *o, const src_
     if (l >= o->innerq_layers)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "layer %u: the InnerQ scales cover %u layers", s->layer,
                                 o->innerq_layers);
+    const float *src = o->innerq + ((size_t)l * 2 + (size_t)s->is_v) * n;
+    uint32_t ones = 0;
+    while (ones < n && src[ones] == 1.0f) ones++;
+    if (ones == n) return TQ_OK; /* scales of 1 (V left alone): nothing to store */
     if (!(t->innerq = malloc(4ull * n))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    memcpy(t->innerq, o->innerq + ((size_t)l * 2 + (size_t)s->is_v) * n, 4ull * n);
+    memcpy(t->innerq, src, 4ull * n);
     t->innerq_n = n;
     return TQ_OK;
 }
