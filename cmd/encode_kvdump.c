@@ -35,6 +35,8 @@ void help_encode_kvdump(void)
            "            where the per-head norm costs 2 bits)\n\n"
            "  --k-bits/--v-bits B   override the preset's bits (1..8)\n"
            "  --boundary-layers N   first and last N layers at 8 bits\n"
+           "  --sink-cells N        keep the first N cells of every tq-coded K exact (attention sinks;\n"
+           "                        default 1)\n"
            "  --model M.gguf        the model: its head size sets the rotation group, and its\n"
            "                        fingerprint is stored so decode can refuse another model\n"
            "  --head-dim N          the rotation group without a model (else guessed)\n"
@@ -60,13 +62,14 @@ void help_encode_kvdump(void)
 typedef struct enc_opts {
     cli_common c;
     const char *in, *preset, *append, *innerq;
-    long k_bits, v_bits, boundary, head_dim;
+    long k_bits, v_bits, boundary, head_dim, sink;
     int turbo, dry_run;
     const char *codec;
 } enc_opts;
 
 static int parse(int argc, char **argv, enc_opts *o)
 {
+    o->sink = -1;
     static const char *const presets[] = {"balanced", "lossless", "q8", "small", NULL},
                              *const codecs[] = {"tq", "turbo", "angle", "prod", NULL};
     const cli_opt own[] = {
@@ -74,6 +77,7 @@ static int parse(int argc, char **argv, enc_opts *o)
         CLI_OPT_LONG("--k-bits", &o->k_bits, 1, 8),
         CLI_OPT_LONG("--v-bits", &o->v_bits, 1, 8),
         CLI_OPT_LONG("--boundary-layers", &o->boundary, 0, 4096),
+        CLI_OPT_LONG("--sink-cells", &o->sink, 0, 65535),
         CLI_OPT_LONG("--head-dim", &o->head_dim, 8, 512),
         CLI_OPT_STR("--append", &o->append),
         CLI_OPT_STR("--innerq", &o->innerq),
@@ -88,6 +92,7 @@ static int parse(int argc, char **argv, enc_opts *o)
     if (!o->in) return cli_usage_error("which state file? (see tq help encode-kvdump)");
     if (!o->c.out && !o->dry_run) return cli_usage_error("where to? give -o OUT.tqkv (or -o - for stdout, or --dry-run)");
     if (!o->preset) o->preset = "balanced";
+    if (o->sink < 0) o->sink = 1; /* measured on Gemma 3 270M: see --sink-cells in tq-encode-kvdump(1) */
     if (o->codec && !strcmp(o->codec, "turbo")) o->turbo = 1;
     if (o->codec && o->turbo && strcmp(o->codec, "turbo")) return cli_usage_error("--turbo and --codec %s: choose one", o->codec);
     int scales = o->innerq && strcmp(o->innerq, "auto") && strcmp(o->innerq, "off"); /* a file */
@@ -172,7 +177,7 @@ static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
                               .family = !o->codec ? 0 : !strcmp(o->codec, "angle") ? TQKV_CODEC_ANGLE
                                                   : !strcmp(o->codec, "prod") ? TQKV_CODEC_PROD : 0,
                               /* f16 K/V barely compresses; level 1 keeps most of the gain at 3x the speed */
-                              .zstd_level = 1, .base_name = o->append};
+                              .zstd_level = 1, .base_name = o->append, .sink_cells = (int)o->sink};
     tq_kv_preset_parse(o->preset, &so->preset);
     int file = o->innerq && strcmp(o->innerq, "auto") && strcmp(o->innerq, "off");
     if (file && tq_innerq_set_load(ctx, o->innerq, &r->scales)) return cli_lib_error(ctx);
@@ -200,7 +205,8 @@ static const char *codec_label(const tqkv_tensor *t, char *b, size_t n)
     else if (t->codec == TQKV_CODEC_TURBO) snprintf(b, n, "turbo%u", t->bits);
     else if (t->codec == TQKV_CODEC_ANGLE) snprintf(b, n, "angle(g=%u,A=%u,r=%u)", t->group, 1u << t->bits, t->radius_bits);
     else if (t->codec == TQKV_CODEC_PROD) snprintf(b, n, "prod(g=%u,b=%u)", t->group, t->bits);
-    else snprintf(b, n, "tq(g=%u,b=%u%s)%s", t->group, t->bits, t->norm_correction ? ",nc" : "", t->innerq ? "+innerq" : "");
+    else snprintf(b, n, "tq(g=%u,b=%u%s)%s%s", t->group, t->bits, t->norm_correction ? ",nc" : "", t->innerq ? "+innerq" : "",
+                  t->sink_rows ? "+sink" : "");
     return b;
 }
 

@@ -217,6 +217,9 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
             tq_status st = plan_innerq(ctx, o, s, t);
             if (st) return st;
         }
+        if (o->sink_cells > 0 && t->codec == TQKV_CODEC_TQ && !s->is_v && !kt->transposed &&
+            s->cells > (uint32_t)o->sink_cells)
+            t->sink_rows = (uint32_t)o->sink_cells; /* the first cells, which attention keeps returning to */
     }
     if (t->codec == TQKV_CODEC_RAW) p->n_kept++;
     else p->n_coded++;
@@ -265,6 +268,7 @@ static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base, 
         t->group = bt->group;
         t->seed = bt->seed;
         t->rows_per_chunk = bt->rows_per_chunk;
+        t->sink_rows = bt->sink_rows; /* in the base's chunks */
         t->row_start = t->codec == TQKV_CODEC_RAW && t->transposed ? 0 : bt->cells;
         free(t->innerq); /* the base's scales, as for its codec */
         t->innerq = NULL;
@@ -440,8 +444,10 @@ uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i)
     const tqkv_tensor *t = &p->meta.t[i];
     uint64_t rows = t->cells - t->row_start;
     if (t->codec == TQKV_CODEC_RAW) return t->transposed ? (t->row_start ? 0 : t->bytes) : rows * p->src[i]->row_size;
+    uint64_t sink = t->row_start < t->sink_rows ? t->sink_rows - t->row_start : 0;
     tq_codec *c = tqkv_tensor_codec(t);
-    uint64_t n = c ? rows * t->width / tq_codec_block_values(c) * tq_codec_block_bytes(c) : 0;
+    uint64_t n = c ? (rows - sink) * t->width / tq_codec_block_values(c) * tq_codec_block_bytes(c) : 0;
+    n += sink * p->src[i]->row_size;
     tq_codec_free(c);
     return n;
 }

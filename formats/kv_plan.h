@@ -51,6 +51,7 @@ typedef struct tq_kvsnap_options {
      * vector for every head) or the row width (one per KV head). */
     const float *innerq;
     uint32_t innerq_layers, innerq_dim;
+    int sink_cells;        /* the first N cells of each tq-coded K kept exact (attention sinks) */
     const tqkv_reader *base; /* --append: store only the cells after the base's */
     const char *base_name;   /* the base's file name, recorded for decode */
     /* execution only (tq_kvsnap_execute) */

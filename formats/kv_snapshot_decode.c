@@ -40,8 +40,9 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_co
                          const tq_ggml_type *oty, uint32_t head_dim, uint64_t ck, int skip, tq_ctx *local, chunk_out *o)
 {
     const tqkv_chunk *ch = tqkv_chunk_at(r, ck);
+    int coded = t->codec != TQKV_CODEC_RAW && !tqkv_chunk_is_sink(t, ch->row0); /* sink rows: the source's bytes */
     if (skip) { /* not wanted: zeros of the length it would have */
-        o->len = t->codec == TQKV_CODEC_RAW && oty == ty ? ch->raw_len
+        o->len = !coded && oty == ty ? ch->raw_len
                                                          : ch->nrows * (out_width(t, oty, head_dim) / oty->block) * oty->bytes;
         if (!(o->p = calloc(1, o->len ? o->len : 1))) goto oom;
         return;
@@ -49,7 +50,7 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_co
     uint8_t *raw = malloc(ch->raw_len ? ch->raw_len : 1);
     if (!raw) goto oom;
     o->st = tqkv_chunk_read(local, r, ck, raw);
-    if (o->st || (t->codec == TQKV_CODEC_RAW && oty == ty)) {
+    if (o->st || (!coded && oty == ty)) {
         o->p = raw;
         o->len = ch->raw_len;
         if (o->st) snprintf(o->err, sizeof o->err, "%s", tq_ctx_error(local));
@@ -64,7 +65,7 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_co
         free(y), free(raw);
         goto oom;
     }
-    if (t->codec != TQKV_CODEC_RAW) {
+    if (coded) {
         o->st = tq_decode(local, c, raw, nv, y);
         if (!o->st && t->innerq) o->st = tq_innerq_apply(local, y, nv, t->innerq, t->innerq_n, 1);
     }

@@ -22,7 +22,7 @@ typedef struct etensor {
 static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqkv_tensor *t, const tq_codec *c,
                          uint32_t r0, uint32_t n, chunk_out *o)
 {
-    if (t->codec == TQKV_CODEC_RAW) {
+    if (t->codec == TQKV_CODEC_RAW || tqkv_chunk_is_sink(t, r0)) { /* kept, or the exact sink rows */
         o->len = t->transposed ? t->bytes : (uint64_t)n * kt->row_size;
         if (!(o->p = malloc(o->len ? o->len : 1))) return chunk_fail(o, NULL, TQ_ERR_NOMEM);
         memcpy(o->p, kt->data + (t->transposed ? 0 : (uint64_t)r0 * kt->row_size), o->len);
@@ -50,7 +50,7 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
 static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, int level, etensor *e)
 {
     const tqkv_tensor *t = &p->meta.t[i];
-    uint32_t rows = t->cells - t->row_start, nch = (rows + t->rows_per_chunk - 1) / t->rows_per_chunk;
+    uint32_t nch = tqkv_tensor_n_chunks(t);
     *e = (etensor){i, tqkv_tensor_codec(t), calloc(nch ? nch : 1, sizeof(chunk_out)), nch};
     if (!e->co || (t->codec != TQKV_CODEC_RAW && !e->c)) {
         free(e->co);
@@ -63,8 +63,8 @@ static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, 
 #pragma omp task firstprivate(k, e, t, kt, i)
         {
             chunk_out *co = &e->co[k];
-            uint32_t r0 = t->row_start + k * t->rows_per_chunk;
-            uint32_t nr = t->cells - r0 < t->rows_per_chunk ? t->cells - r0 : t->rows_per_chunk;
+            uint32_t r0, nr;
+            tqkv_tensor_chunk_rows(t, k, &r0, &nr);
             encode_chunk(ctx, kt, t, e->c, r0, nr, co);
             if (!co->st) {
                 uint8_t *pk;

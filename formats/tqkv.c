@@ -132,12 +132,13 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
         const tqkv_tensor *t = &m->t[i];
         /* byte 0: bit 0 InnerQ scales follow the records, bit 1 the group was
          * guessed, bits 2-5 the radius bits (angle codec), bit 6 the scales
-         * are per head (one per value of the row); bytes 1-2: the model
-         * layer + 1 (0: not recorded) */
+         * are per head (one per value of the row), bit 7 sink rows (their
+         * count follows the scales); bytes 1-2: the model layer + 1 (0: not
+         * recorded) */
         uint16_t ml = t->model_layer == TQKV_NO_MODEL_LAYER ? 0 : (uint16_t)(t->model_layer + 1);
         int per_head = t->innerq && t->innerq_n != t->group;
         uint8_t pad3[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0) | (t->radius_bits & 15) << 2 |
-                                     (per_head ? 64 : 0)),
+                                     (per_head ? 64 : 0) | (t->sink_rows ? 128 : 0)),
                            (uint8_t)ml, (uint8_t)(ml >> 8)};
         PUTV(b, t->file_off);
         PUTV(b, t->bytes);
@@ -164,11 +165,34 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
             bput(b, m->t[i].innerq, 4ull * m->t[i].innerq_n);
             any_innerq = 1;
         }
-        any_v3 |= (m->t[i].innerq && m->t[i].innerq_n != m->t[i].group) || m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed ||
+        any_v3 |= m->t[i].sink_rows || (m->t[i].innerq && m->t[i].innerq_n != m->t[i].group) || m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed ||
                   m->t[i].codec == TQKV_CODEC_ANGLE || m->t[i].codec == TQKV_CODEC_PROD;
     }
+    for (uint32_t i = 0; i < m->n_tensors; i++) /* version 3: sink row counts, in tensor order */
+        if (m->t[i].sink_rows) PUTV(b, m->t[i].sink_rows);
     return any_v3 ? 3 : any_innerq ? 2 : 1;
 }
+
+uint32_t tqkv_tensor_n_chunks(const tqkv_tensor *t)
+{
+    uint32_t from = t->row_start > t->sink_rows ? t->row_start : t->sink_rows, sink = t->row_start < t->sink_rows;
+    uint32_t rows = t->cells > from ? t->cells - from : 0;
+    return sink + (rows + t->rows_per_chunk - 1) / t->rows_per_chunk;
+}
+
+void tqkv_tensor_chunk_rows(const tqkv_tensor *t, uint32_t k, uint32_t *row0, uint32_t *nrows)
+{
+    int sink = t->row_start < t->sink_rows;
+    if (sink && k == 0) {
+        *row0 = 0, *nrows = t->sink_rows;
+        return;
+    }
+    uint32_t from = sink ? t->sink_rows : t->row_start;
+    *row0 = from + (k - (uint32_t)sink) * t->rows_per_chunk;
+    *nrows = t->cells - *row0 < t->rows_per_chunk ? t->cells - *row0 : t->rows_per_chunk;
+}
+
+int tqkv_chunk_is_sink(const tqkv_tensor *t, uint32_t row0) { return t->codec != TQKV_CODEC_RAW && row0 < t->sink_rows; }
 
 tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer **out)
 {
@@ -380,9 +404,13 @@ static int mget(mcur *c, void *v, uint64_t n)
 }
 
 /* payload bytes a chunk of nrows of tensor t must decode to */
-static uint64_t expected_raw(const tqkv_tensor *t, uint32_t nrows, int *ok)
+static uint64_t expected_raw(const tqkv_tensor *t, uint32_t row0, uint32_t nrows, int *ok)
 {
     *ok = 1;
+    if (tqkv_chunk_is_sink(t, row0)) { /* exactly the sink rows, in the source type */
+        *ok = row0 == 0 && nrows == t->sink_rows;
+        return t->bytes / t->cells * nrows;
+    }
     if (t->codec == TQKV_CODEC_RAW) return t->transposed ? t->bytes : t->bytes / (t->cells ? t->cells : 1) * nrows;
     tq_codec_desc d;
     tq_codec *c;
@@ -424,8 +452,9 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
     mget(&c, &t->norm_correction, 1);
     mget(&c, pad3, 3);
     int v3 = r->version >= 3;
-    uint8_t innerq = pad3[0] & 1, extra = v3 ? pad3[0] >> 7 : pad3[0] >> 1; /* bits no version defines */
+    uint8_t innerq = pad3[0] & 1, extra = v3 ? 0 : pad3[0] >> 1; /* bits no version defines */
     uint8_t per_head = v3 && (pad3[0] >> 6 & 1);
+    t->sink_rows = v3 && (pad3[0] >> 7) ? 1 : 0; /* the count follows the scales */
     uint16_t ml = (uint16_t)(pad3[1] | pad3[2] << 8);
     t->group_guessed = v3 && (pad3[0] >> 1 & 1);
     t->radius_bits = v3 ? (pad3[0] >> 2) & 15 : 0;
@@ -457,7 +486,7 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
     }
     if (extra || (!v3 && (pad3[1] || pad3[2])) || (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)) ||
         (!v3 && t->codec > TQKV_CODEC_TURBO) || (t->radius_bits && t->codec != TQKV_CODEC_ANGLE) ||
-        (per_head && (!innerq || t->width > (1u << 20))))
+        (per_head && (!innerq || t->width > (1u << 20))) || (t->sink_rows && (t->codec == TQKV_CODEC_RAW || t->transposed)))
         return bad(ctx, r, "bad InnerQ, group, radius or model-layer field", at);
     t->innerq_n = innerq ? (per_head ? (uint32_t)t->width : t->group) : 0;
     if (innerq && !(t->innerq = malloc(4ull * t->innerq_n))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
@@ -530,6 +559,13 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
         if (mget(&c, t->innerq, 4ull * t->innerq_n)) return bad(ctx, r, "InnerQ scales truncated", HDR_LEN + c.pos);
         for (uint32_t j = 0; j < t->innerq_n; j++)
             if (!(t->innerq[j] > 0.0f) || isinf(t->innerq[j])) return bad(ctx, r, "an InnerQ scale that is not finite and positive", HDR_LEN + c.pos);
+    }
+    for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 3: sink row counts */
+        tqkv_tensor *t = &m->t[i];
+        if (!t->sink_rows) continue;
+        if (mget(&c, &t->sink_rows, 4)) return bad(ctx, r, "sink rows truncated", HDR_LEN + c.pos);
+        if (!t->sink_rows || t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows))
+            return bad(ctx, r, "bad sink row count", HDR_LEN + c.pos);
     }
     if (c.pos != n) return bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);
     return TQ_OK;
@@ -610,7 +646,7 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
         if (m->t[ti].transposed && m->t[ti].codec == TQKV_CODEC_RAW && ch->nrows != m->t[ti].cells)
             return bad(ctx, r, "chunk out of order", ch->offset);
         int ok;
-        if (ch->raw_len != expected_raw(&m->t[ti], ch->nrows, &ok) || !ok || ch->raw_len > MAX_PIECE ||
+        if (ch->raw_len != expected_raw(&m->t[ti], ch->row0, ch->nrows, &ok) || !ok || ch->raw_len > MAX_PIECE ||
             (!ch->zstd && ch->stored_len != ch->raw_len) ||
             (ch->zstd && ZSTD_getFrameContentSize(ch->stored, ch->stored_len) != ch->raw_len))
             return bad(ctx, r, "chunk length", ch->offset);

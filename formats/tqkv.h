@@ -47,6 +47,8 @@ typedef struct tqkv_tensor {
                                       coding (x_j * s_j), divided out after decoding;
                                       NULL if none (owned by the meta) */
     uint32_t innerq_n;             /* group (every head alike) or width (version 3: per head) */
+    uint32_t sink_rows;            /* version 3, coded tensors: rows [0, sink_rows) kept exact in the
+                                      source type, as the tensor's first chunk (attention sinks) */
 } tqkv_tensor;
 
 typedef struct tqkv_meta {
@@ -68,6 +70,12 @@ typedef struct tqkv_meta {
 } tqkv_meta;
 
 void tqkv_meta_free(tqkv_meta *m);
+/* How tensor t's rows [row_start, cells) are cut into chunks: its sink rows
+ * (if it stores them) form chunk 0, then chunks of rows_per_chunk. */
+uint32_t tqkv_tensor_n_chunks(const tqkv_tensor *t);
+void tqkv_tensor_chunk_rows(const tqkv_tensor *t, uint32_t k, uint32_t *row0, uint32_t *nrows);
+/* Whether a chunk starting at row0 holds the tensor's exact sink rows. */
+int tqkv_chunk_is_sink(const tqkv_tensor *t, uint32_t row0);
 /* The libtq codec of a coded tensor (TQ or TURBO); -1 if the record is invalid. */
 int tqkv_codec_desc(const tqkv_tensor *t, tq_codec_desc *d);
 /* That codec, ready to run; NULL for a kept tensor, an invalid record or

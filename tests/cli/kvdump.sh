@@ -136,11 +136,11 @@ np.save('$tmp/s2.npy', np.full(8, 2.0, np.float32))
 np.save('$tmp/sv.npy', np.linspace(0.5, 2.0, 16, dtype=np.float32).reshape(2, 8))
 np.save('$tmp/s16.npy', np.ones(16, np.float32))
 np.save('$tmp/sneg.npy', -np.ones(8, np.float32))" || fail "numpy for the scale files"
-$tq encode-kvdump $seed -o "$tmp/n.tqkv" --head-dim 8 -q || fail "encode without scales"
-$tq encode-kvdump $seed -o "$tmp/i2.tqkv" --head-dim 8 --innerq "$tmp/s2.npy" -q || fail "--innerq x2"
+$tq encode-kvdump $seed -o "$tmp/n.tqkv" --head-dim 8 --sink-cells 0 -q || fail "encode without scales"
+$tq encode-kvdump $seed -o "$tmp/i2.tqkv" --head-dim 8 --innerq "$tmp/s2.npy" --sink-cells 0 -q || fail "--innerq x2"
 $tq decode-kvdump "$tmp/n.tqkv" -o "$tmp/n.out" -q && $tq decode-kvdump "$tmp/i2.tqkv" -o "$tmp/i2.out" -q || fail "decode"
 cmp -s "$tmp/n.out" "$tmp/i2.out" || fail "scales of 2 changed the decoded state"
-$tq encode-kvdump $seed -o "$tmp/iv.tqkv" --head-dim 8 --innerq "$tmp/sv.npy" -q || fail "--innerq [2, 8]"
+$tq encode-kvdump $seed -o "$tmp/iv.tqkv" --head-dim 8 --innerq "$tmp/sv.npy" --sink-cells 0 -q || fail "--innerq [2, 8]"
 $tq decode-kvdump "$tmp/iv.tqkv" -o "$tmp/iv.out" -q || fail "decode with scales"
 [ "$(wc -c <"$tmp/iv.out")" -eq "$(wc -c <$seed)" ] || fail "scaled snapshot rebuilds another size"
 $tq inspect --json "$tmp/iv.tqkv" | python3 -c "
@@ -167,8 +167,9 @@ import json, re, sys
 plan, snap = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 assert len(plan["tensors"]) == len(snap["tensors"]) == 10
 for p, t in zip(plan["tensors"], snap["tensors"]):
-    m = re.fullmatch(r"tq\(g=(\d+),b=(\d+)(,nc)?\)", p["codec"])
+    m = re.fullmatch(r"tq\(g=(\d+),b=(\d+)(,nc)?\)(\+sink)?", p["codec"])
     assert m and (p["layer"], p["kv"]) == (t["layer"], t["kv"]) and t["codec"] == "tq", (p, t)
+    assert bool(m[4]) == ("sink_rows" in t) == (t["kv"] == "K"), (p, t)
     assert (int(m[1]), int(m[2])) == (t["group"], t["bits"]), (p, t)
     assert t["bits"] == (8 if t["layer"] in (0, 4) else 6 if t["kv"] == "K" else 4), t
 assert plan["payload_bytes"] < snap["size"], (plan["payload_bytes"], snap["size"])
@@ -214,4 +215,25 @@ expect_err 2 "not a layer range" decode-kvdump "$tmp/s.tqkv" -o "$tmp/l.npz" --f
 expect_err 2 "not ggsn, ggsq or npz" decode-kvdump "$tmp/s.tqkv" -o "$tmp/l.npz" --format safetensors
 $tq decode-kvdump "$tmp/s.tqkv" -o "$tmp/f32.ggsq" --cache-type f32 -q || fail "--cache-type f32"
 $tq inspect "$tmp/f32.ggsq" | grep -q '32.000 bits per value' || fail "f32 cache file"
+
+# attention sinks: the first cells of each tq-coded K are kept exact (version 3), V and later cells coded;
+# the default keeps one, --sink-cells 0 none; an appended snapshot decodes its base's sink rows
+$tq encode-kvdump $seed -o "$tmp/sk.tqkv" --head-dim 8 --sink-cells 4 -q || fail "--sink-cells 4"
+$tq decode-kvdump "$tmp/sk.tqkv" -o "$tmp/sk.npz" --format npz --head-dim 8 -q || fail "decode sinks"
+$tq inspect --json "$tmp/sk.tqkv" >"$tmp/sk.json" || fail "inspect sinks"
+python3 - "$tmp/s.npz" "$tmp/sk.npz" "$tmp/sk.json" <<'PY' || fail "sink rows"
+import json, sys, numpy as np
+a, b, d = np.load(sys.argv[1]), np.load(sys.argv[2]), json.load(open(sys.argv[3]))
+assert d["version"] == 3, d["version"]
+assert all(t.get("sink_rows", 0) == (4 if t["kv"] == "K" else 0) for t in d["tensors"]), d["tensors"][:2]
+for k in a.files:
+    if k == "tokens": continue
+    exact = np.array_equal(a[k][:4], b[k][:4])
+    assert exact == k.startswith("k"), (k, "first 4 cells exact only for K")
+    assert not np.array_equal(a[k][4:], b[k][4:]), k
+PY
+$tq inspect --json "$tmp/p.tqkv" | grep -q '"sink_rows": 1' || fail "the default keeps one sink cell"
+$tq encode-kvdump $seed -o "$tmp/s0.tqkv" --head-dim 8 --sink-cells 0 -q && ! $tq inspect --json "$tmp/s0.tqkv" | grep -q sink_rows ||
+    fail "--sink-cells 0"
+expect_err 2 "--sink-cells" encode-kvdump $seed -o "$tmp/z.tqkv" --sink-cells -1
 exit 0

@@ -331,12 +331,12 @@ TEST(tqkv_iswa_layers_are_model_layers)
     size_t len, sl, dl;
     uint8_t *state = make_iswa_session(&len);
     char err[512];
-    /* InnerQ scales per model layer: layer l's K scales 1 + l/32, V 2 - l/64, so
+    /* InnerQ scales per model layer: layer l's K scales 1 + (l+1)/32, V 2 - l/64, so
      * a record shows which layer's it took */
     static float scales[18 * 2 * 64];
     for (int l = 0; l < 18; l++)
         for (int j = 0; j < 64; j++)
-            scales[(l * 2) * 64 + j] = 1 + l / 32.0f, scales[(l * 2 + 1) * 64 + j] = 2 - l / 64.0f;
+            scales[(l * 2) * 64 + j] = 1 + (l + 1) / 32.0f, scales[(l * 2 + 1) * 64 + j] = 2 - l / 64.0f;
     tq_kvsnap_options o = {.preset = TQ_KV_PRESET_BALANCED, .head_dim = 64, .boundary_layers = 1, .zstd_level = 1,
                            .profile = "69d8e4be4", .threads = 1, .innerq = scales, .innerq_layers = 18,
                            .innerq_dim = 64};
@@ -353,7 +353,7 @@ TEST(tqkv_iswa_layers_are_model_layers)
             uint32_t want = t->kv_state == 0 ? 6 * t->layer + 5 : t->layer + t->layer / 5;
             CHECK(t->model_layer == want, "cache %u layer %u: model layer %u, not %u", t->kv_state, t->layer,
                   t->model_layer, want);
-            float ws = t->is_v ? 2 - want / 64.0f : 1 + want / 32.0f;
+            float ws = t->is_v ? 2 - want / 64.0f : 1 + (want + 1) / 32.0f;
             CHECK(t->innerq && t->innerq_n == 64 && t->innerq[0] == ws && t->innerq[63] == ws,
                   "cache %u layer %u: not model layer %u's InnerQ scales", t->kv_state, t->layer, want);
             int edge = want == 0 || want == 17;
