@@ -34,6 +34,8 @@ void help_decode_kvdump(void)
            "                   names a session file made from a sequence file; its head size shapes npz)\n"
            "  --base B.tqkv    the snapshot an appended one builds on (default: its recorded name,\n"
            "                   next to IN)\n"
+           "  --fsync          flush the output to disk before it is renamed into place (default: not;\n"
+           "                   a decoded state can be made again from its snapshot)\n"
            "  -o -             write to stdout\n");
 }
 
@@ -47,6 +49,7 @@ typedef struct dec_opts {
     cli_common c;
     const char *in, *cache_type, *base, *format;
     long head_dim, tokens;
+    int fsync;
     tq_kvsnap_restore_options ro;
 } dec_opts;
 
@@ -70,6 +73,7 @@ static int parse(int argc, char **argv, dec_opts *o)
         CLI_OPT_STR("--cache-type", &o->cache_type),
         CLI_OPT_LONG("--head-dim", &o->head_dim, 1, 4096),
         CLI_OPT_STR("--base", &o->base),
+        CLI_OPT_FLAG("--fsync", &o->fsync),
         {NULL},
     };
     const cli_spec spec = {"decode-kvdump", CLI_O | CLI_QUIET | CLI_THREADS | CLI_MODEL, own, 1};
@@ -117,7 +121,7 @@ static int restore(tq_ctx *ctx, dec_opts *o, const tqkv_reader *r, const tqkv_re
     const tqkv_meta *m = tqkv_meta_of(r);
     cli_out out;
     const char *inputs[3] = {o->in, o->c.model ? o->c.model : o->in, o->base ? o->base : o->in};
-    int rc = cli_out_open(&out, o->c.out, inputs, 3);
+    int rc = cli_out_open_ex(&out, o->c.out, inputs, 3, o->fsync); /* the snapshot stays: see --fsync */
     if (rc) return rc;
     char near[4096];
     const char *dir = getenv("TMPDIR");

@@ -12,6 +12,11 @@
 
 int cli_out_open(cli_out *o, const char *path, const char *const *inputs, size_t n)
 {
+    return cli_out_open_ex(o, path, inputs, n, 1);
+}
+
+int cli_out_open_ex(cli_out *o, const char *path, const char *const *inputs, size_t n, int durable)
+{
     memset(o, 0, sizeof *o);
     if (!strcmp(path, "-")) {
         o->f = stdout;
@@ -23,7 +28,7 @@ int cli_out_open(cli_out *o, const char *path, const char *const *inputs, size_t
     o->path = strdup(path);
     if (!o->path) return cli_runtime_error("out of memory");
     tq_ctx *ctx = tq_ctx_new();
-    if (!ctx || tq_temp_create(ctx, path, &o->tmp, &o->f)) {
+    if (!ctx || tq_temp_create_ex(ctx, path, durable, &o->tmp, &o->f)) {
         int rc = ctx ? cli_lib_error(ctx) : cli_runtime_error("out of memory");
         tq_ctx_free(ctx);
         free(o->path);

@@ -54,6 +54,7 @@ void tq_unmap_file(const uint8_t *map, uint64_t size)
 typedef struct sink {
     int fd;
     uint64_t written, synced;
+    int durable; /* 0: neither writeback nor fsync (an output that can be made again) */
 } sink;
 
 static ssize_t sink_write(void *cookie, const char *buf, size_t n)
@@ -69,7 +70,7 @@ static ssize_t sink_write(void *cookie, const char *buf, size_t n)
         done += (size_t)w;
     }
     k->written += n;
-    if (k->written - k->synced >= WRITEBACK_STEP) {
+    if (k->durable && k->written - k->synced >= WRITEBACK_STEP) {
         sync_file_range(k->fd, (off_t)k->synced, (off_t)(k->written - k->synced), SYNC_FILE_RANGE_WRITE);
         k->synced = k->written;
     }
@@ -80,7 +81,7 @@ static int sink_close(void *cookie)
 {
     sink *k = cookie;
     struct stat sb;
-    int bad = !fstat(k->fd, &sb) && sb.st_nlink > 0 && fsync(k->fd);
+    int bad = k->durable && !fstat(k->fd, &sb) && sb.st_nlink > 0 && fsync(k->fd);
     int e = errno;
     bad |= close(k->fd) != 0;
     free(k);
@@ -89,6 +90,11 @@ static int sink_close(void *cookie)
 }
 
 tq_status tq_temp_create(tq_ctx *ctx, const char *path, char **tmp, FILE **f)
+{
+    return tq_temp_create_ex(ctx, path, 1, tmp, f);
+}
+
+tq_status tq_temp_create_ex(tq_ctx *ctx, const char *path, int durable, char **tmp, FILE **f)
 {
     *f = NULL;
     *tmp = malloc(strlen(path) + 16);
@@ -106,7 +112,7 @@ tq_status tq_temp_create(tq_ctx *ctx, const char *path, char **tmp, FILE **f)
     fchmod(fd, 0666 & ~um);
     sink *k = malloc(sizeof *k);
     cookie_io_functions_t io = {NULL, sink_write, NULL, sink_close};
-    if (k) *k = (sink){fd, 0, 0};
+    if (k) *k = (sink){fd, 0, 0, durable};
     *f = k ? fopencookie(k, "w", io) : NULL;
     if (!*f) {
         tq_status st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));

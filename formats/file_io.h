@@ -21,6 +21,11 @@ void tq_unmap_file(const uint8_t *map, uint64_t size);
  * zero from fflush and fclose means the bytes are on disk, ready to be
  * renamed into place.  Unlink a discarded output before fclose (no fsync). */
 tq_status tq_temp_create(tq_ctx *ctx, const char *path, char **tmp, FILE **f);
+/* durable 0: the same without writeback or fsync, for outputs derived from
+ * a file that stays (a state decoded from its snapshot): the rename still
+ * makes it appear complete, but a crash may lose it, and it can be made
+ * again. */
+tq_status tq_temp_create_ex(tq_ctx *ctx, const char *path, int durable, char **tmp, FILE **f);
 
 /* 1 if a and b are the same existing file (device and inode). */
 int tq_same_file(const char *a, const char *b);
