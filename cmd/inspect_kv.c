@@ -154,8 +154,8 @@ int inspect_snapshot(const char *path, int json)
         else if (t->codec == TQKV_CODEC_TURBO) snprintf(codec, sizeof codec, "turbo%u (fork blocks)", t->bits);
         else if (t->codec == TQKV_CODEC_ANGLE) snprintf(codec, sizeof codec, "angle g=%u A=%u r=%u", t->group, 1u << t->bits, t->radius_bits);
         else if (t->codec == TQKV_CODEC_PROD) snprintf(codec, sizeof codec, "prod g=%u b=%u", t->group, t->bits);
-        else snprintf(codec, sizeof codec, "tq g=%u b=%u%s%s%s", t->group, t->bits, t->norm_correction ? " nc" : "",
-                      t->innerq ? " innerq" : "", t->sink_rows ? " sink" : "");
+        else snprintf(codec, sizeof codec, "tq g=%u b=%u%s%s%s%s", t->group, t->bits, t->norm_correction ? " nc" : "",
+                      t->innerq ? " innerq" : "", t->sink_rows ? " sink" : "", t->offset ? " offset" : "");
         tq_type_profile p = TQ_PROFILE_DEFAULT;
         tq_type_profile_parse(m->profile, &p);
         const tq_ggml_type *ty = tq_ggml_type_get(p, t->type_id);
@@ -164,6 +164,7 @@ int inspect_snapshot(const char *path, int json)
         if (json && t->model_layer != TQKV_NO_MODEL_LAYER) printf("\"model_layer\": %u, ", t->model_layer);
         if (json && t->group_guessed) printf("\"group_guessed\": true, ");
         if (json && t->sink_rows) printf("\"sink_rows\": %u, ", t->sink_rows);
+        if (json && t->offset) printf("\"offset\": true, ");
         if (json)
             printf("\"kv_state\": %u, \"stream\": %u, \"layer\": %u, \"kv\": \"%s\", \"type\": \"%s\", \"codec\": \"%s\", \"group\": %u, "
                    "\"bits\": %u, \"innerq\": %s, \"cells\": %u, \"width\": %" PRIu64 ", \"stored_bytes\": %" PRIu64

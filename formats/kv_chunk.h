@@ -24,4 +24,12 @@ static inline void chunk_fail(chunk_out *o, const tq_ctx *c, tq_status st)
     snprintf(o->err, sizeof o->err, "%s", c ? tq_ctx_error(c) : "out of memory");
 }
 
+/* A tensor's per-channel offset out of (sign -1, before coding) or back into
+ * (sign 1, after decoding) rows of width values. */
+static inline void chunk_offset(float *x, size_t rows, const float *off, uint64_t width, float sign)
+{
+    for (size_t r = 0; r < rows; r++)
+        for (uint64_t j = 0; j < width; j++) x[r * width + j] += sign * off[j];
+}
+
 #endif

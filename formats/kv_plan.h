@@ -52,6 +52,7 @@ typedef struct tq_kvsnap_options {
     const float *innerq;
     uint32_t innerq_layers, innerq_dim;
     int sink_cells;        /* the first N cells of each tq-coded K kept exact (attention sinks) */
+    int k_offset;          /* subtract each tq-coded K's per-channel mean before coding */
     const tqkv_reader *base; /* --append: store only the cells after the base's */
     const char *base_name;   /* the base's file name, recorded for decode */
     /* execution only (tq_kvsnap_execute) */

@@ -67,6 +67,7 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_co
     }
     if (coded) {
         o->st = tq_decode(local, c, raw, nv, y);
+        if (!o->st && t->offset) chunk_offset(y, ch->nrows, t->offset, t->width, 1.0f);
         if (!o->st && t->innerq) o->st = tq_innerq_apply(local, y, nv, t->innerq, t->innerq_n, 1);
     }
     else if (!t->transposed) o->st = tq_dequantize(local, (tq_dtype)ty->dtype, raw, nv, y);

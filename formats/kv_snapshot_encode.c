@@ -39,6 +39,7 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
     }
     tq_status st = tq_kv_tensor_read_rows(ctx, kt, t->cells, r0, n, x);
     if (!st && t->innerq) st = tq_innerq_apply(ctx, x, nv, t->innerq, t->innerq_n, 0);
+    if (!st && t->offset) chunk_offset(x, n, t->offset, t->width, -1.0f);
     if (!st) st = tq_encode(ctx, c, x, nv, o->p);
     if (st) chunk_fail(o, ctx, st);
     free(x);

@@ -30,7 +30,7 @@ void tqkv_meta_free(tqkv_meta *m)
     free(m->arch);
     free(m->base_name);
     free(m->skeleton);
-    for (uint32_t i = 0; m->t && i < m->n_tensors; i++) free(m->t[i].innerq);
+    for (uint32_t i = 0; m->t && i < m->n_tensors; i++) free(m->t[i].innerq), free(m->t[i].offset);
     free(m->t);
     memset(m, 0, sizeof *m);
 }
@@ -132,13 +132,13 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
         const tqkv_tensor *t = &m->t[i];
         /* byte 0: bit 0 InnerQ scales follow the records, bit 1 the group was
          * guessed, bits 2-5 the radius bits (angle codec), bit 6 the scales
-         * are per head (one per value of the row), bit 7 sink rows (their
-         * count follows the scales); bytes 1-2: the model layer + 1 (0: not
-         * recorded) */
+         * are per head (one per value of the row), bit 7 an extension
+         * follows the scales (sink rows, offsets); bytes 1-2: the model
+         * layer + 1 (0: not recorded) */
         uint16_t ml = t->model_layer == TQKV_NO_MODEL_LAYER ? 0 : (uint16_t)(t->model_layer + 1);
         int per_head = t->innerq && t->innerq_n != t->group;
         uint8_t pad3[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0) | (t->radius_bits & 15) << 2 |
-                                     (per_head ? 64 : 0) | (t->sink_rows ? 128 : 0)),
+                                     (per_head ? 64 : 0) | (t->sink_rows || t->offset ? 128 : 0)),
                            (uint8_t)ml, (uint8_t)(ml >> 8)};
         PUTV(b, t->file_off);
         PUTV(b, t->bytes);
@@ -165,11 +165,17 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
             bput(b, m->t[i].innerq, 4ull * m->t[i].innerq_n);
             any_innerq = 1;
         }
-        any_v3 |= m->t[i].sink_rows || (m->t[i].innerq && m->t[i].innerq_n != m->t[i].group) || m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed ||
+        any_v3 |= m->t[i].sink_rows || m->t[i].offset || (m->t[i].innerq && m->t[i].innerq_n != m->t[i].group) || m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed ||
                   m->t[i].codec == TQKV_CODEC_ANGLE || m->t[i].codec == TQKV_CODEC_PROD;
     }
-    for (uint32_t i = 0; i < m->n_tensors; i++) /* version 3: sink row counts, in tensor order */
-        if (m->t[i].sink_rows) PUTV(b, m->t[i].sink_rows);
+    for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 3: the extensions, in tensor order */
+        const tqkv_tensor *t = &m->t[i];
+        if (!t->sink_rows && !t->offset) continue;
+        uint32_t flags = t->offset ? 1 : 0;
+        PUTV(b, t->sink_rows);
+        PUTV(b, flags);
+        if (t->offset) bput(b, t->offset, 4ull * t->width);
+    }
     return any_v3 ? 3 : any_innerq ? 2 : 1;
 }
 
@@ -454,7 +460,7 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
     int v3 = r->version >= 3;
     uint8_t innerq = pad3[0] & 1, extra = v3 ? 0 : pad3[0] >> 1; /* bits no version defines */
     uint8_t per_head = v3 && (pad3[0] >> 6 & 1);
-    t->sink_rows = v3 && (pad3[0] >> 7) ? 1 : 0; /* the count follows the scales */
+    t->sink_rows = v3 && (pad3[0] >> 7) ? 1 : 0; /* an extension follows the scales: read there */
     uint16_t ml = (uint16_t)(pad3[1] | pad3[2] << 8);
     t->group_guessed = v3 && (pad3[0] >> 1 & 1);
     t->radius_bits = v3 ? (pad3[0] >> 2) & 15 : 0;
@@ -486,7 +492,8 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
     }
     if (extra || (!v3 && (pad3[1] || pad3[2])) || (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)) ||
         (!v3 && t->codec > TQKV_CODEC_TURBO) || (t->radius_bits && t->codec != TQKV_CODEC_ANGLE) ||
-        (per_head && (!innerq || t->width > (1u << 20))) || (t->sink_rows && (t->codec == TQKV_CODEC_RAW || t->transposed)))
+        (per_head && (!innerq || t->width > (1u << 20))) ||
+        (t->sink_rows && (t->codec == TQKV_CODEC_RAW || t->transposed || t->width > (1u << 20))))
         return bad(ctx, r, "bad InnerQ, group, radius or model-layer field", at);
     t->innerq_n = innerq ? (per_head ? (uint32_t)t->width : t->group) : 0;
     if (innerq && !(t->innerq = malloc(4ull * t->innerq_n))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
@@ -560,12 +567,19 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
         for (uint32_t j = 0; j < t->innerq_n; j++)
             if (!(t->innerq[j] > 0.0f) || isinf(t->innerq[j])) return bad(ctx, r, "an InnerQ scale that is not finite and positive", HDR_LEN + c.pos);
     }
-    for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 3: sink row counts */
+    for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 3: the extensions (sink rows, offsets) */
         tqkv_tensor *t = &m->t[i];
-        if (!t->sink_rows) continue;
-        if (mget(&c, &t->sink_rows, 4)) return bad(ctx, r, "sink rows truncated", HDR_LEN + c.pos);
-        if (!t->sink_rows || t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows))
-            return bad(ctx, r, "bad sink row count", HDR_LEN + c.pos);
+        if (!t->sink_rows) continue; /* the flag, until read */
+        uint32_t flags;
+        if (mget(&c, &t->sink_rows, 4) || mget(&c, &flags, 4)) return bad(ctx, r, "tensor extension truncated", HDR_LEN + c.pos);
+        if (t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows) || flags > 1 ||
+            (!t->sink_rows && !flags))
+            return bad(ctx, r, "bad tensor extension", HDR_LEN + c.pos);
+        if (!(flags & 1)) continue;
+        if (!(t->offset = malloc(4ull * t->width))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        if (mget(&c, t->offset, 4ull * t->width)) return bad(ctx, r, "offsets truncated", HDR_LEN + c.pos);
+        for (uint64_t j = 0; j < t->width; j++)
+            if (!isfinite(t->offset[j])) return bad(ctx, r, "an offset that is not finite", HDR_LEN + c.pos);
     }
     if (c.pos != n) return bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);
     return TQ_OK;

@@ -6,7 +6,9 @@
 # seams redesign (commit 878295a); the lossy tq snapshots and what they decode
 # to were recorded again when --sink-cells 1 became the default (their first K
 # cell is kept exact; lossless, --turbo, quantize-tq4, rotate-weights and
-# inspect of models kept their hashes); `RECORD=1 sh tests/cli/output_hashes.sh`
+# inspect of models kept their hashes), and the snapshots again when the
+# version 3 tensor extension (sink rows, K offsets) took its final layout
+# (every decoded output kept its hash); `RECORD=1 sh tests/cli/output_hashes.sh`
 # prints the table for the code as it is.  Snapshot bytes depend on the zstd
 # build too: recorded with Debian 12's libzstd 1.5.4.
 set -u
