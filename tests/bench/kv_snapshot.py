@@ -10,9 +10,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _sessions import write_session  # noqa: E402
 from _timing import timed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,24 +21,7 @@ LAYERS, WIDTH, CELLS = 32, 1024, 8192
 
 
 def write_state(path):
-    rng = np.random.default_rng(0)
-    with open(path, "wb") as f:
-        hdr = [0x6767736E, 10, CELLS]
-        f.write(np.array(hdr, "<u4").tobytes())
-        f.write(np.arange(CELLS, dtype="<i4").tobytes())
-        f.write(np.array([5], "<u4").tobytes() + b"llama")
-        f.write(np.array([1, CELLS], "<u4").tobytes())
-        meta = np.zeros((CELLS, 3), "<i4")
-        meta[:, 0] = np.arange(CELLS)
-        meta[:, 1] = 1
-        f.write(meta.tobytes())
-        f.write(np.array([0, LAYERS], "<u4").tobytes())
-        for _ in range(2):
-            for _ in range(LAYERS):
-                f.write(np.array([1], "<i4").tobytes() + np.array([WIDTH * 2], "<u8").tobytes())
-                for c0 in range(0, CELLS, 2048):
-                    f.write(rng.standard_normal((2048, WIDTH), dtype=np.float32).astype(np.float16).tobytes())
-    return 2 * LAYERS * CELLS * WIDTH * 2
+    return write_session(path, LAYERS, WIDTH, CELLS)
 
 
 with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as d:

@@ -16,33 +16,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _sessions import write_session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TQ = str(ROOT / "tq")
 LAYERS, WIDTH, CELLS = 32, 1024, 2479
 REPS = 5
-
-
-def write_state(path):
-    rng = np.random.default_rng(0)
-    scale = np.ones(WIDTH, np.float32)
-    scale[rng.choice(WIDTH, 24, replace=False)] = 8  # outlier channels, as real K caches have
-    with open(path, "wb") as f:
-        f.write(np.array([0x6767736E, 10, CELLS], "<u4").tobytes())
-        f.write(np.arange(CELLS, dtype="<i4").tobytes())
-        f.write(np.array([5], "<u4").tobytes() + b"llama")
-        f.write(np.array([1, CELLS], "<u4").tobytes())
-        meta = np.zeros((CELLS, 3), "<i4")
-        meta[:, 0] = np.arange(CELLS)
-        meta[:, 1] = 1
-        f.write(meta.tobytes())
-        f.write(np.array([0, LAYERS], "<u4").tobytes())
-        for _ in range(2):
-            for _ in range(LAYERS):
-                f.write(np.array([1], "<i4").tobytes() + np.array([WIDTH * 2], "<u8").tobytes())
-                x = rng.standard_normal((CELLS, WIDTH), dtype=np.float32) * scale
-                f.write(x.astype(np.float16).tobytes())
 
 
 def wall(cmd):
@@ -54,7 +34,7 @@ def wall(cmd):
 with tempfile.TemporaryDirectory(dir=os.environ.get("TQ_BENCH_DIR", str(ROOT / "build"))) as d:
     d = Path(d)
     s = d / "s.ggsn"
-    write_state(s)
+    write_session(s, LAYERS, WIDTH, CELLS, outlier_channels=24)
     cmds = {
         "tq encode": [TQ, "encode-kvdump", s, "-o", d / "x.tqkv", "--head-dim", 128, "-q"],
         "zstd -3 -T2": ["zstd", "-q", "-f", "-3", "-T2", s, "-o", d / "s.zst"],
