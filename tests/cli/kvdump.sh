@@ -264,4 +264,19 @@ for k in a.files:
     assert (e_on < 0.8 * e_off) if k.startswith("k") else e_on == e_off, (k, e_on, e_off)
 PY
 $tq inspect --json "$tmp/p.tqkv" | grep -q '"offset"' && fail "heads of 8 got K offsets"
+# --append on a base with offsets: the appended rows use the base's offsets and decode close to the source
+$tq encode-kvdump "$tmp/off.npz" --preset lossless -q -o "$tmp/offl.tqkv" &&
+    $tq decode-kvdump "$tmp/offl.tqkv" --tokens 200 -q -o "$tmp/off200.npz" || fail "a 200-token prefix"
+$tq encode-kvdump "$tmp/off200.npz" -q -o "$tmp/offbase.tqkv" &&
+    $tq encode-kvdump "$tmp/off.npz" --append "$tmp/offbase.tqkv" -q -o "$tmp/offapp.tqkv" &&
+    $tq decode-kvdump "$tmp/offapp.tqkv" -q -o "$tmp/offapp.npz" || fail "--append with offsets"
+python3 - "$tmp" <<'PY' || fail "appended rows with the base's offsets"
+import sys, numpy as np
+d = sys.argv[1]
+a, b, full = np.load(f"{d}/off.npz"), np.load(f"{d}/offapp.npz"), np.load(f"{d}/ko-on.npz")
+err = lambda x, y: ((x.astype(np.float64) - y) ** 2).sum() / (x.astype(np.float64) ** 2).sum()
+for k in a.files:
+    assert a[k].shape == b[k].shape, k
+    assert err(a[k], b[k]) < 1.2 * err(a[k], full[k]) + 1e-9, (k, err(a[k], b[k]), err(a[k], full[k]))
+PY
 exit 0
