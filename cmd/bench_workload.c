@@ -87,11 +87,10 @@ int bw_builtin(bworkload *w, int quick)
 int bw_from_file(tq_ctx *ctx, bworkload *w, const char *path, const tq_gguf *model, int quick, char *err, size_t el)
 {
     tq_kv_view *v;
-    char *mem = NULL;
     memset(w, 0, sizeof *w);
     int has_fp;
     uint64_t fp;
-    if (tq_kv_open_any(ctx, path, TQ_PROFILE_DEFAULT, &v, &mem, &has_fp, &fp)) return snprintf(err, el, "%s", tq_ctx_error(ctx)), -1;
+    if (tq_kv_open_any(ctx, path, TQ_PROFILE_DEFAULT, &v, &has_fp, &fp)) return snprintf(err, el, "%s", tq_ctx_error(ctx)), -1;
     uint32_t d = model ? tq_model_head_dim(model, 0) : 0;
     if (!d) d = tq_kv_view_head_dim(v);
     if (!d) d = tq_arch_head_dim(tq_kv_view_arch(v));
@@ -109,7 +108,6 @@ int bw_from_file(tq_ctx *ctx, bworkload *w, const char *path, const tq_gguf *mod
         }
     if (!total) {
         tq_kv_close(v);
-        free(mem);
         return snprintf(err, el, "%s: no layer with more than %u cells whose rows are whole heads of %u", path, m + 8, d),
                -1;
     }
@@ -149,7 +147,6 @@ int bw_from_file(tq_ctx *ctx, bworkload *w, const char *path, const tq_gguf *mod
     snprintf(w->what, sizeof w->what, "%s: %zu of %zu heads of %u (head size from %s), up to %u keys; queries: the last "
              "%u cells' keys (proxies)", path, w->n_heads, total, d, dsrc, cap, m);
     tq_kv_close(v);
-    free(mem);
     if (rc && !err[0]) snprintf(err, el, "out of memory");
     return rc;
 }

@@ -124,10 +124,9 @@ static int gather(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn
     uint64_t fp0 = 0;
     for (int i = 0; i < o->n_dumps; i++) {
         tq_kv_view *v = NULL;
-        char *mem = NULL;
         int has_fp = 0, rc = 0;
         uint64_t fp = 0;
-        if (tq_kv_open_any(ctx, o->dumps[i], o->c.profile, &v, &mem, &has_fp, &fp)) return cli_lib_error(ctx);
+        if (tq_kv_open_any(ctx, o->dumps[i], o->c.profile, &v, &has_fp, &fp)) return cli_lib_error(ctx);
         uint32_t shown = tq_kv_view_head_dim(v); /* a NumPy dump's [.., heads, head_dim] */
         if (!hd) hd = shown ? shown : tq_arch_head_dim(tq_kv_view_arch(v));
         if (has_fp && first_fp < 0) first_fp = i, fp0 = fp;
@@ -146,7 +145,6 @@ static int gather(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn
             rc = cli_runtime_error("%s", tq_ctx_error(ctx));
         hashes[i] = rc ? 0 : tq_kv_view_xxh64(v);
         tq_kv_close(v);
-        free(mem);
         if (rc) return rc;
     }
     if (am && (tq_innerq_stats_layers(*st) != am->n_layer || tq_innerq_stats_heads(*st) != am->n_head_kv))

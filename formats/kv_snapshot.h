@@ -75,12 +75,15 @@ typedef struct tq_kvsnap_restore_options {
 tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
                             const tq_kvsnap_decode_options *d, const tq_kvsnap_restore_options *ro, FILE *out);
 
-/* Any KV file tq reads, snapshots included: a .tqkv is decoded in memory
- * into the kind of file it was made from (*mem holds those bytes: free it
- * after tq_kv_close) and opened through the front door.  *has_fp and *fp: a
- * snapshot's model fingerprint (0 for other sources and snapshots made
- * without a model). */
-tq_status tq_kv_open_any(tq_ctx *ctx, const char *path, tq_type_profile profile, tq_kv_view **v, char **mem, int *has_fp,
+/* A snapshot (not an appended one) as a KV view: decoded into an unlinked
+ * file beside tmp_near, mapped, opened through the front door; memory stays
+ * bounded as for any mapped source. */
+tq_status tq_kvsnap_open_view(tq_ctx *ctx, const tqkv_reader *r, const char *tmp_near, tq_kv_view **out);
+
+/* Any KV file tq reads, snapshots included (tq_kvsnap_open_view).  *has_fp
+ * and *fp: a snapshot's model fingerprint (0 for other sources and
+ * snapshots made without a model). */
+tq_status tq_kv_open_any(tq_ctx *ctx, const char *path, tq_type_profile profile, tq_kv_view **v, int *has_fp,
                          uint64_t *fp);
 
 #ifdef __cplusplus

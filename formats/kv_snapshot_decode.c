@@ -364,6 +364,13 @@ static tq_status decode_to_view(tq_ctx *ctx, const tqkv_reader *r, const tqkv_re
     }
 }
 
+tq_status tq_kvsnap_open_view(tq_ctx *ctx, const tqkv_reader *r, const char *tmp_near, tq_kv_view **out)
+{
+    tq_kvsnap_decode_options d = {.threads = 0};
+    tq_status st = check_base(ctx, tqkv_meta_of(r), NULL);
+    return st ? st : decode_to_view(ctx, r, NULL, &d, tmp_near, out);
+}
+
 tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
                             const tq_kvsnap_decode_options *d, const tq_kvsnap_restore_options *ro, FILE *out)
 {

@@ -52,6 +52,9 @@ extern const tq_kv_source tq_kv_source_numpy;       /* kv_numpy.c */
 void tq_kv_view_reset_states(tq_kv_view *v);
 /* A view over memory the caller keeps alive, for a source's own direct
  * entry point (fuzzing, tests); closed with tq_kv_close. */
+/* Names a view by what the user gave rather than the file it was read from
+ * (a snapshot decoded into an unlinked file): messages quote the label. */
+tq_status tq_kv_view_relabel(tq_ctx *ctx, tq_kv_view *v, const char *label);
 tq_status tq_kv_open_with(tq_ctx *ctx, const tq_kv_source *src, const void *data, size_t size, const char *label,
                           tq_type_profile profile, uint64_t max_bytes, tq_kv_view **out);
 

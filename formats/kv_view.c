@@ -111,6 +111,15 @@ tq_status tq_kv_open(tq_ctx *ctx, const char *path, tq_type_profile p, tq_kv_vie
 
 const char *tq_kv_view_format(const tq_kv_view *v) { return v->source->name; }
 const char *tq_kv_view_label(const tq_kv_view *v) { return v->label; }
+
+tq_status tq_kv_view_relabel(tq_ctx *ctx, tq_kv_view *v, const char *label)
+{
+    char *l = strdup(label);
+    if (!l) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    free(v->label);
+    v->label = l;
+    return TQ_OK;
+}
 tq_kv_kind tq_kv_view_kind(const tq_kv_view *v) { return v->kind; }
 uint32_t tq_kv_view_version(const tq_kv_view *v) { return v->version; }
 uint32_t tq_kv_view_n_tokens(const tq_kv_view *v) { return v->n_tokens; }
