@@ -460,7 +460,7 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
     int v3 = r->version >= 3;
     uint8_t innerq = pad3[0] & 1, extra = v3 ? 0 : pad3[0] >> 1; /* bits no version defines */
     uint8_t per_head = v3 && (pad3[0] >> 6 & 1);
-    t->sink_rows = v3 && (pad3[0] >> 7) ? 1 : 0; /* an extension follows the scales: read there */
+    t->has_ext = v3 && (pad3[0] >> 7); /* its fields follow the scales: read there */
     uint16_t ml = (uint16_t)(pad3[1] | pad3[2] << 8);
     t->group_guessed = v3 && (pad3[0] >> 1 & 1);
     t->radius_bits = v3 ? (pad3[0] >> 2) & 15 : 0;
@@ -493,7 +493,7 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
     if (extra || (!v3 && (pad3[1] || pad3[2])) || (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)) ||
         (!v3 && t->codec > TQKV_CODEC_TURBO) || (t->radius_bits && t->codec != TQKV_CODEC_ANGLE) ||
         (per_head && (!innerq || t->width > (1u << 20))) ||
-        (t->sink_rows && (t->codec == TQKV_CODEC_RAW || t->transposed || t->width > (1u << 20))))
+        (t->has_ext && (t->codec == TQKV_CODEC_RAW || t->transposed || t->width > (1u << 20))))
         return bad(ctx, r, "bad InnerQ, group, radius or model-layer field", at);
     t->innerq_n = innerq ? (per_head ? (uint32_t)t->width : t->group) : 0;
     if (innerq && !(t->innerq = malloc(4ull * t->innerq_n))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
@@ -569,7 +569,7 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
     }
     for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 3: the extensions (sink rows, offsets) */
         tqkv_tensor *t = &m->t[i];
-        if (!t->sink_rows) continue; /* the flag, until read */
+        if (!t->has_ext) continue;
         uint32_t flags;
         if (mget(&c, &t->sink_rows, 4) || mget(&c, &flags, 4)) return bad(ctx, r, "tensor extension truncated", HDR_LEN + c.pos);
         if (t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows) || flags > 1 ||

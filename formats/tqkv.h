@@ -49,6 +49,8 @@ typedef struct tqkv_tensor {
     uint32_t innerq_n;             /* group (every head alike) or width (version 3: per head) */
     uint32_t sink_rows;            /* version 3, coded tensors: rows [0, sink_rows) kept exact in the
                                       source type, as the tensor's first chunk (attention sinks) */
+    uint8_t has_ext;               /* version 3, as read: the record's flag bit 7 (an extension
+                                      with sink rows and/or offsets follows the scales) */
     float *offset;                 /* version 3, coded tensors: width values subtracted from every
                                       (InnerQ-scaled) row before coding, added back after decoding;
                                       NULL if none (owned by the meta) */
