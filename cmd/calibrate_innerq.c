@@ -141,8 +141,8 @@ static int gather(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn
             rc = cli_usage_error("%s: the head size is not known: give --model", o->dumps[i]);
         else if (!*st && tq_innerq_stats_new(ctx, hd, st))
             rc = cli_lib_error(ctx);
-        else if (tq_innerq_stats_add(ctx, *st, v, g))
-            rc = cli_runtime_error("%s", tq_ctx_error(ctx));
+        if (!rc && i == 0 && !strcmp(o->v, "off")) tq_innerq_stats_k_only(*st); /* V's energies are not used */
+        if (!rc && tq_innerq_stats_add(ctx, *st, v, g)) rc = cli_runtime_error("%s", tq_ctx_error(ctx));
         hashes[i] = rc ? 0 : tq_kv_view_xxh64(v);
         tq_kv_close(v);
         if (rc) return rc;

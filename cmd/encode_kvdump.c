@@ -155,7 +155,8 @@ static int auto_innerq(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
     co.c.model = o->c.model;
     char how[128];
     int rc = 0;
-    if (tq_innerq_stats_new(r->ctx, am.head_dim, &st) || tq_innerq_stats_add(r->ctx, st, r->view, r->model))
+    if (!tq_innerq_stats_new(r->ctx, am.head_dim, &st)) tq_innerq_stats_k_only(st); /* V is left alone */
+    if (!st || tq_innerq_stats_add(r->ctx, st, r->view, r->model))
         rc = cli_runtime_error("%s: %s", o->in, tq_ctx_error(r->ctx));
     uint64_t fewest = UINT64_MAX;
     for (uint32_t l = 0; !rc && l < tq_innerq_stats_layers(st); l++)

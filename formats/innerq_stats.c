@@ -8,6 +8,7 @@
 struct tq_innerq_stats {
     uint32_t head_dim, n_layer, n_head;
     uint64_t width;   /* per layer, K and V alike */
+    int k_only;       /* V is not read (its mean squares stay 0) */
     double *sum;      /* [layer][K, V][head][channel] */
     uint64_t *cells;  /* per layer */
 };
@@ -88,7 +89,7 @@ tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view 
                     st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: cache %u layer %u has no model layer", tq_kv_view_label(v), i, l);
                     break;
                 }
-                for (int isv = 0; !st && isv < 2; isv++) {
+                for (int isv = 0; !st && isv < 2 - s->k_only; isv++) {
                     double *acc = s->sum + ((size_t)ml * 2 + isv) * s->width;
                     for (uint32_t c0 = 0; !st && c0 < sr->cell_count; c0 += STEP) {
                         uint32_t n = sr->cell_count - c0 < STEP ? sr->cell_count - c0 : STEP;
@@ -106,6 +107,7 @@ tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view 
     return st;
 }
 
+void tq_innerq_stats_k_only(tq_innerq_stats *s) { s->k_only = 1; }
 uint32_t tq_innerq_stats_layers(const tq_innerq_stats *s) { return s->n_layer; }
 uint32_t tq_innerq_stats_heads(const tq_innerq_stats *s) { return s->n_head; }
 uint32_t tq_innerq_stats_head_dim(const tq_innerq_stats *s) { return s->head_dim; }

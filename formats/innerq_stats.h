@@ -18,6 +18,8 @@ typedef struct tq_innerq_stats tq_innerq_stats;
 
 tq_status tq_innerq_stats_new(tq_ctx *ctx, uint32_t head_dim, tq_innerq_stats **out);
 void tq_innerq_stats_free(tq_innerq_stats *s);
+/* Before the first add: read K only (V scales are not wanted), half the reading. */
+void tq_innerq_stats_k_only(tq_innerq_stats *s);
 /* model (or NULL: the state's architecture) places iSWA layers */
 tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view *v, const tq_gguf *model);
 uint32_t tq_innerq_stats_layers(const tq_innerq_stats *s);
