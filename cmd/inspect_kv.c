@@ -83,6 +83,18 @@ int inspect_state(const char *path, int json, tq_type_profile prof)
     return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
 }
 
+/* A tensor's coding, as the table shows it. */
+static void codec_text(const tqkv_tensor *t, char *codec, size_t n)
+{
+    if (t->codec == TQKV_CODEC_RAW) snprintf(codec, n, "raw (lossless)");
+    else if (t->codec == TQKV_CODEC_TURBO) snprintf(codec, n, "turbo%u (fork blocks)", t->bits);
+    else if (t->codec == TQKV_CODEC_ANGLE) snprintf(codec, n, "angle g=%u A=%u r=%u", t->group, 1u << t->bits, t->radius_bits);
+    else if (t->codec == TQKV_CODEC_PROD) snprintf(codec, n, "prod g=%u b=%u", t->group, t->bits);
+    else snprintf(codec, n, "tq g=%u b=%u%s%s%s%s%s", t->group, t->bits, t->norm_correction ? " nc" : "",
+                  t->innerq ? " innerq" : "", t->sink_rows ? " sink" : "", t->rope_pos ? " rope-offset" : t->offset ? " offset" : "",
+                  t->planes ? " planes" : "");
+}
+
 int inspect_snapshot(const char *path, int json)
 {
     tq_ctx *ctx = tq_ctx_new();
@@ -149,13 +161,8 @@ int inspect_snapshot(const char *path, int json)
         const tqkv_tensor *t = &m->t[i];
         uint64_t stored = 0;
         while (ck < tqkv_n_chunks(r) && tqkv_chunk_at(r, ck)->tensor == i) stored += tqkv_chunk_at(r, ck++)->stored_len + 44;
-        char codec[48];
-        if (t->codec == TQKV_CODEC_RAW) snprintf(codec, sizeof codec, "raw (lossless)");
-        else if (t->codec == TQKV_CODEC_TURBO) snprintf(codec, sizeof codec, "turbo%u (fork blocks)", t->bits);
-        else if (t->codec == TQKV_CODEC_ANGLE) snprintf(codec, sizeof codec, "angle g=%u A=%u r=%u", t->group, 1u << t->bits, t->radius_bits);
-        else if (t->codec == TQKV_CODEC_PROD) snprintf(codec, sizeof codec, "prod g=%u b=%u", t->group, t->bits);
-        else snprintf(codec, sizeof codec, "tq g=%u b=%u%s%s%s%s", t->group, t->bits, t->norm_correction ? " nc" : "",
-                      t->innerq ? " innerq" : "", t->sink_rows ? " sink" : "", t->offset ? " offset" : "");
+        char codec[64];
+        codec_text(t, codec, sizeof codec);
         tq_type_profile p = TQ_PROFILE_DEFAULT;
         tq_type_profile_parse(m->profile, &p);
         const tq_ggml_type *ty = tq_ggml_type_get(p, t->type_id);
@@ -165,6 +172,9 @@ int inspect_snapshot(const char *path, int json)
         if (json && t->group_guessed) printf("\"group_guessed\": true, ");
         if (json && t->sink_rows) printf("\"sink_rows\": %u, ", t->sink_rows);
         if (json && t->offset) printf("\"offset\": true, ");
+        if (json && t->planes) printf("\"planes\": true, ");
+        if (json && t->rope_pos) printf("\"offset_rope\": {\"n_rot\": %u, \"freq_base\": %g, \"freq_scale\": %g}, ",
+                                        t->rope.n_rot, t->rope.freq_base, t->rope.freq_scale);
         if (json)
             printf("\"kv_state\": %u, \"stream\": %u, \"layer\": %u, \"kv\": \"%s\", \"type\": \"%s\", \"codec\": \"%s\", \"group\": %u, "
                    "\"bits\": %u, \"innerq\": %s, \"cells\": %u, \"width\": %" PRIu64 ", \"stored_bytes\": %" PRIu64

@@ -1,17 +1,12 @@
 /* innerq_model.c - see innerq_model.h. */
 #include "innerq_model.h"
 #include "kv_plan.h"
+#include "model_rope.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Architectures whose GGUF graphs llama.cpp runs with NeoX RoPE (pairs i
- * and i + n_rot/2); the others rotate adjacent pairs (2i, 2i+1). */
-static const char *const neox_archs[] = {
-    "gemma", "gemma2", "gemma3", "gemma3n", "qwen", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi2", "phi3",
-    "phimoe", "stablelm", "starcoder2", "gptneox", "falcon", "olmo2", "olmoe", "openelm", "exaone", "nemotron",
-    "codeshell", "orion", "minicpm3", "bitnet", "dbrx", "plamo", NULL};
 
 static int64_t arch_int(const tq_gguf *g, const char *arch, const char *key, int64_t fallback)
 {
@@ -49,9 +44,7 @@ tq_status tq_attn_model_read(tq_ctx *ctx, const tq_gguf *g, tq_attn_model *m)
     m->rope_dims = (uint32_t)arch_int(g, m->arch, "rope.dimension_count", m->head_dim);
     if (m->rope_dims > m->head_dim || m->rope_dims % 2)
         return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: RoPE over %u of %u channels", m->arch, m->rope_dims, m->head_dim);
-    m->pairs = TQ_PAIRS_ADJACENT;
-    for (const char *const *a = neox_archs; *a; a++)
-        if (!strcmp(*a, m->arch)) m->pairs = TQ_PAIRS_HALVES;
+    m->pairs = tq_arch_rope_pairs(m->arch);
     m->qk_norm = 1;
     for (uint32_t l = 0; l < m->n_layer; l++) {
         if (!has_tensor(g, l, "attn_q") || !has_tensor(g, l, "attn_k") || !has_tensor(g, l, "attn_v") ||

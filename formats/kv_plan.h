@@ -33,6 +33,11 @@ typedef enum tq_kv_preset {
 int tq_kv_preset_parse(const char *name, tq_kv_preset *out); /* 0, or -1 if unknown */
 const char *tq_kv_preset_name(tq_kv_preset p);
 
+/* K offsets (kv_plan.c): none, the per-channel mean of the rows, or the
+ * pre-RoPE mean turned by each cell's position where the model's RoPE is
+ * known (else, or where it leaves more energy, the mean). */
+enum { TQ_KOFF_OFF = 0, TQ_KOFF_MEAN = 1, TQ_KOFF_ROPE = 2 };
+
 typedef struct tq_kvsnap_options {
     tq_kv_preset preset;
     int k_bits, v_bits;    /* tq codec bits 1..8; 0: the preset's */
@@ -52,7 +57,8 @@ typedef struct tq_kvsnap_options {
     const float *innerq;
     uint32_t innerq_layers, innerq_dim;
     int sink_cells;        /* the first N cells of each tq-coded K kept exact (attention sinks) */
-    int k_offset;          /* subtract each tq-coded K's per-channel mean before coding */
+    int k_offset;          /* TQ_KOFF_*: subtract an offset from each tq-coded K before coding */
+    int no_planes;         /* keep 3- and 5-bit blocks as the codec packs them (for measuring) */
     const tqkv_reader *base; /* --append: store only the cells after the base's */
     const char *base_name;   /* the base's file name, recorded for decode */
     /* execution only (tq_kvsnap_execute) */

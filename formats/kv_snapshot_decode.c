@@ -65,10 +65,22 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_co
         free(y), free(raw);
         goto oom;
     }
+    if (coded && t->planes) { /* back to the codec's blocks, in place of the planes */
+        uint8_t *blocks = malloc(ch->raw_len ? ch->raw_len : 1);
+        if (!blocks) {
+            free(y), free(raw);
+            goto oom;
+        }
+        tq_planes_to_blocks(t->group, t->bits, raw, nv / t->group, blocks);
+        free(raw);
+        raw = blocks;
+    }
     if (coded) {
         o->st = tq_decode(local, c, raw, nv, y);
-        if (!o->st && t->offset) chunk_offset(y, ch->nrows, t->offset, t->width, 1.0f);
+        if (!o->st && t->offset && !t->rope_pos) chunk_offset(y, ch->nrows, t->offset, t->width, 1.0f);
         if (!o->st && t->innerq) o->st = tq_innerq_apply(local, y, nv, t->innerq, t->innerq_n, 1);
+        if (!o->st && t->rope_pos)
+            o->st = tq_rope_add(local, &t->rope, t->offset, y, ch->nrows, t->width, t->rope_pos + ch->row0, 1.0f);
     }
     else if (!t->transposed) o->st = tq_dequantize(local, (tq_dtype)ty->dtype, raw, nv, y);
     else /* element-major source bytes: gather cell-major rows */

@@ -38,9 +38,17 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
         return chunk_fail(o, NULL, TQ_ERR_NOMEM);
     }
     tq_status st = tq_kv_tensor_read_rows(ctx, kt, t->cells, r0, n, x);
+    if (!st && t->rope_pos) st = tq_rope_add(ctx, &t->rope, t->offset, x, n, t->width, t->rope_pos + r0, -1.0f);
     if (!st && t->innerq) st = tq_innerq_apply(ctx, x, nv, t->innerq, t->innerq_n, 0);
-    if (!st && t->offset) chunk_offset(x, n, t->offset, t->width, -1.0f);
+    if (!st && t->offset && !t->rope_pos) chunk_offset(x, n, t->offset, t->width, -1.0f);
     if (!st) st = tq_encode(ctx, c, x, nv, o->p);
+    uint8_t *planes = !st && t->planes ? malloc(o->len) : NULL;
+    if (!st && t->planes && !planes) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (planes) {
+        tq_blocks_to_planes(t->group, t->bits, o->p, nv / t->group, planes);
+        free(o->p);
+        o->p = planes;
+    }
     if (st) chunk_fail(o, ctx, st);
     free(x);
     tq_ctx_free(ctx);
@@ -70,7 +78,11 @@ static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, 
             if (!co->st) {
                 uint8_t *pk;
                 uint64_t pl;
-                co->st = tqkv_chunk_pack(i, r0, nr, co->p, co->len, level, &pk, &pl);
+                /* planes: norms, signs, magnitudes, each in a zstd block of its own */
+                uint64_t nb = t->planes ? co->len / tq_codec_block_bytes(e->c) : 0,
+                         cuts[2] = {2 * nb, 2 * nb + nb * t->group / 8};
+                int sink = tqkv_chunk_is_sink(t, r0);
+                co->st = tqkv_chunk_pack(i, r0, nr, co->p, co->len, level, cuts, t->planes && !sink ? 2 : 0, &pk, &pl);
                 free(co->p);
                 co->p = co->st ? NULL : pk;
                 co->len = co->st ? 0 : pl;

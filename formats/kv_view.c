@@ -190,6 +190,22 @@ tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stre
     return TQ_OK;
 }
 
+void tq_kv_stream_positions(const tq_kv_view *v, const tq_kv_stream *st, int32_t *pos)
+{
+    const uint8_t *p = v->map + st->meta_off; /* validated by the source */
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < st->cell_count; i++) {
+        if (!st->meta_len) {
+            pos[i] = (int32_t)i;
+            continue;
+        }
+        uint32_t nseq;
+        memcpy(&pos[i], p + off, 4);
+        memcpy(&nseq, p + off + 4, 4);
+        off += 8 + (v->has_ext ? 8 : 0) + 4ull * nseq;
+    }
+}
+
 tq_status tq_kv_tensor_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t cells, uint32_t c0, uint32_t n, float *out)
 {
     if (t->type->dtype < 0)

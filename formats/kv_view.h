@@ -107,6 +107,11 @@ uint64_t tq_kv_view_kv_bytes(const tq_kv_view *v);
 tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stream *st, uint32_t max_pos,
                               uint32_t *n_cells, uint64_t *meta_len);
 
+/* Each cell's position (pos: cell_count entries), from the cell metadata
+ * (cell i at position i where the source has none).  M-RoPE cells
+ * (tq_kv_view_has_ext) have more to their position than this. */
+void tq_kv_stream_positions(const tq_kv_view *v, const tq_kv_stream *st, int32_t *pos);
+
 /* Reads cell-major rows [c0, c0+n) of a tensor as float32 (width values
  * each); handles the transposed layout.  Types: any with a tq_dtype decoder. */
 tq_status tq_kv_tensor_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t cell_count, uint32_t c0, uint32_t n,

@@ -30,7 +30,7 @@ void tqkv_meta_free(tqkv_meta *m)
     free(m->arch);
     free(m->base_name);
     free(m->skeleton);
-    for (uint32_t i = 0; m->t && i < m->n_tensors; i++) free(m->t[i].innerq), free(m->t[i].offset);
+    for (uint32_t i = 0; m->t && i < m->n_tensors; i++) free(m->t[i].innerq), free(m->t[i].offset), free(m->t[i].rope_pos);
     free(m->t);
     memset(m, 0, sizeof *m);
 }
@@ -123,6 +123,25 @@ static tq_status wput(tqkv_writer *w, const void *p, size_t n)
     return TQ_OK;
 }
 
+/* A pre-RoPE offset's rotation, then the cells' positions as runs of
+ * consecutive positions: (first row, its position) pairs. */
+static void put_rope(bbuf *b, const tqkv_tensor *t)
+{
+    uint32_t pairs = (uint32_t)t->rope.pairs, runs = 0;
+    PUTV(b, t->rope.head_dim);
+    PUTV(b, t->rope.n_rot);
+    PUTV(b, pairs);
+    PUTV(b, t->rope.freq_base);
+    PUTV(b, t->rope.freq_scale);
+    for (uint32_t r = 0; r < t->cells; r++) runs += !r || (int64_t)t->rope_pos[r] != (int64_t)t->rope_pos[r - 1] + 1;
+    PUTV(b, runs);
+    for (uint32_t r = 0; r < t->cells; r++)
+        if (!r || (int64_t)t->rope_pos[r] != (int64_t)t->rope_pos[r - 1] + 1) {
+            PUTV(b, r);
+            PUTV(b, t->rope_pos[r]);
+        }
+}
+
 /* The tensor records and the scales after them; returns the file version
  * they need (older readers still read what needs nothing newer). */
 static uint32_t put_records(bbuf *b, const tqkv_meta *m)
@@ -138,7 +157,7 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
         uint16_t ml = t->model_layer == TQKV_NO_MODEL_LAYER ? 0 : (uint16_t)(t->model_layer + 1);
         int per_head = t->innerq && t->innerq_n != t->group;
         uint8_t pad3[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0) | (t->radius_bits & 15) << 2 |
-                                     (per_head ? 64 : 0) | (t->sink_rows || t->offset ? 128 : 0)),
+                                     (per_head ? 64 : 0) | (t->sink_rows || t->offset || t->planes ? 128 : 0)),
                            (uint8_t)ml, (uint8_t)(ml >> 8)};
         PUTV(b, t->file_off);
         PUTV(b, t->bytes);
@@ -165,16 +184,17 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
             bput(b, m->t[i].innerq, 4ull * m->t[i].innerq_n);
             any_innerq = 1;
         }
-        any_v3 |= m->t[i].sink_rows || m->t[i].offset || (m->t[i].innerq && m->t[i].innerq_n != m->t[i].group) || m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed ||
+        any_v3 |= m->t[i].sink_rows || m->t[i].offset || m->t[i].planes || (m->t[i].innerq && m->t[i].innerq_n != m->t[i].group) || m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed ||
                   m->t[i].codec == TQKV_CODEC_ANGLE || m->t[i].codec == TQKV_CODEC_PROD;
     }
     for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 3: the extensions, in tensor order */
         const tqkv_tensor *t = &m->t[i];
-        if (!t->sink_rows && !t->offset) continue;
-        uint32_t flags = t->offset ? 1 : 0;
+        if (!t->sink_rows && !t->offset && !t->planes) continue;
+        uint32_t flags = (t->offset ? 1 : 0) | (t->offset && t->rope_pos ? 2 : 0) | (t->planes ? 4 : 0);
         PUTV(b, t->sink_rows);
         PUTV(b, flags);
         if (t->offset) bput(b, t->offset, 4ull * t->width);
+        if (flags & 2) put_rope(b, t);
     }
     return any_v3 ? 3 : any_innerq ? 2 : 1;
 }
@@ -270,8 +290,34 @@ tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer
     return TQ_OK;
 }
 
+/* One zstd frame of the payload, a block ending at each cut: zstd's Huffman
+ * stage keeps one table per block, and planes of different statistics (the
+ * uniform sign bits, the skewed magnitudes) share one badly.  A plain
+ * ZSTD_compress where there are no cuts. */
+static size_t zstd_cut(void *dst, size_t cap, const uint8_t *src, size_t len, int level, const uint64_t *cuts, int n_cuts)
+{
+    if (!n_cuts) return ZSTD_compress(dst, cap, src, len, level);
+    ZSTD_CCtx *z = ZSTD_createCCtx();
+    if (!z) return (size_t)-1;
+    size_t r = ZSTD_CCtx_setParameter(z, ZSTD_c_compressionLevel, level);
+    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setPledgedSrcSize(z, len);
+    ZSTD_outBuffer o = {dst, cap, 0};
+    uint64_t at = 0;
+    for (int k = 0; k <= n_cuts && !ZSTD_isError(r); k++) {
+        uint64_t end = k < n_cuts && cuts[k] > at && cuts[k] < len ? cuts[k] : k < n_cuts ? at : len;
+        ZSTD_inBuffer in = {src + at, end - at, 0};
+        ZSTD_EndDirective how = k < n_cuts ? ZSTD_e_flush : ZSTD_e_end;
+        do r = ZSTD_compressStream2(z, &o, &in, how);
+        while (!ZSTD_isError(r) && r && o.pos < o.size);
+        if (!ZSTD_isError(r) && r) r = (size_t)-1; /* dst too small */
+        at = end;
+    }
+    ZSTD_freeCCtx(z);
+    return ZSTD_isError(r) ? r : o.pos;
+}
+
 tq_status tqkv_chunk_pack(uint32_t ti, uint32_t row0, uint32_t nrows, const void *payload, uint64_t len, int level,
-                          uint8_t **out, uint64_t *out_len)
+                          const uint64_t *cuts, int n_cuts, uint8_t **out, uint64_t *out_len)
 {
     *out = NULL;
     size_t bound = len >= 64 && level > 0 ? ZSTD_compressBound(len) : len;
@@ -281,7 +327,7 @@ tq_status tqkv_chunk_pack(uint32_t ti, uint32_t row0, uint32_t nrows, const void
     uint64_t slen = len;
     uint8_t zstd = 0;
     if (level > 0 && len >= 64) { /* keep zstd only when it saves at least 1/64 */
-        size_t zl = ZSTD_compress(body, bound, payload, len, level);
+        size_t zl = zstd_cut(body, bound, payload, len, level, cuts, n_cuts);
         if (!ZSTD_isError(zl) && zl < len - len / 64) {
             slen = zl;
             zstd = 1;
@@ -331,7 +377,7 @@ tq_status tqkv_write_chunk(tqkv_writer *w, uint32_t ti, uint32_t row0, uint32_t 
 {
     uint8_t *pk;
     uint64_t pl;
-    if (tqkv_chunk_pack(ti, row0, nrows, payload, len, level, &pk, &pl)) return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
+    if (tqkv_chunk_pack(ti, row0, nrows, payload, len, level, NULL, 0, &pk, &pl)) return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
     tq_status st = tqkv_write_packed(w, pk, pl);
     free(pk);
     return st;
@@ -436,6 +482,32 @@ static uint64_t expected_raw(const tqkv_tensor *t, uint32_t row0, uint32_t nrows
 static tq_status bad(tq_ctx *ctx, const tqkv_reader *r, const char *what, uint64_t at)
 {
     return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "%s: %s: at offset %" PRIu64, r->label, what, at);
+}
+
+/* A pre-RoPE offset's rotation and positions (put_rope), expanded to one
+ * position per cell. */
+static tq_status get_rope(tq_ctx *ctx, const tqkv_reader *r, mcur *c, tqkv_tensor *t)
+{
+    uint32_t pairs, runs, row, prev = 0;
+    int32_t pos;
+    uint64_t at = HDR_LEN + c->pos;
+    if (mget(c, &t->rope.head_dim, 4) || mget(c, &t->rope.n_rot, 4) || mget(c, &pairs, 4) ||
+        mget(c, &t->rope.freq_base, 4) || mget(c, &t->rope.freq_scale, 4) || mget(c, &runs, 4))
+        return bad(ctx, r, "RoPE offset truncated", at);
+    t->rope.pairs = pairs == TQ_PAIRS_ADJACENT ? TQ_PAIRS_ADJACENT : TQ_PAIRS_HALVES;
+    if (pairs != t->rope.pairs || tq_rope_check(NULL, &t->rope, t->width) || t->group < 2 || !runs || runs > t->cells)
+        return bad(ctx, r, "bad RoPE offset", at);
+    if (!(t->rope_pos = malloc(4ull * t->cells))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (uint32_t k = 0; k < runs; k++) {
+        at = HDR_LEN + c->pos;
+        if (mget(c, &row, 4) || mget(c, &pos, 4)) return bad(ctx, r, "RoPE positions truncated", at);
+        if (k ? row < prev || row >= t->cells : row != 0) return bad(ctx, r, "RoPE position runs out of order", at);
+        for (uint32_t q = prev; k && q < row; q++) t->rope_pos[q] = (int32_t)((uint32_t)t->rope_pos[q - 1] + 1);
+        t->rope_pos[row] = pos;
+        prev = row + 1;
+    }
+    for (uint32_t q = prev; q < t->cells; q++) t->rope_pos[q] = (int32_t)((uint32_t)t->rope_pos[q - 1] + 1);
+    return TQ_OK;
 }
 
 /* One tensor record (TQKV.md), validated against the source it places the
@@ -572,14 +644,18 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
         if (!t->has_ext) continue;
         uint32_t flags;
         if (mget(&c, &t->sink_rows, 4) || mget(&c, &flags, 4)) return bad(ctx, r, "tensor extension truncated", HDR_LEN + c.pos);
-        if (t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows) || flags > 1 ||
-            (!t->sink_rows && !flags))
+        if (t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows) || flags > 7 ||
+            (!t->sink_rows && !flags) || (flags & 3) == 2 ||
+            ((flags & 4) && (t->codec != TQKV_CODEC_TQ || t->bits < 2 || t->group % 8)))
             return bad(ctx, r, "bad tensor extension", HDR_LEN + c.pos);
+        t->planes = (flags & 4) != 0;
         if (!(flags & 1)) continue;
         if (!(t->offset = malloc(4ull * t->width))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
         if (mget(&c, t->offset, 4ull * t->width)) return bad(ctx, r, "offsets truncated", HDR_LEN + c.pos);
         for (uint64_t j = 0; j < t->width; j++)
             if (!isfinite(t->offset[j])) return bad(ctx, r, "an offset that is not finite", HDR_LEN + c.pos);
+        tq_status st = flags & 2 ? get_rope(ctx, r, &c, t) : TQ_OK;
+        if (st) return st;
     }
     if (c.pos != n) return bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);
     return TQ_OK;

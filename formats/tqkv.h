@@ -50,10 +50,16 @@ typedef struct tqkv_tensor {
     uint32_t sink_rows;            /* version 3, coded tensors: rows [0, sink_rows) kept exact in the
                                       source type, as the tensor's first chunk (attention sinks) */
     uint8_t has_ext;               /* version 3, as read: the record's flag bit 7 (an extension
-                                      with sink rows and/or offsets follows the scales) */
+                                      with sink rows, offsets and/or planes follows the scales) */
     float *offset;                 /* version 3, coded tensors: width values subtracted from every
                                       (InnerQ-scaled) row before coding, added back after decoding;
                                       NULL if none (owned by the meta) */
+    int32_t *rope_pos;             /* version 3, with offset: the offset is K's pre-RoPE mean b; row r
+                                      codes k - R(rope_pos[r]) b before InnerQ scaling (tq_rope_add);
+                                      cells positions, NULL if none (owned by the meta) */
+    tq_rope rope;                  /* with rope_pos: the rotation R */
+    uint8_t planes;                /* version 3, TQ codec: coded chunks hold their blocks as planes
+                                      (tq_blocks_to_planes), for zstd to entropy-code */
 } tqkv_tensor;
 
 typedef struct tqkv_meta {
@@ -97,9 +103,10 @@ tq_status tqkv_write_chunk(tqkv_writer *w, uint32_t ti, uint32_t row0, uint32_t 
                            uint64_t len, int zstd_level);
 /* The same in two steps, so that compression and hashing can run on worker
  * threads: pack (thread-safe; *out is malloc'd header + stored payload), then
- * write packed chunks in order. */
+ * write packed chunks in order.  cuts: offsets where the payload's statistics
+ * change (planes), each compressed in a zstd block of its own (0 cuts: none). */
 tq_status tqkv_chunk_pack(uint32_t ti, uint32_t row0, uint32_t nrows, const void *payload, uint64_t len, int zstd_level,
-                          uint8_t **out, uint64_t *out_len);
+                          const uint64_t *cuts, int n_cuts, uint8_t **out, uint64_t *out_len);
 tq_status tqkv_write_packed(tqkv_writer *w, const uint8_t *packed, uint64_t len);
 tq_status tqkv_write_end(tqkv_writer *w); /* index and trailer; frees w */
 void tqkv_writer_abort(tqkv_writer *w);

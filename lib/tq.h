@@ -165,6 +165,17 @@ void tq_unpack_bits(const uint8_t *in, size_t n, uint32_t bits, uint8_t *idx);
 void tq_pack_turbo3(const uint8_t *idx, size_t n, uint8_t *lo, uint8_t *hi);
 void tq_unpack_turbo3(const uint8_t *lo, const uint8_t *hi, size_t n, uint8_t *idx);
 
+/* The tq generic block stream (lib/TQ_BLOCK.md, "Planes") of n_blocks
+ * blocks of g values at b bits (g a multiple of 8, b 2..8), rearranged for
+ * a byte-wise entropy coder and back: all norms, then every index's sign
+ * (idx >= 2^(b-1)), then its magnitude (b-1 bits, 0 nearest zero), each an
+ * LSB-first stream.  The same bytes in another order: a Lloyd-Max
+ * codebook's indices are far from uniform (2.82 of 3 bits), and magnitudes
+ * of whole fields per byte let zstd's Huffman stage take what 3-bit fields
+ * straddling bytes hide. */
+void tq_blocks_to_planes(uint32_t g, uint32_t b, const uint8_t *blocks, size_t n_blocks, uint8_t *planes);
+void tq_planes_to_blocks(uint32_t g, uint32_t b, const uint8_t *planes, size_t n_blocks, uint8_t *blocks);
+
 /* ------------------------------------------------------------ block codecs */
 
 typedef enum tq_codec_kind {
@@ -322,6 +333,29 @@ typedef enum tq_rope_pairs { TQ_PAIRS_NONE = 0, TQ_PAIRS_ADJACENT = 1, TQ_PAIRS_
  * Channels with no energy get 1 before that division. */
 tq_status tq_innerq_scales(tq_ctx *ctx, tq_innerq_method method, const double *ek2, const double *eq2, uint32_t dim,
                            tq_rope_pairs pairs, uint32_t rot, double strength, double lo, double hi, float *scales);
+
+/* ------------------------------------------------------------ RoPE */
+
+/* RoPE as llama.cpp applies it without YaRN: pair i of the first n_rot
+ * channels of every head turns by pos * freq_scale * freq_base^(-2i/n_rot).
+ * tq uses it to predict K from its pre-RoPE mean (K offsets in snapshots):
+ * the prediction is removed before coding and added back after decoding by
+ * this same function, so parameters that differ from the model's cost
+ * quality only, never exactness. */
+typedef struct tq_rope {
+    uint32_t head_dim, n_rot;  /* n_rot even, <= head_dim: partial RoPE leaves the rest */
+    tq_rope_pairs pairs;       /* ADJACENT or HALVES */
+    float freq_base, freq_scale;
+} tq_rope;
+
+/* TQ_OK if r describes a rotation of rows of width values, else why not. */
+tq_status tq_rope_check(tq_ctx *ctx, const tq_rope *r, uint64_t width);
+/* x (rows of width values, whole heads) = R(pos[r])^T x: back to before RoPE. */
+tq_status tq_rope_unrotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint64_t width, const int32_t *pos);
+/* x[r] += sign * R(pos[r]) b for every row: b (width values) as each row's
+ * position turns it. */
+tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, size_t rows, uint64_t width,
+                      const int32_t *pos, float sign);
 
 /* ------------------------------------------------------------ rotations */
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "oracle"))
 from _sessions import write_session  # noqa: E402
 from _timing import timed  # noqa: E402
 

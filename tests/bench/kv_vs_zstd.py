@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "oracle"))
 from _sessions import write_session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

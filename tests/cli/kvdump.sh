@@ -136,11 +136,11 @@ np.save('$tmp/s2.npy', np.full(8, 2.0, np.float32))
 np.save('$tmp/sv.npy', np.linspace(0.5, 2.0, 16, dtype=np.float32).reshape(2, 8))
 np.save('$tmp/s16.npy', np.ones(16, np.float32))
 np.save('$tmp/sneg.npy', -np.ones(8, np.float32))" || fail "numpy for the scale files"
-$tq encode-kvdump $seed -o "$tmp/n.tqkv" --head-dim 8 --sink-cells 0 -q || fail "encode without scales"
-$tq encode-kvdump $seed -o "$tmp/i2.tqkv" --head-dim 8 --innerq "$tmp/s2.npy" --sink-cells 0 -q || fail "--innerq x2"
+$tq encode-kvdump $seed -o "$tmp/n.tqkv" --head-dim 8 --sink-cells 0 --planes off -q || fail "encode without scales"
+$tq encode-kvdump $seed -o "$tmp/i2.tqkv" --head-dim 8 --innerq "$tmp/s2.npy" --sink-cells 0 --planes off -q || fail "--innerq x2"
 $tq decode-kvdump "$tmp/n.tqkv" -o "$tmp/n.out" -q && $tq decode-kvdump "$tmp/i2.tqkv" -o "$tmp/i2.out" -q || fail "decode"
 cmp -s "$tmp/n.out" "$tmp/i2.out" || fail "scales of 2 changed the decoded state"
-$tq encode-kvdump $seed -o "$tmp/iv.tqkv" --head-dim 8 --innerq "$tmp/sv.npy" --sink-cells 0 -q || fail "--innerq [2, 8]"
+$tq encode-kvdump $seed -o "$tmp/iv.tqkv" --head-dim 8 --innerq "$tmp/sv.npy" --sink-cells 0 --planes off -q || fail "--innerq [2, 8]"
 $tq decode-kvdump "$tmp/iv.tqkv" -o "$tmp/iv.out" -q || fail "decode with scales"
 [ "$(wc -c <"$tmp/iv.out")" -eq "$(wc -c <$seed)" ] || fail "scaled snapshot rebuilds another size"
 $tq inspect --json "$tmp/iv.tqkv" | python3 -c "
@@ -246,8 +246,8 @@ mean = rng.standard_normal(2 * 64).astype(np.float32) * 2
 np.savez(f"{sys.argv[1]}/off.npz", **{f"{r}_{l}": (rng.standard_normal((300, 2, 64)).astype(np.float32)
          + (mean.reshape(2, 64) if r == "k" else 0)).astype(np.float16) for l in range(3) for r in "kv"})
 PY
-for ko in on off; do
-    $tq encode-kvdump "$tmp/off.npz" -o "$tmp/ko-$ko.tqkv" --k-offset $ko -q || fail "--k-offset $ko"
+for ko in on off; do # on: the default (the mean)
+    $tq encode-kvdump "$tmp/off.npz" -o "$tmp/ko-$ko.tqkv" $([ $ko = off ] && echo --k-offset off) -q || fail "--k-offset $ko"
     $tq decode-kvdump "$tmp/ko-$ko.tqkv" -o "$tmp/ko-$ko.npz" -q || fail "decode --k-offset $ko"
     $tq inspect --json "$tmp/ko-$ko.tqkv" >"$tmp/ko-$ko.json" || fail "inspect --k-offset $ko"
 done
@@ -264,6 +264,20 @@ for k in a.files:
     assert (e_on < 0.8 * e_off) if k.startswith("k") else e_on == e_off, (k, e_on, e_off)
 PY
 $tq inspect --json "$tmp/p.tqkv" | grep -q '"offset"' && fail "heads of 8 got K offsets"
+# planes (3- and 5-bit blocks as norms, signs, magnitudes): the same decoded bytes, a smaller file; 4 bits: none
+for pl in on off; do
+    $tq encode-kvdump "$tmp/off.npz" --preset small --planes $pl -q -o "$tmp/pl-$pl.tqkv" &&
+        $tq decode-kvdump "$tmp/pl-$pl.tqkv" -q -o "$tmp/pl-$pl.npz" || fail "--planes $pl"
+done
+cmp -s "$tmp/pl-on.npz" "$tmp/pl-off.npz" || fail "planes changed the decoded values"
+[ "$(stat -c %s "$tmp/pl-on.tqkv")" -lt "$(( $(stat -c %s "$tmp/pl-off.tqkv") * 97 / 100 ))" ] ||
+    fail "planes saved under 3%: $(stat -c %s "$tmp/pl-on.tqkv") vs $(stat -c %s "$tmp/pl-off.tqkv")"
+$tq inspect --json "$tmp/pl-on.tqkv" | grep -q '"planes": true' || fail "inspect does not show planes"
+$tq inspect --json "$tmp/pl-off.tqkv" | grep -q '"planes"' && fail "--planes off stored planes"
+$tq encode-kvdump "$tmp/off.npz" --k-bits 5 --v-bits 5 -q -o "$tmp/pl5.tqkv" && $tq inspect --json "$tmp/pl5.tqkv" | grep -q '"planes": true' ||
+    fail "5-bit blocks without planes"
+$tq inspect --json "$tmp/ko-on.tqkv" | grep -q '"planes"' && fail "4-bit blocks got planes"
+expect_err 2 "--planes" encode-kvdump "$tmp/off.npz" -o "$tmp/z.tqkv" --planes maybe
 # --append on a base with offsets: the appended rows use the base's offsets and decode close to the source
 $tq encode-kvdump "$tmp/off.npz" --preset lossless -q -o "$tmp/offl.tqkv" &&
     $tq decode-kvdump "$tmp/offl.tqkv" --tokens 200 -q -o "$tmp/off200.npz" || fail "a 200-token prefix"

@@ -1,0 +1,86 @@
+/* rope.c - RoPE rotations (tq.h).  Angles in double from the position, not
+ * by repeated multiplication as ggml does: encode and decode must agree with
+ * each other exactly, and with the model only closely. */
+#include "tq_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+tq_status tq_rope_check(tq_ctx *ctx, const tq_rope *r, uint64_t width)
+{
+    if (!r->head_dim || width % r->head_dim || !r->n_rot || r->n_rot % 2 || r->n_rot > r->head_dim ||
+        (r->pairs != TQ_PAIRS_ADJACENT && r->pairs != TQ_PAIRS_HALVES) || !(r->freq_base > 0.0f) ||
+        !isfinite(r->freq_base) || !(r->freq_scale > 0.0f) || !isfinite(r->freq_scale))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "RoPE of %u of %u channels (base %g, scale %g) does not fit rows of %llu",
+                                r->n_rot, r->head_dim, r->freq_base, r->freq_scale, (unsigned long long)width);
+    return TQ_OK;
+}
+
+/* The pair (j0, j1) of rotated channel pair i. */
+static void pair_of(const tq_rope *r, uint32_t i, uint32_t *j0, uint32_t *j1)
+{
+    if (r->pairs == TQ_PAIRS_HALVES) *j0 = i, *j1 = i + r->n_rot / 2;
+    else *j0 = 2 * i, *j1 = 2 * i + 1;
+}
+
+/* Each pair's frequency, after the cos/sin slots: cs[n_rot + i]. */
+static double *angle_table(const tq_rope *r)
+{
+    double *cs = malloc((r->n_rot + r->n_rot / 2) * sizeof *cs);
+    for (uint32_t i = 0; cs && i < r->n_rot / 2; i++)
+        cs[r->n_rot + i] = r->freq_scale * pow((double)r->freq_base, -2.0 * i / r->n_rot);
+    return cs;
+}
+
+/* cos and sin of each pair's angle at pos: cs[2i], cs[2i+1]. */
+static void angles(const tq_rope *r, int32_t pos, double *cs)
+{
+    for (uint32_t i = 0; i < r->n_rot / 2; i++) {
+        double th = (double)pos * cs[r->n_rot + i];
+        cs[2 * i] = cos(th), cs[2 * i + 1] = sin(th);
+    }
+}
+
+tq_status tq_rope_unrotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint64_t width, const int32_t *pos)
+{
+    tq_status st = tq_rope_check(ctx, r, width);
+    double *cs = st ? NULL : angle_table(r);
+    if (st || !cs) return st ? st : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (size_t k = 0; k < rows; k++) {
+        angles(r, pos[k], cs);
+        for (uint64_t h = 0; h < width; h += r->head_dim)
+            for (uint32_t i = 0; i < r->n_rot / 2; i++) {
+                uint32_t j0, j1;
+                pair_of(r, i, &j0, &j1);
+                float *a = x + k * width + h + j0, *b = x + k * width + h + j1;
+                double c = cs[2 * i], s = cs[2 * i + 1], x0 = *a, x1 = *b;
+                *a = (float)(x0 * c + x1 * s), *b = (float)(x1 * c - x0 * s);
+            }
+    }
+    free(cs);
+    return TQ_OK;
+}
+
+tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, size_t rows, uint64_t width,
+                      const int32_t *pos, float sign)
+{
+    tq_status st = tq_rope_check(ctx, r, width);
+    double *cs = st ? NULL : angle_table(r);
+    if (st || !cs) return st ? st : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (size_t k = 0; k < rows; k++) {
+        float *y = x + k * width;
+        angles(r, pos[k], cs);
+        for (uint64_t h = 0; h < width; h += r->head_dim) {
+            for (uint32_t j = r->n_rot; j < r->head_dim; j++) y[h + j] += sign * b[h + j]; /* not turned */
+            for (uint32_t i = 0; i < r->n_rot / 2; i++) {
+                uint32_t j0, j1;
+                pair_of(r, i, &j0, &j1);
+                double c = cs[2 * i], s = cs[2 * i + 1], b0 = b[h + j0], b1 = b[h + j1];
+                y[h + j0] += sign * (float)(b0 * c - b1 * s);
+                y[h + j1] += sign * (float)(b0 * s + b1 * c);
+            }
+        }
+    }
+    free(cs);
+    return TQ_OK;
+}

@@ -1,0 +1,62 @@
+/* test_rope.c - RoPE as llama.cpp turns K: R(pos) b equal to ggml's
+ * recurrence (theta_i = pos * scale * base^(-2/n)^i, in float) for normal and
+ * NeoX pairs, partial RoPE leaving the last channels, unrotate undoing add,
+ * and refusals. */
+#include "harness.h"
+#include "tq.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ggml's rope of one head, as its CPU kernel computes it (float recurrence). */
+static void ggml_like(const float *b, float *y, uint32_t hd, uint32_t n_rot, int neox, float base, float scale, int pos)
+{
+    memcpy(y, b, hd * sizeof *y);
+    float theta_scale = powf(base, -2.0f / n_rot), theta = pos * scale;
+    for (uint32_t i = 0; i < n_rot / 2; i++, theta *= theta_scale) {
+        uint32_t j0 = neox ? i : 2 * i, j1 = neox ? i + n_rot / 2 : 2 * i + 1;
+        float c = cosf(theta), s = sinf(theta);
+        y[j0] = b[j0] * c - b[j1] * s;
+        y[j1] = b[j0] * s + b[j1] * c;
+    }
+}
+
+TEST(rope_matches_ggml)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    enum { HD = 64, NH = 2, W = HD * NH, ROWS = 5 };
+    float b[W], x[ROWS * W], want[HD];
+    for (int j = 0; j < W; j++) b[j] = sinf(0.7f * j + 0.3f) + (j % 7 == 0 ? 3.0f : 0.0f);
+    const int32_t pos[ROWS] = {0, 1, 17, 511, 1200};
+    for (int neox = 0; neox < 2; neox++)
+        for (uint32_t n_rot = 32; n_rot <= HD; n_rot += 32) {
+            tq_rope r = {HD, n_rot, neox ? TQ_PAIRS_HALVES : TQ_PAIRS_ADJACENT, 10000.0f, 0.5f};
+            memset(x, 0, sizeof x);
+            CHECK(tq_rope_add(ctx, &r, b, x, ROWS, W, pos, 1.0f) == TQ_OK, "%s", tq_ctx_error(ctx));
+            double worst = 0;
+            for (int k = 0; k < ROWS; k++)
+                for (int h = 0; h < NH; h++) {
+                    ggml_like(b + h * HD, want, HD, n_rot, neox, 10000.0f, 0.5f, pos[k]);
+                    for (int j = 0; j < HD; j++) worst = fmax(worst, fabs(x[k * W + h * HD + j] - want[j]));
+                    if (n_rot < HD) CHECK(x[k * W + h * HD + HD - 1] == b[h * HD + HD - 1], "partial RoPE turned a free channel");
+                }
+            /* ggml's float recurrence drifts from exact angles by ~1e-4 at position 1200 */
+            CHECK(worst < 2e-3, "neox %d n_rot %u: %g from ggml", neox, n_rot, worst);
+            CHECK(tq_rope_unrotate(ctx, &r, x, ROWS, W, pos) == TQ_OK);
+            worst = 0;
+            for (int k = 0; k < ROWS; k++)
+                for (int j = 0; j < W; j++) worst = fmax(worst, fabs(x[k * W + j] - b[j]));
+            CHECK(worst < 1e-5, "unrotate(R b) = b: %g", worst);
+            for (int k = 0; k < ROWS; k++) memcpy(x + k * W, b, sizeof b);
+            CHECK(tq_rope_add(ctx, &r, b, x, ROWS, W, pos, 1.0f) == TQ_OK);
+            CHECK(tq_rope_add(ctx, &r, b, x, ROWS, W, pos, -1.0f) == TQ_OK);
+            for (int j = 0; j < W; j++) CHECK(x[(ROWS - 1) * W + j] == b[j] || fabsf(x[(ROWS - 1) * W + j] - b[j]) < 1e-6f);
+        }
+    tq_rope bad = {HD, 33, TQ_PAIRS_HALVES, 10000.0f, 1.0f};
+    CHECK(tq_rope_add(ctx, &bad, b, x, 1, W, pos, 1.0f) == TQ_ERR_ARG, "odd n_rot refused");
+    bad = (tq_rope){HD, HD, TQ_PAIRS_HALVES, 10000.0f, 1.0f};
+    CHECK(tq_rope_unrotate(ctx, &bad, x, 1, W + 1, pos) == TQ_ERR_ARG, "rows that are not whole heads refused");
+    bad.freq_base = NAN;
+    CHECK(tq_rope_check(ctx, &bad, W) == TQ_ERR_ARG && strstr(tq_ctx_error(ctx), "RoPE"), "%s", tq_ctx_error(ctx));
+    tq_ctx_free(ctx);
+}
