@@ -202,7 +202,7 @@ static int bench_weights(const bench_opts *o)
            "relmse tq", "enc fork", "enc tq", "x", "dec ref", "dec simd", "x", "enc all", "dec all");
     tq_codec_kind kinds[2] = {TQ_CODEC_TQ4_1S, TQ_CODEC_TQ3_1S};
     for (int i = 0; i < 2; i++) {
-        tq_codec_desc d = {kinds[i], 0, 0, 0, 0, 0};
+        tq_codec_desc d = {.kind = kinds[i]};
         tq_codec *c;
         if (tq_codec_new(ctx, &d, &c) != TQ_OK) return cli_lib_error(ctx);
         tq_ctx_set_threads(ctx, 0);

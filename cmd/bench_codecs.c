@@ -54,7 +54,7 @@ int bc_open(tq_ctx *ctx, const bcodec *c, uint32_t d, bcodec_run *r, char *why, 
     } else if (!tq_is_pow2(d) || d < 8 || d > 512) {
         return snprintf(why, wl, "heads of %u are not a group of 8..512", d), -1;
     }
-    tq_codec_desc desc = {c->kind, is_turbo(c) ? 0 : d, c->bits, c->nc, 0, c->radius_bits};
+    tq_codec_desc desc = {c->kind, is_turbo(c) ? 0 : d, c->bits, c->nc, 0, c->radius_bits, 0};
     if (tq_codec_new(ctx, &desc, &r->tc)) return snprintf(why, wl, "%s", tq_ctx_error(ctx)), -1;
     return 0;
 }

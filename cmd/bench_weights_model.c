@@ -55,8 +55,8 @@ int bench_model_weights(const char *path, int quick, int json, int reps)
     }
     tq_ctx_set_threads(ctx, 1);
     tq_codec *tc[2];
-    tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_TQ4_1S, 0, 0, 0, 0, 0}, &tc[0]);
-    tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_TQ3_1S, 0, 0, 0, 0, 0}, &tc[1]);
+    tq_codec_new(ctx, &(tq_codec_desc){.kind = TQ_CODEC_TQ4_1S}, &tc[0]);
+    tq_codec_new(ctx, &(tq_codec_desc){.kind = TQ_CODEC_TQ3_1S}, &tc[1]);
     int64_t nt = tq_gguf_n_tensors(g), cand = 0;
     for (int64_t i = 0; i < nt; i++)
         cand += tq_gguf_tensor_n_dims(g, i) >= 2 && tq_gguf_tensor_type(g, i)->dtype >= 0 && tq_gguf_tensor_ne(g, i)[0] % 32 == 0;

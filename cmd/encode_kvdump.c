@@ -41,6 +41,9 @@ void help_encode_kvdump(void)
            "                        (stored per tensor): mean (default) each channel's mean over the cells;\n"
            "                        rope K's pre-RoPE mean turned by each cell's position where --model\n"
            "                        gives the RoPE (lower K error, not lower KL on Gemma 3 270M)\n"
+           "  --cells lloyd-max|uniform  the codebook: Lloyd-Max (default; the fork's kind) or uniform\n"
+           "                        cells one bit wider with the same distortion, which zstd codes to\n"
+           "                        fewer bits (balanced: 3.84 -> 3.68 bits on Gemma 3 270M)\n"
            "  --planes on|off       3- and 5-bit blocks stored as planes (norms, signs, magnitudes) so\n"
            "                        that zstd entropy-codes the indices (default on: 3 -> 2.89 bits)\n"
            "  --model M.gguf        the model: its head size sets the rotation group, and its\n"
@@ -70,13 +73,14 @@ typedef struct enc_opts {
     const char *in, *preset, *append, *innerq;
     long k_bits, v_bits, boundary, head_dim, sink;
     int turbo, dry_run;
-    const char *codec, *k_offset, *planes;
+    const char *codec, *k_offset, *planes, *cells;
 } enc_opts;
 
 static int parse(int argc, char **argv, enc_opts *o)
 {
     o->sink = -1;
-    static const char *const offsets[] = {"rope", "mean", "off", NULL}, *const on_off[] = {"on", "off", NULL};
+    static const char *const offsets[] = {"rope", "mean", "off", NULL}, *const on_off[] = {"on", "off", NULL},
+                             *const cells[] = {"lloyd-max", "uniform", NULL};
     static const char *const presets[] = {"balanced", "lossless", "q8", "small", NULL},
                              *const codecs[] = {"tq", "turbo", "angle", "prod", NULL};
     const cli_opt own[] = {
@@ -87,6 +91,7 @@ static int parse(int argc, char **argv, enc_opts *o)
         CLI_OPT_LONG("--sink-cells", &o->sink, 0, 65535),
         CLI_OPT_CHOICE("--k-offset", &o->k_offset, offsets, "--k-offset: '%s' is not mean, rope or off"),
         CLI_OPT_CHOICE("--planes", &o->planes, on_off, "--planes: '%s' is not on or off"),
+        CLI_OPT_CHOICE("--cells", &o->cells, cells, "--cells: '%s' is not lloyd-max or uniform"),
         CLI_OPT_LONG("--head-dim", &o->head_dim, 8, 512),
         CLI_OPT_STR("--append", &o->append),
         CLI_OPT_STR("--innerq", &o->innerq),
@@ -191,7 +196,8 @@ static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
                               /* default mean: RoPE-aware lowered K's error but not KL (tq-encode-kvdump(1)) */
                               .k_offset = !o->k_offset || !strcmp(o->k_offset, "mean") ? TQ_KOFF_MEAN
                                           : !strcmp(o->k_offset, "rope") ? TQ_KOFF_ROPE : TQ_KOFF_OFF,
-                              .no_planes = o->planes && !strcmp(o->planes, "off")};
+                              .no_planes = o->planes && !strcmp(o->planes, "off"),
+                              .uniform = o->cells && !strcmp(o->cells, "uniform")};
     tq_kv_preset_parse(o->preset, &so->preset);
     int file = o->innerq && strcmp(o->innerq, "auto") && strcmp(o->innerq, "off");
     if (file && tq_innerq_set_load(ctx, o->innerq, &r->scales)) return cli_lib_error(ctx);
@@ -219,7 +225,8 @@ static const char *codec_label(const tqkv_tensor *t, char *b, size_t n)
     else if (t->codec == TQKV_CODEC_TURBO) snprintf(b, n, "turbo%u", t->bits);
     else if (t->codec == TQKV_CODEC_ANGLE) snprintf(b, n, "angle(g=%u,A=%u,r=%u)", t->group, 1u << t->bits, t->radius_bits);
     else if (t->codec == TQKV_CODEC_PROD) snprintf(b, n, "prod(g=%u,b=%u)", t->group, t->bits);
-    else snprintf(b, n, "tq(g=%u,b=%u%s)%s%s%s", t->group, t->bits, t->norm_correction ? ",nc" : "", t->innerq ? "+innerq" : "",
+    else snprintf(b, n, "tq(g=%u,b=%u%s%s)%s%s%s", t->group, t->bits, t->norm_correction ? ",nc" : "",
+                  t->uniform ? ",uniform" : "", t->innerq ? "+innerq" : "",
                   t->sink_rows ? "+sink" : "", t->rope_pos ? "+rope-offset" : t->offset ? "+offset" : "");
     return b;
 }

@@ -90,8 +90,8 @@ static void codec_text(const tqkv_tensor *t, char *codec, size_t n)
     else if (t->codec == TQKV_CODEC_TURBO) snprintf(codec, n, "turbo%u (fork blocks)", t->bits);
     else if (t->codec == TQKV_CODEC_ANGLE) snprintf(codec, n, "angle g=%u A=%u r=%u", t->group, 1u << t->bits, t->radius_bits);
     else if (t->codec == TQKV_CODEC_PROD) snprintf(codec, n, "prod g=%u b=%u", t->group, t->bits);
-    else snprintf(codec, n, "tq g=%u b=%u%s%s%s%s%s", t->group, t->bits, t->norm_correction ? " nc" : "",
-                  t->innerq ? " innerq" : "", t->sink_rows ? " sink" : "", t->rope_pos ? " rope-offset" : t->offset ? " offset" : "",
+    else snprintf(codec, n, "tq g=%u b=%u%s%s%s%s%s%s", t->group, t->bits, t->norm_correction ? " nc" : "",
+                  t->uniform ? " uniform" : "", t->innerq ? " innerq" : "", t->sink_rows ? " sink" : "", t->rope_pos ? " rope-offset" : t->offset ? " offset" : "",
                   t->planes ? " planes" : "");
 }
 
@@ -173,6 +173,7 @@ int inspect_snapshot(const char *path, int json)
         if (json && t->sink_rows) printf("\"sink_rows\": %u, ", t->sink_rows);
         if (json && t->offset) printf("\"offset\": true, ");
         if (json && t->planes) printf("\"planes\": true, ");
+        if (json && t->uniform) printf("\"uniform\": true, ");
         if (json && t->rope_pos) printf("\"offset_rope\": {\"n_rot\": %u, \"freq_base\": %g, \"freq_scale\": %g}, ",
                                         t->rope.n_rot, t->rope.freq_base, t->rope.freq_scale);
         if (json)

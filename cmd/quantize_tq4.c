@@ -455,7 +455,7 @@ static tq_status write_model(tq_ctx *ctx, const tq_gguf *g, tjob *jobs, int64_t 
     cv->x = malloc(slice * sizeof(float));
     cv->y = malloc(slice * sizeof(float));
     cv->blk = malloc(slice * sizeof(float)); /* at most f32-sized output */
-    tq_codec_desc d4 = {TQ_CODEC_TQ4_1S, 0, 0, 0, 0, 0}, d3 = {TQ_CODEC_TQ3_1S, 0, 0, 0, 0, 0};
+    tq_codec_desc d4 = {.kind = TQ_CODEC_TQ4_1S}, d3 = {.kind = TQ_CODEC_TQ3_1S};
     if (!cv->x || !cv->y || !cv->blk || tq_codec_new(ctx, &d4, &cv->codec[0]) || tq_codec_new(ctx, &d3, &cv->codec[1]))
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (int k = 0; k < 2 && o->search_fork; k++) tq_codec_set_weight_search(ctx, cv->codec[k], TQ_WSEARCH_FORK);

@@ -200,6 +200,10 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
         t->bits = (uint8_t)b;
         t->norm_correction = t->bits >= 3; /* matched norms cost quality at 1-2 bits */
         t->seed = TQ_SEED_FORK;
+        if (o->uniform && !o->family && b < 8) { /* b bits' distortion from uniform cells one bit wider */
+            t->uniform = 1;
+            t->bits = (uint8_t)(b + 1);
+        }
         if (o->family == TQKV_CODEC_ANGLE) { /* b bits a value: (angle + radius) / 2 */
             t->codec = TQKV_CODEC_ANGLE;
             t->bits = (uint8_t)(b >= 8 ? 8 : b + 1);
@@ -274,6 +278,7 @@ static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base, 
         t->rows_per_chunk = bt->rows_per_chunk;
         t->sink_rows = bt->sink_rows; /* in the base's chunks */
         t->planes = bt->planes;
+        t->uniform = bt->uniform;
         t->row_start = t->codec == TQKV_CODEC_RAW && t->transposed ? 0 : bt->cells;
         free(t->innerq); /* the base's scales, as for its codec */
         t->innerq = NULL;

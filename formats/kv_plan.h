@@ -59,6 +59,8 @@ typedef struct tq_kvsnap_options {
     int sink_cells;        /* the first N cells of each tq-coded K kept exact (attention sinks) */
     int k_offset;          /* TQ_KOFF_*: subtract an offset from each tq-coded K before coding */
     int no_planes;         /* keep 3- and 5-bit blocks as the codec packs them (for measuring) */
+    int uniform;           /* tq blocks of uniform cells: b bits' distortion in b + 1-bit fields that
+                              zstd entropy-codes to fewer bits than Lloyd-Max's b */
     const tqkv_reader *base; /* --append: store only the cells after the base's */
     const char *base_name;   /* the base's file name, recorded for decode */
     /* execution only (tq_kvsnap_execute) */

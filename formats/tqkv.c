@@ -39,9 +39,10 @@ int tqkv_codec_desc(const tqkv_tensor *t, tq_codec_desc *d)
 {
     memset(d, 0, sizeof *d);
     if (t->codec == TQKV_CODEC_TQ) {
-        if (!tq_is_pow2(t->group) || t->group < 8 || t->group > 512 || t->bits < 1 || t->bits > 8 || t->norm_correction > 1)
+        if (!tq_is_pow2(t->group) || t->group < 8 || t->group > 512 || t->bits < 1 || t->bits > 8 || t->norm_correction > 1 ||
+            t->uniform > 1 || (t->uniform && t->bits < 2))
             return -1;
-        *d = (tq_codec_desc){TQ_CODEC_TQ, t->group, t->bits, t->norm_correction, t->seed, 0};
+        *d = (tq_codec_desc){TQ_CODEC_TQ, t->group, t->bits, t->norm_correction, t->seed, 0, t->uniform};
         return 0;
     }
     if (t->codec == TQKV_CODEC_ANGLE || t->codec == TQKV_CODEC_PROD) { /* lib/TURBOANGLE.md, lib/TQ_PROD.md */
@@ -50,7 +51,7 @@ int tqkv_codec_desc(const tqkv_tensor *t, tq_codec_desc *d)
             t->norm_correction > (angle ? 1 : 0) || t->radius_bits > (angle ? 8 : 0))
             return -1;
         *d = (tq_codec_desc){angle ? TQ_CODEC_ANGLE : TQ_CODEC_PROD, t->group, t->bits, t->norm_correction, t->seed,
-                             t->radius_bits};
+                             t->radius_bits, 0};
         return 0;
     }
     if (t->codec == TQKV_CODEC_TURBO) { /* the fork's blocks: fixed group, signs, norm correction */
@@ -166,7 +167,8 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
         PUTV(b, t->layer);
         PUTV(b, t->is_v);
         PUTV(b, t->transposed);
-        PUTV(b, t->codec);
+        uint8_t codec = t->uniform ? TQKV_CODEC_TQ_UNIFORM_ID : t->codec;
+        PUTV(b, codec);
         PUTV(b, t->bits);
         PUTV(b, t->norm_correction);
         bput(b, pad3, 3);
@@ -184,7 +186,7 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
             bput(b, m->t[i].innerq, 4ull * m->t[i].innerq_n);
             any_innerq = 1;
         }
-        any_v3 |= m->t[i].sink_rows || m->t[i].offset || m->t[i].planes || (m->t[i].innerq && m->t[i].innerq_n != m->t[i].group) || m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed ||
+        any_v3 |= m->t[i].sink_rows || m->t[i].offset || m->t[i].planes || m->t[i].uniform || (m->t[i].innerq && m->t[i].innerq_n != m->t[i].group) || m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed ||
                   m->t[i].codec == TQKV_CODEC_ANGLE || m->t[i].codec == TQKV_CODEC_PROD;
     }
     for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 3: the extensions, in tensor order */
@@ -530,6 +532,8 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
     mget(&c, &t->norm_correction, 1);
     mget(&c, pad3, 3);
     int v3 = r->version >= 3;
+    if (v3 && t->codec == TQKV_CODEC_TQ_UNIFORM_ID) /* the tq block with uniform cells: a TQ tensor */
+        t->codec = TQKV_CODEC_TQ, t->uniform = 1;
     uint8_t innerq = pad3[0] & 1, extra = v3 ? 0 : pad3[0] >> 1; /* bits no version defines */
     uint8_t per_head = v3 && (pad3[0] >> 6 & 1);
     t->has_ext = v3 && (pad3[0] >> 7); /* its fields follow the scales: read there */

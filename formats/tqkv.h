@@ -25,6 +25,9 @@ extern "C" {
 
 enum { TQKV_SOURCE_SESSION = 0, TQKV_SOURCE_SEQUENCE = 1, TQKV_SOURCE_NUMPY = 2 };
 enum { TQKV_CODEC_RAW = 0, TQKV_CODEC_TQ = 1, TQKV_CODEC_TURBO = 2, TQKV_CODEC_ANGLE = 3, TQKV_CODEC_PROD = 4 };
+/* On disk only (version 3): a TQ tensor with uniform cells; read back as
+ * codec TQKV_CODEC_TQ with `uniform` set. */
+#define TQKV_CODEC_TQ_UNIFORM_ID 5
 
 /* One K or V tensor of the source state. */
 typedef struct tqkv_tensor {
@@ -58,6 +61,7 @@ typedef struct tqkv_tensor {
                                       codes k - R(rope_pos[r]) b before InnerQ scaling (tq_rope_add);
                                       cells positions, NULL if none (owned by the meta) */
     tq_rope rope;                  /* with rope_pos: the rotation R */
+    uint8_t uniform;               /* TQ codec: uniform cells (tq_codec_desc.uniform; version 3) */
     uint8_t planes;                /* version 3, TQ codec: coded chunks hold their blocks as planes
                                       (tq_blocks_to_planes), for zstd to entropy-code */
 } tqkv_tensor;

@@ -90,8 +90,16 @@ void tq_pack_bits(const uint8_t *idx, size_t n, uint32_t bits, uint8_t *out)
         pack4(idx, n, out);
         return;
     }
-    memset(out, 0, nbytes);
     uint32_t mask = (1u << bits) - 1;
+    if (n % 8 == 0) { /* 8 indices fill exactly `bits` bytes */
+        for (size_t j = 0; j < n; j += 8) {
+            uint64_t v = 0;
+            for (int k = 0; k < 8; k++) v |= (uint64_t)(idx[j + k] & mask) << (k * bits);
+            for (uint32_t q = 0; q < bits; q++) out[j / 8 * bits + q] = (uint8_t)(v >> (8 * q));
+        }
+        return;
+    }
+    memset(out, 0, nbytes);
     size_t bitpos = 0;
     for (size_t j = 0; j < n; j++, bitpos += bits) {
         uint32_t v = (uint32_t)(idx[j] & mask) << (bitpos % 8);
@@ -116,6 +124,14 @@ void tq_unpack_bits(const uint8_t *in, size_t n, uint32_t bits, uint8_t *idx)
         return;
     }
     uint32_t mask = (1u << bits) - 1;
+    if (n % 8 == 0) {
+        for (size_t j = 0; j < n; j += 8) {
+            uint64_t v = 0;
+            for (uint32_t q = 0; q < bits; q++) v |= (uint64_t)in[j / 8 * bits + q] << (8 * q);
+            for (int k = 0; k < 8; k++) idx[j + k] = (uint8_t)((v >> (k * bits)) & mask);
+        }
+        return;
+    }
     size_t bitpos = 0, nbytes = tq_packed_bytes(n, bits);
     for (size_t j = 0; j < n; j++, bitpos += bits) {
         size_t b = bitpos / 8;

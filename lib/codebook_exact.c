@@ -176,6 +176,33 @@ double tq_lloyd_max_exact(uint32_t g, uint32_t bits, double *c)
     return mse;
 }
 
+/* One tabulated law per group, kept: the uniform cells' step search
+ * evaluates it many times. */
+static pthread_mutex_t law_lock = PTHREAD_MUTEX_INITIALIZER;
+static law *laws[11];
+
+int tq_law_cells(uint32_t g, int K, const double *t, double *mass, double *mom)
+{
+    int lg = 0;
+    while ((1u << lg) < g) lg++;
+    pthread_mutex_lock(&law_lock);
+    law *L = laws[lg];
+    if (!L && (L = malloc(sizeof *L)) && law_init(L, g)) {
+        free(L);
+        L = NULL;
+    }
+    laws[lg] = L;
+    pthread_mutex_unlock(&law_lock);
+    if (!L) return -1;
+    double Fp = 0.0, Mp = 0.0;
+    for (int k = 0; k < K; k++) {
+        double Fk = k < K - 1 ? cdf(L, t[k]) : 1.0, Mk = k < K - 1 ? moment1(L, t[k]) : 0.0;
+        mass[k] = Fk - Fp, mom[k] = Mk - Mp;
+        Fp = Fk, Mp = Mk;
+    }
+    return 0;
+}
+
 typedef struct exact_book {
     tq_codebook cb;
     float c[256];

@@ -54,14 +54,17 @@ tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
             st = tq_fail(ctx, TQ_ERR_ARG, "tq codec bits %u outside 1..8", d->bits);
         else if (d->norm_correction > 1)
             st = tq_fail(ctx, TQ_ERR_ARG, "tq codec norm_correction must be 0 or 1");
+        else if (d->uniform > 1 || (d->uniform && d->bits < 2))
+            st = tq_fail(ctx, TQ_ERR_ARG, "tq codec: uniform cells need 2..8 bits (uniform %u, bits %u)", d->uniform,
+                         d->bits);
         p->g = d->group;
         p->bits = d->bits;
         p->norm_correction = d->norm_correction;
         c->layout = TQ_LAYOUT_TQ;
         c->block_values = d->group;
         c->block_bytes = 2 + tq_packed_bytes(d->group, d->bits);
-        snprintf(c->name, sizeof c->name, "tq(g=%u,b=%u%s)", d->group, d->bits,
-                 d->norm_correction ? ",nc" : "");
+        snprintf(c->name, sizeof c->name, "tq(g=%u,b=%u%s%s)", d->group, d->bits,
+                 d->norm_correction ? ",nc" : "", d->uniform ? ",uniform" : "");
         break;
     case TQ_CODEC_TQ3_1S:
     case TQ_CODEC_TQ4_1S: {
@@ -108,6 +111,8 @@ tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
     }
     if (!st && d->kind != TQ_CODEC_ANGLE && d->radius_bits)
         st = tq_fail(ctx, TQ_ERR_ARG, "radius_bits is for the angle codec only");
+    if (!st && d->kind != TQ_CODEC_TQ && d->uniform)
+        st = tq_fail(ctx, TQ_ERR_ARG, "uniform cells are for the tq codec only");
     if (st != TQ_OK) {
         free(c);
         return st;
@@ -144,7 +149,9 @@ tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
     p->s1 = s1;
     p->s2 = s2;
     p->scale = tq_rht_scale(p->g);
-    p->cb = cbk == TQ_CB_EXACT ? tq_codebook_exact(p->g, p->bits) : tq_codebook_fork(cbk);
+    p->cb = d->kind == TQ_CODEC_TQ && d->uniform ? tq_codebook_uniform(p->g, p->bits)
+            : cbk == TQ_CB_EXACT                 ? tq_codebook_exact(p->g, p->bits)
+                                                 : tq_codebook_fork(cbk);
     if (!p->cb) {
         tq_codec_free(c);
         return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory computing a codebook");

@@ -45,7 +45,7 @@ static void make_codecs(void)
     } map[] = {{TQ_DT_TQ3_1S, TQ_CODEC_TQ3_1S}, {TQ_DT_TQ4_1S, TQ_CODEC_TQ4_1S}, {TQ_DT_TURBO2, TQ_CODEC_TURBO2},
                {TQ_DT_TURBO3, TQ_CODEC_TURBO3}, {TQ_DT_TURBO4, TQ_CODEC_TURBO4}};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-        tq_codec_desc d = {map[i].k, 0, 0, 0, 0, 0};
+        tq_codec_desc d = {.kind = map[i].k};
         tq_codec_new(NULL, &d, &codecs[map[i].t]);
     }
 }

@@ -208,6 +208,9 @@ typedef struct tq_codec_desc {
                               /* per group, implied by the norm)            */
                               /* PROD: group, bits = b in 2..8 (b-1 MSE bits */
                               /* + 1 sketch bit), seed; the rest 0          */
+    uint32_t uniform;         /* TQ: 1 = uniform cells (bits 2..8) with the */
+                              /* distortion of the Lloyd-Max codebook of    */
+                              /* bits - 1, for an entropy coder to follow   */
 } tq_codec_desc;
 
 /* Weight encoders: FORK reproduces the fork's grid search bit for bit; BEST

@@ -47,6 +47,13 @@ void tq_rht_inverse_raw(uint32_t g, const float *s1, const float *s2, float *x);
 /* ---- codebooks (lib/codebook_*.c) */
 const tq_codebook *tq_codebook_fork(tq_codebook_kind kind);
 const tq_codebook *tq_codebook_exact(uint32_t g, uint32_t bits); /* NULL on OOM */
+/* Uniform cells with the distortion of the Lloyd-Max codebook of bits - 1
+ * (codebook_uniform.c); bits 2..8.  NULL on OOM. */
+const tq_codebook *tq_codebook_uniform(uint32_t g, uint32_t bits);
+double tq_uniform_exact(uint32_t g, uint32_t bits, double *centroids, double *thresholds);
+/* The exact law's mass and first moment in the K cells that thresholds t
+ * (K - 1 of them, increasing) cut [-1, 1] into; -1 on OOM. */
+int tq_law_cells(uint32_t g, int K, const double *t, double *mass, double *mom);
 /* Solves Lloyd-Max for the exact coordinate law; writes 2^bits centroids and
  * returns D_mse per unit vector. Exposed for tests. */
 double tq_lloyd_max_exact(uint32_t g, uint32_t bits, double *centroids);

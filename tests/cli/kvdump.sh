@@ -278,6 +278,26 @@ $tq encode-kvdump "$tmp/off.npz" --k-bits 5 --v-bits 5 -q -o "$tmp/pl5.tqkv" && 
     fail "5-bit blocks without planes"
 $tq inspect --json "$tmp/ko-on.tqkv" | grep -q '"planes"' && fail "4-bit blocks got planes"
 expect_err 2 "--planes" encode-kvdump "$tmp/off.npz" -o "$tmp/z.tqkv" --planes maybe
+# uniform cells: the Lloyd-Max codebook's error (within 3%) in a smaller file, recorded as such
+for pr in balanced small; do
+    $tq encode-kvdump "$tmp/off.npz" --preset $pr --cells uniform -q -o "$tmp/u-$pr.tqkv" &&
+        $tq decode-kvdump "$tmp/u-$pr.tqkv" -q -o "$tmp/u-$pr.npz" &&
+        $tq encode-kvdump "$tmp/off.npz" --preset $pr -q -o "$tmp/lm-$pr.tqkv" &&
+        $tq decode-kvdump "$tmp/lm-$pr.tqkv" -q -o "$tmp/lm-$pr.npz" || fail "--cells uniform, $pr"
+    $tq inspect --json "$tmp/u-$pr.tqkv" | grep -q '"uniform": true' || fail "inspect does not show uniform cells"
+    [ "$(stat -c %s "$tmp/u-$pr.tqkv")" -lt "$(stat -c %s "$tmp/lm-$pr.tqkv")" ] || fail "uniform cells made no smaller file ($pr)"
+done
+python3 - "$tmp" <<'PY' || fail "uniform cells' error"
+import sys, numpy as np
+d = sys.argv[1]
+a = np.load(f"{d}/off.npz")
+err = lambda x, y: ((x.astype(np.float64) - y) ** 2).sum() / (x.astype(np.float64) ** 2).sum()
+for pr in ("balanced", "small"):
+    u, lm = np.load(f"{d}/u-{pr}.npz"), np.load(f"{d}/lm-{pr}.npz")
+    eu, el = np.mean([err(a[k], u[k]) for k in a.files]), np.mean([err(a[k], lm[k]) for k in a.files])
+    assert abs(eu - el) < 0.03 * el, (pr, eu, el)
+PY
+expect_err 2 "--cells" encode-kvdump "$tmp/off.npz" -o "$tmp/z.tqkv" --cells round
 # --append on a base with offsets: the appended rows use the base's offsets and decode close to the source
 $tq encode-kvdump "$tmp/off.npz" --preset lossless -q -o "$tmp/offl.tqkv" &&
     $tq decode-kvdump "$tmp/offl.tqkv" --tokens 200 -q -o "$tmp/off200.npz" || fail "a 200-token prefix"

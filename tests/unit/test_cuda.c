@@ -57,12 +57,12 @@ TEST(cuda_matches_cpu_bytes)
     tq_ctx *ctx = tq_ctx_new();
     const char *why = "";
     for (int k = TQ_CODEC_TURBO2; k <= TQ_CODEC_TURBO4; k++) {
-        tq_codec_desc d = {(tq_codec_kind)k, 0, 0, 0, 0, 0};
+        tq_codec_desc d = {.kind = (tq_codec_kind)k};
         CHECK(cuda_same(ctx, &d, &why), "kind %d: %s", k, why);
     }
     for (uint32_t g = 8; g <= 512; g *= 2)
         for (uint32_t b = 1; b <= 8; b++) {
-            tq_codec_desc d = {TQ_CODEC_TQ, g, b, b > 2, 77, 0};
+            tq_codec_desc d = {TQ_CODEC_TQ, g, b, b > 2, 77, 0, 0};
             CHECK(cuda_same(ctx, &d, &why), "tq g=%u b=%u: %s", g, b, why);
         }
     tq_ctx_free(ctx);

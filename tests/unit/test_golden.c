@@ -18,7 +18,7 @@ static void hex2bin(const char *hex, uint8_t *out)
 
 static tq_codec *mk(tq_codec_kind kind)
 {
-    tq_codec_desc d = {kind, 0, 0, 0, 0, 0};
+    tq_codec_desc d = {kind, 0, 0, 0, 0, 0, 0};
     tq_codec *c = NULL;
     tq_codec_new(NULL, &d, &c);
     return c;
