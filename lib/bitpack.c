@@ -77,6 +77,28 @@ static void pack4(const uint8_t *idx, size_t n, uint8_t *out)
     for (; i < n; i += 2) out[i / 2] = (uint8_t)((idx[i] & 15) | (idx[i + 1] << 4));
 }
 
+/* Any width: 8 indices make exactly `bits` bytes (bits a constant at each
+ * call, so the shifts unroll). */
+static inline __attribute__((always_inline)) void pack8(const uint8_t *idx, size_t n, uint8_t *out, const uint32_t bits)
+{
+    const uint64_t mask = (1u << bits) - 1;
+    for (size_t j = 0; j < n; j += 8, out += bits) {
+        uint64_t v = 0;
+        for (int k = 0; k < 8; k++) v |= (idx[j + k] & mask) << (k * bits);
+        for (uint32_t q = 0; q < bits; q++) out[q] = (uint8_t)(v >> (8 * q));
+    }
+}
+
+static inline __attribute__((always_inline)) void unpack8(const uint8_t *in, size_t n, uint8_t *idx, const uint32_t bits)
+{
+    const uint64_t mask = (1u << bits) - 1;
+    for (size_t j = 0; j < n; j += 8, in += bits) {
+        uint64_t v = 0;
+        for (uint32_t q = 0; q < bits; q++) v |= (uint64_t)in[q] << (8 * q);
+        for (int k = 0; k < 8; k++) idx[j + k] = (uint8_t)((v >> (k * bits)) & mask);
+    }
+}
+
 size_t tq_packed_bytes(size_t n, uint32_t bits) { return (n * bits + 7) / 8; }
 
 void tq_pack_bits(const uint8_t *idx, size_t n, uint32_t bits, uint8_t *out)
@@ -92,12 +114,14 @@ void tq_pack_bits(const uint8_t *idx, size_t n, uint32_t bits, uint8_t *out)
     }
     uint32_t mask = (1u << bits) - 1;
     if (n % 8 == 0) { /* 8 indices fill exactly `bits` bytes */
-        for (size_t j = 0; j < n; j += 8) {
-            uint64_t v = 0;
-            for (int k = 0; k < 8; k++) v |= (uint64_t)(idx[j + k] & mask) << (k * bits);
-            for (uint32_t q = 0; q < bits; q++) out[j / 8 * bits + q] = (uint8_t)(v >> (8 * q));
+        switch (bits) {
+        case 1: pack8(idx, n, out, 1); return;
+        case 2: pack8(idx, n, out, 2); return;
+        case 3: pack8(idx, n, out, 3); return;
+        case 5: pack8(idx, n, out, 5); return;
+        case 6: pack8(idx, n, out, 6); return;
+        default: pack8(idx, n, out, 7); return;
         }
-        return;
     }
     memset(out, 0, nbytes);
     size_t bitpos = 0;
@@ -125,12 +149,13 @@ void tq_unpack_bits(const uint8_t *in, size_t n, uint32_t bits, uint8_t *idx)
     }
     uint32_t mask = (1u << bits) - 1;
     if (n % 8 == 0) {
-        for (size_t j = 0; j < n; j += 8) {
-            uint64_t v = 0;
-            for (uint32_t q = 0; q < bits; q++) v |= (uint64_t)in[j / 8 * bits + q] << (8 * q);
-            for (int k = 0; k < 8; k++) idx[j + k] = (uint8_t)((v >> (k * bits)) & mask);
+        switch (bits) {
+        case 1: unpack8(in, n, idx, 1); return;
+        case 3: unpack8(in, n, idx, 3); return;
+        case 5: unpack8(in, n, idx, 5); return;
+        case 6: unpack8(in, n, idx, 6); return;
+        default: unpack8(in, n, idx, 7); return;
         }
-        return;
     }
     size_t bitpos = 0, nbytes = tq_packed_bytes(n, bits);
     for (size_t j = 0; j < n; j++, bitpos += bits) {

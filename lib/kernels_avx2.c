@@ -1,5 +1,5 @@
 /* kernels_avx2.c - the lane kernels for AVX2: 8 blocks per tile.  Codebook
- * lookups are register permutes for up to 16 entries, gathers beyond. */
+ * lookups are register permutes for up to 32 entries, gathers beyond. */
 #include "tq_internal.h"
 
 #if defined(__x86_64__) && defined(__AVX2__)
@@ -10,13 +10,14 @@ typedef float vf __attribute__((vector_size(32)));
 typedef int32_t vi __attribute__((vector_size(32)));
 
 typedef struct vtab {
-    __m256 lo, hi;
+    __m256 lo, hi, lo2, hi2; /* entries 0-7, 8-15, 16-23, 24-31 */
     const float *p;
 } vtab;
 
+/* p holds 256 entries (tq_kv_params), so the 32 loaded here exist */
 static inline vtab vtab_load(const float *p)
 {
-    vtab t = {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), p};
+    vtab t = {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), _mm256_loadu_ps(p + 16), _mm256_loadu_ps(p + 24), p};
     return t;
 }
 
@@ -25,9 +26,13 @@ static inline __attribute__((always_inline)) vf vtab_get(const vtab *t, vi idx, 
 {
     __m256i i = (__m256i)idx;
     if (K <= 8) return (vf)_mm256_permutevar8x32_ps(t->lo, i);
-    if (K <= 16) {
-        __m256 a = _mm256_permutevar8x32_ps(t->lo, i), b = _mm256_permutevar8x32_ps(t->hi, i);
-        return (vf)_mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(i, 28)));
+    __m256 a = _mm256_permutevar8x32_ps(t->lo, i), b = _mm256_permutevar8x32_ps(t->hi, i);
+    __m256 ab = _mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(i, 28)));
+    if (K <= 16) return (vf)ab;
+    if (K <= 32) { /* four permutes and three blends beat a gather */
+        __m256 c = _mm256_permutevar8x32_ps(t->lo2, i), d = _mm256_permutevar8x32_ps(t->hi2, i);
+        __m256 cd = _mm256_blendv_ps(c, d, _mm256_castsi256_ps(_mm256_slli_epi32(i, 28)));
+        return (vf)_mm256_blendv_ps(ab, cd, _mm256_castsi256_ps(_mm256_slli_epi32(i, 27)));
     }
     return (vf)_mm256_i32gather_ps(t->p, i, 4);
 }
