@@ -210,33 +210,35 @@ typedef struct exact_book {
 } exact_book;
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static exact_book *cache[11][9]; /* [log2 g][bits] */
+static exact_book *cache[2][11][9]; /* [uniform][log2 g][bits] */
 
-const tq_codebook *tq_codebook_exact(uint32_t g, uint32_t bits)
+/* Lloyd-Max (thresholds the centroids' midpoints) or uniform cells
+ * (codebook_uniform.c), solved once per process. */
+static const tq_codebook *cached(uint32_t g, uint32_t bits, int uniform)
 {
     int lg = 0;
     while ((1u << lg) < g) lg++;
     pthread_mutex_lock(&cache_lock);
-    exact_book *e = cache[lg][bits];
+    exact_book *e = cache[uniform][lg][bits];
     if (!e) {
-        double c[256];
+        double c[256], t[255];
+        uint32_t K = 1u << bits;
         e = calloc(1, sizeof *e);
-        double mse = e ? tq_lloyd_max_exact(g, bits, c) : -1.0;
+        double mse = !e ? -1.0 : uniform ? tq_uniform_exact(g, bits, c, t) : tq_lloyd_max_exact(g, bits, c);
+        for (uint32_t k = 0; !uniform && k + 1 < K; k++) t[k] = 0.5 * (c[k] + c[k + 1]);
         if (mse < 0) {
             free(e);
             e = NULL;
         } else {
-            uint32_t K = 1u << bits;
             for (uint32_t k = 0; k < K; k++) e->c[k] = (float)c[k];
-            for (uint32_t k = 0; k + 1 < K; k++) e->t[k] = (float)(0.5 * (c[k] + c[k + 1]));
-            e->cb.bits = bits;
-            e->cb.size = K;
-            e->cb.centroids = e->c;
-            e->cb.thresholds = e->t;
-            e->cb.mse = mse;
-            cache[lg][bits] = e;
+            for (uint32_t k = 0; k + 1 < K; k++) e->t[k] = (float)t[k];
+            e->cb = (tq_codebook){bits, K, e->c, e->t, mse};
+            cache[uniform][lg][bits] = e;
         }
     }
     pthread_mutex_unlock(&cache_lock);
     return e ? &e->cb : NULL;
 }
+
+const tq_codebook *tq_codebook_exact(uint32_t g, uint32_t bits) { return cached(g, bits, 0); }
+const tq_codebook *tq_codebook_uniform(uint32_t g, uint32_t bits) { return cached(g, bits, 1); }

@@ -9,7 +9,6 @@
 #include "tq_internal.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 
 /* cells of width step (in units of 1/sqrt(g)), K of them, the outer two
@@ -46,38 +45,4 @@ double tq_uniform_exact(uint32_t g, uint32_t bits, double *c, double *t)
         else lo = mid;
     }
     return cells(g, K, lo, c, t);
-}
-
-typedef struct uniform_book {
-    tq_codebook cb;
-    float c[256];
-    float t[255];
-} uniform_book;
-
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static uniform_book *cache[11][9]; /* [log2 g][bits] */
-
-const tq_codebook *tq_codebook_uniform(uint32_t g, uint32_t bits)
-{
-    int lg = 0;
-    while ((1u << lg) < g) lg++;
-    pthread_mutex_lock(&cache_lock);
-    uniform_book *e = cache[lg][bits];
-    if (!e) {
-        double c[256], t[255];
-        e = calloc(1, sizeof *e);
-        double mse = e ? tq_uniform_exact(g, bits, c, t) : -1.0;
-        if (mse < 0) {
-            free(e);
-            e = NULL;
-        } else {
-            uint32_t K = 1u << bits;
-            for (uint32_t k = 0; k < K; k++) e->c[k] = (float)c[k];
-            for (uint32_t k = 0; k + 1 < K; k++) e->t[k] = (float)t[k];
-            e->cb = (tq_codebook){bits, K, e->c, e->t, mse};
-            cache[lg][bits] = e;
-        }
-    }
-    pthread_mutex_unlock(&cache_lock);
-    return e ? &e->cb : NULL;
 }
