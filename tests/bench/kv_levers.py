@@ -32,22 +32,22 @@ PROMPTS = sorted((HERE.parent / "oracle" / "prompts").glob("*.txt")) + sorted((H
 ONLY = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")), ["gemma", "stories", "hd128"])
 PICK = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--configs=")), None)
 NONE = ["--innerq", "off", "--sink-cells", "0", "--k-offset", "off"]
-CONFIGS = [  # name, encode-kvdump switches
+CONFIGS = [  # name, preset, encode-kvdump switches
     ("none", "balanced", NONE),
     ("InnerQ scales (auto) alone", "balanced", ["--sink-cells", "0", "--k-offset", "off"]),
     ("first K cell exact alone", "balanced", ["--innerq", "off", "--k-offset", "off"]),
-    ("K offsets, mean, alone", "balanced", ["--innerq", "off", "--sink-cells", "0", "--k-offset", "mean"]),
-    ("K offsets, RoPE-aware, alone", "balanced", ["--innerq", "off", "--sink-cells", "0", "--k-offset", "rope"]),
-    ("all, mean offsets", "balanced", ["--k-offset", "mean"]),
-    ("all, RoPE-aware offsets", "balanced", ["--k-offset", "rope"]),
+    ("K offsets (mean) alone", "balanced", ["--innerq", "off", "--sink-cells", "0"]),
+    ("K offsets (RoPE-aware) alone", "balanced", ["--innerq", "off", "--sink-cells", "0", "--k-offset", "rope"]),
     ("all (the default)", "balanced", []),
+    ("all, RoPE-aware offsets", "balanced", ["--k-offset", "rope"]),
+    ("all, uniform cells", "balanced", ["--cells", "uniform"]),
     ("all, --k-bits 5 --v-bits 3", "balanced", ["--k-bits", "5", "--v-bits", "3"]),
-    ("small, none", "small", NONE),
-    ("small, all, planes off", "small", ["--planes", "off"]),
-    ("small, all, RoPE-aware offsets", "small", ["--k-offset", "rope"]),
-    ("small, all (the default)", "small", []),
     ("all, --k-bits 4 --v-bits 3", "balanced", ["--k-bits", "4", "--v-bits", "3"]),
     ("all, --k-bits 3 --v-bits 2", "balanced", ["--k-bits", "3", "--v-bits", "2"]),
+    ("small, none", "small", NONE),
+    ("small, all, planes off", "small", ["--planes", "off"]),
+    ("small, all (the default)", "small", []),
+    ("small, all, uniform cells", "small", ["--cells", "uniform"]),
     ("where the error is: all, --k-bits 8", "balanced", ["--k-bits", "8"]),
     ("where the error is: all, --v-bits 8", "balanced", ["--v-bits", "8"]),
 ]

@@ -7,7 +7,7 @@ on the same disk:
   tq decode-kvdump X.tqkv -o S2 (not fsync'd)       vs  zstd -d S.zst -o S3
   tq decode-kvdump X.tqkv -o S2 --fsync             (for the record)
 zstd's outputs are not fsync'd either.  Prints sizes, seconds and the
-tq/zstd ratios.  python3 tests/bench/kv_vs_zstd.py"""
+tq/zstd ratios.  python3 tests/bench/kv_vs_zstd.py [more encode-kvdump switches]"""
 import os
 import statistics
 import subprocess
@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TQ = str(ROOT / "tq")
 LAYERS, WIDTH, CELLS = 32, 1024, 2479
 REPS = 5
+EXTRA = sys.argv[1:]  # more encode-kvdump switches, e.g. --cells uniform
 
 
 def wall(cmd):
@@ -37,7 +38,7 @@ with tempfile.TemporaryDirectory(dir=os.environ.get("TQ_BENCH_DIR", str(ROOT / "
     s = d / "s.ggsn"
     write_session(s, LAYERS, WIDTH, CELLS, outlier_channels=24)
     cmds = {
-        "tq encode": [TQ, "encode-kvdump", s, "-o", d / "x.tqkv", "--head-dim", 128, "-q"],
+        "tq encode": [TQ, "encode-kvdump", s, "-o", d / "x.tqkv", "--head-dim", 128, "-q", *EXTRA],
         "zstd -3 -T2": ["zstd", "-q", "-f", "-3", "-T2", s, "-o", d / "s.zst"],
         "tq decode": [TQ, "decode-kvdump", d / "x.tqkv", "-o", d / "s2.ggsn", "-q"],
         "zstd -d": ["zstd", "-q", "-f", "-d", d / "s.zst", "-o", d / "s3.ggsn"],
@@ -53,7 +54,7 @@ with tempfile.TemporaryDirectory(dir=os.environ.get("TQ_BENCH_DIR", str(ROOT / "
     med = {k: statistics.median(v) for k, v in times.items()}
     size = s.stat().st_size
     print(f"session {size / 1e6:.1f} MB ({LAYERS} layers x {WIDTH} x {CELLS} cells, f16); "
-          f"tq balanced {(d / 'x.tqkv').stat().st_size / 1e6:.1f} MB, zstd -3 {(d / 's.zst').stat().st_size / 1e6:.1f} MB")
+          f"tq balanced{' ' + ' '.join(EXTRA) if EXTRA else ''} {(d / 'x.tqkv').stat().st_size / 1e6:.1f} MB, zstd -3 {(d / 's.zst').stat().st_size / 1e6:.1f} MB")
     for k in cmds:
         print(f"  {k:20s} median {med[k]:.3f} s  ({size / med[k] / 1e9:.2f} GB/s; runs {' '.join(f'{t:.2f}' for t in times[k])})")
     print(f"ratios (tq / zstd, lower is faster): encode {med['tq encode'] / med['zstd -3 -T2']:.2f}, "
