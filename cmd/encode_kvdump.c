@@ -37,13 +37,14 @@ void help_encode_kvdump(void)
            "  --boundary-layers N   first and last N layers at 8 bits\n"
            "  --sink-cells N        keep the first N cells of every tq-coded K exact (attention sinks;\n"
            "                        default 1)\n"
-           "  --k-offset mean|rope|off  subtract K's offset before coding and add it back after decoding\n"
-           "                        (stored per tensor): mean (default) each channel's mean over the cells;\n"
-           "                        rope K's pre-RoPE mean turned by each cell's position where --model\n"
-           "                        gives the RoPE (lower K error, not lower KL on Gemma 3 270M)\n"
-           "  --cells lloyd-max|uniform  the codebook: Lloyd-Max (default; the fork's kind) or uniform\n"
-           "                        cells one bit wider with the same distortion, which zstd codes to\n"
-           "                        fewer bits (balanced: 3.84 -> 3.68 bits on Gemma 3 270M)\n"
+           "  --k-offset rope|mean|off  subtract K's offset before coding and add it back after decoding\n"
+           "                        (stored per tensor): rope (default) K's pre-RoPE mean turned by each\n"
+           "                        cell's position where --model gives the RoPE, else the mean; mean\n"
+           "                        each channel's mean over the cells\n"
+           "  --cells auto|lloyd-max|uniform  the codebook: Lloyd-Max (the fork's kind) or uniform cells\n"
+           "                        one bit wider with the same distortion, which zstd codes to fewer bits\n"
+           "                        (balanced: 3.84 -> 3.68 bits on Gemma 3 270M, but slower); auto\n"
+           "                        (default): uniform at 3 bits (4-bit fields: smaller and faster)\n"
            "  --planes on|off       3- and 5-bit blocks stored as planes (norms, signs, magnitudes) so\n"
            "                        that zstd entropy-codes the indices (default on: 3 -> 2.89 bits)\n"
            "  --model M.gguf        the model: its head size sets the rotation group, and its\n"
@@ -80,7 +81,7 @@ static int parse(int argc, char **argv, enc_opts *o)
 {
     o->sink = -1;
     static const char *const offsets[] = {"rope", "mean", "off", NULL}, *const on_off[] = {"on", "off", NULL},
-                             *const cells[] = {"lloyd-max", "uniform", NULL};
+                             *const cells[] = {"auto", "lloyd-max", "uniform", NULL};
     static const char *const presets[] = {"balanced", "lossless", "q8", "small", NULL},
                              *const codecs[] = {"tq", "turbo", "angle", "prod", NULL};
     const cli_opt own[] = {
@@ -89,9 +90,9 @@ static int parse(int argc, char **argv, enc_opts *o)
         CLI_OPT_LONG("--v-bits", &o->v_bits, 1, 8),
         CLI_OPT_LONG("--boundary-layers", &o->boundary, 0, 4096),
         CLI_OPT_LONG("--sink-cells", &o->sink, 0, 65535),
-        CLI_OPT_CHOICE("--k-offset", &o->k_offset, offsets, "--k-offset: '%s' is not mean, rope or off"),
+        CLI_OPT_CHOICE("--k-offset", &o->k_offset, offsets, "--k-offset: '%s' is not rope, mean or off"),
         CLI_OPT_CHOICE("--planes", &o->planes, on_off, "--planes: '%s' is not on or off"),
-        CLI_OPT_CHOICE("--cells", &o->cells, cells, "--cells: '%s' is not lloyd-max or uniform"),
+        CLI_OPT_CHOICE("--cells", &o->cells, cells, "--cells: '%s' is not auto, lloyd-max or uniform"),
         CLI_OPT_LONG("--head-dim", &o->head_dim, 8, 512),
         CLI_OPT_STR("--append", &o->append),
         CLI_OPT_STR("--innerq", &o->innerq),
@@ -193,11 +194,13 @@ static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
                                                   : !strcmp(o->codec, "prod") ? TQKV_CODEC_PROD : 0,
                               /* f16 K/V barely compresses; level 1 keeps most of the gain at 3x the speed */
                               .zstd_level = 1, .base_name = o->append, .sink_cells = (int)o->sink,
-                              /* default mean: RoPE-aware lowered K's error but not KL (tq-encode-kvdump(1)) */
-                              .k_offset = !o->k_offset || !strcmp(o->k_offset, "mean") ? TQ_KOFF_MEAN
-                                          : !strcmp(o->k_offset, "rope") ? TQ_KOFF_ROPE : TQ_KOFF_OFF,
+                              /* default rope (the mean without a model): measured, see tq-encode-kvdump(1) */
+                              .k_offset = !o->k_offset || !strcmp(o->k_offset, "rope") ? TQ_KOFF_ROPE
+                                          : !strcmp(o->k_offset, "mean") ? TQ_KOFF_MEAN : TQ_KOFF_OFF,
                               .no_planes = o->planes && !strcmp(o->planes, "off"),
-                              .uniform = o->cells && !strcmp(o->cells, "uniform")};
+                              /* auto: uniform where the field stays 4 bits (3 bits' distortion; measured) */
+                              .uniform = !o->cells || !strcmp(o->cells, "auto") ? TQ_CELLS_AUTO
+                                         : !strcmp(o->cells, "uniform") ? TQ_CELLS_UNIFORM : TQ_CELLS_LLOYD_MAX};
     tq_kv_preset_parse(o->preset, &so->preset);
     int file = o->innerq && strcmp(o->innerq, "auto") && strcmp(o->innerq, "off");
     if (file && tq_innerq_set_load(ctx, o->innerq, &r->scales)) return cli_lib_error(ctx);

@@ -200,7 +200,8 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
         t->bits = (uint8_t)b;
         t->norm_correction = t->bits >= 3; /* matched norms cost quality at 1-2 bits */
         t->seed = TQ_SEED_FORK;
-        if (o->uniform && !o->family && b < 8) { /* b bits' distortion from uniform cells one bit wider */
+        int uniform = o->uniform == TQ_CELLS_UNIFORM || (o->uniform == TQ_CELLS_AUTO && b == 3);
+        if (uniform && !o->family && b < 8) { /* b bits' distortion from uniform cells one bit wider */
             t->uniform = 1;
             t->bits = (uint8_t)(b + 1);
         }

@@ -37,6 +37,9 @@ const char *tq_kv_preset_name(tq_kv_preset p);
  * pre-RoPE mean turned by each cell's position where the model's RoPE is
  * known (else, or where it leaves more energy, the mean). */
 enum { TQ_KOFF_OFF = 0, TQ_KOFF_MEAN = 1, TQ_KOFF_ROPE = 2 };
+/* Cells (kv_plan.c): Lloyd-Max, uniform, or uniform where the wider field is
+ * 4 bits (3 bits' distortion: nibbles stay fast; 5-bit fields are slower). */
+enum { TQ_CELLS_LLOYD_MAX = 0, TQ_CELLS_UNIFORM = 1, TQ_CELLS_AUTO = 2 };
 
 typedef struct tq_kvsnap_options {
     tq_kv_preset preset;
@@ -59,8 +62,8 @@ typedef struct tq_kvsnap_options {
     int sink_cells;        /* the first N cells of each tq-coded K kept exact (attention sinks) */
     int k_offset;          /* TQ_KOFF_*: subtract an offset from each tq-coded K before coding */
     int no_planes;         /* keep 3- and 5-bit blocks as the codec packs them (for measuring) */
-    int uniform;           /* tq blocks of uniform cells: b bits' distortion in b + 1-bit fields that
-                              zstd entropy-codes to fewer bits than Lloyd-Max's b */
+    int uniform;           /* TQ_CELLS_*: tq blocks of uniform cells, b bits' distortion in b + 1-bit
+                              fields that zstd entropy-codes to fewer bits than Lloyd-Max's b */
     const tqkv_reader *base; /* --append: store only the cells after the base's */
     const char *base_name;   /* the base's file name, recorded for decode */
     /* execution only (tq_kvsnap_execute) */

@@ -246,7 +246,7 @@ mean = rng.standard_normal(2 * 64).astype(np.float32) * 2
 np.savez(f"{sys.argv[1]}/off.npz", **{f"{r}_{l}": (rng.standard_normal((300, 2, 64)).astype(np.float32)
          + (mean.reshape(2, 64) if r == "k" else 0)).astype(np.float16) for l in range(3) for r in "kv"})
 PY
-for ko in on off; do # on: the default (the mean)
+for ko in on off; do # on: the default (rope; without a model, the mean)
     $tq encode-kvdump "$tmp/off.npz" -o "$tmp/ko-$ko.tqkv" $([ $ko = off ] && echo --k-offset off) -q || fail "--k-offset $ko"
     $tq decode-kvdump "$tmp/ko-$ko.tqkv" -o "$tmp/ko-$ko.npz" -q || fail "decode --k-offset $ko"
     $tq inspect --json "$tmp/ko-$ko.tqkv" >"$tmp/ko-$ko.json" || fail "inspect --k-offset $ko"
@@ -266,7 +266,7 @@ PY
 $tq inspect --json "$tmp/p.tqkv" | grep -q '"offset"' && fail "heads of 8 got K offsets"
 # planes (3- and 5-bit blocks as norms, signs, magnitudes): the same decoded bytes, a smaller file; 4 bits: none
 for pl in on off; do
-    $tq encode-kvdump "$tmp/off.npz" --preset small --planes $pl -q -o "$tmp/pl-$pl.tqkv" &&
+    $tq encode-kvdump "$tmp/off.npz" --preset small --cells lloyd-max --planes $pl -q -o "$tmp/pl-$pl.tqkv" &&
         $tq decode-kvdump "$tmp/pl-$pl.tqkv" -q -o "$tmp/pl-$pl.npz" || fail "--planes $pl"
 done
 cmp -s "$tmp/pl-on.npz" "$tmp/pl-off.npz" || fail "planes changed the decoded values"
@@ -282,7 +282,7 @@ expect_err 2 "--planes" encode-kvdump "$tmp/off.npz" -o "$tmp/z.tqkv" --planes m
 for pr in balanced small; do
     $tq encode-kvdump "$tmp/off.npz" --preset $pr --cells uniform -q -o "$tmp/u-$pr.tqkv" &&
         $tq decode-kvdump "$tmp/u-$pr.tqkv" -q -o "$tmp/u-$pr.npz" &&
-        $tq encode-kvdump "$tmp/off.npz" --preset $pr -q -o "$tmp/lm-$pr.tqkv" &&
+        $tq encode-kvdump "$tmp/off.npz" --preset $pr --cells lloyd-max -q -o "$tmp/lm-$pr.tqkv" &&
         $tq decode-kvdump "$tmp/lm-$pr.tqkv" -q -o "$tmp/lm-$pr.npz" || fail "--cells uniform, $pr"
     $tq inspect --json "$tmp/u-$pr.tqkv" | grep -q '"uniform": true' || fail "inspect does not show uniform cells"
     [ "$(stat -c %s "$tmp/u-$pr.tqkv")" -lt "$(stat -c %s "$tmp/lm-$pr.tqkv")" ] || fail "uniform cells made no smaller file ($pr)"
@@ -298,6 +298,10 @@ for pr in ("balanced", "small"):
     assert abs(eu - el) < 0.03 * el, (pr, eu, el)
 PY
 expect_err 2 "--cells" encode-kvdump "$tmp/off.npz" -o "$tmp/z.tqkv" --cells round
+# auto (the default): uniform cells at 3 bits (small), Lloyd-Max at 4 (balanced)
+$tq encode-kvdump "$tmp/off.npz" --preset small -q -o "$tmp/auto-small.tqkv" && cmp -s "$tmp/auto-small.tqkv" "$tmp/u-small.tqkv" ||
+    fail "the small preset does not default to uniform cells"
+$tq inspect --json "$tmp/ko-on.tqkv" | grep -q '"uniform"' && fail "the balanced preset got uniform cells"
 # --append on a base with offsets: the appended rows use the base's offsets and decode close to the source
 $tq encode-kvdump "$tmp/off.npz" --preset lossless -q -o "$tmp/offl.tqkv" &&
     $tq decode-kvdump "$tmp/offl.tqkv" --tokens 200 -q -o "$tmp/off200.npz" || fail "a 200-token prefix"
