@@ -44,7 +44,7 @@ void help_encode_kvdump(void)
            "  --cells auto|lloyd-max|uniform  the codebook: Lloyd-Max (the fork's kind) or uniform cells\n"
            "                        one bit wider with the same distortion, which zstd codes to fewer bits\n"
            "                        (balanced: 3.84 -> 3.68 bits on Gemma 3 270M, but slower); auto\n"
-           "                        (default): uniform at 3 bits (4-bit fields: smaller and faster)\n"
+           "                        (default): uniform at 3 bits in groups of 64 or more\n"
            "  --planes on|off       3- and 5-bit blocks stored as planes (norms, signs, magnitudes) so\n"
            "                        that zstd entropy-codes the indices (default on: 3 -> 2.89 bits)\n"
            "  --model M.gguf        the model: its head size sets the rotation group, and its\n"

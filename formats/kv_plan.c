@@ -200,7 +200,9 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
         t->bits = (uint8_t)b;
         t->norm_correction = t->bits >= 3; /* matched norms cost quality at 1-2 bits */
         t->seed = TQ_SEED_FORK;
-        int uniform = o->uniform == TQ_CELLS_UNIFORM || (o->uniform == TQ_CELLS_AUTO && b == 3);
+        /* auto: where measured to pay: 3 bits (4-bit fields, fast) in groups of 64 or more (heads of 8 lost:
+           10% more error with norm correction, and norms between nibbles cost zstd more than the cells save) */
+        int uniform = o->uniform == TQ_CELLS_UNIFORM || (o->uniform == TQ_CELLS_AUTO && b == 3 && g >= 64);
         if (uniform && !o->family && b < 8) { /* b bits' distortion from uniform cells one bit wider */
             t->uniform = 1;
             t->bits = (uint8_t)(b + 1);

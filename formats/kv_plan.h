@@ -38,7 +38,8 @@ const char *tq_kv_preset_name(tq_kv_preset p);
  * known (else, or where it leaves more energy, the mean). */
 enum { TQ_KOFF_OFF = 0, TQ_KOFF_MEAN = 1, TQ_KOFF_ROPE = 2 };
 /* Cells (kv_plan.c): Lloyd-Max, uniform, or uniform where the wider field is
- * 4 bits (3 bits' distortion: nibbles stay fast; 5-bit fields are slower). */
+ * 4 bits (3 bits' distortion: nibbles stay fast; 5-bit fields are slower) and
+ * groups are of 64 or more (small groups lose). */
 enum { TQ_CELLS_LLOYD_MAX = 0, TQ_CELLS_UNIFORM = 1, TQ_CELLS_AUTO = 2 };
 
 typedef struct tq_kvsnap_options {

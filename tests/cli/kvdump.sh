@@ -302,6 +302,8 @@ expect_err 2 "--cells" encode-kvdump "$tmp/off.npz" -o "$tmp/z.tqkv" --cells rou
 $tq encode-kvdump "$tmp/off.npz" --preset small -q -o "$tmp/auto-small.tqkv" && cmp -s "$tmp/auto-small.tqkv" "$tmp/u-small.tqkv" ||
     fail "the small preset does not default to uniform cells"
 $tq inspect --json "$tmp/ko-on.tqkv" | grep -q '"uniform"' && fail "the balanced preset got uniform cells"
+$tq encode-kvdump $seed --head-dim 8 --preset small -q -o "$tmp/s8.tqkv" && ! $tq inspect --json "$tmp/s8.tqkv" | grep -q '"uniform"' ||
+    fail "heads of 8 got uniform cells (measured worse there)"
 # --append on a base with offsets: the appended rows use the base's offsets and decode close to the source
 $tq encode-kvdump "$tmp/off.npz" --preset lossless -q -o "$tmp/offl.tqkv" &&
     $tq decode-kvdump "$tmp/offl.tqkv" --tokens 200 -q -o "$tmp/off200.npz" || fail "a 200-token prefix"
