@@ -319,4 +319,17 @@ for k in a.files:
     assert a[k].shape == b[k].shape, k
     assert err(a[k], b[k]) < 1.2 * err(a[k], full[k]) + 1e-9, (k, err(a[k], b[k]), err(a[k], full[k]))
 PY
+# --append onto a small (uniform cells) base: the appended rows take the base's cells and decode as close
+$tq encode-kvdump "$tmp/off200.npz" --preset small -q -o "$tmp/smallbase.tqkv" &&
+    $tq encode-kvdump "$tmp/off.npz" --append "$tmp/smallbase.tqkv" -q -o "$tmp/smallapp.tqkv" &&
+    $tq decode-kvdump "$tmp/smallapp.tqkv" -q -o "$tmp/smallapp.npz" || fail "--append onto uniform cells"
+$tq inspect --json "$tmp/smallapp.tqkv" | grep -q '"uniform": true' || fail "the appended snapshot lost the base's cells"
+python3 - "$tmp" <<'PY' || fail "appended rows with the base's uniform cells"
+import sys, numpy as np
+d = sys.argv[1]
+a, b, full = np.load(f"{d}/off.npz"), np.load(f"{d}/smallapp.npz"), np.load(f"{d}/u-small.npz")
+err = lambda x, y: ((x.astype(np.float64) - y) ** 2).sum() / (x.astype(np.float64) ** 2).sum()
+for k in a.files:
+    assert err(a[k], b[k]) < 1.2 * err(a[k], full[k]) + 1e-9, (k, err(a[k], b[k]), err(a[k], full[k]))
+PY
 exit 0
