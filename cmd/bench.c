@@ -108,10 +108,17 @@ static int parse(int argc, char **argv, bench_opts *o)
         CLI_OPT_STR("--plot", &o->plot),
         {NULL},
     };
-    const cli_spec spec = {"bench", CLI_THREADS | CLI_JSON | CLI_MODEL, own, 1};
+    const cli_spec spec = {"bench", CLI_THREADS | CLI_JSON | CLI_MODEL | CLI_DEVICE, own, 1};
     cli_common c;
     int n = 0, rc = cli_parse(&spec, argc, argv, &c, &o->which, &n);
     if (rc) return rc;
+    if (c.device && !strcmp(c.device, "cuda")) { /* the CUDA rows beside the CPU's */
+        if (tq_cuda_devices() < 1)
+            return cli_runtime_error("--device cuda: %s", tq_cuda_built() ? "no CUDA device is visible"
+                                                                           : "this tq was built without CUDA");
+        o->cuda = 1;
+    }
+    if (c.device && !strcmp(c.device, "cpu") && o->cuda) return cli_usage_error("--cuda with --device cpu: choose one");
     if (!o->which || !strcmp(o->which, "codec")) o->which = "kv";
     if (strcmp(o->which, "kv") && strcmp(o->which, "weights"))
         return cli_usage_error("unknown bench '%s': kv or weights (see tq help bench)", o->which);

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
+
 static const cli_opt common_opts[] = {
     {.name = "--output", .alias = "-o", .kind = CLI_STR},
     {.name = "--quiet", .alias = "-q", .kind = CLI_FLAG},
@@ -12,6 +14,7 @@ static const cli_opt common_opts[] = {
     CLI_OPT_LONG("--threads", NULL, 0, 4096),
     CLI_OPT_FN("--type-profile", NULL, NULL),
     CLI_OPT_STR("--model", NULL),
+    CLI_OPT_CHOICE("--device", NULL, devices, "--device: '%s' is not auto, cpu or cuda"),
 };
 
 static int set_profile(void *user, const char *v)
@@ -26,9 +29,9 @@ static int set_profile(void *user, const char *v)
 /* The common options this subcommand takes, pointing into c. */
 static int common_table(unsigned mask, cli_common *c, cli_opt *out)
 {
-    void *dst[] = {&c->out, &c->quiet, &c->json, &c->threads, NULL, &c->model};
+    void *dst[] = {&c->out, &c->quiet, &c->json, &c->threads, NULL, &c->model, &c->device};
     int n = 0;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         if (!(mask & (1u << i))) continue;
         out[n] = common_opts[i];
         out[n].dst = dst[i];

@@ -1,5 +1,5 @@
 /* cli_opts.h - one option parser for every subcommand: the common options
- * (-o, -q/--quiet, --json, --threads, --type-profile, --model) and a table of
+ * (-o, -q/--quiet, --json, --threads, --type-profile, --model, --device) and a table of
  * the subcommand's own.  A missing or malformed value is one line on stderr
  * and exit 2, before anything is opened or written. */
 #ifndef TQ_CLI_OPTS_H
@@ -33,7 +33,7 @@ typedef struct cli_opt {
 #define CLI_OPT_CHOICE(n, d, c, b) {.name = (n), .kind = CLI_CHOICE, .dst = (d), .choices = (c), .bad = (b)}
 #define CLI_OPT_FN(n, f, u) {.name = (n), .kind = CLI_FN, .fn = (f), .user = (u)}
 
-enum { CLI_O = 1, CLI_QUIET = 2, CLI_JSON = 4, CLI_THREADS = 8, CLI_PROFILE = 16, CLI_MODEL = 32 };
+enum { CLI_O = 1, CLI_QUIET = 2, CLI_JSON = 4, CLI_THREADS = 8, CLI_PROFILE = 16, CLI_MODEL = 32, CLI_DEVICE = 64 };
 
 typedef struct cli_common {
     const char *out;          /* -o / --output */
@@ -42,6 +42,7 @@ typedef struct cli_common {
     const char *profile_name; /* --type-profile as given (NULL: the default) */
     tq_type_profile profile;
     const char *model;
+    const char *device;       /* --device auto|cpu|cuda (NULL: auto); see cli_device() */
 } cli_common;
 
 typedef struct cli_spec {

@@ -3,6 +3,7 @@
  * first output byte. */
 #include "cli.h"
 #include "cli_opts.h"
+#include "device.h"
 #include "gguf.h"
 #include "kv_snapshot.h"
 #include "output.h"
@@ -76,7 +77,7 @@ static int parse(int argc, char **argv, dec_opts *o)
         CLI_OPT_FLAG("--fsync", &o->fsync),
         {NULL},
     };
-    const cli_spec spec = {"decode-kvdump", CLI_O | CLI_QUIET | CLI_THREADS | CLI_MODEL, own, 1};
+    const cli_spec spec = {"decode-kvdump", CLI_O | CLI_QUIET | CLI_THREADS | CLI_MODEL | CLI_DEVICE, own, 1};
     int n = 0, rc = cli_parse(&spec, argc, argv, &o->c, &o->in, &n);
     if (rc) return rc;
     if (!o->in) return cli_usage_error("which snapshot? (see tq help decode-kvdump)");
@@ -133,6 +134,14 @@ static int restore(tq_ctx *ctx, dec_opts *o, const tqkv_reader *r, const tqkv_re
     progress_init(&pr, o->c.quiet);
     tq_kvsnap_decode_options dopt = {.threads = (int)o->c.threads, .cache_type = o->cache_type,
                                      .head_dim = o->ro.head_dim, .progress = show_progress, .progress_user = &pr};
+    uint64_t values = 0;
+    for (uint32_t i = 0; i < m->n_tensors; i++) values += m->t[i].width * m->t[i].cells;
+    int kernels = 1; /* the CUDA kernels decode tq and turbo blocks; others stay on the CPU */
+    for (uint32_t i = 0; i < m->n_tensors; i++) kernels &= m->t[i].codec != TQKV_CODEC_ANGLE && m->t[i].codec != TQKV_CODEC_PROD;
+    if ((rc = cli_device(&o->c, ctx, kernels, values))) {
+        cli_out_abort(&out);
+        return rc;
+    }
     tq_status st = tq_kvsnap_restore(ctx, r, base, &dopt, &o->ro, out.f);
     progress_end(&pr);
     if (st) {

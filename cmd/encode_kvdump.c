@@ -3,6 +3,7 @@
  * byte for byte. */
 #include "cli.h"
 #include "cli_opts.h"
+#include "device.h"
 #include "gguf.h"
 #include "calibrate_innerq.h"
 #include "innerq_scales.h"
@@ -101,7 +102,8 @@ static int parse(int argc, char **argv, enc_opts *o)
         CLI_OPT_FLAG("--dry-run", &o->dry_run),
         {NULL},
     };
-    const cli_spec spec = {"encode-kvdump", CLI_O | CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_PROFILE | CLI_MODEL, own, 1};
+    const cli_spec spec = {"encode-kvdump", CLI_O | CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_PROFILE | CLI_MODEL | CLI_DEVICE,
+                           own, 1};
     int n = 0, rc = cli_parse(&spec, argc, argv, &o->c, &o->in, &n);
     if (rc) return rc;
     if (!o->in) return cli_usage_error("which state file? (see tq help encode-kvdump)");
@@ -296,7 +298,9 @@ int cmd_encode_kvdump(int argc, char **argv)
     if (rc) return rc < 0 ? TQ_EXIT_OK : rc;
     enc_run r = {.ctx = tq_ctx_new()};
     tq_kvsnap_options so;
-    if ((rc = prepare(&o, &so, &r)) || o.dry_run) {
+    /* after the plan: planning converts elements, CPU work; the CUDA kernels code tq and turbo blocks */
+    if ((rc = prepare(&o, &so, &r)) || o.dry_run ||
+        (rc = cli_device(&o.c, r.ctx, !so.family, tq_kv_view_kv_values(r.view)))) {
         if (!rc) print_plan(&o, r.plan);
         run_free(&r);
         return rc;

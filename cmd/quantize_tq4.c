@@ -4,6 +4,7 @@
  * checked by decoding it again, so memory does not grow with the model. */
 #include "cli.h"
 #include "cli_opts.h"
+#include "device.h"
 #include "gguf.h"
 #include "imatrix.h"
 #include "json.h"
@@ -147,9 +148,13 @@ static int parse(int argc, char **argv, opts *o)
         CLI_OPT_FLAG("--dry-run", &o->dry_run),
         {NULL},
     };
-    const cli_spec spec = {"quantize-tq4", CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_PROFILE, own, 2};
+    const cli_spec spec = {"quantize-tq4", CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_PROFILE | CLI_DEVICE, own, 2};
     cli_common c;
     int n = 0, rc = cli_parse(&spec, argc, argv, &c, pos, &n);
+    if (rc) return rc;
+    tq_ctx *dc = tq_ctx_new(); /* the weight codecs have no CUDA kernels yet: cuda is refused, auto is the CPU */
+    rc = dc ? cli_device(&c, dc, 0, 0) : cli_runtime_error("out of memory");
+    tq_ctx_free(dc);
     if (rc) return rc;
     o->in = pos[0], o->out = pos[1];
     o->quiet = c.quiet, o->json = c.json, o->threads = c.threads, o->gopt = cli_gguf_options(&c);

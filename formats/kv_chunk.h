@@ -24,6 +24,25 @@ static inline void chunk_fail(chunk_out *o, const tq_ctx *c, tq_status st)
     snprintf(o->err, sizeof o->err, "%s", c ? tq_ctx_error(c) : "out of memory");
 }
 
+/* A worker's contexts: the codec on the caller's backend (dev), element
+ * conversions and transforms on the CPU (cpu: dev itself when that is the
+ * CPU).  0 when out of memory (both NULL). */
+static inline int chunk_ctxs(const tq_ctx *parent, tq_ctx **cpu, tq_ctx **dev)
+{
+    *cpu = *dev = tq_ctx_clone(parent);
+    if (*dev && tq_ctx_backend(*dev) != TQ_BACKEND_CPU && (!(*cpu = tq_ctx_clone(*dev)) || tq_ctx_set_backend(*cpu, TQ_BACKEND_CPU))) {
+        tq_ctx_free(*cpu), tq_ctx_free(*dev);
+        *cpu = *dev = NULL;
+    }
+    return *dev != NULL;
+}
+
+static inline void chunk_ctxs_free(tq_ctx *cpu, tq_ctx *dev)
+{
+    if (cpu != dev) tq_ctx_free(cpu);
+    tq_ctx_free(dev);
+}
+
 /* A tensor's per-channel offset out of (sign -1, before coding) or back into
  * (sign 1, after decoding) rows of width values. */
 static inline void chunk_offset(float *x, size_t rows, const float *off, uint64_t width, float sign)

@@ -37,7 +37,8 @@ static uint64_t out_width(const tqkv_tensor *t, const tq_ggml_type *oty, uint32_
 /* Source bytes of chunk ck of tensor t, converted from the source type ty to
  * the output type oty when they differ (rows in cell-major order). */
 static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_codec *c, const tq_ggml_type *ty,
-                         const tq_ggml_type *oty, uint32_t head_dim, uint64_t ck, int skip, tq_ctx *local, chunk_out *o)
+                         const tq_ggml_type *oty, uint32_t head_dim, uint64_t ck, int skip, tq_ctx *local, tq_ctx *dev,
+                         chunk_out *o)
 {
     const tqkv_chunk *ch = tqkv_chunk_at(r, ck);
     int coded = t->codec != TQKV_CODEC_RAW && !tqkv_chunk_is_sink(t, ch->row0); /* sink rows: the source's bytes */
@@ -76,7 +77,7 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_co
         raw = blocks;
     }
     if (coded) {
-        o->st = tq_decode(local, c, raw, nv, y);
+        if ((o->st = tq_decode(dev, c, raw, nv, y))) tq_ctx_set_error(local, o->st, "%s", tq_ctx_error(dev));
         if (!o->st && t->offset && !t->rope_pos) chunk_offset(y, ch->nrows, t->offset, t->width, 1.0f);
         if (!o->st && t->innerq) o->st = tq_innerq_apply(local, y, nv, t->innerq, t->innerq_n, 1);
         if (!o->st && t->rope_pos)
@@ -281,14 +282,14 @@ static void start_chunks(const tq_ctx *ctx, const tqkv_reader *r, const tqkv_rea
             const tqkv_chunk *ch = tqkv_chunk_at(from, at);
             int skip = (o->max_rows && ch->row0 >= o->max_rows && !j->t->transposed) ||
                        (o->layer_hi && (layer_of(j->t) < o->layer_lo || layer_of(j->t) >= o->layer_hi));
-            tq_ctx *local = tq_ctx_clone(ctx);
-            if (!local) {
+            tq_ctx *local, *dev;
+            if (!chunk_ctxs(ctx, &local, &dev)) {
                 j->co[k].st = TQ_ERR_NOMEM;
                 snprintf(j->co[k].err, sizeof j->co[k].err, "out of memory");
             } else {
-                decode_chunk(from, j->t, j->c, j->ty, j->oty, j->head_dim, at, skip, local, &j->co[k]);
+                decode_chunk(from, j->t, j->c, j->ty, j->oty, j->head_dim, at, skip, local, dev, &j->co[k]);
             }
-            tq_ctx_free(local);
+            chunk_ctxs_free(local, dev);
         }
     }
 }
@@ -397,6 +398,9 @@ tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader
     tq_kv_view *v;
     tq_status st = decode_to_view(ctx, r, base, &dopt, ro->tmp_near, &v);
     if (st) return st;
+    /* the writers convert elements: CPU work, whatever backend decoded */
+    tq_backend backend = tq_ctx_backend(ctx);
+    tq_ctx_set_backend(ctx, TQ_BACKEND_CPU);
     if (ro->format == TQ_KV_NUMPY) {
         tq_kv_layers L;
         st = tq_kv_layers_of_snapshot(ctx, m, NULL, &L);
@@ -411,5 +415,6 @@ tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader
         st = tq_llama_state_write(ctx, v, &rw, out);
     }
     tq_kv_close(v);
+    if (backend != TQ_BACKEND_CPU && tq_ctx_set_backend(ctx, backend) && !st) st = TQ_ERR_UNSUPPORTED;
     return st;
 }

@@ -30,18 +30,19 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
     }
     size_t nv = (size_t)n * t->width;
     float *x = malloc(nv * sizeof(float));
-    tq_ctx *ctx = tq_ctx_clone(parent);
+    tq_ctx *ctx, *dev;
+    int have = chunk_ctxs(parent, &ctx, &dev);
     o->len = nv / t->group * tq_codec_block_bytes(c);
     o->p = malloc(o->len);
-    if (!x || !o->p || !ctx) {
-        free(x), tq_ctx_free(ctx);
+    if (!x || !o->p || !have) {
+        free(x), chunk_ctxs_free(ctx, dev);
         return chunk_fail(o, NULL, TQ_ERR_NOMEM);
     }
     tq_status st = tq_kv_tensor_read_rows(ctx, kt, t->cells, r0, n, x);
     if (!st && t->rope_pos) st = tq_rope_add(ctx, &t->rope, t->offset, x, n, t->width, t->rope_pos + r0, -1.0f);
     if (!st && t->innerq) st = tq_innerq_apply(ctx, x, nv, t->innerq, t->innerq_n, 0);
     if (!st && t->offset && !t->rope_pos) chunk_offset(x, n, t->offset, t->width, -1.0f);
-    if (!st) st = tq_encode(ctx, c, x, nv, o->p);
+    if (!st && (st = tq_encode(dev, c, x, nv, o->p))) tq_ctx_set_error(ctx, st, "%s", tq_ctx_error(dev));
     uint8_t *planes = !st && t->planes ? malloc(o->len) : NULL;
     if (!st && t->planes && !planes) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     if (planes) {
@@ -51,7 +52,7 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
     }
     if (st) chunk_fail(o, ctx, st);
     free(x);
-    tq_ctx_free(ctx);
+    chunk_ctxs_free(ctx, dev);
 }
 
 /* Starts tensor i's chunks as tasks: code, then compress and hash there,

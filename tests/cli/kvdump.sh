@@ -332,4 +332,19 @@ err = lambda x, y: ((x.astype(np.float64) - y) ** 2).sum() / (x.astype(np.float6
 for k in a.files:
     assert err(a[k], b[k]) < 1.2 * err(a[k], full[k]) + 1e-9, (k, err(a[k], b[k]), err(a[k], full[k]))
 PY
+# --device: cpu is the default's bytes; cuda is either a GPU that writes the same bytes or one clear line and
+# no file; the weight codecs have no CUDA kernels; an unknown device is a usage error
+$tq encode-kvdump "$tmp/off.npz" --device cpu -q -o "$tmp/dcpu.tqkv" && cmp -s "$tmp/dcpu.tqkv" "$tmp/ko-on.tqkv" ||
+    fail "--device cpu changed the snapshot"
+if $tq encode-kvdump "$tmp/off.npz" --device cuda -q -o "$tmp/dgpu.tqkv" 2>"$tmp/dgpu.err"; then
+    cmp -s "$tmp/dgpu.tqkv" "$tmp/ko-on.tqkv" || fail "the GPU's snapshot differs from the CPU's"
+else
+    grep -q "^tq encode-kvdump: --device cuda: \(no CUDA device is visible\|this tq was built without CUDA\)" "$tmp/dgpu.err" ||
+        fail "--device cuda without a GPU: $(cat "$tmp/dgpu.err")"
+    [ -e "$tmp/dgpu.tqkv" ] && fail "--device cuda without a GPU left a file"
+    expect_err 1 "--device cuda: " decode-kvdump "$tmp/dcpu.tqkv" --device cuda -o "$tmp/dgpu.npz"
+    [ -e "$tmp/dgpu.npz" ] && fail "decode --device cuda without a GPU left a file"
+fi
+expect_err 1 "no CUDA kernels for this work yet" quantize-tq4 "$tmp/none.gguf" "$tmp/q.gguf" --device cuda
+expect_err 2 "--device: 'gpu' is not auto, cpu or cuda" encode-kvdump "$tmp/off.npz" -o "$tmp/z.tqkv" --device gpu
 exit 0
