@@ -117,6 +117,13 @@ $(B)/tests/%: tests/tools/%.c libtq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< libtq.a $(LDLIBS)
 
+# The GPU checks' program as tests/device/gpu_check.sh carries it to the device
+# machine, whose image may lack this project's -dev packages: it needs only
+# libc, libm, libgomp and libstdc++ there (the codecs pull in no file formats).
+$(B)/device/cuda-equal: tests/tools/cuda-equal.c libtq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< libtq.a -lm -lpthread $(filter-out $(BASE_LIBS),$(LDLIBS))
+
 # tq again with slices of 100 values, so tests can check that slicing a tensor
 # never changes the output (tests/cli/slices.sh).
 $(B)/tests/tq-slice100: $(CMD_SRC) $(wildcard cmd/*.h formats/*.h lib/tq.h) libtq.a
