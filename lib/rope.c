@@ -1,6 +1,5 @@
-/* rope.c - RoPE rotations (tq.h).  Angles in double from the position, not
- * by repeated multiplication as ggml does: encode and decode must agree with
- * each other exactly, and with the model only closely. */
+/* rope.c - RoPE rotations (tq.h).  Angles in double: encode and decode must
+ * agree with each other exactly, and with the model only closely. */
 #include "tq_internal.h"
 
 #include <math.h>
@@ -23,20 +22,40 @@ static void pair_of(const tq_rope *r, uint32_t i, uint32_t *j0, uint32_t *j1)
     else *j0 = 2 * i, *j1 = 2 * i + 1;
 }
 
-/* Each pair's frequency, after the cos/sin slots: cs[n_rot + i]. */
+/* The angles of a row: cos/sin at the row's position in cs[2i], cs[2i+1];
+ * each pair's frequency f_i in cs[n_rot + i] and cos/sin of f_i after it.
+ * From one position to the next the angles advance by f_i, so consecutive
+ * cells (a prompt's) turn the previous row's cos/sin by one step, 4 products
+ * instead of a cos and a sin; every RESYNC rows and after a jump the angles
+ * are computed afresh.  Encode and decode call this on the same rows, so
+ * they agree exactly; the drift in between is ~1e-14. */
+enum { RESYNC = 64 };
+
 static double *angle_table(const tq_rope *r)
 {
-    double *cs = malloc((r->n_rot + r->n_rot / 2) * sizeof *cs);
-    for (uint32_t i = 0; cs && i < r->n_rot / 2; i++)
-        cs[r->n_rot + i] = r->freq_scale * pow((double)r->freq_base, -2.0 * i / r->n_rot);
+    uint32_t h = r->n_rot / 2;
+    double *cs = malloc(5 * h * sizeof *cs);
+    for (uint32_t i = 0; cs && i < h; i++) {
+        double f = r->freq_scale * pow((double)r->freq_base, -2.0 * i / r->n_rot);
+        cs[r->n_rot + i] = f;
+        cs[3 * h + 2 * i] = cos(f), cs[3 * h + 2 * i + 1] = sin(f);
+    }
     return cs;
 }
 
-/* cos and sin of each pair's angle at pos: cs[2i], cs[2i+1]. */
-static void angles(const tq_rope *r, int32_t pos, double *cs)
+/* cs's angles for row k of rows at positions pos */
+static void angles(const tq_rope *r, const int32_t *pos, size_t k, double *cs)
 {
-    for (uint32_t i = 0; i < r->n_rot / 2; i++) {
-        double th = (double)pos * cs[r->n_rot + i];
+    uint32_t h = r->n_rot / 2;
+    if (k % RESYNC && (int64_t)pos[k] == (int64_t)pos[k - 1] + 1) {
+        for (uint32_t i = 0; i < h; i++) {
+            double c = cs[2 * i], s = cs[2 * i + 1], cf = cs[3 * h + 2 * i], sf = cs[3 * h + 2 * i + 1];
+            cs[2 * i] = c * cf - s * sf, cs[2 * i + 1] = s * cf + c * sf;
+        }
+        return;
+    }
+    for (uint32_t i = 0; i < h; i++) {
+        double th = (double)pos[k] * cs[r->n_rot + i];
         cs[2 * i] = cos(th), cs[2 * i + 1] = sin(th);
     }
 }
@@ -47,7 +66,7 @@ tq_status tq_rope_unrotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows,
     double *cs = st ? NULL : angle_table(r);
     if (st || !cs) return st ? st : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (size_t k = 0; k < rows; k++) {
-        angles(r, pos[k], cs);
+        angles(r, pos, k, cs);
         for (uint64_t h = 0; h < width; h += r->head_dim)
             for (uint32_t i = 0; i < r->n_rot / 2; i++) {
                 uint32_t j0, j1;
@@ -69,7 +88,7 @@ tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, s
     if (st || !cs) return st ? st : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (size_t k = 0; k < rows; k++) {
         float *y = x + k * width;
-        angles(r, pos[k], cs);
+        angles(r, pos, k, cs);
         for (uint64_t h = 0; h < width; h += r->head_dim) {
             for (uint32_t j = r->n_rot; j < r->head_dim; j++) y[h + j] += sign * b[h + j]; /* not turned */
             for (uint32_t i = 0; i < r->n_rot / 2; i++) {

@@ -1,6 +1,7 @@
 /* test_rope.c - RoPE as llama.cpp turns K: R(pos) b equal to ggml's
  * recurrence (theta_i = pos * scale * base^(-2/n)^i, in float) for normal and
  * NeoX pairs, partial RoPE leaving the last channels, unrotate undoing add,
+ * consecutive positions (angles by recurrence) against the exact rotation,
  * and refusals. */
 #include "harness.h"
 #include "tq.h"
@@ -52,6 +53,22 @@ TEST(rope_matches_ggml)
             CHECK(tq_rope_add(ctx, &r, b, x, ROWS, W, pos, -1.0f) == TQ_OK);
             for (int j = 0; j < W; j++) CHECK(x[(ROWS - 1) * W + j] == b[j] || fabsf(x[(ROWS - 1) * W + j] - b[j]) < 1e-6f);
         }
+    /* consecutive cells advance their angles by recurrence: still the exact rotation, past RESYNC rows and a jump */
+    enum { RUN = 300 };
+    static int32_t run[RUN];
+    static float xr[RUN * HD];
+    for (int k = 0; k < RUN; k++) run[k] = k < 200 ? 100000 + k : 7 + k;
+    tq_rope r = {HD, HD, TQ_PAIRS_HALVES, 10000.0f, 1.0f};
+    memset(xr, 0, sizeof xr);
+    CHECK(tq_rope_add(ctx, &r, b, xr, RUN, HD, run, 1.0f) == TQ_OK);
+    double worst = 0;
+    for (int k = 0; k < RUN; k++)
+        for (int i = 0; i < HD / 2; i++) {
+            double th = run[k] * pow(10000.0, -2.0 * i / HD), c = cos(th), sn = sin(th);
+            worst = fmax(worst, fabs(xr[k * HD + i] - (b[i] * c - b[i + HD / 2] * sn)));
+            worst = fmax(worst, fabs(xr[k * HD + i + HD / 2] - (b[i] * sn + b[i + HD / 2] * c)));
+        }
+    CHECK(worst < 1e-5, "recurrence over consecutive positions: %g from the exact rotation", worst);
     tq_rope bad = {HD, 33, TQ_PAIRS_HALVES, 10000.0f, 1.0f};
     CHECK(tq_rope_add(ctx, &bad, b, x, 1, W, pos, 1.0f) == TQ_ERR_ARG, "odd n_rot refused");
     bad = (tq_rope){HD, HD, TQ_PAIRS_HALVES, 10000.0f, 1.0f};
