@@ -150,6 +150,15 @@ static uint64_t sum_kv(const tq_kv_view *v, int values)
 uint64_t tq_kv_view_kv_values(const tq_kv_view *v) { return sum_kv(v, 1); }
 uint64_t tq_kv_view_kv_bytes(const tq_kv_view *v) { return sum_kv(v, 0); }
 
+/* Bytes of one cell's metadata at p: i32 pos, u32 n_seq, [8 bytes of M-RoPE
+ * extension], n_seq x i32 seq id. */
+static uint64_t cell_meta_len(const tq_kv_view *v, const uint8_t *p)
+{
+    uint32_t nseq;
+    memcpy(&nseq, p + 4, 4);
+    return 8 + (v->has_ext ? 8 : 0) + 4ull * nseq;
+}
+
 tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stream *st, uint32_t max_pos,
                               uint32_t *n_cells, uint64_t *meta_len)
 {
@@ -170,10 +179,8 @@ tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stre
     int ended = 0;
     for (uint32_t i = 0; i < st->cell_count; i++) {
         int32_t pos;
-        uint32_t nseq;
         memcpy(&pos, p + off, 4);
-        memcpy(&nseq, p + off + 4, 4);
-        off += 8 + (v->has_ext ? 8 : 0) + 4ull * nseq;
+        off += cell_meta_len(v, p + off);
         if (pos >= 0 && (uint32_t)pos < max_pos) {
             if (ended)
                 return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
@@ -199,10 +206,8 @@ void tq_kv_stream_positions(const tq_kv_view *v, const tq_kv_stream *st, int32_t
             pos[i] = (int32_t)i;
             continue;
         }
-        uint32_t nseq;
         memcpy(&pos[i], p + off, 4);
-        memcpy(&nseq, p + off + 4, 4);
-        off += 8 + (v->has_ext ? 8 : 0) + 4ull * nseq;
+        off += cell_meta_len(v, p + off);
     }
 }
 
