@@ -113,31 +113,48 @@ static int increasing(int K, const double *c)
     return 1;
 }
 
+/* One tabulated law per group, kept for the process: Lloyd-Max solves and
+ * the uniform cells' step search evaluate it many times. */
+static pthread_mutex_t law_lock = PTHREAD_MUTEX_INITIALIZER;
+static law *laws[11];
+
+static const law *law_of(uint32_t g)
+{
+    int lg = 0;
+    while ((1u << lg) < g) lg++;
+    pthread_mutex_lock(&law_lock);
+    law *L = laws[lg];
+    if (!L && (L = malloc(sizeof *L)) && law_init(L, g)) {
+        free(L);
+        L = NULL;
+    }
+    laws[lg] = L;
+    pthread_mutex_unlock(&law_lock);
+    return L;
+}
+
 double tq_lloyd_max_exact(uint32_t g, uint32_t bits, double *c)
 {
-    law L;
+    const law *L = law_of(g);
     int K = 1 << bits;
-    if (law_init(&L, g)) return -1.0;
+    if (!L) return -1.0;
     double *A = malloc(8 * sizeof(double) * (size_t)K);
-    if (!A) {
-        free(L.F);
-        return -1.0;
-    }
+    if (!A) return -1.0;
     double *B = A + K, *R = B + K, *lo = R + K, *di = lo + K, *up = di + K, *d = up + K,
            *tr = d + K;
 
-    for (int k = 0; k < K; k++) c[k] = cdf_inverse(&L, (k + 0.5) / K);
+    for (int k = 0; k < K; k++) c[k] = cdf_inverse(L, (k + 0.5) / K);
     for (int it = 0; it < 60; it++) { /* Lloyd: robust start for Newton */
-        residuals(&L, K, c, A, B, R);
+        residuals(L, K, c, A, B, R);
         for (int k = 0; k < K; k++)
             if (A[k] > 0) c[k] = B[k] / A[k];
     }
-    double rn = residuals(&L, K, c, A, B, R);
+    double rn = residuals(L, K, c, A, B, R);
     for (int it = 0; it < 100 && rn > 1e-34; it++) {
         for (int k = 0; k < K; k++) {
             double fr = 0.0, fl = 0.0, tr_ = 0.0, tl = 0.0;
-            if (k < K - 1) { tr_ = 0.5 * (c[k] + c[k + 1]); fr = pdf(&L, tr_); }
-            if (k > 0) { tl = 0.5 * (c[k - 1] + c[k]); fl = pdf(&L, tl); }
+            if (k < K - 1) { tr_ = 0.5 * (c[k] + c[k + 1]); fr = pdf(L, tr_); }
+            if (k > 0) { tl = 0.5 * (c[k - 1] + c[k]); fl = pdf(L, tl); }
             up[k] = k < K - 1 ? 0.5 * (c[k] - tr_) * fr : 0.0;
             lo[k] = k > 0 ? 0.5 * (tl - c[k]) * fl : 0.0;
             di[k] = A[k] + up[k] + lo[k];
@@ -155,7 +172,7 @@ double tq_lloyd_max_exact(uint32_t g, uint32_t bits, double *c)
         for (int tries = 0; tries < 30; tries++, lam *= 0.5) {
             for (int k = 0; k < K; k++) tr[k] = c[k] + lam * d[k];
             if (!increasing(K, tr)) continue;
-            nn = residuals(&L, K, tr, A, B, R);
+            nn = residuals(L, K, tr, A, B, R);
             if (nn < rn) break;
         }
         if (!(nn < rn)) break;
@@ -167,32 +184,17 @@ double tq_lloyd_max_exact(uint32_t g, uint32_t bits, double *c)
         c[k] = -m;
         c[K - 1 - k] = m;
     }
-    residuals(&L, K, c, A, B, R);
+    residuals(L, K, c, A, B, R);
     double s = 0.0;
     for (int k = 0; k < K; k++) s += 2.0 * c[k] * B[k] - c[k] * c[k] * A[k];
     double mse = 1.0 - (double)g * s;
     free(A);
-    free(L.F);
     return mse;
 }
 
-/* One tabulated law per group, kept: the uniform cells' step search
- * evaluates it many times. */
-static pthread_mutex_t law_lock = PTHREAD_MUTEX_INITIALIZER;
-static law *laws[11];
-
 int tq_law_cells(uint32_t g, int K, const double *t, double *mass, double *mom)
 {
-    int lg = 0;
-    while ((1u << lg) < g) lg++;
-    pthread_mutex_lock(&law_lock);
-    law *L = laws[lg];
-    if (!L && (L = malloc(sizeof *L)) && law_init(L, g)) {
-        free(L);
-        L = NULL;
-    }
-    laws[lg] = L;
-    pthread_mutex_unlock(&law_lock);
+    const law *L = law_of(g);
     if (!L) return -1;
     double Fp = 0.0, Mp = 0.0;
     for (int k = 0; k < K; k++) {
