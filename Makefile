@@ -56,7 +56,8 @@ deps:
 	  else echo "run the line above as root, then make again"; exit 1; fi; \
 	fi
 
-$(B)/%.o: %.c
+# `| deps`: with -j, no object is compiled before the -dev packages are checked
+$(B)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
@@ -103,7 +104,7 @@ $(B)/tests/unit-runner: $(TEST_OBJ) $(POLICY_OBJ) libtq.a
 SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 SAN_SRC   := $(LIB_SRC) lib/cuda_stub.c $(FMT_SRC) $(TEST_SRC) $(POLICY_SRC)
 SAN_OBJ   := $(patsubst %.c,$(B)/san/%.o,$(SAN_SRC))
-$(B)/san/%.o: %.c
+$(B)/san/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -Itests -Icmd -c $< -o $@
 $(B)/san/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)

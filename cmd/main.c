@@ -81,5 +81,12 @@ int main(int argc, char **argv)
     snprintf(label, sizeof label, "tq %s", c->name);
     cli_set_command(label);
     if (!c->run) return cli_usage_error("not implemented yet");
+    /* `tq SUBCOMMAND --help` prints the usage to stdout, as git and zstd do */
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            c->help();
+            return TQ_EXIT_OK;
+        }
+    }
     return c->run(argc - 1, argv + 1);
 }

@@ -13,6 +13,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,26 +220,50 @@ typedef struct conv {
     int threads;
 } conv;
 
-/* Rows [r0, r0+nr) of a tensor as float32, in parallel. */
-static void dequant_rows(const tq_ggml_type *ty, const uint8_t *src, int64_t ne0, size_t nr, float *x, int threads)
+/* What one parallel pass over rows does: rows of `in` (in_rb bytes each, of
+ * type in_type) into rows of `out` (out_rb bytes each). */
+typedef enum rows_op { ROWS_DEQUANTIZE, ROWS_QUANTIZE, ROWS_QUANTIZE_WEIGHTED } rows_op;
+typedef struct rows_pass {
+    rows_op op;
+    int type;              /* tq_dtype of the quantized side */
+    const uint8_t *in;     /* [nr][in_rb] */
+    uint8_t *out;          /* [nr][out_rb] */
+    size_t in_rb, out_rb;
+    int64_t ne0;           /* values per row */
+    /* ROWS_QUANTIZE_WEIGHTED: row r0 + r belongs to expert (r0 + r) / rows_per_expert */
+    const float *imp;      /* [experts][ne0] */
+    size_t r0, rows_per_expert;
+} rows_pass;
+
+static tq_status one_row(tq_ctx *wc, const rows_pass *k, size_t r)
 {
-    size_t rb = (size_t)(ne0 / ty->block) * ty->bytes;
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (size_t r = 0; r < nr; r++) tq_dequantize(NULL, (tq_dtype)ty->dtype, src + r * rb, (size_t)ne0, x + r * ne0);
+    const uint8_t *in = k->in + r * k->in_rb;
+    uint8_t *out = k->out + r * k->out_rb;
+    size_t n = (size_t)k->ne0;
+    if (k->op == ROWS_DEQUANTIZE) return tq_dequantize(wc, (tq_dtype)k->type, in, n, (float *)out);
+    if (k->op == ROWS_QUANTIZE) return tq_quantize(wc, (tq_dtype)k->type, (const float *)in, n, out);
+    const float *imp = k->imp + (k->r0 + r) / k->rows_per_expert * n; /* this row's expert */
+    return tq_quantize_weighted(wc, (tq_dtype)k->type, (const float *)in, 1, n, imp, out);
 }
 
-static void quant_rows(int t, const float *x, int64_t ne0, size_t nr, uint8_t *out, int threads)
+/* nr rows in parallel; a failure is the lowest failing row's message. */
+static tq_status run_rows(tq_ctx *ctx, const rows_pass *k, size_t nr, int threads)
 {
-    size_t rb = (size_t)ne0 / tq_dtype_block_values((tq_dtype)t) * tq_dtype_block_bytes((tq_dtype)t);
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (size_t r = 0; r < nr; r++) tq_quantize(NULL, (tq_dtype)t, x + r * ne0, (size_t)ne0, out + r * rb);
+    size_t first = SIZE_MAX;
+#pragma omp parallel num_threads(threads)
+    {
+        tq_ctx *wc = tq_ctx_clone(ctx);
+#pragma omp for schedule(static)
+        for (size_t r = 0; r < nr; r++)
+            if (!wc || one_row(wc, k, r)) tq_ctx_keep_first(ctx, &first, r, wc);
+        tq_ctx_free(wc);
+    }
+    return first == SIZE_MAX ? TQ_OK : tq_ctx_status(ctx);
 }
 
-static void dequant_out(int t, const uint8_t *in, int64_t ne0, size_t nr, float *y, int threads)
+static size_t row_bytes(int t, int64_t ne0)
 {
-    size_t rb = (size_t)ne0 / tq_dtype_block_values((tq_dtype)t) * tq_dtype_block_bytes((tq_dtype)t);
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (size_t r = 0; r < nr; r++) tq_dequantize(NULL, (tq_dtype)t, in + r * rb, (size_t)ne0, y + r * ne0);
+    return (size_t)ne0 / tq_dtype_block_values((tq_dtype)t) * tq_dtype_block_bytes((tq_dtype)t);
 }
 
 /* The types an imatrix steers: the fork's weight blocks and the ggml types
@@ -247,17 +272,6 @@ static int weighs(int t)
 {
     return t == TQ_DT_TQ4_1S || t == TQ_DT_TQ3_1S || t == TQ_DT_Q4_0 || t == TQ_DT_Q4_1 || t == TQ_DT_Q5_0 ||
            t == TQ_DT_Q5_1 || t == TQ_DT_Q4_K || t == TQ_DT_Q5_K || t == TQ_DT_Q6_K;
-}
-
-/* ggml types with importances: row r0 + r belongs to expert (r0 + r) / rows_per_expert. */
-static void quant_rows_weighted(int t, const float *x, int64_t ne0, size_t r0, size_t nr, size_t rows_per_expert,
-                                const float *imp, uint8_t *out, int threads)
-{
-    size_t rb = (size_t)ne0 / tq_dtype_block_values((tq_dtype)t) * tq_dtype_block_bytes((tq_dtype)t);
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (size_t r = 0; r < nr; r++)
-        tq_quantize_weighted(NULL, (tq_dtype)t, x + r * ne0, 1, (size_t)ne0,
-                             imp + (r0 + r) / rows_per_expert * (size_t)ne0, out + r * rb);
 }
 
 static tq_status convert(conv *cv, const tq_gguf *g, tjob *j, const opts *o, tq_gguf_writer *w, progress *pr,
@@ -269,7 +283,7 @@ static tq_status convert(conv *cv, const tq_gguf *g, tjob *j, const opts *o, tq_
     size_t per = SLICE_VALUES / (size_t)ne0 ? SLICE_VALUES / (size_t)ne0 : 1;
     const uint8_t *src = tq_gguf_tensor_data(g, j->i);
     size_t in_rb = (size_t)(ne0 / j->in_ty->block) * j->in_ty->bytes;
-    size_t out_rb = (size_t)ne0 / tq_dtype_block_values((tq_dtype)j->out) * tq_dtype_block_bytes((tq_dtype)j->out);
+    size_t out_rb = row_bytes(j->out, ne0);
     const float *imp = NULL;
     uint64_t nimp = 0;
     if (cv->im && weighs(j->out)) {
@@ -285,7 +299,10 @@ static tq_status convert(conv *cv, const tq_gguf *g, tjob *j, const opts *o, tq_
     for (size_t r0 = 0; r0 < rows && !st; r0 += per) {
         size_t nr = rows - r0 < per ? rows - r0 : per;
         size_t nv = nr * (size_t)ne0;
-        dequant_rows(j->in_ty, src + r0 * in_rb, ne0, nr, cv->x, cv->threads);
+        rows_pass in = {ROWS_DEQUANTIZE, j->in_ty->dtype, src + r0 * in_rb, (uint8_t *)cv->x,
+                        in_rb, (size_t)ne0 * sizeof(float), ne0, NULL, 0, 1};
+        st = run_rows(cv->ctx, &in, nr, cv->threads);
+        if (st) break;
         if (c && imp) { /* rows of one expert at a time: each has its own importances */
             size_t rpe = (size_t)ne[1];
             for (size_t r = 0; r < nr && !st;) {
@@ -296,13 +313,15 @@ static tq_status convert(conv *cv, const tq_gguf *g, tjob *j, const opts *o, tq_
             }
         } else if (c) {
             st = tq_encode(cv->ctx, c, cv->x, nv, cv->blk);
-        } else if (imp) {
-            quant_rows_weighted(j->out, cv->x, ne0, r0, nr, (size_t)ne[1], imp, cv->blk, cv->threads);
         } else {
-            quant_rows(j->out, cv->x, ne0, nr, cv->blk, cv->threads);
+            rows_pass q = {imp ? ROWS_QUANTIZE_WEIGHTED : ROWS_QUANTIZE, j->out, (const uint8_t *)cv->x,
+                           cv->blk, (size_t)ne0 * sizeof(float), out_rb, ne0, imp, r0, (size_t)ne[1]};
+            st = run_rows(cv->ctx, &q, nr, cv->threads);
         }
+        rows_pass back = {ROWS_DEQUANTIZE, j->out, cv->blk, (uint8_t *)cv->y,
+                          out_rb, (size_t)ne0 * sizeof(float), ne0, NULL, 0, 1};
+        if (!st) st = run_rows(cv->ctx, &back, nr, cv->threads);
         if (st) break;
-        dequant_out(j->out, cv->blk, ne0, nr, cv->y, cv->threads);
         for (size_t r = 0; r < nr; r++) { /* in order: the same sums for any thread count */
             const float *xr = cv->x + r * ne0, *yr = cv->y + r * ne0;
             const float *w = imp ? imp + ((r0 + r) / (size_t)ne[1]) * (size_t)ne0 : NULL; /* this row's expert */
@@ -314,8 +333,10 @@ static tq_status convert(conv *cv, const tq_gguf *g, tjob *j, const opts *o, tq_
             }
         }
         if (o->simulate == TQ_DT_F16 + 1) {
-            quant_rows(TQ_DT_F16, cv->y, ne0, nr, cv->blk, cv->threads);
-            st = tq_gguf_writer_write(w, cv->blk, nv * 2);
+            rows_pass h = {ROWS_QUANTIZE, TQ_DT_F16, (const uint8_t *)cv->y, cv->blk,
+                           (size_t)ne0 * sizeof(float), row_bytes(TQ_DT_F16, ne0), ne0, NULL, 0, 1};
+            st = run_rows(cv->ctx, &h, nr, cv->threads);
+            if (!st) st = tq_gguf_writer_write(w, cv->blk, nv * 2);
         } else if (o->simulate) {
             st = tq_gguf_writer_write(w, cv->y, nv * 4);
         } else {

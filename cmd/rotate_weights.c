@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <omp.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,11 +129,19 @@ static tq_status transform(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, con
         free(gain);
     }
     if (!st && o->r1 && (t->role == RR_READER || t->role == RR_EMBED)) { /* W R1': R1 on every row */
-        int bad = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad)
-        for (size_t r = 0; r < rows; r += 128)
-            bad |= tq_rotation_apply_rows(NULL, R->r1, x + r * row, rows - r < 128 ? rows - r : 128, 0) != TQ_OK;
-        if (bad) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        size_t first = SIZE_MAX;
+#pragma omp parallel
+        {
+            tq_ctx *wc = tq_ctx_clone(ctx);
+#pragma omp for schedule(dynamic, 1)
+            for (size_t r = 0; r < rows; r += 128) {
+                size_t nr = rows - r < 128 ? rows - r : 128;
+                if (!wc || tq_rotation_apply_rows(wc, R->r1, x + r * row, nr, 0))
+                    tq_ctx_keep_first(ctx, &first, r, wc);
+            }
+            tq_ctx_free(wc);
+        }
+        if (first != SIZE_MAX) st = tq_ctx_status(ctx);
     }
     if (!st && o->r2 && t->v_rows) { /* R2 W_v: each KV head's block of output rows (or bias values) */
         uint32_t hd = m->head_dim_v;
@@ -142,19 +151,38 @@ static tq_status transform(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, con
     }
     if (!st && o->r2 && t->o_cols) { /* W_o R2': each query head's input columns, with its KV head's R2 */
         uint32_t hd = m->head_dim_v, per = m->n_head / m->n_head_kv;
-        int bad = 0;
-#pragma omp parallel for schedule(static) reduction(| : bad)
-        for (size_t r = 0; r < rows; r++)
-            for (uint32_t q = 0; q < m->n_head; q++)
-                bad |= tq_rotation_apply(NULL, R->r2[q / per], x + r * row + (size_t)q * hd, 1, 0) != TQ_OK;
-        if (bad) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        size_t first = SIZE_MAX;
+#pragma omp parallel
+        {
+            tq_ctx *wc = tq_ctx_clone(ctx);
+#pragma omp for schedule(static)
+            for (size_t r = 0; r < rows; r++) {
+                for (uint32_t q = 0; q < m->n_head; q++) {
+                    float *cols = x + r * row + (size_t)q * hd; /* [hd]: query head q's inputs */
+                    if (!wc || tq_rotation_apply(wc, R->r2[q / per], cols, 1, 0)) {
+                        tq_ctx_keep_first(ctx, &first, r, wc);
+                        break;
+                    }
+                }
+            }
+            tq_ctx_free(wc);
+        }
+        if (first != SIZE_MAX) st = tq_ctx_status(ctx);
     }
     if (!st && o->r1 && t->role == RR_WRITER) { /* R1 W: the columns, in blocks of 256 across the threads */
-        int bad = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad)
-        for (size_t c0 = 0; c0 < row; c0 += 256)
-            bad |= tq_rotation_apply_strided(NULL, R->r1, x + c0, row - c0 < 256 ? row - c0 : 256, row, 0) != TQ_OK;
-        if (bad) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        size_t first = SIZE_MAX;
+#pragma omp parallel
+        {
+            tq_ctx *wc = tq_ctx_clone(ctx);
+#pragma omp for schedule(dynamic, 1)
+            for (size_t c0 = 0; c0 < row; c0 += 256) {
+                size_t nc = row - c0 < 256 ? row - c0 : 256;
+                if (!wc || tq_rotation_apply_strided(wc, R->r1, x + c0, nc, row, 0))
+                    tq_ctx_keep_first(ctx, &first, c0, wc);
+            }
+            tq_ctx_free(wc);
+        }
+        if (first != SIZE_MAX) st = tq_ctx_status(ctx);
     }
     if (!st && o->r1 && t->role == RR_WRITER_BIAS) st = tq_rotation_apply(ctx, R->r1, x, 1, 0);
     return st;

@@ -8,6 +8,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 
 typedef struct zip_out {
@@ -21,7 +22,7 @@ static la_ssize_t zip_write(struct archive *a, void *user, const void *p, size_t
     zip_out *z = user;
     if (fwrite(p, 1, n, z->f) != n) {
         z->io_error = 1;
-        archive_set_error(a, 5, "write error");
+        archive_set_error(a, errno, "write error: %s", strerror(errno));
         return -1;
     }
     return (la_ssize_t)n;

@@ -5,6 +5,7 @@
 #include "kv_layers.h"
 #include "model_rope.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,33 +351,33 @@ typedef struct offset_sums {
 static float iq_scale(const tqkv_tensor *t, uint64_t j) { return t->innerq ? t->innerq[j % t->innerq_n] : 1.0f; }
 
 /* Pass 1: the sums; rope NULL: the plain mean only. */
-static tq_status offset_pass1(const src_tensor *s, const tqkv_tensor *t, const tq_rope *rope, const int32_t *pos,
+static tq_status offset_pass1(tq_ctx *ctx, const src_tensor *s, const tqkv_tensor *t, const tq_rope *rope, const int32_t *pos,
                               float *rows, offset_sums *o)
 {
     tq_status st = TQ_OK;
     for (uint32_t c0 = t->sink_rows; !st && c0 < t->cells; c0 += OFFSET_STEP) {
         uint32_t nr = t->cells - c0 < OFFSET_STEP ? t->cells - c0 : OFFSET_STEP;
-        st = tq_kv_tensor_read_rows(NULL, s->kt, t->cells, c0, nr, rows);
+        st = tq_kv_tensor_read_rows(ctx, s->kt, t->cells, c0, nr, rows);
         for (uint32_t r = 0; !st && r < nr; r++)
             for (uint64_t j = 0; j < t->width; j++) {
                 double x = rows[r * t->width + j] * iq_scale(t, j);
                 o->mean[j] += x, o->energy += x * x;
             }
-        if (!st && rope) st = tq_rope_unrotate(NULL, rope, rows, nr, t->width, pos + c0);
+        if (!st && rope) st = tq_rope_unrotate(ctx, rope, rows, nr, t->width, pos + c0);
         for (uint64_t k = 0; !st && rope && k < (uint64_t)nr * t->width; k++) o->pre[k % t->width] += rows[k];
     }
     return st;
 }
 
 /* Pass 2: the energy k - R(pos) b leaves, scaled. */
-static tq_status offset_pass2(const src_tensor *s, const tqkv_tensor *t, const tq_rope *rope, const int32_t *pos,
+static tq_status offset_pass2(tq_ctx *ctx, const src_tensor *s, const tqkv_tensor *t, const tq_rope *rope, const int32_t *pos,
                               const float *b, float *rows, offset_sums *o)
 {
     tq_status st = TQ_OK;
     for (uint32_t c0 = t->sink_rows; !st && c0 < t->cells; c0 += OFFSET_STEP) {
         uint32_t nr = t->cells - c0 < OFFSET_STEP ? t->cells - c0 : OFFSET_STEP;
-        st = tq_kv_tensor_read_rows(NULL, s->kt, t->cells, c0, nr, rows);
-        if (!st) st = tq_rope_add(NULL, rope, b, rows, nr, t->width, pos + c0, -1.0f);
+        st = tq_kv_tensor_read_rows(ctx, s->kt, t->cells, c0, nr, rows);
+        if (!st) st = tq_rope_add(ctx, rope, b, rows, nr, t->width, pos + c0, -1.0f);
         for (uint64_t k = 0; !st && k < (uint64_t)nr * t->width; k++) {
             double x = rows[k] * iq_scale(t, k % t->width);
             o->resid_rope += x * x;
@@ -385,27 +386,29 @@ static tq_status offset_pass2(const src_tensor *s, const tqkv_tensor *t, const t
     return st;
 }
 
-static tq_status plan_offset(const src_tensor *s, tqkv_tensor *t, const tq_rope *rope, const int32_t *pos)
+static tq_status plan_offset(tq_ctx *ctx, const src_tensor *s, tqkv_tensor *t, const tq_rope *rope, const int32_t *pos)
 {
     offset_sums o = {calloc(t->width, sizeof(double)), calloc(t->width, sizeof(double)), 0, 0};
     float *rows = malloc((size_t)OFFSET_STEP * t->width * sizeof *rows), *b = malloc(t->width * sizeof *b);
     t->offset = malloc(t->width * sizeof *t->offset);
-    tq_status st = !o.mean || !o.pre || !rows || !b || !t->offset ? TQ_ERR_NOMEM : TQ_OK;
+    tq_status st = TQ_OK;
+    if (!o.mean || !o.pre || !rows || !b || !t->offset)
+        st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     double n = t->cells - t->sink_rows, mean2 = 0;
-    if (!st) st = offset_pass1(s, t, rope, pos, rows, &o);
+    if (!st) st = offset_pass1(ctx, s, t, rope, pos, rows, &o);
     for (uint64_t j = 0; !st && j < t->width; j++) {
         t->offset[j] = (float)(o.mean[j] / n), b[j] = (float)(o.pre[j] / n);
         mean2 += (double)t->offset[j] * t->offset[j];
     }
     double resid_mean = o.energy - mean2 * n;
-    if (!st && rope) st = offset_pass2(s, t, rope, pos, b, rows, &o);
+    if (!st && rope) st = offset_pass2(ctx, s, t, rope, pos, b, rows, &o);
     int use_rope = !st && rope && o.resid_rope < resid_mean;
     if (use_rope && (t->rope_pos = malloc(4ull * t->cells))) {
         memcpy(t->offset, b, t->width * sizeof *b);
         memcpy(t->rope_pos, pos, 4ull * t->cells);
         t->rope = *rope;
     } else if (use_rope) {
-        st = TQ_ERR_NOMEM;
+        st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     if (st || (use_rope ? o.resid_rope : resid_mean) > (1 - OFFSET_SHARE) * o.energy || t->group < 64) {
         free(t->offset), free(t->rope_pos);
@@ -417,14 +420,16 @@ static tq_status plan_offset(const src_tensor *s, tqkv_tensor *t, const tq_rope 
 
 /* The RoPE tensor i's K went through, with its cells' positions; NULL where
  * it cannot be told (no model, M-RoPE cells, a RoPE tq does not rebuild). */
-static const tq_rope *tensor_rope(const tq_kv_view *v, const tq_kvsnap_options *o, const src_tensor *s,
+static const tq_rope *tensor_rope(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, const src_tensor *s,
                                   const tqkv_tensor *t, tq_rope *r, int32_t **pos)
 {
     *pos = NULL;
     int swa = tq_kv_view_n_kv(v) == 2 && s->kv_state == 1; /* iSWA: the SWA cache comes second */
     if (o->k_offset != TQ_KOFF_ROPE || !o->model || tq_kv_view_has_ext(v) || !tq_model_rope(o->model, tq_model_head_dim(o->model, 0), swa, r) ||
-        tq_rope_check(NULL, r, t->width) || !(*pos = malloc(4ull * t->cells)))
+        tq_rope_check(ctx, r, t->width) || !(*pos = malloc(4ull * t->cells))) {
+        tq_ctx_clear_error(ctx); /* not a failure: the plain mean serves */
         return NULL;
+    }
     tq_kv_stream_positions(v, &tq_kv_view_kv(v, s->kv_state)->streams[s->stream], *pos);
     return r;
 }
@@ -432,19 +437,27 @@ static const tq_rope *tensor_rope(const tq_kv_view *v, const tq_kvsnap_options *
 static tq_status plan_offsets(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kv_view *v, const tq_kvsnap_options *o,
                               const src_tensor *src, size_t n)
 {
-    int bad = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad)
-    for (size_t i = 0; i < n; i++) {
-        tqkv_tensor *t = &p->meta.t[i];
-        if (t->codec == TQKV_CODEC_TQ && !t->is_v && !t->transposed && t->cells > t->sink_rows + 1) {
+    size_t first = SIZE_MAX;
+#pragma omp parallel
+    {
+        tq_ctx *wc = tq_ctx_clone(ctx);
+#pragma omp for schedule(dynamic, 1)
+        for (size_t i = 0; i < n; i++) {
+            tqkv_tensor *t = &p->meta.t[i];
+            if (t->codec != TQKV_CODEC_TQ || t->is_v || t->transposed || t->cells <= t->sink_rows + 1)
+                continue;
             tq_rope r;
-            int32_t *pos;
-            const tq_rope *rope = tensor_rope(v, o, &src[i], t, &r, &pos);
-            bad |= plan_offset(&src[i], t, rope, pos) != TQ_OK;
+            int32_t *pos = NULL;
+            const tq_rope *rope = wc ? tensor_rope(wc, v, o, &src[i], t, &r, &pos) : NULL;
+            if (!wc || plan_offset(wc, &src[i], t, rope, pos)) tq_ctx_keep_first(ctx, &first, i, wc);
             free(pos);
         }
+        tq_ctx_free(wc);
     }
-    return bad ? tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory computing K offsets") : TQ_OK;
+    if (first == SIZE_MAX) return TQ_OK;
+    char why[256];
+    snprintf(why, sizeof why, "%s", tq_ctx_error(ctx));
+    return tq_ctx_set_error(ctx, tq_ctx_status(ctx), "layer %u K offset: %s", p->meta.t[first].layer, why);
 }
 
 /* The snapshot's header fields and the skeleton: the source bytes between
@@ -607,7 +620,9 @@ uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i)
     uint64_t rows = t->cells - t->row_start;
     if (t->codec == TQKV_CODEC_RAW) return t->transposed ? (t->row_start ? 0 : t->bytes) : rows * p->src[i]->row_size;
     uint64_t sink = t->row_start < t->sink_rows ? t->sink_rows - t->row_start : 0;
-    tq_codec *c = tqkv_tensor_codec(t);
+    tq_ctx *ctx = tq_ctx_new(); /* the plan made this codec already: it cannot fail here */
+    tq_codec *c = ctx ? tqkv_tensor_codec(ctx, t) : NULL;
+    tq_ctx_free(ctx);
     uint64_t n = c ? (rows - sink) * t->width / tq_codec_block_values(c) * tq_codec_block_bytes(c) : 0;
     n += sink * p->src[i]->row_size;
     tq_codec_free(c);

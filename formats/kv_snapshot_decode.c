@@ -9,6 +9,7 @@
 #include "llama_state.h"
 
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -16,7 +17,8 @@
 
 static tq_status put(tq_ctx *ctx, FILE *f, const void *p, uint64_t n)
 {
-    if (n && fwrite(p, 1, n, f) != n) return tq_ctx_set_error(ctx, TQ_ERR_IO, "writing the state file failed");
+    if (n && fwrite(p, 1, n, f) != n)
+        return tq_ctx_set_error(ctx, TQ_ERR_IO, "writing the state file failed: %s", strerror(errno));
     return TQ_OK;
 }
 
@@ -128,7 +130,8 @@ static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof
     j->t = &m->t[i];
     j->ty = tq_ggml_type_get(prof, j->t->type_id);
     j->oty = want ? want : j->ty;
-    j->c = tqkv_tensor_codec(j->t);
+    j->c = tqkv_tensor_codec(ctx, j->t);
+    if (j->t->codec != TQKV_CODEC_RAW && !j->c) return tq_ctx_status(ctx);
     /* the base's chunks for rows below row_start, then ours */
     if (j->t->row_start) {
         while (j->bfirst < tqkv_n_chunks(base) && tqkv_chunk_at(base, j->bfirst)->tensor < i) j->bfirst++;

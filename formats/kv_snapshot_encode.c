@@ -61,11 +61,13 @@ static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, 
 {
     const tqkv_tensor *t = &p->meta.t[i];
     uint32_t nch = tqkv_tensor_n_chunks(t);
-    *e = (etensor){i, tqkv_tensor_codec(t), calloc(nch ? nch : 1, sizeof(chunk_out)), nch};
+    *e = (etensor){i, tqkv_tensor_codec(ctx, t), calloc(nch ? nch : 1, sizeof(chunk_out)), nch};
     if (!e->co || (t->codec != TQKV_CODEC_RAW && !e->c)) {
+        int no_codec = t->codec != TQKV_CODEC_RAW && !e->c;
         free(e->co);
         tq_codec_free(e->c);
         memset(e, 0, sizeof *e);
+        if (no_codec) return tq_ctx_status(ctx);
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     const tq_kv_tensor *kt = p->src[i];

@@ -5,6 +5,7 @@
 #include "kv_source.h"
 #include "llama_state.h"
 
+#include <errno.h>
 #include <string.h>
 
 typedef struct wr {
@@ -15,7 +16,8 @@ typedef struct wr {
 
 static void put(wr *w, const void *p, uint64_t n)
 {
-    if (!w->st && n && fwrite(p, 1, n, w->f) != n) w->st = tq_ctx_set_error(w->ctx, TQ_ERR_IO, "writing the state file failed");
+    if (!w->st && n && fwrite(p, 1, n, w->f) != n)
+        w->st = tq_ctx_set_error(w->ctx, TQ_ERR_IO, "writing the state file failed: %s", strerror(errno));
 }
 
 static void put32(wr *w, uint32_t v) { put(w, &v, 4); }

@@ -62,11 +62,17 @@ int tqkv_codec_desc(const tqkv_tensor *t, tq_codec_desc *d)
     return -1;
 }
 
-tq_codec *tqkv_tensor_codec(const tqkv_tensor *t)
+tq_codec *tqkv_tensor_codec(tq_ctx *ctx, const tqkv_tensor *t)
 {
     tq_codec_desc d;
     tq_codec *c = NULL;
-    if (t->codec != TQKV_CODEC_RAW && !tqkv_codec_desc(t, &d)) tq_codec_new(NULL, &d, &c);
+    if (t->codec == TQKV_CODEC_RAW) return NULL;
+    if (tqkv_codec_desc(t, &d)) {
+        tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "layer %u: codec %u has no block codec", t->layer,
+                         t->codec);
+        return NULL;
+    }
+    tq_codec_new(ctx, &d, &c);
     return c;
 }
 
@@ -458,7 +464,8 @@ static int mget(mcur *c, void *v, uint64_t n)
 }
 
 /* payload bytes a chunk of nrows of tensor t must decode to */
-static uint64_t expected_raw(const tqkv_tensor *t, uint32_t row0, uint32_t nrows, int *ok)
+static uint64_t expected_raw(tq_ctx *ctx, const tqkv_tensor *t, uint32_t row0, uint32_t nrows,
+                             int *ok)
 {
     *ok = 1;
     if (tqkv_chunk_is_sink(t, row0)) { /* exactly the sink rows, in the source type */
@@ -468,7 +475,7 @@ static uint64_t expected_raw(const tqkv_tensor *t, uint32_t row0, uint32_t nrows
     if (t->codec == TQKV_CODEC_RAW) return t->transposed ? t->bytes : t->bytes / (t->cells ? t->cells : 1) * nrows;
     tq_codec_desc d;
     tq_codec *c;
-    if (tqkv_codec_desc(t, &d) || tq_codec_new(NULL, &d, &c)) {
+    if (tqkv_codec_desc(t, &d) || tq_codec_new(ctx, &d, &c)) {
         *ok = 0;
         return 0;
     }
@@ -497,7 +504,7 @@ static tq_status get_rope(tq_ctx *ctx, const tqkv_reader *r, mcur *c, tqkv_tenso
         mget(c, &t->rope.freq_base, 4) || mget(c, &t->rope.freq_scale, 4) || mget(c, &runs, 4))
         return bad(ctx, r, "RoPE offset truncated", at);
     t->rope.pairs = pairs == TQ_PAIRS_ADJACENT ? TQ_PAIRS_ADJACENT : TQ_PAIRS_HALVES;
-    if (pairs != t->rope.pairs || tq_rope_check(NULL, &t->rope, t->width) || t->group < 2 || !runs || runs > t->cells)
+    if (pairs != t->rope.pairs || tq_rope_check(ctx, &t->rope, t->width) || t->group < 2 || !runs || runs > t->cells)
         return bad(ctx, r, "bad RoPE offset", at);
     if (!(t->rope_pos = malloc(4ull * t->cells))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (uint32_t k = 0; k < runs; k++) {
@@ -740,7 +747,7 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
         if (m->t[ti].transposed && m->t[ti].codec == TQKV_CODEC_RAW && ch->nrows != m->t[ti].cells)
             return bad(ctx, r, "chunk out of order", ch->offset);
         int ok;
-        if (ch->raw_len != expected_raw(&m->t[ti], ch->row0, ch->nrows, &ok) || !ok || ch->raw_len > MAX_PIECE ||
+        if (ch->raw_len != expected_raw(ctx, &m->t[ti], ch->row0, ch->nrows, &ok) || !ok || ch->raw_len > MAX_PIECE ||
             (!ch->zstd && ch->stored_len != ch->raw_len) ||
             (ch->zstd && ZSTD_getFrameContentSize(ch->stored, ch->stored_len) != ch->raw_len))
             return bad(ctx, r, "chunk length", ch->offset);

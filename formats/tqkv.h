@@ -95,7 +95,7 @@ int tqkv_chunk_is_sink(const tqkv_tensor *t, uint32_t row0);
 int tqkv_codec_desc(const tqkv_tensor *t, tq_codec_desc *d);
 /* That codec, ready to run; NULL for a kept tensor, an invalid record or
  * when out of memory. */
-tq_codec *tqkv_tensor_codec(const tqkv_tensor *t);
+tq_codec *tqkv_tensor_codec(tq_ctx *ctx, const tqkv_tensor *t); /* NULL: kept rows, or ctx says */
 
 /* ------------------------------------------------ writing (streams: pipes work) */
 

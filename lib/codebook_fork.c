@@ -58,6 +58,7 @@ const tq_codebook *tq_codebook_fork(tq_codebook_kind kind)
 tq_status tq_codebook_get(tq_ctx *ctx, tq_codebook_kind kind, uint32_t g, uint32_t bits,
                           tq_codebook *out)
 {
+    TQ_NEED_CTX(ctx);
     const tq_codebook *cb;
     if (kind == TQ_CB_EXACT) {
         if (!tq_is_pow2(g) || g < TQ_RHT_MIN || g > TQ_RHT_MAX)

@@ -22,6 +22,7 @@ static tq_status fix_fork(tq_ctx *ctx, const tq_codec_desc *d, const char *name)
 
 tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
 {
+    TQ_NEED_CTX(ctx);
     *out = NULL;
     tq_codec *c = calloc(1, sizeof *c);
     if (!c) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
@@ -183,6 +184,7 @@ static int is_plain(const tq_codec *c) { return c->layout == TQ_LAYOUT_ANGLE || 
 
 tq_status tq_codec_set_weight_search(tq_ctx *ctx, tq_codec *c, tq_weight_search s)
 {
+    TQ_NEED_CTX(ctx);
     if (!is_weight(c)) return tq_fail(ctx, TQ_ERR_ARG, "codec %s has no weight search", c->name);
     if (s != TQ_WSEARCH_BEST && s != TQ_WSEARCH_FORK)
         return tq_fail(ctx, TQ_ERR_ARG, "unknown weight search %d", (int)s);
@@ -260,16 +262,19 @@ static tq_status run(tq_ctx *ctx, const tq_codec *c, size_t n, int encode, int r
 
 tq_status tq_encode(tq_ctx *ctx, const tq_codec *c, const float *x, size_t n, void *blocks)
 {
+    TQ_NEED_CTX(ctx);
     return run(ctx, c, n, 1, 0, x, blocks);
 }
 
 tq_status tq_decode(tq_ctx *ctx, const tq_codec *c, const void *blocks, size_t n, float *y)
 {
+    TQ_NEED_CTX(ctx);
     return run(ctx, c, n, 0, 0, blocks, y);
 }
 
 tq_status tq_decode_rotated(tq_ctx *ctx, const tq_codec *c, const void *blocks, size_t n, float *y)
 {
+    TQ_NEED_CTX(ctx);
     if (is_weight(c))
         return tq_fail(ctx, TQ_ERR_ARG, "%s is a weight codec: it has no rotated-domain output", c->name);
     return run(ctx, c, n, 0, 1, blocks, y);
@@ -277,6 +282,7 @@ tq_status tq_decode_rotated(tq_ctx *ctx, const tq_codec *c, const void *blocks, 
 
 tq_status tq_scores(tq_ctx *ctx, const tq_codec *c, const float *q, const void *blocks, size_t n_keys, float *out)
 {
+    TQ_NEED_CTX(ctx);
     if (is_weight(c)) return tq_fail(ctx, TQ_ERR_ARG, "%s is a weight codec: no attention scores", c->name);
     tq_status st = tq_require_cpu(ctx, "compressed-domain scores");
     if (st) return st;

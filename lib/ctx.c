@@ -1,6 +1,7 @@
 /* ctx.c - error context and execution settings. */
 #include "tq_internal.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,14 +57,32 @@ const char *tq_status_name(tq_status st)
 
 tq_status tq_ctx_set_error(tq_ctx *ctx, tq_status st, const char *fmt, ...)
 {
-    if (ctx) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(ctx->msg, sizeof ctx->msg, fmt, ap);
-        va_end(ap);
-        ctx->status = st;
-    }
+    TQ_NEED_CTX(ctx);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->msg, sizeof ctx->msg, fmt, ap);
+    va_end(ap);
+    ctx->status = st;
     return st;
+}
+
+void tq_ctx_copy_error(tq_ctx *dst, const tq_ctx *src)
+{
+    assert(dst && src);
+    memcpy(dst->msg, src->msg, sizeof dst->msg);
+    dst->status = src->status;
+}
+
+void tq_ctx_keep_first(tq_ctx *dst, size_t *first, size_t item, const tq_ctx *worker)
+{
+    assert(dst && first);
+#pragma omp critical(tq_ctx_keep_first)
+    if (item < *first) {
+        *first = item;
+        if (worker && worker->status) tq_ctx_copy_error(dst, worker);
+        else if (worker) tq_fail(dst, TQ_ERR_ARG, "item %zu failed without a message", item);
+        else tq_fail(dst, TQ_ERR_NOMEM, "out of memory (a worker thread's context)");
+    }
 }
 
 int tq_is_pow2(uint32_t v) { return v && !(v & (v - 1)); }
@@ -73,7 +92,8 @@ int tq_ctx_threads(const tq_ctx *ctx) { return tq_resolve_threads(ctx); }
 
 int tq_resolve_threads(const tq_ctx *ctx)
 {
-    if (ctx && ctx->threads > 0) return ctx->threads;
+    TQ_NEED_CTX(ctx);
+    if (ctx->threads > 0) return ctx->threads;
 #ifdef _OPENMP
     return omp_get_num_procs();
 #else
@@ -106,6 +126,7 @@ tq_simd tq_simd_best(void)
 
 tq_status tq_ctx_set_simd(tq_ctx *ctx, tq_simd level)
 {
+    TQ_NEED_CTX(ctx);
     tq_simd best = tq_simd_best();
     if (level == TQ_SIMD_AUTO) level = best;
     if (level != TQ_SIMD_SCALAR && level > best)
@@ -130,19 +151,22 @@ const tq_kernels *tq_kernels_for(tq_simd level)
 
 const tq_kernels *tq_kernels_of(const tq_ctx *ctx)
 {
-    if (ctx && ctx->backend == TQ_BACKEND_CUDA) return &tq_kernels_cuda;
-    return tq_kernels_for(ctx ? ctx->simd : tq_simd_best());
+    TQ_NEED_CTX(ctx);
+    if (ctx->backend == TQ_BACKEND_CUDA) return &tq_kernels_cuda;
+    return tq_kernels_for(ctx->simd);
 }
 
 tq_status tq_require_cpu(tq_ctx *ctx, const char *what)
 {
-    if (!ctx || ctx->backend == TQ_BACKEND_CPU) return TQ_OK;
+    TQ_NEED_CTX(ctx);
+    if (ctx->backend == TQ_BACKEND_CPU) return TQ_OK;
     return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "the %s backend cannot do %s: use a CPU context", tq_kernels_of(ctx)->name,
                    what);
 }
 
 tq_status tq_ctx_set_backend(tq_ctx *ctx, tq_backend backend)
 {
+    TQ_NEED_CTX(ctx);
     if (backend == TQ_BACKEND_CPU) {
         ctx->backend = backend;
         return TQ_OK;

@@ -44,9 +44,11 @@ static void make_codecs(void)
         tq_codec_kind k;
     } map[] = {{TQ_DT_TQ3_1S, TQ_CODEC_TQ3_1S}, {TQ_DT_TQ4_1S, TQ_CODEC_TQ4_1S}, {TQ_DT_TURBO2, TQ_CODEC_TURBO2},
                {TQ_DT_TURBO3, TQ_CODEC_TURBO3}, {TQ_DT_TURBO4, TQ_CODEC_TURBO4}};
+    /* a failure leaves the codec NULL, which codec_run reports */
+    tq_ctx local = {TQ_OK, "", 1, TQ_SIMD_SCALAR, TQ_BACKEND_CPU};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
         tq_codec_desc d = {.kind = map[i].k};
-        tq_codec_new(NULL, &d, &codecs[map[i].t]);
+        tq_codec_new(&local, &d, &codecs[map[i].t]);
     }
 }
 
@@ -79,7 +81,7 @@ static tq_status codec_run(tq_ctx *ctx, tq_dtype t, int enc, const void *in, siz
     const tq_codec *c = codec_for(t);
     if (!c) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating the %s codec", dt[t].name);
     /* the caller owns the parallelism: run on this thread */
-    tq_ctx local = {TQ_OK, "", 1, ctx ? ctx->simd : tq_simd_best(), TQ_BACKEND_CPU};
+    tq_ctx local = {TQ_OK, "", 1, ctx->simd, TQ_BACKEND_CPU};
     tq_status st = enc ? tq_encode(&local, c, in, n, out) : tq_decode(&local, c, in, n, out);
     if (st) return tq_fail(ctx, st, "%s", local.msg);
     return TQ_OK;
@@ -87,6 +89,7 @@ static tq_status codec_run(tq_ctx *ctx, tq_dtype t, int enc, const void *in, siz
 
 tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, float *y)
 {
+    TQ_NEED_CTX(ctx);
     tq_status st = check(ctx, t, n);
     if (st) return st;
     const uint8_t *s = src;
@@ -154,9 +157,24 @@ tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, floa
     return TQ_OK;
 }
 
+/* A block type codes a scale from the block's values: one NaN or infinity
+ * would silently spoil the whole block, so it is refused (the float types
+ * carry such values through as they are). */
+static tq_status check_finite(tq_ctx *ctx, tq_dtype t, const float *x, size_t n)
+{
+    if (t == TQ_DT_F32 || t == TQ_DT_F16 || t == TQ_DT_BF16) return TQ_OK;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return tq_fail(ctx, TQ_ERR_ARG, "value %zu is %g: %s blocks need finite values", i, x[i],
+                           dt[t].name);
+    return TQ_OK;
+}
+
 tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *x, size_t n, void *dst)
 {
+    TQ_NEED_CTX(ctx);
     tq_status st = check(ctx, t, n);
+    if (!st) st = check_finite(ctx, t, x, n);
     if (st) return st;
     uint8_t *o = dst;
     size_t nb = n / dt[t].values;
@@ -192,8 +210,10 @@ tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *x, size_t n, void *d
 tq_status tq_quantize_weighted(tq_ctx *ctx, tq_dtype t, const float *x, size_t n_rows, size_t row_len,
                                const float *importance, void *dst)
 {
+    TQ_NEED_CTX(ctx);
     if (!importance) return tq_quantize(ctx, t, x, n_rows * row_len, dst);
     tq_status st = check(ctx, t, row_len);
+    if (!st) st = check_finite(ctx, t, x, n_rows * row_len);
     if (st) return st;
     int legacy = t == TQ_DT_Q4_0 || t == TQ_DT_Q4_1 || t == TQ_DT_Q5_0 || t == TQ_DT_Q5_1;
     int kq = t == TQ_DT_Q4_K || t == TQ_DT_Q5_K || t == TQ_DT_Q6_K;

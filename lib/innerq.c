@@ -7,6 +7,7 @@
 
 tq_status tq_innerq_apply(tq_ctx *ctx, float *x, size_t n, const float *scales, uint32_t dim, int divide)
 {
+    TQ_NEED_CTX(ctx);
     if (!dim || n % dim)
         return tq_fail(ctx, TQ_ERR_ARG, "%zu values are not whole groups of %u InnerQ channels", n, dim);
     if (divide)
@@ -31,6 +32,7 @@ static uint32_t partner(uint32_t j, uint32_t dim, tq_rope_pairs pairs, uint32_t 
 tq_status tq_innerq_scales(tq_ctx *ctx, tq_innerq_method method, const double *ek2, const double *eq2, uint32_t dim,
                            tq_rope_pairs pairs, uint32_t rot, double strength, double lo, double hi, float *s)
 {
+    TQ_NEED_CTX(ctx);
     if (!dim || dim > 4096) return tq_fail(ctx, TQ_ERR_ARG, "InnerQ over %u channels", dim);
     if (!(strength > 0 && strength <= 4)) return tq_fail(ctx, TQ_ERR_ARG, "InnerQ strength %g outside (0, 4]", strength);
     if (method == TQ_INNERQ_QK && !eq2) return tq_fail(ctx, TQ_ERR_ARG, "Q-aware scales need E[q^2]");

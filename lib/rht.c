@@ -40,6 +40,7 @@ static tq_status check_g(tq_ctx *ctx, uint32_t g)
 
 tq_status tq_rht_forward(tq_ctx *ctx, uint32_t g, const float *s1, const float *s2, float *x)
 {
+    TQ_NEED_CTX(ctx);
     tq_status st = check_g(ctx, g);
     if (st == TQ_OK) tq_rht_forward_raw(g, s1, s2, x);
     return st;
@@ -47,6 +48,7 @@ tq_status tq_rht_forward(tq_ctx *ctx, uint32_t g, const float *s1, const float *
 
 tq_status tq_rht_inverse(tq_ctx *ctx, uint32_t g, const float *s1, const float *s2, float *x)
 {
+    TQ_NEED_CTX(ctx);
     tq_status st = check_g(ctx, g);
     if (st == TQ_OK) tq_rht_inverse_raw(g, s1, s2, x);
     return st;

@@ -7,6 +7,7 @@
 
 tq_status tq_rope_check(tq_ctx *ctx, const tq_rope *r, uint64_t width)
 {
+    TQ_NEED_CTX(ctx);
     if (!r->head_dim || width % r->head_dim || !r->n_rot || r->n_rot % 2 || r->n_rot > r->head_dim ||
         (r->pairs != TQ_PAIRS_ADJACENT && r->pairs != TQ_PAIRS_HALVES) || !(r->freq_base > 0.0f) ||
         !isfinite(r->freq_base) || !(r->freq_scale > 0.0f) || !isfinite(r->freq_scale))
@@ -62,6 +63,7 @@ static void angles(const tq_rope *r, const int32_t *pos, size_t k, double *cs)
 
 tq_status tq_rope_unrotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint64_t width, const int32_t *pos)
 {
+    TQ_NEED_CTX(ctx);
     tq_status st = tq_rope_check(ctx, r, width);
     double *cs = st ? NULL : angle_table(r);
     if (st || !cs) return st ? st : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
@@ -83,6 +85,7 @@ tq_status tq_rope_unrotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows,
 tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, size_t rows, uint64_t width,
                       const int32_t *pos, float sign)
 {
+    TQ_NEED_CTX(ctx);
     tq_status st = tq_rope_check(ctx, r, width);
     double *cs = st ? NULL : angle_table(r);
     if (st || !cs) return st ? st : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");

@@ -43,6 +43,7 @@ static double uniform01(uint64_t *st) { return ((splitmix64(st) >> 11) + 0.5) * 
 
 tq_status tq_rotation_new(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **out)
 {
+    TQ_NEED_CTX(ctx);
     *out = NULL;
     if (!n) return tq_fail(ctx, TQ_ERR_ARG, "a rotation of size 0");
     uint32_t m = n & (~n + 1), k = n / m; /* m: the largest power of two dividing n */
@@ -85,6 +86,7 @@ tq_status tq_rotation_new(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **
 
 tq_status tq_rotation_new_signs(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **out)
 {
+    TQ_NEED_CTX(ctx);
     *out = NULL;
     if (!n) return tq_fail(ctx, TQ_ERR_ARG, "a rotation of size 0");
     tq_rotation *r = calloc(1, sizeof *r);
@@ -117,6 +119,7 @@ const char *tq_rotation_kind(const tq_rotation *r) { return r->kind; }
 tq_status tq_rotation_apply_strided(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes, size_t stride,
                                     int transpose)
 {
+    TQ_NEED_CTX(ctx);
     uint32_t m = r->m, k = r->k;
     float scale = (float)(1.0 / sqrt((double)m));
     tq_status cst = tq_require_cpu(ctx, "rotations");
@@ -183,6 +186,7 @@ tq_status tq_rotation_apply_strided(tq_ctx *ctx, const tq_rotation *r, float *x,
 
 tq_status tq_rotation_apply(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes, int transpose)
 {
+    TQ_NEED_CTX(ctx);
     return tq_rotation_apply_strided(ctx, r, x, lanes, lanes, transpose);
 }
 
@@ -192,6 +196,7 @@ tq_status tq_rotation_apply(tq_ctx *ctx, const tq_rotation *r, float *x, size_t 
  * order of operations per element as one vector at a time. */
 tq_status tq_rotation_apply_rows(tq_ctx *ctx, const tq_rotation *r, float *x, size_t rows, int transpose)
 {
+    TQ_NEED_CTX(ctx);
     enum { B = 32 };
     size_t n = r->n;
     tq_status cst = tq_require_cpu(ctx, "rotations");

@@ -38,6 +38,7 @@ void tq_signs_generate(uint32_t g, uint64_t seed, float *s1, float *s2)
 
 tq_status tq_signs_kv(tq_ctx *ctx, uint32_t g, uint64_t seed, float *s1, float *s2)
 {
+    TQ_NEED_CTX(ctx);
     if (!tq_is_pow2(g) || g < TQ_RHT_MIN || g > TQ_RHT_MAX)
         return tq_fail(ctx, TQ_ERR_ARG, "group size %u is not a power of two in [%d, %d]", g,
                        TQ_RHT_MIN, TQ_RHT_MAX);

@@ -57,6 +57,14 @@ void tq_ctx_clear_error(tq_ctx *ctx);
  * steps on a context, like archive_set_error); returns st. */
 tq_status tq_ctx_set_error(tq_ctx *ctx, tq_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 const char *tq_status_name(tq_status st);
+/* dst takes src's status and message: a worker context's failure reported
+ * on the caller's (parallel loops keep the first failing item's). */
+void tq_ctx_copy_error(tq_ctx *dst, const tq_ctx *src);
+/* For parallel loops: item failed on worker (a tq_ctx_clone of dst, or NULL
+ * where the clone failed); dst keeps the failure of the lowest item, so the
+ * message is the same whatever the thread count.  *first starts at SIZE_MAX
+ * and is the failed item after the loop.  Thread-safe. */
+void tq_ctx_keep_first(tq_ctx *dst, size_t *first, size_t item, const tq_ctx *worker);
 /* A new context with ctx's SIMD level and backend, one thread and no error,
  * for the calls a worker thread makes (a context is not shared between
  * threads); NULL only when out of memory. */

@@ -3,6 +3,7 @@
 #ifndef TQ_INTERNAL_H
 #define TQ_INTERNAL_H
 
+#include <assert.h>
 #include "tq.h"
 
 #include <stdarg.h>
@@ -20,6 +21,8 @@ struct tq_ctx {
 /* Records an error in ctx (if non-NULL) and returns st: the library's own
  * name for the public tq_ctx_set_error. */
 #define tq_fail tq_ctx_set_error
+/* tq.h: a NULL context is a programmer error; every public entry asserts. */
+#define TQ_NEED_CTX(ctx) assert((ctx) && "libtq: a NULL context (tq.h: every fallible call takes one)")
 
 int tq_resolve_threads(const tq_ctx *ctx);
 

@@ -149,6 +149,7 @@ static void encode_block(const wctx *w, const float *M, const float *x, tq_simd 
 tq_status tq_encode_weighted(tq_ctx *ctx, const tq_codec *c, const float *x, size_t n_rows, size_t row_len,
                              const float *importance, void *blocks)
 {
+    TQ_NEED_CTX(ctx);
     if (c->layout != TQ_LAYOUT_W3 && c->layout != TQ_LAYOUT_W4)
         return tq_fail(ctx, TQ_ERR_ARG, "codec %s is not a weight codec", c->name);
     if (!row_len || row_len % 32) return tq_fail(ctx, TQ_ERR_ARG, "row length %zu is not a multiple of 32", row_len);

@@ -29,14 +29,19 @@ for t in tests/cli/*.sh; do
     [ -f "$t" ] || continue
     name=$(basename "$t" .sh)
     log=$(sh "$t" 2>&1); rc=$?
+    # behaviours the script named (tests/cli/common.inc): one result each
+    named=$(printf '%s\n' "$log" | sed -n 's/^ok \([a-z0-9][a-z0-9_-]*\)$/\1/p')
+    for b in $named; do echo "ok cli/$name/$b" >>"$out"; done
     case $rc in
-        0) echo "ok cli/$name" >>"$out" ;;
+        0) [ -n "$named" ] || echo "ok cli/$name" >>"$out" ;;
         77) if [ "${TQ_REQUIRE_ORACLES:-0}" = 1 ]; then
                 echo "FAIL cli/$name: required but skipped: $(printf '%s\n' "$log" | tail -n 1)" >>"$out"
             else
                 echo "SKIP: cli/$name: $(printf '%s\n' "$log" | tail -n 1)" >>"$out"
             fi ;;
-        *) printf 'FAIL cli/%s (exit %s)\n%s\n' "$name" "$rc" "$(printf '%s\n' "$log" | tail -n 15 | sed 's/^/    /')" >>"$out" ;;
+        *) where=$(printf '%s\n' "$log" | sed -n 's/^FAIL: \([a-z0-9][a-z0-9_-]*\): .*/\1/p' | tail -n 1)
+           printf 'FAIL cli/%s%s (exit %s)\n%s\n' "$name" "${where:+/$where}" "$rc" \
+               "$(printf '%s\n' "$log" | tail -n 15 | sed 's/^/    /')" >>"$out" ;;
     esac
 done
 

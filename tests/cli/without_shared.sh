@@ -8,3 +8,11 @@ printf '%s\n' "$out"
 [ $rc -eq 0 ] || exit 1
 [ "$(printf '%s\n' "$out" | grep -c '^SKIP: golden_shared_.*: ../shared/golden not found')" -eq 3 ] || exit 1
 [ "$(printf '%s\n' "$out" | grep -c '^ok golden_embedded_')" -eq 2 ] || exit 1
+# The whole unit suite under ASan/UBSan (leaks included) as a user runs it:
+# every test that needs ../shared skips, and a skip path frees what it took.
+[ -x build/tests/unit-runner-san ] || { echo "build/tests/unit-runner-san not built"; exit 1; }
+san=$(TQ_SHARED=/nonexistent/shared ASAN_OPTIONS=detect_leaks=1 ./build/tests/unit-runner-san 2>&1)
+rc=$?
+[ $rc -eq 0 ] || { printf '%s\n' "$san" | grep -v '^ok' | tail -n 20; echo "sanitized unit tests without ../shared: exit $rc"; exit 1; }
+printf '%s\n' "$san" | grep '^FAIL' && exit 1
+exit 0

@@ -13,9 +13,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _env import tq, need  # noqa: E402
-from _sessions import write_session  # noqa: E402
 
-np, gguf = need("numpy", "gguf")
+np, gguf = need("numpy", "gguf")  # before _sessions, which imports numpy
+from _sessions import write_session  # noqa: E402
 
 LAYERS, HEADS, HD, CELLS = 2, 2, 64, 400
 

@@ -4,8 +4,10 @@
 #ifndef TQ_TEST_HARNESS_H
 #define TQ_TEST_HARNESS_H
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct tq_test {
     const char *name;
@@ -37,6 +39,67 @@ int tq_test_failed(void);
         }                                                                          \
     } while (0)
 
+/* CHECK_EQ and friends print both sides; CHECK_OK the status and the
+ * context's message. */
+#define CHECK_EQ(a, b)                                                                             \
+    do {                                                                                           \
+        long long a_ = (long long)(a);                                                             \
+        long long b_ = (long long)(b);                                                             \
+        if (a_ != b_) {                                                                            \
+            tq_test_fail(__FILE__, __LINE__, " %s == %s: %lld != %lld\n", #a, #b, a_, b_);        \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+#define CHECK_EQ_U64(a, b)                                                                         \
+    do {                                                                                           \
+        unsigned long long a_ = (unsigned long long)(a);                                           \
+        unsigned long long b_ = (unsigned long long)(b);                                           \
+        if (a_ != b_) {                                                                            \
+            tq_test_fail(__FILE__, __LINE__, " %s == %s: %llu != %llu\n", #a, #b, a_, b_);        \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+#define CHECK_EQ_STR(a, b)                                                                         \
+    do {                                                                                           \
+        const char *a_ = (a);                                                                      \
+        const char *b_ = (b);                                                                      \
+        if (!a_ || !b_ || strcmp(a_, b_)) {                                                        \
+            tq_test_fail(__FILE__, __LINE__, " %s == %s: \"%s\" != \"%s\"\n", #a, #b,          \
+                         a_ ? a_ : "(null)", b_ ? b_ : "(null)");                                  \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+#define CHECK_NEAR(a, b, tol)                                                                      \
+    do {                                                                                           \
+        double a_ = (double)(a);                                                                   \
+        double b_ = (double)(b);                                                                   \
+        if (!(fabs(a_ - b_) <= (tol))) {                                                           \
+            tq_test_fail(__FILE__, __LINE__, " %s ~ %s: %.9g vs %.9g (tolerance %g)\n", #a, #b,    \
+                         a_, b_, (double)(tol));                                                   \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+/* st must be TQ_OK; else prints its name and ctx's message */
+#define CHECK_OK(ctx, expr)                                                                        \
+    do {                                                                                           \
+        tq_status st_ = (expr);                                                                    \
+        if (st_ != TQ_OK) {                                                                        \
+            tq_test_fail(__FILE__, __LINE__, " %s: %s: %s\n", #expr, tq_status_name(st_),          \
+                         tq_ctx_error(ctx));                                                       \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+/* st must be want; else prints both names and ctx's message */
+#define CHECK_STATUS(ctx, expr, want)                                                              \
+    do {                                                                                           \
+        tq_status st_ = (expr);                                                                    \
+        if (st_ != (want)) {                                                                       \
+            tq_test_fail(__FILE__, __LINE__, " %s: %s, expected %s: %s\n", #expr,                  \
+                         tq_status_name(st_), tq_status_name(want), tq_ctx_error(ctx));            \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
 #define SKIP(...)                                                                  \
     do {                                                                           \
         tq_test_skip(__VA_ARGS__);                                                 \
@@ -44,6 +107,10 @@ int tq_test_failed(void);
     } while (0)
 
 /* Helpers shared by the unit tests (tests/unit/util.c). */
+/* One context for the calls a test makes without a context of its own
+ * (lives until the runner exits; tests run one at a time). */
+struct tq_ctx;
+struct tq_ctx *tq_test_ctx(void);
 const char *tq_test_shared_dir(void);                 /* ../shared or $TQ_SHARED */
 void *tq_test_read_shared(const char *rel, size_t *len); /* NULL if absent */
 double tq_test_randn(unsigned long long *state);

@@ -12,7 +12,7 @@ TEST(codebook_fork_tables_are_consistent)
     uint32_t bits[5] = {2, 3, 4, 3, 4};
     for (int i = 0; i < 5; i++) {
         tq_codebook cb;
-        CHECK(tq_codebook_get(NULL, kinds[i], 0, 0, &cb) == TQ_OK);
+        CHECK(tq_codebook_get(tq_test_ctx(), kinds[i], 0, 0, &cb) == TQ_OK);
         CHECK(cb.bits == bits[i] && cb.size == 1u << bits[i]);
         for (uint32_t k = 0; k + 1 < cb.size; k++) {
             CHECK(cb.centroids[k] < cb.centroids[k + 1], "kind %d ascending", i);
@@ -22,7 +22,7 @@ TEST(codebook_fork_tables_are_consistent)
     }
     /* TQ4 weights are Lloyd-Max for N(0,1) (Max 1960): outer level 2.7326 */
     tq_codebook w4;
-    tq_codebook_get(NULL, TQ_CB_TQ4W, 0, 0, &w4);
+    tq_codebook_get(tq_test_ctx(), TQ_CB_TQ4W, 0, 0, &w4);
     CHECK(fabsf(w4.centroids[15] - 2.732590f) < 1e-6f && w4.centroids[0] == -w4.centroids[15]);
 }
 
@@ -48,7 +48,7 @@ TEST(codebook_exact_matches_independent_tables)
 {
     for (size_t i = 0; i < sizeof ref / sizeof ref[0]; i++) {
         tq_codebook cb;
-        CHECK(tq_codebook_get(NULL, TQ_CB_EXACT, ref[i].g, ref[i].b, &cb) == TQ_OK);
+        CHECK(tq_codebook_get(tq_test_ctx(), TQ_CB_EXACT, ref[i].g, ref[i].b, &cb) == TQ_OK);
         CHECK(fabs(cb.mse - ref[i].mse) <= 1e-3 * ref[i].mse, "d=%u b=%u D_mse %.6f vs %.6f", ref[i].g,
               ref[i].b, cb.mse, ref[i].mse);
         uint32_t half = cb.size / 2;
@@ -64,7 +64,7 @@ TEST(codebook_exact_all_sizes_sane)
         double prev = 1.0;
         for (uint32_t b = 1; b <= 8; b++) {
             tq_codebook cb;
-            CHECK(tq_codebook_get(NULL, TQ_CB_EXACT, g, b, &cb) == TQ_OK);
+            CHECK(tq_codebook_get(tq_test_ctx(), TQ_CB_EXACT, g, b, &cb) == TQ_OK);
             CHECK(cb.mse > 0 && cb.mse < prev, "g=%u b=%u D_mse %g not below %g", g, b, cb.mse, prev);
             /* Panter-Dite: high-rate D_mse ~ (sqrt(3) pi / 2) 4^-b; within the paper's bounds */
             CHECK(cb.mse >= pow(4, -(double)b) * 0.9 && cb.mse <= 2.73 * pow(4, -(double)b), "g=%u b=%u", g, b);

@@ -47,7 +47,7 @@ TEST(codec_sizes_and_names)
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         tq_codec *c;
-        CHECK(tq_codec_new(NULL, &t[i].d, &c) == TQ_OK);
+        CHECK(tq_codec_new(tq_test_ctx(), &t[i].d, &c) == TQ_OK);
         CHECK(tq_codec_block_values(c) == t[i].values && tq_codec_block_bytes(c) == t[i].bytes, "%s", t[i].name);
         CHECK(!strcmp(tq_codec_name(c), t[i].name), "%s vs %s", tq_codec_name(c), t[i].name);
         CHECK(!memcmp(tq_codec_get_desc(c), &t[i].d, sizeof t[i].d));

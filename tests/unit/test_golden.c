@@ -20,7 +20,7 @@ static tq_codec *mk(tq_codec_kind kind)
 {
     tq_codec_desc d = {kind, 0, 0, 0, 0, 0, 0};
     tq_codec *c = NULL;
-    tq_codec_new(NULL, &d, &c);
+    tq_codec_new(tq_test_ctx(), &d, &c);
     return c;
 }
 

@@ -72,7 +72,7 @@ TEST(simd_fork_codecs_match_scalar)
         float *x = awkward(nb, (uint32_t)tq_codec_block_values(c), 17 + i);
         const char *why = "";
         for (int s = 0; s < 2; s++) {
-            if (s == 1 && tq_codec_set_weight_search(NULL, c, TQ_WSEARCH_FORK) != TQ_OK) break;
+            if (s == 1 && tq_codec_set_weight_search(tq_test_ctx(), c, TQ_WSEARCH_FORK) != TQ_OK) break;
             CHECK(same_everywhere(ctx, c, x, nb * tq_codec_block_values(c), &why), "%s: %s", tq_codec_name(c), why);
         }
         free(x);

@@ -1,9 +1,22 @@
 /* util.c - data helpers for the unit tests. */
 #include "harness.h"
+#include "tq.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+static tq_ctx *test_ctx;
+static void free_test_ctx(void) { tq_ctx_free(test_ctx); }
+
+tq_ctx *tq_test_ctx(void)
+{
+    if (!test_ctx) {
+        test_ctx = tq_ctx_new();
+        atexit(free_test_ctx);
+    }
+    return test_ctx;
+}
 
 const char *tq_test_shared_dir(void)
 {

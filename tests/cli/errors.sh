@@ -1,0 +1,48 @@
+#!/bin/sh
+# What a user meets when asking for help or when a write fails: `--help`
+# after any subcommand is its usage on stdout with status 0; a full disk is
+# one line that names the cause, exit 1, and no partial output.
+set -u
+. tests/cli/common.inc
+S=tests/fuzz/seeds/fuzz_state_read/stories16.ggsq
+
+behaviour every_subcommand_help_prints_its_usage
+for sub in rotate-weights quantize-tq4 calibrate-innerq encode-kvdump decode-kvdump inspect bench; do
+    for flag in --help -h; do
+        $tq $sub $flag >"$tmp/o" 2>"$tmp/e"
+        rc=$?
+        [ $rc -eq 0 ] || fail "tq $sub $flag exited $rc: $(cat "$tmp/e")"
+        grep -q "^usage: tq $sub" "$tmp/o" || fail "tq $sub $flag: no usage line: $(head -2 "$tmp/o")"
+        [ -s "$tmp/e" ] && fail "tq $sub $flag wrote to stderr: $(cat "$tmp/e")"
+    done
+done
+# after other arguments too, as git and zstd take it
+$tq decode-kvdump x.tqkv -o y --help >"$tmp/o" 2>&1 || fail "help after arguments exited $?"
+grep -q '^usage: tq decode-kvdump' "$tmp/o" || fail "help after arguments: $(head -1 "$tmp/o")"
+
+behaviour decode_on_a_full_disk_names_the_cause
+$tq encode-kvdump "$S" -o "$tmp/s.tqkv" --head-dim 8 -q || fail "encode"
+(ulimit -f 1; trap '' XFSZ; exec $tq decode-kvdump "$tmp/s.tqkv" -o "$tmp/full.ggsq") >"$tmp/o" 2>"$tmp/e"
+rc=$?
+[ $rc -eq 1 ] || fail "exit $rc, expected 1: $(cat "$tmp/e")"
+[ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "not one line: $(cat "$tmp/e")"
+grep -q 'writing the state file failed: File too large' "$tmp/e" || fail "no cause: $(cat "$tmp/e")"
+[ -e "$tmp/full.ggsq" ] && fail "partial output after a write error"
+ls "$tmp" | grep -q '\.tmp\.' && fail "temporary file left: $(ls "$tmp")"
+
+behaviour decode_to_npz_on_a_full_disk_names_the_cause
+(ulimit -f 1; trap '' XFSZ; exec $tq decode-kvdump "$tmp/s.tqkv" --format npz -o "$tmp/full.npz") \
+    >"$tmp/o" 2>"$tmp/e"
+rc=$?
+[ $rc -eq 1 ] || fail "exit $rc, expected 1: $(cat "$tmp/e")"
+grep -q 'File too large' "$tmp/e" || fail "no cause: $(cat "$tmp/e")"
+[ -e "$tmp/full.npz" ] && fail "partial output after a write error"
+
+behaviour encode_on_a_full_disk_names_the_cause
+(ulimit -f 1; trap '' XFSZ; exec $tq encode-kvdump "$S" --preset lossless -o "$tmp/full.tqkv") \
+    >"$tmp/o" 2>"$tmp/e"
+rc=$?
+[ $rc -eq 1 ] || fail "exit $rc, expected 1: $(cat "$tmp/e")"
+grep -q 'File too large' "$tmp/e" || fail "no cause: $(cat "$tmp/e")"
+[ -e "$tmp/full.tqkv" ] && fail "partial output after a write error"
+exit 0
