@@ -9,7 +9,8 @@ B       := build
 # -ffp-contract=off: the codecs must round exactly like the fork's reference
 # (separate multiply and add); a fused multiply-add would change bytes.
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -Ilib -Iformats
+CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -Ilib -Iformats \
+           -Iformats/model -Iformats/snapshot
 # every object records the headers it includes (build/**/*.d)
 DEPFLAGS := -MMD -MP
 # the link libraries, once: CPU builds (sanitizers, fuzzers) use BASE_LIBS
@@ -21,7 +22,9 @@ AVX512_FLAGS := -O3 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mprefer-vector-w
 
 LIB_SRC := $(filter-out lib/cuda_stub.c,$(wildcard lib/*.c))
 CMD_SRC := $(wildcard cmd/*.c)
-FMT_SRC := $(wildcard formats/*.c)
+# formats/: bytes; formats/model/: what llama.cpp makes of a GGUF;
+# formats/snapshot/: the snapshot pipeline
+FMT_SRC := $(wildcard formats/*.c formats/model/*.c formats/snapshot/*.c)
 
 ifeq ($(CUDA),)
   CUDA := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
@@ -127,7 +130,7 @@ $(B)/device/cuda-equal: tests/tools/cuda-equal.c libtq.a
 
 # tq again with slices of 100 values, so tests can check that slicing a tensor
 # never changes the output (tests/cli/slices.sh).
-$(B)/tests/tq-slice100: $(CMD_SRC) $(wildcard cmd/*.h formats/*.h lib/tq.h) libtq.a
+$(B)/tests/tq-slice100: $(CMD_SRC) $(wildcard cmd/*.h formats/*.h formats/*/*.h lib/tq.h) libtq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DSLICE_VALUES=100 -o $@ $(CMD_SRC) libtq.a $(LDLIBS)
 
@@ -166,8 +169,9 @@ bench: all $(TOOLS)
 # __builtin_shuffle, so these builds carry the scalar kernels only.
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
-FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -ffp-contract=off -Ilib -Iformats
-$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c $(wildcard lib/*.h formats/*.h) lib/kernels_lanes.inc
+FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -ffp-contract=off -Ilib -Iformats \
+                -Iformats/model -Iformats/snapshot
+$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c $(wildcard lib/*.h formats/*.h formats/*/*.h) lib/kernels_lanes.inc
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fopenmp=libgomp -o $@ \
 	  tests/fuzz/$*.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c $(BASE_LIBS)

@@ -158,6 +158,50 @@ static int gather(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn
     return 0;
 }
 
+/* The options as the derivation takes them, then the scales. */
+static int derive(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am,
+                  const tq_innerq_stats *st, tq_innerq_set *set, char *how, size_t how_len)
+{
+    tq_innerq_derive_options d = {.per_head = !strcmp(o->per, "head"),
+                                  .strength = o->strength,
+                                  .clamp_lo = o->clamp[0],
+                                  .clamp_hi = o->clamp[1],
+                                  .pow2 = o->pow2};
+    tq_innerq_method_parse(o->method, &d.k_method); /* the option table allows only known names */
+    tq_innerq_v_method_parse(o->v, &d.v_method);
+    if (!tq_innerq_derive(ctx, &d, g, am, st, set, how, how_len)) return 0;
+    if (g) return cli_runtime_error("%s: %s", o->c.model, tq_ctx_error(ctx));
+    return cli_lib_error(ctx);
+}
+
+static void range(const tq_innerq_set *s, int is_v, float *lo, float *hi)
+{
+    *lo = INFINITY;
+    *hi = 0;
+    for (uint32_t l = 0; l < s->n_layer; l++) {
+        for (uint32_t h = 0; h < s->n_head; h++) {
+            const float *x = tq_innerq_set_at(s, l, is_v, h); /* [head_dim] */
+            for (uint32_t j = 0; j < s->head_dim; j++) {
+                if (x[j] < *lo) *lo = x[j];
+                if (x[j] > *hi) *hi = x[j];
+            }
+        }
+    }
+}
+
+static void report(const ci_opts *o, const tq_innerq_set *set, uint64_t tokens, const char *how,
+                   double seconds)
+{
+    float klo, khi, vlo, vhi;
+    range(set, 0, &klo, &khi);
+    range(set, 1, &vlo, &vhi);
+    cli_log("%s: %u layers x %s of %u from %llu cells in %d dump%s; method %s (E[q^2]: %s), "
+            "strength %g; K scales %.3g..%.3g, V %s%.3g..%.3g, in %.2f s",
+            o->c.out, set->n_layer, set->n_head > 1 ? "KV heads" : "1 vector", set->head_dim,
+            (unsigned long long)tokens, o->n_dumps, o->n_dumps > 1 ? "s" : "", o->method, how,
+            o->strength, klo, khi, set->has_v ? "" : "off ", vlo, vhi, seconds);
+}
+
 int cmd_calibrate_innerq(int argc, char **argv)
 {
     ci_opts o;
@@ -180,7 +224,7 @@ int cmd_calibrate_innerq(int argc, char **argv)
     else if (g && am.head_dim != am.head_dim_v)
         rc = cli_runtime_error("%s: K heads of %u and V heads of %u: not supported", o.c.model, am.head_dim, am.head_dim_v);
     if (!rc) rc = gather(ctx, &o, g, g ? &am : NULL, &st, hashes);
-    if (!rc) rc = ci_scales(ctx, &o, g, g ? &am : NULL, st, &set, how, sizeof how);
+    if (!rc) rc = derive(ctx, &o, g, g ? &am : NULL, st, &set, how, sizeof how);
     ci_fold_plan fp = {0};
     if (!rc && o.fold) rc = ci_fold_plan_make(ctx, &o, g, &am, &set, &fp);
     uint64_t tokens = 0;
@@ -196,7 +240,7 @@ int cmd_calibrate_innerq(int argc, char **argv)
     for (int i = 0; i < o.n_dumps; i++) inputs[i] = o.dumps[i];
     inputs[o.n_dumps] = o.c.model ? o.c.model : o.dumps[0];
     if (!rc && tq_innerq_set_write(ctx, o.c.out, &set, &prov, inputs, (size_t)o.n_dumps + 1)) rc = cli_lib_error(ctx);
-    if (!rc && !o.c.quiet) ci_report(&o, &set, tokens, how, cli_now() - t0);
+    if (!rc && !o.c.quiet) report(&o, &set, tokens, how, cli_now() - t0);
     if (!rc && o.fold) rc = ci_fold_write(ctx, &o, g, &am, &set, &prov, &fp);
     tq_innerq_set_free(&set);
     tq_innerq_stats_free(st);

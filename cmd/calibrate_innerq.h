@@ -1,10 +1,11 @@
 /* calibrate_innerq.h - the parts of `tq calibrate-innerq`: the options, the
- * scales from the statistics (innerq_derive.c) and the fold into the model
+ * scales from the statistics (formats/snapshot/innerq_derive.h) and the fold into the model
  * (innerq_fold.c). */
 #ifndef TQ_CALIBRATE_INNERQ_H
 #define TQ_CALIBRATE_INNERQ_H
 
 #include "cli_opts.h"
+#include "innerq_derive.h"
 #include "innerq_model.h"
 #include "innerq_scales.h"
 #include "innerq_stats.h"
@@ -19,10 +20,6 @@ typedef struct ci_opts {
     int pow2, allow_requantize;
 } ci_opts;
 
-/* The scales (set->s malloc'd); how: where E[q^2] came from.  0 or an exit code. */
-int ci_scales(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am, const tq_innerq_stats *st,
-              tq_innerq_set *set, char *how, size_t how_len);
-void ci_report(const ci_opts *o, const tq_innerq_set *set, uint64_t tokens, const char *how, double seconds);
 
 /* What --fold will change, decided before anything is written: which parts
  * fold (K through the QK-norm gains or W_q/W_k rows, V through W_v rows and

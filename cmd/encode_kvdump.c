@@ -5,7 +5,6 @@
 #include "cli_opts.h"
 #include "device.h"
 #include "gguf.h"
-#include "calibrate_innerq.h"
 #include "innerq_scales.h"
 #include "json.h"
 #include "kv_numpy.h"
@@ -78,52 +77,91 @@ typedef struct enc_opts {
     const char *codec, *k_offset, *planes, *cells;
 } enc_opts;
 
+static const char *const preset_names[] = {"balanced", "lossless", "q8", "small", NULL};
+static const char *const codec_names[] = {"tq", "turbo", "angle", "prod", NULL};
+static const char *const offset_names[] = {"rope", "mean", "off", NULL};
+static const char *const on_off[] = {"on", "off", NULL};
+static const char *const cells_names[] = {"auto", "lloyd-max", "uniform", NULL};
+
 static int parse(int argc, char **argv, enc_opts *o)
 {
-    o->sink = -1;
-    static const char *const offsets[] = {"rope", "mean", "off", NULL}, *const on_off[] = {"on", "off", NULL},
-                             *const cells[] = {"auto", "lloyd-max", "uniform", NULL};
-    static const char *const presets[] = {"balanced", "lossless", "q8", "small", NULL},
-                             *const codecs[] = {"tq", "turbo", "angle", "prod", NULL};
+    o->sink = TQ_KV_FROM_PRESET;
+    o->k_bits = TQ_KV_FROM_PRESET;
+    o->v_bits = TQ_KV_FROM_PRESET;
     const cli_opt own[] = {
-        CLI_OPT_CHOICE("--preset", &o->preset, presets, "--preset: unknown preset '%s' (lossless, q8, balanced, small)"),
+        CLI_OPT_CHOICE("--preset", &o->preset, preset_names,
+                       "--preset: unknown preset '%s' (lossless, q8, balanced, small)"),
         CLI_OPT_LONG("--k-bits", &o->k_bits, 1, 8),
         CLI_OPT_LONG("--v-bits", &o->v_bits, 1, 8),
         CLI_OPT_LONG("--boundary-layers", &o->boundary, 0, 4096),
         CLI_OPT_LONG("--sink-cells", &o->sink, 0, 65535),
-        CLI_OPT_CHOICE("--k-offset", &o->k_offset, offsets, "--k-offset: '%s' is not rope, mean or off"),
+        CLI_OPT_CHOICE("--k-offset", &o->k_offset, offset_names,
+                       "--k-offset: '%s' is not rope, mean or off"),
         CLI_OPT_CHOICE("--planes", &o->planes, on_off, "--planes: '%s' is not on or off"),
-        CLI_OPT_CHOICE("--cells", &o->cells, cells, "--cells: '%s' is not auto, lloyd-max or uniform"),
+        CLI_OPT_CHOICE("--cells", &o->cells, cells_names,
+                       "--cells: '%s' is not auto, lloyd-max or uniform"),
         CLI_OPT_LONG("--head-dim", &o->head_dim, 8, 512),
         CLI_OPT_STR("--append", &o->append),
         CLI_OPT_STR("--innerq", &o->innerq),
         CLI_OPT_FLAG("--turbo", &o->turbo),
-        CLI_OPT_CHOICE("--codec", &o->codec, codecs, "--codec: '%s' is not tq, turbo, angle or prod"),
+        CLI_OPT_CHOICE("--codec", &o->codec, codec_names,
+                       "--codec: '%s' is not tq, turbo, angle or prod"),
         CLI_OPT_FLAG("--dry-run", &o->dry_run),
         {NULL},
     };
-    const cli_spec spec = {"encode-kvdump", CLI_O | CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_PROFILE | CLI_MODEL | CLI_DEVICE,
+    const cli_spec spec = {"encode-kvdump",
+                           CLI_O | CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_PROFILE | CLI_MODEL |
+                               CLI_DEVICE,
                            own, 1};
-    int n = 0, rc = cli_parse(&spec, argc, argv, &o->c, &o->in, &n);
+    int n = 0;
+    int rc = cli_parse(&spec, argc, argv, &o->c, &o->in, &n);
     if (rc) return rc;
     if (!o->in) return cli_usage_error("which state file? (see tq help encode-kvdump)");
-    if (!o->c.out && !o->dry_run) return cli_usage_error("where to? give -o OUT.tqkv (or -o - for stdout, or --dry-run)");
-    if (!o->preset) o->preset = "balanced";
-    if (o->sink < 0) o->sink = 1; /* measured on Gemma 3 270M: see --sink-cells in tq-encode-kvdump(1) */
-    if (o->codec && !strcmp(o->codec, "turbo")) o->turbo = 1;
-    if (o->codec && o->turbo && strcmp(o->codec, "turbo")) return cli_usage_error("--turbo and --codec %s: choose one", o->codec);
-    int scales = o->innerq && strcmp(o->innerq, "auto") && strcmp(o->innerq, "off"); /* a file */
-    if (scales && o->codec && (!strcmp(o->codec, "angle") || !strcmp(o->codec, "prod")))
-        return cli_usage_error("--innerq scales what tq's codec codes: not with --codec %s", o->codec);
-    int lossless = !strcmp(o->preset, "lossless");
-    if (scales && (o->turbo || lossless))
-        return cli_usage_error("--innerq scales what tq's codec codes: not with %s", o->turbo ? "--turbo" : "--preset lossless");
-    if (o->turbo && ((o->k_bits && (o->k_bits < 2 || o->k_bits > 4)) || (o->v_bits && (o->v_bits < 2 || o->v_bits > 4))))
-        return cli_usage_error("--turbo codes with the fork's turbo2/3/4 blocks: bits must be 2..4 (give --k-bits/--v-bits)");
+    if (!o->c.out && !o->dry_run)
+        return cli_usage_error("where to? give -o OUT.tqkv (or -o - for stdout, or --dry-run)");
+    if (o->codec && o->turbo && strcmp(o->codec, "turbo"))
+        return cli_usage_error("--turbo and --codec %s: choose one", o->codec);
+    if (o->turbo) o->codec = "turbo";
     return 0;
 }
 
-static void show_progress(void *user, uint64_t done, uint64_t total) { progress_update(user, done, total, "K/V bytes"); }
+/* A choice's index in its table (the option parser allows only these). */
+static int pick(const char *const *names, const char *v, int dflt)
+{
+    for (int i = 0; v && names[i]; i++)
+        if (!strcmp(names[i], v)) return i;
+    return dflt;
+}
+
+/* The command line as the snapshot options; what the user left out stays
+ * TQ_KV_FROM_PRESET (the defaults are kv_plan.c's preset table). */
+static void map_options(const enc_opts *o, tq_kvsnap_options *so)
+{
+    static const int codecs[] = {TQKV_CODEC_TQ, TQKV_CODEC_TURBO, TQKV_CODEC_ANGLE,
+                                 TQKV_CODEC_PROD};
+    static const int offsets[] = {TQ_KOFF_ROPE, TQ_KOFF_MEAN, TQ_KOFF_OFF};
+    static const int cells[] = {TQ_CELLS_AUTO, TQ_CELLS_LLOYD_MAX, TQ_CELLS_UNIFORM};
+    tq_kvsnap_options_init(so);
+    so->preset = (tq_kv_preset)pick(preset_names, o->preset, TQ_KV_PRESET_BALANCED);
+    so->k_bits = (int)o->k_bits;
+    so->v_bits = (int)o->v_bits;
+    so->boundary_layers = (int)o->boundary;
+    so->head_dim = (uint32_t)o->head_dim;
+    so->profile = tq_type_profile_name(o->c.profile);
+    so->codec = codecs[pick(codec_names, o->codec, 0)];
+    so->threads = (int)o->c.threads;
+    so->base_name = o->append;
+    so->sink_cells = (int)o->sink;
+    if (o->k_offset) so->k_offset = offsets[pick(offset_names, o->k_offset, 0)];
+    so->no_planes = o->planes && !strcmp(o->planes, "off");
+    if (o->cells) so->cells = cells[pick(cells_names, o->cells, 0)];
+    so->innerq_file = o->innerq && strcmp(o->innerq, "auto") && strcmp(o->innerq, "off");
+}
+
+static void show_progress(void *user, uint64_t done, uint64_t total)
+{
+    progress_update(user, done, total, "K/V bytes");
+}
 
 /* What the command holds open; freed in one place. */
 typedef struct enc_run {
@@ -146,94 +184,41 @@ static void run_free(enc_run *r)
     tq_ctx_free(r->ctx);
 }
 
-/* --innerq auto (the default): with a model whose QK-norm gains give E[q^2]
- * exactly, Q-aware scales from the state being encoded (stored in the
- * snapshot).  Measured: Gemma 3 270M's balanced snapshots restore with a
- * third of the KL; on stories260K, where E[q^2] is only approximated from
- * W_q, the same scales cost KL, so models without QK-norm get none. */
-static int auto_innerq(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
-{
-    tq_attn_model am;
-    r->innerq_why = "off";
-    if ((o->innerq && !strcmp(o->innerq, "off")) || !r->model || so->turbo || so->family || o->append ||
-        !strcmp(o->preset, "lossless"))
-        return 0;
-    if (tq_attn_model_read(r->ctx, r->model, &am) || !am.qk_norm || am.folded || am.head_dim != am.head_dim_v) {
-        tq_ctx_clear_error(r->ctx);
-        r->innerq_why = "off (the model has no QK-norm gains: E[q^2] would be a guess)";
-        return 0;
-    }
-    tq_innerq_stats *st = NULL;
-    ci_opts co = {.method = "qk", .v = "off", .per = "layer", .strength = 0.5, .min_tokens = 64};
-    co.c.model = o->c.model;
-    char how[128];
-    int rc = 0;
-    if (!tq_innerq_stats_new(r->ctx, am.head_dim, &st)) tq_innerq_stats_k_only(st); /* V is left alone */
-    if (!st || tq_innerq_stats_add(r->ctx, st, r->view, r->model))
-        rc = cli_runtime_error("%s: %s", o->in, tq_ctx_error(r->ctx));
-    uint64_t fewest = UINT64_MAX;
-    for (uint32_t l = 0; !rc && l < tq_innerq_stats_layers(st); l++)
-        if (tq_innerq_stats_cells(st, l) < fewest) fewest = tq_innerq_stats_cells(st, l);
-    if (!rc && (tq_innerq_stats_layers(st) != am.n_layer || fewest < (uint64_t)co.min_tokens))
-        r->innerq_why = "off (too few cells to calibrate on)";
-    else if (!rc && !(rc = ci_scales(r->ctx, &co, r->model, &am, st, &r->scales, how, sizeof how))) {
-        so->innerq = r->scales.s, so->innerq_layers = r->scales.n_layer, so->innerq_dim = r->scales.head_dim;
-        r->innerq_why = "Q-aware scales from this state and the model's QK-norm gains";
-    }
-    tq_innerq_stats_free(st);
-    return rc;
-}
-
 /* Opens the inputs and makes the plan: 0 or an exit code. */
 static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
 {
     tq_ctx *ctx = r->ctx;
-    int rc;
-    *so = (tq_kvsnap_options){.k_bits = (int)o->k_bits, .v_bits = (int)o->v_bits, .boundary_layers = (int)o->boundary,
-                              .head_dim = (uint32_t)o->head_dim, .profile = tq_type_profile_name(o->c.profile),
-                              .turbo = o->turbo, .threads = (int)o->c.threads,
-                              .family = !o->codec ? 0 : !strcmp(o->codec, "angle") ? TQKV_CODEC_ANGLE
-                                                  : !strcmp(o->codec, "prod") ? TQKV_CODEC_PROD : 0,
-                              /* f16 K/V barely compresses; level 1 keeps most of the gain at 3x the speed */
-                              .zstd_level = 1, .base_name = o->append, .sink_cells = (int)o->sink,
-                              /* default rope (the mean without a model): measured, see tq-encode-kvdump(1) */
-                              .k_offset = !o->k_offset || !strcmp(o->k_offset, "rope") ? TQ_KOFF_ROPE
-                                          : !strcmp(o->k_offset, "mean") ? TQ_KOFF_MEAN : TQ_KOFF_OFF,
-                              .no_planes = o->planes && !strcmp(o->planes, "off"),
-                              /* auto: uniform where the field stays 4 bits (3 bits' distortion; measured) */
-                              .uniform = !o->cells || !strcmp(o->cells, "auto") ? TQ_CELLS_AUTO
-                                         : !strcmp(o->cells, "uniform") ? TQ_CELLS_UNIFORM : TQ_CELLS_LLOYD_MAX};
-    tq_kv_preset_parse(o->preset, &so->preset);
-    int file = o->innerq && strcmp(o->innerq, "auto") && strcmp(o->innerq, "off");
-    if (file && tq_innerq_set_load(ctx, o->innerq, &r->scales)) return cli_lib_error(ctx);
-    if (file) {
-        so->innerq = r->scales.s, so->innerq_layers = r->scales.n_layer;
+    map_options(o, so);
+    if (tq_kvsnap_options_check(ctx, so)) return cli_usage_error("%s", tq_ctx_error(ctx));
+    if (so->innerq_file && tq_innerq_set_load(ctx, o->innerq, &r->scales)) return cli_lib_error(ctx);
+    if (so->innerq_file) {
+        so->innerq = r->scales.s;
+        so->innerq_layers = r->scales.n_layer;
         so->innerq_dim = r->scales.n_head * r->scales.head_dim; /* one head's, or the whole row's */
     }
     if (o->c.model && tq_gguf_open(ctx, o->c.model, NULL, &r->model)) return cli_lib_error(ctx);
     so->model = r->model;
-    if (r->model && file && tq_gguf_find_key(r->model, "tq.innerq.folded") >= 0)
-        return cli_usage_error("%s has InnerQ scales folded in already: its states need no --innerq", o->c.model);
-    if (r->model && r->scales.has_model && r->scales.model_fingerprint != tq_model_fingerprint(r->model))
-        return cli_runtime_error("%s: scales calibrated for another model than %s", o->innerq, o->c.model);
+    if (r->model && so->innerq_file && tq_gguf_find_key(r->model, "tq.innerq.folded") >= 0)
+        return cli_usage_error("%s has InnerQ scales folded in already: its states need no --innerq",
+                               o->c.model);
+    if (r->model && r->scales.has_model &&
+        r->scales.model_fingerprint != tq_model_fingerprint(r->model))
+        return cli_runtime_error("%s: scales calibrated for another model than %s", o->innerq,
+                                 o->c.model);
     if (tq_kv_open(ctx, o->in, o->c.profile, &r->view)) return cli_lib_error(ctx);
-    if (!file && (rc = auto_innerq(o, so, r))) return rc;
     if (o->append && tqkv_open(ctx, o->append, &r->base)) return cli_lib_error(ctx);
     so->base = r->base;
-    if (tq_kvsnap_plan_make(ctx, r->view, so, &r->plan)) return cli_runtime_error("%s: %s", o->in, tq_ctx_error(ctx));
+    int auto_scales = !so->innerq_file && !(o->innerq && !strcmp(o->innerq, "off"));
+    if (auto_scales && tq_kvsnap_auto_innerq(ctx, r->view, so, &r->scales, &r->innerq_why))
+        return cli_runtime_error("%s: %s", o->in, tq_ctx_error(ctx));
+    if (auto_scales && r->scales.s) {
+        so->innerq = r->scales.s;
+        so->innerq_layers = r->scales.n_layer;
+        so->innerq_dim = r->scales.head_dim;
+    }
+    if (tq_kvsnap_plan_make(ctx, r->view, so, &r->plan))
+        return cli_runtime_error("%s: %s", o->in, tq_ctx_error(ctx));
     return 0;
-}
-
-static const char *codec_label(const tqkv_tensor *t, char *b, size_t n)
-{
-    if (t->codec == TQKV_CODEC_RAW) snprintf(b, n, "kept");
-    else if (t->codec == TQKV_CODEC_TURBO) snprintf(b, n, "turbo%u", t->bits);
-    else if (t->codec == TQKV_CODEC_ANGLE) snprintf(b, n, "angle(g=%u,A=%u,r=%u)", t->group, 1u << t->bits, t->radius_bits);
-    else if (t->codec == TQKV_CODEC_PROD) snprintf(b, n, "prod(g=%u,b=%u)", t->group, t->bits);
-    else snprintf(b, n, "tq(g=%u,b=%u%s%s)%s%s%s", t->group, t->bits, t->norm_correction ? ",nc" : "",
-                  t->uniform ? ",uniform" : "", t->innerq ? "+innerq" : "",
-                  t->sink_rows ? "+sink" : "", t->rope_pos ? "+rope-offset" : t->offset ? "+offset" : "");
-    return b;
 }
 
 /* --dry-run: the plan, one tensor a line (or JSON); nothing is written. */
@@ -252,17 +237,17 @@ static void print_plan(const enc_opts *o, const tq_kvsnap_plan *p)
                p->k_bits, p->v_bits, p->group,
                p->group_guessed == 2 ? " (the head size of its architecture)" : p->group_guessed ? " (guessed from the row width)" : "");
     for (uint32_t i = 0; i < m->n_tensors; i++) {
-        const tqkv_tensor *t = &m->t[i];
+        const tqkv_record *t = &m->t[i];
         uint64_t pay = tq_kvsnap_plan_payload(p, i);
         total += pay;
         if (o->c.json)
             printf("  {\"kv_state\": %u, \"stream\": %u, \"layer\": %u, \"kv\": \"%s\", \"cells\": %u, \"width\": %llu, "
                    "\"codec\": \"%s\", \"row_start\": %u, \"payload_bytes\": %llu}%s\n", t->kv_state, t->stream, t->layer,
-                   t->is_v ? "V" : "K", t->cells, (unsigned long long)t->width, codec_label(t, b, sizeof b), t->row_start,
+                   t->is_v ? "V" : "K", t->cells, (unsigned long long)t->width, tq_kvsnap_describe(t, TQ_DESCRIBE_PLAN, b, sizeof b), t->row_start,
                    (unsigned long long)pay, i + 1 < m->n_tensors ? "," : "");
         else
             printf("  state %u stream %u layer %3u %s  %u x %llu  %-22s %llu bytes\n", t->kv_state, t->stream, t->layer,
-                   t->is_v ? "V" : "K", t->cells, (unsigned long long)t->width, codec_label(t, b, sizeof b),
+                   t->is_v ? "V" : "K", t->cells, (unsigned long long)t->width, tq_kvsnap_describe(t, TQ_DESCRIBE_PLAN, b, sizeof b),
                    (unsigned long long)pay);
     }
     if (o->c.json) printf(" ], \"payload_bytes\": %llu, \"skeleton_bytes\": %llu}\n", (unsigned long long)total,
@@ -285,7 +270,7 @@ static void report(const enc_opts *o, const tq_kvsnap_plan *p, const tq_kvsnap_r
                 "or --head-dim for the real head size", rep->group_used);
     cli_log("%s: %u tokens, %u tensors (%u coded, %u kept): %.2f MB state -> %.2f MB "
                     "(%.2fx, %.3f bits per K/V value, preset %s, K %d / V %d bits%s) in %.2f s",
-            o->in, n_tokens, rep->n_tensors, rep->n_lossy, rep->n_raw, rep->source_bytes / 1e6,
+            o->in, n_tokens, rep->n_tensors, rep->n_coded, rep->n_kept, rep->source_bytes / 1e6,
             rep->snapshot_bytes / 1e6, (double)rep->source_bytes / (double)(rep->snapshot_bytes ? rep->snapshot_bytes : 1),
             rep->kv_values ? 8.0 * (double)rep->snapshot_bytes / (double)rep->kv_values : 0.0, o->preset, p->k_bits,
             p->v_bits, lossless ? ", unused: lossless" : "", dt);
@@ -300,7 +285,8 @@ int cmd_encode_kvdump(int argc, char **argv)
     tq_kvsnap_options so;
     /* after the plan: planning converts elements, CPU work; the CUDA kernels code tq and turbo blocks */
     if ((rc = prepare(&o, &so, &r)) || o.dry_run ||
-        (rc = cli_device(&o.c, r.ctx, !so.family, tq_kv_view_kv_values(r.view)))) {
+        (rc = cli_device(&o.c, r.ctx, so.codec == TQKV_CODEC_TQ || so.codec == TQKV_CODEC_TURBO,
+                         tq_kv_view_kv_values(r.view)))) {
         if (!rc) print_plan(&o, r.plan);
         run_free(&r);
         return rc;

@@ -3,6 +3,7 @@
  * the codec of every tensor after verifying every checksum. */
 #include "cli.h"
 #include "inspect.h"
+#include "kv_plan.h"
 #include "json.h"
 #include "llama_state.h"
 #include "tqkv.h"
@@ -83,18 +84,6 @@ int inspect_state(const char *path, int json, tq_type_profile prof)
     return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
 }
 
-/* A tensor's coding, as the table shows it. */
-static void codec_text(const tqkv_tensor *t, char *codec, size_t n)
-{
-    if (t->codec == TQKV_CODEC_RAW) snprintf(codec, n, "raw (lossless)");
-    else if (t->codec == TQKV_CODEC_TURBO) snprintf(codec, n, "turbo%u (fork blocks)", t->bits);
-    else if (t->codec == TQKV_CODEC_ANGLE) snprintf(codec, n, "angle g=%u A=%u r=%u", t->group, 1u << t->bits, t->radius_bits);
-    else if (t->codec == TQKV_CODEC_PROD) snprintf(codec, n, "prod g=%u b=%u", t->group, t->bits);
-    else snprintf(codec, n, "tq g=%u b=%u%s%s%s%s%s%s", t->group, t->bits, t->norm_correction ? " nc" : "",
-                  t->uniform ? " uniform" : "", t->innerq ? " innerq" : "", t->sink_rows ? " sink" : "", t->rope_pos ? " rope-offset" : t->offset ? " offset" : "",
-                  t->planes ? " planes" : "");
-}
-
 int inspect_snapshot(const char *path, int json)
 {
     tq_ctx *ctx = tq_ctx_new();
@@ -148,7 +137,7 @@ int inspect_snapshot(const char *path, int json)
         for (uint32_t s = 0; mapped && s < 2; s++) { /* the iSWA caches' model layers, K records in order */
             int any = 0;
             for (uint32_t i = 0; i < m->n_tensors; i++) {
-                const tqkv_tensor *t = &m->t[i];
+                const tqkv_record *t = &m->t[i];
                 if (t->kv_state != s || t->is_v || t->stream || t->model_layer == TQKV_NO_MODEL_LAYER) continue;
                 printf("%s%u", any++ ? " " : s ? "\n  cache 1 (SWA):  " : "model layers:  cache 0 (base): ", t->model_layer);
             }
@@ -158,11 +147,11 @@ int inspect_snapshot(const char *path, int json)
     }
     uint64_t ck = 0;
     for (uint32_t i = 0; i < m->n_tensors; i++) {
-        const tqkv_tensor *t = &m->t[i];
+        const tqkv_record *t = &m->t[i];
         uint64_t stored = 0;
         while (ck < tqkv_n_chunks(r) && tqkv_chunk_at(r, ck)->tensor == i) stored += tqkv_chunk_at(r, ck++)->stored_len + 44;
         char codec[64];
-        codec_text(t, codec, sizeof codec);
+        tq_kvsnap_describe(t, TQ_DESCRIBE_TABLE, codec, sizeof codec);
         tq_type_profile p = TQ_PROFILE_DEFAULT;
         tq_type_profile_parse(m->profile, &p);
         const tq_ggml_type *ty = tq_ggml_type_get(p, t->type_id);

@@ -60,7 +60,9 @@ typedef struct opts {
     const char *in, *out, *imatrix;
     tq_gguf_options gopt;
     quant_plan plan;
-    int allow_requantize, simulate, dry_run, json, quiet, search_fork;
+    int allow_requantize, dry_run, json, quiet, search_fork;
+    int simulate;              /* --simulate: converted tensors written as dequantized values */
+    tq_dtype simulate_type;    /* ... of this float type (f32 or f16) */
     long threads;
 } opts;
 
@@ -160,7 +162,8 @@ static int parse(int argc, char **argv, opts *o)
     o->in = pos[0], o->out = pos[1];
     o->quiet = c.quiet, o->json = c.json, o->threads = c.threads, o->gopt = cli_gguf_options(&c);
     if (boundary >= 0) o->plan.boundary_layers = (int)boundary;
-    if (simulate) o->simulate = (!strcmp(simulate, "f16") ? TQ_DT_F16 : TQ_DT_F32) + 1;
+    o->simulate = simulate != NULL;
+    o->simulate_type = simulate && !strcmp(simulate, "f16") ? TQ_DT_F16 : TQ_DT_F32;
     o->search_fork = search && !strcmp(search, "fork");
     if (!o->in) return cli_usage_error("which model? (see tq help quantize-tq4)");
     if (!o->out && !o->dry_run) return cli_usage_error("where to? give OUT.gguf (or --dry-run)");
@@ -199,7 +202,7 @@ static int make_plan(tq_ctx *ctx, const tq_gguf *g, opts *o, tq_type_profile pro
                                          "to accept that",
                                          o->in, name, j->in_ty->name);
         }
-        int written = !j->convert ? -1 : o->simulate ? o->simulate - 1 : j->out;
+        int written = !j->convert ? -1 : o->simulate ? (int)o->simulate_type : j->out;
         j->out_ty = written < 0 ? j->in_ty : tq_ggml_type_by_name(prof, qp_type_name(written));
         if (!j->out_ty)
             return cli_runtime_error("type profile %s has no %s type id", tq_type_profile_name(prof), qp_type_name(written));
@@ -332,7 +335,7 @@ static tq_status convert(conv *cv, const tq_gguf *g, tjob *j, const opts *o, tq_
                 if (w) wse += w[c] * d * d, wsx += w[c] * x2;
             }
         }
-        if (o->simulate == TQ_DT_F16 + 1) {
+        if (o->simulate && o->simulate_type == TQ_DT_F16) {
             rows_pass h = {ROWS_QUANTIZE, TQ_DT_F16, (const uint8_t *)cv->y, cv->blk,
                            (size_t)ne0 * sizeof(float), row_bytes(TQ_DT_F16, ne0), ne0, NULL, 0, 1};
             st = run_rows(cv->ctx, &h, nr, cv->threads);

@@ -3,6 +3,7 @@
  * RMSNorm_f(x) via Wg, Wu); logits = Wout RMSNorm_o(x).  Every tensor must
  * have a known role in it; an unknown one means the graph may differ, so
  * the model is refused rather than rotated wrongly. */
+#include "arch.h"
 #include "rotate_plan.h"
 
 #include <stdio.h>
@@ -45,12 +46,11 @@ static int plan_hparams(tq_ctx *ctx, const tq_gguf *g, rr_model *m)
     uint64_t alen = 0;
     const char *arch = tq_gguf_get_str(g, "general.architecture", "", &alen);
     snprintf(m->arch, sizeof m->arch, "%.*s", (int)(alen < 31 ? alen : 31), arch);
-    int gemma = !strcmp(m->arch, "gemma2") || !strcmp(m->arch, "gemma3");
-    if (strcmp(m->arch, "llama") && strcmp(m->arch, "mistral") && strcmp(m->arch, "qwen2") && strcmp(m->arch, "qwen3") &&
-        !gemma)
+    const tq_arch *row = tq_arch_find(m->arch); /* formats/model/arch.c: the rot column */
+    if (!row || !row->rotate)
         return fail("architecture '%s' is not supported (llama, mistral, qwen2, qwen3; gemma2, gemma3 with R2 only "
                     "are): its graph may not be the RMSNorm pre-norm one a rotation can be folded into", m->arch);
-    if (gemma) /* the embeddings are also scaled by sqrt(n_embd), which would commute; the post-norms do not */
+    if (row->rotate == 2) /* gemma: embeddings scaled by sqrt(n_embd) commute; post-norms do not */
         snprintf(m->r1_blocker, sizeof m->r1_blocker, "%s: %s", m->arch, POST_NORMS);
     m->n_embd = (uint32_t)get_u(g, m->arch, "embedding_length", 0);
     m->n_head = (uint32_t)get_u(g, m->arch, "attention.head_count", 0);

@@ -29,6 +29,7 @@ extern "C" {
 #endif
 
 /* Which kind of file the view came from; the value is what snapshots record. */
+/* The values are stored in .tqkv snapshots (tqkv.h source_kind): fixed. */
 typedef enum tq_kv_kind { TQ_KV_SESSION = 0, TQ_KV_SEQUENCE = 1, TQ_KV_NUMPY = 2 } tq_kv_kind;
 
 /* One K or V tensor of one layer of one stream: cell_count rows of `width`

@@ -35,7 +35,7 @@ void tqkv_meta_free(tqkv_meta *m)
     memset(m, 0, sizeof *m);
 }
 
-int tqkv_codec_desc(const tqkv_tensor *t, tq_codec_desc *d)
+int tqkv_codec_desc(const tqkv_record *t, tq_codec_desc *d)
 {
     memset(d, 0, sizeof *d);
     if (t->codec == TQKV_CODEC_TQ) {
@@ -62,7 +62,7 @@ int tqkv_codec_desc(const tqkv_tensor *t, tq_codec_desc *d)
     return -1;
 }
 
-tq_codec *tqkv_tensor_codec(tq_ctx *ctx, const tqkv_tensor *t)
+tq_codec *tqkv_record_codec(tq_ctx *ctx, const tqkv_record *t)
 {
     tq_codec_desc d;
     tq_codec *c = NULL;
@@ -132,7 +132,7 @@ static tq_status wput(tqkv_writer *w, const void *p, size_t n)
 
 /* A pre-RoPE offset's rotation, then the cells' positions as runs of
  * consecutive positions: (first row, its position) pairs. */
-static void put_rope(bbuf *b, const tqkv_tensor *t)
+static void put_rope(bbuf *b, const tqkv_record *t)
 {
     uint32_t pairs = (uint32_t)t->rope.pairs, runs = 0;
     PUTV(b, t->rope.head_dim);
@@ -155,7 +155,7 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
 {
     PUTV(b, m->n_tensors);
     for (uint32_t i = 0; i < m->n_tensors; i++) {
-        const tqkv_tensor *t = &m->t[i];
+        const tqkv_record *t = &m->t[i];
         /* byte 0: bit 0 InnerQ scales follow the records, bit 1 the group was
          * guessed, bits 2-5 the radius bits (angle codec), bit 6 the scales
          * are per head (one per value of the row), bit 7 an extension
@@ -163,7 +163,7 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
          * layer + 1 (0: not recorded) */
         uint16_t ml = t->model_layer == TQKV_NO_MODEL_LAYER ? 0 : (uint16_t)(t->model_layer + 1);
         int per_head = t->innerq && t->innerq_n != t->group;
-        uint8_t pad3[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0) | (t->radius_bits & 15) << 2 |
+        uint8_t rec_flags[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0) | (t->radius_bits & 15) << 2 |
                                      (per_head ? 64 : 0) | (t->sink_rows || t->offset || t->planes ? 128 : 0)),
                            (uint8_t)ml, (uint8_t)(ml >> 8)};
         PUTV(b, t->file_off);
@@ -177,7 +177,7 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
         PUTV(b, codec);
         PUTV(b, t->bits);
         PUTV(b, t->norm_correction);
-        bput(b, pad3, 3);
+        bput(b, rec_flags, 3);
         PUTV(b, t->group);
         PUTV(b, t->seed);
         PUTV(b, t->cells);
@@ -196,7 +196,7 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
                   m->t[i].codec == TQKV_CODEC_ANGLE || m->t[i].codec == TQKV_CODEC_PROD;
     }
     for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 3: the extensions, in tensor order */
-        const tqkv_tensor *t = &m->t[i];
+        const tqkv_record *t = &m->t[i];
         if (!t->sink_rows && !t->offset && !t->planes) continue;
         uint32_t flags = (t->offset ? 1 : 0) | (t->offset && t->rope_pos ? 2 : 0) | (t->planes ? 4 : 0);
         PUTV(b, t->sink_rows);
@@ -207,14 +207,14 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
     return any_v3 ? 3 : any_innerq ? 2 : 1;
 }
 
-uint32_t tqkv_tensor_n_chunks(const tqkv_tensor *t)
+uint32_t tqkv_record_n_chunks(const tqkv_record *t)
 {
     uint32_t from = t->row_start > t->sink_rows ? t->row_start : t->sink_rows, sink = t->row_start < t->sink_rows;
     uint32_t rows = t->cells > from ? t->cells - from : 0;
     return sink + (rows + t->rows_per_chunk - 1) / t->rows_per_chunk;
 }
 
-void tqkv_tensor_chunk_rows(const tqkv_tensor *t, uint32_t k, uint32_t *row0, uint32_t *nrows)
+void tqkv_record_chunk_rows(const tqkv_record *t, uint32_t k, uint32_t *row0, uint32_t *nrows)
 {
     int sink = t->row_start < t->sink_rows;
     if (sink && k == 0) {
@@ -226,7 +226,7 @@ void tqkv_tensor_chunk_rows(const tqkv_tensor *t, uint32_t k, uint32_t *row0, ui
     *nrows = t->cells - *row0 < t->rows_per_chunk ? t->cells - *row0 : t->rows_per_chunk;
 }
 
-int tqkv_chunk_is_sink(const tqkv_tensor *t, uint32_t row0) { return t->codec != TQKV_CODEC_RAW && row0 < t->sink_rows; }
+int tqkv_chunk_is_sink(const tqkv_record *t, uint32_t row0) { return t->codec != TQKV_CODEC_RAW && row0 < t->sink_rows; }
 
 tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer **out)
 {
@@ -464,7 +464,7 @@ static int mget(mcur *c, void *v, uint64_t n)
 }
 
 /* payload bytes a chunk of nrows of tensor t must decode to */
-static uint64_t expected_raw(tq_ctx *ctx, const tqkv_tensor *t, uint32_t row0, uint32_t nrows,
+static uint64_t expected_raw(tq_ctx *ctx, const tqkv_record *t, uint32_t row0, uint32_t nrows,
                              int *ok)
 {
     *ok = 1;
@@ -495,7 +495,7 @@ static tq_status bad(tq_ctx *ctx, const tqkv_reader *r, const char *what, uint64
 
 /* A pre-RoPE offset's rotation and positions (put_rope), expanded to one
  * position per cell. */
-static tq_status get_rope(tq_ctx *ctx, const tqkv_reader *r, mcur *c, tqkv_tensor *t)
+static tq_status get_rope(tq_ctx *ctx, const tqkv_reader *r, mcur *c, tqkv_record *t)
 {
     uint32_t pairs, runs, row, prev = 0;
     int32_t pos;
@@ -522,11 +522,11 @@ static tq_status get_rope(tq_ctx *ctx, const tqkv_reader *r, mcur *c, tqkv_tenso
 /* One tensor record (TQKV.md), validated against the source it places the
  * tensor in: its rows must follow the previous tensor's (prev_end). */
 static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type_profile prof, uint64_t prev_end,
-                                  tqkv_tensor *t)
+                                  tqkv_record *t)
 {
     mcur c = *cp;
     const tqkv_meta *m = &r->meta;
-    uint8_t pad3[3] = {0, 0, 0};
+    uint8_t rec_flags[3] = {0, 0, 0};
     mget(&c, &t->file_off, 8);
     mget(&c, &t->bytes, 8);
     mget(&c, &t->kv_state, 4);
@@ -537,16 +537,16 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
     mget(&c, &t->codec, 1);
     mget(&c, &t->bits, 1);
     mget(&c, &t->norm_correction, 1);
-    mget(&c, pad3, 3);
+    mget(&c, rec_flags, 3);
     int v3 = r->version >= 3;
     if (v3 && t->codec == TQKV_CODEC_TQ_UNIFORM_ID) /* the tq block with uniform cells: a TQ tensor */
         t->codec = TQKV_CODEC_TQ, t->uniform = 1;
-    uint8_t innerq = pad3[0] & 1, extra = v3 ? 0 : pad3[0] >> 1; /* bits no version defines */
-    uint8_t per_head = v3 && (pad3[0] >> 6 & 1);
-    t->has_ext = v3 && (pad3[0] >> 7); /* its fields follow the scales: read there */
-    uint16_t ml = (uint16_t)(pad3[1] | pad3[2] << 8);
-    t->group_guessed = v3 && (pad3[0] >> 1 & 1);
-    t->radius_bits = v3 ? (pad3[0] >> 2) & 15 : 0;
+    uint8_t innerq = rec_flags[0] & 1, extra = v3 ? 0 : rec_flags[0] >> 1; /* bits no version defines */
+    uint8_t per_head = v3 && (rec_flags[0] >> 6 & 1);
+    t->has_ext = v3 && (rec_flags[0] >> 7); /* its fields follow the scales: read there */
+    uint16_t ml = (uint16_t)(rec_flags[1] | rec_flags[2] << 8);
+    t->group_guessed = v3 && (rec_flags[0] >> 1 & 1);
+    t->radius_bits = v3 ? (rec_flags[0] >> 2) & 15 : 0;
     t->model_layer = r->version >= 3 && ml ? ml - 1u : TQKV_NO_MODEL_LAYER;
     mget(&c, &t->group, 4);
     mget(&c, &t->seed, 8);
@@ -573,7 +573,7 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
         tq_codec_desc d;
         if (ty->dtype < 0 || tqkv_codec_desc(t, &d) || t->width % t->group) return bad(ctx, r, "bad codec parameters", at);
     }
-    if (extra || (!v3 && (pad3[1] || pad3[2])) || (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)) ||
+    if (extra || (!v3 && (rec_flags[1] || rec_flags[2])) || (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)) ||
         (!v3 && t->codec > TQKV_CODEC_TURBO) || (t->radius_bits && t->codec != TQKV_CODEC_ANGLE) ||
         (per_head && (!innerq || t->width > (1u << 20))) ||
         (t->has_ext && (t->codec == TQKV_CODEC_RAW || t->transposed || t->width > (1u << 20))))
@@ -636,7 +636,7 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
     if (!m->t) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     uint64_t prev_end = 0, total = 0;
     for (uint32_t i = 0; i < m->n_tensors; i++) {
-        tqkv_tensor *t = &m->t[i];
+        tqkv_record *t = &m->t[i];
         tq_status st = parse_tensor_rec(ctx, r, &c, prof, prev_end, t);
         if (st) return st;
         prev_end = t->file_off + t->bytes;
@@ -644,14 +644,14 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
     }
     if (total + sl != m->source_size) return bad(ctx, r, "skeleton and tensors do not add up to the source", HDR_LEN);
     for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 2: the InnerQ scales, in tensor order */
-        tqkv_tensor *t = &m->t[i];
+        tqkv_record *t = &m->t[i];
         if (!t->innerq) continue;
         if (mget(&c, t->innerq, 4ull * t->innerq_n)) return bad(ctx, r, "InnerQ scales truncated", HDR_LEN + c.pos);
         for (uint32_t j = 0; j < t->innerq_n; j++)
             if (!(t->innerq[j] > 0.0f) || isinf(t->innerq[j])) return bad(ctx, r, "an InnerQ scale that is not finite and positive", HDR_LEN + c.pos);
     }
     for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 3: the extensions (sink rows, offsets) */
-        tqkv_tensor *t = &m->t[i];
+        tqkv_record *t = &m->t[i];
         if (!t->has_ext) continue;
         uint32_t flags;
         if (mget(&c, &t->sink_rows, 4) || mget(&c, &flags, 4)) return bad(ctx, r, "tensor extension truncated", HDR_LEN + c.pos);

@@ -23,14 +23,15 @@ extern "C" {
                           without them are written as the lowest version that holds them */
 #define TQKV_NO_MODEL_LAYER UINT32_MAX
 
-enum { TQKV_SOURCE_SESSION = 0, TQKV_SOURCE_SEQUENCE = 1, TQKV_SOURCE_NUMPY = 2 };
+/* source_kind holds the view's tq_kv_kind (kv_view.h): its values are the
+ * codes on disk (0 session, 1 sequence, 2 NumPy) and must not change. */
 enum { TQKV_CODEC_RAW = 0, TQKV_CODEC_TQ = 1, TQKV_CODEC_TURBO = 2, TQKV_CODEC_ANGLE = 3, TQKV_CODEC_PROD = 4 };
 /* On disk only (version 3): a TQ tensor with uniform cells; read back as
  * codec TQKV_CODEC_TQ with `uniform` set. */
 #define TQKV_CODEC_TQ_UNIFORM_ID 5
 
 /* One K or V tensor of the source state. */
-typedef struct tqkv_tensor {
+typedef struct tqkv_record {
     uint64_t file_off, bytes;      /* where its rows sit in the source file */
     uint32_t kv_state, stream, layer;
     uint8_t is_v, transposed;
@@ -64,7 +65,7 @@ typedef struct tqkv_tensor {
     uint8_t uniform;               /* TQ codec: uniform cells (tq_codec_desc.uniform; version 3) */
     uint8_t planes;                /* version 3, TQ codec: coded chunks hold their blocks as planes
                                       (tq_blocks_to_planes), for zstd to entropy-code */
-} tqkv_tensor;
+} tqkv_record;
 
 typedef struct tqkv_meta {
     uint8_t source_kind;
@@ -81,21 +82,21 @@ typedef struct tqkv_meta {
     uint8_t *skeleton; /* decompressed */
     uint64_t skeleton_len;
     uint32_t n_tensors;
-    tqkv_tensor *t;
+    tqkv_record *t;
 } tqkv_meta;
 
 void tqkv_meta_free(tqkv_meta *m);
 /* How tensor t's rows [row_start, cells) are cut into chunks: its sink rows
  * (if it stores them) form chunk 0, then chunks of rows_per_chunk. */
-uint32_t tqkv_tensor_n_chunks(const tqkv_tensor *t);
-void tqkv_tensor_chunk_rows(const tqkv_tensor *t, uint32_t k, uint32_t *row0, uint32_t *nrows);
+uint32_t tqkv_record_n_chunks(const tqkv_record *t);
+void tqkv_record_chunk_rows(const tqkv_record *t, uint32_t k, uint32_t *row0, uint32_t *nrows);
 /* Whether a chunk starting at row0 holds the tensor's exact sink rows. */
-int tqkv_chunk_is_sink(const tqkv_tensor *t, uint32_t row0);
+int tqkv_chunk_is_sink(const tqkv_record *t, uint32_t row0);
 /* The libtq codec of a coded tensor (TQ or TURBO); -1 if the record is invalid. */
-int tqkv_codec_desc(const tqkv_tensor *t, tq_codec_desc *d);
+int tqkv_codec_desc(const tqkv_record *t, tq_codec_desc *d);
 /* That codec, ready to run; NULL for a kept tensor, an invalid record or
  * when out of memory. */
-tq_codec *tqkv_tensor_codec(tq_ctx *ctx, const tqkv_tensor *t); /* NULL: kept rows, or ctx says */
+tq_codec *tqkv_record_codec(tq_ctx *ctx, const tqkv_record *t); /* NULL: kept rows, or ctx says */
 
 /* ------------------------------------------------ writing (streams: pipes work) */
 

@@ -36,7 +36,7 @@ TEST(kv_layers_split_like_llama_cpp)
     CHECK(tq_kv_layers_for(ctx, "mystery", NULL, 2, g3, &L) == TQ_OK && !tq_kv_layers_known(&L), "an unknown architecture");
     tq_kv_layers_free(&L);
     /* a snapshot whose records carry model layers: those are what it says */
-    tqkv_tensor t[4] = {{.kv_state = 0, .layer = 0, .model_layer = 3},
+    tqkv_record t[4] = {{.kv_state = 0, .layer = 0, .model_layer = 3},
                         {.kv_state = 1, .layer = 0, .model_layer = 0},
                         {.kv_state = 1, .layer = 1, .model_layer = 1},
                         {.kv_state = 1, .layer = 2, .model_layer = 2}};

@@ -352,7 +352,7 @@ TEST(tqkv_iswa_layers_are_model_layers)
         const tqkv_meta *m = tqkv_meta_of(r);
         CHECK(tqkv_version(r) == 3 && m->n_tensors == 36);
         for (uint32_t i = 0; i < m->n_tensors; i++) {
-            const tqkv_tensor *t = &m->t[i];
+            const tqkv_record *t = &m->t[i];
             uint32_t want = t->kv_state == 0 ? 6 * t->layer + 5 : t->layer + t->layer / 5;
             CHECK(t->model_layer == want, "cache %u layer %u: model layer %u, not %u", t->kv_state, t->layer,
                   t->model_layer, want);

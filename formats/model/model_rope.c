@@ -1,22 +1,9 @@
 /* model_rope.c - see model_rope.h. */
 #include "model_rope.h"
+#include "arch.h"
 
 #include <stdio.h>
 #include <string.h>
-
-/* Architectures whose GGUF graphs llama.cpp runs with NeoX RoPE (pairs i
- * and i + n_rot/2); the others rotate adjacent pairs (2i, 2i+1). */
-static const char *const neox_archs[] = {
-    "gemma", "gemma2", "gemma3", "gemma3n", "qwen", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi2", "phi3",
-    "phimoe", "stablelm", "starcoder2", "gptneox", "falcon", "olmo2", "olmoe", "openelm", "exaone", "nemotron",
-    "codeshell", "orion", "minicpm3", "bitnet", "dbrx", "plamo", NULL};
-
-tq_rope_pairs tq_arch_rope_pairs(const char *arch)
-{
-    for (const char *const *a = neox_archs; arch && *a; a++)
-        if (!strcmp(*a, arch)) return TQ_PAIRS_HALVES;
-    return TQ_PAIRS_ADJACENT;
-}
 
 static int get_float(const tq_gguf *g, const char *arch, const char *key, double *out)
 {
@@ -45,7 +32,10 @@ int tq_model_rope(const tq_gguf *g, uint32_t head_dim, int swa, tq_rope *out)
     else if (!(tl == 4 && !memcmp(type, "none", 4))) return 0;
     else if (get_float(g, arch, "rope.scale_linear", &v)) factor = v;
     if (swa && get_float(g, arch, "rope.freq_base_swa", &v)) base = v, factor = 1;
-    else if (swa && !strcmp(arch, "gemma3")) base = 10000, factor = 1;
+    else if (swa && tq_arch_find(arch) && tq_arch_find(arch)->swa_rope_base > 0) {
+        base = tq_arch_find(arch)->swa_rope_base; /* llama.cpp's fixed base for these */
+        factor = 1;
+    }
     if (n_rot <= 0 || (uint64_t)n_rot > head_dim || n_rot % 2 || !(factor > 0) || !(base > 0)) return 0;
     *out = (tq_rope){head_dim, (uint32_t)n_rot, tq_arch_rope_pairs(arch), (float)base, (float)(1.0 / factor)};
     return 1;

@@ -5,15 +5,14 @@
  * ({arch}.rope.scaling.type "linear" with .factor, or the older
  * .rope.scale_linear) as freq_scale = 1/factor.  Sliding-window layers of
  * iSWA models: {arch}.rope.freq_base_swa when present, else the base
- * llama.cpp fixes for the architecture (gemma3: 10000, unscaled), else the
+ * llama.cpp fixes for the architecture (arch.h's table: gemma3 10000,
+ * unscaled), else the
  * global layers' RoPE. */
 #ifndef TQ_MODEL_ROPE_H
 #define TQ_MODEL_ROPE_H
 
+#include "arch.h" /* tq_arch_rope_pairs: NeoX halves or adjacent pairs */
 #include "gguf.h"
-
-/* NeoX halves or adjacent pairs for an architecture's graph. */
-tq_rope_pairs tq_arch_rope_pairs(const char *arch);
 
 /* 1 and *out filled when the model's K RoPE is one tq can rebuild (no YaRN,
  * LongRoPE or other non-linear scaling; heads of head_dim), else 0.  swa:

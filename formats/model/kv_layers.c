@@ -1,23 +1,11 @@
 /* kv_layers.c - see kv_layers.h. */
 #include "kv_layers.h"
+#include "arch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* llama.cpp's default sliding-window period per architecture */
-static uint32_t swa_period(const char *arch)
-{
-    static const struct {
-        const char *arch;
-        uint32_t n;
-    } known[] = {{"gemma2", 2}, {"gemma3", 6}, {"cohere2", 4}};
-    for (size_t i = 0; arch && i < sizeof known / sizeof *known; i++)
-        if (!strcmp(arch, known[i].arch)) return known[i].n;
-    return 0;
-}
-
-/* swa[il] for n model layers: 1 if known (and *rule says how), 0 if not. */
 static int swa_layers(const char *arch, const tq_gguf *model, uint32_t n, uint8_t *swa, char *rule, size_t rl)
 {
     if (model) {
@@ -34,7 +22,7 @@ static int swa_layers(const char *arch, const tq_gguf *model, uint32_t n, uint8_
             return 1;
         }
     }
-    uint32_t p = swa_period(arch);
+    uint32_t p = tq_arch_swa_period(arch);
     if (!p) return 0;
     for (uint32_t il = 0; il < n; il++) swa[il] = il % p < p - 1;
     snprintf(rule, rl, "%s: every %u%s layer global", arch, p, p == 2 ? "nd" : "th");
@@ -110,7 +98,7 @@ tq_status tq_kv_layers_of_snapshot(tq_ctx *ctx, const tqkv_meta *m, const tq_ggu
     uint32_t ns = 0, nl[2] = {0, 0};
     int recorded = 0;
     for (uint32_t i = 0; i < m->n_tensors; i++) {
-        const tqkv_tensor *t = &m->t[i];
+        const tqkv_record *t = &m->t[i];
         if (t->kv_state >= 2) return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "KV state %u (at most 2 are known)", t->kv_state);
         if (t->kv_state + 1 > ns) ns = t->kv_state + 1;
         if (t->stream == 0 && t->layer + 1 > nl[t->kv_state]) nl[t->kv_state] = t->layer + 1;
@@ -120,7 +108,7 @@ tq_status tq_kv_layers_of_snapshot(tq_ctx *ctx, const tqkv_meta *m, const tq_ggu
     if (st || !recorded) return st;
     /* the records say; a model must agree with them */
     for (uint32_t i = 0; i < m->n_tensors && !st; i++) {
-        const tqkv_tensor *t = &m->t[i];
+        const tqkv_record *t = &m->t[i];
         uint32_t want = tq_kv_layers_model(out, t->kv_state, t->layer);
         if (t->model_layer == TQKV_NO_MODEL_LAYER || want == t->model_layer) continue;
         if (model)

@@ -29,7 +29,7 @@ static int is_turbo(const tq_ggml_type *t)
 
 /* Row width in the output: the same, except that turbo caches pad every head
  * to a multiple of 128 values as the fork allocates them. */
-static uint64_t out_width(const tqkv_tensor *t, const tq_ggml_type *oty, uint32_t head_dim)
+static uint64_t out_width(const tqkv_record *t, const tq_ggml_type *oty, uint32_t head_dim)
 {
     if (!is_turbo(oty) || !head_dim) return t->width;
     uint64_t ph = (head_dim + 127) / 128 * 128;
@@ -38,7 +38,7 @@ static uint64_t out_width(const tqkv_tensor *t, const tq_ggml_type *oty, uint32_
 
 /* Source bytes of chunk ck of tensor t, converted from the source type ty to
  * the output type oty when they differ (rows in cell-major order). */
-static void decode_chunk(const tqkv_reader *r, const tqkv_tensor *t, const tq_codec *c, const tq_ggml_type *ty,
+static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_codec *c, const tq_ggml_type *ty,
                          const tq_ggml_type *oty, uint32_t head_dim, uint64_t ck, int skip, tq_ctx *local, tq_ctx *dev,
                          chunk_out *o)
 {
@@ -114,7 +114,7 @@ oom:
 /* One tensor on its way out: where its chunks are and their decoded bytes. */
 typedef struct djob {
     uint32_t i;
-    const tqkv_tensor *t;
+    const tqkv_record *t;
     const tq_ggml_type *ty, *oty;
     tq_codec *c;
     uint64_t nb, bfirst, first, nch;
@@ -130,7 +130,7 @@ static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof
     j->t = &m->t[i];
     j->ty = tq_ggml_type_get(prof, j->t->type_id);
     j->oty = want ? want : j->ty;
-    j->c = tqkv_tensor_codec(ctx, j->t);
+    j->c = tqkv_record_codec(ctx, j->t);
     if (j->t->codec != TQKV_CODEC_RAW && !j->c) return tq_ctx_status(ctx);
     /* the base's chunks for rows below row_start, then ours */
     if (j->t->row_start) {
@@ -165,7 +165,7 @@ static void job_free(djob *j)
 static tq_status job_write(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reader *r, const tqkv_reader *base, djob *j,
                            FILE *out, uint64_t *pos, uint64_t *sk)
 {
-    const tqkv_tensor *t = j->t;
+    const tqkv_record *t = j->t;
     const tq_ggml_type *ty = j->ty, *oty = j->oty;
     tq_status st;
     uint64_t gap = t->file_off - *pos;
@@ -235,7 +235,7 @@ static tq_status cache_type_of(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile 
 {
     *out = NULL;
     if (!o->cache_type) return TQ_OK;
-    if (m->source_kind == TQKV_SOURCE_NUMPY)
+    if (m->source_kind == TQ_KV_NUMPY)
         return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "--cache-type is for llama.cpp state files, not NumPy dumps");
     const tq_ggml_type *want = tq_ggml_type_by_name(prof, o->cache_type);
     /* q8_0/q4_0 are left out on purpose: current upstream llama.cpp stores
@@ -250,7 +250,7 @@ static tq_status cache_type_of(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile 
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "a turbo cache pads each head: the head size is needed (--model or "
                                                  "--head-dim)");
     for (uint32_t i = 0; i < m->n_tensors; i++) {
-        const tqkv_tensor *t = &m->t[i];
+        const tqkv_record *t = &m->t[i];
         const tq_ggml_type *ty = tq_ggml_type_get(prof, t->type_id);
         if (ty->dtype < 0)
             return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "layer %u: no decoder for %s", t->layer, ty->name);
@@ -270,7 +270,7 @@ static tq_status cache_type_of(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile 
 }
 
 /* --layers counts model layers where the snapshot knows them (iSWA) */
-static uint32_t layer_of(const tqkv_tensor *t) { return t->model_layer != TQKV_NO_MODEL_LAYER ? t->model_layer : t->layer; }
+static uint32_t layer_of(const tqkv_record *t) { return t->model_layer != TQKV_NO_MODEL_LAYER ? t->model_layer : t->layer; }
 
 /* Starts the tasks that decode tensor j's chunks (rows or layers not
  * wanted become zeros). */
@@ -391,7 +391,7 @@ tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader
                             const tq_kvsnap_decode_options *d, const tq_kvsnap_restore_options *ro, FILE *out)
 {
     const tqkv_meta *m = tqkv_meta_of(r);
-    if ((int)ro->format == m->source_kind && m->source_kind != TQKV_SOURCE_NUMPY && !ro->tokens)
+    if ((int)ro->format == m->source_kind && m->source_kind != TQ_KV_NUMPY && !ro->tokens)
         return tq_kvsnap_decode(ctx, r, base, d, out); /* the source as it was: streamed straight out */
     tq_kvsnap_decode_options dopt = *d;
     /* chunks past a token prefix are not decoded; NumPy rows are tokens, and

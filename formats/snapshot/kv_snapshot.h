@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 typedef struct tq_kvsnap_report {
-    uint32_t n_tensors, n_lossy, n_raw;
+    uint32_t n_tensors, n_coded, n_kept;
     uint64_t source_bytes, snapshot_bytes, kv_values, kv_bytes;
     uint32_t group_used;
     int group_guessed;     /* as tq_kvsnap_plan's */

@@ -11,6 +11,7 @@
 #ifndef TQ_KV_PLAN_H
 #define TQ_KV_PLAN_H
 
+#include "arch.h"
 #include "gguf.h"
 #include "kv_view.h"
 #include "tqkv.h"
@@ -19,10 +20,7 @@
 extern "C" {
 #endif
 
-/* BALANCED (the default): 5-bit K and 4-bit V for heads of 32 or less, 4 and
- * 4 above (the fp16 norm per head costs 16/g bits per value, so small heads
- * get K one bit more); Q8: 8 and 8; SMALL: 3 and 3; LOSSLESS: every byte
- * kept. */
+/* The presets; their defaults are one table in kv_plan.c (tq_kv_preset_row). */
 typedef enum tq_kv_preset {
     TQ_KV_PRESET_BALANCED = 0,
     TQ_KV_PRESET_LOSSLESS,
@@ -32,6 +30,9 @@ typedef enum tq_kv_preset {
 
 int tq_kv_preset_parse(const char *name, tq_kv_preset *out); /* 0, or -1 if unknown */
 const char *tq_kv_preset_name(tq_kv_preset p);
+
+/* An option left to the preset (tq_kvsnap_options_init sets every one). */
+#define TQ_KV_FROM_PRESET (-1)
 
 /* K offsets (kv_plan.c): none, the per-channel mean of the rows, or the
  * pre-RoPE mean turned by each cell's position where the model's RoPE is
@@ -44,15 +45,15 @@ enum { TQ_CELLS_LLOYD_MAX = 0, TQ_CELLS_UNIFORM = 1, TQ_CELLS_AUTO = 2 };
 
 typedef struct tq_kvsnap_options {
     tq_kv_preset preset;
-    int k_bits, v_bits;    /* tq codec bits 1..8; 0: the preset's */
+    int k_bits, v_bits;    /* codec bits 1..8; TQ_KV_FROM_PRESET: the preset's */
     int boundary_layers;   /* first and last N layers at 8 bits */
     uint32_t head_dim;     /* rotation group; 0: the model's, else guessed from the row width */
     const tq_gguf *model;  /* NULL, or the model: head size, and a fingerprint decode can check */
     const char *profile;   /* type-id profile name used to read the source */
-    int turbo;             /* the fork's turbo2/3/4 blocks (bits 2..4, rows of 128s) */
-    int family;            /* TQKV_CODEC_TQ (0 means it too), _ANGLE or _PROD: the block for coded
-                              tensors; bits b give TurboAngle b+1 angle and b-1 radius bits
-                              (8: 8 and 8), TurboQuant-prod b = 2..8 */
+    /* the block for coded tensors: TQKV_CODEC_TQ, _TURBO (the fork's turbo2/3/4 blocks: bits
+       2..4, rows of 128s), _ANGLE (bits b give b+1 angle and b-1 radius bits; 8: 8 and 8) or
+       _PROD (TurboQuant-prod, b = 2..8) */
+    int codec;
     /* InnerQ: per-channel scales s_j multiplied in before coding and divided
      * out after decoding, for tq-coded tensors: innerq holds
      * innerq_layers x 2 (K, V) x innerq_dim floats; innerq_layers 1 applies
@@ -60,10 +61,11 @@ typedef struct tq_kvsnap_options {
      * vector for every head) or the row width (one per KV head). */
     const float *innerq;
     uint32_t innerq_layers, innerq_dim;
+    int innerq_file;       /* innerq came from a file the user gave (else computed: --innerq auto) */
     int sink_cells;        /* the first N cells of each tq-coded K kept exact (attention sinks) */
     int k_offset;          /* TQ_KOFF_*: subtract an offset from each tq-coded K before coding */
     int no_planes;         /* keep 3- and 5-bit blocks as the codec packs them (for measuring) */
-    int uniform;           /* TQ_CELLS_*: tq blocks of uniform cells, b bits' distortion in b + 1-bit
+    int cells;             /* TQ_CELLS_*: tq blocks of uniform cells, b bits' distortion in b + 1-bit
                               fields that zstd entropy-codes to fewer bits than Lloyd-Max's b */
     const tqkv_reader *base; /* --append: store only the cells after the base's */
     const char *base_name;   /* the base's file name, recorded for decode */
@@ -74,8 +76,17 @@ typedef struct tq_kvsnap_options {
     void *progress_user;
 } tq_kvsnap_options;
 
+/* Every option that has a preset default set to TQ_KV_FROM_PRESET, the tq
+ * codec, all threads; the caller sets what the user gave. */
+void tq_kvsnap_options_init(tq_kvsnap_options *o);
+/* The options checked against each other before any file is read
+ * (TQ_ERR_ARG with the reason: a usage error); tq_kvsnap_plan_make checks
+ * them again. */
+tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o);
+
 typedef struct tq_kvsnap_plan {
     tqkv_meta meta;                /* what the snapshot will record: per tensor its coding */
+    tq_kvsnap_options resolved;    /* the options with the preset's defaults filled in */
     const tq_kv_tensor **src;      /* meta.t[i] is the view's src[i] */
     tq_kv_preset preset;
     int k_bits, v_bits;            /* resolved */
@@ -89,20 +100,20 @@ typedef struct tq_kvsnap_plan {
 
 tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, tq_kvsnap_plan **out);
 void tq_kvsnap_plan_free(tq_kvsnap_plan *p);
+/* A record's coding in words, the one description --dry-run (TQ_DESCRIBE_PLAN:
+ * "tq(g=128,b=4,nc)+sink") and inspect (TQ_DESCRIBE_TABLE: "tq g=128 b=4 nc
+ * sink planes") print. */
+typedef enum tq_describe_style { TQ_DESCRIBE_PLAN, TQ_DESCRIBE_TABLE } tq_describe_style;
+const char *tq_kvsnap_describe(const tqkv_record *t, tq_describe_style style, char *buf, size_t n);
+/* --innerq auto: Q-aware K scales computed from this state where the model's
+ * QK-norm gains give E[q^2] exactly; none otherwise.  Fills *set (n_layer 0:
+ * none) and *why (what was done, for the log). */
+struct tq_innerq_set;
+tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+                                struct tq_innerq_set *set, const char **why);
 /* Payload bytes tensor i will take before zstd (coded blocks, or kept rows). */
 uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i);
 
-/* The head size every model of a known architecture has, for a state file
- * that names its architecture but comes without --model or --head-dim
- * (gemma3: 256, where the row width of one KV head cannot tell 256 from
- * 2 x 128); 0 for the others, whose rows decide (see pick_group). */
-uint32_t tq_arch_head_dim(const char *arch);
-
-/* Model identity: a hash of the architecture, its hyperparameter keys and
- * the tensor table (names, types, shapes), not of the weights' values. */
-uint64_t tq_model_fingerprint(const tq_gguf *g);
-/* The attention head size of a model, 0 if the metadata does not say. */
-uint32_t tq_model_head_dim(const tq_gguf *g, int value);
 /* TQ_OK if the snapshot was made for model g, else why not (TQ_ERR_ARG). */
 tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *g, const char *model_label);
 

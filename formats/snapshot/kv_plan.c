@@ -2,6 +2,7 @@
  * snapshot, made before any byte is coded, so that a dry run, an encode and
  * an appended encode cannot disagree. */
 #include "kv_plan.h"
+#include "arch.h"
 #include "kv_layers.h"
 #include "model_rope.h"
 
@@ -13,63 +14,143 @@
 
 #define CHUNK_TARGET (256u << 10) /* source bytes per chunk */
 
-static const char *const preset_names[] = {"balanced", "lossless", "q8", "small"};
+/* The presets: every default of a snapshot, one row each.
+ *   k, v      tq codec bits of K and V (lossless: reported, unused: every
+ *             byte is kept)
+ *   k_small   K's bits at heads of 32 or less: the fp16 norm per head costs
+ *             16/g bits a value, so small heads get K one bit more
+ *   sink      first cells of each coded K kept exact (attention sinks; on
+ *             Gemma 3 270M one sink cell lowered KL, see tq-encode-kvdump(1))
+ *   k_offset  TQ_KOFF_*: rope (K's pre-RoPE mean turned by each cell's
+ *             position, the mean without a model) lowered KL over 22 windows
+ *   cells     TQ_CELLS_*: auto = uniform cells at 3 bits in groups >= 64
+ *             (fewer bits at the same KL, faster than 3-bit planes)
+ *   zstd      chunk level: f16 K/V barely compresses; level 1 keeps most of
+ *             the gain at 3x the speed of level 3 */
+typedef struct tq_kv_preset_row {
+    const char *name;
+    int k, v, k_small, sink, k_offset, cells, zstd;
+} tq_kv_preset_row;
+
+static const tq_kv_preset_row preset_table[] = {
+    /* name       k  v  k_small sink k_offset      cells          zstd */
+    [TQ_KV_PRESET_BALANCED] = {"balanced", 4, 4, 5, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1},
+    [TQ_KV_PRESET_LOSSLESS] = {"lossless", 4, 4, 4, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1},
+    [TQ_KV_PRESET_Q8] = {"q8", 8, 8, 8, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1},
+    [TQ_KV_PRESET_SMALL] = {"small", 3, 3, 3, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1},
+};
+#define N_PRESETS (sizeof preset_table / sizeof *preset_table)
 
 int tq_kv_preset_parse(const char *name, tq_kv_preset *out)
 {
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(name, preset_names[i])) return *out = (tq_kv_preset)i, 0;
+    for (size_t i = 0; i < N_PRESETS; i++) {
+        if (!strcmp(name, preset_table[i].name)) {
+            *out = (tq_kv_preset)i;
+            return 0;
+        }
+    }
     return -1;
 }
 
-const char *tq_kv_preset_name(tq_kv_preset p) { return (unsigned)p < 4 ? preset_names[p] : "?"; }
+const char *tq_kv_preset_name(tq_kv_preset p)
+{
+    if ((unsigned)p >= N_PRESETS) return "?";
+    return preset_table[p].name;
+}
+
+void tq_kvsnap_options_init(tq_kvsnap_options *o)
+{
+    *o = (tq_kvsnap_options){.preset = TQ_KV_PRESET_BALANCED,
+                             .k_bits = TQ_KV_FROM_PRESET,
+                             .v_bits = TQ_KV_FROM_PRESET,
+                             .codec = TQKV_CODEC_TQ,
+                             .sink_cells = TQ_KV_FROM_PRESET,
+                             .k_offset = TQ_KV_FROM_PRESET,
+                             .cells = TQ_KV_FROM_PRESET,
+                             .zstd_level = TQ_KV_FROM_PRESET};
+}
+
+static int bits_in(int b, int lo, int hi) { return b == TQ_KV_FROM_PRESET || (b >= lo && b <= hi); }
+
+tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
+{
+    if ((unsigned)o->preset >= N_PRESETS)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown preset %d", (int)o->preset);
+    int lossless = o->preset == TQ_KV_PRESET_LOSSLESS;
+    if (o->innerq_file && (o->codec == TQKV_CODEC_ANGLE || o->codec == TQKV_CODEC_PROD))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "--innerq scales what tq's codec codes: not with "
+                                                 "--codec %s",
+                                o->codec == TQKV_CODEC_ANGLE ? "angle" : "prod");
+    if (o->innerq_file && o->codec == TQKV_CODEC_TURBO)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "--innerq scales what tq's codec codes: not with --turbo");
+    if (o->innerq_file && lossless)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "--innerq scales what tq's codec codes: not with --preset lossless");
+    if (o->codec == TQKV_CODEC_TURBO && (!bits_in(o->k_bits, 2, 4) || !bits_in(o->v_bits, 2, 4)))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "--turbo codes with the fork's turbo2/3/4 "
+                                                 "blocks: bits must be 2..4 (give --k-bits/--v-bits)");
+    return TQ_OK;
+}
+
+/* The options with every default taken from the preset's row. */
+static void resolve(const tq_kvsnap_options *o, tq_kvsnap_options *r)
+{
+    const tq_kv_preset_row *row = &preset_table[o->preset];
+    *r = *o;
+    if (r->sink_cells == TQ_KV_FROM_PRESET) r->sink_cells = row->sink;
+    if (r->k_offset == TQ_KV_FROM_PRESET) r->k_offset = row->k_offset;
+    if (r->cells == TQ_KV_FROM_PRESET) r->cells = row->cells;
+    if (r->zstd_level == TQ_KV_FROM_PRESET) r->zstd_level = row->zstd;
+    if (r->codec == TQKV_CODEC_RAW) r->codec = TQKV_CODEC_TQ; /* zero-initialized options: tq's */
+}
+
+/* ------------------------------------------------------------ one description */
+
+typedef struct describe_words {
+    const char *open, *sep, *close; /* around the block's parameters */
+    const char *kept, *turbo_note;  /* raw rows; after turbo's bits */
+    const char *attr;               /* before each attribute of a tq block */
+    int planes;                     /* name the planes too */
+} describe_words;
+
+static const describe_words describe_styles[] = {
+    /*                      open sep  close kept              turbo_note       attr planes */
+    [TQ_DESCRIBE_PLAN] = {"(", ",", ")", "kept", "", "+", 0},
+    [TQ_DESCRIBE_TABLE] = {" ", " ", "", "raw (lossless)", " (fork blocks)", " ", 1},
+};
+
+const char *tq_kvsnap_describe(const tqkv_record *t, tq_describe_style style, char *b, size_t n)
+{
+    const describe_words *w = &describe_styles[style];
+    const char *sep = w->sep;
+    if (t->codec == TQKV_CODEC_RAW) {
+        snprintf(b, n, "%s", w->kept);
+    } else if (t->codec == TQKV_CODEC_TURBO) {
+        snprintf(b, n, "turbo%u%s", t->bits, w->turbo_note);
+    } else if (t->codec == TQKV_CODEC_ANGLE) {
+        snprintf(b, n, "angle%sg=%u%sA=%u%sr=%u%s", w->open, t->group, sep, 1u << t->bits, sep,
+                 t->radius_bits, w->close);
+    } else if (t->codec == TQKV_CODEC_PROD) {
+        snprintf(b, n, "prod%sg=%u%sb=%u%s", w->open, t->group, sep, t->bits, w->close);
+    } else {
+        const char *offset = "";
+        if (t->rope_pos) offset = "rope-offset";
+        else if (t->offset) offset = "offset";
+        /* in the plan's style the cells' kind is a parameter, the rest attributes */
+        const char *a = w->attr;
+        int pl = w->planes && t->planes;
+        snprintf(b, n, "tq%sg=%u%sb=%u%s%s%s%s%s%s%s%s%s%s%s%s%s", w->open, t->group, sep, t->bits,
+                 t->norm_correction ? sep : "", t->norm_correction ? "nc" : "",
+                 t->uniform ? sep : "", t->uniform ? "uniform" : "", w->close,
+                 t->innerq ? a : "", t->innerq ? "innerq" : "", t->sink_rows ? a : "",
+                 t->sink_rows ? "sink" : "", *offset ? a : "", offset, pl ? a : "",
+                 pl ? "planes" : "");
+    }
+    return b;
+}
 
 /* ------------------------------------------------------------ models */
-
-uint64_t tq_model_fingerprint(const tq_gguf *g)
-{
-    XXH64_state_t *xs = XXH64_createState();
-    XXH64_reset(xs, 0x74716b76ull);
-    uint64_t alen = 0;
-    const char *arch = tq_gguf_get_str(g, "general.architecture", "", &alen);
-    XXH64_update(xs, arch, alen);
-    for (int64_t i = 0; i < tq_gguf_n_kv(g); i++) {
-        const char *k = tq_gguf_kv_key(g, i);
-        if (strncmp(k, arch, alen) || k[alen] != '.') continue;
-        uint64_t len;
-        const uint8_t *raw = tq_gguf_kv_raw(g, i, &len);
-        uint32_t t = (uint32_t)tq_gguf_kv_type(g, i);
-        XXH64_update(xs, k, strlen(k) + 1);
-        XXH64_update(xs, &t, 4);
-        XXH64_update(xs, raw, len);
-    }
-    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
-        const char *n = tq_gguf_tensor_name(g, i);
-        int32_t t = tq_gguf_tensor_type_id(g, i);
-        XXH64_update(xs, n, strlen(n) + 1);
-        XXH64_update(xs, &t, 4);
-        XXH64_update(xs, tq_gguf_tensor_ne(g, i), 4 * sizeof(int64_t));
-    }
-    uint64_t h = XXH64_digest(xs);
-    XXH64_freeState(xs);
-    return h;
-}
-
-uint32_t tq_model_head_dim(const tq_gguf *g, int value)
-{
-    uint64_t alen;
-    const char *arch = tq_gguf_get_str(g, "general.architecture", NULL, &alen);
-    if (!arch || alen > 64) return 0;
-    char key[128];
-    snprintf(key, sizeof key, "%.*s.attention.%s", (int)alen, arch, value ? "value_length" : "key_length");
-    int64_t v = tq_gguf_get_int(g, key, 0);
-    if (v > 0) return (uint32_t)v;
-    snprintf(key, sizeof key, "%.*s.embedding_length", (int)alen, arch);
-    int64_t e = tq_gguf_get_int(g, key, 0);
-    snprintf(key, sizeof key, "%.*s.attention.head_count", (int)alen, arch);
-    int64_t h = tq_gguf_get_int(g, key, 0);
-    return e > 0 && h > 0 && e % h == 0 ? (uint32_t)(e / h) : 0;
-}
 
 tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *g, const char *model_label)
 {
@@ -83,17 +164,6 @@ tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *
     tq_status st = tq_kv_layers_of_snapshot(ctx, m, g, &L);
     if (!st) tq_kv_layers_free(&L);
     return st;
-}
-
-uint32_t tq_arch_head_dim(const char *arch)
-{
-    static const struct {
-        const char *arch;
-        uint32_t head_dim;
-    } known[] = {{"gemma3", 256}};
-    for (size_t i = 0; arch && i < sizeof known / sizeof *known; i++)
-        if (!strcmp(arch, known[i].arch)) return known[i].head_dim;
-    return 0;
 }
 
 /* ------------------------------------------------------------ the view's tensors */
@@ -139,22 +209,9 @@ static tq_status collect(tq_ctx *ctx, const tq_kv_view *s, src_tensor **out, siz
     return TQ_OK;
 }
 
-/* The rotation group for rows of `width`: the head size when it is a valid
- * group that divides the row, else the largest power of two up to 128 that
- * does (guessed). */
-static uint32_t pick_group(uint64_t width, uint32_t head_dim, int *guessed)
-{
-    *guessed = 0;
-    if (head_dim && tq_is_pow2(head_dim) && head_dim >= 8 && head_dim <= 512 && width % head_dim == 0) return head_dim;
-    *guessed = 1;
-    for (uint32_t g = 128; g >= 8; g /= 2)
-        if (width % g == 0) return g;
-    return 0;
-}
-
 /* ------------------------------------------------------------ per tensor */
 
-static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_options *o, const src_tensor *s, tqkv_tensor *t)
+static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_options *o, const src_tensor *s, tqkv_record *t)
 {
     uint32_t l = o->innerq_layers == 1 ? 0 : s->model_layer, n = o->innerq_dim;
     if (n != t->group && n != t->width) /* one vector for every head, or one per head of the row */
@@ -177,22 +234,22 @@ static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_options *o, const src_
 }
 
 static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_options *o, uint32_t head_dim,
-                             const src_tensor *s, tqkv_tensor *t)
+                             const src_tensor *s, tqkv_record *t)
 {
     const tq_kv_tensor *kt = s->kt;
-    *t = (tqkv_tensor){.file_off = kt->data_off, .bytes = kt->bytes, .kv_state = s->kv_state, .stream = s->stream,
+    *t = (tqkv_record){.file_off = kt->data_off, .bytes = kt->bytes, .kv_state = s->kv_state, .stream = s->stream,
                        .layer = s->layer, .is_v = (uint8_t)s->is_v, .transposed = (uint8_t)kt->transposed,
                        .cells = s->cells, .width = kt->width, .type_id = kt->type->id, .codec = TQKV_CODEC_RAW,
                        .model_layer = s->mapped ? s->model_layer : TQKV_NO_MODEL_LAYER};
     int guessed = 0, lossless = p->preset == TQ_KV_PRESET_LOSSLESS, decodable = kt->type->dtype >= 0;
-    uint32_t g = pick_group(kt->width, head_dim, &guessed);
-    if (o->turbo && !lossless && decodable && kt->width % 128 == 0) {
+    uint32_t g = tq_kv_group_for_width(kt->width, head_dim, &guessed);
+    if (o->codec == TQKV_CODEC_TURBO && !lossless && decodable && kt->width % 128 == 0) {
         t->codec = TQKV_CODEC_TURBO; /* the fork's blocks, for comparison and interchange */
         t->group = 128;
         t->bits = (uint8_t)(s->is_v ? p->v_bits : p->k_bits);
         t->norm_correction = 1;
         p->group = 128;
-    } else if (!lossless && decodable && g) {
+    } else if (!lossless && decodable && g && o->codec != TQKV_CODEC_TURBO) {
         int boundary =
             (int)s->model_layer < o->boundary_layers || (int)s->model_layer >= (int)s->n_model - o->boundary_layers;
         int b = boundary ? 8 : s->is_v ? p->v_bits : p->k_bits;
@@ -203,18 +260,18 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
         t->seed = TQ_SEED_FORK;
         /* auto: where measured to pay: 3 bits (4-bit fields, fast) in groups of 64 or more (heads of 8 lost:
            10% more error with norm correction, and norms between nibbles cost zstd more than the cells save) */
-        int uniform = o->uniform == TQ_CELLS_UNIFORM || (o->uniform == TQ_CELLS_AUTO && b == 3 && g >= 64);
-        if (uniform && !o->family && b < 8) { /* b bits' distortion from uniform cells one bit wider */
+        int uniform = o->cells == TQ_CELLS_UNIFORM || (o->cells == TQ_CELLS_AUTO && b == 3 && g >= 64);
+        if (uniform && o->codec == TQKV_CODEC_TQ && b < 8) { /* b bits' distortion from uniform cells one bit wider */
             t->uniform = 1;
             t->bits = (uint8_t)(b + 1);
         }
-        if (o->family == TQKV_CODEC_ANGLE) { /* b bits a value: (angle + radius) / 2 */
+        if (o->codec == TQKV_CODEC_ANGLE) { /* b bits a value: (angle + radius) / 2 */
             t->codec = TQKV_CODEC_ANGLE;
             t->bits = (uint8_t)(b >= 8 ? 8 : b + 1);
             t->radius_bits = (uint8_t)(b >= 8 ? 8 : b - 1);
             t->norm_correction = 1;
             t->seed = 1;
-        } else if (o->family == TQKV_CODEC_PROD) {
+        } else if (o->codec == TQKV_CODEC_PROD) {
             t->codec = TQKV_CODEC_PROD;
             t->norm_correction = 0;
             t->seed = 1;
@@ -247,7 +304,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
 }
 
 /* Does base describe the same K/V tensors, with its cells a prefix of t's? */
-static int same_tensor(const tqkv_tensor *a, const tqkv_tensor *b)
+static int same_tensor(const tqkv_record *a, const tqkv_record *b)
 {
     return a->kv_state == b->kv_state && a->stream == b->stream && a->layer == b->layer && a->is_v == b->is_v &&
            a->transposed == b->transposed && a->width == b->width && a->type_id == b->type_id && a->cells <= b->cells;
@@ -269,8 +326,8 @@ static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base, 
     if (b->has_fingerprint != m->has_fingerprint || b->fingerprint != m->fingerprint)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the base was made for another model");
     for (uint32_t i = 0; i < m->n_tensors; i++) {
-        tqkv_tensor *t = &m->t[i];
-        const tqkv_tensor *bt = &b->t[i];
+        tqkv_record *t = &m->t[i];
+        const tqkv_record *bt = &b->t[i];
         if (!same_tensor(bt, t))
             return tq_ctx_set_error(ctx, TQ_ERR_ARG, "layer %u %s: the base's tensor does not match this state's",
                                     t->layer, t->is_v ? "V" : "K");
@@ -313,8 +370,8 @@ static tq_status adopt_base_rope(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *b
 {
     const tqkv_meta *b = tqkv_meta_of(base);
     for (uint32_t i = 0; i < m->n_tensors; i++) {
-        tqkv_tensor *t = &m->t[i];
-        const tqkv_tensor *bt = &b->t[i];
+        tqkv_record *t = &m->t[i];
+        const tqkv_record *bt = &b->t[i];
         if (!bt->rope_pos) continue;
         if (!(t->rope_pos = malloc(4ull * t->cells))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
         tq_kv_stream_positions(v, &tq_kv_view_kv(v, src[i].kv_state)->streams[src[i].stream], t->rope_pos);
@@ -348,10 +405,10 @@ typedef struct offset_sums {
     double energy, resid_rope;
 } offset_sums;
 
-static float iq_scale(const tqkv_tensor *t, uint64_t j) { return t->innerq ? t->innerq[j % t->innerq_n] : 1.0f; }
+static float iq_scale(const tqkv_record *t, uint64_t j) { return t->innerq ? t->innerq[j % t->innerq_n] : 1.0f; }
 
 /* Pass 1: the sums; rope NULL: the plain mean only. */
-static tq_status offset_pass1(tq_ctx *ctx, const src_tensor *s, const tqkv_tensor *t, const tq_rope *rope, const int32_t *pos,
+static tq_status offset_pass1(tq_ctx *ctx, const src_tensor *s, const tqkv_record *t, const tq_rope *rope, const int32_t *pos,
                               float *rows, offset_sums *o)
 {
     tq_status st = TQ_OK;
@@ -370,7 +427,7 @@ static tq_status offset_pass1(tq_ctx *ctx, const src_tensor *s, const tqkv_tenso
 }
 
 /* Pass 2: the energy k - R(pos) b leaves, scaled. */
-static tq_status offset_pass2(tq_ctx *ctx, const src_tensor *s, const tqkv_tensor *t, const tq_rope *rope, const int32_t *pos,
+static tq_status offset_pass2(tq_ctx *ctx, const src_tensor *s, const tqkv_record *t, const tq_rope *rope, const int32_t *pos,
                               const float *b, float *rows, offset_sums *o)
 {
     tq_status st = TQ_OK;
@@ -386,7 +443,7 @@ static tq_status offset_pass2(tq_ctx *ctx, const src_tensor *s, const tqkv_tenso
     return st;
 }
 
-static tq_status plan_offset(tq_ctx *ctx, const src_tensor *s, tqkv_tensor *t, const tq_rope *rope, const int32_t *pos)
+static tq_status plan_offset(tq_ctx *ctx, const src_tensor *s, tqkv_record *t, const tq_rope *rope, const int32_t *pos)
 {
     offset_sums o = {calloc(t->width, sizeof(double)), calloc(t->width, sizeof(double)), 0, 0};
     float *rows = malloc((size_t)OFFSET_STEP * t->width * sizeof *rows), *b = malloc(t->width * sizeof *b);
@@ -421,7 +478,7 @@ static tq_status plan_offset(tq_ctx *ctx, const src_tensor *s, tqkv_tensor *t, c
 /* The RoPE tensor i's K went through, with its cells' positions; NULL where
  * it cannot be told (no model, M-RoPE cells, a RoPE tq does not rebuild). */
 static const tq_rope *tensor_rope(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, const src_tensor *s,
-                                  const tqkv_tensor *t, tq_rope *r, int32_t **pos)
+                                  const tqkv_record *t, tq_rope *r, int32_t **pos)
 {
     *pos = NULL;
     int swa = tq_kv_view_n_kv(v) == 2 && s->kv_state == 1; /* iSWA: the SWA cache comes second */
@@ -443,7 +500,7 @@ static tq_status plan_offsets(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kv_view *
         tq_ctx *wc = tq_ctx_clone(ctx);
 #pragma omp for schedule(dynamic, 1)
         for (size_t i = 0; i < n; i++) {
-            tqkv_tensor *t = &p->meta.t[i];
+            tqkv_record *t = &p->meta.t[i];
             if (t->codec != TQKV_CODEC_TQ || t->is_v || t->transposed || t->cells <= t->sink_rows + 1)
                 continue;
             tq_rope r;
@@ -465,9 +522,7 @@ static tq_status plan_offsets(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kv_view *
 static tq_status plan_meta(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_options *o, const src_tensor *src,
                            size_t n, tqkv_meta *m)
 {
-    static const uint8_t kinds[] = {[TQ_KV_SESSION] = TQKV_SOURCE_SESSION, [TQ_KV_SEQUENCE] = TQKV_SOURCE_SEQUENCE,
-                                    [TQ_KV_NUMPY] = TQKV_SOURCE_NUMPY};
-    m->source_kind = kinds[tq_kv_view_kind(s)];
+    m->source_kind = (uint8_t)tq_kv_view_kind(s);
     m->state_version = tq_kv_view_version(s);
     m->source_size = tq_kv_view_size(s);
     m->n_tokens = tq_kv_view_n_tokens(s);
@@ -523,11 +578,11 @@ static tq_status map_layers(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_op
 /* Bits from the preset, for the group the first K tensor gets. */
 static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_tensor *src, size_t n, uint32_t head_dim)
 {
-    int guessed, kb = 4, vb = 4;
-    uint32_t g = n ? pick_group(src[0].kt->width, head_dim, &guessed) : head_dim;
-    if (p->preset == TQ_KV_PRESET_Q8) kb = vb = 8;
-    else if (p->preset == TQ_KV_PRESET_BALANCED) kb = g && g <= 32 ? 5 : 4;
-    else if (p->preset == TQ_KV_PRESET_SMALL) kb = vb = 3;
+    int guessed;
+    uint32_t g = n ? tq_kv_group_for_width(src[0].kt->width, head_dim, &guessed) : head_dim;
+    const tq_kv_preset_row *row = &preset_table[p->preset];
+    int kb = g && g <= 32 ? row->k_small : row->k;
+    int vb = row->v;
     p->k_bits = o->k_bits > 0 ? o->k_bits : kb;
     p->v_bits = o->v_bits > 0 ? o->v_bits : vb;
 }
@@ -562,8 +617,12 @@ static tq_status check_fit(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_opt
 tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, tq_kvsnap_plan **out)
 {
     *out = NULL;
+    tq_status cst = tq_kvsnap_options_check(ctx, o);
+    if (cst) return cst;
     tq_kvsnap_plan *p = calloc(1, sizeof *p);
     if (!p) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    resolve(o, &p->resolved);
+    o = &p->resolved;
     p->preset = o->preset;
     /* the head size: given, the model's, what the source's layout shows, or
      * the architecture's */
@@ -581,13 +640,13 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     if (!st) st = map_layers(ctx, v, o, src, n, p);
     if (!st) st = plan_meta(ctx, v, o, src, n, &p->meta);
     if (!st) plan_bits(p, o, src, n, head_dim);
-    if (!st && o->family == TQKV_CODEC_PROD && (p->k_bits < 2 || p->v_bits < 2))
+    if (!st && o->codec == TQKV_CODEC_PROD && (p->k_bits < 2 || p->v_bits < 2))
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "TurboQuant-prod needs 2..8 bits (b-1 MSE bits and the sketch bit)");
-    if (!st && o->family == TQKV_CODEC_ANGLE && (p->k_bits < 1 || p->v_bits < 1))
+    if (!st && o->codec == TQKV_CODEC_ANGLE && (p->k_bits < 1 || p->v_bits < 1))
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "TurboAngle needs 1..8 bits");
-    if (!st && (o->family == TQKV_CODEC_ANGLE || o->family == TQKV_CODEC_PROD) && o->innerq)
+    if (!st && (o->codec == TQKV_CODEC_ANGLE || o->codec == TQKV_CODEC_PROD) && o->innerq)
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "InnerQ scales go with tq's block codec only");
-    if (!st && o->turbo && (p->k_bits < 2 || p->k_bits > 4 || p->v_bits < 2 || p->v_bits > 4))
+    if (!st && o->codec == TQKV_CODEC_TURBO && (p->k_bits < 2 || p->k_bits > 4 || p->v_bits < 2 || p->v_bits > 4))
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "--turbo codes with the fork's turbo2/3/4 blocks: bits must be 2..4 "
                                                "(give --k-bits/--v-bits)");
     for (size_t i = 0; !st && i < n; i++) st = plan_tensor(ctx, p, o, head_dim, &src[i], &p->meta.t[i]);
@@ -616,12 +675,12 @@ void tq_kvsnap_plan_free(tq_kvsnap_plan *p)
 
 uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i)
 {
-    const tqkv_tensor *t = &p->meta.t[i];
+    const tqkv_record *t = &p->meta.t[i];
     uint64_t rows = t->cells - t->row_start;
     if (t->codec == TQKV_CODEC_RAW) return t->transposed ? (t->row_start ? 0 : t->bytes) : rows * p->src[i]->row_size;
     uint64_t sink = t->row_start < t->sink_rows ? t->sink_rows - t->row_start : 0;
     tq_ctx *ctx = tq_ctx_new(); /* the plan made this codec already: it cannot fail here */
-    tq_codec *c = ctx ? tqkv_tensor_codec(ctx, t) : NULL;
+    tq_codec *c = ctx ? tqkv_record_codec(ctx, t) : NULL;
     tq_ctx_free(ctx);
     uint64_t n = c ? (rows - sink) * t->width / tq_codec_block_values(c) * tq_codec_block_bytes(c) : 0;
     n += sink * p->src[i]->row_size;

@@ -1,19 +1,13 @@
-/* innerq_derive.c - calibrate-innerq's scales from the statistics: per layer
- * (and KV head with --per head) by the chosen rule, or the fork's one vector
+/* innerq_derive.c - InnerQ scales from K/V statistics (innerq_derive.h):
+ * per layer (and KV head) by the chosen rule, or the fork's one vector
  * pooled over everything as the fork pools it. */
-#include "calibrate_innerq.h"
-#include "cli.h"
+#include "innerq_derive.h"
 #include "kv_plan.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static tq_innerq_method method_of(const char *m)
-{
-    return !strcmp(m, "qk") ? TQ_INNERQ_QK : !strcmp(m, "fork") ? TQ_INNERQ_FORK : TQ_INNERQ_KV;
-}
 
 /* The fork's accumulator: x_j^2 summed over every 128-value group (j the
  * position in it) of every K row, and V row where V is scaled too, of every
@@ -50,7 +44,7 @@ static void pool_heads(double *x, uint32_t n_head, uint32_t d)
 }
 
 /* Layer l's K and V scales into out ([K, V][nh][d]). */
-static int layer_scales(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am,
+static tq_status layer_scales(tq_ctx *ctx, const tq_innerq_derive_options *o, const tq_gguf *g, const tq_attn_model *am,
                         const tq_innerq_stats *st, uint32_t l, uint32_t nh, double *buf, float *out, char *how, size_t hl)
 {
     uint32_t H = tq_innerq_stats_heads(st), d = tq_innerq_stats_head_dim(st);
@@ -60,10 +54,10 @@ static int layer_scales(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const t
         tq_innerq_stats_mean2(st, l, h, 1, ev + (size_t)h * d);
     }
     const char *src = "";
-    if (!strcmp(o->method, "qk") && tq_innerq_query_energy(ctx, g, l, d, H, eq, &src))
-        return cli_runtime_error("%s: %s", o->c.model, tq_ctx_error(ctx));
-    if (!strcmp(o->v, "wo") && tq_innerq_output_energy(ctx, g, l, d, H, eo))
-        return cli_runtime_error("%s: %s", o->c.model, tq_ctx_error(ctx));
+    if (o->k_method == TQ_INNERQ_QK && tq_innerq_query_energy(ctx, g, l, d, H, eq, &src))
+        return tq_ctx_status(ctx);
+    if (o->v_method == TQ_INNERQ_V_WO && tq_innerq_output_energy(ctx, g, l, d, H, eo))
+        return tq_ctx_status(ctx);
     if (!l && *src) snprintf(how, hl, "%s", src);
     if (nh == 1 && H > 1) /* one vector serves every KV head: pool them */
         for (double *x = buf; x < buf + 4 * (size_t)H * d; x += (size_t)H * d) pool_heads(x, H, d);
@@ -72,37 +66,46 @@ static int layer_scales(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const t
     for (uint32_t h = 0; h < nh; h++) {
         size_t at = (size_t)h * d;
         float *sk = out + at, *sv = out + (size_t)nh * d + at;
-        if (tq_innerq_scales(ctx, method_of(o->method), ek + at, eq + at, d, pairs, rot, o->strength, o->clamp[0],
-                             o->clamp[1], sk))
-            return cli_lib_error(ctx);
-        if (!strcmp(o->v, "off")) {
+        if (tq_innerq_scales(ctx, o->k_method, ek + at, eq + at, d, pairs, rot, o->strength,
+                             o->clamp_lo, o->clamp_hi, sk))
+            return tq_ctx_status(ctx);
+        /* V: in W_o's metric (the QK rule with W_o's column energies), or by its own energies */
+        tq_innerq_method vm = TQ_INNERQ_KV;
+        if (o->v_method == TQ_INNERQ_V_WO) vm = TQ_INNERQ_QK;
+        if (o->v_method == TQ_INNERQ_V_OFF) {
             for (uint32_t j = 0; j < d; j++) sv[j] = 1.0f;
-        } else if (tq_innerq_scales(ctx, !strcmp(o->v, "wo") ? TQ_INNERQ_QK : TQ_INNERQ_KV, ev + at, eo + at, d,
-                                    TQ_PAIRS_NONE, 0, o->strength, o->clamp[0], o->clamp[1], sv))
-            return cli_lib_error(ctx);
+        } else if (tq_innerq_scales(ctx, vm, ev + at, eo + at, d, TQ_PAIRS_NONE, 0, o->strength,
+                                    o->clamp_lo, o->clamp_hi, sv)) {
+            return tq_ctx_status(ctx);
+        }
     }
     if (o->pow2) round_pow2(out, 2 * (size_t)nh * d);
-    return 0;
+    return TQ_OK;
 }
 
-int ci_scales(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am, const tq_innerq_stats *st,
-              tq_innerq_set *set, char *how, size_t how_len)
+tq_status tq_innerq_derive(tq_ctx *ctx, const tq_innerq_derive_options *o, const tq_gguf *g,
+                           const tq_attn_model *am, const tq_innerq_stats *st, tq_innerq_set *set,
+                           char *how, size_t how_len)
 {
     uint32_t L = tq_innerq_stats_layers(st), H = tq_innerq_stats_heads(st), d = tq_innerq_stats_head_dim(st);
-    uint32_t nh = !strcmp(o->per, "head") ? H : 1;
+    uint32_t nh = o->per_head ? H : 1;
     size_t per_layer = 2 * (size_t)nh * d;
-    *set = (tq_innerq_set){L, nh, d, malloc(L * per_layer * sizeof(float)), strcmp(o->v, "off") != 0, g != NULL,
-                           g ? tq_model_fingerprint(g) : 0, ""};
-    snprintf(set->method, sizeof set->method, "%s", o->method);
-    snprintf(how, how_len, "%s", !strcmp(o->method, "qk") ? "" : "not used");
-    double *buf = malloc(4 * (size_t)H * d * sizeof *buf);
-    int rc = !set->s || !buf ? cli_runtime_error("out of memory") : 0;
-    if (!rc && !strcmp(o->method, "fork")) {
+    int fork = o->k_method == TQ_INNERQ_FORK;
+    *set = (tq_innerq_set){L, nh, d, malloc(L * per_layer * sizeof(float)),
+                           o->v_method != TQ_INNERQ_V_OFF, g != NULL, g ? tq_model_fingerprint(g) : 0,
+                           ""};
+    snprintf(set->method, sizeof set->method, "%s", tq_innerq_method_name(o->k_method));
+    snprintf(how, how_len, "%s", o->k_method == TQ_INNERQ_QK ? "" : "not used");
+    double *buf = malloc(4 * (size_t)H * d * sizeof *buf); /* [ek, ev, eq, eo][H][d] */
+    tq_status rc = TQ_OK;
+    if (!set->s || !buf) rc = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!rc && fork) {
         uint32_t gr = d % 128 ? d : 128;
         fork_pool(st, d, set->has_v, gr, buf);
         float *v = (float *)(buf + gr);
-        if (tq_innerq_scales(ctx, TQ_INNERQ_FORK, buf, NULL, gr, TQ_PAIRS_NONE, 0, o->strength, 0, 0, v))
-            rc = cli_lib_error(ctx);
+        if (tq_innerq_scales(ctx, TQ_INNERQ_FORK, buf, NULL, gr, TQ_PAIRS_NONE, 0, o->strength, 0,
+                             0, v))
+            rc = tq_ctx_status(ctx);
         for (size_t i = 0; !rc && i < L * per_layer; i++) {
             int is_v = (int)(i / d % 2);
             set->s[i] = is_v && !set->has_v ? 1.0f : v[i % d % gr];
@@ -110,29 +113,49 @@ int ci_scales(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_mod
         snprintf(how, how_len, "not used (the fork's rule: one %u-vector pooled over all layers, heads%s)", gr,
                  set->has_v ? ", K and V" : "");
     }
-    for (uint32_t l = 0; !rc && strcmp(o->method, "fork") && l < L; l++)
+    for (uint32_t l = 0; !rc && !fork && l < L; l++)
         rc = layer_scales(ctx, o, g, am, st, l, nh, buf, set->s + l * per_layer, how, how_len);
     free(buf);
+    if (rc) {
+        free(set->s);
+        set->s = NULL;
+    }
     return rc;
 }
 
-static void range(const tq_innerq_set *s, int is_v, float *lo, float *hi)
+
+static const struct {
+    const char *name;
+    tq_innerq_method method;
+} k_methods[] = {{"qk", TQ_INNERQ_QK}, {"kv", TQ_INNERQ_KV}, {"fork", TQ_INNERQ_FORK}};
+static const char *const v_methods[] = {[TQ_INNERQ_V_OFF] = "off", [TQ_INNERQ_V_KV] = "kv",
+                                        [TQ_INNERQ_V_WO] = "wo"};
+
+const char *tq_innerq_method_name(tq_innerq_method m)
 {
-    *lo = INFINITY, *hi = 0;
-    for (uint32_t l = 0; l < s->n_layer; l++)
-        for (uint32_t h = 0; h < s->n_head; h++) {
-            const float *x = tq_innerq_set_at(s, l, is_v, h);
-            for (uint32_t j = 0; j < s->head_dim; j++) *lo = x[j] < *lo ? x[j] : *lo, *hi = x[j] > *hi ? x[j] : *hi;
-        }
+    for (size_t i = 0; i < sizeof k_methods / sizeof *k_methods; i++)
+        if (k_methods[i].method == m) return k_methods[i].name;
+    return "?";
 }
 
-void ci_report(const ci_opts *o, const tq_innerq_set *set, uint64_t tokens, const char *how, double seconds)
+int tq_innerq_method_parse(const char *name, tq_innerq_method *out)
 {
-    float klo, khi, vlo, vhi;
-    range(set, 0, &klo, &khi);
-    range(set, 1, &vlo, &vhi);
-    cli_log("%s: %u layers x %s of %u from %llu cells in %d dump%s; method %s (E[q^2]: %s), strength %g; K scales "
-            "%.3g..%.3g, V %s%.3g..%.3g, in %.2f s", o->c.out, set->n_layer, set->n_head > 1 ? "KV heads" : "1 vector",
-            set->head_dim, (unsigned long long)tokens, o->n_dumps, o->n_dumps > 1 ? "s" : "", o->method, how,
-            o->strength, klo, khi, set->has_v ? "" : "off ", vlo, vhi, seconds);
+    for (size_t i = 0; i < sizeof k_methods / sizeof *k_methods; i++) {
+        if (!strcmp(name, k_methods[i].name)) {
+            *out = k_methods[i].method;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int tq_innerq_v_method_parse(const char *name, tq_innerq_v_method *out)
+{
+    for (size_t i = 0; i < sizeof v_methods / sizeof *v_methods; i++) {
+        if (!strcmp(name, v_methods[i])) {
+            *out = (tq_innerq_v_method)i;
+            return 0;
+        }
+    }
+    return -1;
 }

@@ -19,7 +19,7 @@ typedef struct etensor {
 
 
 /* Codes rows [r0, r0+n) of tensor t on the calling thread. */
-static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqkv_tensor *t, const tq_codec *c,
+static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqkv_record *t, const tq_codec *c,
                          uint32_t r0, uint32_t n, chunk_out *o)
 {
     if (t->codec == TQKV_CODEC_RAW || tqkv_chunk_is_sink(t, r0)) { /* kept, or the exact sink rows */
@@ -59,9 +59,9 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
  * off the writing thread. */
 static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, int level, etensor *e)
 {
-    const tqkv_tensor *t = &p->meta.t[i];
-    uint32_t nch = tqkv_tensor_n_chunks(t);
-    *e = (etensor){i, tqkv_tensor_codec(ctx, t), calloc(nch ? nch : 1, sizeof(chunk_out)), nch};
+    const tqkv_record *t = &p->meta.t[i];
+    uint32_t nch = tqkv_record_n_chunks(t);
+    *e = (etensor){i, tqkv_record_codec(ctx, t), calloc(nch ? nch : 1, sizeof(chunk_out)), nch};
     if (!e->co || (t->codec != TQKV_CODEC_RAW && !e->c)) {
         int no_codec = t->codec != TQKV_CODEC_RAW && !e->c;
         free(e->co);
@@ -76,7 +76,7 @@ static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, 
         {
             chunk_out *co = &e->co[k];
             uint32_t r0, nr;
-            tqkv_tensor_chunk_rows(t, k, &r0, &nr);
+            tqkv_record_chunk_rows(t, k, &r0, &nr);
             encode_chunk(ctx, kt, t, e->c, r0, nr, co);
             if (!co->st) {
                 uint8_t *pk;
@@ -107,7 +107,7 @@ static void free_tensor(etensor *e)
 /* Writes a finished tensor's chunks in order (or reports its first error). */
 static tq_status finish_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, tqkv_writer *w, etensor *e, tq_status st)
 {
-    const tqkv_tensor *t = &p->meta.t[e->i];
+    const tqkv_record *t = &p->meta.t[e->i];
     for (uint32_t k = 0; k < e->nch && !st; k++) {
         if (e->co[k].st) st = tq_ctx_set_error(ctx, e->co[k].st, "layer %u %s: %s", t->layer, t->is_v ? "V" : "K", e->co[k].err);
         else st = tqkv_write_packed(w, e->co[k].p, e->co[k].len);
@@ -120,7 +120,7 @@ tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_pl
                             FILE *out, tq_kvsnap_report *rep)
 {
     const tqkv_meta *m = &p->meta;
-    *rep = (tq_kvsnap_report){.n_tensors = m->n_tensors, .n_lossy = p->n_coded, .n_raw = p->n_kept,
+    *rep = (tq_kvsnap_report){.n_tensors = m->n_tensors, .n_coded = p->n_coded, .n_kept = p->n_kept,
                               .source_bytes = m->source_size, .kv_values = tq_kv_view_kv_values(v),
                               .kv_bytes = tq_kv_view_kv_bytes(v), .group_used = p->group,
                               .group_guessed = p->group_guessed};
@@ -136,7 +136,7 @@ tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_pl
 #pragma omp single
     for (uint32_t i = 0; i <= m->n_tensors; i++) {
         etensor *cur = &jobs[i & 1], *prev = &jobs[(i + 1) & 1];
-        int started = i < m->n_tensors && !st && !(st = start_tensor(ctx, p, i, o->zstd_level, cur));
+        int started = i < m->n_tensors && !st && !(st = start_tensor(ctx, p, i, p->resolved.zstd_level, cur));
         if (have_prev) {
             done += m->t[prev->i].bytes;
             st = finish_tensor(ctx, p, w, prev, st);
