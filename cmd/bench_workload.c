@@ -88,12 +88,11 @@ int bw_from_file(tq_ctx *ctx, bworkload *w, const char *path, const tq_gguf *mod
 {
     tq_kv_view *v;
     memset(w, 0, sizeof *w);
-    int has_fp;
-    uint64_t fp;
-    if (tq_kv_open_any(ctx, path, TQ_PROFILE_DEFAULT, &v, &has_fp, &fp)) return snprintf(err, el, "%s", tq_ctx_error(ctx)), -1;
-    uint32_t d = model ? tq_model_head_dim(model, 0) : 0;
-    if (!d) d = tq_kv_view_head_dim(v);
-    if (!d) d = tq_arch_head_dim(tq_kv_view_arch(v));
+    if (tq_kvsnap_open_any(ctx, path, TQ_PROFILE_DEFAULT, &v)) {
+        snprintf(err, el, "%s", tq_ctx_error(ctx));
+        return -1;
+    }
+    uint32_t d = tq_kv_head_size(0, model, tq_kv_view_head_dim(v), tq_kv_view_arch(v), NULL);
     const char *dsrc = d ? (model ? "the model" : "the source") : "guessed (no --model)";
     uint32_t max_heads = quick ? 8 : 32, m = quick ? 8 : 16, cap = quick ? 512 : 2048;
     size_t total = 0;
@@ -102,14 +101,17 @@ int bw_from_file(tq_ctx *ctx, bworkload *w, const char *path, const tq_gguf *mod
             const tq_kv_stream *st = &tq_kv_view_kv(v, i)->streams[j];
             for (uint32_t l = 0; st->cell_count > m + 8 && l < st->n_layer; l++) {
                 uint64_t wd = st->k[l].width;
-                if (!d) d = wd % 128 == 0 ? 128 : wd % 64 == 0 ? 64 : (uint32_t)wd;
+                int guessed; /* the snapshot plan's guess: the largest power of two <= 128 */
+                if (!d) d = tq_kv_group_for_width(wd, 0, &guessed);
+                if (!d) continue;
                 if (wd % d == 0 && st->v[l].width == wd) total += wd / d;
             }
         }
     if (!total) {
         tq_kv_close(v);
-        return snprintf(err, el, "%s: no layer with more than %u cells whose rows are whole heads of %u", path, m + 8, d),
-               -1;
+        snprintf(err, el, "%s: no layer with more than %u cells whose rows are whole heads%s", path,
+                 m + 8, d ? "" : " (no head size: give --model)");
+        return -1;
     }
     size_t every = (total + max_heads - 1) / max_heads, seen = 0;
     w->h = calloc(max_heads + 1, sizeof *w->h);

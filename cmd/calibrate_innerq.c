@@ -126,9 +126,10 @@ static int gather(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn
         tq_kv_view *v = NULL;
         int has_fp = 0, rc = 0;
         uint64_t fp = 0;
-        if (tq_kv_open_any(ctx, o->dumps[i], o->c.profile, &v, &has_fp, &fp)) return cli_lib_error(ctx);
+        if (tq_kvsnap_open_any(ctx, o->dumps[i], o->c.profile, &v)) return cli_lib_error(ctx);
+        has_fp = tq_kv_view_fingerprint(v, &fp);
         uint32_t shown = tq_kv_view_head_dim(v); /* a NumPy dump's [.., heads, head_dim] */
-        if (!hd) hd = shown ? shown : tq_arch_head_dim(tq_kv_view_arch(v));
+        if (!hd) hd = tq_kv_head_size(0, NULL, shown, tq_kv_view_arch(v), NULL);
         if (has_fp && first_fp < 0) first_fp = i, fp0 = fp;
         if (g && has_fp && fp != tq_model_fingerprint(g))
             rc = cli_runtime_error("%s: a snapshot of another model than %s", o->dumps[i], o->c.model);

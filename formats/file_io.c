@@ -132,3 +132,9 @@ int tq_same_file(const char *a, const char *b)
     struct stat sa, sb;
     return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
+
+const char *tq_temp_dir(void)
+{
+    const char *d = getenv("TMPDIR");
+    return d && *d ? d : "/tmp";
+}

@@ -27,6 +27,10 @@ tq_status tq_temp_create(tq_ctx *ctx, const char *path, char **tmp, FILE **f);
  * again. */
 tq_status tq_temp_create_ex(tq_ctx *ctx, const char *path, int durable, char **tmp, FILE **f);
 
+/* Where intermediate files go that have no output beside them: $TMPDIR,
+ * else /tmp (what mkstemp's callers use). */
+const char *tq_temp_dir(void);
+
 /* 1 if a and b are the same existing file (device and inode). */
 int tq_same_file(const char *a, const char *b);
 

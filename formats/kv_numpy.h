@@ -26,8 +26,9 @@ typedef struct tq_npz_options {
     uint32_t layer_lo, layer_hi; /* K/V of layers lo..hi only (inclusive) */
     uint32_t head_dim;           /* other sources: write [tokens, heads, head_dim]
                                     rather than [tokens, width] (0: unknown) */
-    const struct tq_kv_layers *layers; /* iSWA states: k_L / v_L (and the layer range)
-                                          by model layer; NULL: as the states count */
+    /* iSWA states: k_L / v_L (and the layer range) by model layer: model_layer[s][l] is
+       state s's layer l (formats/model/kv_layers.h makes it); NULL: as the states count */
+    uint32_t *const *model_layer;
 } tq_npz_options;
 
 /* NumPy dumps come back with their own array names, dtypes, shapes and

@@ -2,7 +2,6 @@
  * NumPy view with its own arrays' names, dtypes, shapes and orientation,
  * other views as tokens, k_L and v_L. */
 #include "kv_numpy.h"
-#include "kv_layers.h"
 #include "kv_numpy_impl.h"
 
 #include <archive.h>
@@ -146,10 +145,11 @@ static tq_status npz_from_state(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_o
             const tq_kv_stream *sr = &kv->streams[j];
             uint32_t cells;
             if (!sr->cell_count || (st = tq_kv_stream_prefix(ctx, s, sr, o->max_tokens, &cells, NULL))) continue;
-            int by_model = tq_kv_view_n_kv(s) == 2 && kv->n_stream == 1 && o->layers && tq_kv_layers_known(o->layers);
+            int by_model = tq_kv_view_n_kv(s) == 2 && kv->n_stream == 1 && o->model_layer &&
+                           o->model_layer[0] && o->model_layer[1];
             for (uint32_t l = 0; l < sr->n_layer && !st; l++)
                 for (int v = 0; v < 2 && !st; v++) {
-                    uint32_t ml = by_model ? tq_kv_layers_model(o->layers, i, l) : l;
+                    uint32_t ml = by_model ? o->model_layer[i][l] : l;
                     if (!in_range(o, ml)) continue;
                     const tq_kv_tensor *t = v ? &sr->v[l] : &sr->k[l];
                     int f16 = t->type->dtype == TQ_DT_F16;

@@ -9,23 +9,28 @@
 #include <string.h>
 #include <xxhash.h>
 
-static const tq_kv_source *const sources[] = {&tq_kv_source_llama_state, &tq_kv_source_numpy};
-#define N_SOURCES (sizeof sources / sizeof *sources)
+const tq_kv_source *const tq_kv_byte_sources[] = {&tq_kv_source_llama_state, &tq_kv_source_numpy};
+const size_t tq_kv_n_byte_sources = sizeof tq_kv_byte_sources / sizeof *tq_kv_byte_sources;
 
-static const tq_kv_source *pick(const uint8_t *p, uint64_t size)
+/* The highest bid on these bytes; NULL when no source bids. */
+static const tq_kv_source *pick(const tq_kv_source *const *sources, size_t n, const uint8_t *p,
+                                uint64_t size)
 {
     const tq_kv_source *best = NULL;
     int bid = 0;
-    for (size_t i = 0; i < N_SOURCES; i++) {
+    for (size_t i = 0; i < n; i++) {
         int b = sources[i]->probe(p, size);
-        if (b > bid) bid = b, best = sources[i];
+        if (b > bid) {
+            bid = b;
+            best = sources[i];
+        }
     }
     return best;
 }
 
 const char *tq_kv_probe(const void *data, size_t size)
 {
-    const tq_kv_source *s = pick(data, size);
+    const tq_kv_source *s = pick(tq_kv_byte_sources, tq_kv_n_byte_sources, data, size);
     return s ? s->name : NULL;
 }
 
@@ -56,7 +61,8 @@ void tq_kv_close(tq_kv_view *v)
     free(v);
 }
 
-static tq_status open_view(tq_ctx *ctx, const tq_kv_source *src, const uint8_t *map, uint64_t size, int mapped,
+static tq_status open_view(tq_ctx *ctx, const tq_kv_source *src, const tq_kv_source *const *sources,
+                           size_t n_sources, const uint8_t *map, uint64_t size, int mapped,
                            const char *label, tq_type_profile p, uint64_t max_bytes, tq_kv_view **out)
 {
     *out = NULL;
@@ -70,7 +76,7 @@ static tq_status open_view(tq_ctx *ctx, const tq_kv_source *src, const uint8_t *
     v->size = size;
     v->mapped = mapped;
     v->profile = p;
-    v->source = src ? src : pick(map, size);
+    v->source = src ? src : pick(sources, n_sources, map, size);
     if (!v->source) v->source = &tq_kv_source_llama_state;
     tq_status st = v->source->open(ctx, v, max_bytes);
     if (st) {
@@ -84,13 +90,15 @@ static tq_status open_view(tq_ctx *ctx, const tq_kv_source *src, const uint8_t *
 tq_status tq_kv_open_with(tq_ctx *ctx, const tq_kv_source *src, const void *data, size_t size, const char *label,
                           tq_type_profile p, uint64_t max_bytes, tq_kv_view **out)
 {
-    return open_view(ctx, src, data, size, 0, label ? label : "(memory)", p, max_bytes, out);
+    return open_view(ctx, src, NULL, 0, data, size, 0, label ? label : "(memory)", p, max_bytes,
+                     out);
 }
 
 tq_status tq_kv_open_memory_limited(tq_ctx *ctx, const void *data, size_t size, const char *label, tq_type_profile p,
                                     uint64_t max_bytes, tq_kv_view **out)
 {
-    return open_view(ctx, NULL, data, size, 0, label ? label : "(memory)", p, max_bytes, out);
+    return open_view(ctx, NULL, tq_kv_byte_sources, tq_kv_n_byte_sources, data, size, 0,
+                     label ? label : "(memory)", p, max_bytes, out);
 }
 
 tq_status tq_kv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label, tq_type_profile p,
@@ -99,27 +107,31 @@ tq_status tq_kv_open_memory(tq_ctx *ctx, const void *data, size_t size, const ch
     return tq_kv_open_memory_limited(ctx, data, size, label, p, 0, out);
 }
 
-tq_status tq_kv_open(tq_ctx *ctx, const char *path, tq_type_profile p, tq_kv_view **out)
+tq_status tq_kv_open_from(tq_ctx *ctx, const char *path, tq_type_profile p,
+                          const tq_kv_source *const *sources, size_t n, tq_kv_view **out)
 {
     *out = NULL;
     const uint8_t *m;
     uint64_t size;
     tq_status st = tq_map_file(ctx, path, 12, "too short for a llama.cpp state file", &m, &size);
     if (st) return st;
-    return open_view(ctx, NULL, m, size, 1, path, p, 0, out);
+    return open_view(ctx, NULL, sources, n, m, size, 1, path, p, 0, out);
+}
+
+tq_status tq_kv_open(tq_ctx *ctx, const char *path, tq_type_profile p, tq_kv_view **out)
+{
+    return tq_kv_open_from(ctx, path, p, tq_kv_byte_sources, tq_kv_n_byte_sources, out);
+}
+
+int tq_kv_view_fingerprint(const tq_kv_view *v, uint64_t *fp)
+{
+    *fp = v->has_fingerprint ? v->fingerprint : 0;
+    return v->has_fingerprint;
 }
 
 const char *tq_kv_view_format(const tq_kv_view *v) { return v->source->name; }
 const char *tq_kv_view_label(const tq_kv_view *v) { return v->label; }
 
-tq_status tq_kv_view_relabel(tq_ctx *ctx, tq_kv_view *v, const char *label)
-{
-    char *l = strdup(label);
-    if (!l) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    free(v->label);
-    v->label = l;
-    return TQ_OK;
-}
 tq_kv_kind tq_kv_view_kind(const tq_kv_view *v) { return v->kind; }
 uint32_t tq_kv_view_version(const tq_kv_view *v) { return v->version; }
 uint32_t tq_kv_view_n_tokens(const tq_kv_view *v) { return v->n_tokens; }

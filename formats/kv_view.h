@@ -64,6 +64,9 @@ typedef struct tq_kv_view tq_kv_view;
 /* Opens a file through the front door.  Which source format claimed it:
  * tq_kv_view_format(). */
 tq_status tq_kv_open(tq_ctx *ctx, const char *path, tq_type_profile profile, tq_kv_view **out);
+/* 1 and *fp where the view is a snapshot that records its model's
+ * fingerprint (encoded with --model); else 0 and *fp 0. */
+int tq_kv_view_fingerprint(const tq_kv_view *v, uint64_t *fp);
 tq_status tq_kv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label, tq_type_profile profile,
                             tq_kv_view **out);
 /* The same, reading at most max_bytes of array data for sources that expand

@@ -1,6 +1,6 @@
 /* innerq_model.c - see innerq_model.h. */
 #include "innerq_model.h"
-#include "kv_plan.h"
+#include "arch.h"
 #include "model_rope.h"
 
 #include <stdio.h>

@@ -624,15 +624,11 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     resolve(o, &p->resolved);
     o = &p->resolved;
     p->preset = o->preset;
-    /* the head size: given, the model's, what the source's layout shows, or
-     * the architecture's */
-    uint32_t head_dim = o->head_dim ? o->head_dim : o->model ? tq_model_head_dim(o->model, 0) : 0;
-    if (!head_dim) head_dim = tq_kv_view_head_dim(v);
-    int from_arch = 0;
-    if (!head_dim && (head_dim = tq_arch_head_dim(tq_kv_view_arch(v)))) {
-        from_arch = 1;
-        snprintf(p->group_arch, sizeof p->group_arch, "%s", tq_kv_view_arch(v));
-    }
+    tq_head_source from;
+    uint32_t head_dim = tq_kv_head_size(o->head_dim, o->model, tq_kv_view_head_dim(v),
+                                        tq_kv_view_arch(v), &from);
+    int from_arch = from == TQ_HEAD_ARCH;
+    if (from_arch) snprintf(p->group_arch, sizeof p->group_arch, "%s", tq_kv_view_arch(v));
     src_tensor *src = NULL;
     size_t n = 0;
     tq_status st = collect(ctx, v, &src, &n);

@@ -80,11 +80,12 @@ tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader
  * bounded as for any mapped source. */
 tq_status tq_kvsnap_open_view(tq_ctx *ctx, const tqkv_reader *r, const char *tmp_near, tq_kv_view **out);
 
-/* Any KV file tq reads, snapshots included (tq_kvsnap_open_view).  *has_fp
- * and *fp: a snapshot's model fingerprint (0 for other sources and
- * snapshots made without a model). */
-tq_status tq_kv_open_any(tq_ctx *ctx, const char *path, tq_type_profile profile, tq_kv_view **v, int *has_fp,
-                         uint64_t *fp);
+/* Any KV file tq reads, .tqkv snapshots included: the byte formats'
+ * bidders and the snapshot's (kv_snapshot_view.c).  A snapshot's model
+ * fingerprint: tq_kv_view_fingerprint. */
+tq_status tq_kvsnap_open_any(tq_ctx *ctx, const char *path, tq_type_profile profile,
+                             tq_kv_view **out);
+extern const struct tq_kv_source tq_kv_source_snapshot;
 
 #ifdef __cplusplus
 }

@@ -407,8 +407,9 @@ tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader
     if (ro->format == TQ_KV_NUMPY) {
         tq_kv_layers L;
         st = tq_kv_layers_of_snapshot(ctx, m, NULL, &L);
-        tq_npz_options no = {ro->tokens, ro->has_layers ? ro->layer_lo : 0, ro->has_layers ? ro->layer_hi : UINT32_MAX,
-                             ro->head_dim, &L};
+        uint32_t hi = ro->has_layers ? ro->layer_hi : UINT32_MAX;
+        tq_npz_options no = {ro->tokens, ro->has_layers ? ro->layer_lo : 0, hi, ro->head_dim,
+                             !st && tq_kv_layers_known(&L) ? L.model : NULL};
         if (!st) {
             st = tq_npz_write(ctx, v, &no, out);
             tq_kv_layers_free(&L);

@@ -1,32 +1,56 @@
-/* kv_snapshot_view.c - any KV file as a view, .tqkv snapshots included, for
- * the readers of KV data (calibration, benchmarks) that take snapshots beside
- * state files. */
+/* kv_snapshot_view.c - a .tqkv snapshot as a KV source: a bidder like the
+ * byte formats', for the readers of KV data (calibration, benchmarks) that
+ * take snapshots beside state files.  Opening decodes the snapshot into an
+ * unlinked file in the temporary directory and maps it, so memory stays
+ * bounded as for any mapped source. */
+#include "file_io.h"
 #include "kv_snapshot.h"
 #include "kv_source.h"
 
 #include <stdio.h>
 #include <string.h>
 
-tq_status tq_kv_open_any(tq_ctx *ctx, const char *path, tq_type_profile profile, tq_kv_view **v, int *has_fp,
-                         uint64_t *fp)
+static int probe_snapshot(const uint8_t *p, uint64_t size)
 {
-    *v = NULL, *has_fp = 0, *fp = 0;
-    char magic[4] = {0};
-    FILE *pf = fopen(path, "rb");
-    if (pf) {
-        if (fread(magic, 1, 4, pf) != 4) magic[0] = 0;
-        fclose(pf);
-    }
-    if (memcmp(magic, "TQKV", 4)) return tq_kv_open(ctx, path, profile, v);
+    return size >= 4 && !memcmp(p, "TQKV", 4) ? 100 : 0;
+}
+
+/* The decoded state's view takes v's place; v keeps its label and source. */
+static tq_status open_snapshot(tq_ctx *ctx, tq_kv_view *v, uint64_t max_bytes)
+{
+    (void)max_bytes; /* the decoded file is mapped, not read into memory */
     tqkv_reader *r;
-    if (tqkv_open(ctx, path, &r)) return tq_ctx_status(ctx);
-    *has_fp = tqkv_meta_of(r)->has_fingerprint, *fp = tqkv_meta_of(r)->fingerprint;
-    tq_status st = tq_kvsnap_open_view(ctx, r, "/tmp/tq-snapshot", v);
+    tq_status st = tqkv_open_memory(ctx, v->map, (size_t)v->size, v->label, &r);
+    if (st) return st;
+    char near[4096];
+    snprintf(near, sizeof near, "%s/tq-snapshot", tq_temp_dir());
+    tq_kv_view *inner = NULL;
+    st = tq_kvsnap_open_view(ctx, r, near, &inner);
+    int has_fp = tqkv_meta_of(r)->has_fingerprint;
+    uint64_t fp = tqkv_meta_of(r)->fingerprint;
     tqkv_close(r);
-    if (!st) st = tq_kv_view_relabel(ctx, *v, path);
-    if (st) {
-        tq_kv_close(*v);
-        *v = NULL;
-    }
-    return st;
+    if (st) return st;
+    tq_kv_view outer = *v;
+    *v = *inner;
+    *inner = outer; /* closing inner now releases the snapshot's bytes */
+    v->label = outer.label;
+    inner->label = NULL;
+    v->source = outer.source;
+    v->profile = outer.profile;
+    v->has_fingerprint = has_fp;
+    v->fingerprint = fp;
+    tq_kv_close(inner);
+    return TQ_OK;
+}
+
+const tq_kv_source tq_kv_source_snapshot = {"tq snapshot", probe_snapshot, open_snapshot};
+
+tq_status tq_kvsnap_open_any(tq_ctx *ctx, const char *path, tq_type_profile profile,
+                             tq_kv_view **out)
+{
+    const tq_kv_source *sources[8];
+    size_t n = 0;
+    for (size_t i = 0; i < tq_kv_n_byte_sources && n < 7; i++) sources[n++] = tq_kv_byte_sources[i];
+    sources[n++] = &tq_kv_source_snapshot;
+    return tq_kv_open_from(ctx, path, profile, sources, n, out);
 }

@@ -1,11 +1,36 @@
 #!/bin/sh
 # The seams hold (../shared/reference/architecture.md): formats/ and cmd/ use
-# libtq only through lib/tq.h; the KV sources do not know each other; no
-# function in formats/ or cmd/ runs over 100 lines.
+# libtq only through lib/tq.h; byte formats include neither formats/model/
+# nor formats/snapshot/, and model/ not snapshot/; the KV sources do not know
+# each other; encode-kvdump holds no InnerQ derivation; no function in
+# formats/ or cmd/ runs over 100 lines.
 set -u
 . tests/cli/common.inc
-bad=$(grep -ln '#include "\(tq_internal\|tq_fwht\|tq_half\)\.h"' formats/*.[ch] cmd/*.[ch])
+behaviour lib_internals_stay_in_lib
+bad=$(grep -ln '#include "\(tq_internal\|tq_fwht\|tq_half\)\.h"' formats/*.[ch] formats/*/*.[ch] cmd/*.[ch])
 [ -z "$bad" ] || fail "lib internal headers included by: $bad"
+
+behaviour byte_formats_include_only_byte_formats
+# the headers a file includes, by name, that live in one of these folders
+includes_from() { # FILES... ; DIR
+    dir=$1; shift
+    for f in "$@"; do
+        for h in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f"); do
+            [ -f "$dir/$h" ] && echo "$f includes $dir/$h"
+        done
+    done
+    return 0
+}
+bad=$(includes_from formats/model formats/*.[ch]; includes_from formats/snapshot formats/*.[ch])
+[ -z "$bad" ] || fail "byte formats reach up a layer: $bad"
+bad=$(includes_from formats/snapshot formats/model/*.[ch])
+[ -z "$bad" ] || fail "model facts reach the snapshot pipeline: $bad"
+
+behaviour encode_kvdump_holds_no_innerq_derivation
+bad=$(grep -n 'tq_innerq_stats\|tq_innerq_derive\|tq_innerq_scales\|tq_attn_model' cmd/encode_kvdump.c)
+[ -z "$bad" ] || fail "InnerQ calibration in cmd/encode_kvdump.c: $bad"
+
+behaviour kv_sources_do_not_know_each_other
 for src in llama_state llama_state_write; do
     grep -n 'kv_numpy\|tq_numpy\|TQNI' formats/$src.c && fail "formats/$src.c refers to the NumPy source"
 done
@@ -13,13 +38,14 @@ for src in kv_numpy kv_numpy_write; do
     grep -n 'llama_state\|tq_llama\|GGSN\|GGSQ' formats/$src.c && fail "formats/$src.c refers to the llama.cpp state source"
 done
 grep -q 'tq_numpy_open_memory' tests/fuzz/fuzz_numpy_read.c || fail "the NumPy fuzz target must call the NumPy reader"
+behaviour no_function_over_100_lines
 # functions: a line starting an identifier with '(' up to the '{' and '}' in
 # column 0 (the layout every file here uses)
 long=$(awk 'FNR == 1 { head = 0 }
     /^[A-Za-z_].*\(/ && !/;[ \t]*$/ { head = FNR; name = $0 }
     /^\{/ { start = head }
     /^\}/ && start { if (FNR - start + 1 > 100) printf "%s:%d %d lines: %s\n", FILENAME, start, FNR - start + 1, name; start = 0 }' \
-    formats/*.c cmd/*.c)
+    formats/*.c formats/*/*.c cmd/*.c)
 [ -z "$long" ] || fail "functions over 100 lines:
 $long"
 exit 0

@@ -1,0 +1,243 @@
+/* test_kv_plan.c - the snapshot plan and its preset table: each preset's
+ * defaults, the options checked before any file is read, the one head-size
+ * rule, and the one description of a record's coding. */
+#include "harness.h"
+#include "kv_plan.h"
+#include "llama_state.h"
+#include "tq_internal.h"
+
+#include <string.h>
+
+/* a sequence file: 20 cells, 2 layers, f16 rows of `width` values */
+static uint8_t *make_state(uint32_t width, size_t *len)
+{
+    size_t n = 0;
+    uint8_t *b = malloc(1 << 20);
+#define P(v)                                                                                       \
+    do {                                                                                           \
+        __typeof__(v) v_ = (v);                                                                    \
+        memcpy(b + n, &v_, sizeof v_);                                                             \
+        n += sizeof v_;                                                                            \
+    } while (0)
+    P(TQ_GGSQ_MAGIC);
+    P((uint32_t)2);
+    P((uint32_t)20);
+    for (int i = 0; i < 20; i++) P((int32_t)(7 + i));
+    P((uint32_t)1);
+    P((uint32_t)20);
+    for (int c = 0; c < 20; c++) {
+        P((int32_t)c);
+        P((uint32_t)1);
+        P((int32_t)0);
+    }
+    P((uint32_t)0); /* V not transposed */
+    P((uint32_t)2);
+    unsigned long long seed = 3;
+    for (int kv = 0; kv < 2; kv++) {
+        for (int l = 0; l < 2; l++) {
+            P((int32_t)1); /* f16 */
+            P((uint64_t)width * 2);
+            for (uint32_t i = 0; i < 20 * width; i++)
+                P(tq_fp32_to_fp16((float)tq_test_randn(&seed)));
+        }
+    }
+#undef P
+    *len = n;
+    return b;
+}
+
+typedef struct planned {
+    tq_ctx *ctx;
+    uint8_t *state;
+    tq_kv_view *view;
+    tq_kvsnap_plan *plan;
+    tq_status st;
+} planned;
+
+static planned plan_for(uint32_t width, const tq_kvsnap_options *o)
+{
+    planned p = {tq_ctx_new(), NULL, NULL, NULL, TQ_OK};
+    size_t len;
+    p.state = make_state(width, &len);
+    p.st = tq_kv_open_memory(p.ctx, p.state, len, "s", TQ_PROFILE_DEFAULT, &p.view);
+    if (!p.st) p.st = tq_kvsnap_plan_make(p.ctx, p.view, o, &p.plan);
+    return p;
+}
+
+static void planned_free(planned *p)
+{
+    tq_kvsnap_plan_free(p->plan);
+    tq_kv_close(p->view);
+    free(p->state);
+    tq_ctx_free(p->ctx);
+}
+
+TEST(kv_preset_names_parse_back)
+{
+    const char *names[] = {"balanced", "lossless", "q8", "small"};
+    for (int i = 0; i < 4; i++) {
+        tq_kv_preset p;
+        CHECK_EQ(tq_kv_preset_parse(names[i], &p), 0);
+        CHECK_EQ_STR(tq_kv_preset_name(p), names[i]);
+    }
+    tq_kv_preset p;
+    CHECK_EQ(tq_kv_preset_parse("tiny", &p), -1);
+}
+
+TEST(kv_options_left_to_the_preset_take_its_row)
+{
+    tq_kvsnap_options o;
+    tq_kvsnap_options_init(&o);
+    CHECK_EQ(o.sink_cells, TQ_KV_FROM_PRESET);
+    planned p = plan_for(64, &o);
+    CHECK_OK(p.ctx, p.st);
+    CHECK_EQ(p.plan->resolved.sink_cells, 1);
+    CHECK_EQ(p.plan->resolved.k_offset, TQ_KOFF_ROPE);
+    CHECK_EQ(p.plan->resolved.cells, TQ_CELLS_AUTO);
+    CHECK_EQ(p.plan->resolved.zstd_level, 1);
+    CHECK_EQ(p.plan->resolved.codec, TQKV_CODEC_TQ);
+    planned_free(&p);
+}
+
+TEST(kv_balanced_gives_heads_of_32_or_less_one_more_k_bit)
+{
+    tq_kvsnap_options o;
+    tq_kvsnap_options_init(&o);
+    o.head_dim = 8;
+    planned small = plan_for(64, &o);
+    CHECK_OK(small.ctx, small.st);
+    CHECK_EQ(small.plan->k_bits, 5);
+    CHECK_EQ(small.plan->v_bits, 4);
+    planned_free(&small);
+    o.head_dim = 64;
+    planned big = plan_for(64, &o);
+    CHECK_OK(big.ctx, big.st);
+    CHECK_EQ(big.plan->k_bits, 4);
+    CHECK_EQ(big.plan->v_bits, 4);
+    planned_free(&big);
+}
+
+TEST(kv_small_preset_codes_3_bits_as_uniform_cells_in_groups_of_64)
+{
+    tq_kvsnap_options o;
+    tq_kvsnap_options_init(&o);
+    o.preset = TQ_KV_PRESET_SMALL;
+    o.head_dim = 64;
+    planned p = plan_for(128, &o);
+    CHECK_OK(p.ctx, p.st);
+    const tqkv_record *t = &p.plan->meta.t[0];
+    CHECK_EQ(t->codec, TQKV_CODEC_TQ);
+    CHECK_EQ(t->uniform, 1);
+    CHECK_EQ(t->bits, 4); /* 3 bits' distortion in 4-bit fields */
+    CHECK_EQ(t->group, 64);
+    planned_free(&p);
+}
+
+TEST(kv_lossless_preset_keeps_every_tensor)
+{
+    tq_kvsnap_options o;
+    tq_kvsnap_options_init(&o);
+    o.preset = TQ_KV_PRESET_LOSSLESS;
+    planned p = plan_for(64, &o);
+    CHECK_OK(p.ctx, p.st);
+    CHECK_EQ(p.plan->n_coded, 0);
+    CHECK_EQ(p.plan->n_kept, p.plan->meta.n_tensors);
+    planned_free(&p);
+}
+
+TEST(kv_user_bits_override_the_preset)
+{
+    tq_kvsnap_options o;
+    tq_kvsnap_options_init(&o);
+    o.preset = TQ_KV_PRESET_SMALL;
+    o.k_bits = 6;
+    o.head_dim = 32;
+    planned p = plan_for(64, &o);
+    CHECK_OK(p.ctx, p.st);
+    CHECK_EQ(p.plan->k_bits, 6);
+    CHECK_EQ(p.plan->v_bits, 3);
+    planned_free(&p);
+}
+
+TEST(kv_options_check_refuses_turbo_bits_outside_2_to_4)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tq_kvsnap_options o;
+    tq_kvsnap_options_init(&o);
+    o.codec = TQKV_CODEC_TURBO;
+    CHECK_OK(ctx, tq_kvsnap_options_check(ctx, &o));
+    o.k_bits = 5;
+    CHECK_STATUS(ctx, tq_kvsnap_options_check(ctx, &o), TQ_ERR_ARG);
+    CHECK(strstr(tq_ctx_error(ctx), "2..4") != NULL, "message: %s", tq_ctx_error(ctx));
+    tq_ctx_free(ctx);
+}
+
+TEST(kv_options_check_refuses_innerq_scales_where_nothing_is_tq_coded)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tq_kvsnap_options o;
+    tq_kvsnap_options_init(&o);
+    o.innerq_file = 1;
+    CHECK_OK(ctx, tq_kvsnap_options_check(ctx, &o));
+    o.preset = TQ_KV_PRESET_LOSSLESS;
+    CHECK_STATUS(ctx, tq_kvsnap_options_check(ctx, &o), TQ_ERR_ARG);
+    o.preset = TQ_KV_PRESET_BALANCED;
+    o.codec = TQKV_CODEC_PROD;
+    CHECK_STATUS(ctx, tq_kvsnap_options_check(ctx, &o), TQ_ERR_ARG);
+    CHECK(strstr(tq_ctx_error(ctx), "--codec prod") != NULL, "message: %s", tq_ctx_error(ctx));
+    tq_ctx_free(ctx);
+}
+
+TEST(kv_describe_names_a_record_in_both_styles)
+{
+    tqkv_record t = {.codec = TQKV_CODEC_TQ, .group = 128, .bits = 4, .norm_correction = 1,
+                     .sink_rows = 1, .planes = 1};
+    char b[96];
+    CHECK_EQ_STR(tq_kvsnap_describe(&t, TQ_DESCRIBE_PLAN, b, sizeof b), "tq(g=128,b=4,nc)+sink");
+    CHECK_EQ_STR(tq_kvsnap_describe(&t, TQ_DESCRIBE_TABLE, b, sizeof b),
+                 "tq g=128 b=4 nc sink planes");
+    tqkv_record k = {.codec = TQKV_CODEC_RAW};
+    CHECK_EQ_STR(tq_kvsnap_describe(&k, TQ_DESCRIBE_PLAN, b, sizeof b), "kept");
+    CHECK_EQ_STR(tq_kvsnap_describe(&k, TQ_DESCRIBE_TABLE, b, sizeof b), "raw (lossless)");
+    tqkv_record a = {.codec = TQKV_CODEC_ANGLE, .group = 64, .bits = 4, .radius_bits = 2};
+    CHECK_EQ_STR(tq_kvsnap_describe(&a, TQ_DESCRIBE_PLAN, b, sizeof b), "angle(g=64,A=16,r=2)");
+    CHECK_EQ_STR(tq_kvsnap_describe(&a, TQ_DESCRIBE_TABLE, b, sizeof b), "angle g=64 A=16 r=2");
+}
+
+TEST(kv_head_size_rule_given_then_layout_then_architecture)
+{
+    tq_head_source from;
+    CHECK_EQ(tq_kv_head_size(64, NULL, 32, "gemma3", &from), 64);
+    CHECK_EQ(from, TQ_HEAD_GIVEN);
+    CHECK_EQ(tq_kv_head_size(0, NULL, 32, "gemma3", &from), 32);
+    CHECK_EQ(from, TQ_HEAD_LAYOUT);
+    CHECK_EQ(tq_kv_head_size(0, NULL, 0, "gemma3", &from), 256);
+    CHECK_EQ(from, TQ_HEAD_ARCH);
+    CHECK_EQ(tq_kv_head_size(0, NULL, 0, "llama", &from), 0);
+    CHECK_EQ(from, TQ_HEAD_NONE);
+}
+
+TEST(kv_group_for_width_takes_the_head_size_or_guesses_a_power_of_two)
+{
+    int guessed;
+    CHECK_EQ(tq_kv_group_for_width(512, 256, &guessed), 256);
+    CHECK_EQ(guessed, 0);
+    CHECK_EQ(tq_kv_group_for_width(96, 0, &guessed), 32);
+    CHECK_EQ(guessed, 1);
+    CHECK_EQ(tq_kv_group_for_width(384, 96, &guessed), 128); /* 96 is no power of two */
+    CHECK_EQ(guessed, 1);
+    CHECK_EQ(tq_kv_group_for_width(12, 0, &guessed), 0);
+}
+
+TEST(arch_table_knows_gemma3s_fixed_facts)
+{
+    const tq_arch *a = tq_arch_find("gemma3");
+    CHECK(a != NULL);
+    CHECK_EQ(a->head_dim, 256);
+    CHECK_EQ(a->swa_period, 6);
+    CHECK_EQ(a->rope, TQ_PAIRS_HALVES);
+    CHECK_EQ(a->qk_norm, 1);
+    CHECK_EQ(tq_arch_rope_pairs("llama"), TQ_PAIRS_ADJACENT);
+    CHECK_EQ(tq_arch_swa_period("no-such-arch"), 0);
+    CHECK(tq_arch_find(NULL) == NULL);
+}
