@@ -22,28 +22,34 @@ typedef struct bench_opts {
 
 void help_bench(void)
 {
-    printf("usage: tq bench [kv|weights] [--quick] [--kv FILE [--model M.gguf]] [--json] [--plot FILE.svg]\n"
-           "                [--reps R] [--threads N]\n\n"
-           "  kv       (default) every KV codec side by side on the same data: the TurboQuant family\n"
-           "           (tq, turbo2/3/4, TurboAngle, TurboQuant-prod), ggml's q8_0/q4_0/q4_K..q6_K, f16\n"
-           "           and zstd of f16.  Layer 1 reconstruction: bits per value with every overhead,\n"
-           "           x f16, relative MSE, cosine, max error, D_mse of unit vectors beside the bounds\n"
-           "           4^-b and 2.72 4^-b, the LARQL contract; layer 2 attention: softmax KL, output\n"
-           "           cosine and top-8 overlap against exact attention, asymmetric K/V, boundary layers,\n"
-           "           sparse V; layer 4 speed: encode/decode GB/s per core (scalar and SIMD) and on all\n"
-           "           cores, medians after a warm-up, peak memory.  (Layer 3, model quality through\n"
-           "           llama.cpp, is tests/bench/kv_model_quality.py.)\n"
-           "  weights  TQ3_1S/TQ4_1S: relative error of the fork's search and tq's, M weights/s\n"
-           "  --model M.gguf without --kv: every weight type on the model's own tensors\n\n"
-           "  --kv FILE     real K/V: a llama.cpp state file, NumPy dump or .tqkv snapshot (queries:\n"
-           "                the last cells' keys stand in); --model gives the head size\n"
-           "  --quick       a few-second run on a smaller sample (also --demo)\n"
-           "  --json        every figure and the machine as JSON on stdout\n"
-           "  --plot F.svg  distortion vs bits per value with both bounds, and throughput bars\n"
-           "  --reps R      repetitions per speed figure (default 5; --quick: 3)\n"
-           "  --threads N   threads for the all-cores columns (default: all)\n"
-           "  --values N    weights: values per run (default 4194304)\n"
-           "  --cuda        weights: add a CUDA column\n");
+    printf(
+        "usage: tq bench [kv|weights] [--quick] [--kv FILE [--model M.gguf]] [--json] [--plot "
+        "FILE.svg]\n"
+        "                [--reps R] [--threads N]\n\n"
+        "  kv       (default) every KV codec side by side on the same data: the TurboQuant family\n"
+        "           (tq, turbo2/3/4, TurboAngle, TurboQuant-prod), ggml's q8_0/q4_0/q4_K..q6_K, "
+        "f16\n"
+        "           and zstd of f16.  Layer 1 reconstruction: bits per value with every overhead,\n"
+        "           x f16, relative MSE, cosine, max error, D_mse of unit vectors beside the "
+        "bounds\n"
+        "           4^-b and 2.72 4^-b, the LARQL contract; layer 2 attention: softmax KL, output\n"
+        "           cosine and top-8 overlap against exact attention, asymmetric K/V, boundary "
+        "layers,\n"
+        "           sparse V; layer 4 speed: encode/decode GB/s per core (scalar and SIMD) and on "
+        "all\n"
+        "           cores, medians after a warm-up, peak memory.  (Layer 3, model quality through\n"
+        "           llama.cpp, is tests/bench/kv_model_quality.py.)\n"
+        "  weights  TQ3_1S/TQ4_1S: relative error of the fork's search and tq's, M weights/s\n"
+        "  --model M.gguf without --kv: every weight type on the model's own tensors\n\n"
+        "  --kv FILE     real K/V: a llama.cpp state file, NumPy dump or .tqkv snapshot (queries:\n"
+        "                the last cells' keys stand in); --model gives the head size\n"
+        "  --quick       a few-second run on a smaller sample (also --demo)\n"
+        "  --json        every figure and the machine as JSON on stdout\n"
+        "  --plot F.svg  distortion vs bits per value with both bounds, and throughput bars\n"
+        "  --reps R      repetitions per speed figure (default 5; --quick: 3)\n"
+        "  --threads N   threads for the all-cores columns (default: all)\n"
+        "  --values N    weights: values per run (default 4194304)\n"
+        "  --cuda        weights: add a CUDA column\n");
 }
 
 static unsigned long long rng_state;
@@ -86,27 +92,23 @@ static double median(double *t, int n)
     return t[n / 2];
 }
 
-static double time_once(tq_ctx *ctx, run_fn fn, const tq_codec *c, const void *in, size_t n, void *out)
+static double time_once(tq_ctx *ctx, run_fn fn, const tq_codec *c, const void *in, size_t n,
+                        void *out)
 {
     double t0 = cli_now();
     if (fn(ctx, c, in, n, out) != TQ_OK) return -1.0;
     return cli_now() - t0;
 }
 
-
 static int parse(int argc, char **argv, bench_opts *o)
 {
     long values = 0, reps = 0;
     int quick = 0;
     const cli_opt own[] = {
-        CLI_OPT_FLAG("--demo", &o->demo),
-        CLI_OPT_FLAG("--quick", &quick),
-        CLI_OPT_FLAG("--cuda", &o->cuda),
-        CLI_OPT_LONG("--values", &values, 4096, 1L << 30),
-        CLI_OPT_LONG("--reps", &reps, 1, 64),
-        CLI_OPT_STR("--kv", &o->kv),
-        CLI_OPT_STR("--plot", &o->plot),
-        {NULL},
+        CLI_OPT_FLAG("--demo", &o->demo),     CLI_OPT_FLAG("--quick", &quick),
+        CLI_OPT_FLAG("--cuda", &o->cuda),     CLI_OPT_LONG("--values", &values, 4096, 1L << 30),
+        CLI_OPT_LONG("--reps", &reps, 1, 64), CLI_OPT_STR("--kv", &o->kv),
+        CLI_OPT_STR("--plot", &o->plot),      {NULL},
     };
     const cli_spec spec = {"bench", CLI_THREADS | CLI_JSON | CLI_MODEL | CLI_DEVICE, own, 1};
     cli_common c;
@@ -114,11 +116,13 @@ static int parse(int argc, char **argv, bench_opts *o)
     if (rc) return rc;
     if (c.device && !strcmp(c.device, "cuda")) { /* the CUDA rows beside the CPU's */
         if (tq_cuda_devices() < 1)
-            return cli_runtime_error("--device cuda: %s", tq_cuda_built() ? "no CUDA device is visible"
-                                                                           : "this tq was built without CUDA");
+            return cli_runtime_error("--device cuda: %s", tq_cuda_built()
+                                                              ? "no CUDA device is visible"
+                                                              : "this tq was built without CUDA");
         o->cuda = 1;
     }
-    if (c.device && !strcmp(c.device, "cpu") && o->cuda) return cli_usage_error("--cuda with --device cpu: choose one");
+    if (c.device && !strcmp(c.device, "cpu") && o->cuda)
+        return cli_usage_error("--cuda with --device cpu: choose one");
     if (!o->which || !strcmp(o->which, "codec")) o->which = "kv";
     if (strcmp(o->which, "kv") && strcmp(o->which, "weights"))
         return cli_usage_error("unknown bench '%s': kv or weights (see tq help bench)", o->which);
@@ -131,7 +135,8 @@ static int parse(int argc, char **argv, bench_opts *o)
     if (!o->values) o->values = o->demo ? (1u << 20) : (1u << 22);
     if (!o->reps) o->reps = o->demo ? 3 : 5;
     o->values -= o->values % 512;
-    if (!strcmp(o->which, "kv") && o->cuda) return cli_usage_error("--cuda: the kv bench runs on the CPU (see issue 15)");
+    if (!strcmp(o->which, "kv") && o->cuda)
+        return cli_usage_error("--cuda: the kv bench runs on the CPU (see issue 15)");
     return 0;
 }
 
@@ -156,10 +161,14 @@ static int measure(tq_ctx *ctx, const tq_codec *c, const float *x, size_t n, voi
 {
     tq_simd best = tq_simd_best();
     config cf[8] = {
-        {TQ_SIMD_SCALAR, 1, TQ_BACKEND_CPU, run_encode, {0}}, {best, 1, TQ_BACKEND_CPU, run_encode, {0}},
-        {TQ_SIMD_SCALAR, 1, TQ_BACKEND_CPU, run_decode, {0}}, {best, 1, TQ_BACKEND_CPU, run_decode, {0}},
-        {best, o->threads, TQ_BACKEND_CPU, run_encode, {0}},  {best, o->threads, TQ_BACKEND_CPU, run_decode, {0}},
-        {best, 1, TQ_BACKEND_CUDA, run_encode, {0}},          {best, 1, TQ_BACKEND_CUDA, run_decode, {0}},
+        {TQ_SIMD_SCALAR, 1, TQ_BACKEND_CPU, run_encode, {0}},
+        {best, 1, TQ_BACKEND_CPU, run_encode, {0}},
+        {TQ_SIMD_SCALAR, 1, TQ_BACKEND_CPU, run_decode, {0}},
+        {best, 1, TQ_BACKEND_CPU, run_decode, {0}},
+        {best, o->threads, TQ_BACKEND_CPU, run_encode, {0}},
+        {best, o->threads, TQ_BACKEND_CPU, run_decode, {0}},
+        {best, 1, TQ_BACKEND_CUDA, run_encode, {0}},
+        {best, 1, TQ_BACKEND_CUDA, run_decode, {0}},
     };
     int ncf = o->cuda ? 8 : 6, reps = o->reps > 64 ? 64 : o->reps;
     for (int rep = -1; rep < reps; rep++) /* rep -1 warms caches and pages */
@@ -168,7 +177,8 @@ static int measure(tq_ctx *ctx, const tq_codec *c, const float *x, size_t n, voi
             tq_ctx_set_threads(ctx, cf[i].threads);
             if (tq_ctx_set_backend(ctx, cf[i].backend) != TQ_OK) return cli_lib_error(ctx);
             int enc = cf[i].fn == run_encode;
-            double t = time_once(ctx, cf[i].fn, c, enc ? (const void *)x : blk, n, enc ? blk : (void *)y);
+            double t =
+                time_once(ctx, cf[i].fn, c, enc ? (const void *)x : blk, n, enc ? blk : (void *)y);
             if (t < 0) return cli_lib_error(ctx);
             if (rep >= 0) cf[i].t[rep] = t;
         }
@@ -200,13 +210,16 @@ static int bench_weights(const bench_opts *o)
     if (!ctx || !x || !y || !blk) return cli_runtime_error("out of memory for %zu values", n);
     rng_state = 7;
     for (size_t i = 0; i < n; i++) x[i] = (float)(0.02 * randn() * (i % 4096 == 17 ? 20 : 1));
-    printf("tq bench weights: %zu Gaussian weights with rare outliers, median of %d runs\n", n, o->reps);
-    printf("Mw/s = million weights per second, one core unless 'all'.  fork = the fork's search\n"
-           "(bit-identical to quantize_row_tq4_1s_ref), scalar; tq = tq's search (per-half starts,\n"
-           "scales picked against their fp16 value), %s; ref = the scalar decoder\n\n",
-           tq_simd_name(tq_simd_best()));
-    printf("%-8s %5s %11s %11s | %8s %8s %5s | %8s %8s %5s | %7s %7s\n", "type", "bits", "relmse fork",
-           "relmse tq", "enc fork", "enc tq", "x", "dec ref", "dec simd", "x", "enc all", "dec all");
+    printf("tq bench weights: %zu Gaussian weights with rare outliers, median of %d runs\n", n,
+           o->reps);
+    printf(
+        "Mw/s = million weights per second, one core unless 'all'.  fork = the fork's search\n"
+        "(bit-identical to quantize_row_tq4_1s_ref), scalar; tq = tq's search (per-half starts,\n"
+        "scales picked against their fp16 value), %s; ref = the scalar decoder\n\n",
+        tq_simd_name(tq_simd_best()));
+    printf("%-8s %5s %11s %11s | %8s %8s %5s | %8s %8s %5s | %7s %7s\n", "type", "bits",
+           "relmse fork", "relmse tq", "enc fork", "enc tq", "x", "dec ref", "dec simd", "x",
+           "enc all", "dec all");
     tq_codec_kind kinds[2] = {TQ_CODEC_TQ4_1S, TQ_CODEC_TQ3_1S};
     for (int i = 0; i < 2; i++) {
         tq_codec_desc d = {.kind = kinds[i]};
@@ -232,11 +245,13 @@ static int bench_weights(const bench_opts *o)
         r.enc_scalar = rf.enc_scalar;
         printf("%-8s %5.2f %11.6f %11.6f | %8.1f %8.1f %5.1f | %8.1f %8.1f %5.1f | %7.1f %7.1f\n",
                tq_codec_name(c), 8.0 * tq_codec_block_bytes(c) / 32, e_fork, e_best, r.enc_scalar,
-               r.enc_simd, r.enc_simd / r.enc_scalar, r.dec_scalar, r.dec_simd, r.dec_simd / r.dec_scalar,
-               r.enc_all, r.dec_all);
+               r.enc_simd, r.enc_simd / r.enc_scalar, r.dec_scalar, r.dec_simd,
+               r.dec_simd / r.dec_scalar, r.enc_all, r.dec_all);
         tq_codec_free(c);
     }
-    free(x), free(y), free(blk);
+    free(x);
+    free(y);
+    free(blk);
     tq_ctx_free(ctx);
     return 0;
 }

@@ -40,22 +40,31 @@ size_t bc_list(const bcodec **out)
 
 static int is_turbo(const bcodec *c)
 {
-    return c->dtype < 0 && (c->kind == TQ_CODEC_TURBO2 || c->kind == TQ_CODEC_TURBO3 || c->kind == TQ_CODEC_TURBO4);
+    return c->dtype < 0 &&
+           (c->kind == TQ_CODEC_TURBO2 || c->kind == TQ_CODEC_TURBO3 || c->kind == TQ_CODEC_TURBO4);
 }
 
 int bc_open(tq_ctx *ctx, const bcodec *c, uint32_t d, bcodec_run *r, char *why, size_t wl)
 {
     memset(r, 0, sizeof *r);
-    r->c = c, r->d = d;
+    r->c = c;
+    r->d = d;
     if (c->dtype >= 0) return 0;
     if (is_turbo(c)) {
-        if (d % 128 && 128 % d) return snprintf(why, wl, "heads of %u are not whole or part blocks of 128", d), -1;
+        if (d % 128 && 128 % d) {
+            snprintf(why, wl, "heads of %u are not whole or part blocks of 128", d);
+            return -1;
+        }
         r->pad = d < 128;
     } else if (!tq_is_pow2(d) || d < 8 || d > 512) {
-        return snprintf(why, wl, "heads of %u are not a group of 8..512", d), -1;
+        snprintf(why, wl, "heads of %u are not a group of 8..512", d);
+        return -1;
     }
     tq_codec_desc desc = {c->kind, is_turbo(c) ? 0 : d, c->bits, c->nc, 0, c->radius_bits, 0};
-    if (tq_codec_new(ctx, &desc, &r->tc)) return snprintf(why, wl, "%s", tq_ctx_error(ctx)), -1;
+    if (tq_codec_new(ctx, &desc, &r->tc)) {
+        snprintf(why, wl, "%s", tq_ctx_error(ctx));
+        return -1;
+    }
     return 0;
 }
 
@@ -72,7 +81,8 @@ uint64_t bc_bound(const bcodec_run *r, size_t n)
 {
     size_t v = coded_values(r, n);
     if (r->tc) return v / tq_codec_block_values(r->tc) * tq_codec_block_bytes(r->tc);
-    uint64_t raw = v / tq_dtype_block_values((tq_dtype)r->c->dtype) * tq_dtype_block_bytes((tq_dtype)r->c->dtype);
+    uint64_t raw = v / tq_dtype_block_values((tq_dtype)r->c->dtype) *
+                   tq_dtype_block_bytes((tq_dtype)r->c->dtype);
     return strcmp(r->c->family, "zstd") ? raw : 2 * raw + ZSTD_compressBound(raw);
 }
 
@@ -95,7 +105,8 @@ uint64_t bc_encode(tq_ctx *ctx, const bcodec_run *r, const float *x, size_t n, u
     if (r->tc) {
         if (!tq_encode(ctx, r->tc, in, v, buf)) bytes = bc_bound(r, n);
     } else if (!tq_quantize(ctx, (tq_dtype)r->c->dtype, in, v, buf)) {
-        uint64_t raw = v / tq_dtype_block_values((tq_dtype)r->c->dtype) * tq_dtype_block_bytes((tq_dtype)r->c->dtype);
+        uint64_t raw = v / tq_dtype_block_values((tq_dtype)r->c->dtype) *
+                       tq_dtype_block_bytes((tq_dtype)r->c->dtype);
         bytes = raw;
         if (!strcmp(r->c->family, "zstd")) { /* the f16 bytes, compressed after them */
             size_t z = ZSTD_compress(buf + raw, ZSTD_compressBound(raw) + raw, buf, raw, 3);
@@ -107,23 +118,29 @@ uint64_t bc_encode(tq_ctx *ctx, const bcodec_run *r, const float *x, size_t n, u
     return bytes;
 }
 
-int bc_decode(tq_ctx *ctx, const bcodec_run *r, const uint8_t *buf, uint64_t bytes, size_t n, float *y)
+int bc_decode(tq_ctx *ctx, const bcodec_run *r, const uint8_t *buf, uint64_t bytes, size_t n,
+              float *y)
 {
     size_t v = coded_values(r, n);
     float *out = r->pad ? malloc(v * sizeof *out) : y;
     uint8_t *raw = NULL;
     int rc = -1;
     if (!out) return -1;
-    if (r->tc) rc = tq_decode(ctx, r->tc, buf, v, out) ? -1 : 0;
+    if (r->tc)
+        rc = tq_decode(ctx, r->tc, buf, v, out) ? -1 : 0;
     else if (!strcmp(r->c->family, "zstd")) {
         raw = malloc(v * 2);
         size_t got = raw ? ZSTD_decompress(raw, v * 2, buf, bytes) : 0;
-        rc = raw && !ZSTD_isError(got) && got == v * 2 && !tq_dequantize(ctx, TQ_DT_F16, raw, v, out) ? 0 : -1;
+        rc =
+            raw && !ZSTD_isError(got) && got == v * 2 && !tq_dequantize(ctx, TQ_DT_F16, raw, v, out)
+                ? 0
+                : -1;
     } else {
         rc = tq_dequantize(ctx, (tq_dtype)r->c->dtype, buf, v, out) ? -1 : 0;
     }
     if (r->pad) {
-        for (size_t i = 0; !rc && i < n; i++) memcpy(y + i * r->d, out + i * 128, r->d * sizeof(float));
+        for (size_t i = 0; !rc && i < n; i++)
+            memcpy(y + i * r->d, out + i * 128, r->d * sizeof(float));
         free(out);
     }
     free(raw);

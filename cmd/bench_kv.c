@@ -35,8 +35,8 @@ static const bcodec *find(const char *label)
 }
 
 /* K and V of every head through kc and vc; attention against exact. */
-static void run_heads(tq_ctx *ctx, const bworkload *w, const bcodec *kc, const bcodec *vc, const bcodec *edge,
-                      double tau, bkv_row *row)
+static void run_heads(tq_ctx *ctx, const bworkload *w, const bcodec *kc, const bcodec *vc,
+                      const bcodec *edge, double tau, bkv_row *row)
 {
     double se = 0, sx = 0, mx = 0, cs = 0, nv = 0;
     memset(&row->attn, 0, sizeof row->attn);
@@ -56,7 +56,8 @@ static void run_heads(tq_ctx *ctx, const bworkload *w, const bcodec *kc, const b
             continue;
         }
         size_t nn = (size_t)h->n * h->d;
-        uint8_t *buf = malloc(bc_bound(&rk, h->n) > bc_bound(&rv, h->n) ? bc_bound(&rk, h->n) : bc_bound(&rv, h->n));
+        uint8_t *buf = malloc(bc_bound(&rk, h->n) > bc_bound(&rv, h->n) ? bc_bound(&rk, h->n)
+                                                                        : bc_bound(&rv, h->n));
         float *kd = malloc(nn * 4), *vd = malloc(nn * 4);
         uint64_t bk = buf && kd && vd ? bc_encode(ctx, &rk, h->k, h->n, buf) : 0;
         int ok = bk && !bc_decode(ctx, &rk, buf, bk, h->n, kd);
@@ -67,26 +68,37 @@ static void run_heads(tq_ctx *ctx, const bworkload *w, const bcodec *kc, const b
             bm_recon(h->k, kd, h->n, h->d, &se, &sx, &mx, &cs);
             bm_recon(h->v, vd, h->n, h->d, &se, &sx, &mx, &cs);
             bm_attention(h, kd, vd, 8, tau, &a);
-            row->attn.kl += a.kl, row->attn.out_cos += a.out_cos, row->attn.topk += a.topk, row->attn.skipped += a.skipped;
-            row->bytes += bk + bv, row->values += 2 * nn, row->heads++;
+            row->attn.kl += a.kl;
+            row->attn.out_cos += a.out_cos;
+            row->attn.topk += a.topk;
+            row->attn.skipped += a.skipped;
+            row->bytes += bk + bv;
+            row->values += 2 * nn;
+            row->heads++;
             nv += 2.0 * h->n;
         } else {
             row->heads_skipped++;
         }
-        free(buf), free(kd), free(vd);
-        bc_close(&rk), bc_close(&rv);
+        free(buf);
+        free(kd);
+        free(vd);
+        bc_close(&rk);
+        bc_close(&rv);
     }
     double nh = row->heads ? (double)row->heads : NAN;
     row->bpv = row->values ? 8.0 * row->bytes / row->values : NAN;
     row->rel_mse = sx > 0 ? se / sx : NAN;
     row->cosine = nv ? cs / nv : NAN;
     row->max_err = mx;
-    row->attn.kl /= nh, row->attn.out_cos /= nh, row->attn.topk /= nh, row->attn.skipped /= nh;
+    row->attn.kl /= nh;
+    row->attn.out_cos /= nh;
+    row->attn.topk /= nh;
+    row->attn.skipped /= nh;
 }
 
 /* D_mse and mean cosine on random unit vectors of 128 */
-static void unit_vectors(tq_ctx *ctx, const bcodec *c, size_t n, double *dmse, double *cosine, double *ip_bias,
-                         double *ip_var)
+static void unit_vectors(tq_ctx *ctx, const bcodec *c, size_t n, double *dmse, double *cosine,
+                         double *ip_bias, double *ip_var)
 {
     *dmse = *cosine = NAN;
     if (ip_bias) *ip_bias = *ip_var = NAN;
@@ -100,7 +112,8 @@ static void unit_vectors(tq_ctx *ctx, const bcodec *c, size_t n, double *dmse, d
         double nn = 0;
         for (int j = 0; j < 128; j++) {
             uint64_t a = (s += 0x9E3779B97F4A7C15ull), b = (s += 0x9E3779B97F4A7C15ull);
-            a = (a ^ (a >> 31)) * 0xBF58476D1CE4E5B9ull, b = (b ^ (b >> 29)) * 0x94D049BB133111EBull;
+            a = (a ^ (a >> 31)) * 0xBF58476D1CE4E5B9ull;
+            b = (b ^ (b >> 29)) * 0x94D049BB133111EBull;
             double u1 = ((a >> 11) + 0.5) / 9007199254740992.0, u2 = (b >> 11) / 9007199254740992.0;
             x[v * 128 + j] = (float)(sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
             nn += (double)x[v * 128 + j] * x[v * 128 + j];
@@ -111,31 +124,42 @@ static void unit_vectors(tq_ctx *ctx, const bcodec *c, size_t n, double *dmse, d
     if (bytes && !bc_decode(ctx, &r, buf, bytes, n, y)) {
         double se = 0, sx = 0, mx = 0, cs = 0;
         bm_recon(x, y, n, 128, &se, &sx, &mx, &cs);
-        *dmse = se / n, *cosine = cs / n;
+        *dmse = se / n;
+        *cosine = cs / n;
         if (ip_bias) { /* against the next vector as y: the inner-product error of unit vectors */
             double s1 = 0, s2 = 0;
             for (size_t v = 0; v < n; v++) {
                 const float *yy = x + ((v + 1) % n) * 128;
                 double e = 0;
-                for (int j = 0; j < 128; j++) e += (double)yy[j] * (y[v * 128 + j] - x[v * 128 + j]);
-                s1 += e, s2 += e * e;
+                for (int j = 0; j < 128; j++)
+                    e += (double)yy[j] * (y[v * 128 + j] - x[v * 128 + j]);
+                s1 += e;
+                s2 += e * e;
             }
-            *ip_bias = s1 / n, *ip_var = s2 / n - (s1 / n) * (s1 / n);
+            *ip_bias = s1 / n;
+            *ip_var = s2 / n - (s1 / n) * (s1 / n);
         }
     }
-    free(x), free(y), free(buf);
+    free(x);
+    free(y);
+    free(buf);
     bc_close(&r);
 }
 
 /* Layer 4: encode and decode of one buffer, three configurations run
  * interleaved in every repetition after a warm-up; medians and spread. */
-static int cmp_d(const void *a, const void *b) { return *(const double *)a < *(const double *)b ? -1 : *(const double *)a > *(const double *)b; }
+static int cmp_d(const void *a, const void *b)
+{
+    return *(const double *)a < *(const double *)b ? -1 : *(const double *)a > *(const double *)b;
+}
 
-static void speed(tq_ctx *ctx, const bcodec *c, const float *x, size_t n_vec, int reps, int threads, bkv_row *row)
+static void speed(tq_ctx *ctx, const bcodec *c, const float *x, size_t n_vec, int reps, int threads,
+                  bkv_row *row)
 {
     bcodec_run r;
     char why[128];
-    row->enc_scalar = row->enc_simd = row->enc_all = row->dec_scalar = row->dec_simd = row->dec_all = NAN;
+    row->enc_scalar = row->enc_simd = row->enc_all = row->dec_scalar = row->dec_simd =
+        row->dec_all = NAN;
     if (bc_open(ctx, c, 128, &r, why, sizeof why)) return;
     uint8_t *buf = malloc(bc_bound(&r, n_vec) + 64);
     float *y = malloc(n_vec * 128 * 4);
@@ -152,7 +176,10 @@ static void speed(tq_ctx *ctx, const bcodec *c, const float *x, size_t n_vec, in
             double t1 = now();
             bc_decode(ctx, &r, buf, bytes, n_vec, y);
             double t2 = now();
-            if (rep >= 0) t[k][0][rep] = t1 - t0, t[k][1][rep] = t2 - t1;
+            if (rep >= 0) {
+                t[k][0][rep] = t1 - t0;
+                t[k][1][rep] = t2 - t1;
+            }
         }
     tq_ctx_set_simd(ctx, TQ_SIMD_AUTO);
     row->scores_gbps = row->decode_dot_gbps = NAN;
@@ -172,48 +199,61 @@ static void speed(tq_ctx *ctx, const bcodec *c, const float *x, size_t n_vec, in
                 sc[v] = s;
             }
             double c2 = now();
-            if (rep >= 0) ts[rep] = b2 - a, td[rep] = c2 - b2;
+            if (rep >= 0) {
+                ts[rep] = b2 - a;
+                td[rep] = c2 - b2;
+            }
         }
         if (sc) {
             qsort(ts, (size_t)reps, sizeof(double), cmp_d);
             qsort(td, (size_t)reps, sizeof(double), cmp_d);
-            row->scores_gbps = gb / ts[reps / 2], row->decode_dot_gbps = gb / td[reps / 2];
+            row->scores_gbps = gb / ts[reps / 2];
+            row->decode_dot_gbps = gb / td[reps / 2];
         }
         free(sc);
     }
     tq_ctx_set_threads(ctx, threads);
-    double *out[3][2] = {{&row->enc_scalar, &row->dec_scalar}, {&row->enc_simd, &row->dec_simd}, {&row->enc_all, &row->dec_all}};
+    double *out[3][2] = {{&row->enc_scalar, &row->dec_scalar},
+                         {&row->enc_simd, &row->dec_simd},
+                         {&row->enc_all, &row->dec_all}};
     for (int k = 0; bytes && k < 3; k++)
         for (int e = 0; e < 2; e++) {
             qsort(t[k][e], (size_t)reps, sizeof(double), cmp_d);
             double med = t[k][e][reps / 2];
             *out[k][e] = gb / med;
-            if (k == 1) *(e ? &row->dec_spread : &row->enc_spread) = (t[k][e][reps - 1] - t[k][e][0]) / med;
+            if (k == 1)
+                *(e ? &row->dec_spread : &row->enc_spread) = (t[k][e][reps - 1] - t[k][e][0]) / med;
         }
-    free(buf), free(y);
+    free(buf);
+    free(y);
     bc_close(&r);
 }
 
 static void extras(tq_ctx *ctx, const bworkload *w, bkv_result *res)
 {
-    static const char *pairs[][2] = {{"q8_0", "turbo3"}, {"q8_0", "tq b=2"}, {"tq b=4", "tq b=3"}, {"tq b=4", "tq b=2"}};
+    static const char *pairs[][2] = {
+        {"q8_0", "turbo3"}, {"q8_0", "tq b=2"}, {"tq b=4", "tq b=3"}, {"tq b=4", "tq b=2"}};
     for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
         bkv_row row = {0};
         run_heads(ctx, w, find(pairs[i][0]), find(pairs[i][1]), NULL, 0, &row);
         bkv_pair *p = &res->pairs[res->n_pairs++];
         snprintf(p->what, sizeof p->what, "K %s / V %s", pairs[i][0], pairs[i][1]);
-        p->bpv = row.bpv, p->attn = row.attn;
+        p->bpv = row.bpv;
+        p->attn = row.attn;
     }
     bkv_row row = {0};
     run_heads(ctx, w, find("tq b=3"), find("tq b=3"), find("q8_0"), 0, &row);
     bkv_pair *p = &res->pairs[res->n_pairs++];
     snprintf(p->what, sizeof p->what, "tq b=3, first and last layer q8_0 (boundary layers)");
-    p->bpv = row.bpv, p->attn = row.attn;
+    p->bpv = row.bpv;
+    p->attn = row.attn;
     memset(&row, 0, sizeof row);
     run_heads(ctx, w, find("tq b=4"), find("tq b=4"), NULL, 1e-3, &row);
     p = &res->pairs[res->n_pairs++];
-    snprintf(p->what, sizeof p->what, "tq b=4, sparse V: rows with weight < 1e-3 skipped (%.1f%%)", 100 * row.attn.skipped);
-    p->bpv = row.bpv, p->attn = row.attn;
+    snprintf(p->what, sizeof p->what, "tq b=4, sparse V: rows with weight < 1e-3 skipped (%.1f%%)",
+             100 * row.attn.skipped);
+    p->bpv = row.bpv;
+    p->attn = row.attn;
 }
 
 /* The post-rotation pair angles of the d = 128 keys, against uniform. */
@@ -252,7 +292,8 @@ int bench_kv(const bkv_opts *o)
         tq_ctx_free(ctx);
         return e;
     }
-    int rc = o->kv ? bw_from_file(ctx, &w, o->kv, model, o->quick, err, sizeof err) : bw_builtin(&w, o->quick);
+    int rc = o->kv ? bw_from_file(ctx, &w, o->kv, model, o->quick, err, sizeof err)
+                   : bw_builtin(&w, o->quick);
     tq_gguf_close(model);
     if (rc) {
         bw_free(&w);
@@ -261,7 +302,8 @@ int bench_kv(const bkv_opts *o)
     }
     const bcodec *list;
     size_t nc = bc_list(&list);
-    bkv_result res = {.rows = calloc(nc, sizeof(bkv_row)), .n_rows = nc, .reps = o->reps, .threads = threads};
+    bkv_result res = {
+        .rows = calloc(nc, sizeof(bkv_row)), .n_rows = nc, .reps = o->reps, .threads = threads};
     snprintf(res.workload, sizeof res.workload, "%s", w.what);
     res.speed_values = o->quick ? (1u << 18) : (1u << 20);
     size_t n_speed = res.speed_values / 128, n_unit = o->quick ? 1000 : 4000;
@@ -281,7 +323,8 @@ int bench_kv(const bkv_opts *o)
         bkv_row *row = &res.rows[i];
         row->c = &list[i];
         run_heads(ctx, &w, &list[i], &list[i], NULL, 0, row);
-        unit_vectors(ctx, &list[i], n_unit, &row->unit_dmse, &row->unit_cos, &row->ip_bias, &row->ip_var);
+        unit_vectors(ctx, &list[i], n_unit, &row->unit_dmse, &row->unit_cos, &row->ip_bias,
+                     &row->ip_var);
         speed(ctx, &list[i], sx, n_speed, o->reps, threads, row);
     }
     for (uint32_t b = 1; b <= 4; b++) {
@@ -297,10 +340,15 @@ int bench_kv(const bkv_opts *o)
     getrusage(RUSAGE_SELF, &ru);
     res.peak_mb = ru.ru_maxrss / 1024.0;
     res.seconds = now() - t0;
-    if (o->json) bkv_print_json(&res);
-    else bkv_print_table(&res);
-    rc = o->plot && bkv_write_svg(&res, o->plot) ? cli_runtime_error("%s: cannot write the plot", o->plot) : 0;
-    free(res.rows), free(sx);
+    if (o->json)
+        bkv_print_json(&res);
+    else
+        bkv_print_table(&res);
+    rc = o->plot && bkv_write_svg(&res, o->plot)
+             ? cli_runtime_error("%s: cannot write the plot", o->plot)
+             : 0;
+    free(res.rows);
+    free(sx);
     bw_free(&w);
     tq_ctx_free(ctx);
     return rc;

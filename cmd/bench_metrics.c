@@ -27,8 +27,16 @@ static int overlap(const double *a, const double *b, uint32_t n, int k, int *ia,
     for (uint32_t i = 0; i < n; i++) ia[i] = ib[i] = (int)i;
     for (int r = 0; r < k; r++)
         for (uint32_t i = (uint32_t)r + 1; i < n; i++) {
-            if (a[ia[i]] > a[ia[r]]) { int t = ia[i]; ia[i] = ia[r]; ia[r] = t; }
-            if (b[ib[i]] > b[ib[r]]) { int t = ib[i]; ib[i] = ib[r]; ib[r] = t; }
+            if (a[ia[i]] > a[ia[r]]) {
+                int t = ia[i];
+                ia[i] = ia[r];
+                ia[r] = t;
+            }
+            if (b[ib[i]] > b[ib[r]]) {
+                int t = ib[i];
+                ib[i] = ib[r];
+                ib[r] = t;
+            }
         }
     int c = 0;
     for (int x = 0; x < k; x++)
@@ -61,29 +69,42 @@ void bm_attention(const bhead *h, const float *kd, const float *vd, int k, doubl
             }
         }
         double ab = 0, aa = 0, bb = 0;
-        for (uint32_t j = 0; j < d; j++) ab += o[j] * o[d + j], aa += o[j] * o[j], bb += o[d + j] * o[d + j];
+        for (uint32_t j = 0; j < d; j++) {
+            ab += o[j] * o[d + j];
+            aa += o[j] * o[j];
+            bb += o[d + j] * o[d + j];
+        }
         out->kl += kl > 0 ? kl : 0; /* rounding can leave a tiny negative sum */
         out->out_cos += aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb);
         out->topk += (double)overlap(p, pd, n, k, ia, ib) / (k < (int)n ? k : (int)n);
     }
     if (h->m) {
-        out->kl /= h->m, out->out_cos /= h->m, out->topk /= h->m;
+        out->kl /= h->m;
+        out->out_cos /= h->m;
+        out->topk /= h->m;
         out->skipped = (double)skipped / ((double)h->m * n);
     }
 done:
-    free(p), free(pd), free(o), free(ia), free(ib);
+    free(p);
+    free(pd);
+    free(o);
+    free(ia);
+    free(ib);
 }
 
-void bm_recon(const float *x, const float *y, size_t n, uint32_t d, double *se, double *sx, double *max_err,
-              double *cos_sum)
+void bm_recon(const float *x, const float *y, size_t n, uint32_t d, double *se, double *sx,
+              double *max_err, double *cos_sum)
 {
     for (size_t v = 0; v < n; v++) {
         double ab = 0, aa = 0, bb = 0;
         for (uint32_t j = 0; j < d; j++) {
             double a = x[v * d + j], b = y[v * d + j], e = fabs(a - b);
-            *se += (a - b) * (a - b), *sx += a * a;
+            *se += (a - b) * (a - b);
+            *sx += a * a;
             if (e > *max_err) *max_err = e;
-            ab += a * b, aa += a * a, bb += b * b;
+            ab += a * b;
+            aa += a * a;
+            bb += b * b;
         }
         *cos_sum += aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb);
     }
@@ -99,7 +120,9 @@ double bm_angle_kl(const float *y, size_t n_pairs, int bins)
     for (size_t i = 0; i < n_pairs; i++) {
         double t = atan2((double)y[2 * i + 1], (double)y[2 * i]);
         int b = (int)((t + M_PI) / (2 * M_PI) * bins);
-        hst[b < 0 ? 0 : b >= bins ? bins - 1 : b]++;
+        if (b < 0) b = 0;
+        if (b >= bins) b = bins - 1;
+        hst[b]++;
     }
     for (int b = 0; b < bins; b++) {
         double p = hst[b] / (double)n_pairs;

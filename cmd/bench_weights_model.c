@@ -23,24 +23,94 @@ static double now(void)
 
 typedef struct wcodec {
     const char *name;
-    int dtype;    /* tq_dtype */
-    int fork;     /* TQ types: the fork's search */
+    int dtype; /* tq_dtype */
+    int fork;  /* TQ types: the fork's search */
 } wcodec;
 
-static const wcodec wl[] = {{"tq4_1s (tq search)", TQ_DT_TQ4_1S, 0}, {"tq4_1s (fork search)", TQ_DT_TQ4_1S, 1},
-                            {"tq3_1s (tq search)", TQ_DT_TQ3_1S, 0}, {"q8_0", TQ_DT_Q8_0, 0},
-                            {"q6_K", TQ_DT_Q6_K, 0}, {"q5_K", TQ_DT_Q5_K, 0}, {"q4_K", TQ_DT_Q4_K, 0},
+static const wcodec wl[] = {{"tq4_1s (tq search)", TQ_DT_TQ4_1S, 0},
+                            {"tq4_1s (fork search)", TQ_DT_TQ4_1S, 1},
+                            {"tq3_1s (tq search)", TQ_DT_TQ3_1S, 0},
+                            {"q8_0", TQ_DT_Q8_0, 0},
+                            {"q6_K", TQ_DT_Q6_K, 0},
+                            {"q5_K", TQ_DT_Q5_K, 0},
+                            {"q4_K", TQ_DT_Q4_K, 0},
                             {"q4_0", TQ_DT_Q4_0, 0}};
 enum { NW = sizeof wl / sizeof *wl };
 
-static int coded(tq_ctx *ctx, const wcodec *w, tq_codec *const *tc, const float *x, size_t n, uint8_t *buf, float *y)
+static int coded(tq_ctx *ctx, const wcodec *w, tq_codec *const *tc, const float *x, size_t n,
+                 uint8_t *buf, float *y)
 {
     if (w->dtype == TQ_DT_TQ4_1S || w->dtype == TQ_DT_TQ3_1S) {
         tq_codec *c = tc[w->dtype == TQ_DT_TQ3_1S];
         tq_codec_set_weight_search(ctx, c, w->fork ? TQ_WSEARCH_FORK : TQ_WSEARCH_BEST);
         return tq_encode(ctx, c, x, n, buf) || (y && tq_decode(ctx, c, buf, n, y)) ? -1 : 0;
     }
-    return tq_quantize(ctx, (tq_dtype)w->dtype, x, n, buf) || (y && tq_dequantize(ctx, (tq_dtype)w->dtype, buf, n, y)) ? -1 : 0;
+    return tq_quantize(ctx, (tq_dtype)w->dtype, x, n, buf) ||
+                   (y && tq_dequantize(ctx, (tq_dtype)w->dtype, buf, n, y))
+               ? -1
+               : 0;
+}
+
+/* What the run measured, for the report. */
+typedef struct wresults {
+    const char *path;
+    int used;                              /* weight matrices sampled */
+    size_t cap;                            /* values sampled per matrix at most */
+    double total;                          /* weights coded */
+    int reps;                              /* timed runs per codec */
+    size_t n;                              /* values timed (0: none) */
+    const double *se, *sxc, *vals, *bytes; /* [NW] */
+    double (*t)[64];                       /* [NW][reps] seconds */
+} wresults;
+
+static double median_of(double *x, int n)
+{
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++)
+            if (x[b] < x[a]) {
+                double s = x[a];
+                x[a] = x[b];
+                x[b] = s;
+            }
+    return x[n / 2];
+}
+
+static void print_results(const wresults *w, int json)
+{
+    if (json) {
+        printf("{\"model\": ");
+        json_cstr(stdout, w->path);
+        printf(", \"tensors\": %d, \"weights\": %.0f, \"codecs\": [", w->used, w->total);
+    } else {
+        printf("tq bench --model %s: %d weight matrices (their first %zu values each, %.0f "
+               "weights), coded from\n"
+               "their dequantized values (so a type a tensor already has is favoured); speed: one "
+               "core, median of\n"
+               "%d\n\n%-22s %8s %11s %12s\n",
+               w->path, w->used, w->cap, w->total, w->reps, "type", "bits/w", "rel. error",
+               "encode Mw/s");
+    }
+    for (int c = 0; c < NW; c++) {
+        double med = NAN;
+        if (w->n && w->vals[c]) med = median_of(w->t[c], w->reps);
+        double bpw = w->vals[c] ? 8 * w->bytes[c] / w->vals[c] : NAN;
+        double err = w->sxc[c] ? w->se[c] / w->sxc[c] : NAN;
+        double mws = w->n / med / 1e6;
+        if (json) {
+            printf("%s{\"name\": ", c ? ", " : "");
+            json_cstr(stdout, wl[c].name);
+            printf(", \"bits_per_weight\": ");
+            json_double(stdout, bpw, 6);
+            printf(", \"rel_error\": ");
+            json_double(stdout, err, 6);
+            printf(", \"encode_mws\": ");
+            json_double(stdout, mws, 6);
+            printf("}");
+        } else {
+            printf("%-22s %8.3f %11.3e %12.1f\n", wl[c].name, bpw, err, mws);
+        }
+    }
+    if (json) printf("]}\n");
 }
 
 int bench_model_weights(const char *path, int quick, int json, int reps)
@@ -59,10 +129,12 @@ int bench_model_weights(const char *path, int quick, int json, int reps)
     tq_codec_new(ctx, &(tq_codec_desc){.kind = TQ_CODEC_TQ3_1S}, &tc[1]);
     int64_t nt = tq_gguf_n_tensors(g), cand = 0;
     for (int64_t i = 0; i < nt; i++)
-        cand += tq_gguf_tensor_n_dims(g, i) >= 2 && tq_gguf_tensor_type(g, i)->dtype >= 0 && tq_gguf_tensor_ne(g, i)[0] % 32 == 0;
+        cand += tq_gguf_tensor_n_dims(g, i) >= 2 && tq_gguf_tensor_type(g, i)->dtype >= 0 &&
+                tq_gguf_tensor_ne(g, i)[0] % 32 == 0;
     if (!cand) {
         tq_gguf_close(g);
-        tq_codec_free(tc[0]), tq_codec_free(tc[1]);
+        tq_codec_free(tc[0]);
+        tq_codec_free(tc[1]);
         tq_ctx_free(ctx);
         return cli_runtime_error("%s: no weight matrix tq can decode with rows of 32s", path);
     }
@@ -73,21 +145,28 @@ int bench_model_weights(const char *path, int quick, int json, int reps)
     float *x = malloc(cap * 4), *y = malloc(cap * 4);
     uint8_t *buf = malloc(cap * 4);
     for (int64_t i = 0; x && y && buf && i < nt; i++) {
-        if (!(tq_gguf_tensor_n_dims(g, i) >= 2 && tq_gguf_tensor_type(g, i)->dtype >= 0 && tq_gguf_tensor_ne(g, i)[0] % 32 == 0)) continue;
+        if (!(tq_gguf_tensor_n_dims(g, i) >= 2 && tq_gguf_tensor_type(g, i)->dtype >= 0 &&
+              tq_gguf_tensor_ne(g, i)[0] % 32 == 0))
+            continue;
         if (k++ % every) continue;
         const tq_ggml_type *ty = tq_gguf_tensor_type(g, i);
         int64_t ne0 = tq_gguf_tensor_ne(g, i)[0];
         size_t rows = cap / (size_t)ne0, all = (size_t)(tq_gguf_tensor_nelements(g, i) / ne0);
         if (rows > all) rows = all;
         size_t n = rows * (size_t)ne0;
-        if (!n || tq_dequantize(ctx, (tq_dtype)ty->dtype, tq_gguf_tensor_data(g, i), n, x)) continue;
+        if (!n || tq_dequantize(ctx, (tq_dtype)ty->dtype, tq_gguf_tensor_data(g, i), n, x))
+            continue;
         double sx = 0;
         for (size_t j = 0; j < n; j++) sx += (double)x[j] * x[j];
         for (int c = 0; c < NW; c++) { /* K-quants only where rows are whole superblocks */
-            if (ne0 % (int64_t)tq_dtype_block_values((tq_dtype)wl[c].dtype) || coded(ctx, &wl[c], tc, x, n, buf, y)) continue;
+            if (ne0 % (int64_t)tq_dtype_block_values((tq_dtype)wl[c].dtype) ||
+                coded(ctx, &wl[c], tc, x, n, buf, y))
+                continue;
             for (size_t j = 0; j < n; j++) se[c] += (double)(x[j] - y[j]) * (x[j] - y[j]);
-            sxc[c] += sx, vals[c] += (double)n;
-            bytes[c] += (double)n / tq_dtype_block_values((tq_dtype)wl[c].dtype) * tq_dtype_block_bytes((tq_dtype)wl[c].dtype);
+            sxc[c] += sx;
+            vals[c] += (double)n;
+            bytes[c] += (double)n / tq_dtype_block_values((tq_dtype)wl[c].dtype) *
+                        tq_dtype_block_bytes((tq_dtype)wl[c].dtype);
         }
         total += (double)n;
         used++;
@@ -102,34 +181,13 @@ int bench_model_weights(const char *path, int quick, int json, int reps)
             coded(ctx, &wl[c], tc, x, n, buf, NULL);
             if (r >= 0) t[c][r] = now() - a;
         }
-    if (json) printf("{\"model\": "), json_cstr(stdout, path), printf(", \"tensors\": %d, \"weights\": %.0f, \"codecs\": [", used, total);
-    else
-        printf("tq bench --model %s: %d weight matrices (their first %zu values each, %.0f weights), coded from\n"
-               "their dequantized values (so a type a tensor already has is favoured); speed: one core, median of\n"
-               "%d\n\n%-22s %8s %11s %12s\n",
-               path, used, cap, total, reps, "type", "bits/w", "rel. error", "encode Mw/s");
-    for (int c = 0; c < NW; c++) {
-        double med = NAN;
-        if (n && vals[c]) {
-            for (int a = 0; a < reps; a++)
-                for (int b = a + 1; b < reps; b++)
-                    if (t[c][b] < t[c][a]) { double s = t[c][a]; t[c][a] = t[c][b]; t[c][b] = s; }
-            med = t[c][reps / 2];
-        }
-        double bpw = vals[c] ? 8 * bytes[c] / vals[c] : NAN, err = sxc[c] ? se[c] / sxc[c] : NAN, mws = n / med / 1e6;
-        if (json) {
-            printf("%s{\"name\": ", c ? ", " : "");
-            json_cstr(stdout, wl[c].name);
-            printf(", \"bits_per_weight\": "), json_double(stdout, bpw, 6);
-            printf(", \"rel_error\": "), json_double(stdout, err, 6);
-            printf(", \"encode_mws\": "), json_double(stdout, mws, 6), printf("}");
-        } else {
-            printf("%-22s %8.3f %11.3e %12.1f\n", wl[c].name, bpw, err, mws);
-        }
-    }
-    if (json) printf("]}\n");
-    free(x), free(y), free(buf);
-    tq_codec_free(tc[0]), tq_codec_free(tc[1]);
+    wresults res = {path, used, cap, total, reps, n, se, sxc, vals, bytes, t};
+    print_results(&res, json);
+    free(x);
+    free(y);
+    free(buf);
+    tq_codec_free(tc[0]);
+    tq_codec_free(tc[1]);
     tq_gguf_close(g);
     tq_ctx_free(ctx);
     return 0;

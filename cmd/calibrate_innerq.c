@@ -26,39 +26,54 @@
 
 void help_calibrate_innerq(void)
 {
-    printf("usage: tq calibrate-innerq [options] --model M.gguf DUMP... -o SCALES.gguf [--fold OUT.gguf]\n\n"
-           "Per-channel InnerQ scales for K (and V), per model layer, from real KV dumps (llama.cpp\n"
-           "state files, NumPy dumps, .tqkv snapshots; all from the model given) and the model.  K is\n"
-           "multiplied by s and Q by 1/s, which leaves attention as it is and evens out what a K\n"
-           "quantizer sees.  Keep the scales with snapshots (tq encode-kvdump --innerq SCALES.gguf) or\n"
-           "fold them into the model (--fold) so that every runtime KV cache gains.\n\n"
-           "  --method qk|kv|fork  qk (default with --model): s = (E[q^2]/E[k^2])^(strength/2), E[q^2]\n"
-           "                       from the QK-norm gains or W_q and the attention norm; kv: K energy\n"
-           "                       alone; fork: the TurboQuant+ fork's rule exactly, pooled as it pools\n"
-           "                       (all layers, K with V, channel j mod 128), for comparison\n"
-           "  --v wo|kv|off        V scales: through W_o's column energies (wo), V energy alone, or none\n"
-           "                       (default off: measured not to help; see the man page)\n"
-           "  --per layer|head     one vector per layer (default; what QK-norm gains can hold) or per KV head\n"
-           "  --strength X         exponent (default 0.5: the fourth root; the fork: (0, 1])\n"
-           "  --clamp LO,HI        bound each scale (before the geometric mean is brought to 1)\n"
-           "  --pow2               round scales to powers of two: folding is then exact in any float type\n"
-           "  --min-tokens N       refuse layers seen in fewer cells (default 64)\n"
-           "  --head-dim N         the head size without a model (state files do not record it)\n"
-           "  --fold OUT.gguf      also write the model with the scales folded in\n"
-           "  --allow-requantize   let --fold rewrite quantized tensors (else those parts are left out)\n"
-           "  -o SCALES.gguf, --type-profile NAME, --threads N, --quiet\n");
+    printf(
+        "usage: tq calibrate-innerq [options] --model M.gguf DUMP... -o SCALES.gguf [--fold "
+        "OUT.gguf]\n\n"
+        "Per-channel InnerQ scales for K (and V), per model layer, from real KV dumps (llama.cpp\n"
+        "state files, NumPy dumps, .tqkv snapshots; all from the model given) and the model.  K "
+        "is\n"
+        "multiplied by s and Q by 1/s, which leaves attention as it is and evens out what a K\n"
+        "quantizer sees.  Keep the scales with snapshots (tq encode-kvdump --innerq SCALES.gguf) "
+        "or\n"
+        "fold them into the model (--fold) so that every runtime KV cache gains.\n\n"
+        "  --method qk|kv|fork  qk (default with --model): s = (E[q^2]/E[k^2])^(strength/2), "
+        "E[q^2]\n"
+        "                       from the QK-norm gains or W_q and the attention norm; kv: K "
+        "energy\n"
+        "                       alone; fork: the TurboQuant+ fork's rule exactly, pooled as it "
+        "pools\n"
+        "                       (all layers, K with V, channel j mod 128), for comparison\n"
+        "  --v wo|kv|off        V scales: through W_o's column energies (wo), V energy alone, or "
+        "none\n"
+        "                       (default off: measured not to help; see the man page)\n"
+        "  --per layer|head     one vector per layer (default; what QK-norm gains can hold) or per "
+        "KV head\n"
+        "  --strength X         exponent (default 0.5: the fourth root; the fork: (0, 1])\n"
+        "  --clamp LO,HI        bound each scale (before the geometric mean is brought to 1)\n"
+        "  --pow2               round scales to powers of two: folding is then exact in any float "
+        "type\n"
+        "  --min-tokens N       refuse layers seen in fewer cells (default 64)\n"
+        "  --head-dim N         the head size without a model (state files do not record it)\n"
+        "  --fold OUT.gguf      also write the model with the scales folded in\n"
+        "  --allow-requantize   let --fold rewrite quantized tensors (else those parts are left "
+        "out)\n"
+        "  -o SCALES.gguf, --type-profile NAME, --threads N, --quiet\n");
 }
 
 static int opt_double(double *dst, const char *name, const char *v, double lo, double hi)
 {
     char *end;
     double x = strtod(v, &end);
-    if (*end || !(x > lo && x <= hi)) return cli_usage_error("%s: '%s' is not a number in (%g, %g]", name, v, lo, hi);
+    if (*end || !(x > lo && x <= hi))
+        return cli_usage_error("%s: '%s' is not a number in (%g, %g]", name, v, lo, hi);
     *dst = x;
     return 0;
 }
 
-static int opt_strength(void *user, const char *v) { return opt_double(user, "--strength", v, 0, 4); }
+static int opt_strength(void *user, const char *v)
+{
+    return opt_double(user, "--strength", v, 0, 4);
+}
 
 static int opt_clamp(void *user, const char *v)
 {
@@ -73,10 +88,13 @@ static int opt_clamp(void *user, const char *v)
 
 static int parse(int argc, char **argv, ci_opts *o)
 {
-    static const char *const methods[] = {"qk", "kv", "fork", NULL}, *const vs[] = {"wo", "kv", "off", NULL},
+    static const char *const methods[] = {"qk", "kv", "fork", NULL},
+                             *const vs[] = {"wo", "kv", "off", NULL},
                              *const pers[] = {"layer", "head", NULL};
     memset(o, 0, sizeof *o);
-    o->strength = 0.5, o->min_tokens = 64, o->per = "layer";
+    o->strength = 0.5;
+    o->min_tokens = 64;
+    o->per = "layer";
     const cli_opt own[] = {
         CLI_OPT_CHOICE("--method", &o->method, methods, "--method: '%s' is not qk, kv or fork"),
         CLI_OPT_CHOICE("--v", &o->v, vs, "--v: '%s' is not wo, kv or off"),
@@ -90,7 +108,9 @@ static int parse(int argc, char **argv, ci_opts *o)
         CLI_OPT_FLAG("--allow-requantize", &o->allow_requantize),
         {NULL},
     };
-    const cli_spec spec = {"calibrate-innerq", CLI_O | CLI_QUIET | CLI_THREADS | CLI_PROFILE | CLI_MODEL, own, MAX_DUMPS};
+    const cli_spec spec = {"calibrate-innerq",
+                           CLI_O | CLI_QUIET | CLI_THREADS | CLI_PROFILE | CLI_MODEL, own,
+                           MAX_DUMPS};
     int rc = cli_parse(&spec, argc, argv, &o->c, o->dumps, &o->n_dumps);
     if (rc) return rc;
     if (!o->n_dumps) return cli_usage_error("which KV dumps? (see tq help calibrate-innerq)");
@@ -98,26 +118,36 @@ static int parse(int argc, char **argv, ci_opts *o)
     if (!o->method) o->method = o->c.model ? "qk" : "kv";
     int fork = !strcmp(o->method, "fork");
     if (!o->v) o->v = fork ? "kv" : "off"; /* the fork scales V with the K vector */
-    if (o->c.model && o->head_dim) return cli_usage_error("--head-dim: the model gives the head size");
-    if (!o->c.model && (!strcmp(o->method, "qk") || !strcmp(o->v, "wo") || o->fold))
-        return cli_usage_error("%s needs the model: give --model M.gguf",
-                               o->fold ? "--fold" : !strcmp(o->v, "wo") ? "--v wo" : "--method qk");
+    if (o->c.model && o->head_dim)
+        return cli_usage_error("--head-dim: the model gives the head size");
+    if (!o->c.model && (!strcmp(o->method, "qk") || !strcmp(o->v, "wo") || o->fold)) {
+        const char *what = "--method qk";
+        if (o->fold)
+            what = "--fold";
+        else if (!strcmp(o->v, "wo"))
+            what = "--v wo";
+        return cli_usage_error("%s needs the model: give --model M.gguf", what);
+    }
     if (fork && (o->clamp[0] || o->pow2 || strcmp(o->per, "layer") || !strcmp(o->v, "wo")))
-        return cli_usage_error("--method fork is the fork's rule as it is: no --clamp, --pow2, --per head or --v wo");
-    if (fork && o->strength > 1) return cli_usage_error("--method fork: --strength must be in (0, 1], as the fork's");
+        return cli_usage_error(
+            "--method fork is the fork's rule as it is: no --clamp, --pow2, --per head or --v wo");
+    if (fork && o->strength > 1)
+        return cli_usage_error("--method fork: --strength must be in (0, 1], as the fork's");
     if (fork && o->fold)
-        return cli_usage_error("--method fork: its scales are not RoPE-pair symmetric, folding them would change the model");
+        return cli_usage_error("--method fork: its scales are not RoPE-pair symmetric, folding "
+                               "them would change the model");
     if (o->fold && (!strcmp(o->fold, o->c.out) || tq_same_file(o->fold, o->c.out)))
         return cli_usage_error("-o and --fold name the same file");
     for (int i = -1; o->fold && i < o->n_dumps; i++) /* refused before the scales are written */
         if (tq_same_file(o->fold, i < 0 ? o->c.model : o->dumps[i]))
-            return cli_runtime_error("%s: the output would overwrite the input %s", o->fold, i < 0 ? o->c.model : o->dumps[i]);
+            return cli_runtime_error("%s: the output would overwrite the input %s", o->fold,
+                                     i < 0 ? o->c.model : o->dumps[i]);
     return 0;
 }
 
 /* The dumps' statistics; every dump must fit the model (when given). */
-static int gather(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am, tq_innerq_stats **st,
-                  uint64_t *hashes)
+static int gather(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am,
+                  tq_innerq_stats **st, uint64_t *hashes)
 {
     uint32_t hd = am ? am->head_dim : (uint32_t)o->head_dim;
     int first_fp = -1; /* the first snapshot's fingerprint: the others must have it */
@@ -130,32 +160,42 @@ static int gather(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn
         has_fp = tq_kv_view_fingerprint(v, &fp);
         uint32_t shown = tq_kv_view_head_dim(v); /* a NumPy dump's [.., heads, head_dim] */
         if (!hd) hd = tq_kv_head_size(0, NULL, shown, tq_kv_view_arch(v), NULL);
-        if (has_fp && first_fp < 0) first_fp = i, fp0 = fp;
+        if (has_fp && first_fp < 0) {
+            first_fp = i;
+            fp0 = fp;
+        }
         if (g && has_fp && fp != tq_model_fingerprint(g))
-            rc = cli_runtime_error("%s: a snapshot of another model than %s", o->dumps[i], o->c.model);
+            rc = cli_runtime_error("%s: a snapshot of another model than %s", o->dumps[i],
+                                   o->c.model);
         else if (has_fp && fp != fp0)
-            rc = cli_runtime_error("%s: a snapshot of another model than %s", o->dumps[i], o->dumps[first_fp]);
+            rc = cli_runtime_error("%s: a snapshot of another model than %s", o->dumps[i],
+                                   o->dumps[first_fp]);
         else if (shown && hd && shown != hd)
-            rc = cli_runtime_error("%s: heads of %u where %s has %u: dumps of different models", o->dumps[i], shown,
-                                   am ? o->c.model : "the first dump", hd);
+            rc = cli_runtime_error("%s: heads of %u where %s has %u: dumps of different models",
+                                   o->dumps[i], shown, am ? o->c.model : "the first dump", hd);
         else if (!hd)
             rc = cli_usage_error("%s: the head size is not known: give --model", o->dumps[i]);
         else if (!*st && tq_innerq_stats_new(ctx, hd, st))
             rc = cli_lib_error(ctx);
-        if (!rc && i == 0 && !strcmp(o->v, "off")) tq_innerq_stats_k_only(*st); /* V's energies are not used */
-        if (!rc && tq_innerq_stats_add(ctx, *st, v, g)) rc = cli_runtime_error("%s", tq_ctx_error(ctx));
+        if (!rc && i == 0 && !strcmp(o->v, "off"))
+            tq_innerq_stats_k_only(*st); /* V's energies are not used */
+        if (!rc && tq_innerq_stats_add(ctx, *st, v, g))
+            rc = cli_runtime_error("%s", tq_ctx_error(ctx));
         hashes[i] = rc ? 0 : tq_kv_view_xxh64(v);
         tq_kv_close(v);
         if (rc) return rc;
     }
-    if (am && (tq_innerq_stats_layers(*st) != am->n_layer || tq_innerq_stats_heads(*st) != am->n_head_kv))
-        return cli_runtime_error("%s: %u layers of %u KV heads, the model has %u of %u: dumps of another model",
-                                 o->dumps[0], tq_innerq_stats_layers(*st), tq_innerq_stats_heads(*st), am->n_layer,
-                                 am->n_head_kv);
+    if (am &&
+        (tq_innerq_stats_layers(*st) != am->n_layer || tq_innerq_stats_heads(*st) != am->n_head_kv))
+        return cli_runtime_error(
+            "%s: %u layers of %u KV heads, the model has %u of %u: dumps of another model",
+            o->dumps[0], tq_innerq_stats_layers(*st), tq_innerq_stats_heads(*st), am->n_layer,
+            am->n_head_kv);
     for (uint32_t l = 0; l < tq_innerq_stats_layers(*st); l++)
         if (tq_innerq_stats_cells(*st, l) < (uint64_t)o->min_tokens)
-            return cli_runtime_error("layer %u was seen in %llu cells, fewer than --min-tokens %ld", l,
-                                     (unsigned long long)tq_innerq_stats_cells(*st, l), o->min_tokens);
+            return cli_runtime_error("layer %u was seen in %llu cells, fewer than --min-tokens %ld",
+                                     l, (unsigned long long)tq_innerq_stats_cells(*st, l),
+                                     o->min_tokens);
     return 0;
 }
 
@@ -219,11 +259,16 @@ int cmd_calibrate_innerq(int argc, char **argv)
     tq_innerq_set set = {0};
     uint64_t hashes[MAX_DUMPS];
     char how[128] = "";
-    if (o.c.model && tq_gguf_open(ctx, o.c.model, NULL, &g)) rc = cli_lib_error(ctx);
-    else if (g && tq_attn_model_read(ctx, g, &am)) rc = cli_runtime_error("%s: %s", o.c.model, tq_ctx_error(ctx));
-    else if (g && am.folded) rc = cli_runtime_error("%s already has InnerQ scales folded in (tq.innerq.folded)", o.c.model);
+    if (o.c.model && tq_gguf_open(ctx, o.c.model, NULL, &g))
+        rc = cli_lib_error(ctx);
+    else if (g && tq_attn_model_read(ctx, g, &am))
+        rc = cli_runtime_error("%s: %s", o.c.model, tq_ctx_error(ctx));
+    else if (g && am.folded)
+        rc = cli_runtime_error("%s already has InnerQ scales folded in (tq.innerq.folded)",
+                               o.c.model);
     else if (g && am.head_dim != am.head_dim_v)
-        rc = cli_runtime_error("%s: K heads of %u and V heads of %u: not supported", o.c.model, am.head_dim, am.head_dim_v);
+        rc = cli_runtime_error("%s: K heads of %u and V heads of %u: not supported", o.c.model,
+                               am.head_dim, am.head_dim_v);
     if (!rc) rc = gather(ctx, &o, g, g ? &am : NULL, &st, hashes);
     if (!rc) rc = derive(ctx, &o, g, g ? &am : NULL, st, &set, how, sizeof how);
     ci_fold_plan fp = {0};
@@ -231,16 +276,28 @@ int cmd_calibrate_innerq(int argc, char **argv)
     uint64_t tokens = 0;
     for (uint32_t l = 0; !rc && l < set.n_layer; l++) /* the tokens seen: iSWA layers keep fewer */
         if (tq_innerq_stats_cells(st, l) > tokens) tokens = tq_innerq_stats_cells(st, l);
-    tq_innerq_provenance prov = {
-        .method = o.method, .v_method = o.v, .per = o.per, .query_energy = how, .strength = o.strength,
-        .clamp_lo = o.clamp[0], .clamp_hi = o.clamp[1], .pow2 = o.pow2, .tokens = tokens,
-        .n_sources = (uint32_t)o.n_dumps, .sources = o.dumps, .source_hashes = hashes,
-        .pairs = !g ? "none" : am.pairs == TQ_PAIRS_HALVES ? "halves" : "adjacent", .rope_dims = g ? am.rope_dims : 0,
-        .model_name = o.c.model};
+    const char *pairs_name = "none"; /* no model: no RoPE pairs */
+    if (g) pairs_name = am.pairs == TQ_PAIRS_HALVES ? "halves" : "adjacent";
+    tq_innerq_provenance prov = {.method = o.method,
+                                 .v_method = o.v,
+                                 .per = o.per,
+                                 .query_energy = how,
+                                 .strength = o.strength,
+                                 .clamp_lo = o.clamp[0],
+                                 .clamp_hi = o.clamp[1],
+                                 .pow2 = o.pow2,
+                                 .tokens = tokens,
+                                 .n_sources = (uint32_t)o.n_dumps,
+                                 .sources = o.dumps,
+                                 .source_hashes = hashes,
+                                 .pairs = pairs_name,
+                                 .rope_dims = g ? am.rope_dims : 0,
+                                 .model_name = o.c.model};
     const char *inputs[MAX_DUMPS + 1];
     for (int i = 0; i < o.n_dumps; i++) inputs[i] = o.dumps[i];
     inputs[o.n_dumps] = o.c.model ? o.c.model : o.dumps[0];
-    if (!rc && tq_innerq_set_write(ctx, o.c.out, &set, &prov, inputs, (size_t)o.n_dumps + 1)) rc = cli_lib_error(ctx);
+    if (!rc && tq_innerq_set_write(ctx, o.c.out, &set, &prov, inputs, (size_t)o.n_dumps + 1))
+        rc = cli_lib_error(ctx);
     if (!rc && !o.c.quiet) report(&o, &set, tokens, how, cli_now() - t0);
     if (!rc && o.fold) rc = ci_fold_write(ctx, &o, g, &am, &set, &prov, &fp);
     tq_innerq_set_free(&set);

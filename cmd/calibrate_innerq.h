@@ -20,19 +20,19 @@ typedef struct ci_opts {
     int pow2, allow_requantize;
 } ci_opts;
 
-
 /* What --fold will change, decided before anything is written: which parts
  * fold (K through the QK-norm gains or W_q/W_k rows, V through W_v rows and
  * W_o columns) and why a part is left out. */
 typedef struct ci_fold_plan {
-    int k, v;                 /* parts that fold */
+    int k, v;                    /* parts that fold */
     char k_why[200], v_why[200]; /* why a part is left out ("" if it folds or was not asked for) */
 } ci_fold_plan;
 
 /* 0, or an exit code for a fold that cannot be done at all. */
-int ci_fold_plan_make(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am, const tq_innerq_set *set,
-                      ci_fold_plan *fp);
-int ci_fold_write(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am, const tq_innerq_set *set,
-                  const tq_innerq_provenance *prov, const ci_fold_plan *fp);
+int ci_fold_plan_make(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am,
+                      const tq_innerq_set *set, ci_fold_plan *fp);
+int ci_fold_write(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am,
+                  const tq_innerq_set *set, const tq_innerq_provenance *prov,
+                  const ci_fold_plan *fp);
 
 #endif

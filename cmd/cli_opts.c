@@ -21,7 +21,8 @@ static int set_profile(void *user, const char *v)
 {
     cli_common *c = user;
     if (tq_type_profile_parse(v, &c->profile))
-        return cli_usage_error("--type-profile: unknown profile '%s' (69d8e4be4, 00910b10, 45f8a066, upstream)", v);
+        return cli_usage_error(
+            "--type-profile: unknown profile '%s' (69d8e4be4, 00910b10, 45f8a066, upstream)", v);
     c->profile_name = v;
     return 0;
 }
@@ -35,7 +36,10 @@ static int common_table(unsigned mask, cli_common *c, cli_opt *out)
         if (!(mask & (1u << i))) continue;
         out[n] = common_opts[i];
         out[n].dst = dst[i];
-        if (out[n].kind == CLI_FN) out[n].fn = set_profile, out[n].user = c;
+        if (out[n].kind == CLI_FN) {
+            out[n].fn = set_profile;
+            out[n].user = c;
+        }
         n++;
     }
     return n;
@@ -50,10 +54,19 @@ static int match(const cli_opt *o, int argc, char **argv, int *i, const char **v
     for (int k = 0; k < 2; k++) {
         size_t n = names[k] ? strlen(names[k]) : 0;
         if (!n || strncmp(a, names[k], n)) continue;
-        if (a[n] == '=' && o->kind != CLI_FLAG) return *v = a + n + 1, 1;
+        if (a[n] == '=' && o->kind != CLI_FLAG) {
+            *v = a + n + 1;
+            return 1;
+        }
         if (a[n]) continue;
-        if (o->kind == CLI_FLAG) return *v = "", 1;
-        if (o->kind == CLI_CHOICE && o->optional) return *v = o->choices[0], 1;
+        if (o->kind == CLI_FLAG) {
+            *v = "";
+            return 1;
+        }
+        if (o->kind == CLI_CHOICE && o->optional) {
+            *v = o->choices[0];
+            return 1;
+        }
         *v = *i + 1 < argc ? argv[++*i] : NULL;
         return 1;
     }
@@ -62,17 +75,28 @@ static int match(const cli_opt *o, int argc, char **argv, int *i, const char **v
 
 static int store(const cli_opt *o, const char *v)
 {
-    if (o->kind == CLI_FLAG) return *(int *)o->dst = 1, 0;
+    if (o->kind == CLI_FLAG) {
+        *(int *)o->dst = 1;
+        return 0;
+    }
     if (!*v) return cli_usage_error("%s: empty value", o->name);
     switch (o->kind) {
-    case CLI_STR: *(const char **)o->dst = v; return 0;
-    case CLI_LONG: return cli_parse_long(o->name, v, o->lo, o->hi, (long *)o->dst) ? TQ_EXIT_USAGE : 0;
-    case CLI_CHOICE:
-        for (int k = 0; o->choices[k]; k++)
-            if (!strcmp(v, o->choices[k])) return *(const char **)o->dst = o->choices[k], 0;
-        return cli_usage_error(o->bad, v);
-    case CLI_FN: return o->fn(o->user, v);
-    default: return 0;
+        case CLI_STR:
+            *(const char **)o->dst = v;
+            return 0;
+        case CLI_LONG:
+            return cli_parse_long(o->name, v, o->lo, o->hi, (long *)o->dst) ? TQ_EXIT_USAGE : 0;
+        case CLI_CHOICE:
+            for (int k = 0; o->choices[k]; k++)
+                if (!strcmp(v, o->choices[k])) {
+                    *(const char **)o->dst = o->choices[k];
+                    return 0;
+                }
+            return cli_usage_error(o->bad, v);
+        case CLI_FN:
+            return o->fn(o->user, v);
+        default:
+            return 0;
     }
 }
 
@@ -82,7 +106,8 @@ static void list(const cli_opt *t, int n)
     for (int i = 0; i < n; i++) {
         printf("%s %s", t[i].name, kinds[t[i].kind]);
         if (t[i].kind == CLI_LONG) printf(" %ld %ld", t[i].lo, t[i].hi);
-        for (int k = 0; t[i].kind == CLI_CHOICE && t[i].choices[k]; k++) printf(" %s", t[i].choices[k]);
+        for (int k = 0; t[i].kind == CLI_CHOICE && t[i].choices[k]; k++)
+            printf(" %s", t[i].choices[k]);
         if (t[i].optional) printf(" optional");
         putchar('\n');
     }
@@ -98,7 +123,10 @@ int cli_parse(const cli_spec *s, int argc, char **argv, cli_common *c, const cha
     *n_pos = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
-        if (!strcmp(a, "--list-options")) return list(table, n), -1;
+        if (!strcmp(a, "--list-options")) {
+            list(table, n);
+            return -1;
+        }
         int k = 0, rc;
         while (k < n && !match(&table[k], argc, argv, &i, &v)) k++;
         if (k < n) {

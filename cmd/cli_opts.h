@@ -24,38 +24,62 @@ typedef struct cli_opt {
     const char *bad;            /* CLI_CHOICE: "--preset: unknown preset '%s' (...)" */
     int (*fn)(void *user, const char *value); /* CLI_FN: 0 or an exit code */
     void *user;
-    int optional;               /* CLI_CHOICE: "--name" alone means choices[0]; a value only as "--name=V" */
+    int optional; /* CLI_CHOICE: "--name" alone means choices[0]; a value only as "--name=V" */
 } cli_opt;
 
-#define CLI_OPT_FLAG(n, d) {.name = (n), .kind = CLI_FLAG, .dst = (d)}
-#define CLI_OPT_STR(n, d) {.name = (n), .kind = CLI_STR, .dst = (d)}
-#define CLI_OPT_LONG(n, d, l, h) {.name = (n), .kind = CLI_LONG, .dst = (d), .lo = (l), .hi = (h)}
-#define CLI_OPT_CHOICE(n, d, c, b) {.name = (n), .kind = CLI_CHOICE, .dst = (d), .choices = (c), .bad = (b)}
-#define CLI_OPT_FN(n, f, u) {.name = (n), .kind = CLI_FN, .fn = (f), .user = (u)}
+#define CLI_OPT_FLAG(n, d)                                                                         \
+    {                                                                                              \
+        .name = (n), .kind = CLI_FLAG, .dst = (d)                                                  \
+    }
+#define CLI_OPT_STR(n, d)                                                                          \
+    {                                                                                              \
+        .name = (n), .kind = CLI_STR, .dst = (d)                                                   \
+    }
+#define CLI_OPT_LONG(n, d, l, h)                                                                   \
+    {                                                                                              \
+        .name = (n), .kind = CLI_LONG, .dst = (d), .lo = (l), .hi = (h)                            \
+    }
+#define CLI_OPT_CHOICE(n, d, c, b)                                                                 \
+    {                                                                                              \
+        .name = (n), .kind = CLI_CHOICE, .dst = (d), .choices = (c), .bad = (b)                    \
+    }
+#define CLI_OPT_FN(n, f, u)                                                                        \
+    {                                                                                              \
+        .name = (n), .kind = CLI_FN, .fn = (f), .user = (u)                                        \
+    }
 
-enum { CLI_O = 1, CLI_QUIET = 2, CLI_JSON = 4, CLI_THREADS = 8, CLI_PROFILE = 16, CLI_MODEL = 32, CLI_DEVICE = 64 };
+enum {
+    CLI_O = 1,
+    CLI_QUIET = 2,
+    CLI_JSON = 4,
+    CLI_THREADS = 8,
+    CLI_PROFILE = 16,
+    CLI_MODEL = 32,
+    CLI_DEVICE = 64
+};
 
 typedef struct cli_common {
-    const char *out;          /* -o / --output */
+    const char *out; /* -o / --output */
     int quiet, json;
     long threads;             /* 0: all cores */
     const char *profile_name; /* --type-profile as given (NULL: the default) */
     tq_type_profile profile;
     const char *model;
-    const char *device;       /* --device auto|cpu|cuda (NULL: auto); see cli_device() */
+    const char *device; /* --device auto|cpu|cuda (NULL: auto); see cli_device() */
 } cli_common;
 
 typedef struct cli_spec {
-    const char *sub;      /* for "see tq help SUB" */
-    unsigned common;      /* CLI_* the subcommand takes */
-    const cli_opt *opts;  /* its own, ended by an entry without a name */
-    int max_pos;          /* positional arguments it takes */
+    const char *sub;     /* for "see tq help SUB" */
+    unsigned common;     /* CLI_* the subcommand takes */
+    const cli_opt *opts; /* its own, ended by an entry without a name */
+    int max_pos;         /* positional arguments it takes */
 } cli_spec;
 
 /* 0, or TQ_EXIT_USAGE after one line on stderr.  `--list-options` prints the
  * table (name, kind, range or choices; for tests and shell completion) and
  * returns -1: the caller exits 0. */
-int cli_parse(const cli_spec *s, int argc, char **argv, cli_common *c, const char **pos, int *n_pos);
+int cli_parse(const cli_spec *s, int argc, char **argv, cli_common *c, const char **pos,
+              int *n_pos);
 
 /* The GGUF reader's options for the --type-profile given (or the default). */
 tq_gguf_options cli_gguf_options(const cli_common *c);

@@ -17,34 +17,45 @@
 
 void help_decode_kvdump(void)
 {
-    printf("usage: tq decode-kvdump IN.tqkv -o OUT [--format ggsn|ggsq|npz] [--tokens N] [--layers A-B]\n"
-           "                        [--cache-type T] [--model M.gguf | --head-dim N] [--base B.tqkv]\n"
-           "                        [--threads N] [--quiet]\n\n"
-           "Rebuilds the state file the snapshot was made from, in its original layout (session or\n"
-           "sequence file, per-layer element types, V layout), for llama.cpp to load; a NumPy dump\n"
-           "comes back as an .npz with its own array names, shapes and dtypes.\n\n"
-           "  --format F       ggsn (session file), ggsq (sequence file: what llama-server's slot\n"
-           "                   restore reads) or npz (arrays tokens, k_L, v_L); default: the source's\n"
-           "  --tokens N       only the first N tokens (the cells at positions below N): a prompt\n"
-           "                   prefix, decoded without the rest of the snapshot\n"
-           "  --layers A-B     only layers A..B (with --format npz)\n"
-           "  --cache-type T   write every K/V tensor as f32, f16, bf16, or the fork's turbo2/3/4 (heads\n"
-           "                   padded to 128s as the fork allocates them: needs --model or --head-dim),\n"
-           "                   for a context created with that cache type (default: the original types)\n"
-           "  --model M.gguf   refuse unless the snapshot was made for this model (its architecture\n"
-           "                   names a session file made from a sequence file; its head size shapes npz)\n"
-           "  --base B.tqkv    the snapshot an appended one builds on (default: its recorded name,\n"
-           "                   next to IN)\n"
-           "  --fsync          flush the output to disk before it is renamed into place (default: not;\n"
-           "                   a decoded state can be made again from its snapshot)\n"
-           "  -o -             write to stdout\n");
+    printf(
+        "usage: tq decode-kvdump IN.tqkv -o OUT [--format ggsn|ggsq|npz] [--tokens N] [--layers "
+        "A-B]\n"
+        "                        [--cache-type T] [--model M.gguf | --head-dim N] [--base B.tqkv]\n"
+        "                        [--threads N] [--quiet]\n\n"
+        "Rebuilds the state file the snapshot was made from, in its original layout (session or\n"
+        "sequence file, per-layer element types, V layout), for llama.cpp to load; a NumPy dump\n"
+        "comes back as an .npz with its own array names, shapes and dtypes.\n\n"
+        "  --format F       ggsn (session file), ggsq (sequence file: what llama-server's slot\n"
+        "                   restore reads) or npz (arrays tokens, k_L, v_L); default: the "
+        "source's\n"
+        "  --tokens N       only the first N tokens (the cells at positions below N): a prompt\n"
+        "                   prefix, decoded without the rest of the snapshot\n"
+        "  --layers A-B     only layers A..B (with --format npz)\n"
+        "  --cache-type T   write every K/V tensor as f32, f16, bf16, or the fork's turbo2/3/4 "
+        "(heads\n"
+        "                   padded to 128s as the fork allocates them: needs --model or "
+        "--head-dim),\n"
+        "                   for a context created with that cache type (default: the original "
+        "types)\n"
+        "  --model M.gguf   refuse unless the snapshot was made for this model (its architecture\n"
+        "                   names a session file made from a sequence file; its head size shapes "
+        "npz)\n"
+        "  --base B.tqkv    the snapshot an appended one builds on (default: its recorded name,\n"
+        "                   next to IN)\n"
+        "  --fsync          flush the output to disk before it is renamed into place (default: "
+        "not;\n"
+        "                   a decoded state can be made again from its snapshot)\n"
+        "  -o -             write to stdout\n");
 }
 
-static void show_progress(void *user, uint64_t done, uint64_t total) { progress_update(user, done, total, "K/V bytes"); }
-
+static void show_progress(void *user, uint64_t done, uint64_t total)
+{
+    progress_update(user, done, total, "K/V bytes");
+}
 
 static const char *const format_names[] = {"ggsn", "ggsq", "npz", NULL}; /* indexed by tq_kv_kind */
-static const char layers_npz_only[] = "--layers: a llama.cpp state file holds every layer; use it with --format npz";
+static const char layers_npz_only[] =
+    "--layers: a llama.cpp state file holds every layer; use it with --format npz";
 
 typedef struct dec_opts {
     cli_common c;
@@ -61,14 +72,17 @@ static int parse_layers(void *user, const char *v)
     long lo = strtol(v, &end, 10), hi = *end == '-' ? strtol(end + 1, &end, 10) : lo;
     if (*end || end == v || lo < 0 || hi < lo || hi > 65535)
         return cli_usage_error("--layers: '%s' is not a layer range A-B (0-based, A <= B)", v);
-    ro->layer_lo = (uint32_t)lo, ro->layer_hi = (uint32_t)hi, ro->has_layers = 1;
+    ro->layer_lo = (uint32_t)lo;
+    ro->layer_hi = (uint32_t)hi;
+    ro->has_layers = 1;
     return 0;
 }
 
 static int parse(int argc, char **argv, dec_opts *o)
 {
     const cli_opt own[] = {
-        CLI_OPT_CHOICE("--format", &o->format, format_names, "--format: '%s' is not ggsn, ggsq or npz"),
+        CLI_OPT_CHOICE("--format", &o->format, format_names,
+                       "--format: '%s' is not ggsn, ggsq or npz"),
         CLI_OPT_LONG("--tokens", &o->tokens, 1, INT32_MAX),
         CLI_OPT_FN("--layers", parse_layers, &o->ro),
         CLI_OPT_STR("--cache-type", &o->cache_type),
@@ -77,7 +91,8 @@ static int parse(int argc, char **argv, dec_opts *o)
         CLI_OPT_FLAG("--fsync", &o->fsync),
         {NULL},
     };
-    const cli_spec spec = {"decode-kvdump", CLI_O | CLI_QUIET | CLI_THREADS | CLI_MODEL | CLI_DEVICE, own, 1};
+    const cli_spec spec = {"decode-kvdump",
+                           CLI_O | CLI_QUIET | CLI_THREADS | CLI_MODEL | CLI_DEVICE, own, 1};
     int n = 0, rc = cli_parse(&spec, argc, argv, &o->c, &o->in, &n);
     if (rc) return rc;
     if (!o->in) return cli_usage_error("which snapshot? (see tq help decode-kvdump)");
@@ -99,7 +114,8 @@ static int open_inputs(tq_ctx *ctx, dec_opts *o, const tqkv_meta *m, char *arch,
     if (m->base_id) {
         if (!o->base) {
             const char *slash = strrchr(o->in, '/');
-            snprintf(found, sizeof found, "%.*s%s", slash ? (int)(slash - o->in + 1) : 0, o->in, m->base_name);
+            snprintf(found, sizeof found, "%.*s%s", slash ? (int)(slash - o->in + 1) : 0, o->in,
+                     m->base_name);
             o->base = found;
         }
         if (tqkv_open(ctx, o->base, base)) return cli_lib_error(ctx);
@@ -112,7 +128,9 @@ static int open_inputs(tq_ctx *ctx, dec_opts *o, const tqkv_meta *m, char *arch,
     uint64_t alen = 0;
     const char *a = tq_gguf_get_str(g, "general.architecture", "", &alen);
     snprintf(arch, 257, "%.*s", (int)(alen < 256 ? alen : 256), a);
-    int rc = tq_kvsnap_check_model(ctx, m, g, o->c.model) ? cli_runtime_error("%s: %s", o->in, tq_ctx_error(ctx)) : 0;
+    int rc = tq_kvsnap_check_model(ctx, m, g, o->c.model)
+                 ? cli_runtime_error("%s: %s", o->in, tq_ctx_error(ctx))
+                 : 0;
     tq_gguf_close(g);
     return rc;
 }
@@ -122,22 +140,29 @@ static int restore(tq_ctx *ctx, dec_opts *o, const tqkv_reader *r, const tqkv_re
     const tqkv_meta *m = tqkv_meta_of(r);
     cli_out out;
     const char *inputs[3] = {o->in, o->c.model ? o->c.model : o->in, o->base ? o->base : o->in};
-    int rc = cli_out_open_ex(&out, o->c.out, inputs, 3, o->fsync); /* the snapshot stays: see --fsync */
+    int rc =
+        cli_out_open_ex(&out, o->c.out, inputs, 3, o->fsync); /* the snapshot stays: see --fsync */
     if (rc) return rc;
     char near[4096];
     const char *dir = getenv("TMPDIR");
-    if (!strcmp(o->c.out, "-")) snprintf(near, sizeof near, "%s/tq-decode", dir && *dir ? dir : "/tmp");
-    else snprintf(near, sizeof near, "%s", o->c.out);
+    if (!strcmp(o->c.out, "-"))
+        snprintf(near, sizeof near, "%s/tq-decode", dir && *dir ? dir : "/tmp");
+    else
+        snprintf(near, sizeof near, "%s", o->c.out);
     o->ro.tmp_near = near;
     double t0 = cli_now();
     progress pr;
     progress_init(&pr, o->c.quiet);
-    tq_kvsnap_decode_options dopt = {.threads = (int)o->c.threads, .cache_type = o->cache_type,
-                                     .head_dim = o->ro.head_dim, .progress = show_progress, .progress_user = &pr};
+    tq_kvsnap_decode_options dopt = {.threads = (int)o->c.threads,
+                                     .cache_type = o->cache_type,
+                                     .head_dim = o->ro.head_dim,
+                                     .progress = show_progress,
+                                     .progress_user = &pr};
     uint64_t values = 0;
     for (uint32_t i = 0; i < m->n_tensors; i++) values += m->t[i].width * m->t[i].cells;
     int kernels = 1; /* the CUDA kernels decode tq and turbo blocks; others stay on the CPU */
-    for (uint32_t i = 0; i < m->n_tensors; i++) kernels &= m->t[i].codec != TQKV_CODEC_ANGLE && m->t[i].codec != TQKV_CODEC_PROD;
+    for (uint32_t i = 0; i < m->n_tensors; i++)
+        kernels &= m->t[i].codec != TQKV_CODEC_ANGLE && m->t[i].codec != TQKV_CODEC_PROD;
     if ((rc = cli_device(&o->c, ctx, kernels, values))) {
         cli_out_abort(&out);
         return rc;
@@ -151,8 +176,9 @@ static int restore(tq_ctx *ctx, dec_opts *o, const tqkv_reader *r, const tqkv_re
     if ((rc = cli_out_commit(&out)) || o->c.quiet) return rc;
     static const char *const what[] = {"session file", "sequence file", "NumPy .npz"};
     cli_log("%s: %u tokens, %.2f MB snapshot -> %s %s in %.2f s", o->in,
-            o->ro.tokens && o->ro.tokens < m->n_tokens ? o->ro.tokens : m->n_tokens, tqkv_size(r) / 1e6,
-            strcmp(o->c.out, "-") ? o->c.out : "stdout", what[o->ro.format], cli_now() - t0);
+            o->ro.tokens && o->ro.tokens < m->n_tokens ? o->ro.tokens : m->n_tokens,
+            tqkv_size(r) / 1e6, strcmp(o->c.out, "-") ? o->c.out : "stdout", what[o->ro.format],
+            cli_now() - t0);
     return 0;
 }
 

@@ -20,53 +20,69 @@
 
 void help_encode_kvdump(void)
 {
-    printf("usage: tq encode-kvdump IN -o OUT.tqkv [--preset NAME] [--k-bits B --v-bits B]\n"
-           "                        [--boundary-layers N] [--model M.gguf | --head-dim N]\n"
-           "                        [--dry-run [--json]] [--type-profile NAME] [--threads N] [--quiet]\n\n"
-           "IN is a llama.cpp session file (ggsn v9/v10) or sequence/slot file (ggsq v2/v3), or a\n"
-           "NumPy dump: .npz with k_0, v_0, ... arrays ([tokens, heads, head_dim] or PyTorch's\n"
-           "[1, heads, tokens, head_dim]) or a stacked [layers, 2, tokens, heads, head_dim] .npy\n"
-           "(names and shapes: man tq-encode-kvdump).\n\n"
-           "presets (K/V bits of the tq codec, one fp16 norm per head):\n"
-           "  lossless  every byte kept (zstd); decode gives the identical file\n"
-           "  q8        8 bits for K and V\n"
-           "  balanced  (default) 5-bit K and 4-bit V for heads of 32 or less, 4 and 4 above\n"
-           "  small     3 and 3 (about 3.1 bits per value at head size 128; 5 at head size 8,\n"
-           "            where the per-head norm costs 2 bits)\n\n"
-           "  --k-bits/--v-bits B   override the preset's bits (1..8)\n"
-           "  --boundary-layers N   first and last N layers at 8 bits\n"
-           "  --sink-cells N        keep the first N cells of every tq-coded K exact (attention sinks;\n"
-           "                        default 1)\n"
-           "  --k-offset rope|mean|off  subtract K's offset before coding and add it back after decoding\n"
-           "                        (stored per tensor): rope (default) K's pre-RoPE mean turned by each\n"
-           "                        cell's position where --model gives the RoPE, else the mean; mean\n"
-           "                        each channel's mean over the cells\n"
-           "  --cells auto|lloyd-max|uniform  the codebook: Lloyd-Max (the fork's kind) or uniform cells\n"
-           "                        one bit wider with the same distortion, which zstd codes to fewer bits\n"
-           "                        (balanced: 3.84 -> 3.68 bits on Gemma 3 270M, but slower); auto\n"
-           "                        (default): uniform at 3 bits in groups of 64 or more\n"
-           "  --planes on|off       3- and 5-bit blocks stored as planes (norms, signs, magnitudes) so\n"
-           "                        that zstd entropy-codes the indices (default on: 3 -> 2.89 bits)\n"
-           "  --model M.gguf        the model: its head size sets the rotation group, and its\n"
-           "                        fingerprint is stored so decode can refuse another model\n"
-           "  --head-dim N          the rotation group without a model (else guessed)\n"
-           "  --append BASE.tqkv    store only the cells after BASE's (its tokens must be a prefix of\n"
-           "                        this state's); decode needs BASE beside the snapshot or --base\n"
-           "  --innerq SCALES.gguf|auto|off\n"
-           "                        per-channel InnerQ scales from tq calibrate-innerq (or a .npy: float32\n"
-           "                        [head_dim], [2, head_dim] or [layers, 2, head_dim]), per model layer:\n"
-           "                        K/V channels are multiplied by them before coding and divided after\n"
-           "                        decoding; stored in the snapshot.  auto (default): with a --model that\n"
-           "                        has QK-norm gains, Q-aware K scales computed from this state\n"
-           "  --turbo               code with the TurboQuant+ fork's turbo2/3/4 blocks instead (bits 2..4;\n"
-           "                        tensors whose rows are not whole 128-value groups are kept)\n"
-           "  --codec tq|turbo|angle|prod\n"
-           "                        the block for coded tensors: tq's (default), the fork's turbo (as\n"
-           "                        --turbo), TurboAngle (b bits: b+1 angle and b-1 radius bits) or\n"
-           "                        TurboQuant-prod (b-1 MSE bits and a 1-bit QJL sketch, b >= 2)\n"
-           "  --dry-run             print the plan (each tensor's codec, bits, group and payload);\n"
-           "                        nothing is written (--json: as JSON)\n"
-           "  -o -                  write to stdout\n");
+    printf(
+        "usage: tq encode-kvdump IN -o OUT.tqkv [--preset NAME] [--k-bits B --v-bits B]\n"
+        "                        [--boundary-layers N] [--model M.gguf | --head-dim N]\n"
+        "                        [--dry-run [--json]] [--type-profile NAME] [--threads N] "
+        "[--quiet]\n\n"
+        "IN is a llama.cpp session file (ggsn v9/v10) or sequence/slot file (ggsq v2/v3), or a\n"
+        "NumPy dump: .npz with k_0, v_0, ... arrays ([tokens, heads, head_dim] or PyTorch's\n"
+        "[1, heads, tokens, head_dim]) or a stacked [layers, 2, tokens, heads, head_dim] .npy\n"
+        "(names and shapes: man tq-encode-kvdump).\n\n"
+        "presets (K/V bits of the tq codec, one fp16 norm per head):\n"
+        "  lossless  every byte kept (zstd); decode gives the identical file\n"
+        "  q8        8 bits for K and V\n"
+        "  balanced  (default) 5-bit K and 4-bit V for heads of 32 or less, 4 and 4 above\n"
+        "  small     3 and 3 (about 3.1 bits per value at head size 128; 5 at head size 8,\n"
+        "            where the per-head norm costs 2 bits)\n\n"
+        "  --k-bits/--v-bits B   override the preset's bits (1..8)\n"
+        "  --boundary-layers N   first and last N layers at 8 bits\n"
+        "  --sink-cells N        keep the first N cells of every tq-coded K exact (attention "
+        "sinks;\n"
+        "                        default 1)\n"
+        "  --k-offset rope|mean|off  subtract K's offset before coding and add it back after "
+        "decoding\n"
+        "                        (stored per tensor): rope (default) K's pre-RoPE mean turned by "
+        "each\n"
+        "                        cell's position where --model gives the RoPE, else the mean; "
+        "mean\n"
+        "                        each channel's mean over the cells\n"
+        "  --cells auto|lloyd-max|uniform  the codebook: Lloyd-Max (the fork's kind) or uniform "
+        "cells\n"
+        "                        one bit wider with the same distortion, which zstd codes to fewer "
+        "bits\n"
+        "                        (balanced: 3.84 -> 3.68 bits on Gemma 3 270M, but slower); auto\n"
+        "                        (default): uniform at 3 bits in groups of 64 or more\n"
+        "  --planes on|off       3- and 5-bit blocks stored as planes (norms, signs, magnitudes) "
+        "so\n"
+        "                        that zstd entropy-codes the indices (default on: 3 -> 2.89 bits)\n"
+        "  --model M.gguf        the model: its head size sets the rotation group, and its\n"
+        "                        fingerprint is stored so decode can refuse another model\n"
+        "  --head-dim N          the rotation group without a model (else guessed)\n"
+        "  --append BASE.tqkv    store only the cells after BASE's (its tokens must be a prefix "
+        "of\n"
+        "                        this state's); decode needs BASE beside the snapshot or --base\n"
+        "  --innerq SCALES.gguf|auto|off\n"
+        "                        per-channel InnerQ scales from tq calibrate-innerq (or a .npy: "
+        "float32\n"
+        "                        [head_dim], [2, head_dim] or [layers, 2, head_dim]), per model "
+        "layer:\n"
+        "                        K/V channels are multiplied by them before coding and divided "
+        "after\n"
+        "                        decoding; stored in the snapshot.  auto (default): with a --model "
+        "that\n"
+        "                        has QK-norm gains, Q-aware K scales computed from this state\n"
+        "  --turbo               code with the TurboQuant+ fork's turbo2/3/4 blocks instead (bits "
+        "2..4;\n"
+        "                        tensors whose rows are not whole 128-value groups are kept)\n"
+        "  --codec tq|turbo|angle|prod\n"
+        "                        the block for coded tensors: tq's (default), the fork's turbo "
+        "(as\n"
+        "                        --turbo), TurboAngle (b bits: b+1 angle and b-1 radius bits) or\n"
+        "                        TurboQuant-prod (b-1 MSE bits and a 1-bit QJL sketch, b >= 2)\n"
+        "  --dry-run             print the plan (each tensor's codec, bits, group and payload);\n"
+        "                        nothing is written (--json: as JSON)\n"
+        "  -o -                  write to stdout\n");
 }
 
 typedef struct enc_opts {
@@ -109,10 +125,9 @@ static int parse(int argc, char **argv, enc_opts *o)
         CLI_OPT_FLAG("--dry-run", &o->dry_run),
         {NULL},
     };
-    const cli_spec spec = {"encode-kvdump",
-                           CLI_O | CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_PROFILE | CLI_MODEL |
-                               CLI_DEVICE,
-                           own, 1};
+    const cli_spec spec = {
+        "encode-kvdump",
+        CLI_O | CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_PROFILE | CLI_MODEL | CLI_DEVICE, own, 1};
     int n = 0;
     int rc = cli_parse(&spec, argc, argv, &o->c, &o->in, &n);
     if (rc) return rc;
@@ -190,7 +205,8 @@ static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
     tq_ctx *ctx = r->ctx;
     map_options(o, so);
     if (tq_kvsnap_options_check(ctx, so)) return cli_usage_error("%s", tq_ctx_error(ctx));
-    if (so->innerq_file && tq_innerq_set_load(ctx, o->innerq, &r->scales)) return cli_lib_error(ctx);
+    if (so->innerq_file && tq_innerq_set_load(ctx, o->innerq, &r->scales))
+        return cli_lib_error(ctx);
     if (so->innerq_file) {
         so->innerq = r->scales.s;
         so->innerq_layers = r->scales.n_layer;
@@ -199,8 +215,8 @@ static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
     if (o->c.model && tq_gguf_open(ctx, o->c.model, NULL, &r->model)) return cli_lib_error(ctx);
     so->model = r->model;
     if (r->model && so->innerq_file && tq_gguf_find_key(r->model, "tq.innerq.folded") >= 0)
-        return cli_usage_error("%s has InnerQ scales folded in already: its states need no --innerq",
-                               o->c.model);
+        return cli_usage_error(
+            "%s has InnerQ scales folded in already: its states need no --innerq", o->c.model);
     if (r->model && r->scales.has_model &&
         r->scales.model_fingerprint != tq_model_fingerprint(r->model))
         return cli_runtime_error("%s: scales calibrated for another model than %s", o->innerq,
@@ -221,59 +237,77 @@ static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
     return 0;
 }
 
+static const char *group_note(int guessed)
+{
+    if (guessed == 2) return " (the head size of its architecture)";
+    return guessed ? " (guessed from the row width)" : "";
+}
+
 /* --dry-run: the plan, one tensor a line (or JSON); nothing is written. */
 static void print_plan(const enc_opts *o, const tq_kvsnap_plan *p)
 {
     const tqkv_meta *m = &p->meta;
     uint64_t total = 0;
     char b[64];
-    if (o->c.json)
-        printf("{\"input\": "), json_cstr(stdout, o->in),
-            printf(", \"preset\": \"%s\", \"k_bits\": %d, \"v_bits\": %d, \"group\": %u, \"group_guessed\": %s, "
-                   "\"tensors\": [\n", tq_kv_preset_name(p->preset), p->k_bits, p->v_bits, p->group,
-                   p->group_guessed ? "true" : "false");
-    else
-        printf("plan for %s: preset %s, K %d / V %d bits, rotation group %u%s\n", o->in, tq_kv_preset_name(p->preset),
-               p->k_bits, p->v_bits, p->group,
-               p->group_guessed == 2 ? " (the head size of its architecture)" : p->group_guessed ? " (guessed from the row width)" : "");
+    if (o->c.json) {
+        printf("{\"input\": ");
+        json_cstr(stdout, o->in);
+        printf(", \"preset\": \"%s\", \"k_bits\": %d, \"v_bits\": %d, \"group\": %u, "
+               "\"group_guessed\": %s, "
+               "\"tensors\": [\n",
+               tq_kv_preset_name(p->preset), p->k_bits, p->v_bits, p->group,
+               p->group_guessed ? "true" : "false");
+    } else
+        printf("plan for %s: preset %s, K %d / V %d bits, rotation group %u%s\n", o->in,
+               tq_kv_preset_name(p->preset), p->k_bits, p->v_bits, p->group,
+               group_note(p->group_guessed));
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         const tqkv_record *t = &m->t[i];
         uint64_t pay = tq_kvsnap_plan_payload(p, i);
         total += pay;
         if (o->c.json)
-            printf("  {\"kv_state\": %u, \"stream\": %u, \"layer\": %u, \"kv\": \"%s\", \"cells\": %u, \"width\": %llu, "
-                   "\"codec\": \"%s\", \"row_start\": %u, \"payload_bytes\": %llu}%s\n", t->kv_state, t->stream, t->layer,
-                   t->is_v ? "V" : "K", t->cells, (unsigned long long)t->width, tq_kvsnap_describe(t, TQ_DESCRIBE_PLAN, b, sizeof b), t->row_start,
+            printf("  {\"kv_state\": %u, \"stream\": %u, \"layer\": %u, \"kv\": \"%s\", \"cells\": "
+                   "%u, \"width\": %llu, "
+                   "\"codec\": \"%s\", \"row_start\": %u, \"payload_bytes\": %llu}%s\n",
+                   t->kv_state, t->stream, t->layer, t->is_v ? "V" : "K", t->cells,
+                   (unsigned long long)t->width,
+                   tq_kvsnap_describe(t, TQ_DESCRIBE_PLAN, b, sizeof b), t->row_start,
                    (unsigned long long)pay, i + 1 < m->n_tensors ? "," : "");
         else
-            printf("  state %u stream %u layer %3u %s  %u x %llu  %-22s %llu bytes\n", t->kv_state, t->stream, t->layer,
-                   t->is_v ? "V" : "K", t->cells, (unsigned long long)t->width, tq_kvsnap_describe(t, TQ_DESCRIBE_PLAN, b, sizeof b),
-                   (unsigned long long)pay);
+            printf("  state %u stream %u layer %3u %s  %u x %llu  %-22s %llu bytes\n", t->kv_state,
+                   t->stream, t->layer, t->is_v ? "V" : "K", t->cells, (unsigned long long)t->width,
+                   tq_kvsnap_describe(t, TQ_DESCRIBE_PLAN, b, sizeof b), (unsigned long long)pay);
     }
-    if (o->c.json) printf(" ], \"payload_bytes\": %llu, \"skeleton_bytes\": %llu}\n", (unsigned long long)total,
-                          (unsigned long long)m->skeleton_len);
-    else printf("K/V payload %llu bytes before zstd, %llu other bytes kept\n", (unsigned long long)total,
-                (unsigned long long)m->skeleton_len);
+    if (o->c.json)
+        printf(" ], \"payload_bytes\": %llu, \"skeleton_bytes\": %llu}\n",
+               (unsigned long long)total, (unsigned long long)m->skeleton_len);
+    else
+        printf("K/V payload %llu bytes before zstd, %llu other bytes kept\n",
+               (unsigned long long)total, (unsigned long long)m->skeleton_len);
 }
 
-static void report(const enc_opts *o, const tq_kvsnap_plan *p, const tq_kvsnap_report *rep, uint32_t n_tokens, double dt,
-                   const char *innerq_why)
+static void report(const enc_opts *o, const tq_kvsnap_plan *p, const tq_kvsnap_report *rep,
+                   uint32_t n_tokens, double dt, const char *innerq_why)
 {
     int lossless = p->preset == TQ_KV_PRESET_LOSSLESS;
     if (o->c.model && !lossless && innerq_why && (!o->innerq || !strcmp(o->innerq, "auto")))
         cli_log("InnerQ: %s", innerq_why);
     if (rep->group_guessed == 2 && !lossless)
-        cli_log("note: rotation group %u, the head size of every %s model; pass --model or --head-dim to set it",
+        cli_log("note: rotation group %u, the head size of every %s model; pass --model or "
+                "--head-dim to set it",
                 rep->group_used, p->group_arch);
     else if (rep->group_guessed && !lossless)
-        cli_log("note: rotation group %u guessed from the row width (it could hold other head sizes); pass --model "
-                "or --head-dim for the real head size", rep->group_used);
+        cli_log("note: rotation group %u guessed from the row width (it could hold other head "
+                "sizes); pass --model "
+                "or --head-dim for the real head size",
+                rep->group_used);
     cli_log("%s: %u tokens, %u tensors (%u coded, %u kept): %.2f MB state -> %.2f MB "
-                    "(%.2fx, %.3f bits per K/V value, preset %s, K %d / V %d bits%s) in %.2f s",
+            "(%.2fx, %.3f bits per K/V value, preset %s, K %d / V %d bits%s) in %.2f s",
             o->in, n_tokens, rep->n_tensors, rep->n_coded, rep->n_kept, rep->source_bytes / 1e6,
-            rep->snapshot_bytes / 1e6, (double)rep->source_bytes / (double)(rep->snapshot_bytes ? rep->snapshot_bytes : 1),
-            rep->kv_values ? 8.0 * (double)rep->snapshot_bytes / (double)rep->kv_values : 0.0, o->preset, p->k_bits,
-            p->v_bits, lossless ? ", unused: lossless" : "", dt);
+            rep->snapshot_bytes / 1e6,
+            (double)rep->source_bytes / (double)(rep->snapshot_bytes ? rep->snapshot_bytes : 1),
+            rep->kv_values ? 8.0 * (double)rep->snapshot_bytes / (double)rep->kv_values : 0.0,
+            o->preset, p->k_bits, p->v_bits, lossless ? ", unused: lossless" : "", dt);
 }
 
 int cmd_encode_kvdump(int argc, char **argv)
@@ -283,7 +317,8 @@ int cmd_encode_kvdump(int argc, char **argv)
     if (rc) return rc < 0 ? TQ_EXIT_OK : rc;
     enc_run r = {.ctx = tq_ctx_new()};
     tq_kvsnap_options so;
-    /* after the plan: planning converts elements, CPU work; the CUDA kernels code tq and turbo blocks */
+    /* after the plan: planning converts elements, CPU work; the CUDA kernels code tq and turbo
+     * blocks */
     if ((rc = prepare(&o, &so, &r)) || o.dry_run ||
         (rc = cli_device(&o.c, r.ctx, so.codec == TQKV_CODEC_TQ || so.codec == TQKV_CODEC_TURBO,
                          tq_kv_view_kv_values(r.view)))) {
@@ -311,7 +346,8 @@ int cmd_encode_kvdump(int argc, char **argv)
     } else {
         rc = cli_out_commit(&out);
     }
-    if (!rc && !o.c.quiet) report(&o, r.plan, &rep, tq_kv_view_n_tokens(r.view), cli_now() - t0, r.innerq_why);
+    if (!rc && !o.c.quiet)
+        report(&o, r.plan, &rep, tq_kv_view_n_tokens(r.view), cli_now() - t0, r.innerq_why);
     run_free(&r);
     return rc;
 }

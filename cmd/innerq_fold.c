@@ -18,7 +18,8 @@
 typedef enum { F_COPY, F_QNORM, F_KNORM, F_Q_ROWS, F_K_ROWS, F_V_ROWS, F_O_COLS } fold_op;
 
 /* What tensor `name` gets, and its layer. */
-static fold_op op_of(const char *name, const tq_attn_model *am, const ci_fold_plan *fp, uint32_t *layer)
+static fold_op op_of(const char *name, const tq_attn_model *am, const ci_fold_plan *fp,
+                     uint32_t *layer)
 {
     unsigned l;
     char rest[64];
@@ -42,13 +43,14 @@ static int is_float(int d) { return d == TQ_DT_F32 || d == TQ_DT_F16 || d == TQ_
 /* tq writes these again; the other quantized types it only reads */
 static int writable(int d)
 {
-    return is_float(d) || d == TQ_DT_Q8_0 || d == TQ_DT_Q4_0 || d == TQ_DT_Q4_1 || d == TQ_DT_Q5_0 || d == TQ_DT_Q5_1 ||
-           d == TQ_DT_Q4_K || d == TQ_DT_Q5_K || d == TQ_DT_Q6_K || d == TQ_DT_TQ3_1S || d == TQ_DT_TQ4_1S;
+    return is_float(d) || d == TQ_DT_Q8_0 || d == TQ_DT_Q4_0 || d == TQ_DT_Q4_1 ||
+           d == TQ_DT_Q5_0 || d == TQ_DT_Q5_1 || d == TQ_DT_Q4_K || d == TQ_DT_Q5_K ||
+           d == TQ_DT_Q6_K || d == TQ_DT_TQ3_1S || d == TQ_DT_TQ4_1S;
 }
 
 /* Whether every tensor of a part can be rewritten; why not into why. */
-static int part_ok(const tq_gguf *g, const ci_opts *o, const char *const *names, int n, uint32_t layers, char *why,
-                   size_t wl)
+static int part_ok(const tq_gguf *g, const ci_opts *o, const char *const *names, int n,
+                   uint32_t layers, char *why, size_t wl)
 {
     char name[96];
     for (uint32_t l = 0; l < layers; l++)
@@ -63,34 +65,41 @@ static int part_ok(const tq_gguf *g, const ci_opts *o, const char *const *names,
                 return 0;
             }
             if (!o->allow_requantize) {
-                snprintf(why, wl, "%s is %s: folding requantizes it (--allow-requantize)", name, ty->name);
+                snprintf(why, wl, "%s is %s: folding requantizes it (--allow-requantize)", name,
+                         ty->name);
                 return 0;
             }
         }
     return 1;
 }
 
-int ci_fold_plan_make(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am, const tq_innerq_set *set,
-                      ci_fold_plan *fp)
+int ci_fold_plan_make(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am,
+                      const tq_innerq_set *set, ci_fold_plan *fp)
 {
     (void)ctx;
     memset(fp, 0, sizeof *fp);
     static const char *const knorm[] = {"attn_q_norm.weight", "attn_k_norm.weight"},
-                             *const krows[] = {"attn_q.weight", "attn_q.bias", "attn_k.weight", "attn_k.bias"},
-                             *const vparts[] = {"attn_v.weight", "attn_v.bias", "attn_output.weight"};
+                             *const krows[] = {"attn_q.weight", "attn_q.bias", "attn_k.weight",
+                                               "attn_k.bias"},
+                             *const vparts[] = {"attn_v.weight", "attn_v.bias",
+                                                "attn_output.weight"};
     if (am->qk_norm && set->n_head > 1)
-        return cli_usage_error("%s has QK-norm: its gains serve every head of a layer, so --per head scales cannot be "
-                               "folded (use --per layer)", o->c.model);
+        return cli_usage_error(
+            "%s has QK-norm: its gains serve every head of a layer, so --per head scales cannot be "
+            "folded (use --per layer)",
+            o->c.model);
     fp->k = am->qk_norm ? part_ok(g, o, knorm, 2, am->n_layer, fp->k_why, sizeof fp->k_why)
                         : part_ok(g, o, krows, 4, am->n_layer, fp->k_why, sizeof fp->k_why);
     fp->v = set->has_v && part_ok(g, o, vparts, 3, am->n_layer, fp->v_why, sizeof fp->v_why);
     if (!fp->k && !fp->v)
-        return cli_runtime_error("--fold: nothing can be folded: %s%s%s", fp->k_why, *fp->v_why ? "; " : "", fp->v_why);
+        return cli_runtime_error("--fold: nothing can be folded: %s%s%s", fp->k_why,
+                                 *fp->v_why ? "; " : "", fp->v_why);
     return 0;
 }
 
 /* x: the tensor as float32, ne its shape; the fold's arithmetic. */
-static void apply(fold_op op, float *x, const int64_t *ne, const tq_attn_model *am, const tq_innerq_set *set, uint32_t l)
+static void apply(fold_op op, float *x, const int64_t *ne, const tq_attn_model *am,
+                  const tq_innerq_set *set, uint32_t l)
 {
     uint32_t d = set->head_dim, per = am->n_head / am->n_head_kv;
     size_t cols = (size_t)ne[0], rows = (size_t)(ne[1] * ne[2] * ne[3]);
@@ -111,34 +120,41 @@ static void apply(fold_op op, float *x, const int64_t *ne, const tq_attn_model *
     for (size_t r = 0; r < n_out; r++) {
         uint32_t head = (uint32_t)(r / d), kvh = q ? head / per : head;
         float s = tq_innerq_set_at(set, l, is_v, kvh)[r % d];
-        for (size_t i = 0; i < lanes; i++) x[r * lanes + i] = q ? x[r * lanes + i] / s : x[r * lanes + i] * s;
+        for (size_t i = 0; i < lanes; i++)
+            x[r * lanes + i] = q ? x[r * lanes + i] / s : x[r * lanes + i] * s;
     }
 }
 
-static tq_status fold_tensor(tq_ctx *ctx, const tq_gguf *g, int64_t i, fold_op op, const tq_attn_model *am,
-                             const tq_innerq_set *set, uint32_t l, tq_gguf_writer *w)
+static tq_status fold_tensor(tq_ctx *ctx, const tq_gguf *g, int64_t i, fold_op op,
+                             const tq_attn_model *am, const tq_innerq_set *set, uint32_t l,
+                             tq_gguf_writer *w)
 {
     const tq_ggml_type *ty = tq_gguf_tensor_type(g, i);
     size_t n = (size_t)tq_gguf_tensor_nelements(g, i), nb = (size_t)tq_gguf_tensor_nbytes(g, i);
     float *x = malloc(n * sizeof *x);
     void *enc = malloc(nb);
-    tq_status st = !x || !enc ? tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory")
-                              : tq_dequantize(ctx, (tq_dtype)ty->dtype, tq_gguf_tensor_data(g, i), n, x);
+    tq_status st = !x || !enc
+                       ? tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory")
+                       : tq_dequantize(ctx, (tq_dtype)ty->dtype, tq_gguf_tensor_data(g, i), n, x);
     if (!st) apply(op, x, tq_gguf_tensor_ne(g, i), am, set, l);
     if (!st) st = tq_quantize(ctx, (tq_dtype)ty->dtype, x, n, enc);
     if (!st) st = tq_gguf_writer_write(w, enc, nb);
-    free(x), free(enc);
+    free(x);
+    free(enc);
     return st;
 }
 
 static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const tq_innerq_set *set,
-                            const tq_innerq_provenance *prov, const ci_fold_plan *fp, const tq_attn_model *am)
+                            const tq_innerq_provenance *prov, const ci_fold_plan *fp,
+                            const tq_attn_model *am)
 {
     tq_status st = tq_gguf_writer_copy_kvs(w, g);
     if (!st) st = tq_innerq_provenance_write(w, set, prov);
     char parts[160];
-    snprintf(parts, sizeof parts, "%s%s%s", fp->k ? (am->qk_norm ? "k:qk_norm_gains" : "k:wq_wk_rows") : "",
-             fp->k && fp->v ? "," : "", fp->v ? "v:wv_rows_wo_columns" : "");
+    const char *k_part = "";
+    if (fp->k) k_part = am->qk_norm ? "k:qk_norm_gains" : "k:wq_wk_rows";
+    snprintf(parts, sizeof parts, "%s%s%s", k_part, fp->k && fp->v ? "," : "",
+             fp->v ? "v:wv_rows_wo_columns" : "");
     if (!st) st = tq_gguf_writer_set_str(w, "tq.innerq.folded", parts, strlen(parts));
     if (!st) st = tq_gguf_writer_set_profile(w, tq_gguf_profile(g));
     for (int64_t i = 0; !st && i < tq_gguf_n_tensors(g); i++)
@@ -147,8 +163,9 @@ static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const tq_innerq
     return st;
 }
 
-int ci_fold_write(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am, const tq_innerq_set *set,
-                  const tq_innerq_provenance *prov, const ci_fold_plan *fp)
+int ci_fold_write(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am,
+                  const tq_innerq_set *set, const tq_innerq_provenance *prov,
+                  const ci_fold_plan *fp)
 {
     double t0 = cli_now();
     tq_gguf_writer *w = NULL;
@@ -160,17 +177,24 @@ int ci_fold_write(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn
     for (int64_t i = 0; !st && i < tq_gguf_n_tensors(g); i++) {
         uint32_t l = 0;
         fold_op op = op_of(tq_gguf_tensor_name(g, i), am, fp, &l);
-        if (op == F_COPY || l >= am->n_layer) st = tq_gguf_copy_tensor(g, i, w);
-        else ++changed, st = fold_tensor(ctx, g, i, op, am, set, l, w);
+        if (op == F_COPY || l >= am->n_layer)
+            st = tq_gguf_copy_tensor(g, i, w);
+        else {
+            ++changed;
+            st = fold_tensor(ctx, g, i, op, am, set, l, w);
+        }
         tq_gguf_tensor_release(g, i);
     }
     if (!st) st = tq_gguf_writer_finish(w);
     tq_gguf_writer_free(w);
     if (st) return cli_lib_error(ctx);
+    const char *k_how = "not folded";
+    if (fp->k) k_how = am->qk_norm ? "through attn_q_norm/attn_k_norm" : "through W_q/W_k rows";
+    const char *v_how = set->has_v ? "not folded" : "off";
+    if (fp->v) v_how = "through W_v rows and W_o columns";
     if (!o->c.quiet)
         cli_log("%s: %zu tensors changed in %.2f s: K %s, V %s", o->fold, changed, cli_now() - t0,
-                fp->k ? (am->qk_norm ? "through attn_q_norm/attn_k_norm" : "through W_q/W_k rows") : "not folded",
-                fp->v ? "through W_v rows and W_o columns" : set->has_v ? "not folded" : "off");
+                k_how, v_how);
     if (*fp->k_why) cli_log("K not folded: %s", fp->k_why);
     if (*fp->v_why) cli_log("V not folded: %s", fp->v_why);
     return 0;

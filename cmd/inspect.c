@@ -29,18 +29,21 @@ typedef struct inspect_opts {
 
 void help_inspect(void)
 {
-    printf("usage: tq inspect [--json] [--stats] [--type-profile NAME] [--threads N] [--quiet] FILE\n\n"
-           "Describes a GGUF model (a split model: give its first shard), a llama.cpp state file\n"
-           "(session or slot file: layout, per-layer types, bits per value) or a .tqkv snapshot\n"
-           "(codecs, sizes, ratio; every checksum verified).\n\n"
-           "  --json               the complete structure as JSON on stdout (see tq-inspect(1))\n"
-           "  --stats              per-tensor min, max, RMS, kurtosis and the share of values beyond\n"
-           "                       6 RMS, on dequantized values (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1,\n"
-           "                       q8_0, tq3_1s, tq4_1s)\n"
-           "  --type-profile NAME  how to read tensor type ids the file does not record:\n"
-           "                       69d8e4be4 (default), 00910b10, 45f8a066, upstream\n"
-           "  --threads N          threads for --stats (default: all cores)\n"
-           "  --quiet              no progress display\n");
+    printf(
+        "usage: tq inspect [--json] [--stats] [--type-profile NAME] [--threads N] [--quiet] "
+        "FILE\n\n"
+        "Describes a GGUF model (a split model: give its first shard), a llama.cpp state file\n"
+        "(session or slot file: layout, per-layer types, bits per value) or a .tqkv snapshot\n"
+        "(codecs, sizes, ratio; every checksum verified).\n\n"
+        "  --json               the complete structure as JSON on stdout (see tq-inspect(1))\n"
+        "  --stats              per-tensor min, max, RMS, kurtosis and the share of values beyond\n"
+        "                       6 RMS, on dequantized values (f32, f16, bf16, q4_0, q4_1, q5_0, "
+        "q5_1,\n"
+        "                       q8_0, tq3_1s, tq4_1s)\n"
+        "  --type-profile NAME  how to read tensor type ids the file does not record:\n"
+        "                       69d8e4be4 (default), 00910b10, 45f8a066, upstream\n"
+        "  --threads N          threads for --stats (default: all cores)\n"
+        "  --quiet              no progress display\n");
 }
 
 /* ------------------------------------------------------------ stats */
@@ -57,7 +60,8 @@ typedef struct tstats {
  * 6 RMS, which revisits only chunks whose largest magnitude passes that
  * threshold (rare: usually the second pass reads nothing).  Chunks are
  * combined in order, so the result is the same for any thread count. */
-static int tensor_stats(const void *data, const tq_ggml_type *ty, int64_t nel, int threads, tstats *out)
+static int tensor_stats(const void *data, const tq_ggml_type *ty, int64_t nel, int threads,
+                        tstats *out)
 {
     memset(out, 0, sizeof *out);
     if (ty->dtype < 0 || nel <= 0) return 0;
@@ -73,13 +77,16 @@ static int tensor_stats(const void *data, const tq_ggml_type *ty, int64_t nel, i
         {
             float *buf = malloc(chunk * sizeof(float));
             tq_ctx *ctx = tq_ctx_new();
-            if (!buf || !ctx) failed = 1;
-            else tq_ctx_set_threads(ctx, 1);
+            if (!buf || !ctx)
+                failed = 1;
+            else
+                tq_ctx_set_threads(ctx, 1);
 #pragma omp for schedule(dynamic, 4)
             for (uint64_t c = 0; c < nchunks; c++) {
                 if (failed) continue;
                 if (pass == 1 && fmax(-mo[c].min, mo[c].max) <= thr) continue;
-                uint64_t v0 = c * chunk, m = (uint64_t)nel - v0 < chunk ? (uint64_t)nel - v0 : chunk;
+                uint64_t v0 = c * chunk,
+                         m = (uint64_t)nel - v0 < chunk ? (uint64_t)nel - v0 : chunk;
                 const uint8_t *src = (const uint8_t *)data + v0 / ty->block * ty->bytes;
                 if (tq_dequantize(ctx, (tq_dtype)ty->dtype, src, m, buf)) {
                     failed = 1;
@@ -122,7 +129,10 @@ static void human_size(double b, char *out, size_t n)
 {
     const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int i = 0;
-    while (b >= 1024 && i < 4) b /= 1024, i++;
+    while (b >= 1024 && i < 4) {
+        b /= 1024;
+        i++;
+    }
     snprintf(out, n, i ? "%.2f %s" : "%.0f %s", b, u[i]);
 }
 
@@ -130,20 +140,59 @@ static void human_count(double v, char *out, size_t n)
 {
     const char *u[] = {"", "K", "M", "B", "T"};
     int i = 0;
-    while (v >= 1000 && i < 4) v /= 1000, i++;
+    while (v >= 1000 && i < 4) {
+        v /= 1000;
+        i++;
+    }
     snprintf(out, n, i ? "%.1f%s" : "%.0f%s", v, u[i]);
 }
 
 static const char *ftype_name(int64_t ft)
 {
-    static const char *names[] = {"ALL_F32", "MOSTLY_F16", "MOSTLY_Q4_0", "MOSTLY_Q4_1", NULL, NULL, NULL,
-                                  "MOSTLY_Q8_0", "MOSTLY_Q5_0", "MOSTLY_Q5_1", "MOSTLY_Q2_K", "MOSTLY_Q3_K_S",
-                                  "MOSTLY_Q3_K_M", "MOSTLY_Q3_K_L", "MOSTLY_Q4_K_S", "MOSTLY_Q4_K_M", "MOSTLY_Q5_K_S",
-                                  "MOSTLY_Q5_K_M", "MOSTLY_Q6_K", "MOSTLY_IQ2_XXS", "MOSTLY_IQ2_XS", "MOSTLY_Q2_K_S",
-                                  "MOSTLY_IQ3_XS", "MOSTLY_IQ3_XXS", "MOSTLY_IQ1_S", "MOSTLY_IQ4_NL", "MOSTLY_IQ3_S",
-                                  "MOSTLY_IQ3_M", "MOSTLY_IQ2_S", "MOSTLY_IQ2_M", "MOSTLY_IQ4_XS", "MOSTLY_IQ1_M",
-                                  "MOSTLY_BF16", NULL, NULL, NULL, "MOSTLY_TQ1_0", "MOSTLY_TQ2_0", "MOSTLY_MXFP4_MOE",
-                                  "MOSTLY_NVFP4", "MOSTLY_Q1_0", "MOSTLY_Q2_0", NULL, "MOSTLY_TQ3_1S (fork)",
+    static const char *names[] = {"ALL_F32",
+                                  "MOSTLY_F16",
+                                  "MOSTLY_Q4_0",
+                                  "MOSTLY_Q4_1",
+                                  NULL,
+                                  NULL,
+                                  NULL,
+                                  "MOSTLY_Q8_0",
+                                  "MOSTLY_Q5_0",
+                                  "MOSTLY_Q5_1",
+                                  "MOSTLY_Q2_K",
+                                  "MOSTLY_Q3_K_S",
+                                  "MOSTLY_Q3_K_M",
+                                  "MOSTLY_Q3_K_L",
+                                  "MOSTLY_Q4_K_S",
+                                  "MOSTLY_Q4_K_M",
+                                  "MOSTLY_Q5_K_S",
+                                  "MOSTLY_Q5_K_M",
+                                  "MOSTLY_Q6_K",
+                                  "MOSTLY_IQ2_XXS",
+                                  "MOSTLY_IQ2_XS",
+                                  "MOSTLY_Q2_K_S",
+                                  "MOSTLY_IQ3_XS",
+                                  "MOSTLY_IQ3_XXS",
+                                  "MOSTLY_IQ1_S",
+                                  "MOSTLY_IQ4_NL",
+                                  "MOSTLY_IQ3_S",
+                                  "MOSTLY_IQ3_M",
+                                  "MOSTLY_IQ2_S",
+                                  "MOSTLY_IQ2_M",
+                                  "MOSTLY_IQ4_XS",
+                                  "MOSTLY_IQ1_M",
+                                  "MOSTLY_BF16",
+                                  NULL,
+                                  NULL,
+                                  NULL,
+                                  "MOSTLY_TQ1_0",
+                                  "MOSTLY_TQ2_0",
+                                  "MOSTLY_MXFP4_MOE",
+                                  "MOSTLY_NVFP4",
+                                  "MOSTLY_Q1_0",
+                                  "MOSTLY_Q2_0",
+                                  NULL,
+                                  "MOSTLY_TQ3_1S (fork)",
                                   "MOSTLY_TQ4_1S (fork)"};
     if (ft == 1024) return "GUESSED";
     if (ft >= 0 && ft < (int64_t)(sizeof names / sizeof names[0]) && names[ft]) return names[ft];
@@ -153,20 +202,24 @@ static const char *ftype_name(int64_t ft)
 /* one element of a KV, as text (strings quoted, escapes visible) */
 static void print_elem(FILE *f, const tq_gguf *g, int64_t i, uint64_t j, int json)
 {
-    tq_gguf_type t = tq_gguf_kv_type(g, i) == TQ_GGUF_ARRAY ? tq_gguf_kv_arr_type(g, i) : tq_gguf_kv_type(g, i);
+    tq_gguf_type t =
+        tq_gguf_kv_type(g, i) == TQ_GGUF_ARRAY ? tq_gguf_kv_arr_type(g, i) : tq_gguf_kv_type(g, i);
     int64_t iv;
     uint64_t uv, len;
     double dv;
     if (t == TQ_GGUF_STRING) {
         const char *s = tq_gguf_kv_get_str(g, i, j, &len);
-        if (json) json_str(f, s, len);
+        if (json)
+            json_str(f, s, len);
         else {
             uint64_t show = len > 60 ? 60 : len;
             fputc('\'', f);
             for (uint64_t k = 0; k < show; k++) {
                 unsigned char c = (unsigned char)s[k];
-                if (c < 0x20 || c == 0x7f) fprintf(f, "\\x%02x", c);
-                else fputc(c, f);
+                if (c < 0x20 || c == 0x7f)
+                    fprintf(f, "\\x%02x", c);
+                else
+                    fputc(c, f);
             }
             fputs(show < len ? "'..." : "'", f);
         }
@@ -175,8 +228,10 @@ static void print_elem(FILE *f, const tq_gguf *g, int64_t i, uint64_t j, int jso
         fputs(iv ? "true" : "false", f);
     } else if (t == TQ_GGUF_FLOAT32 || t == TQ_GGUF_FLOAT64) {
         tq_gguf_kv_get_float(g, i, j, &dv);
-        if (json) json_double(f, dv, t == TQ_GGUF_FLOAT32 ? 9 : 17);
-        else fprintf(f, "%g", dv);
+        if (json)
+            json_double(f, dv, t == TQ_GGUF_FLOAT32 ? 9 : 17);
+        else
+            fprintf(f, "%g", dv);
     } else if (t == TQ_GGUF_UINT64) {
         tq_gguf_kv_get_uint(g, i, j, &uv);
         fprintf(f, "%" PRIu64, uv);
@@ -228,7 +283,8 @@ static void print_innerq(const char *path)
         return;
     }
     printf("InnerQ scales: %u layers x %u %s x %u channels, method %s%s\n", s.n_layer, s.n_head,
-           s.n_head > 1 ? "KV heads" : "vector", s.head_dim, s.method, s.has_v ? ", K and V" : ", K only");
+           s.n_head > 1 ? "KV heads" : "vector", s.head_dim, s.method,
+           s.has_v ? ", K and V" : ", K only");
     for (uint32_t l = 0; l < s.n_layer; l++) {
         printf("  layer %3u:", l);
         for (int v = 0; v <= s.has_v; v++) {
@@ -236,7 +292,8 @@ static void print_innerq(const char *path)
             for (uint32_t h = 0; h < s.n_head; h++)
                 for (uint32_t j = 0; j < s.head_dim; j++) {
                     float x = tq_innerq_set_at(&s, l, v, h)[j];
-                    lo = x < lo ? x : lo, hi = x > hi ? x : hi;
+                    lo = x < lo ? x : lo;
+                    hi = x > hi ? x : hi;
                 }
             printf(" %s %.3g..%.3g", v ? "V" : "K", lo, hi);
         }
@@ -256,8 +313,9 @@ static void print_human(const tq_gguf *g, const inspect_opts *o, const tstats *s
         bytes += (double)tq_gguf_tensor_nbytes(g, i);
     }
     human_size((double)tq_gguf_file_size(g), a, sizeof a);
-    printf("file:          %s (%s, GGUF v%u, %u shard%s, alignment %u)\n", o->path, a, tq_gguf_version(g),
-           tq_gguf_n_shards(g), tq_gguf_n_shards(g) > 1 ? "s" : "", tq_gguf_alignment(g));
+    printf("file:          %s (%s, GGUF v%u, %u shard%s, alignment %u)\n", o->path, a,
+           tq_gguf_version(g), tq_gguf_n_shards(g), tq_gguf_n_shards(g) > 1 ? "s" : "",
+           tq_gguf_alignment(g));
     const char *arch = tq_gguf_get_str(g, "general.architecture", "(none)", &len);
     printf("architecture:  %.*s\n", (int)len, arch);
     const char *name = tq_gguf_get_str(g, "general.name", NULL, &len);
@@ -274,10 +332,11 @@ static void print_human(const tq_gguf *g, const inspect_opts *o, const tstats *s
     for (int k = 0; k < nts; k++) {
         human_size(ts[k].bytes, a, sizeof a);
         human_count(ts[k].weights, b, sizeof b);
-        printf("  %-8s %5" PRId64 " tensors %10s weights %12s %7.3f bpw\n", ts[k].name, ts[k].tensors, b, a,
-               ts[k].weights > 0 ? 8 * ts[k].bytes / ts[k].weights : 0.0);
+        printf("  %-8s %5" PRId64 " tensors %10s weights %12s %7.3f bpw\n", ts[k].name,
+               ts[k].tensors, b, a, ts[k].weights > 0 ? 8 * ts[k].bytes / ts[k].weights : 0.0);
     }
-    printf("type ids:      profile %s (%s)\n", tq_type_profile_name(tq_gguf_profile(g)), profile_source(g, o));
+    printf("type ids:      profile %s (%s)\n", tq_type_profile_name(tq_gguf_profile(g)),
+           profile_source(g, o));
     int prov = 0;
     for (int64_t i = 0; i < tq_gguf_n_kv(g); i++)
         if (!strncmp(tq_gguf_kv_key(g, i), "tq.", 3)) {
@@ -294,7 +353,8 @@ static void print_human(const tq_gguf *g, const inspect_opts *o, const tstats *s
         tq_gguf_type t = tq_gguf_kv_type(g, i);
         if (t == TQ_GGUF_ARRAY) {
             uint64_t n = tq_gguf_kv_count(g, i);
-            printf("  %-40s [%s] x%" PRIu64 " = [", tq_gguf_kv_key(g, i), tq_gguf_type_name(tq_gguf_kv_arr_type(g, i)), n);
+            printf("  %-40s [%s] x%" PRIu64 " = [", tq_gguf_kv_key(g, i),
+                   tq_gguf_type_name(tq_gguf_kv_arr_type(g, i)), n);
             for (uint64_t j = 0; j < n && j < 6; j++) {
                 if (j) printf(", ");
                 print_elem(stdout, g, i, j, 0);
@@ -317,11 +377,12 @@ static void print_human(const tq_gguf *g, const inspect_opts *o, const tstats *s
         for (uint32_t d = 0; d < tq_gguf_tensor_n_dims(g, i); d++)
             p += snprintf(shape + p, sizeof shape - (size_t)p, "%s%" PRId64, d ? ", " : "", ne[d]);
         snprintf(shape + p, sizeof shape - (size_t)p, "]");
-        printf("  %5" PRId64 " %-34s %-26s %-7s %12" PRIu64 " %12" PRIu64, i, tq_gguf_tensor_name(g, i), shape,
-               tq_gguf_tensor_type(g, i)->name, tq_gguf_tensor_nbytes(g, i), tq_gguf_tensor_file_offset(g, i));
+        printf("  %5" PRId64 " %-34s %-26s %-7s %12" PRIu64 " %12" PRIu64, i,
+               tq_gguf_tensor_name(g, i), shape, tq_gguf_tensor_type(g, i)->name,
+               tq_gguf_tensor_nbytes(g, i), tq_gguf_tensor_file_offset(g, i));
         if (st && st[i].have)
-            printf(" %11.4g %11.4g %10.4g %8.3f %7.4f%%", st[i].min, st[i].max, st[i].rms, st[i].kurtosis,
-                   100 * st[i].beyond6);
+            printf(" %11.4g %11.4g %10.4g %8.3f %7.4f%%", st[i].min, st[i].max, st[i].rms,
+                   st[i].kurtosis, 100 * st[i].beyond6);
         else if (st)
             printf(" %11s", "(no decoder)");
         printf("\n");
@@ -338,22 +399,26 @@ static void print_json(const tq_gguf *g, const inspect_opts *o, const tstats *st
     }
     fprintf(f, "{\"file\": ");
     json_cstr(f, o->path);
-    fprintf(f, ", \"format\": \"gguf\", \"version\": %u, \"alignment\": %u, \"data_offset\": %" PRIu64
-               ", \"file_size\": %" PRIu64 ",\n \"shards\": [",
+    fprintf(f,
+            ", \"format\": \"gguf\", \"version\": %u, \"alignment\": %u, \"data_offset\": %" PRIu64
+            ", \"file_size\": %" PRIu64 ",\n \"shards\": [",
             tq_gguf_version(g), tq_gguf_alignment(g), tq_gguf_data_offset(g), tq_gguf_file_size(g));
     for (uint32_t s = 0; s < tq_gguf_n_shards(g); s++) {
         if (s) fprintf(f, ", ");
         json_cstr(f, tq_gguf_shard_path(g, s));
     }
-    fprintf(f, "],\n \"type_profile\": {\"name\": \"%s\", \"source\": \"%s\"},\n", tq_type_profile_name(tq_gguf_profile(g)),
-            profile_source(g, o));
-    fprintf(f, " \"summary\": {\"parameters\": %.0f, \"tensor_bytes\": %.0f, \"bits_per_weight\": ", params, bytes);
+    fprintf(f, "],\n \"type_profile\": {\"name\": \"%s\", \"source\": \"%s\"},\n",
+            tq_type_profile_name(tq_gguf_profile(g)), profile_source(g, o));
+    fprintf(f, " \"summary\": {\"parameters\": %.0f, \"tensor_bytes\": %.0f, \"bits_per_weight\": ",
+            params, bytes);
     json_double(f, params > 0 ? 8 * bytes / params : 0, 6);
     fprintf(f, ", \"by_type\": {");
     type_sum ts[64];
     int nts = summarize_types(g, ts, 64);
     for (int k = 0; k < nts; k++) {
-        fprintf(f, "%s\"%s\": {\"tensors\": %" PRId64 ", \"weights\": %.0f, \"bytes\": %.0f, \"bits_per_weight\": ",
+        fprintf(f,
+                "%s\"%s\": {\"tensors\": %" PRId64
+                ", \"weights\": %.0f, \"bytes\": %.0f, \"bits_per_weight\": ",
                 k ? ", " : "", ts[k].name, ts[k].tensors, ts[k].weights, ts[k].bytes);
         json_double(f, ts[k].weights > 0 ? 8 * ts[k].bytes / ts[k].weights : 0, 6);
         fprintf(f, "}");
@@ -385,11 +450,14 @@ static void print_json(const tq_gguf *g, const inspect_opts *o, const tstats *st
         fprintf(f, "  {\"index\": %" PRId64 ", \"name\": ", i);
         json_cstr(f, tq_gguf_tensor_name(g, i));
         fprintf(f, ", \"shape\": [");
-        for (uint32_t d = 0; d < tq_gguf_tensor_n_dims(g, i); d++) fprintf(f, "%s%" PRId64, d ? ", " : "", ne[d]);
-        fprintf(f, "], \"type\": \"%s\", \"type_id\": %d, \"bytes\": %" PRIu64 ", \"offset\": %" PRIu64
-                   ", \"file_offset\": %" PRIu64 ", \"shard\": %u",
-                tq_gguf_tensor_type(g, i)->name, tq_gguf_tensor_type_id(g, i), tq_gguf_tensor_nbytes(g, i),
-                tq_gguf_tensor_offset(g, i), tq_gguf_tensor_file_offset(g, i), tq_gguf_tensor_shard(g, i));
+        for (uint32_t d = 0; d < tq_gguf_tensor_n_dims(g, i); d++)
+            fprintf(f, "%s%" PRId64, d ? ", " : "", ne[d]);
+        fprintf(f,
+                "], \"type\": \"%s\", \"type_id\": %d, \"bytes\": %" PRIu64 ", \"offset\": %" PRIu64
+                ", \"file_offset\": %" PRIu64 ", \"shard\": %u",
+                tq_gguf_tensor_type(g, i)->name, tq_gguf_tensor_type_id(g, i),
+                tq_gguf_tensor_nbytes(g, i), tq_gguf_tensor_offset(g, i),
+                tq_gguf_tensor_file_offset(g, i), tq_gguf_tensor_shard(g, i));
         if (st && st[i].have) {
             fprintf(f, ", \"stats\": {\"min\": ");
             json_double(f, st[i].min, 9);
@@ -416,7 +484,9 @@ static int parse(int argc, char **argv, inspect_opts *o)
     int n = 0, rc = cli_parse(&spec, argc, argv, &c, &o->path, &n);
     if (rc) return rc;
     if (!o->path) return cli_usage_error("which file? (see tq help inspect)");
-    o->json = c.json, o->quiet = c.quiet, o->threads = (int)c.threads;
+    o->json = c.json;
+    o->quiet = c.quiet;
+    o->threads = (int)c.threads;
     o->gopt = cli_gguf_options(&c);
     return 0;
 }
@@ -453,7 +523,7 @@ int cmd_inspect(int argc, char **argv)
     }
     if (tq_gguf_profile_assumed(g))
         cli_log("%s: warning: type ids 41 and up differ between ggml revisions and the file "
-                        "records none; read with profile %s (choose with --type-profile)",
+                "records none; read with profile %s (choose with --type-profile)",
                 o.path, tq_type_profile_name(tq_gguf_profile(g)));
     tstats *st = NULL;
     if (o.stats) {
@@ -465,9 +535,10 @@ int cmd_inspect(int argc, char **argv)
         int threads = o.threads ? o.threads : tq_ctx_threads(ctx);
         for (int64_t i = 0; st && i < n; i++) {
             progress_update(&pr, (uint64_t)i, (uint64_t)n, tq_gguf_tensor_name(g, i));
-            if (tensor_stats(tq_gguf_tensor_data(g, i), tq_gguf_tensor_type(g, i), tq_gguf_tensor_nelements(g, i),
-                             threads, &st[i])) {
-                rc = cli_runtime_error("%s: tensor '%s': statistics failed", o.path, tq_gguf_tensor_name(g, i));
+            if (tensor_stats(tq_gguf_tensor_data(g, i), tq_gguf_tensor_type(g, i),
+                             tq_gguf_tensor_nelements(g, i), threads, &st[i])) {
+                rc = cli_runtime_error("%s: tensor '%s': statistics failed", o.path,
+                                       tq_gguf_tensor_name(g, i));
                 break;
             }
             if (st[i].have) bytes += (double)tq_gguf_tensor_nbytes(g, i);
@@ -479,8 +550,10 @@ int cmd_inspect(int argc, char **argv)
                     bytes / 1e6, dt, dt > 0 ? bytes / dt / 1e9 : 0.0, threads);
     }
     if (!rc) {
-        if (o.json) print_json(g, &o, st);
-        else print_human(g, &o, st);
+        if (o.json)
+            print_json(g, &o, st);
+        else
+            print_human(g, &o, st);
         if (fflush(stdout)) rc = cli_runtime_error("writing to stdout failed");
     }
     free(st);

@@ -10,14 +10,26 @@ void json_str(FILE *f, const char *s, uint64_t len)
     for (uint64_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
         switch (c) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (c < 0x20 || c == 0x7f) fprintf(f, "\\u%04x", c);
-            else fputc(c, f);
+            case '"':
+                fputs("\\\"", f);
+                break;
+            case '\\':
+                fputs("\\\\", f);
+                break;
+            case '\n':
+                fputs("\\n", f);
+                break;
+            case '\r':
+                fputs("\\r", f);
+                break;
+            case '\t':
+                fputs("\\t", f);
+                break;
+            default:
+                if (c < 0x20 || c == 0x7f)
+                    fprintf(f, "\\u%04x", c);
+                else
+                    fputc(c, f);
         }
     }
     fputc('"', f);
@@ -27,6 +39,8 @@ void json_cstr(FILE *f, const char *s) { json_str(f, s, strlen(s)); }
 
 void json_double(FILE *f, double v, int digits)
 {
-    if (!isfinite(v)) fputs("null", f);
-    else fprintf(f, "%.*g", digits, v);
+    if (!isfinite(v))
+        fputs("null", f);
+    else
+        fprintf(f, "%.*g", digits, v);
 }

@@ -8,6 +8,6 @@
 
 void json_str(FILE *f, const char *s, uint64_t len); /* quoted, escaped */
 void json_cstr(FILE *f, const char *s);
-void json_double(FILE *f, double v, int digits);     /* %.{digits}g or null */
+void json_double(FILE *f, double v, int digits); /* %.{digits}g or null */
 
 #endif

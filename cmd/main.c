@@ -6,25 +6,28 @@
 #include <string.h>
 
 static const cli_command commands[] = {
-    {"rotate-weights", "fold exact orthogonal rotations into a GGUF model", cmd_rotate_weights, help_rotate_weights},
+    {"rotate-weights", "fold exact orthogonal rotations into a GGUF model", cmd_rotate_weights,
+     help_rotate_weights},
     {"quantize-tq4", "write TQ4_1S / TQ3_1S GGUF models", cmd_quantize_tq4, help_quantize_tq4},
-    {"calibrate-innerq", "per-channel K/V equalization scales from KV dumps, kept or folded into the model",
+    {"calibrate-innerq",
+     "per-channel K/V equalization scales from KV dumps, kept or folded into the model",
      cmd_calibrate_innerq, help_calibrate_innerq},
-    {"encode-kvdump", "compress llama.cpp session/slot files into .tqkv snapshots", cmd_encode_kvdump,
-     help_encode_kvdump},
-    {"decode-kvdump", "restore .tqkv snapshots to llama.cpp state files", cmd_decode_kvdump, help_decode_kvdump},
-    {"inspect", "describe GGUF models, llama.cpp state files and .tqkv snapshots", cmd_inspect, help_inspect},
+    {"encode-kvdump", "compress llama.cpp session/slot files into .tqkv snapshots",
+     cmd_encode_kvdump, help_encode_kvdump},
+    {"decode-kvdump", "restore .tqkv snapshots to llama.cpp state files", cmd_decode_kvdump,
+     help_decode_kvdump},
+    {"inspect", "describe GGUF models, llama.cpp state files and .tqkv snapshots", cmd_inspect,
+     help_inspect},
     {"bench", "every codec measured: reconstruction, attention, speed", cmd_bench, help_bench},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: tq [--help | --version] SUBCOMMAND [options]\n"
-            "       tq help SUBCOMMAND\n\n"
-            "TurboQuant toolchain: model conversion and KV-cache snapshots for llama.cpp.\n\n"
-            "subcommands:\n");
+    fprintf(f, "usage: tq [--help | --version] SUBCOMMAND [options]\n"
+               "       tq help SUBCOMMAND\n\n"
+               "TurboQuant toolchain: model conversion and KV-cache snapshots for llama.cpp.\n\n"
+               "subcommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-17s %s%s\n", commands[i].name, commands[i].summary,
                 commands[i].run ? "" : " (not implemented yet)");

@@ -24,7 +24,8 @@ int cli_out_open_ex(cli_out *o, const char *path, const char *const *inputs, siz
         return 0;
     }
     for (size_t i = 0; i < n; i++)
-        if (tq_same_file(path, inputs[i])) return cli_usage_error("%s: the output would overwrite the input %s", path, inputs[i]);
+        if (tq_same_file(path, inputs[i]))
+            return cli_usage_error("%s: the output would overwrite the input %s", path, inputs[i]);
     o->path = strdup(path);
     if (!o->path) return cli_runtime_error("out of memory");
     tq_ctx *ctx = tq_ctx_new();
@@ -41,7 +42,9 @@ int cli_out_open_ex(cli_out *o, const char *path, const char *const *inputs, siz
 
 int cli_out_commit(cli_out *o)
 {
-    if (o->is_stdout) return fflush(stdout) ? cli_runtime_error("writing to stdout failed: %s", strerror(errno)) : 0;
+    if (o->is_stdout)
+        return fflush(stdout) ? cli_runtime_error("writing to stdout failed: %s", strerror(errno))
+                              : 0;
     int bad = fflush(o->f) != 0; /* the temporary file's stream fsyncs as it closes */
     bad |= fclose(o->f) != 0;
     o->f = NULL;
@@ -50,7 +53,8 @@ int cli_out_commit(cli_out *o)
         cli_out_abort(o);
         return rc;
     }
-    free(o->tmp), free(o->path);
+    free(o->tmp);
+    free(o->path);
     o->tmp = o->path = NULL;
     return 0;
 }
@@ -60,6 +64,7 @@ void cli_out_abort(cli_out *o)
     if (o->is_stdout) return;
     if (o->tmp) unlink(o->tmp); /* first: a discarded output is not synced */
     if (o->f) fclose(o->f);
-    free(o->tmp), free(o->path);
+    free(o->tmp);
+    free(o->path);
     memset(o, 0, sizeof *o);
 }

@@ -8,9 +8,10 @@
 static const struct {
     const char *name;
     int type;
-} types[] = {{"tq4_1s", TQ_DT_TQ4_1S}, {"tq3_1s", TQ_DT_TQ3_1S}, {"q8_0", TQ_DT_Q8_0}, {"q6_K", TQ_DT_Q6_K},
-             {"q5_K", TQ_DT_Q5_K},     {"q4_K", TQ_DT_Q4_K},     {"q5_1", TQ_DT_Q5_1}, {"q5_0", TQ_DT_Q5_0},
-             {"q4_1", TQ_DT_Q4_1},     {"q4_0", TQ_DT_Q4_0},     {"f16", TQ_DT_F16},   {"bf16", TQ_DT_BF16},
+} types[] = {{"tq4_1s", TQ_DT_TQ4_1S}, {"tq3_1s", TQ_DT_TQ3_1S}, {"q8_0", TQ_DT_Q8_0},
+             {"q6_K", TQ_DT_Q6_K},     {"q5_K", TQ_DT_Q5_K},     {"q4_K", TQ_DT_Q4_K},
+             {"q5_1", TQ_DT_Q5_1},     {"q5_0", TQ_DT_Q5_0},     {"q4_1", TQ_DT_Q4_1},
+             {"q4_0", TQ_DT_Q4_0},     {"f16", TQ_DT_F16},       {"bf16", TQ_DT_BF16},
              {"f32", TQ_DT_F32},       {"keep", QT_KEEP}};
 
 int qp_parse_type(const char *s)
@@ -32,24 +33,37 @@ const char *qp_policy_name(qp_policy p) { return policies[p]; }
 int qp_parse_policy(const char *s, qp_policy *p)
 {
     for (int i = 0; i < 3; i++)
-        if (!strcasecmp(s, policies[i])) return *p = (qp_policy)i, 0;
+        if (!strcasecmp(s, policies[i])) {
+            *p = (qp_policy)i;
+            return 0;
+        }
     return -1;
 }
 
 int qp_add_rule(quant_plan *p, const char *spec, char *err, size_t errlen)
 {
     const char *eq = strrchr(spec, '=');
-    if (!eq || eq == spec) return snprintf(err, errlen, "'%s' is not REGEX=TYPE", spec), -1;
+    if (!eq || eq == spec) {
+        snprintf(err, errlen, "'%s' is not REGEX=TYPE", spec);
+        return -1;
+    }
     int t = qp_parse_type(eq + 1);
-    if (t == -2)
-        return snprintf(err, errlen, "'%s': unknown type '%s' (" QP_TYPE_NAMES ")", spec, eq + 1),
-               -1;
+    if (t == -2) {
+        snprintf(err, errlen, "'%s': unknown type '%s' (" QP_TYPE_NAMES ")", spec, eq + 1);
+        return -1;
+    }
     qp_rule *r = realloc(p->rules, (p->n_rules + 1) * sizeof *r);
-    if (!r) return snprintf(err, errlen, "out of memory"), -1;
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     p->rules = r;
     r = &p->rules[p->n_rules];
     r->src = strndup(spec, (size_t)(eq - spec));
-    if (!r->src) return snprintf(err, errlen, "out of memory"), -1;
+    if (!r->src) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     int rc = regcomp(&r->re, r->src, REG_EXTENDED | REG_NOSUB);
     if (rc) {
         char m[128];
@@ -66,13 +80,18 @@ int qp_add_rule(quant_plan *p, const char *spec, char *err, size_t errlen)
 int qp_add_rules_file(quant_plan *p, const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
-    if (!f) return snprintf(err, errlen, "%s: cannot open", path), -1;
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open", path);
+        return -1;
+    }
     char line[4096];
     int n = 0, rc = 0;
     while (!rc && fgets(line, sizeof line, f)) {
         n++;
         size_t l = strlen(line);
-        while (l && (line[l - 1] == '\n' || line[l - 1] == '\r' || line[l - 1] == ' ' || line[l - 1] == '\t')) line[--l] = 0;
+        while (l && (line[l - 1] == '\n' || line[l - 1] == '\r' || line[l - 1] == ' ' ||
+                     line[l - 1] == '\t'))
+            line[--l] = 0;
         char *s = line;
         while (*s == ' ' || *s == '\t') s++;
         if (!*s || *s == '#') continue;
@@ -106,8 +125,9 @@ static int ends_with(const char *s, const char *suf)
 int qp_eligible(const char *name, uint32_t n_dims)
 {
     if (n_dims < 2 || !ends_with(name, "weight")) return 0;
-    static const char *const never[] = {"_norm.weight", "ffn_gate_inp.weight", "position_embd", "pos_embd",
-                                        "token_types", "ssm_conv1d", "rel_attn_b", "norm.weight"};
+    static const char *const never[] = {"_norm.weight", "ffn_gate_inp.weight", "position_embd",
+                                        "pos_embd",     "token_types",         "ssm_conv1d",
+                                        "rel_attn_b",   "norm.weight"};
     for (size_t i = 0; i < sizeof never / sizeof *never; i++)
         if (strstr(name, never[i])) return 0;
     return 1;
@@ -133,8 +153,8 @@ static int starts(const char *s, const char *p) { return !strncmp(s, p, strlen(p
 
 static int is_attn(const char *r)
 {
-    return starts(r, "attn_q.") || starts(r, "attn_k.") || starts(r, "attn_v.") || starts(r, "attn_output.") ||
-           starts(r, "attn_qkv.");
+    return starts(r, "attn_q.") || starts(r, "attn_k.") || starts(r, "attn_v.") ||
+           starts(r, "attn_output.") || starts(r, "attn_qkv.");
 }
 
 static int64_t block_of(int t) { return (int64_t)tq_dtype_block_values((tq_dtype)t); }
@@ -143,26 +163,41 @@ static int64_t block_of(int t) { return (int64_t)tq_dtype_block_values((tq_dtype
  * 32-value type of about the same size, F16 when even that does not fit. */
 static int fallback_of(int t, int64_t ne0)
 {
-    int f = t == TQ_DT_Q4_K ? TQ_DT_Q5_0 : t == TQ_DT_Q5_K ? TQ_DT_Q5_1 : t == TQ_DT_Q6_K ? TQ_DT_Q8_0 : TQ_DT_F16;
+    int f = TQ_DT_F16; /* llama-quantize's fallbacks for rows that are not whole 256s */
+    if (t == TQ_DT_Q4_K)
+        f = TQ_DT_Q5_0;
+    else if (t == TQ_DT_Q5_K)
+        f = TQ_DT_Q5_1;
+    else if (t == TQ_DT_Q6_K)
+        f = TQ_DT_Q8_0;
     return ne0 % block_of(f) ? TQ_DT_F16 : f;
 }
 
-int qp_choose(const quant_plan *p, const char *name, uint32_t n_dims, const int64_t *ne, int *fallback, int *wanted)
+int qp_choose(const quant_plan *p, const char *name, uint32_t n_dims, const int64_t *ne,
+              int *fallback, int *wanted)
 {
     *fallback = 0;
     if (!qp_eligible(name, n_dims)) return *wanted = QT_KEEP;
     const char *r = role_of(name);
     int layer = qp_layer_of(name), t = QT_KEEP;
     switch (p->policy) {
-    case QP_ALL: t = p->type; break;
-    case QP_ATTN: t = is_attn(r) ? p->type : QT_KEEP; break;
-    case QP_CONFIG_I:
-        if (is_attn(r) || starts(r, "ffn_gate") || starts(r, "ffn_up")) t = p->type;
-        else if (starts(r, "ffn_down")) t = p->ffn_down_type;
-        break;
+        case QP_ALL:
+            t = p->type;
+            break;
+        case QP_ATTN:
+            t = is_attn(r) ? p->type : QT_KEEP;
+            break;
+        case QP_CONFIG_I:
+            if (is_attn(r) || starts(r, "ffn_gate") || starts(r, "ffn_up"))
+                t = p->type;
+            else if (starts(r, "ffn_down"))
+                t = p->ffn_down_type;
+            break;
     }
-    int b = p->boundary_layers >= 0 ? p->boundary_layers : p->policy == QP_CONFIG_I ? 2 : 0;
-    if (t != QT_KEEP && layer >= 0 && (layer < b || (int64_t)layer >= (int64_t)p->n_layers - b)) t = TQ_DT_Q8_0;
+    int b = p->boundary_layers; /* default: config-i's 2 at each end, none otherwise */
+    if (b < 0) b = p->policy == QP_CONFIG_I ? 2 : 0;
+    if (t != QT_KEEP && layer >= 0 && (layer < b || (int64_t)layer >= (int64_t)p->n_layers - b))
+        t = TQ_DT_Q8_0;
     for (size_t i = 0; i < p->n_rules; i++) /* the first match wins, as in llama-quantize */
         if (!regexec(&p->rules[i].re, name, 0, NULL, 0)) {
             t = p->rules[i].type;

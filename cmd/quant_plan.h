@@ -24,7 +24,7 @@ typedef struct qp_rule {
 } qp_rule;
 
 typedef struct quant_plan {
-    int type;            /* TQ_DT_TQ4_1S or TQ_DT_TQ3_1S */
+    int type; /* TQ_DT_TQ4_1S or TQ_DT_TQ3_1S */
     qp_policy policy;
     int boundary_layers; /* -1: the policy's default (2 for config-i, else 0) */
     int ffn_down_type;   /* config-i's type for ffn_down */
@@ -50,8 +50,8 @@ void qp_free(quant_plan *p);
 int qp_eligible(const char *name, uint32_t n_dims);
 /* The type for a tensor; *fallback set (and *wanted the type asked for) when
  * that type did not fit the row length and its fallback was chosen. */
-int qp_choose(const quant_plan *p, const char *name, uint32_t n_dims, const int64_t *ne, int *fallback,
-              int *wanted);
+int qp_choose(const quant_plan *p, const char *name, uint32_t n_dims, const int64_t *ne,
+              int *fallback, int *wanted);
 /* The layer of "blk.N...." names, -1 for others. */
 int qp_layer_of(const char *name);
 

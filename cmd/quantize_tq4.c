@@ -24,36 +24,38 @@
 
 void help_quantize_tq4(void)
 {
-    printf("usage: tq quantize-tq4 [options] IN.gguf OUT.gguf\n\n"
-           "Writes IN with the tensors a policy selects in TQ4_1S or TQ3_1S (the TurboQuant+ fork's\n"
-           "weight types), others as the policy says, with llama-quantize's conventions.\n\n"
-           "  --type tq4_1s|tq3_1s     the type for the selected tensors (default tq4_1s)\n"
-           "  --policy all|attn|config-i\n"
-           "                           all: every quantizable weight; attn: attention Q/K/V/O;\n"
-           "                           config-i (default): attention and FFN gate/up in --type,\n"
-           "                           FFN down in q4_K, the first and last 2 layers in q8_0,\n"
-           "                           embeddings and output kept\n"
-           "  --boundary-layers N      layers at each end in q8_0 (default: 2 for config-i, else 0)\n"
-           "  --ffn-down-type T        config-i's type for ffn_down (default q4_K, as the fork's)\n"
-           "  --tensor-type REGEX=T    type for tensors whose name matches (repeatable, the first\n"
-           "                           match wins, as in llama-quantize); T: tq4_1s tq3_1s q8_0 q6_K q5_K q4_K q5_1 q5_0 q4_1\n"
-           "                           q4_0 f16 bf16 f32 keep; rows that are not whole blocks fall\n"
-           "                           back as llama-quantize's do (q4_K->q5_0, q5_K->q5_1,\n"
-           "                           q6_K->q8_0, else F16), logged and counted\n"
-           "  --tensor-type-file F     the same, one REGEX=T per line\n"
-           "  --keep REGEX             copy matching tensors as they are\n"
-           "  --allow-requantize       accept quantized inputs other than q8_0 (legacy and K-quants,\n"
-           "                           dequantized first)\n"
-           "  --imatrix FILE           llama.cpp importance matrix (GGUF or .dat): TQ3_1S/TQ4_1S\n"
-           "                           minimise importance-weighted error; q4_0..q5_1 and\n"
-           "                           q4_K..q6_K are weighted as llama-quantize weights them\n"
-           "  --simulate[=f16]         write every converted tensor as its dequantized values in F32\n"
-           "                           (or F16): a model stock llama.cpp runs, to judge the quality\n"
-           "  --search best|fork       tq's search (default) or the fork's, bit for bit\n"
-           "  --dry-run                the plan and sizes; nothing is written\n"
-           "  --json                   a JSON report on stdout\n"
-           "  --type-profile NAME      type-id numbering (see tq inspect)\n"
-           "  --threads N, --quiet\n");
+    printf(
+        "usage: tq quantize-tq4 [options] IN.gguf OUT.gguf\n\n"
+        "Writes IN with the tensors a policy selects in TQ4_1S or TQ3_1S (the TurboQuant+ fork's\n"
+        "weight types), others as the policy says, with llama-quantize's conventions.\n\n"
+        "  --type tq4_1s|tq3_1s     the type for the selected tensors (default tq4_1s)\n"
+        "  --policy all|attn|config-i\n"
+        "                           all: every quantizable weight; attn: attention Q/K/V/O;\n"
+        "                           config-i (default): attention and FFN gate/up in --type,\n"
+        "                           FFN down in q4_K, the first and last 2 layers in q8_0,\n"
+        "                           embeddings and output kept\n"
+        "  --boundary-layers N      layers at each end in q8_0 (default: 2 for config-i, else 0)\n"
+        "  --ffn-down-type T        config-i's type for ffn_down (default q4_K, as the fork's)\n"
+        "  --tensor-type REGEX=T    type for tensors whose name matches (repeatable, the first\n"
+        "                           match wins, as in llama-quantize); T: tq4_1s tq3_1s q8_0 q6_K "
+        "q5_K q4_K q5_1 q5_0 q4_1\n"
+        "                           q4_0 f16 bf16 f32 keep; rows that are not whole blocks fall\n"
+        "                           back as llama-quantize's do (q4_K->q5_0, q5_K->q5_1,\n"
+        "                           q6_K->q8_0, else F16), logged and counted\n"
+        "  --tensor-type-file F     the same, one REGEX=T per line\n"
+        "  --keep REGEX             copy matching tensors as they are\n"
+        "  --allow-requantize       accept quantized inputs other than q8_0 (legacy and K-quants,\n"
+        "                           dequantized first)\n"
+        "  --imatrix FILE           llama.cpp importance matrix (GGUF or .dat): TQ3_1S/TQ4_1S\n"
+        "                           minimise importance-weighted error; q4_0..q5_1 and\n"
+        "                           q4_K..q6_K are weighted as llama-quantize weights them\n"
+        "  --simulate[=f16]         write every converted tensor as its dequantized values in F32\n"
+        "                           (or F16): a model stock llama.cpp runs, to judge the quality\n"
+        "  --search best|fork       tq's search (default) or the fork's, bit for bit\n"
+        "  --dry-run                the plan and sizes; nothing is written\n"
+        "  --json                   a JSON report on stdout\n"
+        "  --type-profile NAME      type-id numbering (see tq inspect)\n"
+        "  --threads N, --quiet\n");
 }
 
 typedef struct opts {
@@ -61,8 +63,8 @@ typedef struct opts {
     tq_gguf_options gopt;
     quant_plan plan;
     int allow_requantize, dry_run, json, quiet, search_fork;
-    int simulate;              /* --simulate: converted tensors written as dequantized values */
-    tq_dtype simulate_type;    /* ... of this float type (f32 or f16) */
+    int simulate;           /* --simulate: converted tensors written as dequantized values */
+    tq_dtype simulate_type; /* ... of this float type (f32 or f16) */
     long threads;
 } opts;
 
@@ -70,8 +72,8 @@ typedef struct opts {
 typedef struct tjob {
     int64_t i;
     const tq_ggml_type *in_ty, *out_ty;
-    int out;      /* output dtype, or QT_KEEP */
-    int convert;  /* decoded and coded again (else copied byte for byte) */
+    int out;     /* output dtype, or QT_KEEP */
+    int convert; /* decoded and coded again (else copied byte for byte) */
     int fallback, wanted;
     uint64_t in_bytes, out_bytes;
     double rel_err, wrel_err; /* NAN when not measured */
@@ -82,7 +84,8 @@ static int opt_type(void *user, const char *v)
 {
     opts *o = user;
     int t = qp_parse_type(v);
-    if (t != TQ_DT_TQ4_1S && t != TQ_DT_TQ3_1S) return cli_usage_error("--type: '%s' is not tq4_1s or tq3_1s", v);
+    if (t != TQ_DT_TQ4_1S && t != TQ_DT_TQ3_1S)
+        return cli_usage_error("--type: '%s' is not tq4_1s or tq3_1s", v);
     o->plan.type = t;
     return 0;
 }
@@ -90,7 +93,8 @@ static int opt_type(void *user, const char *v)
 static int opt_policy(void *user, const char *v)
 {
     opts *o = user;
-    if (qp_parse_policy(v, &o->plan.policy)) return cli_usage_error("--policy: '%s' is not all, attn or config-i", v);
+    if (qp_parse_policy(v, &o->plan.policy))
+        return cli_usage_error("--policy: '%s' is not all, attn or config-i", v);
     return 0;
 }
 
@@ -106,14 +110,16 @@ static int opt_ffn_down(void *user, const char *v)
 static int opt_rule(void *user, const char *v)
 {
     char err[600];
-    if (qp_add_rule(&((opts *)user)->plan, v, err, sizeof err)) return cli_usage_error("--tensor-type: %s", err);
+    if (qp_add_rule(&((opts *)user)->plan, v, err, sizeof err))
+        return cli_usage_error("--tensor-type: %s", err);
     return 0;
 }
 
 static int opt_rules_file(void *user, const char *v)
 {
     char err[600];
-    if (qp_add_rules_file(&((opts *)user)->plan, v, err, sizeof err)) return cli_usage_error("--tensor-type-file: %s", err);
+    if (qp_add_rules_file(&((opts *)user)->plan, v, err, sizeof err))
+        return cli_usage_error("--tensor-type-file: %s", err);
     return 0;
 }
 
@@ -121,13 +127,15 @@ static int opt_keep(void *user, const char *v)
 {
     char err[600], spec[4200];
     snprintf(spec, sizeof spec, "%s=keep", v);
-    if (qp_add_rule(&((opts *)user)->plan, spec, err, sizeof err)) return cli_usage_error("--keep: %s", err);
+    if (qp_add_rule(&((opts *)user)->plan, spec, err, sizeof err))
+        return cli_usage_error("--keep: %s", err);
     return 0;
 }
 
 static int parse(int argc, char **argv, opts *o)
 {
-    static const char *const searches[] = {"best", "fork", NULL}, *const sims[] = {"f32", "f16", NULL};
+    static const char *const searches[] = {"best", "fork", NULL}, *const sims[] = {"f32", "f16",
+                                                                                   NULL};
     const char *search = NULL, *simulate = NULL, *pos[2] = {NULL, NULL};
     memset(o, 0, sizeof *o);
     o->plan.type = TQ_DT_TQ4_1S;
@@ -145,22 +153,32 @@ static int parse(int argc, char **argv, opts *o)
         CLI_OPT_FN("--keep", opt_keep, o),
         CLI_OPT_FLAG("--allow-requantize", &o->allow_requantize),
         CLI_OPT_STR("--imatrix", &o->imatrix),
-        {.name = "--simulate", .kind = CLI_CHOICE, .dst = &simulate, .choices = sims,
-         .bad = "--simulate: '%s' is not f32 or f16", .optional = 1},
+        {.name = "--simulate",
+         .kind = CLI_CHOICE,
+         .dst = &simulate,
+         .choices = sims,
+         .bad = "--simulate: '%s' is not f32 or f16",
+         .optional = 1},
         CLI_OPT_CHOICE("--search", &search, searches, "--search: '%s' is not best or fork"),
         CLI_OPT_FLAG("--dry-run", &o->dry_run),
         {NULL},
     };
-    const cli_spec spec = {"quantize-tq4", CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_PROFILE | CLI_DEVICE, own, 2};
+    const cli_spec spec = {"quantize-tq4",
+                           CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_PROFILE | CLI_DEVICE, own, 2};
     cli_common c;
     int n = 0, rc = cli_parse(&spec, argc, argv, &c, pos, &n);
     if (rc) return rc;
-    tq_ctx *dc = tq_ctx_new(); /* the weight codecs have no CUDA kernels yet: cuda is refused, auto is the CPU */
+    tq_ctx *dc = tq_ctx_new(); /* the weight codecs have no CUDA kernels yet: cuda is refused, auto
+                                  is the CPU */
     rc = dc ? cli_device(&c, dc, 0, 0) : cli_runtime_error("out of memory");
     tq_ctx_free(dc);
     if (rc) return rc;
-    o->in = pos[0], o->out = pos[1];
-    o->quiet = c.quiet, o->json = c.json, o->threads = c.threads, o->gopt = cli_gguf_options(&c);
+    o->in = pos[0];
+    o->out = pos[1];
+    o->quiet = c.quiet;
+    o->json = c.json;
+    o->threads = c.threads;
+    o->gopt = cli_gguf_options(&c);
     if (boundary >= 0) o->plan.boundary_layers = (int)boundary;
     o->simulate = simulate != NULL;
     o->simulate_type = simulate && !strcmp(simulate, "f16") ? TQ_DT_F16 : TQ_DT_F32;
@@ -174,7 +192,8 @@ static int is_float_dtype(int d) { return d == TQ_DT_F32 || d == TQ_DT_F16 || d 
 
 static void fmt_shape(char *b, size_t n, const int64_t *ne)
 {
-    snprintf(b, n, "[%5" PRId64 ", %5" PRId64 ", %5" PRId64 ", %5" PRId64 "]", ne[0], ne[1], ne[2], ne[3]);
+    snprintf(b, n, "[%5" PRId64 ", %5" PRId64 ", %5" PRId64 ", %5" PRId64 "]", ne[0], ne[1], ne[2],
+             ne[3]);
 }
 
 /* Decides every tensor before anything is written, so a refusal leaves no file. */
@@ -188,25 +207,32 @@ static int make_plan(tq_ctx *ctx, const tq_gguf *g, opts *o, tq_type_profile pro
         j->in_ty = tq_gguf_tensor_type(g, i);
         j->in_bytes = tq_gguf_tensor_nbytes(g, i);
         j->rel_err = j->wrel_err = NAN;
-        j->out = qp_choose(&o->plan, name, tq_gguf_tensor_n_dims(g, i), ne, &j->fallback, &j->wanted);
-        if (j->out != QT_KEEP && j->in_ty->dtype == j->out) j->out = QT_KEEP; /* already that type: no loss */
+        j->out =
+            qp_choose(&o->plan, name, tq_gguf_tensor_n_dims(g, i), ne, &j->fallback, &j->wanted);
+        if (j->out != QT_KEEP && j->in_ty->dtype == j->out)
+            j->out = QT_KEEP; /* already that type: no loss */
         j->convert = j->out != QT_KEEP;
         if (j->convert) {
             int d = j->in_ty->dtype;
             if (d < 0)
-                return cli_runtime_error("%s: tensor %s is %s, which tq cannot dequantize; keep it (--keep '%s') or "
-                                         "convert from an F16/F32 model",
-                                         o->in, name, j->in_ty->name, name);
+                return cli_runtime_error(
+                    "%s: tensor %s is %s, which tq cannot dequantize; keep it (--keep '%s') or "
+                    "convert from an F16/F32 model",
+                    o->in, name, j->in_ty->name, name);
             if (!is_float_dtype(d) && d != TQ_DT_Q8_0 && !o->allow_requantize)
-                return cli_runtime_error("%s: tensor %s is %s: requantizing it loses accuracy; pass --allow-requantize "
-                                         "to accept that",
-                                         o->in, name, j->in_ty->name);
+                return cli_runtime_error(
+                    "%s: tensor %s is %s: requantizing it loses accuracy; pass --allow-requantize "
+                    "to accept that",
+                    o->in, name, j->in_ty->name);
         }
-        int written = !j->convert ? -1 : o->simulate ? (int)o->simulate_type : j->out;
+        int written = -1; /* -1: kept as it is */
+        if (j->convert) written = o->simulate ? (int)o->simulate_type : j->out;
         j->out_ty = written < 0 ? j->in_ty : tq_ggml_type_by_name(prof, qp_type_name(written));
         if (!j->out_ty)
-            return cli_runtime_error("type profile %s has no %s type id", tq_type_profile_name(prof), qp_type_name(written));
-        j->out_bytes = (uint64_t)(tq_gguf_tensor_nelements(g, i) / j->out_ty->block) * j->out_ty->bytes;
+            return cli_runtime_error("type profile %s has no %s type id",
+                                     tq_type_profile_name(prof), qp_type_name(written));
+        j->out_bytes =
+            (uint64_t)(tq_gguf_tensor_nelements(g, i) / j->out_ty->block) * j->out_ty->bytes;
     }
     (void)ctx;
     return 0;
@@ -228,23 +254,24 @@ typedef struct conv {
 typedef enum rows_op { ROWS_DEQUANTIZE, ROWS_QUANTIZE, ROWS_QUANTIZE_WEIGHTED } rows_op;
 typedef struct rows_pass {
     rows_op op;
-    int type;              /* tq_dtype of the quantized side */
-    const uint8_t *in;     /* [nr][in_rb] */
-    uint8_t *out;          /* [nr][out_rb] */
+    int type;          /* tq_dtype of the quantized side */
+    const uint8_t *in; /* [nr][in_rb] */
+    uint8_t *out;      /* [nr][out_rb] */
     size_t in_rb, out_rb;
-    int64_t ne0;           /* values per row */
+    int64_t ne0; /* values per row */
     /* ROWS_QUANTIZE_WEIGHTED: row r0 + r belongs to expert (r0 + r) / rows_per_expert */
-    const float *imp;      /* [experts][ne0] */
+    const float *imp; /* [experts][ne0] */
     size_t r0, rows_per_expert;
 } rows_pass;
 
 static tq_status one_row(tq_ctx *wc, const rows_pass *k, size_t r)
 {
-    const uint8_t *in = k->in + r * k->in_rb;
-    uint8_t *out = k->out + r * k->out_rb;
+    const uint8_t *in = (const uint8_t *)k->in + r * k->in_rb;
+    uint8_t *out = (uint8_t *)k->out + r * k->out_rb;
     size_t n = (size_t)k->ne0;
     if (k->op == ROWS_DEQUANTIZE) return tq_dequantize(wc, (tq_dtype)k->type, in, n, (float *)out);
-    if (k->op == ROWS_QUANTIZE) return tq_quantize(wc, (tq_dtype)k->type, (const float *)in, n, out);
+    if (k->op == ROWS_QUANTIZE)
+        return tq_quantize(wc, (tq_dtype)k->type, (const float *)in, n, out);
     const float *imp = k->imp + (k->r0 + r) / k->rows_per_expert * n; /* this row's expert */
     return tq_quantize_weighted(wc, (tq_dtype)k->type, (const float *)in, 1, n, imp, out);
 }
@@ -273,12 +300,98 @@ static size_t row_bytes(int t, int64_t ne0)
  * llama-quantize weights (q8_0 and the float types ignore it there too). */
 static int weighs(int t)
 {
-    return t == TQ_DT_TQ4_1S || t == TQ_DT_TQ3_1S || t == TQ_DT_Q4_0 || t == TQ_DT_Q4_1 || t == TQ_DT_Q5_0 ||
-           t == TQ_DT_Q5_1 || t == TQ_DT_Q4_K || t == TQ_DT_Q5_K || t == TQ_DT_Q6_K;
+    return t == TQ_DT_TQ4_1S || t == TQ_DT_TQ3_1S || t == TQ_DT_Q4_0 || t == TQ_DT_Q4_1 ||
+           t == TQ_DT_Q5_0 || t == TQ_DT_Q5_1 || t == TQ_DT_Q4_K || t == TQ_DT_Q5_K ||
+           t == TQ_DT_Q6_K;
 }
 
-static tq_status convert(conv *cv, const tq_gguf *g, tjob *j, const opts *o, tq_gguf_writer *w, progress *pr,
-                         uint64_t *done, uint64_t total)
+/* A pass of op over rows of ne0 values with no importances. */
+static rows_pass plain_pass(rows_op op, int type, const void *in, void *out, size_t in_rb,
+                            size_t out_rb, int64_t ne0)
+{
+    return (rows_pass){.op = op,
+                       .type = type,
+                       .in = in,
+                       .out = out,
+                       .in_rb = in_rb,
+                       .out_rb = out_rb,
+                       .ne0 = ne0,
+                       .rows_per_expert = 1};
+}
+
+/* cv->x's nr rows (from row r0) into cv->blk as j->out: through the fork's
+ * codec c, expert by expert where importances weigh them, or ggml's types. */
+static tq_status code_slice(conv *cv, const tjob *j, tq_codec *c, const float *imp,
+                            const int64_t *ne, size_t r0, size_t nr, size_t out_rb)
+{
+    int64_t ne0 = ne[0];
+    if (c && imp) { /* rows of one expert at a time: each has its own importances */
+        size_t rpe = (size_t)ne[1];
+        tq_status st = TQ_OK;
+        for (size_t r = 0; r < nr && !st;) {
+            size_t e = (r0 + r) / rpe;
+            size_t n = rpe - (r0 + r) % rpe;
+            if (n > nr - r) n = nr - r;
+            st = tq_encode_weighted(cv->ctx, c, cv->x + r * ne0, n, (size_t)ne0, imp + e * ne0,
+                                    cv->blk + r * out_rb);
+            r += n;
+        }
+        return st;
+    }
+    if (c) return tq_encode(cv->ctx, c, cv->x, nr * (size_t)ne0, cv->blk);
+    rows_pass q =
+        plain_pass(ROWS_QUANTIZE, j->out, cv->x, cv->blk, (size_t)ne0 * sizeof(float), out_rb, ne0);
+    if (imp) {
+        q.op = ROWS_QUANTIZE_WEIGHTED;
+        q.imp = imp;
+        q.r0 = r0;
+        q.rows_per_expert = (size_t)ne[1];
+    }
+    return run_rows(cv->ctx, &q, nr, cv->threads);
+}
+
+/* Squared errors of cv->y against cv->x, plain and importance-weighted
+ * (sums[4]: se, sx, weighted se, weighted sx), in row order: the same sums
+ * for any thread count. */
+static void add_errors(const conv *cv, const float *imp, const int64_t *ne, size_t r0, size_t nr,
+                       double *sums)
+{
+    int64_t ne0 = ne[0];
+    for (size_t r = 0; r < nr; r++) {
+        const float *xr = cv->x + r * ne0; /* [ne0] */
+        const float *yr = cv->y + r * ne0; /* [ne0] */
+        const float *w = NULL;             /* [ne0]: this row's expert's importances */
+        if (imp) w = imp + ((r0 + r) / (size_t)ne[1]) * (size_t)ne0;
+        for (int64_t k = 0; k < ne0; k++) {
+            double d = (double)xr[k] - yr[k];
+            double x2 = (double)xr[k] * xr[k];
+            sums[0] += d * d;
+            sums[1] += x2;
+            if (w) {
+                sums[2] += w[k] * d * d;
+                sums[3] += w[k] * x2;
+            }
+        }
+    }
+}
+
+/* The slice as written: the blocks, or (--simulate) their values. */
+static tq_status write_slice(conv *cv, const opts *o, tq_gguf_writer *w, size_t nr, int64_t ne0,
+                             size_t out_rb)
+{
+    size_t nv = nr * (size_t)ne0;
+    if (o->simulate && o->simulate_type == TQ_DT_F16) {
+        rows_pass h = plain_pass(ROWS_QUANTIZE, TQ_DT_F16, cv->y, cv->blk,
+                                 (size_t)ne0 * sizeof(float), row_bytes(TQ_DT_F16, ne0), ne0);
+        tq_status st = run_rows(cv->ctx, &h, nr, cv->threads);
+        return st ? st : tq_gguf_writer_write(w, cv->blk, nv * 2);
+    }
+    if (o->simulate) return tq_gguf_writer_write(w, cv->y, nv * 4);
+    return tq_gguf_writer_write(w, cv->blk, nr * out_rb);
+}
+
+static tq_status convert(conv *cv, const tq_gguf *g, tjob *j, const opts *o, tq_gguf_writer *w,
+                         progress *pr, uint64_t *done, uint64_t total)
 {
     const int64_t *ne = tq_gguf_tensor_ne(g, j->i);
     int64_t ne0 = ne[0];
@@ -287,70 +400,42 @@ static tq_status convert(conv *cv, const tq_gguf *g, tjob *j, const opts *o, tq_
     const uint8_t *src = tq_gguf_tensor_data(g, j->i);
     size_t in_rb = (size_t)(ne0 / j->in_ty->block) * j->in_ty->bytes;
     size_t out_rb = row_bytes(j->out, ne0);
+    size_t f32_rb = (size_t)ne0 * sizeof(float);
     const float *imp = NULL;
     uint64_t nimp = 0;
     if (cv->im && weighs(j->out)) {
         imp = tq_imatrix_get(cv->im, tq_gguf_tensor_name(g, j->i), &nimp);
         if (imp && nimp != (uint64_t)ne0 * (uint64_t)ne[2])
-            return tq_ctx_set_error(cv->ctx, TQ_ERR_FORMAT, "the imatrix has %" PRIu64 " values for %s, which needs %" PRId64,
+            return tq_ctx_set_error(cv->ctx, TQ_ERR_FORMAT,
+                                    "the imatrix has %" PRIu64
+                                    " values for %s, which needs %" PRId64,
                                     nimp, tq_gguf_tensor_name(g, j->i), ne0 * ne[2]);
         j->weighted = imp != NULL;
     }
-    tq_codec *c = j->out == TQ_DT_TQ4_1S ? cv->codec[0] : j->out == TQ_DT_TQ3_1S ? cv->codec[1] : NULL;
-    double se = 0, sx = 0, wse = 0, wsx = 0;
+    tq_codec *c = NULL; /* the fork's weight blocks go through their codecs */
+    if (j->out == TQ_DT_TQ4_1S)
+        c = cv->codec[0];
+    else if (j->out == TQ_DT_TQ3_1S)
+        c = cv->codec[1];
+    double sums[4] = {0, 0, 0, 0};
     tq_status st = TQ_OK;
     for (size_t r0 = 0; r0 < rows && !st; r0 += per) {
         size_t nr = rows - r0 < per ? rows - r0 : per;
-        size_t nv = nr * (size_t)ne0;
-        rows_pass in = {ROWS_DEQUANTIZE, j->in_ty->dtype, src + r0 * in_rb, (uint8_t *)cv->x,
-                        in_rb, (size_t)ne0 * sizeof(float), ne0, NULL, 0, 1};
+        rows_pass in = plain_pass(ROWS_DEQUANTIZE, j->in_ty->dtype, src + r0 * in_rb, cv->x, in_rb,
+                                  f32_rb, ne0);
+        rows_pass back = plain_pass(ROWS_DEQUANTIZE, j->out, cv->blk, cv->y, out_rb, f32_rb, ne0);
         st = run_rows(cv->ctx, &in, nr, cv->threads);
-        if (st) break;
-        if (c && imp) { /* rows of one expert at a time: each has its own importances */
-            size_t rpe = (size_t)ne[1];
-            for (size_t r = 0; r < nr && !st;) {
-                size_t e = (r0 + r) / rpe, n = rpe - (r0 + r) % rpe;
-                if (n > nr - r) n = nr - r;
-                st = tq_encode_weighted(cv->ctx, c, cv->x + r * ne0, n, (size_t)ne0, imp + e * ne0, cv->blk + r * out_rb);
-                r += n;
-            }
-        } else if (c) {
-            st = tq_encode(cv->ctx, c, cv->x, nv, cv->blk);
-        } else {
-            rows_pass q = {imp ? ROWS_QUANTIZE_WEIGHTED : ROWS_QUANTIZE, j->out, (const uint8_t *)cv->x,
-                           cv->blk, (size_t)ne0 * sizeof(float), out_rb, ne0, imp, r0, (size_t)ne[1]};
-            st = run_rows(cv->ctx, &q, nr, cv->threads);
-        }
-        rows_pass back = {ROWS_DEQUANTIZE, j->out, cv->blk, (uint8_t *)cv->y,
-                          out_rb, (size_t)ne0 * sizeof(float), ne0, NULL, 0, 1};
+        if (!st) st = code_slice(cv, j, c, imp, ne, r0, nr, out_rb);
         if (!st) st = run_rows(cv->ctx, &back, nr, cv->threads);
         if (st) break;
-        for (size_t r = 0; r < nr; r++) { /* in order: the same sums for any thread count */
-            const float *xr = cv->x + r * ne0, *yr = cv->y + r * ne0;
-            const float *w = imp ? imp + ((r0 + r) / (size_t)ne[1]) * (size_t)ne0 : NULL; /* this row's expert */
-            for (int64_t c = 0; c < ne0; c++) {
-                double d = (double)xr[c] - yr[c], x2 = (double)xr[c] * xr[c];
-                se += d * d;
-                sx += x2;
-                if (w) wse += w[c] * d * d, wsx += w[c] * x2;
-            }
-        }
-        if (o->simulate && o->simulate_type == TQ_DT_F16) {
-            rows_pass h = {ROWS_QUANTIZE, TQ_DT_F16, (const uint8_t *)cv->y, cv->blk,
-                           (size_t)ne0 * sizeof(float), row_bytes(TQ_DT_F16, ne0), ne0, NULL, 0, 1};
-            st = run_rows(cv->ctx, &h, nr, cv->threads);
-            if (!st) st = tq_gguf_writer_write(w, cv->blk, nv * 2);
-        } else if (o->simulate) {
-            st = tq_gguf_writer_write(w, cv->y, nv * 4);
-        } else {
-            st = tq_gguf_writer_write(w, cv->blk, nr * out_rb);
-        }
+        add_errors(cv, imp, ne, r0, nr, sums);
+        st = write_slice(cv, o, w, nr, ne0, out_rb);
         tq_gguf_tensor_release_range(g, j->i, r0 * in_rb, nr * in_rb);
         *done += nr * in_rb;
         progress_update(pr, *done, total, "bytes");
     }
-    j->rel_err = sx > 0 ? se / sx : 0.0;
-    if (imp) j->wrel_err = wsx > 0 ? wse / wsx : 0.0;
+    j->rel_err = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+    if (imp) j->wrel_err = sums[3] > 0 ? sums[2] / sums[3] : 0.0;
     return st;
 }
 
@@ -360,56 +445,75 @@ static void log_line(const tq_gguf *g, const tjob *j, int64_t n, const opts *o)
 {
     char shape[96];
     fmt_shape(shape, sizeof shape, tq_gguf_tensor_ne(g, j->i));
-    fprintf(stderr, "[%4" PRId64 "/%4" PRId64 "] %-36s - %s, type = %6s, ", j->i + 1, n, tq_gguf_tensor_name(g, j->i),
-            shape, j->in_ty->name);
-    if (!j->convert) fprintf(stderr, "%s .. size = %8.2f MiB\n", o->dry_run ? "keep" : "copying", j->in_bytes / 1048576.0);
+    fprintf(stderr, "[%4" PRId64 "/%4" PRId64 "] %-36s - %s, type = %6s, ", j->i + 1, n,
+            tq_gguf_tensor_name(g, j->i), shape, j->in_ty->name);
+    if (!j->convert)
+        fprintf(stderr, "%s .. size = %8.2f MiB\n", o->dry_run ? "keep" : "copying",
+                j->in_bytes / 1048576.0);
     else {
-        fprintf(stderr, "%s %s%s .. size = %8.2f MiB -> %8.2f MiB", o->dry_run ? "would convert to" : "converting to",
-                qp_type_name(j->out), o->simulate ? " (simulated)" : "", j->in_bytes / 1048576.0,
-                (uint64_t)(tq_gguf_tensor_nelements(g, j->i) / tq_dtype_block_values((tq_dtype)j->out)) *
+        fprintf(stderr, "%s %s%s .. size = %8.2f MiB -> %8.2f MiB",
+                o->dry_run ? "would convert to" : "converting to", qp_type_name(j->out),
+                o->simulate ? " (simulated)" : "", j->in_bytes / 1048576.0,
+                (uint64_t)(tq_gguf_tensor_nelements(g, j->i) /
+                           tq_dtype_block_values((tq_dtype)j->out)) *
                     tq_dtype_block_bytes((tq_dtype)j->out) / 1048576.0);
         if (!isnan(j->rel_err)) fprintf(stderr, ", rel err %.3g", j->rel_err);
         if (j->weighted) fprintf(stderr, " (weighted %.3g)", j->wrel_err);
         if (j->fallback)
             fprintf(stderr, " [fallback: rows of %" PRId64 " are not whole blocks of %zu for %s]",
-                    tq_gguf_tensor_ne(g, j->i)[0], tq_dtype_block_values((tq_dtype)j->wanted), qp_type_name(j->wanted));
+                    tq_gguf_tensor_ne(g, j->i)[0], tq_dtype_block_values((tq_dtype)j->wanted),
+                    qp_type_name(j->wanted));
         fputc('\n', stderr);
     }
 }
 
-static void json_report(const tq_gguf *g, const tjob *jobs, int64_t n, const opts *o, double secs, uint64_t in_b,
-                        uint64_t out_b, uint64_t weights)
+static void json_report(const tq_gguf *g, const tjob *jobs, int64_t n, const opts *o, double secs,
+                        uint64_t in_b, uint64_t out_b, uint64_t weights)
 {
     printf("{\"input\": ");
     json_cstr(stdout, o->in);
     printf(", \"output\": ");
-    if (o->out && !o->dry_run) json_cstr(stdout, o->out);
-    else printf("null");
-    printf(", \"type\": \"%s\", \"policy\": \"%s\", \"simulate\": %s, \"dry_run\": %s, \"imatrix\": ", qp_type_name(o->plan.type),
-           qp_policy_name(o->plan.policy), o->simulate ? "true" : "false", o->dry_run ? "true" : "false");
-    if (o->imatrix) json_cstr(stdout, o->imatrix);
-    else printf("null");
+    if (o->out && !o->dry_run)
+        json_cstr(stdout, o->out);
+    else
+        printf("null");
+    printf(
+        ", \"type\": \"%s\", \"policy\": \"%s\", \"simulate\": %s, \"dry_run\": %s, \"imatrix\": ",
+        qp_type_name(o->plan.type), qp_policy_name(o->plan.policy), o->simulate ? "true" : "false",
+        o->dry_run ? "true" : "false");
+    if (o->imatrix)
+        json_cstr(stdout, o->imatrix);
+    else
+        printf("null");
     printf(",\n \"tensors\": [");
     for (int64_t i = 0; i < n; i++) {
         const tjob *j = &jobs[i];
         const int64_t *ne = tq_gguf_tensor_ne(g, i);
         printf("%s\n  {\"index\": %" PRId64 ", \"name\": ", i ? "," : "", i);
         json_cstr(stdout, tq_gguf_tensor_name(g, i));
-        printf(", \"shape\": [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "], \"from\": \"%s\", \"to\": \"%s\", "
-               "\"written_as\": \"%s\", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64 ", \"fallback\": %s, \"rel_error\": ",
-               ne[0], ne[1], ne[2], ne[3], j->in_ty->name, j->convert ? qp_type_name(j->out) : j->in_ty->name,
-               j->out_ty->name, j->in_bytes, j->out_bytes, j->fallback ? "true" : "false");
+        printf(", \"shape\": [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+               "], \"from\": \"%s\", \"to\": \"%s\", "
+               "\"written_as\": \"%s\", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64
+               ", \"fallback\": %s, \"rel_error\": ",
+               ne[0], ne[1], ne[2], ne[3], j->in_ty->name,
+               j->convert ? qp_type_name(j->out) : j->in_ty->name, j->out_ty->name, j->in_bytes,
+               j->out_bytes, j->fallback ? "true" : "false");
         json_double(stdout, j->rel_err, 6);
         printf(", \"weighted_rel_error\": ");
         json_double(stdout, j->weighted ? j->wrel_err : NAN, 6);
         printf("}");
     }
-    printf("\n ],\n \"summary\": {\"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64 ", \"bpw_in\": ", in_b, out_b);
+    printf("\n ],\n \"summary\": {\"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64
+           ", \"bpw_in\": ",
+           in_b, out_b);
     json_double(stdout, weights ? 8.0 * in_b / weights : 0, 6);
     printf(", \"bpw_out\": ");
     json_double(stdout, weights ? 8.0 * out_b / weights : 0, 6);
     int64_t nf = 0, nc = 0;
-    for (int64_t i = 0; i < n; i++) nf += jobs[i].fallback, nc += jobs[i].convert;
+    for (int64_t i = 0; i < n; i++) {
+        nf += jobs[i].fallback;
+        nc += jobs[i].convert;
+    }
     printf(", \"converted\": %" PRId64 ", \"fallbacks\": %" PRId64 ", \"seconds\": ", nc, nf);
     json_double(stdout, secs, 4);
     printf("}}\n");
@@ -417,18 +521,26 @@ static void json_report(const tq_gguf *g, const tjob *jobs, int64_t n, const opt
 
 /* ---------------------------------------------------------- the command */
 
-static int ftype_of(int t) { return t == TQ_DT_TQ4_1S ? 44 : 43; } /* the fork's LLAMA_FTYPE_MOSTLY_TQ4_1S / TQ3_1S */
+static int ftype_of(int t)
+{
+    return t == TQ_DT_TQ4_1S ? 44 : 43;
+} /* the fork's LLAMA_FTYPE_MOSTLY_TQ4_1S / TQ3_1S */
 
-static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const opts *o, const tjob *jobs, int64_t n)
+static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const opts *o, const tjob *jobs,
+                            int64_t n)
 {
     tq_status st = tq_gguf_writer_copy_kvs(w, g);
-    if (!st && !o->simulate) st = tq_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype_of(o->plan.type));
+    if (!st && !o->simulate)
+        st = tq_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype_of(o->plan.type));
     if (!st) st = tq_gguf_writer_set_u32(w, "general.quantization_version", 2);
-    if (!st) st = tq_gguf_writer_set_str(w, "tq.quantize.tool", "tq " TQ_VERSION_STRING, strlen("tq " TQ_VERSION_STRING));
+    if (!st)
+        st = tq_gguf_writer_set_str(w, "tq.quantize.tool", "tq " TQ_VERSION_STRING,
+                                    strlen("tq " TQ_VERSION_STRING));
     const char *ty = qp_type_name(o->plan.type), *pol = qp_policy_name(o->plan.policy);
     if (!st) st = tq_gguf_writer_set_str(w, "tq.quantize.type", ty, strlen(ty));
     if (!st) st = tq_gguf_writer_set_str(w, "tq.quantize.policy", pol, strlen(pol));
-    if (!st) st = tq_gguf_writer_set_str(w, "tq.quantize.search", o->search_fork ? "fork" : "best", 4);
+    if (!st)
+        st = tq_gguf_writer_set_str(w, "tq.quantize.search", o->search_fork ? "fork" : "best", 4);
     if (!st) st = tq_gguf_writer_set_u32(w, "tq.quantize.simulated", o->simulate ? 1 : 0);
     if (!st && o->imatrix) {
         const char *b = strrchr(o->imatrix, '/');
@@ -463,7 +575,8 @@ static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const opts *o, 
 }
 
 /* An imatrix that names none of the TQ tensors is worth a word. */
-static void imatrix_warning(const tq_gguf *g, const tq_imatrix *im, const tjob *jobs, int64_t n, const opts *o)
+static void imatrix_warning(const tq_gguf *g, const tq_imatrix *im, const tjob *jobs, int64_t n,
+                            const opts *o)
 {
     int any = 0;
     for (int64_t i = 0; i < n && !any; i++) {
@@ -475,8 +588,8 @@ static void imatrix_warning(const tq_gguf *g, const tq_imatrix *im, const tjob *
 }
 
 /* The converted model, tensor by tensor in slices of bounded size. */
-static tq_status write_model(tq_ctx *ctx, const tq_gguf *g, tjob *jobs, int64_t n, const opts *o, conv *cv,
-                             int64_t widest, uint64_t total)
+static tq_status write_model(tq_ctx *ctx, const tq_gguf *g, tjob *jobs, int64_t n, const opts *o,
+                             conv *cv, int64_t widest, uint64_t total)
 {
     /* a slice is whole rows of at most SLICE_VALUES values, or one row when
      * a row is longer: never more than the larger of the two */
@@ -485,9 +598,11 @@ static tq_status write_model(tq_ctx *ctx, const tq_gguf *g, tjob *jobs, int64_t 
     cv->y = malloc(slice * sizeof(float));
     cv->blk = malloc(slice * sizeof(float)); /* at most f32-sized output */
     tq_codec_desc d4 = {.kind = TQ_CODEC_TQ4_1S}, d3 = {.kind = TQ_CODEC_TQ3_1S};
-    if (!cv->x || !cv->y || !cv->blk || tq_codec_new(ctx, &d4, &cv->codec[0]) || tq_codec_new(ctx, &d3, &cv->codec[1]))
+    if (!cv->x || !cv->y || !cv->blk || tq_codec_new(ctx, &d4, &cv->codec[0]) ||
+        tq_codec_new(ctx, &d3, &cv->codec[1]))
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    for (int k = 0; k < 2 && o->search_fork; k++) tq_codec_set_weight_search(ctx, cv->codec[k], TQ_WSEARCH_FORK);
+    for (int k = 0; k < 2 && o->search_fork; k++)
+        tq_codec_set_weight_search(ctx, cv->codec[k], TQ_WSEARCH_FORK);
     tq_gguf_writer *w = NULL;
     progress pr;
     progress_init(&pr, o->quiet || o->json);
@@ -496,8 +611,8 @@ static tq_status write_model(tq_ctx *ctx, const tq_gguf *g, tjob *jobs, int64_t 
     if (!st) st = write_meta(w, g, o, jobs, n);
     if (!st) st = tq_gguf_writer_set_profile(w, tq_gguf_profile(g));
     for (int64_t i = 0; i < n && !st; i++)
-        st = tq_gguf_writer_add_tensor(w, tq_gguf_tensor_name(g, i), jobs[i].out_ty->id, tq_gguf_tensor_n_dims(g, i),
-                                       tq_gguf_tensor_ne(g, i));
+        st = tq_gguf_writer_add_tensor(w, tq_gguf_tensor_name(g, i), jobs[i].out_ty->id,
+                                       tq_gguf_tensor_n_dims(g, i), tq_gguf_tensor_ne(g, i));
     const char *inputs[2] = {o->in, o->imatrix ? o->imatrix : o->in};
     if (!st) st = tq_gguf_writer_open(w, o->out, inputs, 2);
     for (int64_t i = 0; i < n && !st; i++) {
@@ -521,18 +636,25 @@ static tq_status write_model(tq_ctx *ctx, const tq_gguf *g, tjob *jobs, int64_t 
     return st;
 }
 
-static void print_summary(const tjob *jobs, int64_t n, const opts *o, double secs, uint64_t in_b, uint64_t out_b,
-                          uint64_t weights)
+static void print_summary(const tjob *jobs, int64_t n, const opts *o, double secs, uint64_t in_b,
+                          uint64_t out_b, uint64_t weights)
 {
     int64_t nf = 0, nc = 0;
-    for (int64_t i = 0; i < n; i++) nf += jobs[i].fallback, nc += jobs[i].convert;
-    fprintf(stderr, "model size  = %10.2f MiB (%.2f BPW)\n", in_b / 1048576.0, weights ? 8.0 * in_b / weights : 0);
-    fprintf(stderr, "quant size  = %10.2f MiB (%.2f BPW)%s\n", out_b / 1048576.0, weights ? 8.0 * out_b / weights : 0,
+    for (int64_t i = 0; i < n; i++) {
+        nf += jobs[i].fallback;
+        nc += jobs[i].convert;
+    }
+    fprintf(stderr, "model size  = %10.2f MiB (%.2f BPW)\n", in_b / 1048576.0,
+            weights ? 8.0 * in_b / weights : 0);
+    fprintf(stderr, "quant size  = %10.2f MiB (%.2f BPW)%s\n", out_b / 1048576.0,
+            weights ? 8.0 * out_b / weights : 0,
             o->simulate ? ", simulated: written as dequantized values" : "");
-    fprintf(stderr, "tensors     = %" PRId64 " converted, %" PRId64 " kept, %" PRId64 " fallback%s\n", nc, n - nc, nf,
-            nf == 1 ? "" : "s");
+    fprintf(stderr,
+            "tensors     = %" PRId64 " converted, %" PRId64 " kept, %" PRId64 " fallback%s\n", nc,
+            n - nc, nf, nf == 1 ? "" : "s");
     if (!o->dry_run)
-        fprintf(stderr, "time        = %.2f s, %.1f MB/s of input\n", secs, secs > 0 ? in_b / secs / 1e6 : 0.0);
+        fprintf(stderr, "time        = %.2f s, %.1f MB/s of input\n", secs,
+                secs > 0 ? in_b / secs / 1e6 : 0.0);
 }
 
 int cmd_quantize_tq4(int argc, char **argv)
@@ -551,7 +673,8 @@ int cmd_quantize_tq4(int argc, char **argv)
     tq_imatrix *im = NULL;
     tjob *jobs = NULL;
     conv cv = {ctx, {NULL, NULL}, NULL, NULL, NULL, NULL, (int)o.threads};
-    if (tq_gguf_open(ctx, o.in, &o.gopt, &g) || (o.imatrix && tq_imatrix_open(ctx, o.imatrix, &im))) {
+    if (tq_gguf_open(ctx, o.in, &o.gopt, &g) ||
+        (o.imatrix && tq_imatrix_open(ctx, o.imatrix, &im))) {
         rc = cli_lib_error(ctx);
         goto done;
     }
@@ -573,7 +696,8 @@ int cmd_quantize_tq4(int argc, char **argv)
         in_b += jobs[i].in_bytes;
         out_b += jobs[i].out_bytes;
         weights += (uint64_t)tq_gguf_tensor_nelements(g, i);
-        if (jobs[i].convert && tq_gguf_tensor_ne(g, i)[0] > widest) widest = tq_gguf_tensor_ne(g, i)[0];
+        if (jobs[i].convert && tq_gguf_tensor_ne(g, i)[0] > widest)
+            widest = tq_gguf_tensor_ne(g, i)[0];
     }
     if (im && !o.quiet) imatrix_warning(g, im, jobs, n, &o);
     if (o.dry_run) {
@@ -583,12 +707,16 @@ int cmd_quantize_tq4(int argc, char **argv)
         goto done;
     }
     double secs = cli_now() - t0;
-    if (o.json) json_report(g, jobs, n, &o, secs, in_b, out_b, weights);
-    else if (!o.quiet) print_summary(jobs, n, &o, secs, in_b, out_b, weights);
+    if (o.json)
+        json_report(g, jobs, n, &o, secs, in_b, out_b, weights);
+    else if (!o.quiet)
+        print_summary(jobs, n, &o, secs, in_b, out_b, weights);
 done:
     tq_codec_free(cv.codec[0]);
     tq_codec_free(cv.codec[1]);
-    free(cv.x), free(cv.y), free(cv.blk);
+    free(cv.x);
+    free(cv.y);
+    free(cv.blk);
     free(jobs);
     tq_imatrix_close(im);
     tq_gguf_close(g);

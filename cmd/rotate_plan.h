@@ -20,23 +20,23 @@ typedef enum {
 } rr_role;
 
 typedef struct rr_tensor {
-    int64_t src;       /* input tensor index; for an untied output, token_embd's */
-    const char *name;  /* output name */
+    int64_t src;      /* input tensor index; for an untied output, token_embd's */
+    const char *name; /* output name */
     rr_role role;
-    int64_t norm;      /* RR_READER: the gain folded in (-1 none) */
-    int v_rows;        /* attn_v weight/bias: R2 on each KV head's output block */
-    int o_cols;        /* attn_output: R2' on each query head's input block */
-    int untied;        /* the output matrix made from tied embeddings (R1 only) */
+    int64_t norm; /* RR_READER: the gain folded in (-1 none) */
+    int v_rows;   /* attn_v weight/bias: R2 on each KV head's output block */
+    int o_cols;   /* attn_output: R2' on each query head's input block */
+    int untied;   /* the output matrix made from tied embeddings (R1 only) */
 } rr_tensor;
 
 typedef struct rr_model {
     char arch[32];
     uint32_t n_embd, n_head, n_head_kv, head_dim, head_dim_v, n_layer;
-    int tied;          /* no output.weight: token_embd is also the output matrix */
+    int tied;             /* no output.weight: token_embd is also the output matrix */
     char r1_blocker[320]; /* why R1 cannot be folded into this graph ("" if it can) */
     int r1;               /* R1 planned */
     size_t n;
-    rr_tensor *t;      /* output tensors in order */
+    rr_tensor *t; /* output tensors in order */
 } rr_model;
 
 /* 0, or -1 with a one-line reason recorded in ctx (unsupported architecture

@@ -25,24 +25,28 @@
 
 void help_rotate_weights(void)
 {
-    printf("usage: tq rotate-weights [options] IN.gguf OUT.gguf\n\n"
-           "Folds exact orthogonal rotations into a llama/mistral/qwen2/qwen3 model, or (R2 only) a\n"
-           "gemma2/gemma3 one: the output computes the same function in stock llama.cpp, and its\n"
-           "weights lose their outlier channels, so it quantizes better.  Quantized inputs (Q8_0,\n"
-           "K-quants, ...) are dequantized; the tensors a rotation changes are written in --out-type,\n"
-           "the others copied as they are.\n\n"
-           "  --r1 on|off|auto  residual-stream rotation of size n_embd, RMSNorm gains folded in\n"
-           "                    (default auto: on where the graph allows it, else off with the reason)\n"
-           "  --r2 on|off       per-KV-head rotation of V, undone in O's columns (default on)\n"
-           "  --kind hadamard|signs\n"
-           "                    randomized Hadamard (default) or a random diagonal of signs (exact in\n"
-           "                    floating point: for checking a pipeline, it removes no outliers)\n"
-           "  --out-type auto|f16|bf16|f32\n"
-           "                    type of the rotated tensors (default auto: float tensors keep their\n"
-           "                    type, quantized ones become F16)\n"
-           "  --seed N          rotation seed (default %llu)\n"
-           "  --type-profile NAME, --threads N, --quiet\n",
-           (unsigned long long)DEFAULT_SEED);
+    printf(
+        "usage: tq rotate-weights [options] IN.gguf OUT.gguf\n\n"
+        "Folds exact orthogonal rotations into a llama/mistral/qwen2/qwen3 model, or (R2 only) a\n"
+        "gemma2/gemma3 one: the output computes the same function in stock llama.cpp, and its\n"
+        "weights lose their outlier channels, so it quantizes better.  Quantized inputs (Q8_0,\n"
+        "K-quants, ...) are dequantized; the tensors a rotation changes are written in "
+        "--out-type,\n"
+        "the others copied as they are.\n\n"
+        "  --r1 on|off|auto  residual-stream rotation of size n_embd, RMSNorm gains folded in\n"
+        "                    (default auto: on where the graph allows it, else off with the "
+        "reason)\n"
+        "  --r2 on|off       per-KV-head rotation of V, undone in O's columns (default on)\n"
+        "  --kind hadamard|signs\n"
+        "                    randomized Hadamard (default) or a random diagonal of signs (exact "
+        "in\n"
+        "                    floating point: for checking a pipeline, it removes no outliers)\n"
+        "  --out-type auto|f16|bf16|f32\n"
+        "                    type of the rotated tensors (default auto: float tensors keep their\n"
+        "                    type, quantized ones become F16)\n"
+        "  --seed N          rotation seed (default %llu)\n"
+        "  --type-profile NAME, --threads N, --quiet\n",
+        (unsigned long long)DEFAULT_SEED);
 }
 
 typedef struct ropts {
@@ -63,7 +67,8 @@ static int opt_seed(void *user, const char *v)
 
 static int parse(int argc, char **argv, ropts *o)
 {
-    static const char *const on_off[] = {"on", "off", NULL}, *const on_off_auto[] = {"on", "off", "auto", NULL},
+    static const char *const on_off[] = {"on", "off", NULL},
+                             *const on_off_auto[] = {"on", "off", "auto", NULL},
                              *const kinds[] = {"hadamard", "signs", NULL},
                              *const types[] = {"auto", "f16", "bf16", "f32", NULL};
     const char *r1 = "auto", *r2 = "on", *kind = "hadamard", *ot = "auto", *pos[2] = {NULL, NULL};
@@ -81,11 +86,25 @@ static int parse(int argc, char **argv, ropts *o)
     cli_common c;
     int n = 0, rc = cli_parse(&spec, argc, argv, &c, pos, &n);
     if (rc) return rc;
-    o->in = pos[0], o->out = pos[1];
-    o->quiet = c.quiet, o->threads = c.threads, o->gopt = cli_gguf_options(&c);
-    o->r1 = !strcmp(r1, "on") ? 1 : !strcmp(r1, "off") ? 0 : -1, o->r2 = !strcmp(r2, "on");
+    o->in = pos[0];
+    o->out = pos[1];
+    o->quiet = c.quiet;
+    o->threads = c.threads;
+    o->gopt = cli_gguf_options(&c);
+    o->r1 = -1; /* auto: where the architecture allows it */
+    if (!strcmp(r1, "on"))
+        o->r1 = 1;
+    else if (!strcmp(r1, "off"))
+        o->r1 = 0;
+    o->r2 = !strcmp(r2, "on");
     o->signs = !strcmp(kind, "signs");
-    o->out_type = !strcmp(ot, "f16") ? TQ_DT_F16 : !strcmp(ot, "bf16") ? TQ_DT_BF16 : !strcmp(ot, "f32") ? TQ_DT_F32 : -1;
+    o->out_type = -1; /* auto: float inputs keep their type */
+    if (!strcmp(ot, "f16"))
+        o->out_type = TQ_DT_F16;
+    else if (!strcmp(ot, "bf16"))
+        o->out_type = TQ_DT_BF16;
+    else if (!strcmp(ot, "f32"))
+        o->out_type = TQ_DT_F32;
     if (!o->in) return cli_usage_error("which model? (see tq help rotate-weights)");
     if (!o->out) return cli_usage_error("where to? give OUT.gguf");
     if (!o->r1 && !o->r2) return cli_usage_error("--r1 off and --r2 off: nothing to do");
@@ -102,15 +121,18 @@ static uint64_t r2_seed(uint64_t seed, uint32_t h) { return seed * 0x9E3779B97F4
 
 /* Rows that can be rotated a slice at a time (everything acts row by row);
  * the rest needs the whole tensor (R1 on the columns, R2 on blocks of rows). */
-static int row_wise(const rr_tensor *t) { return (t->role == RR_READER || t->role == RR_EMBED) && !t->v_rows; }
+static int row_wise(const rr_tensor *t)
+{
+    return (t->role == RR_READER || t->role == RR_EMBED) && !t->v_rows;
+}
 
 #ifndef SLICE_VALUES
 #define SLICE_VALUES (4u << 20)
 #endif
 
 /* x holds `rows` rows of the tensor (all of them unless row_wise). */
-static tq_status transform(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, const rr_tensor *t, const rot *R,
-                           const ropts *o, float *x, size_t rows)
+static tq_status transform(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, const rr_tensor *t,
+                           const rot *R, const ropts *o, float *x, size_t rows)
 {
     const int64_t *ne = tq_gguf_tensor_ne(g, t->src);
     size_t row = (size_t)ne[0];
@@ -122,13 +144,15 @@ static tq_status transform(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, con
     if (t->role == RR_READER && o->r1 && t->norm >= 0) {
         float *gain = malloc(row * sizeof(float));
         if (!gain) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-        st = tq_dequantize(ctx, (tq_dtype)tq_gguf_tensor_type(g, t->norm)->dtype, tq_gguf_tensor_data(g, t->norm), row, gain);
+        st = tq_dequantize(ctx, (tq_dtype)tq_gguf_tensor_type(g, t->norm)->dtype,
+                           tq_gguf_tensor_data(g, t->norm), row, gain);
 #pragma omp parallel for schedule(static)
         for (size_t r = 0; r < rows; r++)
             for (size_t i = 0; i < row; i++) x[r * row + i] *= gain[i];
         free(gain);
     }
-    if (!st && o->r1 && (t->role == RR_READER || t->role == RR_EMBED)) { /* W R1': R1 on every row */
+    if (!st && o->r1 &&
+        (t->role == RR_READER || t->role == RR_EMBED)) { /* W R1': R1 on every row */
         size_t first = SIZE_MAX;
 #pragma omp parallel
         {
@@ -143,13 +167,15 @@ static tq_status transform(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, con
         }
         if (first != SIZE_MAX) st = tq_ctx_status(ctx);
     }
-    if (!st && o->r2 && t->v_rows) { /* R2 W_v: each KV head's block of output rows (or bias values) */
+    if (!st && o->r2 &&
+        t->v_rows) { /* R2 W_v: each KV head's block of output rows (or bias values) */
         uint32_t hd = m->head_dim_v;
         size_t lanes = t->role == RR_COPY ? 1 : row;
         for (uint32_t h = 0; h < m->n_head_kv && !st; h++)
             st = tq_rotation_apply(ctx, R->r2[h], x + (size_t)h * hd * lanes, lanes, 0);
     }
-    if (!st && o->r2 && t->o_cols) { /* W_o R2': each query head's input columns, with its KV head's R2 */
+    if (!st && o->r2 &&
+        t->o_cols) { /* W_o R2': each query head's input columns, with its KV head's R2 */
         uint32_t hd = m->head_dim_v, per = m->n_head / m->n_head_kv;
         size_t first = SIZE_MAX;
 #pragma omp parallel
@@ -169,7 +195,8 @@ static tq_status transform(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, con
         }
         if (first != SIZE_MAX) st = tq_ctx_status(ctx);
     }
-    if (!st && o->r1 && t->role == RR_WRITER) { /* R1 W: the columns, in blocks of 256 across the threads */
+    if (!st && o->r1 &&
+        t->role == RR_WRITER) { /* R1 W: the columns, in blocks of 256 across the threads */
         size_t first = SIZE_MAX;
 #pragma omp parallel
         {
@@ -195,12 +222,15 @@ static int needs_change(const rr_tensor *t, const ropts *o)
     return o->r1 && t->role != RR_COPY;
 }
 
-static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const rr_model *m, const rot *R, const ropts *o)
+static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const rr_model *m, const rot *R,
+                            const ropts *o)
 {
     tq_status st = tq_gguf_writer_copy_kvs(w, g);
     char kind[160];
     if (!st) st = tq_gguf_writer_set_u32(w, "tq.rotation.version", 1);
-    if (!st) st = tq_gguf_writer_set_str(w, "tq.rotation.tool", "tq " TQ_VERSION_STRING, strlen("tq " TQ_VERSION_STRING));
+    if (!st)
+        st = tq_gguf_writer_set_str(w, "tq.rotation.tool", "tq " TQ_VERSION_STRING,
+                                    strlen("tq " TQ_VERSION_STRING));
     if (!st) st = tq_gguf_writer_set_scalar(w, "tq.rotation.seed", TQ_GGUF_UINT64, &o->seed);
     if (!st) st = tq_gguf_writer_set_u32(w, "tq.rotation.r1", (uint32_t)o->r1);
     if (!st && o->r1) {
@@ -209,27 +239,34 @@ static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const rr_model 
         if (!st) st = tq_gguf_writer_set_str(w, "tq.rotation.r1.kind", kind, strlen(kind));
         const char *folded[3] = {"attn_norm", "ffn_norm", "output_norm"};
         uint64_t lens[3] = {9, 8, 11};
-        if (!st) st = tq_gguf_writer_set_array(w, "tq.rotation.r1.folded_norms", TQ_GGUF_STRING, 3, folded, lens);
+        if (!st)
+            st = tq_gguf_writer_set_array(w, "tq.rotation.r1.folded_norms", TQ_GGUF_STRING, 3,
+                                          folded, lens);
         if (!st) st = tq_gguf_writer_set_u32(w, "tq.rotation.r1.untied_output", (uint32_t)m->tied);
     }
     if (!st) st = tq_gguf_writer_set_u32(w, "tq.rotation.r2", (uint32_t)o->r2);
     if (!st && o->r2) {
         st = tq_gguf_writer_set_u32(w, "tq.rotation.r2.size", m->head_dim_v);
-        snprintf(kind, sizeof kind, "%s per KV head (%u heads)", tq_rotation_kind(R->r2[0]), m->n_head_kv);
+        snprintf(kind, sizeof kind, "%s per KV head (%u heads)", tq_rotation_kind(R->r2[0]),
+                 m->n_head_kv);
         if (!st) st = tq_gguf_writer_set_str(w, "tq.rotation.r2.kind", kind, strlen(kind));
     }
-    const char *gen = "tq rotation v1: R1 from seed, R2 of KV head h from seed*0x9E3779B97F4A7C15+1+h; "
-                      "randomized Hadamard signs from splitmix64, odd factors Gram-Schmidt on Box-Muller Gaussians";
+    const char *gen =
+        "tq rotation v1: R1 from seed, R2 of KV head h from seed*0x9E3779B97F4A7C15+1+h; "
+        "randomized Hadamard signs from splitmix64, odd factors Gram-Schmidt on Box-Muller "
+        "Gaussians";
     if (!st) st = tq_gguf_writer_set_str(w, "tq.rotation.generator", gen, strlen(gen));
     return st;
 }
 
 static tq_status make_rotations(tq_ctx *ctx, const rr_model *m, const ropts *o, rot *R)
 {
-    tq_status (*make)(tq_ctx *, uint32_t, uint64_t, tq_rotation **) = o->signs ? tq_rotation_new_signs : tq_rotation_new;
+    tq_status (*make)(tq_ctx *, uint32_t, uint64_t, tq_rotation **) =
+        o->signs ? tq_rotation_new_signs : tq_rotation_new;
     if (o->r1 && make(ctx, m->n_embd, o->seed, &R->r1)) return tq_ctx_status(ctx);
     if (!o->r2) return TQ_OK;
-    if (!(R->r2 = calloc(m->n_head_kv, sizeof *R->r2))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!(R->r2 = calloc(m->n_head_kv, sizeof *R->r2)))
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (uint32_t h = 0; h < m->n_head_kv; h++)
         if (make(ctx, m->head_dim_v, r2_seed(o->seed, h), &R->r2[h])) return tq_ctx_status(ctx);
     return TQ_OK;
@@ -241,19 +278,22 @@ static int is_float(int d) { return d == TQ_DT_F32 || d == TQ_DT_F16 || d == TQ_
  * that is a float type (no rounding added), else F16. */
 static int out_dtype(const tq_ggml_type *in, const ropts *o)
 {
-    return o->out_type >= 0 ? o->out_type : is_float(in->dtype) ? in->dtype : TQ_DT_F16;
+    if (o->out_type >= 0) return o->out_type;
+    return is_float(in->dtype) ? in->dtype : TQ_DT_F16;
 }
 
 /* One tensor, rotated a slice of rows at a time when it acts row-wise. */
-static tq_status rotate_tensor(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, const rr_tensor *t, const rot *R,
-                               const ropts *o, float *x, uint8_t *enc, tq_gguf_writer *w)
+static tq_status rotate_tensor(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, const rr_tensor *t,
+                               const rot *R, const ropts *o, float *x, uint8_t *enc,
+                               tq_gguf_writer *w)
 {
     const tq_ggml_type *ty = tq_gguf_tensor_type(g, t->src);
     tq_dtype out = (tq_dtype)out_dtype(ty, o);
     size_t n = (size_t)tq_gguf_tensor_nelements(g, t->src);
     const uint8_t *src = tq_gguf_tensor_data(g, t->src);
     size_t row = (size_t)tq_gguf_tensor_ne(g, t->src)[0], rows = n / row;
-    size_t per = row_wise(t) ? (SLICE_VALUES / row ? SLICE_VALUES / row : 1) : rows;
+    size_t per = rows; /* column-wise: the whole tensor at once */
+    if (row_wise(t)) per = SLICE_VALUES / row ? SLICE_VALUES / row : 1;
     size_t rb = row / ty->block * ty->bytes, out_rb = row * tq_dtype_block_bytes(out);
     tq_status st = TQ_OK;
     for (size_t r0 = 0; r0 < rows && !st; r0 += per) {
@@ -268,17 +308,21 @@ static tq_status rotate_tensor(tq_ctx *ctx, const tq_gguf *g, const rr_model *m,
 }
 
 /* The rotated model; *changed counts the tensors that were rotated. */
-static tq_status write_model(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, const rot *R, const ropts *o,
-                             size_t *changed)
+static tq_status write_model(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, const rot *R,
+                             const ropts *o, size_t *changed)
 {
     /* buffers: the largest tensor that must be whole (in float32, and
      * encoded), or a slice of rows of the row-wise ones */
     size_t biggest = SLICE_VALUES, biggest_bytes = SLICE_VALUES * sizeof(float);
     uint64_t total = 0, done_b = 0;
     for (size_t i = 0; i < m->n; i++) {
-        size_t ne = (size_t)tq_gguf_tensor_nelements(g, m->t[i].src), nb = (size_t)tq_gguf_tensor_nbytes(g, m->t[i].src);
+        size_t ne = (size_t)tq_gguf_tensor_nelements(g, m->t[i].src),
+               nb = (size_t)tq_gguf_tensor_nbytes(g, m->t[i].src);
         size_t row = (size_t)tq_gguf_tensor_ne(g, m->t[i].src)[0];
-        if (row_wise(&m->t[i])) ne = row > SLICE_VALUES ? row : SLICE_VALUES / row * row, nb = ne * sizeof(float);
+        if (row_wise(&m->t[i])) {
+            ne = row > SLICE_VALUES ? row : SLICE_VALUES / row * row;
+            nb = ne * sizeof(float);
+        }
         if (ne > biggest) biggest = ne;
         if (nb > biggest_bytes) biggest_bytes = nb;
         total += tq_gguf_tensor_nbytes(g, m->t[i].src);
@@ -287,20 +331,28 @@ static tq_status write_model(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, c
     float *x = malloc(biggest * sizeof(float));
     uint8_t *enc = malloc(biggest * sizeof(float)); /* any output type, float32 at most */
     tq_gguf_writer *w = NULL;
-    tq_status st = !x || !enc ? tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory for a tensor of %zu values", biggest)
-                              : tq_gguf_writer_new(ctx, &w);
+    tq_status st = !x || !enc
+                       ? tq_ctx_set_error(ctx, TQ_ERR_NOMEM,
+                                          "out of memory for a tensor of %zu values", biggest)
+                       : tq_gguf_writer_new(ctx, &w);
     if (!st) st = write_meta(w, g, m, R, o);
     if (!st) st = tq_gguf_writer_set_profile(w, tq_gguf_profile(g));
     for (size_t i = 0; i < m->n && !st; i++) {
         const rr_tensor *t = &m->t[i];
         uint32_t id = tq_gguf_tensor_type_id(g, t->src);
         if (needs_change(t, o)) {
-            const char *name = tq_dtype_name((tq_dtype)out_dtype(tq_gguf_tensor_type(g, t->src), o));
+            const char *name =
+                tq_dtype_name((tq_dtype)out_dtype(tq_gguf_tensor_type(g, t->src), o));
             const tq_ggml_type *ot = tq_ggml_type_by_name(tq_gguf_profile(g), name);
-            if (!ot) st = tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "type profile has no %s type id", name);
-            else id = ot->id;
+            if (!ot)
+                st = tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "type profile has no %s type id",
+                                      name);
+            else
+                id = ot->id;
         }
-        if (!st) st = tq_gguf_writer_add_tensor(w, t->name, id, tq_gguf_tensor_n_dims(g, t->src), tq_gguf_tensor_ne(g, t->src));
+        if (!st)
+            st = tq_gguf_writer_add_tensor(w, t->name, id, tq_gguf_tensor_n_dims(g, t->src),
+                                           tq_gguf_tensor_ne(g, t->src));
     }
     const char *inputs[1] = {o->in};
     if (!st) st = tq_gguf_writer_open(w, o->out, inputs, 1);
@@ -308,8 +360,12 @@ static tq_status write_model(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, c
     progress_init(&pr, o->quiet);
     for (size_t i = 0; i < m->n && !st; i++) {
         const rr_tensor *t = &m->t[i];
-        if (!needs_change(t, o)) st = tq_gguf_copy_tensor(g, t->src, w);
-        else ++*changed, st = rotate_tensor(ctx, g, m, t, R, o, x, enc, w);
+        if (!needs_change(t, o))
+            st = tq_gguf_copy_tensor(g, t->src, w);
+        else {
+            ++*changed;
+            st = rotate_tensor(ctx, g, m, t, R, o, x, enc, w);
+        }
         tq_gguf_tensor_release(g, t->src);
         done_b += tq_gguf_tensor_nbytes(g, t->src);
         progress_update(&pr, done_b, total, "bytes");
@@ -317,7 +373,8 @@ static tq_status write_model(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, c
     progress_end(&pr);
     if (!st) st = tq_gguf_writer_finish(w);
     tq_gguf_writer_free(w);
-    free(x), free(enc);
+    free(x);
+    free(enc);
     return st;
 }
 
@@ -335,15 +392,23 @@ int cmd_rotate_weights(int argc, char **argv)
     rr_model m = {0};
     rot R = {NULL, NULL};
     size_t changed = 0;
-    if (tq_gguf_open(ctx, o.in, &o.gopt, &g)) rc = cli_lib_error(ctx);
-    else if (rr_plan(ctx, g, o.r1, &m)) rc = cli_runtime_error("%s: %s", o.in, tq_ctx_error(ctx));
-    else if (o.r1 = m.r1, !o.r1 && !o.r2) rc = cli_usage_error("%s: R1 is not possible here (%s) and --r2 is off: nothing to do", o.in, m.r1_blocker);
-    else if (make_rotations(ctx, &m, &o, &R)) rc = cli_runtime_error("%s: %s: %s", o.in, R.r1 || !o.r1 ? "R2" : "R1", tq_ctx_error(ctx));
-    else if (write_model(ctx, g, &m, &R, &o, &changed)) rc = cli_lib_error(ctx);
+    if (tq_gguf_open(ctx, o.in, &o.gopt, &g))
+        rc = cli_lib_error(ctx);
+    else if (rr_plan(ctx, g, o.r1, &m))
+        rc = cli_runtime_error("%s: %s", o.in, tq_ctx_error(ctx));
+    if (!rc) o.r1 = m.r1; /* R1 where the plan allows it */
+    if (!rc && !o.r1 && !o.r2)
+        rc = cli_usage_error("%s: R1 is not possible here (%s) and --r2 is off: nothing to do",
+                             o.in, m.r1_blocker);
+    if (!rc && make_rotations(ctx, &m, &o, &R))
+        rc = cli_runtime_error("%s: %s: %s", o.in, R.r1 || !o.r1 ? "R2" : "R1", tq_ctx_error(ctx));
+    if (!rc && write_model(ctx, g, &m, &R, &o, &changed)) rc = cli_lib_error(ctx);
     if (!rc && !o.quiet)
-        cli_log("%s (%s, n_embd %u, %u layers, %u/%u heads of %u): %zu of %zu tensors rotated%s%s%s in %.2f s", o.in,
-                m.arch, m.n_embd, m.n_layer, m.n_head, m.n_head_kv, m.head_dim, changed, m.n, o.r1 ? ", R1 " : "",
-                o.r1 ? tq_rotation_kind(R.r1) : "", o.r2 ? ", R2 per KV head" : "", cli_now() - t0);
+        cli_log("%s (%s, n_embd %u, %u layers, %u/%u heads of %u): %zu of %zu tensors "
+                "rotated%s%s%s in %.2f s",
+                o.in, m.arch, m.n_embd, m.n_layer, m.n_head, m.n_head_kv, m.head_dim, changed, m.n,
+                o.r1 ? ", R1 " : "", o.r1 ? tq_rotation_kind(R.r1) : "",
+                o.r2 ? ", R2 per KV head" : "", cli_now() - t0);
     if (!rc && !o.quiet && m.r1_blocker[0]) cli_log("R1 not folded: %s", m.r1_blocker);
     if (!rc && !o.quiet && m.tied && o.r1)
         cli_log("the embeddings were tied to the output; output.weight is now written out");

@@ -11,13 +11,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-tq_status tq_map_file(tq_ctx *ctx, const char *path, uint64_t min_size, const char *what, const uint8_t **map,
-                      uint64_t *size)
+tq_status tq_map_file(tq_ctx *ctx, const char *path, uint64_t min_size, const char *what,
+                      const uint8_t **map, uint64_t *size)
 {
     *map = NULL;
     *size = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0)
+        return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb)) {
         close(fd);
@@ -29,11 +30,13 @@ tq_status tq_map_file(tq_ctx *ctx, const char *path, uint64_t min_size, const ch
     }
     if ((uint64_t)sb.st_size < min_size || sb.st_size == 0) {
         close(fd);
-        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %s (%lld bytes: too short)", path, what, (long long)sb.st_size);
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %s (%lld bytes: too short)", path, what,
+                                (long long)sb.st_size);
     }
     void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (m == MAP_FAILED) return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
+    if (m == MAP_FAILED)
+        return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
     *map = m;
     *size = (uint64_t)sb.st_size;
     return TQ_OK;
@@ -71,7 +74,8 @@ static ssize_t sink_write(void *cookie, const char *buf, size_t n)
     }
     k->written += n;
     if (k->durable && k->written - k->synced >= WRITEBACK_STEP) {
-        sync_file_range(k->fd, (off_t)k->synced, (off_t)(k->written - k->synced), SYNC_FILE_RANGE_WRITE);
+        sync_file_range(k->fd, (off_t)k->synced, (off_t)(k->written - k->synced),
+                        SYNC_FILE_RANGE_WRITE);
         k->synced = k->written;
     }
     return (ssize_t)n;
@@ -102,7 +106,8 @@ tq_status tq_temp_create_ex(tq_ctx *ctx, const char *path, int durable, char **t
     sprintf(*tmp, "%s.tmp.XXXXXX", path);
     int fd = mkstemp(*tmp);
     if (fd < 0) {
-        tq_status st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot create a file beside it: %s", path, strerror(errno));
+        tq_status st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot create a file beside it: %s",
+                                        path, strerror(errno));
         free(*tmp);
         *tmp = NULL;
         return st;
@@ -115,7 +120,8 @@ tq_status tq_temp_create_ex(tq_ctx *ctx, const char *path, int durable, char **t
     if (k) *k = (sink){fd, 0, 0, durable};
     *f = k ? fopencookie(k, "w", io) : NULL;
     if (!*f) {
-        tq_status st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        tq_status st =
+            tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         free(k);
         close(fd);
         unlink(*tmp);

@@ -11,8 +11,8 @@
 
 /* Maps a regular file of at least min_size bytes; `what` names the format for
  * the message when it is shorter ("not a GGUF file", ...). */
-tq_status tq_map_file(tq_ctx *ctx, const char *path, uint64_t min_size, const char *what, const uint8_t **map,
-                      uint64_t *size);
+tq_status tq_map_file(tq_ctx *ctx, const char *path, uint64_t min_size, const char *what,
+                      const uint8_t **map, uint64_t *size);
 void tq_unmap_file(const uint8_t *map, uint64_t size);
 
 /* Creates PATH.tmp.XXXXXX with the permissions a new file would get and opens

@@ -37,8 +37,8 @@ extern "C" {
 #endif
 
 #define TQ_GGUF_DEFAULT_ALIGNMENT 32
-#define TQ_GGUF_MAX_DIMS 4
-#define TQ_GGUF_MAX_NAME 63 /* bytes; ggml's GGML_MAX_NAME is 64 with the NUL */
+#define TQ_GGUF_MAX_DIMS          4
+#define TQ_GGUF_MAX_NAME          63 /* bytes; ggml's GGML_MAX_NAME is 64 with the NUL */
 
 typedef enum tq_gguf_type {
     TQ_GGUF_UINT8 = 0,
@@ -73,15 +73,16 @@ typedef enum tq_type_profile {
 
 #define TQ_PROFILE_DEFAULT TQ_PROFILE_TT_69D8E4BE4
 
-const char *tq_type_profile_name(tq_type_profile p); /* "69d8e4be4", "00910b10", "45f8a066", "upstream" */
+const char *
+tq_type_profile_name(tq_type_profile p); /* "69d8e4be4", "00910b10", "45f8a066", "upstream" */
 int tq_type_profile_parse(const char *s, tq_type_profile *out); /* 0 ok, -1 unknown */
 
 typedef struct tq_ggml_type {
     int id;
-    const char *name;  /* ggml's lower-case name: "f32", "q4_K", "tq4_1s" */
-    uint32_t block;    /* elements per block */
-    uint32_t bytes;    /* bytes per block */
-    int dtype;         /* tq_dtype that can decode it, or -1 */
+    const char *name; /* ggml's lower-case name: "f32", "q4_K", "tq4_1s" */
+    uint32_t block;   /* elements per block */
+    uint32_t bytes;   /* bytes per block */
+    int dtype;        /* tq_dtype that can decode it, or -1 */
 } tq_ggml_type;
 
 /* NULL for ids that do not exist (or were removed) in that profile. */
@@ -95,8 +96,8 @@ int tq_ggml_type_id_ambiguous(int id);
 typedef struct tq_gguf tq_gguf;
 
 typedef struct tq_gguf_options {
-    tq_type_profile profile;  /* used when the file records none */
-    int profile_explicit;     /* 1: the caller chose it (suppresses the flag) */
+    tq_type_profile profile; /* used when the file records none */
+    int profile_explicit;    /* 1: the caller chose it (suppresses the flag) */
 } tq_gguf_options;
 
 /* opt may be NULL (default profile). */
@@ -108,12 +109,12 @@ void tq_gguf_close(tq_gguf *g);
 
 uint32_t tq_gguf_version(const tq_gguf *g);
 uint32_t tq_gguf_alignment(const tq_gguf *g);
-uint64_t tq_gguf_file_size(const tq_gguf *g);     /* all shards together */
-uint64_t tq_gguf_data_offset(const tq_gguf *g);   /* of the first shard */
+uint64_t tq_gguf_file_size(const tq_gguf *g);   /* all shards together */
+uint64_t tq_gguf_data_offset(const tq_gguf *g); /* of the first shard */
 uint32_t tq_gguf_n_shards(const tq_gguf *g);
 const char *tq_gguf_shard_path(const tq_gguf *g, uint32_t i);
 tq_type_profile tq_gguf_profile(const tq_gguf *g);
-int tq_gguf_profile_assumed(const tq_gguf *g);    /* ambiguous ids, no record, no choice */
+int tq_gguf_profile_assumed(const tq_gguf *g); /* ambiguous ids, no record, no choice */
 
 /* Metadata (of the first shard), in file order. */
 int64_t tq_gguf_n_kv(const tq_gguf *g);
@@ -171,7 +172,8 @@ void tq_gguf_writer_free(tq_gguf_writer *w); /* removes an unfinished output */
  * layout belongs to the file that has it). */
 tq_status tq_gguf_writer_copy_kvs(tq_gguf_writer *w, const tq_gguf *src);
 tq_status tq_gguf_writer_copy_kv(tq_gguf_writer *w, const tq_gguf *src, int64_t i);
-tq_status tq_gguf_writer_set_scalar(tq_gguf_writer *w, const char *key, tq_gguf_type t, const void *le_value);
+tq_status tq_gguf_writer_set_scalar(tq_gguf_writer *w, const char *key, tq_gguf_type t,
+                                    const void *le_value);
 tq_status tq_gguf_writer_set_u32(tq_gguf_writer *w, const char *key, uint32_t v);
 tq_status tq_gguf_writer_set_str(tq_gguf_writer *w, const char *key, const char *s, uint64_t len);
 /* Numeric arrays: n elements of type t, little-endian packed.  String
@@ -183,8 +185,8 @@ int64_t tq_gguf_writer_n_kv(const tq_gguf_writer *w);
 
 /* Tensor infos, in the order their data will be written. */
 tq_status tq_gguf_writer_set_profile(tq_gguf_writer *w, tq_type_profile p);
-tq_status tq_gguf_writer_add_tensor(tq_gguf_writer *w, const char *name, int type_id, uint32_t n_dims,
-                                    const int64_t *ne);
+tq_status tq_gguf_writer_add_tensor(tq_gguf_writer *w, const char *name, int type_id,
+                                    uint32_t n_dims, const int64_t *ne);
 
 /* Split output: shards of at most max_bytes of tensor data (a tensor is never
  * cut), named PATH-00001-of-0000N.gguf when PATH ends in .gguf, with

@@ -15,15 +15,15 @@
 #include <unistd.h>
 
 #define GGUF_MAX_STRING (1ull << 30) /* ggml's GGUF_MAX_STRING_LENGTH */
-#define GGUF_MAX_ARRAY (1ull << 30)  /* ggml's GGUF_MAX_ARRAY_ELEMENTS */
+#define GGUF_MAX_ARRAY  (1ull << 30) /* ggml's GGUF_MAX_ARRAY_ELEMENTS */
 
 typedef struct kv_ent {
     char *key;
     uint64_t key_len;
     tq_gguf_type type, arr_type;
     uint64_t n;
-    uint64_t val_off;  /* first value byte (arrays: first element) */
-    uint64_t raw_off;  /* value as stored after the type field */
+    uint64_t val_off; /* first value byte (arrays: first element) */
+    uint64_t raw_off; /* value as stored after the type field */
     uint64_t raw_len;
     uint64_t *str_off; /* STRING arrays: offset of each element's length field */
 } kv_ent;
@@ -97,7 +97,8 @@ static const char *t_name(const tq_gguf *g, int64_t i, uint64_t *len)
 
 /* Finds name; with insert >= 0 adds that index when absent.  Returns the
  * index found, or -1. */
-static int64_t tab_find(const tq_gguf *g, const strtab *t, name_fn fn, const char *s, uint64_t n, int64_t insert)
+static int64_t tab_find(const tq_gguf *g, const strtab *t, name_fn fn, const char *s, uint64_t n,
+                        int64_t insert)
 {
     if (!t->slot) return -1;
     for (uint64_t h = fnv1a(s, n) & (t->cap - 1);; h = (h + 1) & (t->cap - 1)) {
@@ -121,7 +122,8 @@ typedef struct rd {
     const char *label;
 } rd;
 
-static tq_status bad(rd *r, uint64_t at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static tq_status bad(rd *r, uint64_t at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static tq_status bad(rd *r, uint64_t at, const char *fmt, ...)
 {
     char what[320];
@@ -129,13 +131,15 @@ static tq_status bad(rd *r, uint64_t at, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    return tq_ctx_set_error(r->ctx, TQ_ERR_FORMAT, "%s: %s: at offset %" PRIu64, r->label, what, at);
+    return tq_ctx_set_error(r->ctx, TQ_ERR_FORMAT, "%s: %s: at offset %" PRIu64, r->label, what,
+                            at);
 }
 
 static tq_status need(rd *r, uint64_t n, const char *what)
 {
     if (n > r->size - r->pos)
-        return bad(r, r->pos, "truncated: %s needs %" PRIu64 " bytes, %" PRIu64 " left", what, n, r->size - r->pos);
+        return bad(r, r->pos, "truncated: %s needs %" PRIu64 " bytes, %" PRIu64 " left", what, n,
+                   r->size - r->pos);
     return TQ_OK;
 }
 
@@ -198,19 +202,23 @@ static tq_status parse_value(rd *r, kv_ent *e)
         if ((st = rd_u32(r, &at32, "array element type"))) return st;
         if (at32 >= TQ_GGUF_TYPE_COUNT)
             return bad(r, at, "key '%s' has an array of invalid type %u", e->key, at32);
-        if (at32 == TQ_GGUF_ARRAY) return bad(r, at, "key '%s' is a nested array (not allowed by ggml)", e->key);
+        if (at32 == TQ_GGUF_ARRAY)
+            return bad(r, at, "key '%s' is a nested array (not allowed by ggml)", e->key);
         e->arr_type = (tq_gguf_type)at32;
         if ((st = rd_u64(r, &e->n, "array length"))) return st;
-        if (e->n > GGUF_MAX_ARRAY) return bad(r, at, "key '%s' has %" PRIu64 " elements (at most 2^30)", e->key, e->n);
+        if (e->n > GGUF_MAX_ARRAY)
+            return bad(r, at, "key '%s' has %" PRIu64 " elements (at most 2^30)", e->key, e->n);
     }
     tq_gguf_type et = e->type == TQ_GGUF_ARRAY ? e->arr_type : e->type;
     e->val_off = r->pos;
     if (et == TQ_GGUF_STRING) {
         if (e->type == TQ_GGUF_ARRAY) {
             if (e->n > (r->size - r->pos) / 8)
-                return bad(r, at, "key '%s': %" PRIu64 " strings cannot fit in the file", e->key, e->n);
+                return bad(r, at, "key '%s': %" PRIu64 " strings cannot fit in the file", e->key,
+                           e->n);
             e->str_off = malloc((e->n ? e->n : 1) * sizeof(uint64_t));
-            if (!e->str_off) return tq_ctx_set_error(r->ctx, TQ_ERR_NOMEM, "%s: out of memory", r->label);
+            if (!e->str_off)
+                return tq_ctx_set_error(r->ctx, TQ_ERR_NOMEM, "%s: out of memory", r->label);
         }
         for (uint64_t j = 0; j < e->n; j++) {
             uint64_t off, len;
@@ -220,15 +228,18 @@ static tq_status parse_value(rd *r, kv_ent *e)
     } else {
         uint64_t sz = tq_gguf_type_size(et);
         if (e->n > (r->size - r->pos) / sz)
-            return bad(r, at, "key '%s': %" PRIu64 " values of %" PRIu64 " bytes run past the end of the file", e->key,
-                       e->n, sz);
+            return bad(r, at,
+                       "key '%s': %" PRIu64 " values of %" PRIu64
+                       " bytes run past the end of the file",
+                       e->key, e->n, sz);
         r->pos += e->n * sz;
     }
     e->raw_len = r->pos - e->raw_off;
     return TQ_OK;
 }
 
-static tq_status parse_kvs(rd *r, tq_gguf *g, int64_t n_kv, kv_ent **out, int64_t *n_out, strtab *tab)
+static tq_status parse_kvs(rd *r, tq_gguf *g, int64_t n_kv, kv_ent **out, int64_t *n_out,
+                           strtab *tab)
 {
     if ((uint64_t)n_kv > (r->size - r->pos) / 12)
         return bad(r, 16, "key count %" PRId64 " cannot fit in the file", n_kv);
@@ -256,7 +267,8 @@ static tq_status parse_kvs(rd *r, tq_gguf *g, int64_t n_kv, kv_ent **out, int64_
         uint32_t t;
         uint64_t tat = r->pos;
         if ((st = rd_u32(r, &t, "value type"))) return st;
-        if (t >= TQ_GGUF_TYPE_COUNT) return bad(r, tat, "key '%s' has invalid value type %u", e->key, t);
+        if (t >= TQ_GGUF_TYPE_COUNT)
+            return bad(r, tat, "key '%s' has invalid value type %u", e->key, t);
         e->type = (tq_gguf_type)t;
         e->raw_off = r->pos;
         if ((st = parse_value(r, e))) return st;
@@ -287,14 +299,17 @@ static tq_status parse_header(rd *r, uint32_t *version, int64_t *n_t, int64_t *n
     tq_status st;
     if (r->size < 4 || memcmp(r->p, "GGUF", 4)) {
         char m[5] = {0};
-        for (int i = 0; i < 4 && (uint64_t)i < r->size; i++) m[i] = (r->p[i] >= 32 && r->p[i] < 127) ? (char)r->p[i] : '?';
+        for (int i = 0; i < 4 && (uint64_t)i < r->size; i++)
+            m[i] = (r->p[i] >= 32 && r->p[i] < 127) ? (char)r->p[i] : '?';
         return bad(r, 0, "not a GGUF file (magic '%s', expected 'GGUF')", m);
     }
     r->pos = 4;
     if ((st = rd_u32(r, version, "version"))) return st;
     if ((*version & 0xFFFF) == 0 && *version)
-        return bad(r, 4, "version field 0x%08x: a big-endian GGUF; tq reads little-endian files only "
-                         "(convert with gguf-py's gguf_convert_endian.py)", *version);
+        return bad(r, 4,
+                   "version field 0x%08x: a big-endian GGUF; tq reads little-endian files only "
+                   "(convert with gguf-py's gguf_convert_endian.py)",
+                   *version);
     if (*version == 0) return bad(r, 4, "bad GGUF version 0");
     if (*version == 1) return bad(r, 4, "GGUF version 1 is no longer supported");
     if (*version > 3) return bad(r, 4, "GGUF version %u (tq reads versions 2 and 3)", *version);
@@ -319,7 +334,8 @@ static tq_status resolve_profile(rd *r, tq_gguf *g, const tq_gguf_options *opt)
         return bad(r, e->raw_off, "key 'tq.type_profile' must be a short string");
     memcpy(name, r->p + e->val_off + 8, len);
     tq_type_profile p;
-    if (tq_type_profile_parse(name, &p)) return bad(r, e->raw_off, "unknown tq.type_profile '%s'", name);
+    if (tq_type_profile_parse(name, &p))
+        return bad(r, e->raw_off, "unknown tq.type_profile '%s'", name);
     if (opt && opt->profile_explicit && opt->profile != p)
         return bad(r, e->raw_off, "the file records type-id profile %s but %s was requested", name,
                    tq_type_profile_name(opt->profile));
@@ -334,16 +350,19 @@ static tq_status parse_alignment(rd *r, tq_gguf *g)
     if (i < 0) return TQ_OK;
     kv_ent *e = &g->kv[i];
     if (e->type != TQ_GGUF_UINT32)
-        return bad(r, e->raw_off, "key 'general.alignment' must be of type UINT32, not %s", tq_gguf_type_name(e->type));
+        return bad(r, e->raw_off, "key 'general.alignment' must be of type UINT32, not %s",
+                   tq_gguf_type_name(e->type));
     uint32_t a = get_u32(r->p + e->val_off);
     if (!a || (a & (a - 1))) return bad(r, e->val_off, "alignment %u is not a power of 2", a);
     g->alignment = a;
     return TQ_OK;
 }
 
-static tq_status parse_tensors(rd *r, tq_gguf *g, int64_t n, uint32_t shard_i, const tq_gguf_options *opt)
+static tq_status parse_tensors(rd *r, tq_gguf *g, int64_t n, uint32_t shard_i,
+                               const tq_gguf_options *opt)
 {
-    if ((uint64_t)n > (r->size - r->pos) / 24) return bad(r, 8, "tensor count %" PRId64 " cannot fit in the file", n);
+    if ((uint64_t)n > (r->size - r->pos) / 24)
+        return bad(r, 8, "tensor count %" PRId64 " cannot fit in the file", n);
     if (g->n_t + n > g->cap_t) {
         int64_t cap = g->n_t + n;
         tensor_ent *t = realloc(g->t, (size_t)(cap ? cap : 1) * sizeof *t);
@@ -353,10 +372,12 @@ static tq_status parse_tensors(rd *r, tq_gguf *g, int64_t n, uint32_t shard_i, c
     }
     if ((uint64_t)(g->n_t + n) * 2 + 16 > g->names.cap) { /* rehash for the new total */
         strtab nt;
-        if (tab_init(&nt, (uint64_t)(g->n_t + n))) return tq_ctx_set_error(r->ctx, TQ_ERR_NOMEM, "%s: out of memory", r->label);
+        if (tab_init(&nt, (uint64_t)(g->n_t + n)))
+            return tq_ctx_set_error(r->ctx, TQ_ERR_NOMEM, "%s: out of memory", r->label);
         free(g->names.slot);
         g->names = nt;
-        for (int64_t i = 0; i < g->n_t; i++) tab_find(g, &g->names, t_name, g->t[i].name, strlen(g->t[i].name), i);
+        for (int64_t i = 0; i < g->n_t; i++)
+            tab_find(g, &g->names, t_name, g->t[i].name, strlen(g->t[i].name), i);
     }
     tq_status st;
     int64_t first = g->n_t;
@@ -366,9 +387,11 @@ static tq_status parse_tensors(rd *r, tq_gguf *g, int64_t n, uint32_t shard_i, c
         uint64_t at = r->pos, noff, nlen;
         if ((st = rd_str(r, &noff, &nlen, "tensor name"))) return st;
         if (nlen > TQ_GGUF_MAX_NAME)
-            return bad(r, at, "tensor %" PRId64 " name is %" PRIu64 " bytes (at most %d)", k, nlen, TQ_GGUF_MAX_NAME);
+            return bad(r, at, "tensor %" PRId64 " name is %" PRIu64 " bytes (at most %d)", k, nlen,
+                       TQ_GGUF_MAX_NAME);
         memcpy(e->name, r->p + noff, nlen);
-        if (memchr(e->name, 0, nlen)) return bad(r, at, "tensor %" PRId64 " name contains a NUL byte", k);
+        if (memchr(e->name, 0, nlen))
+            return bad(r, at, "tensor %" PRId64 " name contains a NUL byte", k);
         if ((st = rd_u32(r, &e->n_dims, "n_dims"))) return st;
         if (e->n_dims > TQ_GGUF_MAX_DIMS)
             return bad(r, at, "tensor '%s' has %u dimensions (at most 4)", e->name, e->n_dims);
@@ -389,13 +412,15 @@ static tq_status parse_tensors(rd *r, tq_gguf *g, int64_t n, uint32_t shard_i, c
         e->type_id = (int)tid;
         e->type = tq_ggml_type_get(g->profile, (int)tid);
         if (!e->type)
-            return bad(r, at, "tensor '%s' has type id %u, unknown in type-id profile %s", e->name, tid,
-                       tq_type_profile_name(g->profile));
+            return bad(r, at, "tensor '%s' has type id %u, unknown in type-id profile %s", e->name,
+                       tid, tq_type_profile_name(g->profile));
         if (tq_ggml_type_id_ambiguous((int)tid) && !(opt && opt->profile_explicit) &&
             kv_index(g->kv, g->n_kv, "tq.type_profile") < 0)
             g->assumed = 1;
         if (e->ne[0] % e->type->block)
-            return bad(r, at, "tensor '%s' has %" PRId64 " elements per row, not a multiple of %s's block size %u",
+            return bad(r, at,
+                       "tensor '%s' has %" PRId64
+                       " elements per row, not a multiple of %s's block size %u",
                        e->name, e->ne[0], e->type->name, e->type->block);
         uint64_t blocks = (uint64_t)nel / e->type->block;
         if (blocks > (uint64_t)INT64_MAX / e->type->bytes)
@@ -415,10 +440,13 @@ static tq_status parse_tensors(rd *r, tq_gguf *g, int64_t n, uint32_t shard_i, c
     for (int64_t i = first; i < g->n_t; i++) {
         tensor_ent *e = &g->t[i];
         if (e->offset != expect)
-            return bad(r, data, "tensor '%s' has offset %" PRIu64 ", expected %" PRIu64, e->name, e->offset, expect);
+            return bad(r, data, "tensor '%s' has offset %" PRIu64 ", expected %" PRIu64, e->name,
+                       e->offset, expect);
         uint64_t padded = (e->nbytes + a - 1) / a * a;
         if (padded > r->size || expect > r->size - padded || data > r->size - expect - padded)
-            return bad(r, data + expect, "tensor '%s' data (%" PRIu64 " bytes padded) runs past the end of the file (%" PRIu64 " bytes)",
+            return bad(r, data + expect,
+                       "tensor '%s' data (%" PRIu64
+                       " bytes padded) runs past the end of the file (%" PRIu64 " bytes)",
                        e->name, padded, r->size);
         expect += padded;
     }
@@ -426,8 +454,8 @@ static tq_status parse_tensors(rd *r, tq_gguf *g, int64_t n, uint32_t shard_i, c
 }
 
 /* Parses one mapped shard: metadata into kv (shard 0) or a scratch table. */
-static tq_status parse_shard(tq_ctx *ctx, tq_gguf *g, uint32_t si, const tq_gguf_options *opt, kv_ent **kv_out,
-                             int64_t *n_kv_out)
+static tq_status parse_shard(tq_ctx *ctx, tq_gguf *g, uint32_t si, const tq_gguf_options *opt,
+                             kv_ent **kv_out, int64_t *n_kv_out)
 {
     shard *s = &g->sh[si];
     rd r = {s->map, s->size, 0, ctx, s->path};
@@ -510,10 +538,17 @@ static int split_int(const shard *s, const kv_ent *kv, int64_t n, const char *ke
     if (i < 0) return -1;
     const uint8_t *p = s->map + kv[i].val_off;
     switch (kv[i].type) {
-    case TQ_GGUF_UINT16: *out = (uint16_t)(p[0] | p[1] << 8); return 0;
-    case TQ_GGUF_INT32: *out = (int32_t)get_u32(p); return 0;
-    case TQ_GGUF_UINT32: *out = get_u32(p); return 0;
-    default: return -1;
+        case TQ_GGUF_UINT16:
+            *out = (uint16_t)(p[0] | p[1] << 8);
+            return 0;
+        case TQ_GGUF_INT32:
+            *out = (int32_t)get_u32(p);
+            return 0;
+        case TQ_GGUF_UINT32:
+            *out = get_u32(p);
+            return 0;
+        default:
+            return -1;
     }
 }
 
@@ -524,18 +559,23 @@ static tq_status open_splits(tq_ctx *ctx, tq_gguf *g, const tq_gguf_options *opt
     if (split_int(s0, g->kv, g->n_kv, "split.count", &count)) return TQ_OK;
     if (split_int(s0, g->kv, g->n_kv, "split.no", &no)) no = 0;
     if (no != 0)
-        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: this is shard %" PRId64 " of %" PRId64 " of a split model: open shard 1",
-                       s0->path, no + 1, count);
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT,
+                                "%s: this is shard %" PRId64 " of %" PRId64
+                                " of a split model: open shard 1",
+                                s0->path, no + 1, count);
     if (count <= 1) return TQ_OK;
     if (count > 99999)
-        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: split.count %" PRId64 " is out of range", s0->path, count);
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: split.count %" PRId64 " is out of range",
+                                s0->path, count);
     const char *p = g->sh[0].path;
     size_t L = strlen(p);
     char want[64];
     snprintf(want, sizeof want, "-00001-of-%05d.gguf", (int)count);
     size_t wl = strlen(want);
     if (L < wl || strcmp(p + L - wl, want))
-        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: split.count is %" PRId64 " but the name does not end in %s", p, count, want);
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT,
+                                "%s: split.count is %" PRId64 " but the name does not end in %s", p,
+                                count, want);
     shard *sh = realloc(g->sh, (size_t)count * sizeof *sh);
     if (!sh) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     g->sh = sh;
@@ -556,14 +596,17 @@ static tq_status open_splits(tq_ctx *ctx, tq_gguf *g, const tq_gguf_options *opt
         int64_t sno = -1, scount = -1;
         if (!st && (split_int(&g->sh[k], kv, n_kv, "split.no", &sno) || sno != k ||
                     split_int(&g->sh[k], kv, n_kv, "split.count", &scount) || scount != count))
-            st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: split.no/split.count are not %" PRId64 "/%" PRId64, g->sh[k].path, k,
-                         count);
+            st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT,
+                                  "%s: split.no/split.count are not %" PRId64 "/%" PRId64,
+                                  g->sh[k].path, k, count);
         free_kvs(kv, n_kv);
         if (st) return st;
     }
     if (!split_int(&g->sh[0], g->kv, g->n_kv, "split.tensors.count", &total) && total != g->n_t)
-        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: split.tensors.count is %" PRId64 " but the shards hold %" PRId64 " tensors",
-                       p, total, g->n_t);
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT,
+                                "%s: split.tensors.count is %" PRId64
+                                " but the shards hold %" PRId64 " tensors",
+                                p, total, g->n_t);
     return TQ_OK;
 }
 
@@ -609,7 +652,10 @@ uint32_t tq_gguf_version(const tq_gguf *g) { return g->version; }
 uint32_t tq_gguf_alignment(const tq_gguf *g) { return g->alignment; }
 uint64_t tq_gguf_data_offset(const tq_gguf *g) { return g->sh[0].data_off; }
 uint32_t tq_gguf_n_shards(const tq_gguf *g) { return g->n_sh; }
-const char *tq_gguf_shard_path(const tq_gguf *g, uint32_t i) { return i < g->n_sh ? g->sh[i].path : NULL; }
+const char *tq_gguf_shard_path(const tq_gguf *g, uint32_t i)
+{
+    return i < g->n_sh ? g->sh[i].path : NULL;
+}
 tq_type_profile tq_gguf_profile(const tq_gguf *g) { return g->profile; }
 int tq_gguf_profile_assumed(const tq_gguf *g) { return g->assumed; }
 
@@ -647,16 +693,35 @@ int tq_gguf_kv_get_int(const tq_gguf *g, int64_t i, uint64_t j, int64_t *out)
     const uint8_t *p = elem(g, i, j, &t);
     if (!p) return -1;
     switch (t) {
-    case TQ_GGUF_UINT8: *out = p[0]; break;
-    case TQ_GGUF_INT8: *out = (int8_t)p[0]; break;
-    case TQ_GGUF_BOOL: *out = p[0]; break;
-    case TQ_GGUF_UINT16: *out = (uint16_t)(p[0] | p[1] << 8); break;
-    case TQ_GGUF_INT16: *out = (int16_t)(p[0] | p[1] << 8); break;
-    case TQ_GGUF_UINT32: *out = get_u32(p); break;
-    case TQ_GGUF_INT32: *out = (int32_t)get_u32(p); break;
-    case TQ_GGUF_UINT64: *out = (int64_t)get_u64(p); break;
-    case TQ_GGUF_INT64: *out = (int64_t)get_u64(p); break;
-    default: return -1;
+        case TQ_GGUF_UINT8:
+            *out = p[0];
+            break;
+        case TQ_GGUF_INT8:
+            *out = (int8_t)p[0];
+            break;
+        case TQ_GGUF_BOOL:
+            *out = p[0];
+            break;
+        case TQ_GGUF_UINT16:
+            *out = (uint16_t)(p[0] | p[1] << 8);
+            break;
+        case TQ_GGUF_INT16:
+            *out = (int16_t)(p[0] | p[1] << 8);
+            break;
+        case TQ_GGUF_UINT32:
+            *out = get_u32(p);
+            break;
+        case TQ_GGUF_INT32:
+            *out = (int32_t)get_u32(p);
+            break;
+        case TQ_GGUF_UINT64:
+            *out = (int64_t)get_u64(p);
+            break;
+        case TQ_GGUF_INT64:
+            *out = (int64_t)get_u64(p);
+            break;
+        default:
+            return -1;
     }
     return 0;
 }
@@ -710,7 +775,8 @@ const uint8_t *tq_gguf_kv_raw(const tq_gguf *g, int64_t i, uint64_t *len)
 const char *tq_gguf_get_str(const tq_gguf *g, const char *key, const char *fallback, uint64_t *len)
 {
     int64_t i = tq_gguf_find_key(g, key);
-    const char *s = i >= 0 && g->kv[i].type == TQ_GGUF_STRING ? tq_gguf_kv_get_str(g, i, 0, len) : NULL;
+    const char *s =
+        i >= 0 && g->kv[i].type == TQ_GGUF_STRING ? tq_gguf_kv_get_str(g, i, 0, len) : NULL;
     if (!s && len) *len = fallback ? strlen(fallback) : 0;
     return s ? s : fallback;
 }

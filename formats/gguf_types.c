@@ -10,30 +10,51 @@
 
 /* Upstream ids 0..42 (d99724f2).  Removed ids (4, 5, 31-33, 36-38) are absent. */
 static const tq_ggml_type upstream[] = {
-    {0, "f32", 1, 4, TQ_DT_F32},         {1, "f16", 1, 2, TQ_DT_F16},
-    {2, "q4_0", 32, 18, TQ_DT_Q4_0},     {3, "q4_1", 32, 20, TQ_DT_Q4_1},
-    {6, "q5_0", 32, 22, TQ_DT_Q5_0},     {7, "q5_1", 32, 24, TQ_DT_Q5_1},
-    {8, "q8_0", 32, 34, TQ_DT_Q8_0},     {9, "q8_1", 32, 36, NO_DT},
-    {10, "q2_K", 256, 84, TQ_DT_Q2_K},        {11, "q3_K", 256, 110, TQ_DT_Q3_K},
-    {12, "q4_K", 256, 144, TQ_DT_Q4_K},       {13, "q5_K", 256, 176, TQ_DT_Q5_K},
-    {14, "q6_K", 256, 210, TQ_DT_Q6_K},       {15, "q8_K", 256, 292, NO_DT},
-    {16, "iq2_xxs", 256, 66, NO_DT},     {17, "iq2_xs", 256, 74, NO_DT},
-    {18, "iq3_xxs", 256, 98, NO_DT},     {19, "iq1_s", 256, 50, NO_DT},
-    {20, "iq4_nl", 32, 18, TQ_DT_IQ4_NL},       {21, "iq3_s", 256, 110, NO_DT},
-    {22, "iq2_s", 256, 82, NO_DT},       {23, "iq4_xs", 256, 136, TQ_DT_IQ4_XS},
-    {24, "i8", 1, 1, NO_DT},             {25, "i16", 1, 2, NO_DT},
-    {26, "i32", 1, 4, NO_DT},            {27, "i64", 1, 8, NO_DT},
-    {28, "f64", 1, 8, NO_DT},            {29, "iq1_m", 256, 56, NO_DT},
-    {30, "bf16", 1, 2, TQ_DT_BF16},      {34, "tq1_0", 256, 54, NO_DT},
-    {35, "tq2_0", 256, 66, NO_DT},       {39, "mxfp4", 32, 17, NO_DT},
-    {40, "nvfp4", 64, 36, NO_DT},        {41, "q1_0", 128, 18, NO_DT},
+    {0, "f32", 1, 4, TQ_DT_F32},
+    {1, "f16", 1, 2, TQ_DT_F16},
+    {2, "q4_0", 32, 18, TQ_DT_Q4_0},
+    {3, "q4_1", 32, 20, TQ_DT_Q4_1},
+    {6, "q5_0", 32, 22, TQ_DT_Q5_0},
+    {7, "q5_1", 32, 24, TQ_DT_Q5_1},
+    {8, "q8_0", 32, 34, TQ_DT_Q8_0},
+    {9, "q8_1", 32, 36, NO_DT},
+    {10, "q2_K", 256, 84, TQ_DT_Q2_K},
+    {11, "q3_K", 256, 110, TQ_DT_Q3_K},
+    {12, "q4_K", 256, 144, TQ_DT_Q4_K},
+    {13, "q5_K", 256, 176, TQ_DT_Q5_K},
+    {14, "q6_K", 256, 210, TQ_DT_Q6_K},
+    {15, "q8_K", 256, 292, NO_DT},
+    {16, "iq2_xxs", 256, 66, NO_DT},
+    {17, "iq2_xs", 256, 74, NO_DT},
+    {18, "iq3_xxs", 256, 98, NO_DT},
+    {19, "iq1_s", 256, 50, NO_DT},
+    {20, "iq4_nl", 32, 18, TQ_DT_IQ4_NL},
+    {21, "iq3_s", 256, 110, NO_DT},
+    {22, "iq2_s", 256, 82, NO_DT},
+    {23, "iq4_xs", 256, 136, TQ_DT_IQ4_XS},
+    {24, "i8", 1, 1, NO_DT},
+    {25, "i16", 1, 2, NO_DT},
+    {26, "i32", 1, 4, NO_DT},
+    {27, "i64", 1, 8, NO_DT},
+    {28, "f64", 1, 8, NO_DT},
+    {29, "iq1_m", 256, 56, NO_DT},
+    {30, "bf16", 1, 2, TQ_DT_BF16},
+    {34, "tq1_0", 256, 54, NO_DT},
+    {35, "tq2_0", 256, 66, NO_DT},
+    {39, "mxfp4", 32, 17, NO_DT},
+    {40, "nvfp4", 64, 36, NO_DT},
+    {41, "q1_0", 128, 18, NO_DT},
     {42, "q2_0", 64, 18, NO_DT},
 };
 
 #define FORK(t2, t3, t4, w3, w4)                                                                   \
-    {{t2, "turbo2", 128, 34, TQ_DT_TURBO2}, {t3, "turbo3", 128, 50, TQ_DT_TURBO3},                 \
-     {t4, "turbo4", 128, 68, TQ_DT_TURBO4}, {w3, "tq3_1s", 32, 16, TQ_DT_TQ3_1S},                  \
-     {w4, "tq4_1s", 32, 20, TQ_DT_TQ4_1S}}
+    {                                                                                              \
+        {t2, "turbo2", 128, 34, TQ_DT_TURBO2}, {t3, "turbo3", 128, 50, TQ_DT_TURBO3},              \
+            {t4, "turbo4", 128, 68, TQ_DT_TURBO4}, {w3, "tq3_1s", 32, 16, TQ_DT_TQ3_1S},           \
+        {                                                                                          \
+            w4, "tq4_1s", 32, 20, TQ_DT_TQ4_1S                                                     \
+        }                                                                                          \
+    }
 
 /* Per profile: its name, the last upstream id it keeps, and its fork types. */
 static const struct {
@@ -87,16 +108,24 @@ int tq_ggml_type_id_ambiguous(int id)
     const tq_ggml_type *first = NULL;
     for (int p = 0; p < TQ_PROFILE_COUNT; p++) {
         const tq_ggml_type *t = tq_ggml_type_get((tq_type_profile)p, id);
-        if (p == 0) first = t;
-        else if ((t == NULL) != (first == NULL) || (t && strcmp(t->name, first->name))) return 1;
+        if (p == 0)
+            first = t;
+        else if ((t == NULL) != (first == NULL) || (t && strcmp(t->name, first->name)))
+            return 1;
     }
     return 0;
 }
 
 static const char *const vtype_names[TQ_GGUF_TYPE_COUNT] = {
-    "UINT8", "INT8", "UINT16", "INT16", "UINT32", "INT32", "FLOAT32",
-    "BOOL", "STRING", "ARRAY", "UINT64", "INT64", "FLOAT64"};
+    "UINT8", "INT8",   "UINT16", "INT16",  "UINT32", "INT32",  "FLOAT32",
+    "BOOL",  "STRING", "ARRAY",  "UINT64", "INT64",  "FLOAT64"};
 static const uint8_t vtype_sizes[TQ_GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 
-const char *tq_gguf_type_name(tq_gguf_type t) { return (unsigned)t < TQ_GGUF_TYPE_COUNT ? vtype_names[t] : "?"; }
-size_t tq_gguf_type_size(tq_gguf_type t) { return (unsigned)t < TQ_GGUF_TYPE_COUNT ? vtype_sizes[t] : 0; }
+const char *tq_gguf_type_name(tq_gguf_type t)
+{
+    return (unsigned)t < TQ_GGUF_TYPE_COUNT ? vtype_names[t] : "?";
+}
+size_t tq_gguf_type_size(tq_gguf_type t)
+{
+    return (unsigned)t < TQ_GGUF_TYPE_COUNT ? vtype_sizes[t] : 0;
+}

@@ -46,7 +46,7 @@ struct tq_gguf_writer {
     struct wshard {
         char *path, *tmp;
         int64_t first, end; /* tensors [first, end) */
-    } *sh;
+    } * sh;
     FILE *f;
     int64_t cur;       /* tensor being written */
     uint64_t cur_done; /* its bytes so far */
@@ -83,11 +83,11 @@ void tq_gguf_writer_free(tq_gguf_writer *w)
     free(w);
 }
 
-
 static tq_status building(tq_gguf_writer *w)
 {
     if (w->state != W_BUILDING)
-        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: metadata and tensors must be set before open");
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG,
+                                "GGUF writer: metadata and tensors must be set before open");
     return TQ_OK;
 }
 
@@ -109,7 +109,8 @@ static int64_t find_kv(const tq_gguf_writer *w, const char *key)
 int64_t tq_gguf_writer_n_kv(const tq_gguf_writer *w) { return w->n_kv; }
 
 /* Takes ownership of raw. */
-static tq_status put_kv(tq_gguf_writer *w, const char *key, uint32_t type, uint8_t *raw, uint64_t raw_len)
+static tq_status put_kv(tq_gguf_writer *w, const char *key, uint32_t type, uint8_t *raw,
+                        uint64_t raw_len)
 {
     tq_status st = building(w);
     if (st || !*key) {
@@ -169,10 +170,13 @@ tq_status tq_gguf_writer_copy_kvs(tq_gguf_writer *w, const tq_gguf *src)
     return TQ_OK;
 }
 
-tq_status tq_gguf_writer_set_scalar(tq_gguf_writer *w, const char *key, tq_gguf_type t, const void *le_value)
+tq_status tq_gguf_writer_set_scalar(tq_gguf_writer *w, const char *key, tq_gguf_type t,
+                                    const void *le_value)
 {
     size_t sz = tq_gguf_type_size(t);
-    if (!sz) return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: %s is not a scalar type", tq_gguf_type_name(t));
+    if (!sz)
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: %s is not a scalar type",
+                                tq_gguf_type_name(t));
     uint8_t *b = dup_bytes(le_value, sz);
     if (!b) return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
     return put_kv(w, key, (uint32_t)t, b, sz);
@@ -192,11 +196,12 @@ tq_status tq_gguf_writer_set_str(tq_gguf_writer *w, const char *key, const char 
     return put_kv(w, key, TQ_GGUF_STRING, b, 8 + len);
 }
 
-tq_status tq_gguf_writer_set_array(tq_gguf_writer *w, const char *key, tq_gguf_type t, uint64_t n, const void *data,
-                                   const uint64_t *lens)
+tq_status tq_gguf_writer_set_array(tq_gguf_writer *w, const char *key, tq_gguf_type t, uint64_t n,
+                                   const void *data, const uint64_t *lens)
 {
     if (t == TQ_GGUF_ARRAY || (unsigned)t >= TQ_GGUF_TYPE_COUNT)
-        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: arrays of %s are not allowed", tq_gguf_type_name(t));
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: arrays of %s are not allowed",
+                                tq_gguf_type_name(t));
     uint64_t len = 12;
     if (t == TQ_GGUF_STRING)
         for (uint64_t j = 0; j < n; j++) len += 8 + lens[j];
@@ -237,26 +242,34 @@ tq_status tq_gguf_writer_set_profile(tq_gguf_writer *w, tq_type_profile p)
 {
     tq_status st = building(w);
     if (st) return st;
-    if ((unsigned)p >= TQ_PROFILE_COUNT) return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "unknown type-id profile %d", (int)p);
-    if (w->n_t) return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: set the type-id profile before adding tensors");
+    if ((unsigned)p >= TQ_PROFILE_COUNT)
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "unknown type-id profile %d", (int)p);
+    if (w->n_t)
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG,
+                                "GGUF writer: set the type-id profile before adding tensors");
     w->profile = p;
     return TQ_OK;
 }
 
-tq_status tq_gguf_writer_add_tensor(tq_gguf_writer *w, const char *name, int type_id, uint32_t n_dims, const int64_t *ne)
+tq_status tq_gguf_writer_add_tensor(tq_gguf_writer *w, const char *name, int type_id,
+                                    uint32_t n_dims, const int64_t *ne)
 {
     tq_status st = building(w);
     if (st) return st;
     size_t nl = strlen(name);
     if (nl > TQ_GGUF_MAX_NAME)
-        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "tensor name '%s' is %zu bytes (at most %d)", name, nl, TQ_GGUF_MAX_NAME);
-    if (n_dims > TQ_GGUF_MAX_DIMS) return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "tensor '%s' has %u dimensions", name, n_dims);
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "tensor name '%s' is %zu bytes (at most %d)",
+                                name, nl, TQ_GGUF_MAX_NAME);
+    if (n_dims > TQ_GGUF_MAX_DIMS)
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "tensor '%s' has %u dimensions", name, n_dims);
     const tq_ggml_type *ty = tq_ggml_type_get(w->profile, type_id);
     if (!ty)
-        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "tensor '%s': type id %d is unknown in profile %s", name, type_id,
-                       tq_type_profile_name(w->profile));
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG,
+                                "tensor '%s': type id %d is unknown in profile %s", name, type_id,
+                                tq_type_profile_name(w->profile));
     for (int64_t i = 0; i < w->n_t; i++)
-        if (!strcmp(w->t[i].name, name)) return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "duplicate tensor name '%s'", name);
+        if (!strcmp(w->t[i].name, name))
+            return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "duplicate tensor name '%s'", name);
     if (w->n_t == w->cap_t) {
         int64_t cap = w->cap_t ? 2 * w->cap_t : 64;
         wtensor *t = realloc(w->t, (size_t)cap * sizeof *t);
@@ -277,8 +290,10 @@ tq_status tq_gguf_writer_add_tensor(tq_gguf_writer *w, const char *name, int typ
         nel *= e->ne[d];
     }
     if (e->ne[0] % ty->block)
-        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "tensor '%s': row of %" PRId64 " is not a multiple of %s's block %u", name,
-                       e->ne[0], ty->name, ty->block);
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG,
+                                "tensor '%s': row of %" PRId64
+                                " is not a multiple of %s's block %u",
+                                name, e->ne[0], ty->name, ty->block);
     e->nbytes = (uint64_t)nel / ty->block * ty->bytes;
     w->n_t++;
     return TQ_OK;
@@ -289,10 +304,14 @@ tq_status tq_gguf_writer_add_tensor(tq_gguf_writer *w, const char *name, int typ
 static tq_status werr(tq_gguf_writer *w, const char *what)
 {
     w->state = W_FAILED;
-    return tq_ctx_set_error(w->ctx, TQ_ERR_IO, "%s: %s: %s", w->path ? w->path : "output", what, strerror(errno));
+    return tq_ctx_set_error(w->ctx, TQ_ERR_IO, "%s: %s: %s", w->path ? w->path : "output", what,
+                            strerror(errno));
 }
 
-static int put(tq_gguf_writer *w, const void *p, size_t n) { return fwrite(p, 1, n, w->f) == n ? 0 : -1; }
+static int put(tq_gguf_writer *w, const void *p, size_t n)
+{
+    return fwrite(p, 1, n, w->f) == n ? 0 : -1;
+}
 
 static int pad(tq_gguf_writer *w, uint64_t pos)
 {
@@ -314,7 +333,9 @@ static tq_status settle_metadata(tq_gguf_writer *w)
         if (w->kv[i].type != TQ_GGUF_UINT32 || w->kv[i].raw_len != 4)
             return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "general.alignment must be a UINT32");
         memcpy(&a, w->kv[i].raw, 4);
-        if (!a || (a & (a - 1))) return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "general.alignment %u is not a power of 2", a);
+        if (!a || (a & (a - 1)))
+            return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "general.alignment %u is not a power of 2",
+                                    a);
         w->alignment = a;
     }
     int ambiguous = 0;
@@ -324,8 +345,11 @@ static tq_status settle_metadata(tq_gguf_writer *w)
     if (i >= 0) {
         uint64_t len;
         memcpy(&len, w->kv[i].raw, 8);
-        if (w->kv[i].type != TQ_GGUF_STRING || len != strlen(pn) || memcmp(w->kv[i].raw + 8, pn, len))
-            return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "tq.type_profile in the metadata is not the writer's profile %s", pn);
+        if (w->kv[i].type != TQ_GGUF_STRING || len != strlen(pn) ||
+            memcmp(w->kv[i].raw + 8, pn, len))
+            return tq_ctx_set_error(
+                w->ctx, TQ_ERR_ARG,
+                "tq.type_profile in the metadata is not the writer's profile %s", pn);
     } else if (ambiguous) {
         /* record how to read ids whose meaning depends on the ggml revision */
         return tq_gguf_writer_set_str(w, "tq.type_profile", pn, strlen(pn));
@@ -341,7 +365,10 @@ static tq_status plan_shards(tq_gguf_writer *w)
     uint64_t size = 0;
     for (int64_t i = 0; i < w->n_t; i++) {
         uint64_t b = w->t[i].nbytes;
-        if (w->split_max && size && size + b > w->split_max) n++, size = 0;
+        if (w->split_max && size && size + b > w->split_max) {
+            n++;
+            size = 0;
+        }
         size += b;
     }
     w->sh = calloc((size_t)n, sizeof *w->sh);
@@ -349,7 +376,8 @@ static tq_status plan_shards(tq_gguf_writer *w)
     w->n_sh = n;
     size_t L = strlen(w->path);
     if (n > 1 && (L < 5 || strcmp(w->path + L - 5, ".gguf")))
-        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "%s: a split output's name must end in .gguf", w->path);
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "%s: a split output's name must end in .gguf",
+                                w->path);
     int k = 0;
     size = 0;
     for (int64_t i = 0; i <= w->n_t; i++) {
@@ -363,16 +391,20 @@ static tq_status plan_shards(tq_gguf_writer *w)
     for (int s = 0; s < n; s++) {
         w->sh[s].path = malloc(L + 32);
         if (!w->sh[s].path) return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
-        if (n == 1) strcpy(w->sh[s].path, w->path);
-        else sprintf(w->sh[s].path, "%.*s-%05d-of-%05d.gguf", (int)(L - 5), w->path, s + 1, n);
+        if (n == 1)
+            strcpy(w->sh[s].path, w->path);
+        else
+            sprintf(w->sh[s].path, "%.*s-%05d-of-%05d.gguf", (int)(L - 5), w->path, s + 1, n);
     }
     return TQ_OK;
 }
 
-static tq_status write_kv(tq_gguf_writer *w, const char *key, uint32_t type, const void *raw, uint64_t len, uint64_t *pos)
+static tq_status write_kv(tq_gguf_writer *w, const char *key, uint32_t type, const void *raw,
+                          uint64_t len, uint64_t *pos)
 {
     uint64_t kl = strlen(key);
-    if (put(w, &kl, 8) || put(w, key, kl) || put(w, &type, 4) || put(w, raw, len)) return werr(w, "write failed");
+    if (put(w, &kl, 8) || put(w, key, kl) || put(w, &type, 4) || put(w, raw, len))
+        return werr(w, "write failed");
     *pos += 12 + kl + len;
     return TQ_OK;
 }
@@ -392,12 +424,16 @@ static tq_status open_shard(tq_gguf_writer *w, int s)
     uint32_t magic = 0x46554747u, version = 3;
     uint64_t nt = (uint64_t)(sh->end - sh->first), pos = 24;
     int64_t align_kv = find_kv(w, "general.alignment");
-    uint64_t nk = s == 0 ? (uint64_t)w->n_kv : (align_kv >= 0 ? 1 : 0);
+    uint64_t nk = (uint64_t)w->n_kv; /* the first split has every key, the others alignment */
+    if (s != 0) nk = align_kv >= 0 ? 1 : 0;
     if (split) nk += 3;
-    if (put(w, &magic, 4) || put(w, &version, 4) || put(w, &nt, 8) || put(w, &nk, 8)) return werr(w, "write failed");
+    if (put(w, &magic, 4) || put(w, &version, 4) || put(w, &nt, 8) || put(w, &nk, 8))
+        return werr(w, "write failed");
     for (int64_t i = 0; i < w->n_kv; i++)
         if (s == 0 || i == align_kv)
-            if ((st = write_kv(w, w->kv[i].key, w->kv[i].type, w->kv[i].raw, w->kv[i].raw_len, &pos))) return st;
+            if ((st = write_kv(w, w->kv[i].key, w->kv[i].type, w->kv[i].raw, w->kv[i].raw_len,
+                               &pos)))
+                return st;
     if (split) { /* llama.cpp's split keys: u16 shard number, u16 count, i32 total tensors */
         uint16_t no = (uint16_t)s, count = (uint16_t)w->n_sh;
         int32_t total = (int32_t)w->n_t;
@@ -411,8 +447,8 @@ static tq_status open_shard(tq_gguf_writer *w, int s)
         wtensor *e = &w->t[i];
         uint64_t nl = strlen(e->name);
         uint32_t tid = (uint32_t)e->type_id;
-        if (put(w, &nl, 8) || put(w, e->name, nl) || put(w, &e->n_dims, 4) || put(w, e->ne, 8 * e->n_dims) ||
-            put(w, &tid, 4) || put(w, &off, 8))
+        if (put(w, &nl, 8) || put(w, e->name, nl) || put(w, &e->n_dims, 4) ||
+            put(w, e->ne, 8 * e->n_dims) || put(w, &tid, 4) || put(w, &off, 8))
             return werr(w, "write failed");
         pos += 8 + nl + 4 + 8 * e->n_dims + 4 + 8;
         off += (e->nbytes + w->alignment - 1) / w->alignment * w->alignment;
@@ -433,7 +469,8 @@ static tq_status close_shard(tq_gguf_writer *w)
     return TQ_OK;
 }
 
-tq_status tq_gguf_writer_open(tq_gguf_writer *w, const char *path, const char *const *inputs, size_t n_inputs)
+tq_status tq_gguf_writer_open(tq_gguf_writer *w, const char *path, const char *const *inputs,
+                              size_t n_inputs)
 {
     tq_status st = building(w);
     if (st) return st;
@@ -447,8 +484,9 @@ tq_status tq_gguf_writer_open(tq_gguf_writer *w, const char *path, const char *c
     for (int s = 0; s < w->n_sh; s++)
         for (size_t i = 0; i < n_inputs; i++)
             if (tq_same_file(w->sh[s].path, inputs[i]))
-                return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "%s: the output would overwrite the input %s", w->sh[s].path,
-                               inputs[i]);
+                return tq_ctx_set_error(w->ctx, TQ_ERR_ARG,
+                                        "%s: the output would overwrite the input %s",
+                                        w->sh[s].path, inputs[i]);
     w->state = W_OPEN;
     w->cur = 0;
     w->cur_done = 0;
@@ -480,7 +518,8 @@ tq_status tq_gguf_writer_write(tq_gguf_writer *w, const void *data, size_t len)
         if (st) return st;
         if (w->cur >= w->n_t) {
             w->state = W_FAILED;
-            return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: more data than the tensors hold");
+            return tq_ctx_set_error(w->ctx, TQ_ERR_ARG,
+                                    "GGUF writer: more data than the tensors hold");
         }
         uint64_t room = w->t[w->cur].nbytes - w->cur_done;
         size_t k = len < room ? len : (size_t)room;
@@ -499,12 +538,14 @@ tq_status tq_gguf_writer_finish(tq_gguf_writer *w)
     if (st) return st;
     if (w->cur < w->n_t) {
         w->state = W_FAILED;
-        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "GGUF writer: tensor '%s' got %" PRIu64 " of %" PRIu64 " bytes",
-                       w->t[w->cur].name, w->cur_done, w->t[w->cur].nbytes);
+        return tq_ctx_set_error(w->ctx, TQ_ERR_ARG,
+                                "GGUF writer: tensor '%s' got %" PRIu64 " of %" PRIu64 " bytes",
+                                w->t[w->cur].name, w->cur_done, w->t[w->cur].nbytes);
     }
     if ((st = close_shard(w))) return st;
     for (int s = 0; s < w->n_sh; s++)
-        if (rename(w->sh[s].tmp, w->sh[s].path)) return werr(w, "cannot rename the finished file into place");
+        if (rename(w->sh[s].tmp, w->sh[s].path))
+            return werr(w, "cannot rename the finished file into place");
     w->state = W_DONE;
     return TQ_OK;
 }

@@ -21,7 +21,8 @@ extern "C" {
 typedef struct tq_imatrix tq_imatrix;
 
 tq_status tq_imatrix_open(tq_ctx *ctx, const char *path, tq_imatrix **out);
-tq_status tq_imatrix_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label, tq_imatrix **out);
+tq_status tq_imatrix_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label,
+                                 tq_imatrix **out);
 void tq_imatrix_close(tq_imatrix *m);
 
 uint32_t tq_imatrix_n_entries(const tq_imatrix *m);

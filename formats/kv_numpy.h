@@ -18,8 +18,8 @@ extern "C" {
 /* The NumPy reader alone (what tq_kv_open uses when the bytes are a dump or
  * a NumPy image): at most max_bytes of array data (0: no limit).  data must
  * outlive the view. */
-tq_status tq_numpy_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label, uint64_t max_bytes,
-                               tq_kv_view **out);
+tq_status tq_numpy_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label,
+                               uint64_t max_bytes, tq_kv_view **out);
 
 typedef struct tq_npz_options {
     uint32_t max_tokens;         /* keep the first N tokens (0: all) */

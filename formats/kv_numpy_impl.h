@@ -7,15 +7,15 @@
 #include "kv_source.h"
 #include "npy.h"
 
-#define IMG_HDR 16
-#define MAX_NAME 4096
-#define MAX_LAYERS 4096
+#define IMG_HDR     16
+#define MAX_NAME    4096
+#define MAX_LAYERS  4096
 #define MAX_ENTRIES 65536
 
 enum { ROLE_OTHER = 0, ROLE_K, ROLE_V, ROLE_STACK, ROLE_TOKENS };
 
 typedef struct np_entry {
-    char *name;         /* as stored (".npy" included for npz members) */
+    char *name; /* as stored (".npy" included for npz members) */
     tq_npy_header h;
     uint64_t member_off; /* of the .npy header in the image */
     uint64_t data_off, data_len;
@@ -32,7 +32,8 @@ typedef struct tq_numpy_info {
 
 /* [heads, cells, head_dim] <-> [cells, heads, head_dim] for one tensor, in
  * place; -1 when out of memory. */
-int tq_np_permute(uint8_t *p, uint64_t cells, uint64_t heads, uint64_t hd, uint64_t es, int to_cell_major);
+int tq_np_permute(uint8_t *p, uint64_t cells, uint64_t heads, uint64_t hd, uint64_t es,
+                  int to_cell_major);
 /* The tensors of a K/V entry (one, or 2 x layers for a stack) and the bytes
  * of each. */
 uint64_t tq_np_n_tensors(const np_entry *e);

@@ -30,7 +30,7 @@ static la_ssize_t zip_write(struct archive *a, void *user, const void *p, size_t
 static tq_status zip_fail(tq_ctx *ctx, zip_out *z)
 {
     return tq_ctx_set_error(ctx, TQ_ERR_IO, "writing the .npz failed%s%s", z->io_error ? "" : ": ",
-                   z->io_error ? "" : archive_error_string(z->a));
+                            z->io_error ? "" : archive_error_string(z->a));
 }
 
 static tq_status zip_member(tq_ctx *ctx, zip_out *z, const char *name, uint64_t size)
@@ -39,7 +39,8 @@ static tq_status zip_member(tq_ctx *ctx, zip_out *z, const char *name, uint64_t 
     if (!e) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     char full[MAX_NAME + 8];
     size_t nl = strlen(name);
-    snprintf(full, sizeof full, "%s%s", name, nl >= 4 && !strcmp(name + nl - 4, ".npy") ? "" : ".npy");
+    snprintf(full, sizeof full, "%s%s", name,
+             nl >= 4 && !strcmp(name + nl - 4, ".npy") ? "" : ".npy");
     archive_entry_set_pathname(e, full);
     archive_entry_set_filetype(e, AE_IFREG);
     archive_entry_set_perm(e, 0644);
@@ -63,8 +64,8 @@ static tq_status zip_data(tq_ctx *ctx, zip_out *z, const void *p, uint64_t n)
 }
 
 /* A member from a header and one buffer. */
-static tq_status zip_array(tq_ctx *ctx, zip_out *z, const char *name, const char *hdr, uint32_t hlen, const void *data,
-                           uint64_t n)
+static tq_status zip_array(tq_ctx *ctx, zip_out *z, const char *name, const char *hdr,
+                           uint32_t hlen, const void *data, uint64_t n)
 {
     tq_status st = zip_member(ctx, z, name, hlen + n);
     if (!st) st = zip_data(ctx, z, hdr, hlen);
@@ -72,24 +73,30 @@ static tq_status zip_array(tq_ctx *ctx, zip_out *z, const char *name, const char
     return st;
 }
 
-static int in_range(const tq_npz_options *o, uint32_t l) { return l >= o->layer_lo && l <= o->layer_hi; }
+static int in_range(const tq_npz_options *o, uint32_t l)
+{
+    return l >= o->layer_lo && l <= o->layer_hi;
+}
 
 /* The first `cells` rows of a cell-major tensor, head-major again if the
  * array was. */
-static tq_status put_tensor(tq_ctx *ctx, zip_out *z, const np_entry *e, const uint8_t *data, uint64_t cells)
+static tq_status put_tensor(tq_ctx *ctx, zip_out *z, const np_entry *e, const uint8_t *data,
+                            uint64_t cells)
 {
     uint64_t n = cells * e->width * e->h.itemsize;
     if (!e->head_major) return zip_data(ctx, z, data, n);
     uint8_t *tmp = malloc(n ? n : 1);
     if (!tmp) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     memcpy(tmp, data, n);
-    tq_status st = tq_np_permute(tmp, cells, e->heads, e->head_dim, e->h.itemsize, 0) ? tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory")
-                                                                               : zip_data(ctx, z, tmp, n);
+    tq_status st = tq_np_permute(tmp, cells, e->heads, e->head_dim, e->h.itemsize, 0)
+                       ? tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory")
+                       : zip_data(ctx, z, tmp, n);
     free(tmp);
     return st;
 }
 
-static tq_status npz_from_numpy(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_options *o, zip_out *z)
+static tq_status npz_from_numpy(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_options *o,
+                                zip_out *z)
 {
     const tq_numpy_info *info = s->source_data;
     tq_status st = TQ_OK;
@@ -100,7 +107,8 @@ static tq_status npz_from_numpy(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_o
         memcpy(shape, e->h.shape, sizeof shape);
         char hdr[512];
         if (e->role == ROLE_OTHER) {
-            st = zip_array(ctx, z, e->name, (const char *)member, e->h.header_len, data, e->data_len);
+            st = zip_array(ctx, z, e->name, (const char *)member, e->h.header_len, data,
+                           e->data_len);
         } else if (e->role == ROLE_TOKENS) {
             uint64_t nt = e->h.count;
             if (o->max_tokens && o->max_tokens < nt) nt = shape[e->h.ndim - 1] = o->max_tokens;
@@ -108,7 +116,11 @@ static tq_status npz_from_numpy(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_o
             st = zip_array(ctx, z, e->name, hdr, hl, data, nt * e->h.itemsize);
         } else {
             uint64_t cells = o->max_tokens && o->max_tokens < e->cells ? o->max_tokens : e->cells;
-            int cell_axis = e->role == ROLE_STACK ? (e->head_major ? 4 : 2) : e->h.ndim == 4 ? 2 : 0;
+            int cell_axis = 0; /* [cells, ...] */
+            if (e->role == ROLE_STACK)
+                cell_axis = e->head_major ? 4 : 2;
+            else if (e->h.ndim == 4)
+                cell_axis = 2; /* [1, heads, cells, head_dim] */
             shape[cell_axis] = cells;
             uint64_t lo = 0, nl = 1;
             if (e->role == ROLE_STACK) {
@@ -129,7 +141,8 @@ static tq_status npz_from_numpy(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_o
     return st;
 }
 
-static tq_status npz_from_state(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_options *o, zip_out *z)
+static tq_status npz_from_state(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_options *o,
+                                zip_out *z)
 {
     char hdr[512], name[64];
     uint64_t nt = tq_kv_view_n_tokens(s);
@@ -144,7 +157,9 @@ static tq_status npz_from_state(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_o
         for (uint32_t j = 0; j < kv->n_stream && !st; j++) {
             const tq_kv_stream *sr = &kv->streams[j];
             uint32_t cells;
-            if (!sr->cell_count || (st = tq_kv_stream_prefix(ctx, s, sr, o->max_tokens, &cells, NULL))) continue;
+            if (!sr->cell_count ||
+                (st = tq_kv_stream_prefix(ctx, s, sr, o->max_tokens, &cells, NULL)))
+                continue;
             int by_model = tq_kv_view_n_kv(s) == 2 && kv->n_stream == 1 && o->model_layer &&
                            o->model_layer[0] && o->model_layer[1];
             for (uint32_t l = 0; l < sr->n_layer && !st; l++)
@@ -155,11 +170,15 @@ static tq_status npz_from_state(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_o
                     int f16 = t->type->dtype == TQ_DT_F16;
                     uint64_t es = f16 ? 2 : 4, shape[3] = {cells, t->width, 0};
                     int nd = 2;
-                    if (o->head_dim && t->width % o->head_dim == 0)
-                        shape[1] = t->width / o->head_dim, shape[2] = o->head_dim, nd = 3;
+                    if (o->head_dim && t->width % o->head_dim == 0) {
+                        shape[1] = t->width / o->head_dim;
+                        shape[2] = o->head_dim;
+                        nd = 3;
+                    }
                     if ((tq_kv_view_n_kv(s) == 1 && kv->n_stream == 1) || by_model)
                         snprintf(name, sizeof name, "%s_%u", v ? "v" : "k", ml);
-                    else snprintf(name, sizeof name, "kv%u_s%u_%s_%u", i, j, v ? "v" : "k", l);
+                    else
+                        snprintf(name, sizeof name, "kv%u_s%u_%s_%u", i, j, v ? "v" : "k", l);
                     hl = tq_npy_format(hdr, f16 ? "<f2" : "<f4", nd, shape);
                     st = zip_member(ctx, z, name, hl + (uint64_t)cells * t->width * es);
                     if (!st) st = zip_data(ctx, z, hdr, hl);
@@ -175,7 +194,8 @@ static tq_status npz_from_state(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_o
                             }
                         rows = malloc(step * w * sizeof(float));
                         half = malloc(step * w * sizeof(uint16_t));
-                        if (!rows || !half) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+                        if (!rows || !half)
+                            st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
                     }
                     for (uint32_t c0 = 0; c0 < cells && !st; c0 += step) {
                         uint32_t nr = cells - c0 < step ? cells - c0 : step;
@@ -205,13 +225,15 @@ tq_status tq_npz_write(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_options *o
     tq_status st = TQ_OK;
     /* stored, not deflated: K/V data barely compresses and np.load can then
      * map the members */
-    if (archive_write_set_format_zip(z.a) != ARCHIVE_OK || archive_write_zip_set_compression_store(z.a) != ARCHIVE_OK ||
+    if (archive_write_set_format_zip(z.a) != ARCHIVE_OK ||
+        archive_write_zip_set_compression_store(z.a) != ARCHIVE_OK ||
         archive_write_set_bytes_in_last_block(z.a, 1) != ARCHIVE_OK ||
         archive_write_open(z.a, &z, NULL, zip_write, NULL) != ARCHIVE_OK)
         st = zip_fail(ctx, &z);
-    if (!st) st = s->source == &tq_kv_source_numpy ? npz_from_numpy(ctx, s, o, &z) : npz_from_state(ctx, s, o, &z);
+    if (!st)
+        st = s->source == &tq_kv_source_numpy ? npz_from_numpy(ctx, s, o, &z)
+                                              : npz_from_state(ctx, s, o, &z);
     if (archive_write_close(z.a) != ARCHIVE_OK && !st) st = zip_fail(ctx, &z);
     archive_write_free(z.a);
     return st;
 }
-

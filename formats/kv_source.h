@@ -18,22 +18,22 @@ struct tq_kv_view {
     const struct tq_kv_source *source;
     const uint8_t *map;
     uint64_t size;
-    int mapped;        /* map is an mmap of the file */
-    int owned;         /* map is malloc'd by the source */
+    int mapped; /* map is an mmap of the file */
+    int owned;  /* map is malloc'd by the source */
     char *label;
     tq_kv_kind kind;
     uint32_t version, n_tokens;
     int32_t *tokens;
     char *arch;
-    uint32_t head_dim; /* the head size the source's layout shows, 0 if it does not */
-    int has_fingerprint;  /* a snapshot made with --model: that model's fingerprint */
+    uint32_t head_dim;   /* the head size the source's layout shows, 0 if it does not */
+    int has_fingerprint; /* a snapshot made with --model: that model's fingerprint */
     uint64_t fingerprint;
     int has_outputs, has_ext;
     uint64_t prefix_len;
     uint32_t n_kv;
     tq_kv_state kv[TQ_KV_MAX_STATES];
     tq_type_profile profile;
-    void *source_data;               /* the source's own, freed by it */
+    void *source_data; /* the source's own, freed by it */
     void (*source_free)(void *data);
 };
 
@@ -63,7 +63,8 @@ tq_status tq_kv_open_from(tq_ctx *ctx, const char *path, tq_type_profile profile
 void tq_kv_view_reset_states(tq_kv_view *v);
 /* A view over memory the caller keeps alive, for a source's own direct
  * entry point (fuzzing, tests); closed with tq_kv_close. */
-tq_status tq_kv_open_with(tq_ctx *ctx, const tq_kv_source *src, const void *data, size_t size, const char *label,
-                          tq_type_profile profile, uint64_t max_bytes, tq_kv_view **out);
+tq_status tq_kv_open_with(tq_ctx *ctx, const tq_kv_source *src, const void *data, size_t size,
+                          const char *label, tq_type_profile profile, uint64_t max_bytes,
+                          tq_kv_view **out);
 
 #endif

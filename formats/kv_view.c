@@ -63,7 +63,8 @@ void tq_kv_close(tq_kv_view *v)
 
 static tq_status open_view(tq_ctx *ctx, const tq_kv_source *src, const tq_kv_source *const *sources,
                            size_t n_sources, const uint8_t *map, uint64_t size, int mapped,
-                           const char *label, tq_type_profile p, uint64_t max_bytes, tq_kv_view **out)
+                           const char *label, tq_type_profile p, uint64_t max_bytes,
+                           tq_kv_view **out)
 {
     *out = NULL;
     tq_kv_view *v = calloc(1, sizeof *v);
@@ -87,22 +88,23 @@ static tq_status open_view(tq_ctx *ctx, const tq_kv_source *src, const tq_kv_sou
     return TQ_OK;
 }
 
-tq_status tq_kv_open_with(tq_ctx *ctx, const tq_kv_source *src, const void *data, size_t size, const char *label,
-                          tq_type_profile p, uint64_t max_bytes, tq_kv_view **out)
+tq_status tq_kv_open_with(tq_ctx *ctx, const tq_kv_source *src, const void *data, size_t size,
+                          const char *label, tq_type_profile p, uint64_t max_bytes,
+                          tq_kv_view **out)
 {
     return open_view(ctx, src, NULL, 0, data, size, 0, label ? label : "(memory)", p, max_bytes,
                      out);
 }
 
-tq_status tq_kv_open_memory_limited(tq_ctx *ctx, const void *data, size_t size, const char *label, tq_type_profile p,
-                                    uint64_t max_bytes, tq_kv_view **out)
+tq_status tq_kv_open_memory_limited(tq_ctx *ctx, const void *data, size_t size, const char *label,
+                                    tq_type_profile p, uint64_t max_bytes, tq_kv_view **out)
 {
     return open_view(ctx, NULL, tq_kv_byte_sources, tq_kv_n_byte_sources, data, size, 0,
                      label ? label : "(memory)", p, max_bytes, out);
 }
 
-tq_status tq_kv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label, tq_type_profile p,
-                            tq_kv_view **out)
+tq_status tq_kv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label,
+                            tq_type_profile p, tq_kv_view **out)
 {
     return tq_kv_open_memory_limited(ctx, data, size, label, p, 0, out);
 }
@@ -141,10 +143,16 @@ uint32_t tq_kv_view_head_dim(const tq_kv_view *v) { return v->head_dim; }
 int tq_kv_view_has_outputs(const tq_kv_view *v) { return v->has_outputs; }
 int tq_kv_view_has_ext(const tq_kv_view *v) { return v->has_ext; }
 uint32_t tq_kv_view_n_kv(const tq_kv_view *v) { return v->n_kv; }
-const tq_kv_state *tq_kv_view_kv(const tq_kv_view *v, uint32_t i) { return i < v->n_kv ? &v->kv[i] : NULL; }
+const tq_kv_state *tq_kv_view_kv(const tq_kv_view *v, uint32_t i)
+{
+    return i < v->n_kv ? &v->kv[i] : NULL;
+}
 uint64_t tq_kv_view_size(const tq_kv_view *v) { return v->size; }
 const uint8_t *tq_kv_view_bytes(const tq_kv_view *v) { return v->map; }
-uint64_t tq_kv_view_xxh64(const tq_kv_view *v) { return XXH64(v->map, (size_t)tq_kv_view_size(v), 0); }
+uint64_t tq_kv_view_xxh64(const tq_kv_view *v)
+{
+    return XXH64(v->map, (size_t)tq_kv_view_size(v), 0);
+}
 uint64_t tq_kv_view_prefix_len(const tq_kv_view *v) { return v->prefix_len; }
 
 static uint64_t sum_kv(const tq_kv_view *v, int values)
@@ -154,7 +162,8 @@ static uint64_t sum_kv(const tq_kv_view *v, int values)
         for (uint32_t j = 0; j < v->kv[i].n_stream; j++) {
             const tq_kv_stream *st = &v->kv[i].streams[j];
             for (uint32_t l = 0; l < st->n_layer; l++)
-                t += values ? (st->k[l].width + st->v[l].width) * st->cell_count : st->k[l].bytes + st->v[l].bytes;
+                t += values ? (st->k[l].width + st->v[l].width) * st->cell_count
+                            : st->k[l].bytes + st->v[l].bytes;
         }
     return t;
 }
@@ -171,8 +180,8 @@ static uint64_t cell_meta_len(const tq_kv_view *v, const uint8_t *p)
     return 8 + (v->has_ext ? 8 : 0) + 4ull * nseq;
 }
 
-tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stream *st, uint32_t max_pos,
-                              uint32_t *n_cells, uint64_t *meta_len)
+tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stream *st,
+                              uint32_t max_pos, uint32_t *n_cells, uint64_t *meta_len)
 {
     if (!max_pos) { /* no limit */
         *n_cells = st->cell_count;
@@ -195,9 +204,11 @@ tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stre
         off += cell_meta_len(v, p + off);
         if (pos >= 0 && (uint32_t)pos < max_pos) {
             if (ended)
-                return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
-                                        "%s: cell %u (position %d) comes after a cell past the prefix: "
-                                        "the cells are not in prompt order", v->label, i, pos);
+                return tq_ctx_set_error(
+                    ctx, TQ_ERR_UNSUPPORTED,
+                    "%s: cell %u (position %d) comes after a cell past the prefix: "
+                    "the cells are not in prompt order",
+                    v->label, i, pos);
             n++;
             cut = off;
         } else {
@@ -223,20 +234,24 @@ void tq_kv_stream_positions(const tq_kv_view *v, const tq_kv_stream *st, int32_t
     }
 }
 
-tq_status tq_kv_tensor_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t cells, uint32_t c0, uint32_t n, float *out)
+tq_status tq_kv_tensor_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t cells, uint32_t c0,
+                                 uint32_t n, float *out)
 {
     if (t->type->dtype < 0)
-        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "no decoder for KV type %s", t->type->name);
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "no decoder for KV type %s",
+                                t->type->name);
     if ((uint64_t)c0 + n > cells)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "rows %u..%u past %u cells", c0, c0 + n, cells);
     if (!t->transposed)
-        return tq_dequantize(ctx, (tq_dtype)t->type->dtype, t->data + (uint64_t)c0 * t->row_size, (size_t)n * t->width, out);
+        return tq_dequantize(ctx, (tq_dtype)t->type->dtype, t->data + (uint64_t)c0 * t->row_size,
+                             (size_t)n * t->width, out);
     /* element-major: element j of cell c at (j * cells + c) * size */
     size_t es = t->type->bytes;
     for (uint64_t j = 0; j < t->width; j++)
         for (uint32_t r = 0; r < n; r++) {
-            tq_status st = tq_dequantize(ctx, (tq_dtype)t->type->dtype, t->data + (j * cells + c0 + r) * es, 1,
-                                         out + (uint64_t)r * t->width + j);
+            tq_status st =
+                tq_dequantize(ctx, (tq_dtype)t->type->dtype, t->data + (j * cells + c0 + r) * es, 1,
+                              out + (uint64_t)r * t->width + j);
             if (st) return st;
         }
     return TQ_OK;

@@ -37,12 +37,12 @@ typedef enum tq_kv_kind { TQ_KV_SESSION = 0, TQ_KV_SEQUENCE = 1, TQ_KV_NUMPY = 2
  * `data` then holds width runs of cell_count elements. */
 typedef struct tq_kv_tensor {
     const tq_ggml_type *type;
-    uint64_t row_size;  /* bytes per cell row (cell-major) */
-    uint64_t width;     /* elements per row */
+    uint64_t row_size; /* bytes per cell row (cell-major) */
+    uint64_t width;    /* elements per row */
     int transposed;
     const uint8_t *data;
-    uint64_t data_off;  /* offset of data in the source bytes */
-    uint64_t bytes;     /* cell_count * row_size */
+    uint64_t data_off; /* offset of data in the source bytes */
+    uint64_t bytes;    /* cell_count * row_size */
 } tq_kv_tensor;
 
 typedef struct tq_kv_stream {
@@ -51,7 +51,7 @@ typedef struct tq_kv_stream {
      * source has none, cell i is at position i of sequence 0 */
     uint64_t meta_off, meta_len;
     uint32_t v_trans, n_layer;
-    tq_kv_tensor *k, *v;         /* n_layer each */
+    tq_kv_tensor *k, *v; /* n_layer each */
 } tq_kv_stream;
 
 typedef struct tq_kv_state { /* one KV memory state */
@@ -67,8 +67,8 @@ tq_status tq_kv_open(tq_ctx *ctx, const char *path, tq_type_profile profile, tq_
 /* 1 and *fp where the view is a snapshot that records its model's
  * fingerprint (encoded with --model); else 0 and *fp 0. */
 int tq_kv_view_fingerprint(const tq_kv_view *v, uint64_t *fp);
-tq_status tq_kv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label, tq_type_profile profile,
-                            tq_kv_view **out);
+tq_status tq_kv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label,
+                            tq_type_profile profile, tq_kv_view **out);
 /* The same, reading at most max_bytes of array data for sources that expand
  * their input (0: no limit), so that a small compressed .npz cannot claim
  * unbounded memory. */
@@ -86,13 +86,13 @@ tq_kv_kind tq_kv_view_kind(const tq_kv_view *v);
 uint32_t tq_kv_view_version(const tq_kv_view *v);
 uint32_t tq_kv_view_n_tokens(const tq_kv_view *v);
 const int32_t *tq_kv_view_tokens(const tq_kv_view *v);
-const char *tq_kv_view_arch(const tq_kv_view *v);      /* "" when the source does not say */
+const char *tq_kv_view_arch(const tq_kv_view *v); /* "" when the source does not say */
 /* The head size the source's layout shows (a NumPy dump's [.., heads,
  * head_dim] arrays), 0 when it shows none (state files, [tokens, width]). */
 uint32_t tq_kv_view_head_dim(const tq_kv_view *v);
-int tq_kv_view_has_outputs(const tq_kv_view *v);       /* old llama.cpp session layout */
-int tq_kv_view_has_ext(const tq_kv_view *v);           /* M-RoPE cell extensions */
-uint32_t tq_kv_view_n_kv(const tq_kv_view *v);         /* KV memory states */
+int tq_kv_view_has_outputs(const tq_kv_view *v); /* old llama.cpp session layout */
+int tq_kv_view_has_ext(const tq_kv_view *v);     /* M-RoPE cell extensions */
+uint32_t tq_kv_view_n_kv(const tq_kv_view *v);   /* KV memory states */
 const tq_kv_state *tq_kv_view_kv(const tq_kv_view *v, uint32_t i);
 uint64_t tq_kv_view_size(const tq_kv_view *v);
 const uint8_t *tq_kv_view_bytes(const tq_kv_view *v);
@@ -108,8 +108,8 @@ uint64_t tq_kv_view_kv_bytes(const tq_kv_view *v);
  * count and the length of their metadata (meta_len may be NULL).  Fails if
  * a later cell has such a position too, i.e. the cells are not in prompt
  * order.  max_pos 0: every cell. */
-tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stream *st, uint32_t max_pos,
-                              uint32_t *n_cells, uint64_t *meta_len);
+tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stream *st,
+                              uint32_t max_pos, uint32_t *n_cells, uint64_t *meta_len);
 
 /* Each cell's position (pos: cell_count entries), from the cell metadata
  * (cell i at position i where the source has none).  M-RoPE cells
@@ -118,8 +118,8 @@ void tq_kv_stream_positions(const tq_kv_view *v, const tq_kv_stream *st, int32_t
 
 /* Reads cell-major rows [c0, c0+n) of a tensor as float32 (width values
  * each); handles the transposed layout.  Types: any with a tq_dtype decoder. */
-tq_status tq_kv_tensor_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t cell_count, uint32_t c0, uint32_t n,
-                                 float *out);
+tq_status tq_kv_tensor_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t cell_count,
+                                 uint32_t c0, uint32_t n, float *out);
 
 #ifdef __cplusplus
 }

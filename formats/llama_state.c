@@ -15,10 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_STREAMS 4096
-#define MAX_LAYERS 4096
+#define MAX_STREAMS      4096
+#define MAX_LAYERS       4096
 #define MAX_SEQ_PER_CELL 4096
-
 
 typedef struct cur {
     const uint8_t *p;
@@ -42,7 +41,9 @@ static int fail(cur *c, const char *fmt, ...)
 
 static int get(cur *c, void *v, uint64_t n, const char *what)
 {
-    if (n > c->size - c->pos) return fail(c, "truncated: %s needs %" PRIu64 " bytes, %" PRIu64 " left", what, n, c->size - c->pos);
+    if (n > c->size - c->pos)
+        return fail(c, "truncated: %s needs %" PRIu64 " bytes, %" PRIu64 " left", what, n,
+                    c->size - c->pos);
     memcpy(v, c->p + c->pos, n);
     c->pos += n;
     return 0;
@@ -50,22 +51,31 @@ static int get(cur *c, void *v, uint64_t n, const char *what)
 
 static int skip(cur *c, uint64_t n, const char *what)
 {
-    if (n > c->size - c->pos) return fail(c, "truncated: %s needs %" PRIu64 " bytes, %" PRIu64 " left", what, n, c->size - c->pos);
+    if (n > c->size - c->pos)
+        return fail(c, "truncated: %s needs %" PRIu64 " bytes, %" PRIu64 " left", what, n,
+                    c->size - c->pos);
     c->pos += n;
     return 0;
 }
 
-static int parse_tensor(cur *c, tq_type_profile prof, uint32_t cells, int il, const char *kv, tq_kv_tensor *t)
+static int parse_tensor(cur *c, tq_type_profile prof, uint32_t cells, int il, const char *kv,
+                        tq_kv_tensor *t)
 {
     int32_t type = 0;
     uint64_t rs = 0;
     if (get(c, &type, 4, "type") || get(c, &rs, 8, "row size")) return -1;
     t->type = tq_ggml_type_get(prof, type);
-    if (!t->type) return fail(c, "layer %d %s: type id %d unknown in type-id profile %s", il, kv, type, tq_type_profile_name(prof));
-    if (!rs || rs % t->type->bytes) return fail(c, "layer %d %s: row size %" PRIu64 " is not whole %s blocks", il, kv, rs, t->type->name);
+    if (!t->type)
+        return fail(c, "layer %d %s: type id %d unknown in type-id profile %s", il, kv, type,
+                    tq_type_profile_name(prof));
+    if (!rs || rs % t->type->bytes)
+        return fail(c, "layer %d %s: row size %" PRIu64 " is not whole %s blocks", il, kv, rs,
+                    t->type->name);
     t->row_size = rs;
     t->width = rs / t->type->bytes * t->type->block;
-    if (cells && rs > (c->size - c->pos) / cells) return fail(c, "layer %d %s: %u rows of %" PRIu64 " bytes run past the end", il, kv, cells, rs);
+    if (cells && rs > (c->size - c->pos) / cells)
+        return fail(c, "layer %d %s: %u rows of %" PRIu64 " bytes run past the end", il, kv, cells,
+                    rs);
     t->bytes = rs * cells;
     t->data_off = c->pos;
     t->data = c->p + c->pos;
@@ -77,16 +87,23 @@ static int parse_vtrans(cur *c, tq_type_profile prof, uint32_t cells, int il, tq
 {
     int32_t type = 0;
     uint32_t size_el = 0, n_embd = 0;
-    if (get(c, &type, 4, "type") || get(c, &size_el, 4, "element size") || get(c, &n_embd, 4, "V width")) return -1;
+    if (get(c, &type, 4, "type") || get(c, &size_el, 4, "element size") ||
+        get(c, &n_embd, 4, "V width"))
+        return -1;
     t->type = tq_ggml_type_get(prof, type);
-    if (!t->type) return fail(c, "layer %d V: type id %d unknown in type-id profile %s", il, type, tq_type_profile_name(prof));
+    if (!t->type)
+        return fail(c, "layer %d V: type id %d unknown in type-id profile %s", il, type,
+                    tq_type_profile_name(prof));
     if (t->type->block != 1 || size_el != t->type->bytes)
-        return fail(c, "layer %d V: transposed %s with element size %u is not a layout llama.cpp writes", il, t->type->name, size_el);
+        return fail(
+            c, "layer %d V: transposed %s with element size %u is not a layout llama.cpp writes",
+            il, t->type->name, size_el);
     if (!n_embd) return fail(c, "layer %d V: width 0", il);
     t->transposed = 1;
     t->width = n_embd;
     t->row_size = (uint64_t)n_embd * size_el;
-    if (cells && t->row_size > (c->size - c->pos) / cells) return fail(c, "layer %d V: data runs past the end", il);
+    if (cells && t->row_size > (c->size - c->pos) / cells)
+        return fail(c, "layer %d V: data runs past the end", il);
     t->bytes = t->row_size * cells;
     t->data_off = c->pos;
     t->data = c->p + c->pos;
@@ -106,19 +123,23 @@ static int parse_kv_state(cur *c, tq_type_profile prof, int ext, tq_kv_state *k)
         tq_kv_stream *st = &k->streams[s];
         if (get(c, &st->cell_count, 4, "cell count")) return -1;
         if (!st->cell_count) continue;
-        if (st->cell_count > (c->size - c->pos) / 8) return fail(c, "stream %u: cell count %u cannot fit in the file", s, st->cell_count);
+        if (st->cell_count > (c->size - c->pos) / 8)
+            return fail(c, "stream %u: cell count %u cannot fit in the file", s, st->cell_count);
         st->meta_off = c->pos;
         for (uint32_t i = 0; i < st->cell_count; i++) {
             int32_t pos = 0;
             uint32_t nseq = 0;
             if (get(c, &pos, 4, "cell pos") || get(c, &nseq, 4, "cell seq count")) return -1;
-            if (nseq > MAX_SEQ_PER_CELL) return fail(c, "stream %u cell %u: %u sequence ids", s, i, nseq);
-            if ((ext && skip(c, 8, "cell extension")) || skip(c, 4ull * nseq, "cell seq ids")) return -1;
+            if (nseq > MAX_SEQ_PER_CELL)
+                return fail(c, "stream %u cell %u: %u sequence ids", s, i, nseq);
+            if ((ext && skip(c, 8, "cell extension")) || skip(c, 4ull * nseq, "cell seq ids"))
+                return -1;
         }
         st->meta_len = c->pos - st->meta_off;
         if (get(c, &st->v_trans, 4, "v_trans") || get(c, &st->n_layer, 4, "n_layer")) return -1;
         if (st->v_trans > 1) return fail(c, "stream %u: v_trans %u is not 0 or 1", s, st->v_trans);
-        if (!st->n_layer || st->n_layer > MAX_LAYERS) return fail(c, "stream %u: %u layers", s, st->n_layer);
+        if (!st->n_layer || st->n_layer > MAX_LAYERS)
+            return fail(c, "stream %u: %u layers", s, st->n_layer);
         st->k = calloc(st->n_layer, sizeof *st->k);
         st->v = calloc(st->n_layer, sizeof *st->v);
         if (!st->k || !st->v) return fail(c, "out of memory");
@@ -138,7 +159,9 @@ static int parse_memory(cur *c, tq_kv_view *s, int ext)
 {
     s->n_kv = 0;
     while (c->pos < c->size) {
-        if (s->n_kv == TQ_KV_MAX_STATES) return fail(c, "%" PRIu64 " bytes after the KV state(s) that tq does not understand", c->size - c->pos);
+        if (s->n_kv == TQ_KV_MAX_STATES)
+            return fail(c, "%" PRIu64 " bytes after the KV state(s) that tq does not understand",
+                        c->size - c->pos);
         if (parse_kv_state(c, s->profile, ext, &s->kv[s->n_kv++])) return -1;
     }
     if (!s->n_kv) return fail(c, "no KV state");
@@ -151,17 +174,20 @@ static int parse_outputs(cur *c, uint32_t n_tokens)
     int32_t n_out = 0;
     uint64_t n = 0;
     if (get(c, &n_out, 4, "n_outputs")) return -1;
-    if (n_out < 0 || (uint32_t)n_out > n_tokens + 1) return fail(c, "n_outputs %d out of range", n_out);
+    if (n_out < 0 || (uint32_t)n_out > n_tokens + 1)
+        return fail(c, "n_outputs %d out of range", n_out);
     for (int32_t i = 0; i < n_out; i++) {
         int32_t p = 0;
         if (get(c, &p, 4, "output position")) return -1;
         if (p < 0) return fail(c, "negative output position");
     }
     if (get(c, &n, 8, "logits size")) return -1;
-    if (n > (c->size - c->pos) / 4 || (n_out == 0 && n)) return fail(c, "logits size %" PRIu64 " is implausible", n);
+    if (n > (c->size - c->pos) / 4 || (n_out == 0 && n))
+        return fail(c, "logits size %" PRIu64 " is implausible", n);
     c->pos += 4 * n;
     if (get(c, &n, 8, "embeddings size")) return -1;
-    if (n > (c->size - c->pos) / 4 || (n_out == 0 && n)) return fail(c, "embeddings size %" PRIu64 " is implausible", n);
+    if (n > (c->size - c->pos) / 4 || (n_out == 0 && n))
+        return fail(c, "embeddings size %" PRIu64 " is implausible", n);
     c->pos += 4 * n;
     return 0;
 }
@@ -171,24 +197,33 @@ static tq_status parse(tq_ctx *ctx, tq_kv_view *s)
     cur c = {s->map, s->size, 0, ""};
     uint32_t magic = 0;
     if (get(&c, &magic, 4, "magic") || get(&c, &s->version, 4, "version"))
-        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a llama.cpp state file (%s)", s->label, c.err);
-    if (magic == TQ_GGSN_MAGIC && (s->version == 9 || s->version == 10)) s->kind = TQ_KV_SESSION;
-    else if (magic == TQ_GGSQ_MAGIC && (s->version == 2 || s->version == 3)) s->kind = TQ_KV_SEQUENCE;
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a llama.cpp state file (%s)", s->label,
+                                c.err);
+    if (magic == TQ_GGSN_MAGIC && (s->version == 9 || s->version == 10))
+        s->kind = TQ_KV_SESSION;
+    else if (magic == TQ_GGSQ_MAGIC && (s->version == 2 || s->version == 3))
+        s->kind = TQ_KV_SEQUENCE;
     else if (magic == TQ_GGSN_MAGIC || magic == TQ_GGSQ_MAGIC)
-        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %s version %u is not supported (session v9-10 and sequence v2-3 are)", s->label,
-                       magic == TQ_GGSN_MAGIC ? "session" : "sequence", s->version);
+        return tq_ctx_set_error(
+            ctx, TQ_ERR_FORMAT,
+            "%s: %s version %u is not supported (session v9-10 and sequence v2-3 are)", s->label,
+            magic == TQ_GGSN_MAGIC ? "session" : "sequence", s->version);
     else
-        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a llama.cpp state file (magic %08x)", s->label, magic);
-    if (get(&c, &s->n_tokens, 4, "token count")) return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %s", s->label, c.err);
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a llama.cpp state file (magic %08x)",
+                                s->label, magic);
+    if (get(&c, &s->n_tokens, 4, "token count"))
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %s", s->label, c.err);
     if (s->n_tokens > (c.size - c.pos) / 4)
-        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %u tokens cannot fit in the file", s->label, s->n_tokens);
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %u tokens cannot fit in the file",
+                                s->label, s->n_tokens);
     s->tokens = malloc(4ull * s->n_tokens + 4);
     if (!s->tokens) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     get(&c, s->tokens, 4ull * s->n_tokens, "tokens");
     if (s->kind == TQ_KV_SESSION) {
         uint32_t len = 0;
         if (get(&c, &len, 4, "architecture") || len > 256 || len > c.size - c.pos)
-            return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: bad architecture name (%s)", s->label, c.err[0] ? c.err : "too long");
+            return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: bad architecture name (%s)", s->label,
+                                    c.err[0] ? c.err : "too long");
         s->arch = malloc(len + 1);
         if (!s->arch) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
         memcpy(s->arch, c.p + c.pos, len);
@@ -221,7 +256,8 @@ static tq_status parse(tq_ctx *ctx, tq_kv_view *s)
         return TQ_OK;
     }
     tq_kv_view_reset_states(s);
-    return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: KV state not understood: %s", s->label, first_err);
+    return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: KV state not understood: %s", s->label,
+                            first_err);
 }
 
 static int probe(const uint8_t *p, uint64_t size)

@@ -35,7 +35,8 @@ typedef struct tq_state_rewrite {
     const char *arch;
     uint32_t max_tokens;
 } tq_state_rewrite;
-tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *v, const tq_state_rewrite *o, FILE *out);
+tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *v, const tq_state_rewrite *o,
+                               FILE *out);
 
 #ifdef __cplusplus
 }

@@ -17,13 +17,15 @@ typedef struct wr {
 static void put(wr *w, const void *p, uint64_t n)
 {
     if (!w->st && n && fwrite(p, 1, n, w->f) != n)
-        w->st = tq_ctx_set_error(w->ctx, TQ_ERR_IO, "writing the state file failed: %s", strerror(errno));
+        w->st = tq_ctx_set_error(w->ctx, TQ_ERR_IO, "writing the state file failed: %s",
+                                 strerror(errno));
 }
 
 static void put32(wr *w, uint32_t v) { put(w, &v, 4); }
 static void put64(wr *w, uint64_t v) { put(w, &v, 8); }
 
-static tq_status check_single_seq(tq_ctx *ctx, const tq_kv_view *s, const tq_kv_stream *st, uint32_t n)
+static tq_status check_single_seq(tq_ctx *ctx, const tq_kv_view *s, const tq_kv_stream *st,
+                                  uint32_t n)
 {
     const uint8_t *p = s->map + st->meta_off;
     uint64_t off = 0;
@@ -31,47 +33,64 @@ static tq_status check_single_seq(tq_ctx *ctx, const tq_kv_view *s, const tq_kv_
         uint32_t nseq;
         memcpy(&nseq, p + off + 4, 4);
         if (nseq != 1)
-            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: cell %u belongs to %u sequences; a sequence file holds one",
-                           s->label, i, nseq);
+            return tq_ctx_set_error(
+                ctx, TQ_ERR_UNSUPPORTED,
+                "%s: cell %u belongs to %u sequences; a sequence file holds one", s->label, i,
+                nseq);
         off += 8 + (s->has_ext ? 8 : 0) + 4ull * nseq;
     }
     return TQ_OK;
 }
 
-tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_rewrite *o, FILE *out)
+tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_rewrite *o,
+                               FILE *out)
 {
     for (uint32_t i = 0; i < s->n_kv; i++)
         for (uint32_t j = 0; j < s->kv[i].n_stream; j++)
             if (s->kv[i].streams[j].cell_count && !s->kv[i].streams[j].meta_len)
-                return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: a %s source has no llama.cpp cell metadata to rebuild a "
-                                                        "state file from; write it as .npz", s->label, s->source->name);
+                return tq_ctx_set_error(
+                    ctx, TQ_ERR_UNSUPPORTED,
+                    "%s: a %s source has no llama.cpp cell metadata to rebuild a "
+                    "state file from; write it as .npz",
+                    s->label, s->source->name);
     const char *arch = s->arch && s->arch[0] ? s->arch : o->arch;
     if (o->kind == TQ_KV_SESSION && (!arch || !arch[0]))
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "a session file names the model architecture; a sequence file does not: "
-                                        "give the model (--model)");
+        return tq_ctx_set_error(
+            ctx, TQ_ERR_ARG,
+            "a session file names the model architecture; a sequence file does not: "
+            "give the model (--model)");
     /* every stream's prefix and seq-id check first: nothing half-written */
     for (uint32_t i = 0; i < s->n_kv; i++)
         for (uint32_t j = 0; j < s->kv[i].n_stream; j++) {
             const tq_kv_stream *st = &s->kv[i].streams[j];
             uint32_t n;
             tq_status e = tq_kv_stream_prefix(ctx, s, st, o->max_tokens, &n, NULL);
-            if (!e && o->kind == TQ_KV_SEQUENCE && s->kind != TQ_KV_SEQUENCE) e = check_single_seq(ctx, s, st, n);
+            if (!e && o->kind == TQ_KV_SEQUENCE && s->kind != TQ_KV_SEQUENCE)
+                e = check_single_seq(ctx, s, st, n);
             if (e) return e;
         }
     wr w = {ctx, out, TQ_OK};
     int v10 = s->kind == TQ_KV_SESSION ? s->version == 10 : s->version == 3;
     uint32_t nt = o->max_tokens && o->max_tokens < s->n_tokens ? o->max_tokens : s->n_tokens;
     put32(&w, o->kind == TQ_KV_SESSION ? TQ_GGSN_MAGIC : TQ_GGSQ_MAGIC);
-    put32(&w, o->kind == TQ_KV_SESSION ? (v10 ? 10 : 9) : (v10 ? 3 : 2));
+    uint32_t session_version = v10 ? 10 : 9;
+    uint32_t sequence_version = v10 ? 3 : 2;
+    put32(&w, o->kind == TQ_KV_SESSION ? session_version : sequence_version);
     put32(&w, nt);
     put(&w, s->tokens, 4ull * nt);
     if (o->kind == TQ_KV_SESSION) {
         put32(&w, (uint32_t)strlen(arch));
         put(&w, arch, strlen(arch));
-        if (s->has_outputs) { /* old layout: the section must be there; logits of a cut prompt are not */
+        if (s->has_outputs) { /* old layout: the section must be there; logits of a cut prompt are
+                                 not */
             uint64_t at = 12 + 4ull * s->n_tokens + 4 + strlen(s->arch);
-            if (nt == s->n_tokens) put(&w, s->map + at, s->prefix_len - at);
-            else put32(&w, 0), put64(&w, 0), put64(&w, 0);
+            if (nt == s->n_tokens)
+                put(&w, s->map + at, s->prefix_len - at);
+            else {
+                put32(&w, 0);
+                put64(&w, 0);
+                put64(&w, 0);
+            }
         }
     }
     for (uint32_t i = 0; i < s->n_kv; i++) {
@@ -98,7 +117,8 @@ tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_
                     uint64_t es = t->type->bytes;
                     put32(&w, (uint32_t)es);
                     put32(&w, (uint32_t)t->width);
-                    for (uint64_t e = 0; e < t->width; e++) put(&w, t->data + e * st->cell_count * es, n * es);
+                    for (uint64_t e = 0; e < t->width; e++)
+                        put(&w, t->data + e * st->cell_count * es, n * es);
                 }
         }
     }

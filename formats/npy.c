@@ -13,7 +13,8 @@ typedef struct lex {
 
 static void skip_ws(lex *l)
 {
-    while (l->p < l->end && (*l->p == ' ' || *l->p == '\t' || *l->p == '\n' || *l->p == '\r')) l->p++;
+    while (l->p < l->end && (*l->p == ' ' || *l->p == '\t' || *l->p == '\n' || *l->p == '\r'))
+        l->p++;
 }
 
 static int eat(lex *l, char c)
@@ -59,11 +60,13 @@ static int skip_value(lex *l)
             l->p++;
             continue;
         }
-        if (c == '[' || c == '(' || c == '{') depth++;
+        if (c == '[' || c == '(' || c == '{')
+            depth++;
         else if (c == ']' || c == ')' || c == '}') {
             if (!depth) return 0;
             depth--;
-        } else if (c == ',' && !depth) return 0;
+        } else if (c == ',' && !depth)
+            return 0;
         l->p++;
     }
     return -1;
@@ -71,8 +74,8 @@ static int skip_value(lex *l)
 
 static uint32_t itemsize_of(const char *d)
 {
-    static const char *const known[] = {"<f4", "<f2", "<f8", "<i4", "<i8", "<u4", "<i2", "<u2", "|i1", "|u1", "|b1",
-                                        "<u8"};
+    static const char *const known[] = {"<f4", "<f2", "<f8", "<i4", "<i8", "<u4",
+                                        "<i2", "<u2", "|i1", "|u1", "|b1", "<u8"};
     static const uint32_t size[] = {4, 2, 8, 4, 8, 4, 2, 2, 1, 1, 1, 8};
     for (size_t i = 0; i < sizeof known / sizeof *known; i++)
         if (!strcmp(d, known[i])) return size[i];
@@ -92,7 +95,8 @@ static int fail(char *err, size_t n, const char *fmt, ...)
 int tq_npy_parse(const uint8_t *p, uint64_t size, tq_npy_header *h, char *err, size_t errlen)
 {
     memset(h, 0, sizeof *h);
-    if (size < 10 || memcmp(p, "\x93NUMPY", 6)) return fail(err, errlen, "not a .npy array (no \\x93NUMPY magic)");
+    if (size < 10 || memcmp(p, "\x93NUMPY", 6))
+        return fail(err, errlen, "not a .npy array (no \\x93NUMPY magic)");
     uint32_t major = p[6], hlen, pre;
     if (major == 1) {
         hlen = (uint32_t)p[8] | (uint32_t)p[9] << 8;
@@ -102,18 +106,22 @@ int tq_npy_parse(const uint8_t *p, uint64_t size, tq_npy_header *h, char *err, s
         hlen = (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 | (uint32_t)p[11] << 24;
         pre = 12;
     } else {
-        return fail(err, errlen, ".npy format version %u.%u is not one tq reads (1, 2, 3)", major, p[7]);
+        return fail(err, errlen, ".npy format version %u.%u is not one tq reads (1, 2, 3)", major,
+                    p[7]);
     }
-    if (hlen > TQ_NPY_MAX_HEADER) return fail(err, errlen, ".npy header of %u bytes is implausible", hlen);
-    if (hlen > size - pre) return fail(err, errlen, "truncated .npy header (%u bytes, %llu present)", hlen,
-                                       (unsigned long long)(size - pre));
+    if (hlen > TQ_NPY_MAX_HEADER)
+        return fail(err, errlen, ".npy header of %u bytes is implausible", hlen);
+    if (hlen > size - pre)
+        return fail(err, errlen, "truncated .npy header (%u bytes, %llu present)", hlen,
+                    (unsigned long long)(size - pre));
     h->header_len = pre + hlen;
     lex l = {(const char *)p + pre, (const char *)p + pre + hlen};
     int seen_descr = 0, seen_order = 0, seen_shape = 0;
     if (!eat(&l, '{')) return fail(err, errlen, ".npy header is not a dict");
     while (!eat(&l, '}')) {
         char key[32];
-        if (string_lit(&l, key, sizeof key) || !eat(&l, ':')) return fail(err, errlen, ".npy header dict is malformed");
+        if (string_lit(&l, key, sizeof key) || !eat(&l, ':'))
+            return fail(err, errlen, ".npy header dict is malformed");
         if (!strcmp(key, "descr") && !seen_descr) {
             seen_descr = 1;
             skip_ws(&l);
@@ -126,9 +134,13 @@ int tq_npy_parse(const uint8_t *p, uint64_t size, tq_npy_header *h, char *err, s
         } else if (!strcmp(key, "fortran_order") && !seen_order) {
             seen_order = 1;
             skip_ws(&l);
-            if ((size_t)(l.end - l.p) >= 4 && !memcmp(l.p, "True", 4)) h->fortran_order = 1, l.p += 4;
-            else if ((size_t)(l.end - l.p) >= 5 && !memcmp(l.p, "False", 5)) l.p += 5;
-            else return fail(err, errlen, ".npy fortran_order is not True or False");
+            if ((size_t)(l.end - l.p) >= 4 && !memcmp(l.p, "True", 4)) {
+                h->fortran_order = 1;
+                l.p += 4;
+            } else if ((size_t)(l.end - l.p) >= 5 && !memcmp(l.p, "False", 5))
+                l.p += 5;
+            else
+                return fail(err, errlen, ".npy fortran_order is not True or False");
         } else if (!strcmp(key, "shape") && !seen_shape) {
             seen_shape = 1;
             if (!eat(&l, '(')) return fail(err, errlen, ".npy shape is not a tuple");
@@ -137,13 +149,16 @@ int tq_npy_parse(const uint8_t *p, uint64_t size, tq_npy_header *h, char *err, s
                 uint64_t v = 0;
                 int digits = 0;
                 while (l.p < l.end && *l.p >= '0' && *l.p <= '9') {
-                    if (v > (UINT64_MAX - 9) / 10) return fail(err, errlen, ".npy shape value overflows");
+                    if (v > (UINT64_MAX - 9) / 10)
+                        return fail(err, errlen, ".npy shape value overflows");
                     v = v * 10 + (uint64_t)(*l.p++ - '0');
                     digits++;
                 }
                 if (l.p < l.end && *l.p == 'L') l.p++; /* Python 2 longs */
                 if (!digits || h->ndim == TQ_NPY_MAX_DIMS)
-                    return fail(err, errlen, ".npy shape is malformed or has more than %d dimensions", TQ_NPY_MAX_DIMS);
+                    return fail(err, errlen,
+                                ".npy shape is malformed or has more than %d dimensions",
+                                TQ_NPY_MAX_DIMS);
                 h->shape[h->ndim++] = v;
                 if (!eat(&l, ',')) {
                     if (!eat(&l, ')')) return fail(err, errlen, ".npy shape is malformed");
@@ -160,11 +175,13 @@ int tq_npy_parse(const uint8_t *p, uint64_t size, tq_npy_header *h, char *err, s
     }
     skip_ws(&l);
     if (l.p != l.end) return fail(err, errlen, ".npy header has bytes after the dict");
-    if (!seen_descr || !seen_order || !seen_shape) return fail(err, errlen, ".npy header lacks descr, fortran_order or shape");
+    if (!seen_descr || !seen_order || !seen_shape)
+        return fail(err, errlen, ".npy header lacks descr, fortran_order or shape");
     h->itemsize = itemsize_of(h->descr);
     h->count = 1;
     for (int i = 0; i < h->ndim; i++) {
-        if (h->shape[i] && h->count > UINT64_MAX / 16 / h->shape[i]) return fail(err, errlen, ".npy shape overflows");
+        if (h->shape[i] && h->count > UINT64_MAX / 16 / h->shape[i])
+            return fail(err, errlen, ".npy shape overflows");
         h->count *= h->shape[i];
     }
     return 0;
@@ -173,7 +190,8 @@ int tq_npy_parse(const uint8_t *p, uint64_t size, tq_npy_header *h, char *err, s
 uint32_t tq_npy_format(char *out, const char *descr, int ndim, const uint64_t *shape)
 {
     char dict[64 + 24 * TQ_NPY_MAX_DIMS];
-    int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
+    int n =
+        snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
     for (int i = 0; i < ndim; i++)
         n += snprintf(dict + n, sizeof dict - (size_t)n, "%llu,%s", (unsigned long long)shape[i],
                       i + 1 < ndim ? " " : "");

@@ -13,17 +13,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TQ_NPY_MAX_DIMS 8
+#define TQ_NPY_MAX_DIMS   8
 #define TQ_NPY_MAX_HEADER (1u << 20) /* numpy itself refuses headers past ~10 KB */
 
 typedef struct tq_npy_header {
-    uint32_t header_len;   /* bytes before the data: magic .. padding */
-    char descr[16];        /* e.g. "<f4"; "" when not a simple type string */
+    uint32_t header_len; /* bytes before the data: magic .. padding */
+    char descr[16];      /* e.g. "<f4"; "" when not a simple type string */
     int fortran_order;
     int ndim;
     uint64_t shape[TQ_NPY_MAX_DIMS];
-    uint64_t count;        /* product of shape */
-    uint32_t itemsize;     /* from descr; 0 when not understood */
+    uint64_t count;    /* product of shape */
+    uint32_t itemsize; /* from descr; 0 when not understood */
 } tq_npy_header;
 
 /* Parses the header at p (size bytes available, data may follow).  Returns 0,

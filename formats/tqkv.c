@@ -13,10 +13,12 @@
 #include <xxhash.h>
 #include <zstd.h>
 
-#define HDR_LEN 32
+static uint32_t tq_max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
+#define HDR_LEN     32
 #define TRAILER_LEN 32
-#define CHUNK_HDR 44
-#define TENSOR_REC 72
+#define CHUNK_HDR   44
+#define TENSOR_REC  72
 #define CHUNK_MAGIC 0x4b435154u /* "TQCK" */
 /* Decoded sizes a snapshot may claim (a hostile file must not make the
  * reader allocate what it wants): one chunk, and the skeleton. */
@@ -30,7 +32,11 @@ void tqkv_meta_free(tqkv_meta *m)
     free(m->arch);
     free(m->base_name);
     free(m->skeleton);
-    for (uint32_t i = 0; m->t && i < m->n_tensors; i++) free(m->t[i].innerq), free(m->t[i].offset), free(m->t[i].rope_pos);
+    for (uint32_t i = 0; m->t && i < m->n_tensors; i++) {
+        free(m->t[i].innerq);
+        free(m->t[i].offset);
+        free(m->t[i].rope_pos);
+    }
     free(m->t);
     memset(m, 0, sizeof *m);
 }
@@ -39,23 +45,31 @@ int tqkv_codec_desc(const tqkv_record *t, tq_codec_desc *d)
 {
     memset(d, 0, sizeof *d);
     if (t->codec == TQKV_CODEC_TQ) {
-        if (!tq_is_pow2(t->group) || t->group < 8 || t->group > 512 || t->bits < 1 || t->bits > 8 || t->norm_correction > 1 ||
-            t->uniform > 1 || (t->uniform && t->bits < 2))
+        if (!tq_is_pow2(t->group) || t->group < 8 || t->group > 512 || t->bits < 1 || t->bits > 8 ||
+            t->norm_correction > 1 || t->uniform > 1 || (t->uniform && t->bits < 2))
             return -1;
-        *d = (tq_codec_desc){TQ_CODEC_TQ, t->group, t->bits, t->norm_correction, t->seed, 0, t->uniform};
+        *d = (tq_codec_desc){TQ_CODEC_TQ, t->group, t->bits,   t->norm_correction,
+                             t->seed,     0,        t->uniform};
         return 0;
     }
-    if (t->codec == TQKV_CODEC_ANGLE || t->codec == TQKV_CODEC_PROD) { /* lib/TURBOANGLE.md, lib/TQ_PROD.md */
+    if (t->codec == TQKV_CODEC_ANGLE ||
+        t->codec == TQKV_CODEC_PROD) { /* lib/TURBOANGLE.md, lib/TQ_PROD.md */
         int angle = t->codec == TQKV_CODEC_ANGLE;
-        if (!tq_is_pow2(t->group) || t->group < 8 || t->group > 512 || t->bits < (angle ? 1 : 2) || t->bits > 8 ||
-            t->norm_correction > (angle ? 1 : 0) || t->radius_bits > (angle ? 8 : 0))
+        if (!tq_is_pow2(t->group) || t->group < 8 || t->group > 512 || t->bits < (angle ? 1 : 2) ||
+            t->bits > 8 || t->norm_correction > (angle ? 1 : 0) || t->radius_bits > (angle ? 8 : 0))
             return -1;
-        *d = (tq_codec_desc){angle ? TQ_CODEC_ANGLE : TQ_CODEC_PROD, t->group, t->bits, t->norm_correction, t->seed,
-                             t->radius_bits, 0};
+        *d = (tq_codec_desc){angle ? TQ_CODEC_ANGLE : TQ_CODEC_PROD,
+                             t->group,
+                             t->bits,
+                             t->norm_correction,
+                             t->seed,
+                             t->radius_bits,
+                             0};
         return 0;
     }
     if (t->codec == TQKV_CODEC_TURBO) { /* the fork's blocks: fixed group, signs, norm correction */
-        if (t->group != 128 || t->bits < 2 || t->bits > 4 || t->norm_correction != 1 || t->seed) return -1;
+        if (t->group != 128 || t->bits < 2 || t->bits > 4 || t->norm_correction != 1 || t->seed)
+            return -1;
         d->kind = (tq_codec_kind)(TQ_CODEC_TURBO2 + (t->bits - 2));
         return 0;
     }
@@ -118,13 +132,17 @@ struct tqkv_writer {
 };
 
 uint64_t tqkv_writer_bytes(const tqkv_writer *w) { return w->pos; }
-uint64_t tqkv_writer_final_size(const tqkv_writer *w) { return w->pos + 8 * w->n_chunks + TRAILER_LEN; }
+uint64_t tqkv_writer_final_size(const tqkv_writer *w)
+{
+    return w->pos + 8 * w->n_chunks + TRAILER_LEN;
+}
 
 static tq_status wput(tqkv_writer *w, const void *p, size_t n)
 {
     if (n && fwrite(p, 1, n, w->f) != n) {
         w->failed = 1;
-        return tq_ctx_set_error(w->ctx, TQ_ERR_IO, "writing the snapshot failed: %s", strerror(errno));
+        return tq_ctx_set_error(w->ctx, TQ_ERR_IO, "writing the snapshot failed: %s",
+                                strerror(errno));
     }
     w->pos += n;
     return TQ_OK;
@@ -140,7 +158,8 @@ static void put_rope(bbuf *b, const tqkv_record *t)
     PUTV(b, pairs);
     PUTV(b, t->rope.freq_base);
     PUTV(b, t->rope.freq_scale);
-    for (uint32_t r = 0; r < t->cells; r++) runs += !r || (int64_t)t->rope_pos[r] != (int64_t)t->rope_pos[r - 1] + 1;
+    for (uint32_t r = 0; r < t->cells; r++)
+        runs += !r || (int64_t)t->rope_pos[r] != (int64_t)t->rope_pos[r - 1] + 1;
     PUTV(b, runs);
     for (uint32_t r = 0; r < t->cells; r++)
         if (!r || (int64_t)t->rope_pos[r] != (int64_t)t->rope_pos[r - 1] + 1) {
@@ -163,9 +182,10 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
          * layer + 1 (0: not recorded) */
         uint16_t ml = t->model_layer == TQKV_NO_MODEL_LAYER ? 0 : (uint16_t)(t->model_layer + 1);
         int per_head = t->innerq && t->innerq_n != t->group;
-        uint8_t rec_flags[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0) | (t->radius_bits & 15) << 2 |
-                                     (per_head ? 64 : 0) | (t->sink_rows || t->offset || t->planes ? 128 : 0)),
-                           (uint8_t)ml, (uint8_t)(ml >> 8)};
+        uint8_t rec_flags[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0) |
+                                          (t->radius_bits & 15) << 2 | (per_head ? 64 : 0) |
+                                          (t->sink_rows || t->offset || t->planes ? 128 : 0)),
+                                (uint8_t)ml, (uint8_t)(ml >> 8)};
         PUTV(b, t->file_off);
         PUTV(b, t->bytes);
         PUTV(b, t->kv_state);
@@ -192,24 +212,29 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
             bput(b, m->t[i].innerq, 4ull * m->t[i].innerq_n);
             any_innerq = 1;
         }
-        any_v3 |= m->t[i].sink_rows || m->t[i].offset || m->t[i].planes || m->t[i].uniform || (m->t[i].innerq && m->t[i].innerq_n != m->t[i].group) || m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed ||
+        any_v3 |= m->t[i].sink_rows || m->t[i].offset || m->t[i].planes || m->t[i].uniform ||
+                  (m->t[i].innerq && m->t[i].innerq_n != m->t[i].group) ||
+                  m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed ||
                   m->t[i].codec == TQKV_CODEC_ANGLE || m->t[i].codec == TQKV_CODEC_PROD;
     }
     for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 3: the extensions, in tensor order */
         const tqkv_record *t = &m->t[i];
         if (!t->sink_rows && !t->offset && !t->planes) continue;
-        uint32_t flags = (t->offset ? 1 : 0) | (t->offset && t->rope_pos ? 2 : 0) | (t->planes ? 4 : 0);
+        uint32_t flags =
+            (t->offset ? 1 : 0) | (t->offset && t->rope_pos ? 2 : 0) | (t->planes ? 4 : 0);
         PUTV(b, t->sink_rows);
         PUTV(b, flags);
         if (t->offset) bput(b, t->offset, 4ull * t->width);
         if (flags & 2) put_rope(b, t);
     }
-    return any_v3 ? 3 : any_innerq ? 2 : 1;
+    if (any_v3) return 3;
+    return any_innerq ? 2 : 1;
 }
 
 uint32_t tqkv_record_n_chunks(const tqkv_record *t)
 {
-    uint32_t from = t->row_start > t->sink_rows ? t->row_start : t->sink_rows, sink = t->row_start < t->sink_rows;
+    uint32_t from = t->row_start > t->sink_rows ? t->row_start : t->sink_rows,
+             sink = t->row_start < t->sink_rows;
     uint32_t rows = t->cells > from ? t->cells - from : 0;
     return sink + (rows + t->rows_per_chunk - 1) / t->rows_per_chunk;
 }
@@ -218,7 +243,8 @@ void tqkv_record_chunk_rows(const tqkv_record *t, uint32_t k, uint32_t *row0, ui
 {
     int sink = t->row_start < t->sink_rows;
     if (sink && k == 0) {
-        *row0 = 0, *nrows = t->sink_rows;
+        *row0 = 0;
+        *nrows = t->sink_rows;
         return;
     }
     uint32_t from = sink ? t->sink_rows : t->row_start;
@@ -226,7 +252,10 @@ void tqkv_record_chunk_rows(const tqkv_record *t, uint32_t k, uint32_t *row0, ui
     *nrows = t->cells - *row0 < t->rows_per_chunk ? t->cells - *row0 : t->rows_per_chunk;
 }
 
-int tqkv_chunk_is_sink(const tqkv_record *t, uint32_t row0) { return t->codec != TQKV_CODEC_RAW && row0 < t->sink_rows; }
+int tqkv_chunk_is_sink(const tqkv_record *t, uint32_t row0)
+{
+    return t->codec != TQKV_CODEC_RAW && row0 < t->sink_rows;
+}
 
 tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer **out)
 {
@@ -302,7 +331,8 @@ tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer
  * stage keeps one table per block, and planes of different statistics (the
  * uniform sign bits, the skewed magnitudes) share one badly.  A plain
  * ZSTD_compress where there are no cuts. */
-static size_t zstd_cut(void *dst, size_t cap, const uint8_t *src, size_t len, int level, const uint64_t *cuts, int n_cuts)
+static size_t zstd_cut(void *dst, size_t cap, const uint8_t *src, size_t len, int level,
+                       const uint64_t *cuts, int n_cuts)
 {
     if (!n_cuts) return ZSTD_compress(dst, cap, src, len, level);
     ZSTD_CCtx *z = ZSTD_createCCtx();
@@ -312,7 +342,8 @@ static size_t zstd_cut(void *dst, size_t cap, const uint8_t *src, size_t len, in
     ZSTD_outBuffer o = {dst, cap, 0};
     uint64_t at = 0;
     for (int k = 0; k <= n_cuts && !ZSTD_isError(r); k++) {
-        uint64_t end = k < n_cuts && cuts[k] > at && cuts[k] < len ? cuts[k] : k < n_cuts ? at : len;
+        uint64_t end = len; /* after the last cut: the rest */
+        if (k < n_cuts) end = cuts[k] > at && cuts[k] < len ? cuts[k] : at;
         ZSTD_inBuffer in = {src + at, end - at, 0};
         ZSTD_EndDirective how = k < n_cuts ? ZSTD_e_flush : ZSTD_e_end;
         do r = ZSTD_compressStream2(z, &o, &in, how);
@@ -324,8 +355,9 @@ static size_t zstd_cut(void *dst, size_t cap, const uint8_t *src, size_t len, in
     return ZSTD_isError(r) ? r : o.pos;
 }
 
-tq_status tqkv_chunk_pack(uint32_t ti, uint32_t row0, uint32_t nrows, const void *payload, uint64_t len, int level,
-                          const uint64_t *cuts, int n_cuts, uint8_t **out, uint64_t *out_len)
+tq_status tqkv_chunk_pack(uint32_t ti, uint32_t row0, uint32_t nrows, const void *payload,
+                          uint64_t len, int level, const uint64_t *cuts, int n_cuts, uint8_t **out,
+                          uint64_t *out_len)
 {
     *out = NULL;
     size_t bound = len >= 64 && level > 0 ? ZSTD_compressBound(len) : len;
@@ -380,12 +412,13 @@ tq_status tqkv_write_packed(tqkv_writer *w, const uint8_t *packed, uint64_t len)
     return wput(w, packed, len);
 }
 
-tq_status tqkv_write_chunk(tqkv_writer *w, uint32_t ti, uint32_t row0, uint32_t nrows, const void *payload,
-                           uint64_t len, int level)
+tq_status tqkv_write_chunk(tqkv_writer *w, uint32_t ti, uint32_t row0, uint32_t nrows,
+                           const void *payload, uint64_t len, int level)
 {
     uint8_t *pk;
     uint64_t pl;
-    if (tqkv_chunk_pack(ti, row0, nrows, payload, len, level, NULL, 0, &pk, &pl)) return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
+    if (tqkv_chunk_pack(ti, row0, nrows, payload, len, level, NULL, 0, &pk, &pl))
+        return tq_ctx_set_error(w->ctx, TQ_ERR_NOMEM, "out of memory");
     tq_status st = tqkv_write_packed(w, pk, pl);
     free(pk);
     return st;
@@ -407,7 +440,9 @@ tq_status tqkv_write_end(tqkv_writer *w)
     memcpy(tr + 16, &h, 8);
     memcpy(tr + 24, END_MAGIC, 8);
     if (!st) st = wput(w, tr, TRAILER_LEN);
-    if (!st && fflush(w->f)) st = tq_ctx_set_error(w->ctx, TQ_ERR_IO, "writing the snapshot failed: %s", strerror(errno));
+    if (!st && fflush(w->f))
+        st =
+            tq_ctx_set_error(w->ctx, TQ_ERR_IO, "writing the snapshot failed: %s", strerror(errno));
     free(w->index);
     free(w);
     return st;
@@ -472,7 +507,8 @@ static uint64_t expected_raw(tq_ctx *ctx, const tqkv_record *t, uint32_t row0, u
         *ok = row0 == 0 && nrows == t->sink_rows;
         return t->bytes / t->cells * nrows;
     }
-    if (t->codec == TQKV_CODEC_RAW) return t->transposed ? t->bytes : t->bytes / (t->cells ? t->cells : 1) * nrows;
+    if (t->codec == TQKV_CODEC_RAW)
+        return t->transposed ? t->bytes : t->bytes / tq_max_u32(t->cells, 1) * nrows;
     tq_codec_desc d;
     tq_codec *c;
     if (tqkv_codec_desc(t, &d) || tq_codec_new(ctx, &d, &c)) {
@@ -481,7 +517,8 @@ static uint64_t expected_raw(tq_ctx *ctx, const tqkv_record *t, uint32_t row0, u
     }
     uint64_t bb = tq_codec_block_bytes(c), per_row, all;
     tq_codec_free(c);
-    if (__builtin_mul_overflow(t->width / t->group, bb, &per_row) || __builtin_mul_overflow(per_row, (uint64_t)nrows, &all)) {
+    if (__builtin_mul_overflow(t->width / t->group, bb, &per_row) ||
+        __builtin_mul_overflow(per_row, (uint64_t)nrows, &all)) {
         *ok = 0;
         return 0;
     }
@@ -504,25 +541,31 @@ static tq_status get_rope(tq_ctx *ctx, const tqkv_reader *r, mcur *c, tqkv_recor
         mget(c, &t->rope.freq_base, 4) || mget(c, &t->rope.freq_scale, 4) || mget(c, &runs, 4))
         return bad(ctx, r, "RoPE offset truncated", at);
     t->rope.pairs = pairs == TQ_PAIRS_ADJACENT ? TQ_PAIRS_ADJACENT : TQ_PAIRS_HALVES;
-    if (pairs != t->rope.pairs || tq_rope_check(ctx, &t->rope, t->width) || t->group < 2 || !runs || runs > t->cells)
+    if (pairs != t->rope.pairs || tq_rope_check(ctx, &t->rope, t->width) || t->group < 2 || !runs ||
+        runs > t->cells)
         return bad(ctx, r, "bad RoPE offset", at);
-    if (!(t->rope_pos = malloc(4ull * t->cells))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!(t->rope_pos = malloc(4ull * t->cells)))
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (uint32_t k = 0; k < runs; k++) {
         at = HDR_LEN + c->pos;
-        if (mget(c, &row, 4) || mget(c, &pos, 4)) return bad(ctx, r, "RoPE positions truncated", at);
-        if (k ? row < prev || row >= t->cells : row != 0) return bad(ctx, r, "RoPE position runs out of order", at);
-        for (uint32_t q = prev; k && q < row; q++) t->rope_pos[q] = (int32_t)((uint32_t)t->rope_pos[q - 1] + 1);
+        if (mget(c, &row, 4) || mget(c, &pos, 4))
+            return bad(ctx, r, "RoPE positions truncated", at);
+        if (k ? row < prev || row >= t->cells : row != 0)
+            return bad(ctx, r, "RoPE position runs out of order", at);
+        for (uint32_t q = prev; k && q < row; q++)
+            t->rope_pos[q] = (int32_t)((uint32_t)t->rope_pos[q - 1] + 1);
         t->rope_pos[row] = pos;
         prev = row + 1;
     }
-    for (uint32_t q = prev; q < t->cells; q++) t->rope_pos[q] = (int32_t)((uint32_t)t->rope_pos[q - 1] + 1);
+    for (uint32_t q = prev; q < t->cells; q++)
+        t->rope_pos[q] = (int32_t)((uint32_t)t->rope_pos[q - 1] + 1);
     return TQ_OK;
 }
 
 /* One tensor record (TQKV.md), validated against the source it places the
  * tensor in: its rows must follow the previous tensor's (prev_end). */
-static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type_profile prof, uint64_t prev_end,
-                                  tqkv_record *t)
+static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type_profile prof,
+                                  uint64_t prev_end, tqkv_record *t)
 {
     mcur c = *cp;
     const tqkv_meta *m = &r->meta;
@@ -539,9 +582,13 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
     mget(&c, &t->norm_correction, 1);
     mget(&c, rec_flags, 3);
     int v3 = r->version >= 3;
-    if (v3 && t->codec == TQKV_CODEC_TQ_UNIFORM_ID) /* the tq block with uniform cells: a TQ tensor */
-        t->codec = TQKV_CODEC_TQ, t->uniform = 1;
-    uint8_t innerq = rec_flags[0] & 1, extra = v3 ? 0 : rec_flags[0] >> 1; /* bits no version defines */
+    if (v3 &&
+        t->codec == TQKV_CODEC_TQ_UNIFORM_ID) { /* the tq block with uniform cells: a TQ tensor */
+        t->codec = TQKV_CODEC_TQ;
+        t->uniform = 1;
+    }
+    uint8_t innerq = rec_flags[0] & 1,
+            extra = v3 ? 0 : rec_flags[0] >> 1; /* bits no version defines */
     uint8_t per_head = v3 && (rec_flags[0] >> 6 & 1);
     t->has_ext = v3 && (rec_flags[0] >> 7); /* its fields follow the scales: read there */
     uint16_t ml = (uint16_t)(rec_flags[1] | rec_flags[2] << 8);
@@ -557,30 +604,83 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
     mget(&c, &t->row_start, 4);
     uint64_t at = HDR_LEN + c.pos - TENSOR_REC;
     const tq_ggml_type *ty = tq_ggml_type_get(prof, t->type_id);
-    if (!ty || !t->cells || !t->width || !t->rows_per_chunk || t->row_start > t->cells || (t->row_start && !m->base_id) ||
+    if (!ty || !t->cells || !t->width || !t->rows_per_chunk || t->row_start > t->cells ||
+        (t->row_start && !m->base_id) ||
         (t->row_start && t->transposed && t->codec == TQKV_CODEC_RAW))
         return bad(ctx, r, "bad tensor record", at);
-    if (t->file_off < prev_end || t->bytes > m->source_size || t->file_off > m->source_size - t->bytes)
+    if (t->file_off < prev_end || t->bytes > m->source_size ||
+        t->file_off > m->source_size - t->bytes)
         return bad(ctx, r, "tensor placement outside the source", at);
     uint64_t row_bytes, total_bytes;
     if (t->is_v > 1 || t->transposed > 1 || t->width % ty->block ||
         __builtin_mul_overflow(t->width / ty->block, (uint64_t)ty->bytes, &row_bytes) ||
-        __builtin_mul_overflow(row_bytes, (uint64_t)t->cells, &total_bytes) || total_bytes != t->bytes)
+        __builtin_mul_overflow(row_bytes, (uint64_t)t->cells, &total_bytes) ||
+        total_bytes != t->bytes)
         return bad(ctx, r, "tensor size inconsistent with its type", at);
     if (t->transposed && (ty->block != 1 || !t->is_v)) /* llama.cpp transposes only float V */
         return bad(ctx, r, "a transposed tensor of a block type", at);
     if (t->codec != TQKV_CODEC_RAW) {
         tq_codec_desc d;
-        if (ty->dtype < 0 || tqkv_codec_desc(t, &d) || t->width % t->group) return bad(ctx, r, "bad codec parameters", at);
+        if (ty->dtype < 0 || tqkv_codec_desc(t, &d) || t->width % t->group)
+            return bad(ctx, r, "bad codec parameters", at);
     }
-    if (extra || (!v3 && (rec_flags[1] || rec_flags[2])) || (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)) ||
+    if (extra || (!v3 && (rec_flags[1] || rec_flags[2])) ||
+        (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)) ||
         (!v3 && t->codec > TQKV_CODEC_TURBO) || (t->radius_bits && t->codec != TQKV_CODEC_ANGLE) ||
         (per_head && (!innerq || t->width > (1u << 20))) ||
         (t->has_ext && (t->codec == TQKV_CODEC_RAW || t->transposed || t->width > (1u << 20))))
         return bad(ctx, r, "bad InnerQ, group, radius or model-layer field", at);
-    t->innerq_n = innerq ? (per_head ? (uint32_t)t->width : t->group) : 0;
-    if (innerq && !(t->innerq = malloc(4ull * t->innerq_n))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    t->innerq_n = 0;
+    if (innerq) t->innerq_n = per_head ? (uint32_t)t->width : t->group;
+    if (innerq && !(t->innerq = malloc(4ull * t->innerq_n)))
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     *cp = c;
+    return TQ_OK;
+}
+
+/* Version 2: the InnerQ scales, in tensor order. */
+static tq_status parse_scales(tq_ctx *ctx, tqkv_reader *r, mcur *c)
+{
+    tqkv_meta *m = &r->meta;
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        tqkv_record *t = &m->t[i];
+        if (!t->innerq) continue;
+        if (mget(c, t->innerq, 4ull * t->innerq_n))
+            return bad(ctx, r, "InnerQ scales truncated", HDR_LEN + c->pos);
+        for (uint32_t j = 0; j < t->innerq_n; j++)
+            if (!(t->innerq[j] > 0.0f) || isinf(t->innerq[j]))
+                return bad(ctx, r, "an InnerQ scale that is not finite and positive",
+                           HDR_LEN + c->pos);
+    }
+    return TQ_OK;
+}
+
+/* Version 3: the extensions (sink rows, offsets, planes), in tensor order. */
+static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
+{
+    tqkv_meta *m = &r->meta;
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        tqkv_record *t = &m->t[i];
+        if (!t->has_ext) continue;
+        uint32_t flags;
+        if (mget(c, &t->sink_rows, 4) || mget(c, &flags, 4))
+            return bad(ctx, r, "tensor extension truncated", HDR_LEN + c->pos);
+        if (t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows) ||
+            flags > 7 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
+            ((flags & 4) && (t->codec != TQKV_CODEC_TQ || t->bits < 2 || t->group % 8)))
+            return bad(ctx, r, "bad tensor extension", HDR_LEN + c->pos);
+        t->planes = (flags & 4) != 0;
+        if (!(flags & 1)) continue;
+        if (!(t->offset = malloc(4ull * t->width)))
+            return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        if (mget(c, t->offset, 4ull * t->width))
+            return bad(ctx, r, "offsets truncated", HDR_LEN + c->pos);
+        for (uint64_t j = 0; j < t->width; j++)
+            if (!isfinite(t->offset[j]))
+                return bad(ctx, r, "an offset that is not finite", HDR_LEN + c->pos);
+        tq_status st = flags & 2 ? get_rope(ctx, r, c, t) : TQ_OK;
+        if (st) return st;
+    }
     return TQ_OK;
 }
 
@@ -591,16 +691,19 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
     uint8_t fp;
     uint16_t pad;
     uint32_t al, pl;
-    if (mget(&c, &m->source_kind, 1) || mget(&c, &fp, 1) || mget(&c, &pad, 2) || mget(&c, &m->state_version, 4) ||
-        mget(&c, &m->source_size, 8) || mget(&c, &m->fingerprint, 8) || mget(&c, &m->n_tokens, 4))
+    if (mget(&c, &m->source_kind, 1) || mget(&c, &fp, 1) || mget(&c, &pad, 2) ||
+        mget(&c, &m->state_version, 4) || mget(&c, &m->source_size, 8) ||
+        mget(&c, &m->fingerprint, 8) || mget(&c, &m->n_tokens, 4))
         return bad(ctx, r, "metadata truncated", HDR_LEN + c.pos);
     m->has_fingerprint = fp;
     if (m->source_kind > 2) return bad(ctx, r, "unknown source kind", HDR_LEN);
-    if (m->n_tokens > (n - c.pos) / 4) return bad(ctx, r, "token count does not fit", HDR_LEN + c.pos);
+    if (m->n_tokens > (n - c.pos) / 4)
+        return bad(ctx, r, "token count does not fit", HDR_LEN + c.pos);
     m->tokens = malloc(4ull * m->n_tokens + 4);
     if (!m->tokens) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     mget(&c, m->tokens, 4ull * m->n_tokens);
-    if (mget(&c, &al, 4) || al > 256 || al > n - c.pos) return bad(ctx, r, "bad architecture field", HDR_LEN + c.pos);
+    if (mget(&c, &al, 4) || al > 256 || al > n - c.pos)
+        return bad(ctx, r, "bad architecture field", HDR_LEN + c.pos);
     m->arch = malloc(al + 1);
     if (!m->arch) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     mget(&c, m->arch, al);
@@ -609,29 +712,33 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
         return bad(ctx, r, "bad profile field", HDR_LEN + c.pos);
     m->profile[pl] = 0;
     uint32_t bl;
-    if (mget(&c, &m->base_id, 8) || mget(&c, &bl, 4) || bl > 4096 || bl > n - c.pos || (bl && !m->base_id) ||
-        (!bl && m->base_id))
+    if (mget(&c, &m->base_id, 8) || mget(&c, &bl, 4) || bl > 4096 || bl > n - c.pos ||
+        (bl && !m->base_id) || (!bl && m->base_id))
         return bad(ctx, r, "bad base field", HDR_LEN + c.pos);
     m->base_name = malloc(bl + 1);
     if (!m->base_name) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     mget(&c, m->base_name, bl);
     m->base_name[bl] = 0;
-    if (memchr(m->base_name, 0, bl) || memchr(m->base_name, '/', bl)) return bad(ctx, r, "bad base name", HDR_LEN + c.pos);
+    if (memchr(m->base_name, 0, bl) || memchr(m->base_name, '/', bl))
+        return bad(ctx, r, "bad base name", HDR_LEN + c.pos);
     tq_type_profile prof;
-    if (tq_type_profile_parse(m->profile, &prof)) return bad(ctx, r, "unknown type-id profile", HDR_LEN + c.pos);
+    if (tq_type_profile_parse(m->profile, &prof))
+        return bad(ctx, r, "unknown type-id profile", HDR_LEN + c.pos);
     uint64_t sl, sz;
-    if (mget(&c, &sl, 8) || mget(&c, &sz, 8) || sz > n - c.pos || sl > m->source_size || sl > MAX_PIECE ||
-        ZSTD_getFrameContentSize(p + c.pos, sz) != sl)
+    if (mget(&c, &sl, 8) || mget(&c, &sz, 8) || sz > n - c.pos || sl > m->source_size ||
+        sl > MAX_PIECE || ZSTD_getFrameContentSize(p + c.pos, sz) != sl)
         return bad(ctx, r, "bad skeleton field", HDR_LEN + c.pos);
     m->skeleton = malloc(sl ? sl : 1);
     if (!m->skeleton) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     size_t got = ZSTD_decompress(m->skeleton, sl, p + c.pos, sz);
-    if (ZSTD_isError(got) || got != sl) return bad(ctx, r, "skeleton does not decompress", HDR_LEN + c.pos);
+    if (ZSTD_isError(got) || got != sl)
+        return bad(ctx, r, "skeleton does not decompress", HDR_LEN + c.pos);
     m->skeleton_len = sl;
     c.pos += sz;
     if (mget(&c, &m->n_tensors, 4) || m->n_tensors > (n - c.pos) / TENSOR_REC)
         return bad(ctx, r, "bad tensor count", HDR_LEN + c.pos);
-    if (c.pos + (uint64_t)m->n_tensors * TENSOR_REC > n) return bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);
+    if (c.pos + (uint64_t)m->n_tensors * TENSOR_REC > n)
+        return bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);
     m->t = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *m->t);
     if (!m->t) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     uint64_t prev_end = 0, total = 0;
@@ -642,32 +749,11 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
         prev_end = t->file_off + t->bytes;
         total += t->bytes;
     }
-    if (total + sl != m->source_size) return bad(ctx, r, "skeleton and tensors do not add up to the source", HDR_LEN);
-    for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 2: the InnerQ scales, in tensor order */
-        tqkv_record *t = &m->t[i];
-        if (!t->innerq) continue;
-        if (mget(&c, t->innerq, 4ull * t->innerq_n)) return bad(ctx, r, "InnerQ scales truncated", HDR_LEN + c.pos);
-        for (uint32_t j = 0; j < t->innerq_n; j++)
-            if (!(t->innerq[j] > 0.0f) || isinf(t->innerq[j])) return bad(ctx, r, "an InnerQ scale that is not finite and positive", HDR_LEN + c.pos);
-    }
-    for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 3: the extensions (sink rows, offsets) */
-        tqkv_record *t = &m->t[i];
-        if (!t->has_ext) continue;
-        uint32_t flags;
-        if (mget(&c, &t->sink_rows, 4) || mget(&c, &flags, 4)) return bad(ctx, r, "tensor extension truncated", HDR_LEN + c.pos);
-        if (t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows) || flags > 7 ||
-            (!t->sink_rows && !flags) || (flags & 3) == 2 ||
-            ((flags & 4) && (t->codec != TQKV_CODEC_TQ || t->bits < 2 || t->group % 8)))
-            return bad(ctx, r, "bad tensor extension", HDR_LEN + c.pos);
-        t->planes = (flags & 4) != 0;
-        if (!(flags & 1)) continue;
-        if (!(t->offset = malloc(4ull * t->width))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-        if (mget(&c, t->offset, 4ull * t->width)) return bad(ctx, r, "offsets truncated", HDR_LEN + c.pos);
-        for (uint64_t j = 0; j < t->width; j++)
-            if (!isfinite(t->offset[j])) return bad(ctx, r, "an offset that is not finite", HDR_LEN + c.pos);
-        tq_status st = flags & 2 ? get_rope(ctx, r, &c, t) : TQ_OK;
-        if (st) return st;
-    }
+    if (total + sl != m->source_size)
+        return bad(ctx, r, "skeleton and tensors do not add up to the source", HDR_LEN);
+    tq_status st = parse_scales(ctx, r, &c);
+    if (!st) st = parse_extensions(ctx, r, &c);
+    if (st) return st;
     if (c.pos != n) return bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);
     return TQ_OK;
 }
@@ -676,7 +762,8 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
 {
     const uint8_t *p = r->map;
     uint64_t n = r->size;
-    if (n < HDR_LEN + TRAILER_LEN || memcmp(p, MAGIC, 4)) return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot", r->label);
+    if (n < HDR_LEN + TRAILER_LEN || memcmp(p, MAGIC, 4))
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot", r->label);
     uint64_t hh, ml, mh;
     uint32_t ver;
     memcpy(&ver, p + 4, 4);
@@ -685,7 +772,9 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
     memcpy(&hh, p + 24, 8);
     if (XXH64(p, 24, 0) != hh) return bad(ctx, r, "header checksum mismatch", 0);
     if (ver < 1 || ver > TQKV_VERSION)
-        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: snapshot version %u (this tq reads 1 to %d)", r->label, ver, TQKV_VERSION);
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT,
+                                "%s: snapshot version %u (this tq reads 1 to %d)", r->label, ver,
+                                TQKV_VERSION);
     r->version = ver;
     if (ml > n - HDR_LEN - TRAILER_LEN) return bad(ctx, r, "metadata runs past the end", 8);
     if (XXH64(p + HDR_LEN, ml, 0) != mh) return bad(ctx, r, "metadata checksum mismatch", HDR_LEN);
@@ -696,9 +785,11 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
     memcpy(&nc, tr, 8);
     memcpy(&ioff, tr + 8, 8);
     memcpy(&ih, tr + 16, 8);
-    if (memcmp(tr + 24, END_MAGIC, 8)) return bad(ctx, r, "trailer missing (truncated snapshot?)", n - TRAILER_LEN);
+    if (memcmp(tr + 24, END_MAGIC, 8))
+        return bad(ctx, r, "trailer missing (truncated snapshot?)", n - TRAILER_LEN);
     uint64_t data0 = HDR_LEN + ml;
-    if (ioff < data0 || ioff > n - TRAILER_LEN || nc != (n - TRAILER_LEN - ioff) / 8 || (n - TRAILER_LEN - ioff) % 8)
+    if (ioff < data0 || ioff > n - TRAILER_LEN || nc != (n - TRAILER_LEN - ioff) / 8 ||
+        (n - TRAILER_LEN - ioff) % 8)
         return bad(ctx, r, "index placement", n - TRAILER_LEN);
     XXH64_state_t *xs = XXH64_createState();
     XXH64_reset(xs, 0);
@@ -718,7 +809,8 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
     for (uint64_t i = 0; i < nc; i++) {
         tqkv_chunk *ch = &r->chunks[i];
         memcpy(&ch->offset, p + ioff + 8 * i, 8);
-        if (ch->offset != expect_off || ch->offset > ioff || ioff - ch->offset < CHUNK_HDR) return bad(ctx, r, "chunk index entry", ioff + 8 * i);
+        if (ch->offset != expect_off || ch->offset > ioff || ioff - ch->offset < CHUNK_HDR)
+            return bad(ctx, r, "chunk index entry", ioff + 8 * i);
         const uint8_t *h = p + ch->offset;
         uint32_t magic;
         uint64_t hash;
@@ -730,7 +822,8 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
         memcpy(&ch->raw_len, h + 20, 8);
         memcpy(&ch->stored_len, h + 28, 8);
         memcpy(&hash, h + 36, 8);
-        if (magic != CHUNK_MAGIC || ch->stored_len > ioff - ch->offset - CHUNK_HDR) return bad(ctx, r, "chunk header", ch->offset);
+        if (magic != CHUNK_MAGIC || ch->stored_len > ioff - ch->offset - CHUNK_HDR)
+            return bad(ctx, r, "chunk header", ch->offset);
         ch->stored = h + CHUNK_HDR;
         xs = XXH64_createState();
         XXH64_reset(xs, 0);
@@ -747,8 +840,8 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
         if (m->t[ti].transposed && m->t[ti].codec == TQKV_CODEC_RAW && ch->nrows != m->t[ti].cells)
             return bad(ctx, r, "chunk out of order", ch->offset);
         int ok;
-        if (ch->raw_len != expected_raw(ctx, &m->t[ti], ch->row0, ch->nrows, &ok) || !ok || ch->raw_len > MAX_PIECE ||
-            (!ch->zstd && ch->stored_len != ch->raw_len) ||
+        if (ch->raw_len != expected_raw(ctx, &m->t[ti], ch->row0, ch->nrows, &ok) || !ok ||
+            ch->raw_len > MAX_PIECE || (!ch->zstd && ch->stored_len != ch->raw_len) ||
             (ch->zstd && ZSTD_getFrameContentSize(ch->stored, ch->stored_len) != ch->raw_len))
             return bad(ctx, r, "chunk length", ch->offset);
         next_row += ch->nrows;
@@ -756,7 +849,8 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
     }
     while (ti < m->n_tensors && next_row == m->t[ti].cells)
         if (++ti < m->n_tensors) next_row = m->t[ti].row_start;
-    if (ti != m->n_tensors || expect_off != ioff) return bad(ctx, r, "chunks do not cover every tensor", ioff);
+    if (ti != m->n_tensors || expect_off != ioff)
+        return bad(ctx, r, "chunks do not cover every tensor", ioff);
     return TQ_OK;
 }
 
@@ -770,7 +864,8 @@ static tqkv_reader *alloc_reader(const char *label)
     return r;
 }
 
-tq_status tqkv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label, tqkv_reader **out)
+tq_status tqkv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label,
+                           tqkv_reader **out)
 {
     *out = NULL;
     tqkv_reader *r = alloc_reader(label ? label : "(memory)");
@@ -820,6 +915,7 @@ tq_status tqkv_chunk_read(tq_ctx *ctx, const tqkv_reader *r, uint64_t i, void *o
         return TQ_OK;
     }
     size_t got = ZSTD_decompress(out, c->raw_len, c->stored, c->stored_len);
-    if (ZSTD_isError(got) || got != c->raw_len) return bad(ctx, r, "chunk does not decompress", c->offset);
+    if (ZSTD_isError(got) || got != c->raw_len)
+        return bad(ctx, r, "chunk does not decompress", c->offset);
     return TQ_OK;
 }

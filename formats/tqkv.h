@@ -19,20 +19,27 @@
 extern "C" {
 #endif
 
-#define TQKV_VERSION 3 /* 2 adds InnerQ scales, 3 model layers and the group-guessed flag; files
-                          without them are written as the lowest version that holds them */
+#define TQKV_VERSION                                                                               \
+    3 /* 2 adds InnerQ scales, 3 model layers and the group-guessed flag; files                    \
+         without them are written as the lowest version that holds them */
 #define TQKV_NO_MODEL_LAYER UINT32_MAX
 
 /* source_kind holds the view's tq_kv_kind (kv_view.h): its values are the
  * codes on disk (0 session, 1 sequence, 2 NumPy) and must not change. */
-enum { TQKV_CODEC_RAW = 0, TQKV_CODEC_TQ = 1, TQKV_CODEC_TURBO = 2, TQKV_CODEC_ANGLE = 3, TQKV_CODEC_PROD = 4 };
+enum {
+    TQKV_CODEC_RAW = 0,
+    TQKV_CODEC_TQ = 1,
+    TQKV_CODEC_TURBO = 2,
+    TQKV_CODEC_ANGLE = 3,
+    TQKV_CODEC_PROD = 4
+};
 /* On disk only (version 3): a TQ tensor with uniform cells; read back as
  * codec TQKV_CODEC_TQ with `uniform` set. */
 #define TQKV_CODEC_TQ_UNIFORM_ID 5
 
 /* One K or V tensor of the source state. */
 typedef struct tqkv_record {
-    uint64_t file_off, bytes;      /* where its rows sit in the source file */
+    uint64_t file_off, bytes; /* where its rows sit in the source file */
     uint32_t kv_state, stream, layer;
     uint8_t is_v, transposed;
     uint8_t codec;                 /* TQKV_CODEC_*; TURBO = the fork's turbo2/3/4 blocks */
@@ -40,31 +47,31 @@ typedef struct tqkv_record {
     uint32_t group;                /* TQ codec */
     uint64_t seed;                 /* TQ codec */
     uint32_t cells;
-    uint64_t width;                /* elements per cell row */
-    int32_t type_id;               /* source element type (in the profile) */
+    uint64_t width;  /* elements per cell row */
+    int32_t type_id; /* source element type (in the profile) */
     uint32_t rows_per_chunk;
-    uint32_t row_start;            /* rows [0, row_start) are in the base snapshot */
-    uint32_t model_layer;          /* version 3: the model layer (iSWA caches), else TQKV_NO_MODEL_LAYER */
-    uint8_t group_guessed;         /* version 3: the group was guessed from the row width */
-    uint8_t radius_bits;           /* version 3, ANGLE codec: bits per pair radius */
-    float *innerq;                 /* TQ codec: innerq_n per-channel scales applied before
-                                      coding (x_j * s_j), divided out after decoding;
-                                      NULL if none (owned by the meta) */
-    uint32_t innerq_n;             /* group (every head alike) or width (version 3: per head) */
-    uint32_t sink_rows;            /* version 3, coded tensors: rows [0, sink_rows) kept exact in the
-                                      source type, as the tensor's first chunk (attention sinks) */
-    uint8_t has_ext;               /* version 3, as read: the record's flag bit 7 (an extension
-                                      with sink rows, offsets and/or planes follows the scales) */
-    float *offset;                 /* version 3, coded tensors: width values subtracted from every
-                                      (InnerQ-scaled) row before coding, added back after decoding;
-                                      NULL if none (owned by the meta) */
-    int32_t *rope_pos;             /* version 3, with offset: the offset is K's pre-RoPE mean b; row r
-                                      codes k - R(rope_pos[r]) b before InnerQ scaling (tq_rope_add);
-                                      cells positions, NULL if none (owned by the meta) */
-    tq_rope rope;                  /* with rope_pos: the rotation R */
-    uint8_t uniform;               /* TQ codec: uniform cells (tq_codec_desc.uniform; version 3) */
-    uint8_t planes;                /* version 3, TQ codec: coded chunks hold their blocks as planes
-                                      (tq_blocks_to_planes), for zstd to entropy-code */
+    uint32_t row_start;    /* rows [0, row_start) are in the base snapshot */
+    uint32_t model_layer;  /* version 3: the model layer (iSWA caches), else TQKV_NO_MODEL_LAYER */
+    uint8_t group_guessed; /* version 3: the group was guessed from the row width */
+    uint8_t radius_bits;   /* version 3, ANGLE codec: bits per pair radius */
+    float *innerq;         /* TQ codec: innerq_n per-channel scales applied before
+                              coding (x_j * s_j), divided out after decoding;
+                              NULL if none (owned by the meta) */
+    uint32_t innerq_n;     /* group (every head alike) or width (version 3: per head) */
+    uint32_t sink_rows;    /* version 3, coded tensors: rows [0, sink_rows) kept exact in the
+                              source type, as the tensor's first chunk (attention sinks) */
+    uint8_t has_ext;       /* version 3, as read: the record's flag bit 7 (an extension
+                              with sink rows, offsets and/or planes follows the scales) */
+    float *offset;         /* version 3, coded tensors: width values subtracted from every
+                              (InnerQ-scaled) row before coding, added back after decoding;
+                              NULL if none (owned by the meta) */
+    int32_t *rope_pos;     /* version 3, with offset: the offset is K's pre-RoPE mean b; row r
+                              codes k - R(rope_pos[r]) b before InnerQ scaling (tq_rope_add);
+                              cells positions, NULL if none (owned by the meta) */
+    tq_rope rope;          /* with rope_pos: the rotation R */
+    uint8_t uniform;       /* TQ codec: uniform cells (tq_codec_desc.uniform; version 3) */
+    uint8_t planes;        /* version 3, TQ codec: coded chunks hold their blocks as planes
+                              (tq_blocks_to_planes), for zstd to entropy-code */
 } tqkv_record;
 
 typedef struct tqkv_meta {
@@ -104,14 +111,15 @@ typedef struct tqkv_writer tqkv_writer;
 
 tq_status tqkv_write_begin(tq_ctx *ctx, FILE *f, const tqkv_meta *m, tqkv_writer **out);
 /* payload of rows [row0, row0+nrows) of tensor ti; zstd-compressed when it helps */
-tq_status tqkv_write_chunk(tqkv_writer *w, uint32_t ti, uint32_t row0, uint32_t nrows, const void *payload,
-                           uint64_t len, int zstd_level);
+tq_status tqkv_write_chunk(tqkv_writer *w, uint32_t ti, uint32_t row0, uint32_t nrows,
+                           const void *payload, uint64_t len, int zstd_level);
 /* The same in two steps, so that compression and hashing can run on worker
  * threads: pack (thread-safe; *out is malloc'd header + stored payload), then
  * write packed chunks in order.  cuts: offsets where the payload's statistics
  * change (planes), each compressed in a zstd block of its own (0 cuts: none). */
-tq_status tqkv_chunk_pack(uint32_t ti, uint32_t row0, uint32_t nrows, const void *payload, uint64_t len, int zstd_level,
-                          const uint64_t *cuts, int n_cuts, uint8_t **out, uint64_t *out_len);
+tq_status tqkv_chunk_pack(uint32_t ti, uint32_t row0, uint32_t nrows, const void *payload,
+                          uint64_t len, int zstd_level, const uint64_t *cuts, int n_cuts,
+                          uint8_t **out, uint64_t *out_len);
 tq_status tqkv_write_packed(tqkv_writer *w, const uint8_t *packed, uint64_t len);
 tq_status tqkv_write_end(tqkv_writer *w); /* index and trailer; frees w */
 void tqkv_writer_abort(tqkv_writer *w);
@@ -122,7 +130,7 @@ uint64_t tqkv_writer_final_size(const tqkv_writer *w);
 /* ------------------------------------------------ reading */
 
 typedef struct tqkv_chunk {
-    uint64_t offset;   /* of its header */
+    uint64_t offset; /* of its header */
     uint32_t tensor, row0, nrows;
     uint8_t zstd;
     uint64_t raw_len, stored_len;
@@ -134,7 +142,8 @@ typedef struct tqkv_reader tqkv_reader;
 /* Validates the header, metadata, index and every chunk checksum before
  * returning: a snapshot that opens is intact. */
 tq_status tqkv_open(tq_ctx *ctx, const char *path, tqkv_reader **out);
-tq_status tqkv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label, tqkv_reader **out);
+tq_status tqkv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label,
+                           tqkv_reader **out);
 void tqkv_close(tqkv_reader *r);
 const tqkv_meta *tqkv_meta_of(const tqkv_reader *r);
 uint64_t tqkv_n_chunks(const tqkv_reader *r);

@@ -16,7 +16,8 @@ extern "C" {
 #include <stdio.h>
 #include <string.h>
 
-namespace {
+namespace
+{
 
 struct dev_params {
     uint32_t g, bits, K, norm_correction, layout, block_bytes;
@@ -68,7 +69,8 @@ __device__ void store_block(const dev_params *p, const uint32_t *idx, uint16_t h
 __device__ uint32_t load_index(const dev_params *p, const uint8_t *in, uint32_t j)
 {
     if (p->layout == TQ_LAYOUT_TURBO3)
-        return ((in[2 + j / 4] >> (2 * (j % 4))) & 3u) | (((in[2 + p->g / 4 + j / 8] >> (j % 8)) & 1u) << 2);
+        return ((in[2 + j / 4] >> (2 * (j % 4))) & 3u) |
+               (((in[2 + p->g / 4 + j / 8] >> (j % 8)) & 1u) << 2);
     uint32_t off = payload_offset(p->layout), bit = j * p->bits, b = bit / 8;
     uint32_t v = in[off + b];
     if ((bit % 8) + p->bits > 8) v |= (uint32_t)in[off + b + 1] << 8;
@@ -81,7 +83,8 @@ __global__ void encode_kernel(const dev_params *p, const float *x, size_t nb, ui
     const uint32_t g = p->g, stride = g + 1;
     const size_t b0 = (size_t)blockIdx.x * blockDim.x;
     const uint32_t rows = (uint32_t)min((size_t)blockDim.x, nb - b0);
-    for (uint32_t i = threadIdx.x; i < rows * g; i += blockDim.x) sm[(i / g) * stride + i % g] = x[b0 * g + i];
+    for (uint32_t i = threadIdx.x; i < rows * g; i += blockDim.x)
+        sm[(i / g) * stride + i % g] = x[b0 * g + i];
     __syncthreads();
     if (threadIdx.x < rows) {
         float *u = sm + threadIdx.x * stride;
@@ -102,11 +105,13 @@ __global__ void encode_kernel(const dev_params *p, const float *x, size_t nb, ui
         float recon = sqrtf(rs);
         float nv = n;
         if (p->norm_correction && recon > 1e-10f) nv = n / recon;
-        store_block(p, idx, tq_half_from_bits(__float_as_uint(nv)), out + (b0 + threadIdx.x) * p->block_bytes);
+        store_block(p, idx, tq_half_from_bits(__float_as_uint(nv)),
+                    out + (b0 + threadIdx.x) * p->block_bytes);
     }
 }
 
-__global__ void decode_kernel(const dev_params *p, const uint8_t *in, size_t nb, float *y, int rotated)
+__global__ void decode_kernel(const dev_params *p, const uint8_t *in, size_t nb, float *y,
+                              int rotated)
 {
     extern __shared__ float sm[];
     const uint32_t g = p->g, stride = g + 1;
@@ -124,7 +129,8 @@ __global__ void decode_kernel(const dev_params *p, const uint8_t *in, size_t nb,
         }
     }
     __syncthreads();
-    for (uint32_t i = threadIdx.x; i < rows * g; i += blockDim.x) y[b0 * g + i] = sm[(i / g) * stride + i % g];
+    for (uint32_t i = threadIdx.x; i < rows * g; i += blockDim.x)
+        y[b0 * g + i] = sm[(i / g) * stride + i % g];
 }
 
 int fail(char *err, size_t len, const char *what, cudaError_t e)
@@ -186,8 +192,8 @@ extern "C" int tq_cuda_devices(void)
 
 /* Streams nb blocks through the GPU in slices: upload a slice of input, run
  * the kernel, download its output. */
-static int run_sliced(const tq_codec *c, int encode, int rotated, const void *in, size_t nb, void *out,
-                      char *err, size_t errlen)
+static int run_sliced(const tq_codec *c, int encode, int rotated, const void *in, size_t nb,
+                      void *out, char *err, size_t errlen)
 {
     dev_params h;
     device_job job;
@@ -206,11 +212,16 @@ static int run_sliced(const tq_codec *c, int encode, int rotated, const void *in
         if (e != cudaSuccess) return fail(err, errlen, "copying input", e);
         unsigned ctas = (unsigned)((m + rpc - 1) / rpc);
         size_t shm = rpc * (g + 1) * sizeof(float);
-        if (encode) encode_kernel<<<ctas, rpc, shm>>>(job.p, (const float *)job.a, m, (uint8_t *)job.b);
-        else decode_kernel<<<ctas, rpc, shm>>>(job.p, (const uint8_t *)job.a, m, (float *)job.b, rotated);
+        if (encode)
+            encode_kernel<<<ctas, rpc, shm>>>(job.p, (const float *)job.a, m, (uint8_t *)job.b);
+        else
+            decode_kernel<<<ctas, rpc, shm>>>(job.p, (const uint8_t *)job.a, m, (float *)job.b,
+                                              rotated);
         e = cudaGetLastError();
-        if (e == cudaSuccess) e = cudaMemcpy((uint8_t *)out + b0 * out_b, job.b, m * out_b, cudaMemcpyDeviceToHost);
-        if (e != cudaSuccess) return fail(err, errlen, encode ? "encode kernel" : "decode kernel", e);
+        if (e == cudaSuccess)
+            e = cudaMemcpy((uint8_t *)out + b0 * out_b, job.b, m * out_b, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess)
+            return fail(err, errlen, encode ? "encode kernel" : "decode kernel", e);
     }
     return 0;
 }
@@ -221,8 +232,8 @@ extern "C" int tq_cuda_encode(const tq_codec *c, const float *x, size_t nb, uint
     return run_sliced(c, 1, 0, x, nb, out, err, errlen);
 }
 
-extern "C" int tq_cuda_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated,
-                              char *err, size_t errlen)
+extern "C" int tq_cuda_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y,
+                              int rotated, char *err, size_t errlen)
 {
     return run_sliced(c, 0, rotated, in, nb, y, err, errlen);
 }

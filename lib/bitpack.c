@@ -26,8 +26,10 @@ static void unpack4(const uint8_t *in, size_t n, uint8_t *idx)
         memcpy(&x, in + i / 2, 16);
         lo = x & 15;
         hi = x >> 4;
-        u8x16 a = __builtin_shuffle(lo, hi, (u8x16){0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23});
-        u8x16 b = __builtin_shuffle(lo, hi, (u8x16){8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31});
+        u8x16 a = __builtin_shuffle(
+            lo, hi, (u8x16){0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23});
+        u8x16 b = __builtin_shuffle(
+            lo, hi, (u8x16){8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31});
         memcpy(idx + i, &a, 16);
         memcpy(idx + i + 16, &b, 16);
     }
@@ -68,8 +70,10 @@ static void pack4(const uint8_t *idx, size_t n, uint8_t *out)
         u8x16 a, b;
         memcpy(&a, idx + i, 16);
         memcpy(&b, idx + i + 16, 16);
-        u8x16 ev = __builtin_shuffle(a, b, (u8x16){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30});
-        u8x16 od = __builtin_shuffle(a, b, (u8x16){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31});
+        u8x16 ev = __builtin_shuffle(
+            a, b, (u8x16){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30});
+        u8x16 od = __builtin_shuffle(
+            a, b, (u8x16){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31});
         u8x16 o = (ev & 15) | (u8x16)(od << 4);
         memcpy(out + i / 2, &o, 16);
     }
@@ -79,7 +83,8 @@ static void pack4(const uint8_t *idx, size_t n, uint8_t *out)
 
 /* Any width: 8 indices make exactly `bits` bytes (bits a constant at each
  * call, so the shifts unroll). */
-static inline __attribute__((always_inline)) void pack8(const uint8_t *idx, size_t n, uint8_t *out, const uint32_t bits)
+static inline __attribute__((always_inline)) void pack8(const uint8_t *idx, size_t n, uint8_t *out,
+                                                        const uint32_t bits)
 {
     const uint64_t mask = (1u << bits) - 1;
     for (size_t j = 0; j < n; j += 8, out += bits) {
@@ -89,7 +94,8 @@ static inline __attribute__((always_inline)) void pack8(const uint8_t *idx, size
     }
 }
 
-static inline __attribute__((always_inline)) void unpack8(const uint8_t *in, size_t n, uint8_t *idx, const uint32_t bits)
+static inline __attribute__((always_inline)) void unpack8(const uint8_t *in, size_t n, uint8_t *idx,
+                                                          const uint32_t bits)
 {
     const uint64_t mask = (1u << bits) - 1;
     for (size_t j = 0; j < n; j += 8, in += bits) {
@@ -115,12 +121,24 @@ void tq_pack_bits(const uint8_t *idx, size_t n, uint32_t bits, uint8_t *out)
     uint32_t mask = (1u << bits) - 1;
     if (n % 8 == 0) { /* 8 indices fill exactly `bits` bytes */
         switch (bits) {
-        case 1: pack8(idx, n, out, 1); return;
-        case 2: pack8(idx, n, out, 2); return;
-        case 3: pack8(idx, n, out, 3); return;
-        case 5: pack8(idx, n, out, 5); return;
-        case 6: pack8(idx, n, out, 6); return;
-        default: pack8(idx, n, out, 7); return;
+            case 1:
+                pack8(idx, n, out, 1);
+                return;
+            case 2:
+                pack8(idx, n, out, 2);
+                return;
+            case 3:
+                pack8(idx, n, out, 3);
+                return;
+            case 5:
+                pack8(idx, n, out, 5);
+                return;
+            case 6:
+                pack8(idx, n, out, 6);
+                return;
+            default:
+                pack8(idx, n, out, 7);
+                return;
         }
     }
     memset(out, 0, nbytes);
@@ -150,11 +168,21 @@ void tq_unpack_bits(const uint8_t *in, size_t n, uint32_t bits, uint8_t *idx)
     uint32_t mask = (1u << bits) - 1;
     if (n % 8 == 0) {
         switch (bits) {
-        case 1: unpack8(in, n, idx, 1); return;
-        case 3: unpack8(in, n, idx, 3); return;
-        case 5: unpack8(in, n, idx, 5); return;
-        case 6: unpack8(in, n, idx, 6); return;
-        default: unpack8(in, n, idx, 7); return;
+            case 1:
+                unpack8(in, n, idx, 1);
+                return;
+            case 3:
+                unpack8(in, n, idx, 3);
+                return;
+            case 5:
+                unpack8(in, n, idx, 5);
+                return;
+            case 6:
+                unpack8(in, n, idx, 6);
+                return;
+            default:
+                unpack8(in, n, idx, 7);
+                return;
         }
     }
     size_t bitpos = 0, nbytes = tq_packed_bytes(n, bits);

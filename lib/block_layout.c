@@ -36,22 +36,27 @@ void tq_block_store(const tq_codec *c, const uint8_t *idx, uint16_t h0, uint16_t
     size_t n = c->block_values;
     put16(out, h0);
     switch (c->layout) {
-    case TQ_LAYOUT_TURBO2:
-    case TQ_LAYOUT_TQ: tq_pack_bits(idx, n, c->kv.bits, out + 2); break;
-    case TQ_LAYOUT_TURBO3: tq_pack_turbo3(idx, n, out + 2, out + 2 + n / 4); break;
-    case TQ_LAYOUT_TURBO4:
-        put16(out + 2, 0); /* rnorm: written as 0 by the fork's 4-bit mode */
-        tq_pack_bits(idx, n, 4, out + 4);
-        break;
-    case TQ_LAYOUT_W3:
-        put16(out + 2, h1);
-        pack_w3(idx, out + 4);
-        break;
-    case TQ_LAYOUT_W4:
-        put16(out + 2, h1);
-        tq_pack_bits(idx, n, 4, out + 4);
-        break;
-    default: break; /* angle and prod blocks have their own code */
+        case TQ_LAYOUT_TURBO2:
+        case TQ_LAYOUT_TQ:
+            tq_pack_bits(idx, n, c->kv.bits, out + 2);
+            break;
+        case TQ_LAYOUT_TURBO3:
+            tq_pack_turbo3(idx, n, out + 2, out + 2 + n / 4);
+            break;
+        case TQ_LAYOUT_TURBO4:
+            put16(out + 2, 0); /* rnorm: written as 0 by the fork's 4-bit mode */
+            tq_pack_bits(idx, n, 4, out + 4);
+            break;
+        case TQ_LAYOUT_W3:
+            put16(out + 2, h1);
+            pack_w3(idx, out + 4);
+            break;
+        case TQ_LAYOUT_W4:
+            put16(out + 2, h1);
+            tq_pack_bits(idx, n, 4, out + 4);
+            break;
+        default:
+            break; /* angle and prod blocks have their own code */
     }
 }
 
@@ -61,18 +66,25 @@ void tq_block_load(const tq_codec *c, const uint8_t *in, uint8_t *idx, uint16_t 
     *h0 = get16(in);
     *h1 = 0;
     switch (c->layout) {
-    case TQ_LAYOUT_TURBO2:
-    case TQ_LAYOUT_TQ: tq_unpack_bits(in + 2, n, c->kv.bits, idx); break;
-    case TQ_LAYOUT_TURBO3: tq_unpack_turbo3(in + 2, in + 2 + n / 4, n, idx); break;
-    case TQ_LAYOUT_TURBO4: tq_unpack_bits(in + 4, n, 4, idx); break;
-    case TQ_LAYOUT_W3:
-        *h1 = get16(in + 2);
-        unpack_w3(in + 4, idx);
-        break;
-    case TQ_LAYOUT_W4:
-        *h1 = get16(in + 2);
-        tq_unpack_bits(in + 4, n, 4, idx);
-        break;
-    default: break; /* angle and prod blocks have their own code */
+        case TQ_LAYOUT_TURBO2:
+        case TQ_LAYOUT_TQ:
+            tq_unpack_bits(in + 2, n, c->kv.bits, idx);
+            break;
+        case TQ_LAYOUT_TURBO3:
+            tq_unpack_turbo3(in + 2, in + 2 + n / 4, n, idx);
+            break;
+        case TQ_LAYOUT_TURBO4:
+            tq_unpack_bits(in + 4, n, 4, idx);
+            break;
+        case TQ_LAYOUT_W3:
+            *h1 = get16(in + 2);
+            unpack_w3(in + 4, idx);
+            break;
+        case TQ_LAYOUT_W4:
+            *h1 = get16(in + 2);
+            tq_unpack_bits(in + 4, n, 4, idx);
+            break;
+        default:
+            break; /* angle and prod blocks have their own code */
     }
 }

@@ -5,7 +5,8 @@
 
 enum { MAX_G = 1024 };
 
-void tq_blocks_to_planes(uint32_t g, uint32_t b, const uint8_t *blocks, size_t n_blocks, uint8_t *planes)
+void tq_blocks_to_planes(uint32_t g, uint32_t b, const uint8_t *blocks, size_t n_blocks,
+                         uint8_t *planes)
 {
     uint8_t idx[MAX_G], sign[MAX_G];
     size_t bb = 2 + (size_t)g * b / 8;
@@ -24,7 +25,8 @@ void tq_blocks_to_planes(uint32_t g, uint32_t b, const uint8_t *blocks, size_t n
     }
 }
 
-void tq_planes_to_blocks(uint32_t g, uint32_t b, const uint8_t *planes, size_t n_blocks, uint8_t *blocks)
+void tq_planes_to_blocks(uint32_t g, uint32_t b, const uint8_t *planes, size_t n_blocks,
+                         uint8_t *blocks)
 {
     uint8_t idx[MAX_G], sign[MAX_G];
     size_t bb = 2 + (size_t)g * b / 8;

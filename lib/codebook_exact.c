@@ -18,11 +18,11 @@
 #define GRID (1 << 16)
 
 typedef struct law {
-    double a;      /* exponent (g - 3) / 2 */
-    double X;      /* support used: [-X, X]; the mass outside is < 1e-80 */
+    double a; /* exponent (g - 3) / 2 */
+    double X; /* support used: [-X, X]; the mass outside is < 1e-80 */
     double h;
-    double Z;      /* normalisation */
-    double *F;     /* unnormalised CDF at grid points, GRID + 1 entries */
+    double Z;  /* normalisation */
+    double *F; /* unnormalised CDF at grid points, GRID + 1 entries */
 } law;
 
 static double dens(const law *L, double x)
@@ -79,8 +79,10 @@ static double cdf_inverse(const law *L, double p)
     double lo = -L->X, hi = L->X;
     for (int it = 0; it < 200 && hi - lo > 1e-16; it++) {
         double mid = 0.5 * (lo + hi);
-        if (cdf(L, mid) < p) lo = mid;
-        else hi = mid;
+        if (cdf(L, mid) < p)
+            lo = mid;
+        else
+            hi = mid;
     }
     return 0.5 * (lo + hi);
 }
@@ -153,8 +155,14 @@ double tq_lloyd_max_exact(uint32_t g, uint32_t bits, double *c)
     for (int it = 0; it < 100 && rn > 1e-34; it++) {
         for (int k = 0; k < K; k++) {
             double fr = 0.0, fl = 0.0, tr_ = 0.0, tl = 0.0;
-            if (k < K - 1) { tr_ = 0.5 * (c[k] + c[k + 1]); fr = pdf(L, tr_); }
-            if (k > 0) { tl = 0.5 * (c[k - 1] + c[k]); fl = pdf(L, tl); }
+            if (k < K - 1) {
+                tr_ = 0.5 * (c[k] + c[k + 1]);
+                fr = pdf(L, tr_);
+            }
+            if (k > 0) {
+                tl = 0.5 * (c[k - 1] + c[k]);
+                fl = pdf(L, tl);
+            }
             up[k] = k < K - 1 ? 0.5 * (c[k] - tr_) * fr : 0.0;
             lo[k] = k > 0 ? 0.5 * (tl - c[k]) * fl : 0.0;
             di[k] = A[k] + up[k] + lo[k];
@@ -199,8 +207,10 @@ int tq_law_cells(uint32_t g, int K, const double *t, double *mass, double *mom)
     double Fp = 0.0, Mp = 0.0;
     for (int k = 0; k < K; k++) {
         double Fk = k < K - 1 ? cdf(L, t[k]) : 1.0, Mk = k < K - 1 ? moment1(L, t[k]) : 0.0;
-        mass[k] = Fk - Fp, mom[k] = Mk - Mp;
-        Fp = Fk, Mp = Mk;
+        mass[k] = Fk - Fp;
+        mom[k] = Mk - Mp;
+        Fp = Fk;
+        Mp = Mk;
     }
     return 0;
 }
@@ -226,7 +236,11 @@ static const tq_codebook *cached(uint32_t g, uint32_t bits, int uniform)
         double c[256], t[255];
         uint32_t K = 1u << bits;
         e = calloc(1, sizeof *e);
-        double mse = !e ? -1.0 : uniform ? tq_uniform_exact(g, bits, c, t) : tq_lloyd_max_exact(g, bits, c);
+        double mse = -1.0; /* -1: out of memory */
+        if (e && uniform)
+            mse = tq_uniform_exact(g, bits, c, t);
+        else if (e)
+            mse = tq_lloyd_max_exact(g, bits, c);
         for (uint32_t k = 0; !uniform && k + 1 < K; k++) t[k] = 0.5 * (c[k] + c[k + 1]);
         if (mse < 0) {
             free(e);

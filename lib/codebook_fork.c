@@ -13,18 +13,16 @@ static const float kv3_c[8] = {-0.190685f, -0.117832f, -0.065717f, -0.021460f,
 static const float kv3_t[7] = {-0.154259f, -0.091775f, -0.043589f, 0.0f,
                                0.043589f,  0.091775f,  0.154259f};
 
-static const float kv4_c[16] = {-0.173926f, -0.117195f, -0.089527f, -0.068756f,
-                                -0.051262f, -0.035597f, -0.020989f, -0.006938f,
-                                0.006938f,  0.020989f,  0.035597f,  0.051262f,
-                                0.068756f,  0.089527f,  0.117195f,  0.173926f};
+static const float kv4_c[16] = {
+    -0.173926f, -0.117195f, -0.089527f, -0.068756f, -0.051262f, -0.035597f, -0.020989f, -0.006938f,
+    0.006938f,  0.020989f,  0.035597f,  0.051262f,  0.068756f,  0.089527f,  0.117195f,  0.173926f};
 static const float kv4_t[15] = {-0.145560f, -0.103361f, -0.079142f, -0.060009f, -0.043430f,
                                 -0.028293f, -0.013963f, 0.0f,       0.013963f,  0.028293f,
                                 0.043430f,  0.060009f,  0.079142f,  0.103361f,  0.145560f};
 
-static const float w4_c[16] = {-2.732590f, -2.069017f, -1.618046f, -1.256231f,
-                               -0.942340f, -0.656759f, -0.388048f, -0.128395f,
-                               0.128395f,  0.388048f,  0.656759f,  0.942340f,
-                               1.256231f,  1.618046f,  2.069017f,  2.732590f};
+static const float w4_c[16] = {
+    -2.732590f, -2.069017f, -1.618046f, -1.256231f, -0.942340f, -0.656759f, -0.388048f, -0.128395f,
+    0.128395f,  0.388048f,  0.656759f,  0.942340f,  1.256231f,  1.618046f,  2.069017f,  2.732590f};
 static const float w4_t[15] = {-2.400804f, -1.843532f, -1.437139f, -1.099286f, -0.799550f,
                                -0.522404f, -0.258222f, 0.0f,       0.258222f,  0.522404f,
                                0.799550f,  1.099286f,  1.437139f,  1.843532f,  2.400804f};
@@ -36,22 +34,25 @@ static const float w3_t[7] = {-1.644041f, -1.015870f, -0.493925f, -0.008701f,
                               0.477664f,  1.001363f,  1.633223f};
 
 static const tq_codebook fork_books[] = {
-    {2, 4, kv2_c, kv2_t, 0.0},
-    {3, 8, kv3_c, kv3_t, 0.0},
-    {4, 16, kv4_c, kv4_t, 0.0},
-    {3, 8, w3_c, w3_t, 0.0},
-    {4, 16, w4_c, w4_t, 0.0},
+    {2, 4, kv2_c, kv2_t, 0.0}, {3, 8, kv3_c, kv3_t, 0.0}, {4, 16, kv4_c, kv4_t, 0.0},
+    {3, 8, w3_c, w3_t, 0.0},   {4, 16, w4_c, w4_t, 0.0},
 };
 
 const tq_codebook *tq_codebook_fork(tq_codebook_kind kind)
 {
     switch (kind) {
-    case TQ_CB_TURBO2: return &fork_books[0];
-    case TQ_CB_TURBO3: return &fork_books[1];
-    case TQ_CB_TURBO4: return &fork_books[2];
-    case TQ_CB_TQ3W: return &fork_books[3];
-    case TQ_CB_TQ4W: return &fork_books[4];
-    default: return NULL;
+        case TQ_CB_TURBO2:
+            return &fork_books[0];
+        case TQ_CB_TURBO3:
+            return &fork_books[1];
+        case TQ_CB_TURBO4:
+            return &fork_books[2];
+        case TQ_CB_TQ3W:
+            return &fork_books[3];
+        case TQ_CB_TQ4W:
+            return &fork_books[4];
+        default:
+            return NULL;
     }
 }
 
@@ -62,8 +63,8 @@ tq_status tq_codebook_get(tq_ctx *ctx, tq_codebook_kind kind, uint32_t g, uint32
     const tq_codebook *cb;
     if (kind == TQ_CB_EXACT) {
         if (!tq_is_pow2(g) || g < TQ_RHT_MIN || g > TQ_RHT_MAX)
-            return tq_fail(ctx, TQ_ERR_ARG, "codebook group %u is not a power of two in [%d, %d]", g,
-                           TQ_RHT_MIN, TQ_RHT_MAX);
+            return tq_fail(ctx, TQ_ERR_ARG, "codebook group %u is not a power of two in [%d, %d]",
+                           g, TQ_RHT_MIN, TQ_RHT_MAX);
         if (bits < 1 || bits > 8)
             return tq_fail(ctx, TQ_ERR_ARG, "codebook bits %u outside 1..8", bits);
         cb = tq_codebook_exact(g, bits);

@@ -22,12 +22,14 @@ static double cells(uint32_t g, int K, double step, double *c, double *t)
     if (tq_law_cells(g, K, t, mass, mom)) return -1.0;
     double s = 0.0;
     for (int k = 0; k < K; k++) {
-        c[k] = mass[k] > 0 ? mom[k] / mass[k] : (k ? t[k - 1] : t[0]);
+        double empty = k ? t[k - 1] : t[0]; /* a cell without mass sits at its edge */
+        c[k] = mass[k] > 0 ? mom[k] / mass[k] : empty;
         s += 2.0 * c[k] * mom[k] - c[k] * c[k] * mass[k];
     }
     for (int k = 0; k < K / 2; k++) { /* symmetric law, symmetric cells */
         double m = 0.5 * (c[K - 1 - k] - c[k]);
-        c[k] = -m, c[K - 1 - k] = m;
+        c[k] = -m;
+        c[K - 1 - k] = m;
     }
     return 1.0 - (double)g * s;
 }
@@ -41,8 +43,10 @@ double tq_uniform_exact(uint32_t g, uint32_t bits, double *c, double *t)
     for (int it = 0; it < 48; it++) { /* distortion grows with the step */
         double mid = 0.5 * (lo + hi);
         if ((d = cells(g, K, mid, c, t)) < 0) return -1.0;
-        if (d > target) hi = mid;
-        else lo = mid;
+        if (d > target)
+            hi = mid;
+        else
+            lo = mid;
     }
     return cells(g, K, lo, c, t);
 }

@@ -14,9 +14,9 @@
 static tq_status fix_fork(tq_ctx *ctx, const tq_codec_desc *d, const char *name)
 {
     if (d->group || d->bits || d->norm_correction || d->seed)
-        return tq_fail(ctx, TQ_ERR_ARG,
-                       "codec %s has a fixed layout: group, bits, norm_correction and seed must be 0",
-                       name);
+        return tq_fail(
+            ctx, TQ_ERR_ARG,
+            "codec %s has a fixed layout: group, bits, norm_correction and seed must be 0", name);
     return TQ_OK;
 }
 
@@ -31,84 +31,94 @@ tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
     tq_status st = TQ_OK;
     tq_codebook_kind cbk = TQ_CB_EXACT;
     switch (d->kind) {
-    case TQ_CODEC_TURBO2:
-    case TQ_CODEC_TURBO3:
-    case TQ_CODEC_TURBO4: {
-        static const char *names[] = {"turbo2", "turbo3", "turbo4"};
-        int i = (int)d->kind - TQ_CODEC_TURBO2;
-        st = fix_fork(ctx, d, names[i]);
-        snprintf(c->name, sizeof c->name, "%s", names[i]);
-        p->g = 128;
-        p->bits = (uint32_t)i + 2;
-        p->norm_correction = 1;
-        cbk = (tq_codebook_kind)(TQ_CB_TURBO2 + i);
-        c->layout = (tq_layout)(TQ_LAYOUT_TURBO2 + i);
-        c->block_values = 128;
-        c->block_bytes = i == 0 ? 34 : i == 1 ? 50 : 68;
-        break;
-    }
-    case TQ_CODEC_TQ:
-        if (!tq_is_pow2(d->group) || d->group < 8 || d->group > 512)
-            st = tq_fail(ctx, TQ_ERR_ARG, "tq codec group %u is not a power of two in [8, 512]",
-                         d->group);
-        else if (d->bits < 1 || d->bits > 8)
-            st = tq_fail(ctx, TQ_ERR_ARG, "tq codec bits %u outside 1..8", d->bits);
-        else if (d->norm_correction > 1)
-            st = tq_fail(ctx, TQ_ERR_ARG, "tq codec norm_correction must be 0 or 1");
-        else if (d->uniform > 1 || (d->uniform && d->bits < 2))
-            st = tq_fail(ctx, TQ_ERR_ARG, "tq codec: uniform cells need 2..8 bits (uniform %u, bits %u)", d->uniform,
-                         d->bits);
-        p->g = d->group;
-        p->bits = d->bits;
-        p->norm_correction = d->norm_correction;
-        c->layout = TQ_LAYOUT_TQ;
-        c->block_values = d->group;
-        c->block_bytes = 2 + tq_packed_bytes(d->group, d->bits);
-        snprintf(c->name, sizeof c->name, "tq(g=%u,b=%u%s%s)", d->group, d->bits,
-                 d->norm_correction ? ",nc" : "", d->uniform ? ",uniform" : "");
-        break;
-    case TQ_CODEC_TQ3_1S:
-    case TQ_CODEC_TQ4_1S: {
-        int four = d->kind == TQ_CODEC_TQ4_1S;
-        st = fix_fork(ctx, d, four ? "tq4_1s" : "tq3_1s");
-        snprintf(c->name, sizeof c->name, "%s", four ? "tq4_1s" : "tq3_1s");
-        p->g = 32;
-        p->bits = four ? 4 : 3;
-        cbk = four ? TQ_CB_TQ4W : TQ_CB_TQ3W;
-        c->layout = four ? TQ_LAYOUT_W4 : TQ_LAYOUT_W3;
-        c->block_values = 32;
-        c->block_bytes = four ? 20 : 16;
-        break;
-    }
-    case TQ_CODEC_ANGLE:
-        if (!tq_is_pow2(d->group) || d->group < 8 || d->group > 512)
-            st = tq_fail(ctx, TQ_ERR_ARG, "angle codec group %u is not a power of two in [8, 512]", d->group);
-        else if (d->bits < 1 || d->bits > 8 || d->radius_bits > 8 || d->norm_correction > 1)
-            st = tq_fail(ctx, TQ_ERR_ARG, "angle codec: angle bits %u (1..8), radius bits %u (0..8), "
-                         "norm_correction %u (0/1)", d->bits, d->radius_bits, d->norm_correction);
-        p->g = d->group;
-        p->bits = 1; /* unused codebook; the angle levels are uniform */
-        p->norm_correction = d->norm_correction;
-        c->layout = TQ_LAYOUT_ANGLE;
-        c->block_values = d->group;
-        c->block_bytes = 2 + tq_packed_bytes(d->group / 2, d->bits) + (d->radius_bits ? tq_packed_bytes(d->group / 2, d->radius_bits) : 0);
-        snprintf(c->name, sizeof c->name, "angle(g=%u,A=%u,r=%u%s)", d->group, 1u << (d->bits & 15), d->radius_bits,
-                 d->norm_correction ? ",nc" : "");
-        break;
-    case TQ_CODEC_PROD:
-        if (!tq_is_pow2(d->group) || d->group < 8 || d->group > 512)
-            st = tq_fail(ctx, TQ_ERR_ARG, "prod codec group %u is not a power of two in [8, 512]", d->group);
-        else if (d->bits < 2 || d->bits > 8 || d->norm_correction || d->radius_bits)
-            st = tq_fail(ctx, TQ_ERR_ARG, "prod codec: bits %u outside 2..8 (b-1 MSE bits + 1 sketch bit), "
-                         "norm_correction and radius_bits must be 0", d->bits);
-        p->g = d->group;
-        p->bits = d->bits - 1;
-        c->layout = TQ_LAYOUT_PROD;
-        c->block_values = d->group;
-        c->block_bytes = 4 + tq_packed_bytes(d->group, d->bits - 1) + d->group / 8;
-        snprintf(c->name, sizeof c->name, "prod(g=%u,b=%u)", d->group, d->bits);
-        break;
-    default: st = tq_fail(ctx, TQ_ERR_ARG, "unknown codec kind %d", (int)d->kind);
+        case TQ_CODEC_TURBO2:
+        case TQ_CODEC_TURBO3:
+        case TQ_CODEC_TURBO4: {
+            static const char *names[] = {"turbo2", "turbo3", "turbo4"};
+            int i = (int)d->kind - TQ_CODEC_TURBO2;
+            st = fix_fork(ctx, d, names[i]);
+            snprintf(c->name, sizeof c->name, "%s", names[i]);
+            p->g = 128;
+            p->bits = (uint32_t)i + 2;
+            p->norm_correction = 1;
+            cbk = (tq_codebook_kind)(TQ_CB_TURBO2 + i);
+            c->layout = (tq_layout)(TQ_LAYOUT_TURBO2 + i);
+            c->block_values = 128;
+            static const uint32_t turbo_bytes[] = {34, 50, 68}; /* turbo2, turbo3, turbo4 */
+            c->block_bytes = turbo_bytes[i];
+            break;
+        }
+        case TQ_CODEC_TQ:
+            if (!tq_is_pow2(d->group) || d->group < 8 || d->group > 512)
+                st = tq_fail(ctx, TQ_ERR_ARG, "tq codec group %u is not a power of two in [8, 512]",
+                             d->group);
+            else if (d->bits < 1 || d->bits > 8)
+                st = tq_fail(ctx, TQ_ERR_ARG, "tq codec bits %u outside 1..8", d->bits);
+            else if (d->norm_correction > 1)
+                st = tq_fail(ctx, TQ_ERR_ARG, "tq codec norm_correction must be 0 or 1");
+            else if (d->uniform > 1 || (d->uniform && d->bits < 2))
+                st = tq_fail(ctx, TQ_ERR_ARG,
+                             "tq codec: uniform cells need 2..8 bits (uniform %u, bits %u)",
+                             d->uniform, d->bits);
+            p->g = d->group;
+            p->bits = d->bits;
+            p->norm_correction = d->norm_correction;
+            c->layout = TQ_LAYOUT_TQ;
+            c->block_values = d->group;
+            c->block_bytes = 2 + tq_packed_bytes(d->group, d->bits);
+            snprintf(c->name, sizeof c->name, "tq(g=%u,b=%u%s%s)", d->group, d->bits,
+                     d->norm_correction ? ",nc" : "", d->uniform ? ",uniform" : "");
+            break;
+        case TQ_CODEC_TQ3_1S:
+        case TQ_CODEC_TQ4_1S: {
+            int four = d->kind == TQ_CODEC_TQ4_1S;
+            st = fix_fork(ctx, d, four ? "tq4_1s" : "tq3_1s");
+            snprintf(c->name, sizeof c->name, "%s", four ? "tq4_1s" : "tq3_1s");
+            p->g = 32;
+            p->bits = four ? 4 : 3;
+            cbk = four ? TQ_CB_TQ4W : TQ_CB_TQ3W;
+            c->layout = four ? TQ_LAYOUT_W4 : TQ_LAYOUT_W3;
+            c->block_values = 32;
+            c->block_bytes = four ? 20 : 16;
+            break;
+        }
+        case TQ_CODEC_ANGLE:
+            if (!tq_is_pow2(d->group) || d->group < 8 || d->group > 512)
+                st = tq_fail(ctx, TQ_ERR_ARG,
+                             "angle codec group %u is not a power of two in [8, 512]", d->group);
+            else if (d->bits < 1 || d->bits > 8 || d->radius_bits > 8 || d->norm_correction > 1)
+                st = tq_fail(ctx, TQ_ERR_ARG,
+                             "angle codec: angle bits %u (1..8), radius bits %u (0..8), "
+                             "norm_correction %u (0/1)",
+                             d->bits, d->radius_bits, d->norm_correction);
+            p->g = d->group;
+            p->bits = 1; /* unused codebook; the angle levels are uniform */
+            p->norm_correction = d->norm_correction;
+            c->layout = TQ_LAYOUT_ANGLE;
+            c->block_values = d->group;
+            c->block_bytes = 2 + tq_packed_bytes(d->group / 2, d->bits) +
+                             (d->radius_bits ? tq_packed_bytes(d->group / 2, d->radius_bits) : 0);
+            snprintf(c->name, sizeof c->name, "angle(g=%u,A=%u,r=%u%s)", d->group,
+                     1u << (d->bits & 15), d->radius_bits, d->norm_correction ? ",nc" : "");
+            break;
+        case TQ_CODEC_PROD:
+            if (!tq_is_pow2(d->group) || d->group < 8 || d->group > 512)
+                st = tq_fail(ctx, TQ_ERR_ARG,
+                             "prod codec group %u is not a power of two in [8, 512]", d->group);
+            else if (d->bits < 2 || d->bits > 8 || d->norm_correction || d->radius_bits)
+                st = tq_fail(ctx, TQ_ERR_ARG,
+                             "prod codec: bits %u outside 2..8 (b-1 MSE bits + 1 sketch bit), "
+                             "norm_correction and radius_bits must be 0",
+                             d->bits);
+            p->g = d->group;
+            p->bits = d->bits - 1;
+            c->layout = TQ_LAYOUT_PROD;
+            c->block_values = d->group;
+            c->block_bytes = 4 + tq_packed_bytes(d->group, d->bits - 1) + d->group / 8;
+            snprintf(c->name, sizeof c->name, "prod(g=%u,b=%u)", d->group, d->bits);
+            break;
+        default:
+            st = tq_fail(ctx, TQ_ERR_ARG, "unknown codec kind %d", (int)d->kind);
     }
     if (!st && d->kind != TQ_CODEC_ANGLE && d->radius_bits)
         st = tq_fail(ctx, TQ_ERR_ARG, "radius_bits is for the angle codec only");
@@ -128,14 +138,16 @@ tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
         tq_signs_weight32(s1); /* one sign vector: the second factor is I */
         for (uint32_t i = 0; i < 32; i++) s2[i] = 1.0f;
     } else {
-        int own = c->layout == TQ_LAYOUT_TQ || c->layout == TQ_LAYOUT_ANGLE || c->layout == TQ_LAYOUT_PROD;
+        int own = c->layout == TQ_LAYOUT_TQ || c->layout == TQ_LAYOUT_ANGLE ||
+                  c->layout == TQ_LAYOUT_PROD;
         tq_signs_kv(ctx, p->g, own ? d->seed : TQ_SEED_FORK, s1, s2);
         if (c->layout == TQ_LAYOUT_ANGLE) /* one sign diagonal, then the orthonormal transform */
             for (uint32_t i = 0; i < p->g; i++) s2[i] = 1.0f;
     }
     if (c->layout == TQ_LAYOUT_ANGLE && d->radius_bits) {
         uint32_t k = 1u << d->radius_bits;
-        if (!(c->extra = malloc(2 * k * sizeof(float))) || tq_angle_radius_codebook(p->g, d->radius_bits, c->extra, c->extra + k)) {
+        if (!(c->extra = malloc(2 * k * sizeof(float))) ||
+            tq_angle_radius_codebook(p->g, d->radius_bits, c->extra, c->extra + k)) {
             tq_codec_free(c);
             return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
         }
@@ -150,9 +162,12 @@ tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
     p->s1 = s1;
     p->s2 = s2;
     p->scale = tq_rht_scale(p->g);
-    p->cb = d->kind == TQ_CODEC_TQ && d->uniform ? tq_codebook_uniform(p->g, p->bits)
-            : cbk == TQ_CB_EXACT                 ? tq_codebook_exact(p->g, p->bits)
-                                                 : tq_codebook_fork(cbk);
+    if (d->kind == TQ_CODEC_TQ && d->uniform)
+        p->cb = tq_codebook_uniform(p->g, p->bits);
+    else if (cbk == TQ_CB_EXACT)
+        p->cb = tq_codebook_exact(p->g, p->bits);
+    else
+        p->cb = tq_codebook_fork(cbk);
     if (!p->cb) {
         tq_codec_free(c);
         return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory computing a codebook");
@@ -178,9 +193,15 @@ size_t tq_codec_block_values(const tq_codec *c) { return c->block_values; }
 size_t tq_codec_block_bytes(const tq_codec *c) { return c->block_bytes; }
 const char *tq_codec_name(const tq_codec *c) { return c->name; }
 
-static int is_weight(const tq_codec *c) { return c->layout == TQ_LAYOUT_W3 || c->layout == TQ_LAYOUT_W4; }
+static int is_weight(const tq_codec *c)
+{
+    return c->layout == TQ_LAYOUT_W3 || c->layout == TQ_LAYOUT_W4;
+}
 /* TurboAngle and TurboQuant-prod: portable C, no SIMD or device kernels */
-static int is_plain(const tq_codec *c) { return c->layout == TQ_LAYOUT_ANGLE || c->layout == TQ_LAYOUT_PROD; }
+static int is_plain(const tq_codec *c)
+{
+    return c->layout == TQ_LAYOUT_ANGLE || c->layout == TQ_LAYOUT_PROD;
+}
 
 tq_status tq_codec_set_weight_search(tq_ctx *ctx, tq_codec *c, tq_weight_search s)
 {
@@ -195,8 +216,9 @@ tq_status tq_codec_set_weight_search(tq_ctx *ctx, tq_codec *c, tq_weight_search 
 static tq_status check_n(tq_ctx *ctx, const tq_codec *c, size_t n)
 {
     if (n % c->block_values)
-        return tq_fail(ctx, TQ_ERR_ARG, "%zu values is not a whole number of %s blocks (%zu values each)",
-                       n, c->name, c->block_values);
+        return tq_fail(ctx, TQ_ERR_ARG,
+                       "%zu values is not a whole number of %s blocks (%zu values each)", n,
+                       c->name, c->block_values);
     return TQ_OK;
 }
 
@@ -215,22 +237,30 @@ static void run_span(const job *j, size_t b0, size_t m)
     if (j->encode) {
         const float *x = (const float *)j->in + b0 * c->block_values;
         uint8_t *o = (uint8_t *)j->out + b0 * c->block_bytes;
-        if (c->layout == TQ_LAYOUT_ANGLE) tq_angle_encode(c, x, m, o);
-        else if (c->layout == TQ_LAYOUT_PROD) tq_prod_encode(c, x, m, o);
-        else if (is_weight(c)) j->k->w_encode(c, x, m, o);
-        else j->k->kv_encode(c, x, m, o);
+        if (c->layout == TQ_LAYOUT_ANGLE)
+            tq_angle_encode(c, x, m, o);
+        else if (c->layout == TQ_LAYOUT_PROD)
+            tq_prod_encode(c, x, m, o);
+        else if (is_weight(c))
+            j->k->w_encode(c, x, m, o);
+        else
+            j->k->kv_encode(c, x, m, o);
     } else {
         const uint8_t *i = (const uint8_t *)j->in + b0 * c->block_bytes;
         float *y = (float *)j->out + b0 * c->block_values;
-        if (c->layout == TQ_LAYOUT_ANGLE) tq_angle_decode(c, i, m, y, j->rotated);
-        else if (c->layout == TQ_LAYOUT_PROD) tq_prod_decode(c, i, m, y, j->rotated);
-        else if (is_weight(c)) j->k->w_decode(c, i, m, y);
-        else j->k->kv_decode(c, i, m, y, j->rotated);
+        if (c->layout == TQ_LAYOUT_ANGLE)
+            tq_angle_decode(c, i, m, y, j->rotated);
+        else if (c->layout == TQ_LAYOUT_PROD)
+            tq_prod_decode(c, i, m, y, j->rotated);
+        else if (is_weight(c))
+            j->k->w_decode(c, i, m, y);
+        else
+            j->k->kv_decode(c, i, m, y, j->rotated);
     }
 }
 
-static tq_status run(tq_ctx *ctx, const tq_codec *c, size_t n, int encode, int rotated, const void *in,
-                     void *out)
+static tq_status run(tq_ctx *ctx, const tq_codec *c, size_t n, int encode, int rotated,
+                     const void *in, void *out)
 {
     tq_status st = check_n(ctx, c, n);
     if (st) return st;
@@ -241,14 +271,18 @@ static tq_status run(tq_ctx *ctx, const tq_codec *c, size_t n, int encode, int r
         char err[256];
         int rc = encode ? k->dev_kv_encode(c, in, nb, out, err, sizeof err)
                         : k->dev_kv_decode(c, in, nb, out, rotated, err, sizeof err);
-        if (rc) return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "%s %s: %s", k->name, encode ? "encode" : "decode", err);
+        if (rc)
+            return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "%s %s: %s", k->name,
+                           encode ? "encode" : "decode", err);
         return TQ_OK;
     }
-    int have = is_plain(c) || (is_weight(c) ? (encode ? k->w_encode != NULL : k->w_decode != NULL)
-                                            : (encode ? k->kv_encode != NULL : k->kv_decode != NULL));
+    int have_w = encode ? k->w_encode != NULL : k->w_decode != NULL;
+    int have_kv = encode ? k->kv_encode != NULL : k->kv_decode != NULL;
+    int have = is_plain(c) || (is_weight(c) ? have_w : have_kv);
     if (!have)
-        return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "the %s backend has no %s %s kernel: use a CPU context", k->name,
-                       c->name, encode ? "encode" : "decode");
+        return tq_fail(ctx, TQ_ERR_UNSUPPORTED,
+                       "the %s backend has no %s %s kernel: use a CPU context", k->name, c->name,
+                       encode ? "encode" : "decode");
     job j = {c, k, encode, rotated, in, out};
     long nchunks = (long)((nb + TQ_CHUNK_BLOCKS - 1) / TQ_CHUNK_BLOCKS);
     int nt = tq_resolve_threads(ctx);
@@ -276,14 +310,17 @@ tq_status tq_decode_rotated(tq_ctx *ctx, const tq_codec *c, const void *blocks, 
 {
     TQ_NEED_CTX(ctx);
     if (is_weight(c))
-        return tq_fail(ctx, TQ_ERR_ARG, "%s is a weight codec: it has no rotated-domain output", c->name);
+        return tq_fail(ctx, TQ_ERR_ARG, "%s is a weight codec: it has no rotated-domain output",
+                       c->name);
     return run(ctx, c, n, 0, 1, blocks, y);
 }
 
-tq_status tq_scores(tq_ctx *ctx, const tq_codec *c, const float *q, const void *blocks, size_t n_keys, float *out)
+tq_status tq_scores(tq_ctx *ctx, const tq_codec *c, const float *q, const void *blocks,
+                    size_t n_keys, float *out)
 {
     TQ_NEED_CTX(ctx);
-    if (is_weight(c)) return tq_fail(ctx, TQ_ERR_ARG, "%s is a weight codec: no attention scores", c->name);
+    if (is_weight(c))
+        return tq_fail(ctx, TQ_ERR_ARG, "%s is a weight codec: no attention scores", c->name);
     tq_status st = tq_require_cpu(ctx, "compressed-domain scores");
     if (st) return st;
     const tq_kv_params *p = &c->kv;

@@ -44,13 +44,20 @@ void tq_ctx_clear_error(tq_ctx *ctx)
 const char *tq_status_name(tq_status st)
 {
     switch (st) {
-    case TQ_OK: return "ok";
-    case TQ_ERR_ARG: return "invalid argument";
-    case TQ_ERR_NOMEM: return "out of memory";
-    case TQ_ERR_UNSUPPORTED: return "unsupported";
-    case TQ_ERR_FORMAT: return "bad format";
-    case TQ_ERR_IO: return "I/O error";
-    case TQ_ERR_CORRUPT: return "corrupt data";
+        case TQ_OK:
+            return "ok";
+        case TQ_ERR_ARG:
+            return "invalid argument";
+        case TQ_ERR_NOMEM:
+            return "out of memory";
+        case TQ_ERR_UNSUPPORTED:
+            return "unsupported";
+        case TQ_ERR_FORMAT:
+            return "bad format";
+        case TQ_ERR_IO:
+            return "I/O error";
+        case TQ_ERR_CORRUPT:
+            return "corrupt data";
     }
     return "unknown status";
 }
@@ -79,9 +86,12 @@ void tq_ctx_keep_first(tq_ctx *dst, size_t *first, size_t item, const tq_ctx *wo
 #pragma omp critical(tq_ctx_keep_first)
     if (item < *first) {
         *first = item;
-        if (worker && worker->status) tq_ctx_copy_error(dst, worker);
-        else if (worker) tq_fail(dst, TQ_ERR_ARG, "item %zu failed without a message", item);
-        else tq_fail(dst, TQ_ERR_NOMEM, "out of memory (a worker thread's context)");
+        if (worker && worker->status)
+            tq_ctx_copy_error(dst, worker);
+        else if (worker)
+            tq_fail(dst, TQ_ERR_ARG, "item %zu failed without a message", item);
+        else
+            tq_fail(dst, TQ_ERR_NOMEM, "out of memory (a worker thread's context)");
     }
 }
 
@@ -104,10 +114,14 @@ int tq_resolve_threads(const tq_ctx *ctx)
 const char *tq_simd_name(tq_simd level)
 {
     switch (level) {
-    case TQ_SIMD_AUTO: return "auto";
-    case TQ_SIMD_SCALAR: return "scalar";
-    case TQ_SIMD_AVX2: return "avx2";
-    case TQ_SIMD_AVX512: return "avx512";
+        case TQ_SIMD_AUTO:
+            return "auto";
+        case TQ_SIMD_SCALAR:
+            return "scalar";
+        case TQ_SIMD_AVX2:
+            return "avx2";
+        case TQ_SIMD_AVX512:
+            return "avx512";
     }
     return "unknown";
 }
@@ -130,8 +144,9 @@ tq_status tq_ctx_set_simd(tq_ctx *ctx, tq_simd level)
     tq_simd best = tq_simd_best();
     if (level == TQ_SIMD_AUTO) level = best;
     if (level != TQ_SIMD_SCALAR && level > best)
-        return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "SIMD level %s is not supported by this CPU (best: %s)",
-                       tq_simd_name(level), tq_simd_name(best));
+        return tq_fail(ctx, TQ_ERR_UNSUPPORTED,
+                       "SIMD level %s is not supported by this CPU (best: %s)", tq_simd_name(level),
+                       tq_simd_name(best));
     if (level < TQ_SIMD_SCALAR || level > TQ_SIMD_AVX512)
         return tq_fail(ctx, TQ_ERR_ARG, "unknown SIMD level %d", (int)level);
     ctx->simd = level;
@@ -143,8 +158,10 @@ tq_simd tq_ctx_simd(const tq_ctx *ctx) { return ctx->simd; }
 const tq_kernels *tq_kernels_for(tq_simd level)
 {
     const tq_kernels *k = &tq_kernels_scalar;
-    if (level == TQ_SIMD_AVX512) k = &tq_kernels_avx512;
-    else if (level == TQ_SIMD_AVX2) k = &tq_kernels_avx2;
+    if (level == TQ_SIMD_AVX512)
+        k = &tq_kernels_avx512;
+    else if (level == TQ_SIMD_AVX2)
+        k = &tq_kernels_avx2;
     /* a build without that instruction set leaves its table empty */
     return k->kv_encode ? k : &tq_kernels_scalar;
 }
@@ -160,8 +177,8 @@ tq_status tq_require_cpu(tq_ctx *ctx, const char *what)
 {
     TQ_NEED_CTX(ctx);
     if (ctx->backend == TQ_BACKEND_CPU) return TQ_OK;
-    return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "the %s backend cannot do %s: use a CPU context", tq_kernels_of(ctx)->name,
-                   what);
+    return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "the %s backend cannot do %s: use a CPU context",
+                   tq_kernels_of(ctx)->name, what);
 }
 
 tq_status tq_ctx_set_backend(tq_ctx *ctx, tq_backend backend)
@@ -171,11 +188,12 @@ tq_status tq_ctx_set_backend(tq_ctx *ctx, tq_backend backend)
         ctx->backend = backend;
         return TQ_OK;
     }
-    if (backend != TQ_BACKEND_CUDA) return tq_fail(ctx, TQ_ERR_ARG, "unknown backend %d", (int)backend);
+    if (backend != TQ_BACKEND_CUDA)
+        return tq_fail(ctx, TQ_ERR_ARG, "unknown backend %d", (int)backend);
     if (!tq_cuda_built())
-        return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "this tq was built without CUDA (rebuild with nvcc on PATH)");
-    if (tq_cuda_devices() < 1)
-        return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "no CUDA device is visible");
+        return tq_fail(ctx, TQ_ERR_UNSUPPORTED,
+                       "this tq was built without CUDA (rebuild with nvcc on PATH)");
+    if (tq_cuda_devices() < 1) return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "no CUDA device is visible");
     ctx->backend = backend;
     return TQ_OK;
 }

@@ -7,15 +7,16 @@
 int tq_cuda_built(void) { return 0; }
 int tq_cuda_devices(void) { return 0; }
 
-int tq_cuda_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out, char *err, size_t errlen)
+int tq_cuda_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out, char *err,
+                   size_t errlen)
 {
     (void)c, (void)x, (void)nb, (void)out;
     snprintf(err, errlen, "built without CUDA");
     return -1;
 }
 
-int tq_cuda_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated, char *err,
-                   size_t errlen)
+int tq_cuda_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated,
+                   char *err, size_t errlen)
 {
     (void)c, (void)in, (void)nb, (void)y, (void)rotated;
     snprintf(err, errlen, "built without CUDA");

@@ -14,17 +14,16 @@ static const struct {
     const char *name;
     uint32_t values, bytes;
 } dt[TQ_DT_COUNT] = {
-    [TQ_DT_F32] = {"f32", 1, 4},        [TQ_DT_F16] = {"f16", 1, 2},
-    [TQ_DT_BF16] = {"bf16", 1, 2},      [TQ_DT_Q4_0] = {"q4_0", 32, 18},
-    [TQ_DT_Q4_1] = {"q4_1", 32, 20},    [TQ_DT_Q5_0] = {"q5_0", 32, 22},
-    [TQ_DT_Q5_1] = {"q5_1", 32, 24},    [TQ_DT_Q8_0] = {"q8_0", 32, 34},
-    [TQ_DT_TQ3_1S] = {"tq3_1s", 32, 16}, [TQ_DT_TQ4_1S] = {"tq4_1s", 32, 20},
+    [TQ_DT_F32] = {"f32", 1, 4},          [TQ_DT_F16] = {"f16", 1, 2},
+    [TQ_DT_BF16] = {"bf16", 1, 2},        [TQ_DT_Q4_0] = {"q4_0", 32, 18},
+    [TQ_DT_Q4_1] = {"q4_1", 32, 20},      [TQ_DT_Q5_0] = {"q5_0", 32, 22},
+    [TQ_DT_Q5_1] = {"q5_1", 32, 24},      [TQ_DT_Q8_0] = {"q8_0", 32, 34},
+    [TQ_DT_TQ3_1S] = {"tq3_1s", 32, 16},  [TQ_DT_TQ4_1S] = {"tq4_1s", 32, 20},
     [TQ_DT_TURBO2] = {"turbo2", 128, 34}, [TQ_DT_TURBO3] = {"turbo3", 128, 50},
-    [TQ_DT_TURBO4] = {"turbo4", 128, 68},
-    [TQ_DT_Q2_K] = {"q2_K", 256, 84},   [TQ_DT_Q3_K] = {"q3_K", 256, 110},
-    [TQ_DT_Q4_K] = {"q4_K", 256, 144},  [TQ_DT_Q5_K] = {"q5_K", 256, 176},
-    [TQ_DT_Q6_K] = {"q6_K", 256, 210},  [TQ_DT_IQ4_NL] = {"iq4_nl", 32, 18},
-    [TQ_DT_IQ4_XS] = {"iq4_xs", 256, 136},
+    [TQ_DT_TURBO4] = {"turbo4", 128, 68}, [TQ_DT_Q2_K] = {"q2_K", 256, 84},
+    [TQ_DT_Q3_K] = {"q3_K", 256, 110},    [TQ_DT_Q4_K] = {"q4_K", 256, 144},
+    [TQ_DT_Q5_K] = {"q5_K", 256, 176},    [TQ_DT_Q6_K] = {"q6_K", 256, 210},
+    [TQ_DT_IQ4_NL] = {"iq4_nl", 32, 18},  [TQ_DT_IQ4_XS] = {"iq4_xs", 256, 136},
 };
 
 static int is_kquant(tq_dtype t) { return t >= TQ_DT_Q2_K && t <= TQ_DT_IQ4_XS; }
@@ -42,8 +41,11 @@ static void make_codecs(void)
     static const struct {
         tq_dtype t;
         tq_codec_kind k;
-    } map[] = {{TQ_DT_TQ3_1S, TQ_CODEC_TQ3_1S}, {TQ_DT_TQ4_1S, TQ_CODEC_TQ4_1S}, {TQ_DT_TURBO2, TQ_CODEC_TURBO2},
-               {TQ_DT_TURBO3, TQ_CODEC_TURBO3}, {TQ_DT_TURBO4, TQ_CODEC_TURBO4}};
+    } map[] = {{TQ_DT_TQ3_1S, TQ_CODEC_TQ3_1S},
+               {TQ_DT_TQ4_1S, TQ_CODEC_TQ4_1S},
+               {TQ_DT_TURBO2, TQ_CODEC_TURBO2},
+               {TQ_DT_TURBO3, TQ_CODEC_TURBO3},
+               {TQ_DT_TURBO4, TQ_CODEC_TURBO4}};
     /* a failure leaves the codec NULL, which codec_run reports */
     tq_ctx local = {TQ_OK, "", 1, TQ_SIMD_SCALAR, TQ_BACKEND_CPU};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
@@ -60,9 +62,11 @@ static const tq_codec *codec_for(tq_dtype t)
 
 static tq_status check(tq_ctx *ctx, tq_dtype t, size_t n)
 {
-    if ((unsigned)t >= TQ_DT_COUNT) return tq_fail(ctx, TQ_ERR_ARG, "unknown element type %d", (int)t);
+    if ((unsigned)t >= TQ_DT_COUNT)
+        return tq_fail(ctx, TQ_ERR_ARG, "unknown element type %d", (int)t);
     /* the codec types run through the codec's backend table; the rest is CPU code */
-    int codec = t == TQ_DT_TQ3_1S || t == TQ_DT_TQ4_1S || t == TQ_DT_TURBO2 || t == TQ_DT_TURBO3 || t == TQ_DT_TURBO4;
+    int codec = t == TQ_DT_TQ3_1S || t == TQ_DT_TQ4_1S || t == TQ_DT_TURBO2 || t == TQ_DT_TURBO3 ||
+                t == TQ_DT_TURBO4;
     /* callers convert a value at a time (transposed V): the message is made
      * only for the refusal */
     if (!codec && ctx && ctx->backend != TQ_BACKEND_CPU) {
@@ -72,7 +76,8 @@ static tq_status check(tq_ctx *ctx, tq_dtype t, size_t n)
         if (st) return st;
     }
     if (n % dt[t].values)
-        return tq_fail(ctx, TQ_ERR_ARG, "%zu values is not a whole number of %s blocks", n, dt[t].name);
+        return tq_fail(ctx, TQ_ERR_ARG, "%zu values is not a whole number of %s blocks", n,
+                       dt[t].name);
     return TQ_OK;
 }
 
@@ -95,64 +100,72 @@ tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, floa
     const uint8_t *s = src;
     size_t nb = n / dt[t].values;
     switch (t) {
-    case TQ_DT_F32: memcpy(y, src, n * 4); break;
-    case TQ_DT_F16:
-        if (((uintptr_t)src & 1) == 0) tq_fp16_to_fp32_bulk((const uint16_t *)src, y, n);
-        else
-            for (size_t i = 0; i < n; i++) y[i] = tq_get_h(s + 2 * i);
-        break;
-    case TQ_DT_BF16:
-        for (size_t i = 0; i < n; i++) y[i] = tq_bf16_to_fp32((uint16_t)(s[2 * i] | s[2 * i + 1] << 8));
-        break;
-    case TQ_DT_Q8_0:
-        for (size_t b = 0; b < nb; b++, s += 34, y += 32) {
-            float d = tq_get_h(s);
-            for (int j = 0; j < 32; j++) y[j] = (float)(int8_t)s[2 + j] * d;
-        }
-        break;
-    case TQ_DT_Q4_0:
-        for (size_t b = 0; b < nb; b++, s += 18, y += 32) {
-            float d = tq_get_h(s);
-            for (int j = 0; j < 16; j++) {
-                y[j] = (float)((s[2 + j] & 0xF) - 8) * d;
-                y[j + 16] = (float)((s[2 + j] >> 4) - 8) * d;
+        case TQ_DT_F32:
+            memcpy(y, src, n * 4);
+            break;
+        case TQ_DT_F16:
+            if (((uintptr_t)src & 1) == 0)
+                tq_fp16_to_fp32_bulk((const uint16_t *)src, y, n);
+            else
+                for (size_t i = 0; i < n; i++) y[i] = tq_get_h(s + 2 * i);
+            break;
+        case TQ_DT_BF16:
+            for (size_t i = 0; i < n; i++)
+                y[i] = tq_bf16_to_fp32((uint16_t)(s[2 * i] | s[2 * i + 1] << 8));
+            break;
+        case TQ_DT_Q8_0:
+            for (size_t b = 0; b < nb; b++, s += 34, y += 32) {
+                float d = tq_get_h(s);
+                for (int j = 0; j < 32; j++) y[j] = (float)(int8_t)s[2 + j] * d;
             }
-        }
-        break;
-    case TQ_DT_Q4_1:
-        for (size_t b = 0; b < nb; b++, s += 20, y += 32) {
-            float d = tq_get_h(s), m = tq_get_h(s + 2);
-            for (int j = 0; j < 16; j++) {
-                y[j] = (float)(s[4 + j] & 0xF) * d + m;
-                y[j + 16] = (float)(s[4 + j] >> 4) * d + m;
-            }
-        }
-        break;
-    case TQ_DT_Q5_0:
-    case TQ_DT_Q5_1: {
-        int one = t == TQ_DT_Q5_1;
-        size_t bb = one ? 24 : 22;
-        for (size_t b = 0; b < nb; b++, s += bb, y += 32) {
-            float d = tq_get_h(s), m = one ? tq_get_h(s + 2) : 0.0f;
-            const uint8_t *qhp = s + (one ? 4 : 2), *qs = qhp + 4;
-            uint32_t qh = qhp[0] | (uint32_t)qhp[1] << 8 | (uint32_t)qhp[2] << 16 | (uint32_t)qhp[3] << 24;
-            for (int j = 0; j < 16; j++) {
-                int x0 = (qs[j] & 0x0F) | (int)(((qh >> j) << 4) & 0x10);
-                int x1 = (qs[j] >> 4) | (int)((qh >> (j + 12)) & 0x10);
-                if (one) {
-                    y[j] = (float)x0 * d + m;
-                    y[j + 16] = (float)x1 * d + m;
-                } else {
-                    y[j] = (float)(x0 - 16) * d;
-                    y[j + 16] = (float)(x1 - 16) * d;
+            break;
+        case TQ_DT_Q4_0:
+            for (size_t b = 0; b < nb; b++, s += 18, y += 32) {
+                float d = tq_get_h(s);
+                for (int j = 0; j < 16; j++) {
+                    y[j] = (float)((s[2 + j] & 0xF) - 8) * d;
+                    y[j + 16] = (float)((s[2 + j] >> 4) - 8) * d;
                 }
             }
+            break;
+        case TQ_DT_Q4_1:
+            for (size_t b = 0; b < nb; b++, s += 20, y += 32) {
+                float d = tq_get_h(s), m = tq_get_h(s + 2);
+                for (int j = 0; j < 16; j++) {
+                    y[j] = (float)(s[4 + j] & 0xF) * d + m;
+                    y[j + 16] = (float)(s[4 + j] >> 4) * d + m;
+                }
+            }
+            break;
+        case TQ_DT_Q5_0:
+        case TQ_DT_Q5_1: {
+            int one = t == TQ_DT_Q5_1;
+            size_t bb = one ? 24 : 22;
+            for (size_t b = 0; b < nb; b++, s += bb, y += 32) {
+                float d = tq_get_h(s), m = one ? tq_get_h(s + 2) : 0.0f;
+                const uint8_t *qhp = s + (one ? 4 : 2), *qs = qhp + 4;
+                uint32_t qh = qhp[0] | (uint32_t)qhp[1] << 8 | (uint32_t)qhp[2] << 16 |
+                              (uint32_t)qhp[3] << 24;
+                for (int j = 0; j < 16; j++) {
+                    int x0 = (qs[j] & 0x0F) | (int)(((qh >> j) << 4) & 0x10);
+                    int x1 = (qs[j] >> 4) | (int)((qh >> (j + 12)) & 0x10);
+                    if (one) {
+                        y[j] = (float)x0 * d + m;
+                        y[j + 16] = (float)x1 * d + m;
+                    } else {
+                        y[j] = (float)(x0 - 16) * d;
+                        y[j + 16] = (float)(x1 - 16) * d;
+                    }
+                }
+            }
+            break;
         }
-        break;
-    }
-    default:
-        if (is_kquant(t)) return tq_kquant_dequantize(t, s, nb, y), TQ_OK;
-        return codec_run(ctx, t, 0, src, n, y);
+        default:
+            if (is_kquant(t)) {
+                tq_kquant_dequantize(t, s, nb, y);
+                return TQ_OK;
+            }
+            return codec_run(ctx, t, 0, src, n, y);
     }
     return TQ_OK;
 }
@@ -165,8 +178,8 @@ static tq_status check_finite(tq_ctx *ctx, tq_dtype t, const float *x, size_t n)
     if (t == TQ_DT_F32 || t == TQ_DT_F16 || t == TQ_DT_BF16) return TQ_OK;
     for (size_t i = 0; i < n; i++)
         if (!isfinite(x[i]))
-            return tq_fail(ctx, TQ_ERR_ARG, "value %zu is %g: %s blocks need finite values", i, x[i],
-                           dt[t].name);
+            return tq_fail(ctx, TQ_ERR_ARG, "value %zu is %g: %s blocks need finite values", i,
+                           x[i], dt[t].name);
     return TQ_OK;
 }
 
@@ -179,36 +192,45 @@ tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *x, size_t n, void *d
     uint8_t *o = dst;
     size_t nb = n / dt[t].values;
     switch (t) {
-    case TQ_DT_F32: memcpy(dst, x, n * 4); break;
-    case TQ_DT_F16:
-        if (((uintptr_t)dst & 1) == 0) tq_fp32_to_fp16_bulk(x, (uint16_t *)dst, n);
-        else
-            for (size_t i = 0; i < n; i++) tq_put_h(o + 2 * i, x[i]);
-        break;
-    case TQ_DT_BF16:
-        for (size_t i = 0; i < n; i++) {
-            uint16_t h = tq_fp32_to_bf16(x[i]);
-            o[2 * i] = (uint8_t)h;
-            o[2 * i + 1] = (uint8_t)(h >> 8);
-        }
-        break;
-    case TQ_DT_Q8_0:
-    case TQ_DT_Q4_0:
-    case TQ_DT_Q4_1:
-    case TQ_DT_Q5_0:
-    case TQ_DT_Q5_1: tq_legacy_quantize(t, x, n, NULL, o); break;
-    case TQ_DT_Q4_K:
-    case TQ_DT_Q5_K:
-    case TQ_DT_Q6_K: tq_kquant_quantize(t, x, nb, NULL, o); break;
-    default:
-        if (is_kquant(t)) return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "quantizing to %s is not supported", dt[t].name);
-        return codec_run(ctx, t, 1, x, n, dst);
+        case TQ_DT_F32:
+            memcpy(dst, x, n * 4);
+            break;
+        case TQ_DT_F16:
+            if (((uintptr_t)dst & 1) == 0)
+                tq_fp32_to_fp16_bulk(x, (uint16_t *)dst, n);
+            else
+                for (size_t i = 0; i < n; i++) tq_put_h(o + 2 * i, x[i]);
+            break;
+        case TQ_DT_BF16:
+            for (size_t i = 0; i < n; i++) {
+                uint16_t h = tq_fp32_to_bf16(x[i]);
+                o[2 * i] = (uint8_t)h;
+                o[2 * i + 1] = (uint8_t)(h >> 8);
+            }
+            break;
+        case TQ_DT_Q8_0:
+        case TQ_DT_Q4_0:
+        case TQ_DT_Q4_1:
+        case TQ_DT_Q5_0:
+        case TQ_DT_Q5_1:
+            tq_legacy_quantize(t, x, n, NULL, o);
+            break;
+        case TQ_DT_Q4_K:
+        case TQ_DT_Q5_K:
+        case TQ_DT_Q6_K:
+            tq_kquant_quantize(t, x, nb, NULL, o);
+            break;
+        default:
+            if (is_kquant(t))
+                return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "quantizing to %s is not supported",
+                               dt[t].name);
+            return codec_run(ctx, t, 1, x, n, dst);
     }
     return TQ_OK;
 }
 
-tq_status tq_quantize_weighted(tq_ctx *ctx, tq_dtype t, const float *x, size_t n_rows, size_t row_len,
-                               const float *importance, void *dst)
+tq_status tq_quantize_weighted(tq_ctx *ctx, tq_dtype t, const float *x, size_t n_rows,
+                               size_t row_len, const float *importance, void *dst)
 {
     TQ_NEED_CTX(ctx);
     if (!importance) return tq_quantize(ctx, t, x, n_rows * row_len, dst);
@@ -217,15 +239,19 @@ tq_status tq_quantize_weighted(tq_ctx *ctx, tq_dtype t, const float *x, size_t n
     if (st) return st;
     int legacy = t == TQ_DT_Q4_0 || t == TQ_DT_Q4_1 || t == TQ_DT_Q5_0 || t == TQ_DT_Q5_1;
     int kq = t == TQ_DT_Q4_K || t == TQ_DT_Q5_K || t == TQ_DT_Q6_K;
-    if (!legacy && !kq) return tq_quantize(ctx, t, x, n_rows * row_len, dst); /* ggml weighs these by nothing */
+    if (!legacy && !kq)
+        return tq_quantize(ctx, t, x, n_rows * row_len, dst); /* ggml weighs these by nothing */
     for (size_t i = 0; i < row_len; i++)
         if (!(importance[i] >= 0) || isinf(importance[i]))
-            return tq_fail(ctx, TQ_ERR_ARG, "importance %zu is %g, not a finite value >= 0", i, importance[i]);
+            return tq_fail(ctx, TQ_ERR_ARG, "importance %zu is %g, not a finite value >= 0", i,
+                           importance[i]);
     size_t rb = row_len / dt[t].values * dt[t].bytes;
     uint8_t *o = dst;
     for (size_t r = 0; r < n_rows; r++, x += row_len, o += rb) {
-        if (legacy) tq_legacy_quantize(t, x, row_len, importance, o);
-        else tq_kquant_quantize(t, x, row_len / 256, importance, o);
+        if (legacy)
+            tq_legacy_quantize(t, x, row_len, importance, o);
+        else
+            tq_kquant_quantize(t, x, row_len / 256, importance, o);
     }
     return TQ_OK;
 }

@@ -52,7 +52,8 @@ static int use_f16c(void)
     if (use < 0) {
 #if defined(__x86_64__) && !defined(__clang__) /* clang 14 does not know "f16c" here */
         __builtin_cpu_init();
-        use = tq_have_f16c_kernel() && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+        use = tq_have_f16c_kernel() && __builtin_cpu_supports("f16c") &&
+              __builtin_cpu_supports("avx");
 #else
         use = 0;
 #endif
@@ -63,15 +64,19 @@ static int use_f16c(void)
 
 void tq_fp32_to_fp16_bulk(const float *x, uint16_t *y, size_t n)
 {
-    if (use_f16c()) tq_fp32_to_fp16_row_f16c(x, y, n);
-    else tq_fp32_to_fp16_row(x, y, n);
+    if (use_f16c())
+        tq_fp32_to_fp16_row_f16c(x, y, n);
+    else
+        tq_fp32_to_fp16_row(x, y, n);
 }
 
 void tq_fp16_to_fp32_bulk(const uint16_t *x, float *y, size_t n)
 {
     int use = use_f16c();
-    if (use) tq_fp16_to_fp32_row_f16c(x, y, n);
-    else tq_fp16_to_fp32_row(x, y, n);
+    if (use)
+        tq_fp16_to_fp32_row_f16c(x, y, n);
+    else
+        tq_fp16_to_fp32_row(x, y, n);
 }
 
 void tq_fp32_to_bf16_row(const float *x, uint16_t *y, size_t n)

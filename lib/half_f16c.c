@@ -24,7 +24,13 @@ void tq_fp32_to_fp16_row_f16c(const float *x, uint16_t *y, size_t n)
 
 int tq_have_f16c_kernel(void) { return 1; }
 #else
-void tq_fp32_to_fp16_row_f16c(const float *x, uint16_t *y, size_t n) { tq_fp32_to_fp16_row(x, y, n); }
-void tq_fp16_to_fp32_row_f16c(const uint16_t *x, float *y, size_t n) { tq_fp16_to_fp32_row(x, y, n); }
+void tq_fp32_to_fp16_row_f16c(const float *x, uint16_t *y, size_t n)
+{
+    tq_fp32_to_fp16_row(x, y, n);
+}
+void tq_fp16_to_fp32_row_f16c(const uint16_t *x, float *y, size_t n)
+{
+    tq_fp16_to_fp32_row(x, y, n);
+}
 int tq_have_f16c_kernel(void) { return 0; }
 #endif

@@ -5,11 +5,13 @@
 #include <math.h>
 #include <stdlib.h>
 
-tq_status tq_innerq_apply(tq_ctx *ctx, float *x, size_t n, const float *scales, uint32_t dim, int divide)
+tq_status tq_innerq_apply(tq_ctx *ctx, float *x, size_t n, const float *scales, uint32_t dim,
+                          int divide)
 {
     TQ_NEED_CTX(ctx);
     if (!dim || n % dim)
-        return tq_fail(ctx, TQ_ERR_ARG, "%zu values are not whole groups of %u InnerQ channels", n, dim);
+        return tq_fail(ctx, TQ_ERR_ARG, "%zu values are not whole groups of %u InnerQ channels", n,
+                       dim);
     if (divide)
         for (size_t i = 0; i < n; i += dim)
             for (uint32_t j = 0; j < dim; j++) x[i + j] /= scales[j];
@@ -29,13 +31,16 @@ static uint32_t partner(uint32_t j, uint32_t dim, tq_rope_pairs pairs, uint32_t 
     return j;
 }
 
-tq_status tq_innerq_scales(tq_ctx *ctx, tq_innerq_method method, const double *ek2, const double *eq2, uint32_t dim,
-                           tq_rope_pairs pairs, uint32_t rot, double strength, double lo, double hi, float *s)
+tq_status tq_innerq_scales(tq_ctx *ctx, tq_innerq_method method, const double *ek2,
+                           const double *eq2, uint32_t dim, tq_rope_pairs pairs, uint32_t rot,
+                           double strength, double lo, double hi, float *s)
 {
     TQ_NEED_CTX(ctx);
     if (!dim || dim > 4096) return tq_fail(ctx, TQ_ERR_ARG, "InnerQ over %u channels", dim);
-    if (!(strength > 0 && strength <= 4)) return tq_fail(ctx, TQ_ERR_ARG, "InnerQ strength %g outside (0, 4]", strength);
-    if (method == TQ_INNERQ_QK && !eq2) return tq_fail(ctx, TQ_ERR_ARG, "Q-aware scales need E[q^2]");
+    if (!(strength > 0 && strength <= 4))
+        return tq_fail(ctx, TQ_ERR_ARG, "InnerQ strength %g outside (0, 4]", strength);
+    if (method == TQ_INNERQ_QK && !eq2)
+        return tq_fail(ctx, TQ_ERR_ARG, "Q-aware scales need E[q^2]");
     if (!rot) rot = dim;
     if (rot > dim || (pairs != TQ_PAIRS_NONE && rot % 2))
         return tq_fail(ctx, TQ_ERR_ARG, "RoPE over %u of %u channels cannot be paired", rot, dim);
@@ -47,10 +52,14 @@ tq_status tq_innerq_scales(tq_ctx *ctx, tq_innerq_method method, const double *e
         float rmax = 0, rmin = INFINITY;
         for (uint32_t j = 0; j < dim; j++) {
             float r = rms[j] > 1e-10f ? mean / rms[j] : 1.0f, v = powf(r, (float)strength);
-            rmax = r > rmax ? r : rmax, rmin = r < rmin ? r : rmin;
-            s[j] = v < 0.5f ? 0.5f : v > 2.0f ? 2.0f : v;
+            rmax = r > rmax ? r : rmax;
+            rmin = r < rmin ? r : rmin;
+            if (v < 0.5f) v = 0.5f;
+            if (v > 2.0f) v = 2.0f;
+            s[j] = v;
         }
-        if (rmax < 1.2f && rmin > 1.0f / 1.2f) /* the fork turns itself off: channels already even */
+        if (rmax < 1.2f &&
+            rmin > 1.0f / 1.2f) /* the fork turns itself off: channels already even */
             for (uint32_t j = 0; j < dim; j++) s[j] = 1.0f;
         free(rms);
         return TQ_OK;
@@ -58,7 +67,8 @@ tq_status tq_innerq_scales(tq_ctx *ctx, tq_innerq_method method, const double *e
     double logsum = 0;
     for (uint32_t j = 0; j < dim; j++) {
         uint32_t p = partner(j, dim, pairs, rot);
-        double k = 0.5 * (ek2[j] + ek2[p]), q = method == TQ_INNERQ_QK ? 0.5 * (eq2[j] + eq2[p]) : 1.0;
+        double k = 0.5 * (ek2[j] + ek2[p]),
+               q = method == TQ_INNERQ_QK ? 0.5 * (eq2[j] + eq2[p]) : 1.0;
         double v = k > 0 && q > 0 ? pow(q / k, strength / 2) : 1.0;
         if (lo > 0 && v < lo) v = lo;
         if (hi > 0 && v > hi) v = hi;

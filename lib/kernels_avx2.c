@@ -17,7 +17,8 @@ typedef struct vtab {
 /* p holds 256 entries (tq_kv_params), so the 32 loaded here exist */
 static inline vtab vtab_load(const float *p)
 {
-    vtab t = {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), _mm256_loadu_ps(p + 16), _mm256_loadu_ps(p + 24), p};
+    vtab t = {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), _mm256_loadu_ps(p + 16),
+              _mm256_loadu_ps(p + 24), p};
     return t;
 }
 
@@ -51,7 +52,7 @@ static inline void vstore_u8(uint8_t *p, vi v)
     _mm_storel_epi64((__m128i *)p, _mm_packus_epi16(w, w));
 }
 
-#define KERNELS_NAME tq_kernels_avx2
+#define KERNELS_NAME  tq_kernels_avx2
 #define KERNELS_LABEL "avx2"
 #include "kernels_lanes.inc"
 

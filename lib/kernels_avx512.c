@@ -36,9 +36,12 @@ static inline vi vload_u8(const uint8_t *p)
     return (vi)_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
 }
 
-static inline void vstore_u8(uint8_t *p, vi v) { _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8((__m512i)v)); }
+static inline void vstore_u8(uint8_t *p, vi v)
+{
+    _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8((__m512i)v));
+}
 
-#define KERNELS_NAME tq_kernels_avx512
+#define KERNELS_NAME  tq_kernels_avx512
 #define KERNELS_LABEL "avx512"
 #include "kernels_lanes.inc"
 

@@ -33,7 +33,8 @@ static void kv_encode_block(const tq_codec *c, const float *x, uint8_t *out)
 
 static void kv_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out)
 {
-    for (size_t b = 0; b < nb; b++) kv_encode_block(c, x + b * c->block_values, out + b * c->block_bytes);
+    for (size_t b = 0; b < nb; b++)
+        kv_encode_block(c, x + b * c->block_values, out + b * c->block_bytes);
 }
 
 static void kv_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated)
@@ -55,15 +56,20 @@ static float inv_or_zero(float d) { return d > 1e-10f ? 1.0f / d : 0.0f; }
 /* Indices of half h against the stored (fp16) scale dq, and their squared
  * error.  fork_inv >= 0: the fork's index (from the fp32 reciprocal) unless
  * the nearest to buf/dq is strictly better, so never worse than the fork. */
-static float w_half(const tq_codec *c, const float *buf, int h, float dq, float fork_inv, uint8_t *idx)
+static float w_half(const tq_codec *c, const float *buf, int h, float dq, float fork_inv,
+                    uint8_t *idx)
 {
     const tq_kv_params *p = &c->kv;
     const float *C = p->cb->centroids;
     float err = 0.0f, dqs = dq != 0.0f ? dq : 1.0f;
     for (int j = 16 * h; j < 16 * h + 16; j++) {
-        uint32_t k2 = tq_cb_index(p->cb, buf[j] / dqs), k = fork_inv >= 0.0f ? tq_cb_index(p->cb, buf[j] * fork_inv) : k2;
+        uint32_t k2 = tq_cb_index(p->cb, buf[j] / dqs),
+                 k = fork_inv >= 0.0f ? tq_cb_index(p->cb, buf[j] * fork_inv) : k2;
         float e1 = buf[j] - C[k] * dq, e2 = buf[j] - C[k2] * dq;
-        if (dq != 0.0f && e2 * e2 < e1 * e1) k = k2, e1 = e2;
+        if (dq != 0.0f && e2 * e2 < e1 * e1) {
+            k = k2;
+            e1 = e2;
+        }
         idx[j] = (uint8_t)k;
         err += e1 * e1;
     }
@@ -119,15 +125,22 @@ static void w_encode_block(const tq_codec *c, const float *x, uint8_t *out)
             d0 = t0;
             d1 = t1;
         }
-        if (eh[0] < hbest[0]) hbest[0] = eh[0], alt[0] = t0;
-        if (eh[1] < hbest[1]) hbest[1] = eh[1], alt[1] = t1;
+        if (eh[0] < hbest[0]) {
+            hbest[0] = eh[0];
+            alt[0] = t0;
+        }
+        if (eh[1] < hbest[1]) {
+            hbest[1] = eh[1];
+            alt[1] = t1;
+        }
     }
     float d[2] = {d0, d1};
     w_refine(c, buf, d);
     uint16_t hd[2] = {tq_fp32_to_fp16(d[0]), tq_fp32_to_fp16(d[1])};
     if (c->wsearch == TQ_WSEARCH_FORK) {
         for (int h = 0; h < 2; h++)
-            for (int j = 16 * h; j < 16 * h + 16; j++) idx[j] = (uint8_t)tq_cb_index(p->cb, buf[j] * inv_or_zero(d[h]));
+            for (int j = 16 * h; j < 16 * h + 16; j++)
+                idx[j] = (uint8_t)tq_cb_index(p->cb, buf[j] * inv_or_zero(d[h]));
     } else {
         w_refine(c, buf, alt);
         for (int h = 0; h < 2; h++) {
@@ -163,4 +176,5 @@ static void w_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y)
 
 const float tq_wgrid[TQ_WGRID_N] = {0.6f, 0.7f, 0.8f, 0.9f, 1.0f, 1.1f, 1.2f, 1.35f, 1.5f};
 
-const tq_kernels tq_kernels_scalar = {"scalar", kv_encode, kv_decode, w_encode, w_decode, NULL, NULL};
+const tq_kernels tq_kernels_scalar = {"scalar", kv_encode, kv_decode, w_encode,
+                                      w_decode, NULL,      NULL};

@@ -87,13 +87,15 @@ static void q6_k(const uint8_t *s, float *y)
      * ql[64 h + e % 64], the high 2 bits are bits 2j of qh[32 h + l] */
     for (int e = 0; e < 256; e++) {
         int h = e >> 7, j = (e >> 5) & 3, l = e & 31;
-        int lo = (ql[64 * h + (e & 63)] >> (4 * ((e >> 6) & 1))) & 0xF, hi = (qh[32 * h + l] >> (2 * j)) & 3;
+        int lo = (ql[64 * h + (e & 63)] >> (4 * ((e >> 6) & 1))) & 0xF,
+            hi = (qh[32 * h + l] >> (2 * j)) & 3;
         int q = (lo | hi << 4) - 32;
         y[e] = d * (float)sc[e >> 4] * (float)q;
     }
 }
 
-static const int8_t iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+static const int8_t iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                      1,    13,   25,  38,  53,  69,  89,  113};
 
 static void iq4_nl(const uint8_t *s, float *y)
 {
@@ -126,14 +128,29 @@ int tq_kquant_dequantize(tq_dtype t, const uint8_t *s, size_t nb, float *y)
     size_t bytes = tq_dtype_block_bytes(t), vals = tq_dtype_block_values(t);
     for (size_t b = 0; b < nb; b++, s += bytes, y += vals) {
         switch (t) {
-        case TQ_DT_Q2_K: q2_k(s, y); break;
-        case TQ_DT_Q3_K: q3_k(s, y); break;
-        case TQ_DT_Q4_K: q45_k(s, y, 0); break;
-        case TQ_DT_Q5_K: q45_k(s, y, 1); break;
-        case TQ_DT_Q6_K: q6_k(s, y); break;
-        case TQ_DT_IQ4_NL: iq4_nl(s, y); break;
-        case TQ_DT_IQ4_XS: iq4_xs(s, y); break;
-        default: return -1;
+            case TQ_DT_Q2_K:
+                q2_k(s, y);
+                break;
+            case TQ_DT_Q3_K:
+                q3_k(s, y);
+                break;
+            case TQ_DT_Q4_K:
+                q45_k(s, y, 0);
+                break;
+            case TQ_DT_Q5_K:
+                q45_k(s, y, 1);
+                break;
+            case TQ_DT_Q6_K:
+                q6_k(s, y);
+                break;
+            case TQ_DT_IQ4_NL:
+                iq4_nl(s, y);
+                break;
+            case TQ_DT_IQ4_XS:
+                iq4_xs(s, y);
+                break;
+            default:
+                return -1;
         }
     }
     return 0;

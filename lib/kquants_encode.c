@@ -13,6 +13,12 @@
 #include <math.h>
 #include <string.h>
 
+static int clamp_int(int v, int lo, int hi)
+{
+    if (v < lo) return lo;
+    return v > hi ? hi : v;
+}
+
 /* The 12 scale bytes of q4_K/q5_K from eight 6-bit (scale, min) pairs. */
 static void pack_scales(uint8_t *p, const uint8_t *ls, const uint8_t *lm)
 {
@@ -55,8 +61,9 @@ static void q45_block(const float *x, uint8_t *out, int nmax, const float *qw)
             for (int l = 0; l < 32; l++) s2 += xj[l] * xj[l];
             float av = sqrtf(s2 / 32);
             for (int l = 0; l < 32; l++) w[l] = av + fabsf(xj[l]);
-            scales[j] = nmax == 15 ? tq_qs_affine(32, 15, xj, w, L + 32 * j, &mins[j], -1.f, 0.1f, 20, 1)
-                                   : tq_qs_affine(32, 31, xj, w, L + 32 * j, &mins[j], -0.5f, 0.1f, 15, 1);
+            scales[j] = nmax == 15
+                            ? tq_qs_affine(32, 15, xj, w, L + 32 * j, &mins[j], -1.f, 0.1f, 20, 1)
+                            : tq_qs_affine(32, 31, xj, w, L + 32 * j, &mins[j], -0.5f, 0.1f, 15, 1);
             continue;
         }
         for (int l = 0; l < 32; l++) w[l] = qw[32 * j + l] * sqrtf(sigma2 + xj[l] * xj[l]);
@@ -77,7 +84,8 @@ static void q45_block(const float *x, uint8_t *out, int nmax, const float *qw)
         }
         float is = ms > 0 ? 63.f / ms : 0.f, im = mm > 0 ? 63.f / mm : 0.f;
         for (int j = 0; j < 8; j++) {
-            uint8_t a = (uint8_t)tq_qs_nearest(is * scales[j]), b = (uint8_t)tq_qs_nearest(im * mins[j]);
+            uint8_t a = (uint8_t)tq_qs_nearest(is * scales[j]),
+                    b = (uint8_t)tq_qs_nearest(im * mins[j]);
             ls[j] = a < 63 ? a : 63;
             lm[j] = b < 63 ? b : 63;
         }
@@ -98,13 +106,14 @@ static void q45_block(const float *x, uint8_t *out, int nmax, const float *qw)
         float mj = tq_get_h(out + 2) * b;
         for (int l = 0; l < 32; l++) {
             int q = tq_qs_nearest((x[32 * j + l] + mj) / dj);
-            L[32 * j + l] = (uint8_t)(q < 0 ? 0 : q > nmax ? nmax : q);
+            L[32 * j + l] = (uint8_t)clamp_int(q, 0, nmax);
         }
     }
     if (nmax == 15) {
         uint8_t *q = out + 16;
         for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++) q[32 * c + l] = (uint8_t)(L[64 * c + l] | L[64 * c + l + 32] << 4);
+            for (int l = 0; l < 32; l++)
+                q[32 * c + l] = (uint8_t)(L[64 * c + l] | L[64 * c + l + 32] << 4);
         return;
     }
     uint8_t *qh = out + 16, *q = out + 48;
@@ -112,8 +121,14 @@ static void q45_block(const float *x, uint8_t *out, int nmax, const float *qw)
     for (int c = 0; c < 4; c++)
         for (int l = 0; l < 32; l++) {
             int a = L[64 * c + l], b = L[64 * c + l + 32];
-            if (a > 15) a -= 16, qh[l] |= (uint8_t)(1u << (2 * c));
-            if (b > 15) b -= 16, qh[l] |= (uint8_t)(2u << (2 * c));
+            if (a > 15) {
+                a -= 16;
+                qh[l] |= (uint8_t)(1u << (2 * c));
+            }
+            if (b > 15) {
+                b -= 16;
+                qh[l] |= (uint8_t)(2u << (2 * c));
+            }
             q[32 * c + l] = (uint8_t)(a | b << 4);
         }
 }
@@ -124,7 +139,10 @@ static void q6_block(const float *x, uint8_t *out, const float *qw)
     float scales[16], peak = 0, apeak = 0;
     for (int b = 0; b < 16; b++) {
         scales[b] = tq_qs_symmetric(16, 32, x + 16 * b, L + 16 * b, qw ? qw + 16 * b : NULL);
-        if (fabsf(scales[b]) > apeak) apeak = fabsf(scales[b]), peak = scales[b];
+        if (fabsf(scales[b]) > apeak) {
+            apeak = fabsf(scales[b]);
+            peak = scales[b];
+        }
     }
     if (apeak < 1e-15f) {
         memset(out, 0, 210);
@@ -142,7 +160,7 @@ static void q6_block(const float *x, uint8_t *out, const float *qw)
         if (!d) continue;
         for (int l = 0; l < 16; l++) {
             int q = tq_qs_nearest(x[16 * b + l] / d);
-            L[16 * b + l] = (int8_t)((q < -32 ? -32 : q > 31 ? 31 : q) + 32);
+            L[16 * b + l] = (int8_t)(clamp_int(q, -32, 31) + 32);
         }
     }
     uint8_t *ql = out, *qh = out + 128;
@@ -151,7 +169,8 @@ static void q6_block(const float *x, uint8_t *out, const float *qw)
         for (int l = 0; l < 32; l++) {
             ql[64 * h + l] = (uint8_t)((Lh[l] & 0xF) | (Lh[l + 64] & 0xF) << 4);
             ql[64 * h + l + 32] = (uint8_t)((Lh[l + 32] & 0xF) | (Lh[l + 96] & 0xF) << 4);
-            qh[32 * h + l] = (uint8_t)((Lh[l] >> 4) | (Lh[l + 32] >> 4) << 2 | (Lh[l + 64] >> 4) << 4 | (Lh[l + 96] >> 4) << 6);
+            qh[32 * h + l] = (uint8_t)((Lh[l] >> 4) | (Lh[l + 32] >> 4) << 2 |
+                                       (Lh[l + 64] >> 4) << 4 | (Lh[l + 96] >> 4) << 6);
         }
     }
 }
@@ -162,10 +181,17 @@ int tq_kquant_quantize(tq_dtype t, const float *x, size_t nb, const float *qw, u
     for (size_t b = 0; b < nb; b++, x += 256, out += bytes) {
         const float *w = qw ? qw + 256 * b : NULL;
         switch (t) {
-        case TQ_DT_Q4_K: q45_block(x, out, 15, w); break;
-        case TQ_DT_Q5_K: q45_block(x, out, 31, w); break;
-        case TQ_DT_Q6_K: q6_block(x, out, w); break;
-        default: return -1;
+            case TQ_DT_Q4_K:
+                q45_block(x, out, 15, w);
+                break;
+            case TQ_DT_Q5_K:
+                q45_block(x, out, 31, w);
+                break;
+            case TQ_DT_Q6_K:
+                q6_block(x, out, w);
+                break;
+            default:
+                return -1;
         }
     }
     return 0;

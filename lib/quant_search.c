@@ -17,14 +17,21 @@ int tq_qs_nearest(float v)
     return (i & 0x007fffff) - 0x00400000;
 }
 
-static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+static int clampi(int v, int lo, int hi)
+{
+    if (v < lo) return lo;
+    return v > hi ? hi : v;
+}
 
 /* make_qx_quants with rmse_type 1 */
 float tq_qs_symmetric(int n, int nmax, const float *x, int8_t *L, const float *w)
 {
     float peak = 0, amax = 0;
     for (int i = 0; i < n; i++)
-        if (fabsf(x[i]) > amax) amax = fabsf(x[i]), peak = x[i];
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            peak = x[i];
+        }
     if (amax < ALL_ZERO) {
         memset(L, 0, (size_t)n);
         return 0.f;
@@ -49,7 +56,8 @@ float tq_qs_symmetric(int n, int nmax, const float *x, int8_t *L, const float *w
             suml2 += wi * l * l;
         }
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; i++) L[i] = (int8_t)(nmax + clampi(tq_qs_nearest(iscale * x[i]), -nmax, nmax - 1));
+            for (int i = 0; i < n; i++)
+                L[i] = (int8_t)(nmax + clampi(tq_qs_nearest(iscale * x[i]), -nmax, nmax - 1));
             scale = sumlx / suml2;
             best = scale * sumlx;
         }
@@ -58,8 +66,8 @@ float tq_qs_symmetric(int n, int nmax, const float *x, int8_t *L, const float *w
 }
 
 /* make_qkx2_quants (strict_range) and make_qkx3_quants */
-float tq_qs_affine(int n, int nmax, const float *x, const float *w, uint8_t *L, float *min_out, float rmin,
-                   float rdelta, int nstep, int strict_range)
+float tq_qs_affine(int n, int nmax, const float *x, const float *w, uint8_t *L, float *min_out,
+                   float rmin, float rdelta, int nstep, int strict_range)
 {
     float lo = x[0], hi = x[0];
     float sum_w = w ? w[0] : x[0] * x[0];
@@ -144,7 +152,10 @@ float tq_qs_positive(int n, int nmax, const float *x, uint8_t *L, const float *w
             float d = x[i] - s * l;
             err += w[i] * d * d;
         }
-        if (err < best) best = err, iscale = is;
+        if (err < best) {
+            best = err;
+            iscale = is;
+        }
     }
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {

@@ -26,8 +26,8 @@ float tq_qs_symmetric(int n, int nmax, const float *x, int8_t *L, const float *w
  * least-squares scale and offset; keeps the lowest weighted squared error.
  * w NULL means x^2.  strict_range 1: a block whose max equals its min is
  * "flat" (ggml's make_qkx2_quants); 0: max <= min (make_qkx3_quants). */
-float tq_qs_affine(int n, int nmax, const float *x, const float *w, uint8_t *L, float *min_out, float rmin,
-                   float rdelta, int nstep, int strict_range);
+float tq_qs_affine(int n, int nmax, const float *x, const float *w, uint8_t *L, float *min_out,
+                   float rmin, float rdelta, int nstep, int strict_range);
 
 /* Non-negative levels L in [0, nmax] for the sub-block scales themselves
  * (x >= 0), weighted by w: a coarse scale search then up to five rounds of

@@ -7,10 +7,7 @@
 
 #include <math.h>
 
-float tq_rht_scale(uint32_t g)
-{
-    return (float)(1.0 / sqrt((double)g));
-}
+float tq_rht_scale(uint32_t g) { return (float)(1.0 / sqrt((double)g)); }
 
 void tq_fwht(float *x, uint32_t g) { tq_fwht_inline(x, g); }
 

@@ -8,19 +8,27 @@
 tq_status tq_rope_check(tq_ctx *ctx, const tq_rope *r, uint64_t width)
 {
     TQ_NEED_CTX(ctx);
-    if (!r->head_dim || width % r->head_dim || !r->n_rot || r->n_rot % 2 || r->n_rot > r->head_dim ||
-        (r->pairs != TQ_PAIRS_ADJACENT && r->pairs != TQ_PAIRS_HALVES) || !(r->freq_base > 0.0f) ||
-        !isfinite(r->freq_base) || !(r->freq_scale > 0.0f) || !isfinite(r->freq_scale))
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "RoPE of %u of %u channels (base %g, scale %g) does not fit rows of %llu",
-                                r->n_rot, r->head_dim, r->freq_base, r->freq_scale, (unsigned long long)width);
+    if (!r->head_dim || width % r->head_dim || !r->n_rot || r->n_rot % 2 ||
+        r->n_rot > r->head_dim || (r->pairs != TQ_PAIRS_ADJACENT && r->pairs != TQ_PAIRS_HALVES) ||
+        !(r->freq_base > 0.0f) || !isfinite(r->freq_base) || !(r->freq_scale > 0.0f) ||
+        !isfinite(r->freq_scale))
+        return tq_ctx_set_error(
+            ctx, TQ_ERR_ARG,
+            "RoPE of %u of %u channels (base %g, scale %g) does not fit rows of %llu", r->n_rot,
+            r->head_dim, r->freq_base, r->freq_scale, (unsigned long long)width);
     return TQ_OK;
 }
 
 /* The pair (j0, j1) of rotated channel pair i. */
 static void pair_of(const tq_rope *r, uint32_t i, uint32_t *j0, uint32_t *j1)
 {
-    if (r->pairs == TQ_PAIRS_HALVES) *j0 = i, *j1 = i + r->n_rot / 2;
-    else *j0 = 2 * i, *j1 = 2 * i + 1;
+    if (r->pairs == TQ_PAIRS_HALVES) {
+        *j0 = i;
+        *j1 = i + r->n_rot / 2;
+    } else {
+        *j0 = 2 * i;
+        *j1 = 2 * i + 1;
+    }
 }
 
 /* The angles of a row: cos/sin at the row's position in cs[2i], cs[2i+1];
@@ -39,7 +47,8 @@ static double *angle_table(const tq_rope *r)
     for (uint32_t i = 0; cs && i < h; i++) {
         double f = r->freq_scale * pow((double)r->freq_base, -2.0 * i / r->n_rot);
         cs[r->n_rot + i] = f;
-        cs[3 * h + 2 * i] = cos(f), cs[3 * h + 2 * i + 1] = sin(f);
+        cs[3 * h + 2 * i] = cos(f);
+        cs[3 * h + 2 * i + 1] = sin(f);
     }
     return cs;
 }
@@ -50,18 +59,22 @@ static void angles(const tq_rope *r, const int32_t *pos, size_t k, double *cs)
     uint32_t h = r->n_rot / 2;
     if (k % RESYNC && (int64_t)pos[k] == (int64_t)pos[k - 1] + 1) {
         for (uint32_t i = 0; i < h; i++) {
-            double c = cs[2 * i], s = cs[2 * i + 1], cf = cs[3 * h + 2 * i], sf = cs[3 * h + 2 * i + 1];
-            cs[2 * i] = c * cf - s * sf, cs[2 * i + 1] = s * cf + c * sf;
+            double c = cs[2 * i], s = cs[2 * i + 1], cf = cs[3 * h + 2 * i],
+                   sf = cs[3 * h + 2 * i + 1];
+            cs[2 * i] = c * cf - s * sf;
+            cs[2 * i + 1] = s * cf + c * sf;
         }
         return;
     }
     for (uint32_t i = 0; i < h; i++) {
         double th = (double)pos[k] * cs[r->n_rot + i];
-        cs[2 * i] = cos(th), cs[2 * i + 1] = sin(th);
+        cs[2 * i] = cos(th);
+        cs[2 * i + 1] = sin(th);
     }
 }
 
-tq_status tq_rope_unrotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint64_t width, const int32_t *pos)
+tq_status tq_rope_unrotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint64_t width,
+                           const int32_t *pos)
 {
     TQ_NEED_CTX(ctx);
     tq_status st = tq_rope_check(ctx, r, width);
@@ -75,15 +88,16 @@ tq_status tq_rope_unrotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows,
                 pair_of(r, i, &j0, &j1);
                 float *a = x + k * width + h + j0, *b = x + k * width + h + j1;
                 double c = cs[2 * i], s = cs[2 * i + 1], x0 = *a, x1 = *b;
-                *a = (float)(x0 * c + x1 * s), *b = (float)(x1 * c - x0 * s);
+                *a = (float)(x0 * c + x1 * s);
+                *b = (float)(x1 * c - x0 * s);
             }
     }
     free(cs);
     return TQ_OK;
 }
 
-tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, size_t rows, uint64_t width,
-                      const int32_t *pos, float sign)
+tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, size_t rows,
+                      uint64_t width, const int32_t *pos, float sign)
 {
     TQ_NEED_CTX(ctx);
     tq_status st = tq_rope_check(ctx, r, width);
@@ -93,7 +107,8 @@ tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, s
         float *y = x + k * width;
         angles(r, pos, k, cs);
         for (uint64_t h = 0; h < width; h += r->head_dim) {
-            for (uint32_t j = r->n_rot; j < r->head_dim; j++) y[h + j] += sign * b[h + j]; /* not turned */
+            for (uint32_t j = r->n_rot; j < r->head_dim; j++)
+                y[h + j] += sign * b[h + j]; /* not turned */
             for (uint32_t i = 0; i < r->n_rot / 2; i++) {
                 uint32_t j0, j1;
                 pair_of(r, i, &j0, &j1);

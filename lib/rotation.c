@@ -25,8 +25,8 @@
 struct tq_rotation {
     uint32_t n, m, k;
     uint64_t seed;
-    float *s;      /* m signs */
-    double *q;     /* k x k, row-major; NULL when k == 1 */
+    float *s;       /* m signs */
+    double *q;      /* k x k, row-major; NULL when k == 1 */
     int signs_only; /* diag(s) alone: m = n, k = 1, no butterfly */
     char kind[64];
 };
@@ -39,7 +39,10 @@ static uint64_t splitmix64(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-static double uniform01(uint64_t *st) { return ((splitmix64(st) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+static double uniform01(uint64_t *st)
+{
+    return ((splitmix64(st) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
 
 tq_status tq_rotation_new(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **out)
 {
@@ -48,18 +51,25 @@ tq_status tq_rotation_new(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **
     if (!n) return tq_fail(ctx, TQ_ERR_ARG, "a rotation of size 0");
     uint32_t m = n & (~n + 1), k = n / m; /* m: the largest power of two dividing n */
     if (k > MAX_K)
-        return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "size %u = %u x %u: the odd factor %u is above %d (a dense %u x %u "
-                                                "orthogonal factor would be needed)", n, m, k, k, MAX_K, k, k);
+        return tq_fail(ctx, TQ_ERR_UNSUPPORTED,
+                       "size %u = %u x %u: the odd factor %u is above %d (a dense %u x %u "
+                       "orthogonal factor would be needed)",
+                       n, m, k, k, MAX_K, k, k);
     tq_rotation *r = calloc(1, sizeof *r);
-    if (!r || !(r->s = malloc(m * sizeof(float))) || (k > 1 && !(r->q = malloc((size_t)k * k * sizeof(double))))) {
+    if (!r || !(r->s = malloc(m * sizeof(float))) ||
+        (k > 1 && !(r->q = malloc((size_t)k * k * sizeof(double))))) {
         tq_rotation_free(r);
         return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
     }
-    r->n = n, r->m = m, r->k = k, r->seed = seed;
+    r->n = n;
+    r->m = m;
+    r->k = k;
+    r->seed = seed;
     uint64_t st = seed ^ 0x726f7461746531ull; /* "rotate1": these signs are not the codecs' */
     for (uint32_t i = 0; i < m; i++) r->s[i] = (splitmix64(&st) >> 63) ? -1.0f : 1.0f;
     if (k > 1) {
-        double *q = r->q; /* rows: Gaussian vectors, then modified Gram-Schmidt (twice, for accuracy) */
+        double *q =
+            r->q; /* rows: Gaussian vectors, then modified Gram-Schmidt (twice, for accuracy) */
         for (uint32_t i = 0; i < k * k; i++) {
             double u1 = uniform01(&st), u2 = uniform01(&st);
             q[i] = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
@@ -94,7 +104,10 @@ tq_status tq_rotation_new_signs(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotat
         tq_rotation_free(r);
         return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
     }
-    r->n = r->m = n, r->k = 1, r->seed = seed, r->signs_only = 1;
+    r->n = r->m = n;
+    r->k = 1;
+    r->seed = seed;
+    r->signs_only = 1;
     uint64_t st = seed ^ 0x7369676e73ull; /* "signs" */
     for (uint32_t i = 0; i < n; i++) r->s[i] = (splitmix64(&st) >> 63) ? -1.0f : 1.0f;
     snprintf(r->kind, sizeof r->kind, "signs(%u)", n);
@@ -116,15 +129,16 @@ const char *tq_rotation_kind(const tq_rotation *r) { return r->kind; }
 /* x: n elements of `lanes` vectors, element i of vector l at x[i * stride + l].
  * R x = (R_m (x) Q) x, R' x = (R_m' (x) Q') x: Q mixes the k elements inside
  * each of the m groups, then the Hadamard butterfly runs across groups. */
-tq_status tq_rotation_apply_strided(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes, size_t stride,
-                                    int transpose)
+tq_status tq_rotation_apply_strided(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes,
+                                    size_t stride, int transpose)
 {
     TQ_NEED_CTX(ctx);
     uint32_t m = r->m, k = r->k;
     float scale = (float)(1.0 / sqrt((double)m));
     tq_status cst = tq_require_cpu(ctx, "rotations");
     if (cst) return cst;
-    if (lanes > stride) return tq_fail(ctx, TQ_ERR_ARG, "%zu lanes with a stride of %zu", lanes, stride);
+    if (lanes > stride)
+        return tq_fail(ctx, TQ_ERR_ARG, "%zu lanes with a stride of %zu", lanes, stride);
     if (r->signs_only) { /* its own transpose; negation is exact */
         for (size_t i = 0; i < m; i++)
             for (size_t l = 0; l < lanes; l++) x[i * stride + l] *= r->s[i];
@@ -143,7 +157,8 @@ tq_status tq_rotation_apply_strided(tq_ctx *ctx, const tq_rotation *r, float *x,
                     for (size_t l = 0; l < lanes; l++) dst[l] += c * src[l];
                 }
             for (uint32_t o = 0; o < k; o++)
-                for (size_t l = 0; l < lanes; l++) x[((size_t)a * k + o) * stride + l] = (float)tmp[(size_t)o * lanes + l];
+                for (size_t l = 0; l < lanes; l++)
+                    x[((size_t)a * k + o) * stride + l] = (float)tmp[(size_t)o * lanes + l];
         }
         free(tmp);
     }
@@ -184,7 +199,8 @@ tq_status tq_rotation_apply_strided(tq_ctx *ctx, const tq_rotation *r, float *x,
     return TQ_OK;
 }
 
-tq_status tq_rotation_apply(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes, int transpose)
+tq_status tq_rotation_apply(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes,
+                            int transpose)
 {
     TQ_NEED_CTX(ctx);
     return tq_rotation_apply_strided(ctx, r, x, lanes, lanes, transpose);
@@ -194,7 +210,8 @@ tq_status tq_rotation_apply(tq_ctx *ctx, const tq_rotation *r, float *x, size_t 
  * across 32 lanes at every stage (rotating one vector at a time leaves the
  * early stages, pairs one float apart, unvectorized).  Same floats, same
  * order of operations per element as one vector at a time. */
-tq_status tq_rotation_apply_rows(tq_ctx *ctx, const tq_rotation *r, float *x, size_t rows, int transpose)
+tq_status tq_rotation_apply_rows(tq_ctx *ctx, const tq_rotation *r, float *x, size_t rows,
+                                 int transpose)
 {
     TQ_NEED_CTX(ctx);
     enum { B = 32 };

@@ -25,9 +25,9 @@
 extern "C" {
 #endif
 
-#define TQ_VERSION_MAJOR 0
-#define TQ_VERSION_MINOR 1
-#define TQ_VERSION_PATCH 0
+#define TQ_VERSION_MAJOR  0
+#define TQ_VERSION_MINOR  1
+#define TQ_VERSION_PATCH  0
 #define TQ_VERSION_STRING "0.1.0"
 
 const char *tq_version(void);
@@ -48,14 +48,15 @@ typedef enum tq_status {
  * (threads, SIMD level, backend).  One context per thread of the caller. */
 typedef struct tq_ctx tq_ctx;
 
-tq_ctx *tq_ctx_new(void);                 /* NULL only when out of memory */
+tq_ctx *tq_ctx_new(void); /* NULL only when out of memory */
 void tq_ctx_free(tq_ctx *ctx);
 const char *tq_ctx_error(const tq_ctx *ctx); /* "" when no error recorded */
 tq_status tq_ctx_status(const tq_ctx *ctx);
 void tq_ctx_clear_error(tq_ctx *ctx);
 /* Records an error as the library does (for callers layering their own
  * steps on a context, like archive_set_error); returns st. */
-tq_status tq_ctx_set_error(tq_ctx *ctx, tq_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+tq_status tq_ctx_set_error(tq_ctx *ctx, tq_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 const char *tq_status_name(tq_status st);
 /* dst takes src's status and message: a worker context's failure reported
  * on the caller's (parallel loops keep the first failing item's). */
@@ -84,9 +85,9 @@ typedef enum tq_simd {
 } tq_simd;
 
 tq_status tq_ctx_set_simd(tq_ctx *ctx, tq_simd level);
-tq_simd tq_ctx_simd(const tq_ctx *ctx);       /* the level in effect */
+tq_simd tq_ctx_simd(const tq_ctx *ctx); /* the level in effect */
 const char *tq_simd_name(tq_simd level);
-tq_simd tq_simd_best(void);                   /* best level this CPU has */
+tq_simd tq_simd_best(void); /* best level this CPU has */
 
 /* Backend: CPU always; CUDA when the library was built with nvcc and a GPU is
  * visible at run time.  AUTO stays on the CPU: moving data to a GPU pays only
@@ -94,17 +95,17 @@ tq_simd tq_simd_best(void);                   /* best level this CPU has */
 typedef enum tq_backend { TQ_BACKEND_CPU = 0, TQ_BACKEND_CUDA = 1 } tq_backend;
 tq_status tq_ctx_set_backend(tq_ctx *ctx, tq_backend backend);
 tq_backend tq_ctx_backend(const tq_ctx *ctx);
-int tq_cuda_built(void);      /* 1 if compiled with CUDA support            */
-int tq_cuda_devices(void);    /* GPUs visible now (0 without CUDA or a GPU) */
+int tq_cuda_built(void);   /* 1 if compiled with CUDA support            */
+int tq_cuda_devices(void); /* GPUs visible now (0 without CUDA or a GPU) */
 
 /* 1 if v is a power of two (rotation groups are). */
 int tq_is_pow2(uint32_t v);
 
 /* ------------------------------------------------------- half precision */
 
-uint16_t tq_fp32_to_fp16(float f);  /* round to nearest even, NaN stays NaN */
+uint16_t tq_fp32_to_fp16(float f); /* round to nearest even, NaN stays NaN */
 float tq_fp16_to_fp32(uint16_t h);
-uint16_t tq_fp32_to_bf16(float f);  /* round to nearest even, NaN quieted   */
+uint16_t tq_fp32_to_bf16(float f); /* round to nearest even, NaN quieted   */
 float tq_bf16_to_fp32(uint16_t h);
 void tq_fp32_to_fp16_row(const float *x, uint16_t *y, size_t n);
 void tq_fp16_to_fp32_row(const uint16_t *x, float *y, size_t n);
@@ -135,13 +136,13 @@ tq_status tq_rht_inverse(tq_ctx *ctx, uint32_t g, const float *s1, const float *
 /* ------------------------------------------------------------ codebooks */
 
 typedef enum tq_codebook_kind {
-    TQ_CB_TURBO2 = 1,   /* fork KV tables, unit-norm rotated coordinates   */
+    TQ_CB_TURBO2 = 1, /* fork KV tables, unit-norm rotated coordinates   */
     TQ_CB_TURBO3 = 2,
     TQ_CB_TURBO4 = 3,
-    TQ_CB_TQ3W = 4,     /* fork weight tables, in units of the half scale  */
+    TQ_CB_TQ3W = 4, /* fork weight tables, in units of the half scale  */
     TQ_CB_TQ4W = 5,
-    TQ_CB_EXACT = 6     /* Lloyd-Max for one coordinate of a random unit
-                           vector in R^g, computed (not typed in)          */
+    TQ_CB_EXACT = 6 /* Lloyd-Max for one coordinate of a random unit
+                       vector in R^g, computed (not typed in)          */
 } tq_codebook_kind;
 
 /* A codebook: 2^bits centroids ascending and 2^bits - 1 decision thresholds
@@ -149,10 +150,10 @@ typedef enum tq_codebook_kind {
  * valid for the life of the process. */
 typedef struct tq_codebook {
     uint32_t bits;
-    uint32_t size;              /* 2^bits */
+    uint32_t size; /* 2^bits */
     const float *centroids;
     const float *thresholds;
-    double mse;                 /* D_mse per unit vector (EXACT only), else 0 */
+    double mse; /* D_mse per unit vector (EXACT only), else 0 */
 } tq_codebook;
 
 /* For TQ_CB_EXACT: g a power of two in [8, 1024], bits 1..8.  Other kinds
@@ -181,23 +182,25 @@ void tq_unpack_turbo3(const uint8_t *lo, const uint8_t *hi, size_t n, uint8_t *i
  * codebook's indices are far from uniform (2.82 of 3 bits), and magnitudes
  * of whole fields per byte let zstd's Huffman stage take what 3-bit fields
  * straddling bytes hide. */
-void tq_blocks_to_planes(uint32_t g, uint32_t b, const uint8_t *blocks, size_t n_blocks, uint8_t *planes);
-void tq_planes_to_blocks(uint32_t g, uint32_t b, const uint8_t *planes, size_t n_blocks, uint8_t *blocks);
+void tq_blocks_to_planes(uint32_t g, uint32_t b, const uint8_t *blocks, size_t n_blocks,
+                         uint8_t *planes);
+void tq_planes_to_blocks(uint32_t g, uint32_t b, const uint8_t *planes, size_t n_blocks,
+                         uint8_t *blocks);
 
 /* ------------------------------------------------------------ block codecs */
 
 typedef enum tq_codec_kind {
-    TQ_CODEC_TURBO2 = 1,  /* fork block_turbo2_0: 128 values, 34 bytes     */
-    TQ_CODEC_TURBO3 = 2,  /* fork block_turbo3_0: 128 values, 50 bytes     */
-    TQ_CODEC_TURBO4 = 3,  /* fork block_turbo4_0: 128 values, 68 bytes     */
-    TQ_CODEC_TQ = 4,      /* tq generic KV block, see lib/TQ_BLOCK.md      */
-    TQ_CODEC_TQ3_1S = 5,  /* fork weight block: 32 values, 16 bytes        */
-    TQ_CODEC_TQ4_1S = 6,  /* fork weight block: 32 values, 20 bytes        */
-    TQ_CODEC_ANGLE = 7,   /* TurboAngle: polar pairs after the rotation,
-                             lib/TURBOANGLE.md                             */
-    TQ_CODEC_PROD = 8     /* TurboQuant-prod: (b-1)-bit MSE block plus a
-                             1-bit QJL sketch of the residual, unbiased
-                             inner products, lib/TQ_PROD.md                */
+    TQ_CODEC_TURBO2 = 1, /* fork block_turbo2_0: 128 values, 34 bytes     */
+    TQ_CODEC_TURBO3 = 2, /* fork block_turbo3_0: 128 values, 50 bytes     */
+    TQ_CODEC_TURBO4 = 3, /* fork block_turbo4_0: 128 values, 68 bytes     */
+    TQ_CODEC_TQ = 4,     /* tq generic KV block, see lib/TQ_BLOCK.md      */
+    TQ_CODEC_TQ3_1S = 5, /* fork weight block: 32 values, 16 bytes        */
+    TQ_CODEC_TQ4_1S = 6, /* fork weight block: 32 values, 20 bytes        */
+    TQ_CODEC_ANGLE = 7,  /* TurboAngle: polar pairs after the rotation,
+                            lib/TURBOANGLE.md                             */
+    TQ_CODEC_PROD = 8    /* TurboQuant-prod: (b-1)-bit MSE block plus a
+                            1-bit QJL sketch of the residual, unbiased
+                            inner products, lib/TQ_PROD.md                */
 } tq_codec_kind;
 
 /* The codec descriptor: everything needed to decode a block stream again.
@@ -235,7 +238,7 @@ void tq_codec_free(tq_codec *codec);
 const tq_codec_desc *tq_codec_get_desc(const tq_codec *codec);
 size_t tq_codec_block_values(const tq_codec *codec);
 size_t tq_codec_block_bytes(const tq_codec *codec);
-const char *tq_codec_name(const tq_codec *codec);  /* "turbo3", "tq(g=64,b=4,nc)" */
+const char *tq_codec_name(const tq_codec *codec); /* "turbo3", "tq(g=64,b=4,nc)" */
 tq_status tq_codec_set_weight_search(tq_ctx *ctx, tq_codec *codec, tq_weight_search s);
 
 /* Row-parallel entry points.  n values (a multiple of the block size) become
@@ -249,8 +252,8 @@ tq_status tq_decode(tq_ctx *ctx, const tq_codec *codec, const void *blocks, size
  * tq_encode).  Each block starts from the codec's own search and is improved
  * for the importance-weighted squared error in the weights' own basis; it
  * keeps the plain result unless that error falls. */
-tq_status tq_encode_weighted(tq_ctx *ctx, const tq_codec *codec, const float *x, size_t n_rows, size_t row_len,
-                             const float *importance, void *blocks);
+tq_status tq_encode_weighted(tq_ctx *ctx, const tq_codec *codec, const float *x, size_t n_rows,
+                             size_t row_len, const float *importance, void *blocks);
 /* KV codecs only: the values as the fork's to_float returns them, still in the
  * rotated domain (centroid * stored norm, no inverse rotation). */
 tq_status tq_decode_rotated(tq_ctx *ctx, const tq_codec *codec, const void *blocks, size_t n,
@@ -260,8 +263,8 @@ tq_status tq_decode_rotated(tq_ctx *ctx, const tq_codec *codec, const void *bloc
  * holding one block's worth of values.  The query is rotated once; each key
  * then costs table lookups and one dot product, no inverse rotation.  Equal
  * to decode-then-dot up to float rounding. */
-tq_status tq_scores(tq_ctx *ctx, const tq_codec *codec, const float *q, const void *blocks, size_t n_keys,
-                    float *out);
+tq_status tq_scores(tq_ctx *ctx, const tq_codec *codec, const float *q, const void *blocks,
+                    size_t n_keys, float *out);
 
 /* --------------------------------------------------- element data types */
 
@@ -282,7 +285,7 @@ typedef enum tq_dtype {
     TQ_DT_TURBO2,
     TQ_DT_TURBO3,
     TQ_DT_TURBO4,
-    TQ_DT_Q2_K,   /* ggml's K-quant superblocks of 256 values */
+    TQ_DT_Q2_K, /* ggml's K-quant superblocks of 256 values */
     TQ_DT_Q3_K,
     TQ_DT_Q4_K,
     TQ_DT_Q5_K,
@@ -292,7 +295,7 @@ typedef enum tq_dtype {
     TQ_DT_COUNT
 } tq_dtype;
 
-const char *tq_dtype_name(tq_dtype t);        /* "f32", "q8_0", "tq4_1s", ... */
+const char *tq_dtype_name(tq_dtype t); /* "f32", "q8_0", "tq4_1s", ... */
 size_t tq_dtype_block_values(tq_dtype t);
 size_t tq_dtype_block_bytes(tq_dtype t);
 
@@ -310,8 +313,8 @@ tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *src, size_t n, void 
  * importance-weighted quantizers bit for bit; types ggml does not weight
  * (float, q8_0) ignore it; importance NULL is tq_quantize.  For the
  * TurboQuant weight blocks use tq_encode_weighted. */
-tq_status tq_quantize_weighted(tq_ctx *ctx, tq_dtype t, const float *x, size_t n_rows, size_t row_len,
-                               const float *importance, void *dst);
+tq_status tq_quantize_weighted(tq_ctx *ctx, tq_dtype t, const float *x, size_t n_rows,
+                               size_t row_len, const float *importance, void *dst);
 
 /* ------------------------------------------------------------ InnerQ */
 
@@ -320,7 +323,8 @@ tq_status tq_quantize_weighted(tq_ctx *ctx, tq_dtype t, const float *x, size_t n
  * coding) or divided by it (divide = 1, after decoding).  n a multiple of
  * dim; scales finite and positive.  Division, not multiplication by the
  * reciprocal, so that scales of powers of two round-trip exactly. */
-tq_status tq_innerq_apply(tq_ctx *ctx, float *x, size_t n, const float *scales, uint32_t dim, int divide);
+tq_status tq_innerq_apply(tq_ctx *ctx, float *x, size_t n, const float *scales, uint32_t dim,
+                          int divide);
 
 /* How scales are derived from per-channel mean squares (calibrate-innerq):
  * QK: s_j = (E[q_j^2] / E[k_j^2])^(strength/2), which minimises the logit
@@ -331,19 +335,28 @@ tq_status tq_innerq_apply(tq_ctx *ctx, float *x, size_t n, const float *scales, 
  *     0.5, 2), and all 1 when every ratio lies in (1/1.2, 1.2) (the fork's
  *     auto-disable); computed in float as the fork does, no pairing, no
  *     rescaling. */
-typedef enum tq_innerq_method { TQ_INNERQ_QK = 0, TQ_INNERQ_KV = 1, TQ_INNERQ_FORK = 2 } tq_innerq_method;
+typedef enum tq_innerq_method {
+    TQ_INNERQ_QK = 0,
+    TQ_INNERQ_KV = 1,
+    TQ_INNERQ_FORK = 2
+} tq_innerq_method;
 /* RoPE's pairs, which must share a scale for folding to commute with RoPE:
  * adjacent (2i, 2i+1) as llama.cpp's normal RoPE, or halves (i, i + dim/2)
  * as NeoX; the first rot channels only (partial RoPE; 0: all). */
-typedef enum tq_rope_pairs { TQ_PAIRS_NONE = 0, TQ_PAIRS_ADJACENT = 1, TQ_PAIRS_HALVES = 2 } tq_rope_pairs;
+typedef enum tq_rope_pairs {
+    TQ_PAIRS_NONE = 0,
+    TQ_PAIRS_ADJACENT = 1,
+    TQ_PAIRS_HALVES = 2
+} tq_rope_pairs;
 
 /* dim scales from mean squares ek2 (and eq2 for QK; NULL otherwise).  QK and
  * KV: pair members' mean squares are averaged first (so pairs share a
  * scale), each scale is clamped to [lo, hi] (0: no bound), then all are
  * divided by their geometric mean so that K keeps its overall size.
  * Channels with no energy get 1 before that division. */
-tq_status tq_innerq_scales(tq_ctx *ctx, tq_innerq_method method, const double *ek2, const double *eq2, uint32_t dim,
-                           tq_rope_pairs pairs, uint32_t rot, double strength, double lo, double hi, float *scales);
+tq_status tq_innerq_scales(tq_ctx *ctx, tq_innerq_method method, const double *ek2,
+                           const double *eq2, uint32_t dim, tq_rope_pairs pairs, uint32_t rot,
+                           double strength, double lo, double hi, float *scales);
 
 /* ------------------------------------------------------------ RoPE */
 
@@ -354,19 +367,20 @@ tq_status tq_innerq_scales(tq_ctx *ctx, tq_innerq_method method, const double *e
  * this same function, so parameters that differ from the model's cost
  * quality only, never exactness. */
 typedef struct tq_rope {
-    uint32_t head_dim, n_rot;  /* n_rot even, <= head_dim: partial RoPE leaves the rest */
-    tq_rope_pairs pairs;       /* ADJACENT or HALVES */
+    uint32_t head_dim, n_rot; /* n_rot even, <= head_dim: partial RoPE leaves the rest */
+    tq_rope_pairs pairs;      /* ADJACENT or HALVES */
     float freq_base, freq_scale;
 } tq_rope;
 
 /* TQ_OK if r describes a rotation of rows of width values, else why not. */
 tq_status tq_rope_check(tq_ctx *ctx, const tq_rope *r, uint64_t width);
 /* x (rows of width values, whole heads) = R(pos[r])^T x: back to before RoPE. */
-tq_status tq_rope_unrotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint64_t width, const int32_t *pos);
+tq_status tq_rope_unrotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint64_t width,
+                           const int32_t *pos);
 /* x[r] += sign * R(pos[r]) b for every row: b (width values) as each row's
  * position turns it. */
-tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, size_t rows, uint64_t width,
-                      const int32_t *pos, float sign);
+tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, size_t rows,
+                      uint64_t width, const int32_t *pos, float sign);
 
 /* ------------------------------------------------------------ rotations */
 
@@ -383,19 +397,22 @@ tq_status tq_rotation_new(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **
 tq_status tq_rotation_new_signs(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **out);
 void tq_rotation_free(tq_rotation *r);
 uint32_t tq_rotation_size(const tq_rotation *r);
-const char *tq_rotation_kind(const tq_rotation *r); /* "hadamard(4096)", "hadamard(1024) x orthogonal(3)" */
+const char *
+tq_rotation_kind(const tq_rotation *r); /* "hadamard(4096)", "hadamard(1024) x orthogonal(3)" */
 /* x <- R x (transpose: R' x) for `lanes` vectors stored interleaved: element i
  * of vector l at x[i * lanes + l].  lanes = 1 rotates one contiguous vector;
  * lanes = c rotates the columns of an n x c row-major matrix. */
-tq_status tq_rotation_apply(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes, int transpose);
+tq_status tq_rotation_apply(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes,
+                            int transpose);
 /* `rows` contiguous vectors one after another (the rows of a rows x n
  * matrix): the same as one call per row, faster. */
-tq_status tq_rotation_apply_rows(tq_ctx *ctx, const tq_rotation *r, float *x, size_t rows, int transpose);
+tq_status tq_rotation_apply_rows(tq_ctx *ctx, const tq_rotation *r, float *x, size_t rows,
+                                 int transpose);
 /* The same with element i of vector l at x[i * stride + l] (lanes <= stride):
  * a block of columns of an n x stride matrix, so column blocks can be rotated
  * in parallel. */
-tq_status tq_rotation_apply_strided(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes, size_t stride,
-                                    int transpose);
+tq_status tq_rotation_apply_strided(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes,
+                                    size_t stride, int transpose);
 
 /* ------------------------------------------------------------ statistics */
 

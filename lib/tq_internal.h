@@ -14,7 +14,7 @@ struct tq_ctx {
     tq_status status;
     char msg[TQ_MSG_MAX];
     int threads;
-    tq_simd simd;          /* resolved level, never AUTO */
+    tq_simd simd; /* resolved level, never AUTO */
     tq_backend backend;
 };
 
@@ -22,27 +22,32 @@ struct tq_ctx {
  * name for the public tq_ctx_set_error. */
 #define tq_fail tq_ctx_set_error
 /* tq.h: a NULL context is a programmer error; every public entry asserts. */
-#define TQ_NEED_CTX(ctx) assert((ctx) && "libtq: a NULL context (tq.h: every fallible call takes one)")
+#define TQ_NEED_CTX(ctx)                                                                           \
+    assert((ctx) && "libtq: a NULL context (tq.h: every fallible call takes one)")
 
 int tq_resolve_threads(const tq_ctx *ctx);
 
 /* A little-endian fp16 field of a block: read as float32, written from
  * float32 (round to nearest even). */
-static inline float tq_get_h(const uint8_t *p) { return tq_fp16_to_fp32((uint16_t)(p[0] | p[1] << 8)); }
+static inline float tq_get_h(const uint8_t *p)
+{
+    return tq_fp16_to_fp32((uint16_t)(p[0] | p[1] << 8));
+}
 static inline void tq_put_h(uint8_t *p, float f)
 {
     uint16_t h = tq_fp32_to_fp16(f);
-    p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
+    p[0] = (uint8_t)h;
+    p[1] = (uint8_t)(h >> 8);
 }
 
 /* ---- signs (lib/signs.c) */
-extern const uint8_t tq_fork_s1_mask[16];  /* bit i%8 of byte i/8 set <=> -1 */
+extern const uint8_t tq_fork_s1_mask[16]; /* bit i%8 of byte i/8 set <=> -1 */
 extern const uint8_t tq_fork_s2_mask[16];
 extern const uint8_t tq_fork_w32_mask[4];
 void tq_signs_generate(uint32_t g, uint64_t seed, float *s1, float *s2);
 
 /* ---- RHT (lib/rht.c): no argument checks, g already validated */
-float tq_rht_scale(uint32_t g);  /* (float)(1/sqrt(g)) */
+float tq_rht_scale(uint32_t g);     /* (float)(1/sqrt(g)) */
 void tq_fwht(float *x, uint32_t g); /* unnormalized butterfly, fork order */
 void tq_rht_forward_raw(uint32_t g, const float *s1, const float *s2, float *x);
 void tq_rht_inverse_raw(uint32_t g, const float *s1, const float *s2, float *x);
@@ -70,14 +75,14 @@ static inline uint32_t tq_cb_index(const tq_codebook *cb, float v)
 
 /* ---- block layouts */
 typedef enum tq_layout {
-    TQ_LAYOUT_TURBO2,   /* half norm; bits LSB-first                          */
-    TQ_LAYOUT_TURBO3,   /* half norm; lo2 plane; hi1 plane                    */
-    TQ_LAYOUT_TURBO4,   /* half norm; half rnorm (0); nibbles                 */
-    TQ_LAYOUT_TQ,       /* half norm; bits LSB-first                          */
-    TQ_LAYOUT_W3,       /* half d0; half d1; 4 x 24-bit groups of 8 indices   */
-    TQ_LAYOUT_W4,       /* half d0; half d1; nibbles                          */
-    TQ_LAYOUT_ANGLE,    /* half norm; angle bits; radius bits (TURBOANGLE.md)  */
-    TQ_LAYOUT_PROD      /* half norm; half |e|; MSE bits; sketch bits         */
+    TQ_LAYOUT_TURBO2, /* half norm; bits LSB-first                          */
+    TQ_LAYOUT_TURBO3, /* half norm; lo2 plane; hi1 plane                    */
+    TQ_LAYOUT_TURBO4, /* half norm; half rnorm (0); nibbles                 */
+    TQ_LAYOUT_TQ,     /* half norm; bits LSB-first                          */
+    TQ_LAYOUT_W3,     /* half d0; half d1; 4 x 24-bit groups of 8 indices   */
+    TQ_LAYOUT_W4,     /* half d0; half d1; nibbles                          */
+    TQ_LAYOUT_ANGLE,  /* half norm; angle bits; radius bits (TURBOANGLE.md)  */
+    TQ_LAYOUT_PROD    /* half norm; half |e|; MSE bits; sketch bits         */
 } tq_layout;
 
 /* Everything a kernel needs, resolved once at tq_codec_new. */
@@ -85,8 +90,8 @@ typedef struct tq_kv_params {
     uint32_t g;
     uint32_t bits;
     uint32_t norm_correction;
-    const float *s1, *s2;    /* g signs each, +-1.0f                          */
-    float scale;             /* 1/sqrt(g) as float                            */
+    const float *s1, *s2; /* g signs each, +-1.0f                          */
+    float scale;          /* 1/sqrt(g) as float                            */
     const tq_codebook *cb;
     /* The codebook again, padded to a whole number of SIMD registers: the
      * vector kernels look entries up with register permutes. */
@@ -101,9 +106,9 @@ struct tq_codec {
     size_t block_bytes;
     tq_weight_search wsearch;
     tq_kv_params kv;
-    float *signs;            /* owned storage for s1|s2 (KV) or w32 (weights) */
-    float *extra;            /* ANGLE: radius centroids then thresholds;
-                                PROD: the g x g sketch matrix             */
+    float *signs; /* owned storage for s1|s2 (KV) or w32 (weights) */
+    float *extra; /* ANGLE: radius centroids then thresholds;
+                     PROD: the g x g sketch matrix             */
     char name[48];
 };
 
@@ -116,16 +121,17 @@ typedef void (*tq_w_decode_fn)(const tq_codec *c, const uint8_t *in, size_t nb, 
 
 /* A device backend takes a call's blocks at once and may fail (err gets a
  * one-line reason); 0 on success. */
-typedef int (*tq_dev_encode_fn)(const tq_codec *c, const float *x, size_t nb, uint8_t *out, char *err, size_t errlen);
-typedef int (*tq_dev_decode_fn)(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated, char *err,
-                                size_t errlen);
+typedef int (*tq_dev_encode_fn)(const tq_codec *c, const float *x, size_t nb, uint8_t *out,
+                                char *err, size_t errlen);
+typedef int (*tq_dev_decode_fn)(const tq_codec *c, const uint8_t *in, size_t nb, float *y,
+                                int rotated, char *err, size_t errlen);
 
 /* The backend table: one entry per SIMD level and one for CUDA.  A NULL
  * entry is an operation the backend cannot do: the call fails through the
  * context instead of running elsewhere. */
 typedef struct tq_kernels {
     const char *name;
-    tq_kv_encode_fn kv_encode;  /* CPU levels: blocks of one span, on the calling thread */
+    tq_kv_encode_fn kv_encode; /* CPU levels: blocks of one span, on the calling thread */
     tq_kv_decode_fn kv_decode;
     tq_w_encode_fn w_encode;
     tq_w_decode_fn w_decode;
@@ -148,7 +154,6 @@ extern const tq_kernels tq_kernels_avx512;
 void tq_block_store(const tq_codec *c, const uint8_t *idx, uint16_t h0, uint16_t h1, uint8_t *out);
 void tq_block_load(const tq_codec *c, const uint8_t *in, uint8_t *idx, uint16_t *h0, uint16_t *h1);
 
-
 /* ---- K-quants and IQ4 (lib/kquants.c): nb whole blocks of t; -1 if t is
  * not one of them */
 int tq_kquant_dequantize(tq_dtype t, const uint8_t *src, size_t nb, float *y);
@@ -165,11 +170,13 @@ int tq_legacy_quantize(tq_dtype t, const float *x, size_t n, const float *qw, ui
 int tq_angle_radius_codebook(uint32_t g, uint32_t bits, float *cen, float *thr);
 void tq_angle_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out);
 void tq_angle_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated);
-tq_status tq_angle_scores(const tq_codec *c, const float *qr, const uint8_t *blocks, size_t n_keys, float *out);
+tq_status tq_angle_scores(const tq_codec *c, const float *qr, const uint8_t *blocks, size_t n_keys,
+                          float *out);
 int tq_prod_sketch(uint32_t g, uint64_t seed, float *S);
 void tq_prod_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out);
 void tq_prod_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated);
-tq_status tq_prod_scores(const tq_codec *c, const float *qr, const uint8_t *blocks, size_t n_keys, float *out);
+tq_status tq_prod_scores(const tq_codec *c, const float *qr, const uint8_t *blocks, size_t n_keys,
+                         float *out);
 
 /* The fork's scale grid for TQ3_1S/TQ4_1S. */
 #define TQ_WGRID_N 9

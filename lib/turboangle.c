@@ -25,7 +25,8 @@ static int solve_radius(uint32_t g, uint32_t bits, float *cen, float *thr)
     uint32_t k = 1u << bits;
     double *w = malloc(N * sizeof *w), *c = malloc(k * sizeof *c);
     if (!w || !c) {
-        free(w), free(c);
+        free(w);
+        free(c);
         return -1;
     }
     double e = (double)g / 2 - 2, tot = 0;
@@ -46,7 +47,8 @@ static int solve_radius(uint32_t g, uint32_t bits, float *cen, float *thr)
         for (int i = 0; i < N; i++) {
             double r = (i + 0.5) / N;
             while (j + 1 < k && r >= 0.5 * (c[j] + c[j + 1])) j++;
-            sw[j] += w[i], sr[j] += w[i] * r;
+            sw[j] += w[i];
+            sr[j] += w[i] * r;
         }
         for (j = 0; j < k; j++)
             if (sw[j] > 0) c[j] = sr[j] / sw[j];
@@ -55,7 +57,8 @@ static int solve_radius(uint32_t g, uint32_t bits, float *cen, float *thr)
         cen[j] = (float)c[j];
         if (j + 1 < k) thr[j] = (float)(0.5 * (c[j] + c[j + 1]));
     }
-    free(w), free(c);
+    free(w);
+    free(c);
     return 0;
 }
 
@@ -70,7 +73,8 @@ int tq_angle_radius_codebook(uint32_t g, uint32_t bits, float *cen, float *thr)
     if (lg < 1 || lg > 10 || bits < 1 || bits > 8) return -1;
     pthread_mutex_lock(&radius_lock);
     float **slot = &radius_cache[lg - 1][bits];
-    if (!*slot && (*slot = malloc(2 * k * sizeof(float))) && solve_radius(g, bits, *slot, *slot + k)) {
+    if (!*slot && (*slot = malloc(2 * k * sizeof(float))) &&
+        solve_radius(g, bits, *slot, *slot + k)) {
         free(*slot);
         *slot = NULL;
     }
@@ -134,7 +138,8 @@ static void angle_rotated(const tq_codec *c, const uint8_t *in, float *y)
     if (rb) tq_unpack_bits(in + 2 + tq_packed_bytes(np, ab), np, rb, ir);
     float n = tq_get_h(in), flat = sqrtf(2.0f / (float)g);
     for (uint32_t i = 0; i < np; i++) {
-        float t = -PI_F + (float)ia[i] * (2 * PI_F / (float)A), r = (rb ? c->extra[ir[i]] : flat) * n;
+        float t = -PI_F + (float)ia[i] * (2 * PI_F / (float)A),
+              r = (rb ? c->extra[ir[i]] : flat) * n;
         y[2 * i] = r * cosf(t);
         y[2 * i + 1] = r * sinf(t);
     }
@@ -150,7 +155,8 @@ void tq_angle_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, 
 
 /* Scores: per pair i and angle bin a, q'_{2i} cos t_a + q'_{2i+1} sin t_a,
  * then per key one lookup and one multiply per pair. */
-tq_status tq_angle_scores(const tq_codec *c, const float *qr, const uint8_t *blocks, size_t n_keys, float *out)
+tq_status tq_angle_scores(const tq_codec *c, const float *qr, const uint8_t *blocks, size_t n_keys,
+                          float *out)
 {
     uint32_t g = c->kv.g, ab = c->desc.bits, rb = c->desc.radius_bits, A = 1u << ab, np = g / 2;
     float *tab = malloc((size_t)np * A * sizeof(float));

@@ -24,7 +24,8 @@ int tq_prod_sketch(uint32_t g, uint64_t seed, float *S)
 {
     uint64_t st = seed ^ 0x716a6c31ull; /* "qjl1" */
     for (size_t i = 0; i < (size_t)g * g; i += 2) {
-        double u1 = ((mix(&st) >> 11) + 0.5) * (1.0 / 9007199254740992.0), u2 = (mix(&st) >> 11) * (1.0 / 9007199254740992.0);
+        double u1 = ((mix(&st) >> 11) + 0.5) * (1.0 / 9007199254740992.0),
+               u2 = (mix(&st) >> 11) * (1.0 / 9007199254740992.0);
         double r = sqrt(-2.0 * log(u1));
         S[i] = (float)(r * cos(6.283185307179586 * u2));
         if (i + 1 < (size_t)g * g) S[i + 1] = (float)(r * sin(6.283185307179586 * u2));
@@ -89,7 +90,8 @@ void tq_prod_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, i
 
 /* Scores: <q', c> from the centroid lookups, plus k <S q', z> with S q'
  * computed once per query: the sketch part costs g adds per key. */
-tq_status tq_prod_scores(const tq_codec *c, const float *qr, const uint8_t *blocks, size_t n_keys, float *out)
+tq_status tq_prod_scores(const tq_codec *c, const float *qr, const uint8_t *blocks, size_t n_keys,
+                         float *out)
 {
     uint32_t g = c->kv.g, mb = c->kv.bits;
     const float *S = c->extra, *cen = c->kv.cen;
@@ -106,7 +108,8 @@ tq_status tq_prod_scores(const tq_codec *c, const float *qr, const uint8_t *bloc
         float a = 0, z = 0;
         for (uint32_t j = 0; j < g; j++) a += qr[j] * cen[idx[j]];
         for (uint32_t i = 0; i < g; i++) z += sg[i] ? sq[i] : -sq[i];
-        out[k] = tq_get_h(blocks) * (a + sqrtf(1.5707963267948966f) / (float)g * tq_get_h(blocks + 2) * z);
+        out[k] = tq_get_h(blocks) *
+                 (a + sqrtf(1.5707963267948966f) / (float)g * tq_get_h(blocks + 2) * z);
     }
     return TQ_OK;
 }

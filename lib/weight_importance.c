@@ -38,7 +38,8 @@ static void recon(const float *C, const uint8_t *idx, float d0, float d1, float 
     for (int j = 0; j < 32; j++) out[j] = C[idx[j]] * (j < 16 ? d0 : d1);
 }
 
-static float cost_of(const float *M, const float *C, const float *r, const uint8_t *idx, float d0, float d1)
+static float cost_of(const float *M, const float *C, const float *r, const uint8_t *idx, float d0,
+                     float d1)
 {
     float e[32];
     recon(C, idx, d0, d1, e);
@@ -48,15 +49,20 @@ static float cost_of(const float *M, const float *C, const float *r, const uint8
 
 /* Weighted least squares for the two half scales with the indices fixed,
  * rounded to fp16 as stored; 0 if the system is degenerate. */
-static int fit_scales(const float *M, const float *C, const float *r, const uint8_t *idx, uint16_t *h0, uint16_t *h1)
+static int fit_scales(const float *M, const float *C, const float *r, const uint8_t *idx,
+                      uint16_t *h0, uint16_t *h1)
 {
     float c0[32] = {0}, c1[32] = {0}, m0[32], m1[32];
     for (int j = 0; j < 16; j++) c0[j] = C[idx[j]];
     for (int j = 16; j < 32; j++) c1[j] = C[idx[j]];
     for (int a = 0; a < 32; a++) {
         float s0 = 0.0f, s1 = 0.0f;
-        for (int b = 0; b < 32; b++) s0 += M[a * 32 + b] * c0[b], s1 += M[a * 32 + b] * c1[b];
-        m0[a] = s0, m1[a] = s1;
+        for (int b = 0; b < 32; b++) {
+            s0 += M[a * 32 + b] * c0[b];
+            s1 += M[a * 32 + b] * c1[b];
+        }
+        m0[a] = s0;
+        m1[a] = s1;
     }
     double a00 = 0, a01 = 0, a11 = 0, r0 = 0, r1 = 0;
     for (int a = 0; a < 32; a++) {
@@ -76,7 +82,8 @@ static int fit_scales(const float *M, const float *C, const float *r, const uint
 }
 
 /* Greedy passes: move one index to a neighbouring centroid while e' M e falls. */
-static float descend(const float *M, const float *C, uint32_t K, const float *r, uint8_t *idx, float d0, float d1, float cost)
+static float descend(const float *M, const float *C, uint32_t K, const float *r, uint8_t *idx,
+                     float d0, float d1, float cost)
 {
     float e[32], g[32];
     recon(C, idx, d0, d1, e);
@@ -131,7 +138,10 @@ static void encode_block(const wctx *w, const float *M, const float *x, tq_simd 
         uint16_t f0, f1;
         if (fit_scales(M, C, r, idx, &f0, &f1)) {
             float fc = cost_of(M, C, r, idx, tq_fp16_to_fp32(f0), tq_fp16_to_fp32(f1));
-            if (fc < best) h0 = f0, h1 = f1;
+            if (fc < best) {
+                h0 = f0;
+                h1 = f1;
+            }
         }
         descend(M, C, K, r, idx, tq_fp16_to_fp32(h0), tq_fp16_to_fp32(h1),
                 cost_of(M, C, r, idx, tq_fp16_to_fp32(h0), tq_fp16_to_fp32(h1)));
@@ -139,26 +149,30 @@ static void encode_block(const wctx *w, const float *M, const float *x, tq_simd 
         float cc = cost_of(M, C, r, idx, tq_fp16_to_fp32(h0), tq_fp16_to_fp32(h1));
         if (cc < best) {
             best = cc;
-            b0 = h0, b1 = h1;
+            b0 = h0;
+            b1 = h1;
             memcpy(best_idx, idx, 32);
         }
     }
     if (best < plain) tq_block_store(c, best_idx, b0, b1, out);
 }
 
-tq_status tq_encode_weighted(tq_ctx *ctx, const tq_codec *c, const float *x, size_t n_rows, size_t row_len,
-                             const float *importance, void *blocks)
+tq_status tq_encode_weighted(tq_ctx *ctx, const tq_codec *c, const float *x, size_t n_rows,
+                             size_t row_len, const float *importance, void *blocks)
 {
     TQ_NEED_CTX(ctx);
     if (c->layout != TQ_LAYOUT_W3 && c->layout != TQ_LAYOUT_W4)
         return tq_fail(ctx, TQ_ERR_ARG, "codec %s is not a weight codec", c->name);
-    if (!row_len || row_len % 32) return tq_fail(ctx, TQ_ERR_ARG, "row length %zu is not a multiple of 32", row_len);
+    if (!row_len || row_len % 32)
+        return tq_fail(ctx, TQ_ERR_ARG, "row length %zu is not a multiple of 32", row_len);
     if (!importance) return tq_encode(ctx, c, x, n_rows * row_len, blocks);
     tq_status cst = tq_require_cpu(ctx, "importance-weighted weight coding");
     if (cst) return cst;
     for (size_t i = 0; i < row_len; i++)
         if (!(importance[i] >= 0.0f) || isinf(importance[i]))
-            return tq_fail(ctx, TQ_ERR_ARG, "importance[%zu] = %g is not a finite non-negative number", i, importance[i]);
+            return tq_fail(ctx, TQ_ERR_ARG,
+                           "importance[%zu] = %g is not a finite non-negative number", i,
+                           importance[i]);
     size_t nbc = row_len / 32;
     float *M = malloc(nbc * 32 * 32 * sizeof(float));
     if (!M) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
@@ -187,7 +201,8 @@ tq_status tq_encode_weighted(tq_ctx *ctx, const tq_codec *c, const float *x, siz
 #pragma omp parallel for schedule(dynamic, 16) num_threads(nt)
     for (size_t row = 0; row < n_rows; row++)
         for (size_t b = 0; b < nbc; b++)
-            encode_block(&w, M + b * 1024, x + row * row_len + 32 * b, simd, out + (row * nbc + b) * bb);
+            encode_block(&w, M + b * 1024, x + row * row_len + 32 * b, simd,
+                         out + (row * nbc + b) * bb);
     free(M);
     return TQ_OK;
 }

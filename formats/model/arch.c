@@ -21,36 +21,21 @@
  *   rot    rotate-weights: 1 R1 and R2, 2 R2 only, 0 not supported */
 static const tq_arch arch_table[] = {
     /* name        head rope swa  base    qkn sand rot */
-    {"llama", 0, A, 0, 0, 0, 0, 1},
-    {"mistral", 0, A, 0, 0, 0, 0, 1},
-    {"qwen2", 0, H, 0, 0, 0, 0, 1},
-    {"qwen3", 0, H, 0, 0, 1, 0, 1},
-    {"gemma", 0, H, 0, 0, 0, 0, 0},
-    {"gemma2", 0, H, 2, 0, 0, 1, 2},
-    {"gemma3", 256, H, 6, 10000, 1, 1, 2},
-    {"gemma3n", 0, H, 0, 0, 0, 0, 0},
-    {"cohere2", 0, A, 4, 0, 0, 0, 0},
-    {"qwen", 0, H, 0, 0, 0, 0, 0},
-    {"qwen2moe", 0, H, 0, 0, 0, 0, 0},
-    {"qwen3moe", 0, H, 0, 0, 1, 0, 0},
-    {"phi2", 0, H, 0, 0, 0, 0, 0},
-    {"phi3", 0, H, 0, 0, 0, 0, 0},
-    {"phimoe", 0, H, 0, 0, 0, 0, 0},
-    {"stablelm", 0, H, 0, 0, 0, 0, 0},
-    {"starcoder2", 0, H, 0, 0, 0, 0, 0},
-    {"gptneox", 0, H, 0, 0, 0, 0, 0},
-    {"falcon", 0, H, 0, 0, 0, 0, 0},
-    {"olmo2", 0, H, 0, 0, 0, 0, 0},
-    {"olmoe", 0, H, 0, 0, 0, 0, 0},
-    {"openelm", 0, H, 0, 0, 0, 0, 0},
-    {"exaone", 0, H, 0, 0, 0, 0, 0},
-    {"nemotron", 0, H, 0, 0, 0, 0, 0},
-    {"codeshell", 0, H, 0, 0, 0, 0, 0},
-    {"orion", 0, H, 0, 0, 0, 0, 0},
-    {"minicpm3", 0, H, 0, 0, 0, 0, 0},
-    {"bitnet", 0, H, 0, 0, 0, 0, 0},
-    {"dbrx", 0, H, 0, 0, 0, 0, 0},
-    {"plamo", 0, H, 0, 0, 0, 0, 0},
+    {"llama", 0, A, 0, 0, 0, 0, 1},        {"mistral", 0, A, 0, 0, 0, 0, 1},
+    {"qwen2", 0, H, 0, 0, 0, 0, 1},        {"qwen3", 0, H, 0, 0, 1, 0, 1},
+    {"gemma", 0, H, 0, 0, 0, 0, 0},        {"gemma2", 0, H, 2, 0, 0, 1, 2},
+    {"gemma3", 256, H, 6, 10000, 1, 1, 2}, {"gemma3n", 0, H, 0, 0, 0, 0, 0},
+    {"cohere2", 0, A, 4, 0, 0, 0, 0},      {"qwen", 0, H, 0, 0, 0, 0, 0},
+    {"qwen2moe", 0, H, 0, 0, 0, 0, 0},     {"qwen3moe", 0, H, 0, 0, 1, 0, 0},
+    {"phi2", 0, H, 0, 0, 0, 0, 0},         {"phi3", 0, H, 0, 0, 0, 0, 0},
+    {"phimoe", 0, H, 0, 0, 0, 0, 0},       {"stablelm", 0, H, 0, 0, 0, 0, 0},
+    {"starcoder2", 0, H, 0, 0, 0, 0, 0},   {"gptneox", 0, H, 0, 0, 0, 0, 0},
+    {"falcon", 0, H, 0, 0, 0, 0, 0},       {"olmo2", 0, H, 0, 0, 0, 0, 0},
+    {"olmoe", 0, H, 0, 0, 0, 0, 0},        {"openelm", 0, H, 0, 0, 0, 0, 0},
+    {"exaone", 0, H, 0, 0, 0, 0, 0},       {"nemotron", 0, H, 0, 0, 0, 0, 0},
+    {"codeshell", 0, H, 0, 0, 0, 0, 0},    {"orion", 0, H, 0, 0, 0, 0, 0},
+    {"minicpm3", 0, H, 0, 0, 0, 0, 0},     {"bitnet", 0, H, 0, 0, 0, 0, 0},
+    {"dbrx", 0, H, 0, 0, 0, 0, 0},         {"plamo", 0, H, 0, 0, 0, 0, 0},
 };
 #undef H
 #undef A
@@ -121,7 +106,6 @@ uint32_t tq_kv_group_for_width(uint64_t width, uint32_t head_dim, int *guessed)
     return 0;
 }
 
-
 uint64_t tq_model_fingerprint(const tq_gguf *g)
 {
     XXH64_state_t *xs = XXH64_createState();
@@ -157,7 +141,8 @@ uint32_t tq_model_head_dim(const tq_gguf *g, int value)
     const char *arch = tq_gguf_get_str(g, "general.architecture", NULL, &alen);
     if (!arch || alen > 64) return 0;
     char key[128];
-    snprintf(key, sizeof key, "%.*s.attention.%s", (int)alen, arch, value ? "value_length" : "key_length");
+    snprintf(key, sizeof key, "%.*s.attention.%s", (int)alen, arch,
+             value ? "value_length" : "key_length");
     int64_t v = tq_gguf_get_int(g, key, 0);
     if (v > 0) return (uint32_t)v;
     snprintf(key, sizeof key, "%.*s.embedding_length", (int)alen, arch);
@@ -166,4 +151,3 @@ uint32_t tq_model_head_dim(const tq_gguf *g, int value)
     int64_t h = tq_gguf_get_int(g, key, 0);
     return e > 0 && h > 0 && e % h == 0 ? (uint32_t)(e / h) : 0;
 }
-

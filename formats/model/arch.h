@@ -14,14 +14,14 @@ extern "C" {
 #endif
 
 typedef struct tq_arch {
-    const char *name;        /* general.architecture */
-    uint32_t head_dim;       /* every model of it has this head size (0: the metadata says) */
-    tq_rope_pairs rope;      /* NeoX halves (i, i + n_rot/2) or adjacent pairs (2i, 2i+1) */
-    uint32_t swa_period;     /* iSWA: layer il slides when il % p < p - 1 (0: no iSWA) */
-    float swa_rope_base;     /* the sliding layers' RoPE base when the GGUF gives none (0: same) */
-    int qk_norm;             /* Q and K RMS-normalized per head with learned gains */
-    int sandwich_norms;      /* RMSNorms on the attention and FFN outputs too */
-    int rotate;              /* rotate-weights: 0 no, 1 R1 and R2, 2 R2 only (sandwich norms) */
+    const char *name;    /* general.architecture */
+    uint32_t head_dim;   /* every model of it has this head size (0: the metadata says) */
+    tq_rope_pairs rope;  /* NeoX halves (i, i + n_rot/2) or adjacent pairs (2i, 2i+1) */
+    uint32_t swa_period; /* iSWA: layer il slides when il % p < p - 1 (0: no iSWA) */
+    float swa_rope_base; /* the sliding layers' RoPE base when the GGUF gives none (0: same) */
+    int qk_norm;         /* Q and K RMS-normalized per head with learned gains */
+    int sandwich_norms;  /* RMSNorms on the attention and FFN outputs too */
+    int rotate;          /* rotate-weights: 0 no, 1 R1 and R2, 2 R2 only (sandwich norms) */
 } tq_arch;
 
 /* The row of an architecture; NULL for one llama.cpp runs that tq knows
@@ -43,11 +43,11 @@ uint32_t tq_model_head_dim(const tq_gguf *g, int value);
 
 /* Where a head size came from (tq_kv_head_size). */
 typedef enum tq_head_source {
-    TQ_HEAD_NONE = 0,  /* nothing says: rows decide (tq_kv_group_for_width guesses) */
-    TQ_HEAD_GIVEN,     /* --head-dim */
-    TQ_HEAD_MODEL,     /* the model's metadata */
-    TQ_HEAD_LAYOUT,    /* the source's layout shows it (a NumPy dump's [.., heads, head_dim]) */
-    TQ_HEAD_ARCH       /* the architecture's table row (gemma3: 256) */
+    TQ_HEAD_NONE = 0, /* nothing says: rows decide (tq_kv_group_for_width guesses) */
+    TQ_HEAD_GIVEN,    /* --head-dim */
+    TQ_HEAD_MODEL,    /* the model's metadata */
+    TQ_HEAD_LAYOUT,   /* the source's layout shows it (a NumPy dump's [.., heads, head_dim]) */
+    TQ_HEAD_ARCH      /* the architecture's table row (gemma3: 256) */
 } tq_head_source;
 
 /* The one head-size rule: given, else the model's, else the source layout's

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static int64_t arch_int(const tq_gguf *g, const char *arch, const char *key, int64_t fallback)
 {
     char k[128];
@@ -34,23 +33,30 @@ tq_status tq_attn_model_read(tq_ctx *ctx, const tq_gguf *g, tq_attn_model *m)
     snprintf(k, sizeof k, "%s.attention.head_count_kv", m->arch);
     int64_t ki = tq_gguf_find_key(g, k);
     if (ki >= 0 && tq_gguf_kv_type(g, ki) == TQ_GGUF_ARRAY)
-        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: KV head counts per layer are not supported", m->arch);
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                "%s: KV head counts per layer are not supported", m->arch);
     m->n_layer = (uint32_t)arch_int(g, m->arch, "block_count", 0);
     m->n_head = (uint32_t)arch_int(g, m->arch, "attention.head_count", 0);
     m->n_head_kv = (uint32_t)arch_int(g, m->arch, "attention.head_count_kv", m->n_head);
-    m->head_dim = tq_model_head_dim(g, 0), m->head_dim_v = tq_model_head_dim(g, 1);
-    if (!m->n_layer || !m->n_head || !m->n_head_kv || m->n_head % m->n_head_kv || !m->head_dim || !m->head_dim_v)
-        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: attention hyperparameters missing or inconsistent", m->arch);
+    m->head_dim = tq_model_head_dim(g, 0);
+    m->head_dim_v = tq_model_head_dim(g, 1);
+    if (!m->n_layer || !m->n_head || !m->n_head_kv || m->n_head % m->n_head_kv || !m->head_dim ||
+        !m->head_dim_v)
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                "%s: attention hyperparameters missing or inconsistent", m->arch);
     m->rope_dims = (uint32_t)arch_int(g, m->arch, "rope.dimension_count", m->head_dim);
     if (m->rope_dims > m->head_dim || m->rope_dims % 2)
-        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: RoPE over %u of %u channels", m->arch, m->rope_dims, m->head_dim);
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: RoPE over %u of %u channels", m->arch,
+                                m->rope_dims, m->head_dim);
     m->pairs = tq_arch_rope_pairs(m->arch);
     m->qk_norm = 1;
     for (uint32_t l = 0; l < m->n_layer; l++) {
-        if (!has_tensor(g, l, "attn_q") || !has_tensor(g, l, "attn_k") || !has_tensor(g, l, "attn_v") ||
-            !has_tensor(g, l, "attn_output"))
-            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: layer %u lacks attn_q, attn_k, attn_v or attn_output: "
-                                    "not an attention layout tq knows (fused QKV, MLA?)", m->arch, l);
+        if (!has_tensor(g, l, "attn_q") || !has_tensor(g, l, "attn_k") ||
+            !has_tensor(g, l, "attn_v") || !has_tensor(g, l, "attn_output"))
+            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                    "%s: layer %u lacks attn_q, attn_k, attn_v or attn_output: "
+                                    "not an attention layout tq knows (fused QKV, MLA?)",
+                                    m->arch, l);
         m->qk_norm &= has_tensor(g, l, "attn_q_norm") && has_tensor(g, l, "attn_k_norm");
     }
     m->folded = tq_gguf_find_key(g, "tq.innerq.folded") >= 0;
@@ -65,8 +71,11 @@ static float *tensor_f32(tq_ctx *ctx, const tq_gguf *g, const char *name, uint64
     const tq_ggml_type *t = tq_gguf_tensor_type(g, i);
     *n = (uint64_t)tq_gguf_tensor_nelements(g, i);
     float *x = t->dtype >= 0 ? malloc(*n * sizeof *x) : NULL;
-    if (t->dtype < 0) tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "tensor %s is %s, which tq cannot decode", name, t->name);
-    else if (!x) tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (t->dtype < 0)
+        tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "tensor %s is %s, which tq cannot decode", name,
+                         t->name);
+    else if (!x)
+        tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     else if (tq_dequantize(ctx, (tq_dtype)t->dtype, tq_gguf_tensor_data(g, i), (size_t)*n, x)) {
         free(x);
         x = NULL;
@@ -74,8 +83,8 @@ static float *tensor_f32(tq_ctx *ctx, const tq_gguf *g, const char *name, uint64
     return x;
 }
 
-tq_status tq_innerq_query_energy(tq_ctx *ctx, const tq_gguf *g, uint32_t layer, uint32_t head_dim, uint32_t n_kv_head,
-                                 double *out, const char **how)
+tq_status tq_innerq_query_energy(tq_ctx *ctx, const tq_gguf *g, uint32_t layer, uint32_t head_dim,
+                                 uint32_t n_kv_head, double *out, const char **how)
 {
     char name[96];
     uint64_t n = 0;
@@ -84,9 +93,12 @@ tq_status tq_innerq_query_energy(tq_ctx *ctx, const tq_gguf *g, uint32_t layer, 
     float *gq = tensor_f32(ctx, g, name, &n);
     if (gq) {
         tq_status st = TQ_OK;
-        if (n != head_dim) st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s has %llu values, heads have %u", name, (unsigned long long)n, head_dim);
+        if (n != head_dim)
+            st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s has %llu values, heads have %u", name,
+                                  (unsigned long long)n, head_dim);
         for (uint32_t h = 0; !st && h < n_kv_head; h++)
-            for (uint32_t j = 0; j < head_dim; j++) out[(size_t)h * head_dim + j] = (double)gq[j] * gq[j];
+            for (uint32_t j = 0; j < head_dim; j++)
+                out[(size_t)h * head_dim + j] = (double)gq[j] * gq[j];
         free(gq);
         *how = "QK-norm gains";
         return st;
@@ -100,13 +112,18 @@ tq_status tq_innerq_query_energy(tq_ctx *ctx, const tq_gguf *g, uint32_t layer, 
     tq_status st = TQ_OK;
     if (!w || !gn) {
         st = tq_ctx_status(ctx) ? tq_ctx_status(ctx)
-                                : tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "layer %u has no attn_q_norm, or no attn_q and "
-                                                                         "attn_norm: not an attention layer tq knows", layer);
+                                : tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                                   "layer %u has no attn_q_norm, or no attn_q and "
+                                                   "attn_norm: not an attention layer tq knows",
+                                                   layer);
     } else if (!ng || nw % ng || (nw / ng) % ((uint64_t)head_dim * n_kv_head)) {
-        st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "layer %u: attn_q [%llu x %llu] does not fit %u KV heads of %u", layer,
-                              (unsigned long long)ng, (unsigned long long)(ng ? nw / ng : 0), n_kv_head, head_dim);
+        st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT,
+                              "layer %u: attn_q [%llu x %llu] does not fit %u KV heads of %u",
+                              layer, (unsigned long long)ng, (unsigned long long)(ng ? nw / ng : 0),
+                              n_kv_head, head_dim);
     } else {
-        uint64_t rows = nw / ng, per = rows / ((uint64_t)head_dim * n_kv_head); /* query heads per KV head */
+        uint64_t rows = nw / ng,
+                 per = rows / ((uint64_t)head_dim * n_kv_head); /* query heads per KV head */
         memset(out, 0, (size_t)n_kv_head * head_dim * sizeof *out);
         for (uint64_t r = 0; r < rows; r++) {
             double e = 0;
@@ -119,12 +136,13 @@ tq_status tq_innerq_query_energy(tq_ctx *ctx, const tq_gguf *g, uint32_t layer, 
         }
         *how = "W_q rows with attn_norm's gains (whitened-input approximation)";
     }
-    free(w), free(gn);
+    free(w);
+    free(gn);
     return st;
 }
 
-tq_status tq_innerq_output_energy(tq_ctx *ctx, const tq_gguf *g, uint32_t layer, uint32_t head_dim, uint32_t n_kv_head,
-                                  double *out)
+tq_status tq_innerq_output_energy(tq_ctx *ctx, const tq_gguf *g, uint32_t layer, uint32_t head_dim,
+                                  uint32_t n_kv_head, double *out)
 {
     char name[96];
     uint64_t n = 0;
@@ -134,20 +152,25 @@ tq_status tq_innerq_output_energy(tq_ctx *ctx, const tq_gguf *g, uint32_t layer,
     float *w = tensor_f32(ctx, g, name, &n);
     if (!w)
         return tq_ctx_status(ctx) ? tq_ctx_status(ctx)
-                                  : tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "layer %u has no attn_output: not an "
-                                                     "attention layer tq knows", layer);
-    uint64_t cols = (uint64_t)tq_gguf_tensor_ne(g, ti)[0], rows = n / cols, kv = (uint64_t)head_dim * n_kv_head;
+                                  : tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                                     "layer %u has no attn_output: not an "
+                                                     "attention layer tq knows",
+                                                     layer);
+    uint64_t cols = (uint64_t)tq_gguf_tensor_ne(g, ti)[0], rows = n / cols,
+             kv = (uint64_t)head_dim * n_kv_head;
     tq_status st = TQ_OK;
     if (cols % kv) {
-        st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "layer %u: attn_output's %llu inputs do not fit %u KV heads of %u", layer,
-                              (unsigned long long)cols, n_kv_head, head_dim);
+        st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT,
+                              "layer %u: attn_output's %llu inputs do not fit %u KV heads of %u",
+                              layer, (unsigned long long)cols, n_kv_head, head_dim);
     } else {
         uint64_t per = cols / kv; /* query heads per KV head */
         memset(out, 0, (size_t)kv * sizeof *out);
         for (uint64_t r = 0; r < rows; r++)
             for (uint64_t c = 0; c < cols; c++) {
                 double a = w[r * cols + c];
-                out[(c / head_dim / per) * head_dim + c % head_dim] += a * a / (double)rows / (double)per;
+                out[(c / head_dim / per) * head_dim + c % head_dim] +=
+                    a * a / (double)rows / (double)per;
             }
     }
     free(w);

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int swa_layers(const char *arch, const tq_gguf *model, uint32_t n, uint8_t *swa, char *rule, size_t rl)
+static int swa_layers(const char *arch, const tq_gguf *model, uint32_t n, uint8_t *swa, char *rule,
+                      size_t rl)
 {
     if (model) {
         char key[128];
@@ -33,10 +34,15 @@ tq_status tq_kv_layers_for(tq_ctx *ctx, const char *arch, const tq_gguf *model, 
                            const uint32_t *n_layer, tq_kv_layers *out)
 {
     memset(out, 0, sizeof *out);
-    if (n_state > 2) return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%u KV memory states (at most 2 are known)", n_state);
+    if (n_state > 2)
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%u KV memory states (at most 2 are known)",
+                                n_state);
     out->n_state = n_state;
     uint32_t total = 0;
-    for (uint32_t s = 0; s < n_state; s++) out->n_layer[s] = n_layer[s], total += n_layer[s];
+    for (uint32_t s = 0; s < n_state; s++) {
+        out->n_layer[s] = n_layer[s];
+        total += n_layer[s];
+    }
     char a[64] = "";
     if (model) {
         uint64_t len = 0;
@@ -59,13 +65,16 @@ tq_status tq_kv_layers_for(tq_ctx *ctx, const char *arch, const tq_gguf *model, 
     tq_status st = TQ_OK;
     /* which states hold which layers: one state holds them all (or, for a
      * partial iSWA save, just the SWA ones); two are base then SWA */
-    int fits = n_state == 1 ? n_layer[0] == n_model || (known && n_swa && n_layer[0] == n_swa)
-                            : known && n_state == 2 && n_layer[0] == n_model - n_swa && n_layer[1] == n_swa;
+    int fits = n_state == 1
+                   ? n_layer[0] == n_model || (known && n_swa && n_layer[0] == n_swa)
+                   : known && n_state == 2 && n_layer[0] == n_model - n_swa && n_layer[1] == n_swa;
     if (n_state == 2 && !fits && model)
-        st = tq_ctx_set_error(ctx, TQ_ERR_ARG,
-                              "the state's two caches hold %u and %u layers, which is not the model's split "
-                              "(%u global and %u sliding-window layers, %s)",
-                              n_layer[0], n_layer[1], n_model - n_swa, n_swa, known ? out->rule : "no sliding-window pattern");
+        st = tq_ctx_set_error(
+            ctx, TQ_ERR_ARG,
+            "the state's two caches hold %u and %u layers, which is not the model's split "
+            "(%u global and %u sliding-window layers, %s)",
+            n_layer[0], n_layer[1], n_model - n_swa, n_swa,
+            known ? out->rule : "no sliding-window pattern");
     for (uint32_t s = 0; !st && fits && s < n_state; s++) {
         if (!(out->model[s] = malloc((n_layer[s] ? n_layer[s] : 1) * sizeof(uint32_t)))) {
             st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
@@ -77,13 +86,15 @@ tq_status tq_kv_layers_for(tq_ctx *ctx, const char *arch, const tq_gguf *model, 
         for (uint32_t il = 0; il < n_model && l < n_layer[s]; il++)
             if (all || swa[il] == want) out->model[s][l++] = il;
     }
-    if (n_state == 1 && fits && n_layer[0] == n_model) snprintf(out->rule, sizeof out->rule, "one cache, every layer");
+    if (n_state == 1 && fits && n_layer[0] == n_model)
+        snprintf(out->rule, sizeof out->rule, "one cache, every layer");
     free(swa);
     if (st) tq_kv_layers_free(out);
     return st;
 }
 
-tq_status tq_kv_layers_make(tq_ctx *ctx, const tq_kv_view *v, const tq_gguf *model, tq_kv_layers *out)
+tq_status tq_kv_layers_make(tq_ctx *ctx, const tq_kv_view *v, const tq_gguf *model,
+                            tq_kv_layers *out)
 {
     uint32_t n = tq_kv_view_n_kv(v), nl[2] = {0, 0};
     for (uint32_t s = 0; s < n && s < 2; s++) {
@@ -93,13 +104,16 @@ tq_status tq_kv_layers_make(tq_ctx *ctx, const tq_kv_view *v, const tq_gguf *mod
     return tq_kv_layers_for(ctx, tq_kv_view_arch(v), model, n, nl, out);
 }
 
-tq_status tq_kv_layers_of_snapshot(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *model, tq_kv_layers *out)
+tq_status tq_kv_layers_of_snapshot(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *model,
+                                   tq_kv_layers *out)
 {
     uint32_t ns = 0, nl[2] = {0, 0};
     int recorded = 0;
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         const tqkv_record *t = &m->t[i];
-        if (t->kv_state >= 2) return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "KV state %u (at most 2 are known)", t->kv_state);
+        if (t->kv_state >= 2)
+            return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "KV state %u (at most 2 are known)",
+                                    t->kv_state);
         if (t->kv_state + 1 > ns) ns = t->kv_state + 1;
         if (t->stream == 0 && t->layer + 1 > nl[t->kv_state]) nl[t->kv_state] = t->layer + 1;
         recorded |= t->model_layer != TQKV_NO_MODEL_LAYER;
@@ -112,10 +126,13 @@ tq_status tq_kv_layers_of_snapshot(tq_ctx *ctx, const tqkv_meta *m, const tq_ggu
         uint32_t want = tq_kv_layers_model(out, t->kv_state, t->layer);
         if (t->model_layer == TQKV_NO_MODEL_LAYER || want == t->model_layer) continue;
         if (model)
-            st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "cache %u layer %u was model layer %u when encoded, the model's "
-                                  "split (%s) makes it layer %s", t->kv_state, t->layer, t->model_layer, out->rule,
+            st = tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                  "cache %u layer %u was model layer %u when encoded, the model's "
+                                  "split (%s) makes it layer %s",
+                                  t->kv_state, t->layer, t->model_layer, out->rule,
                                   want == TQ_KV_LAYER_UNKNOWN ? "unknown" : "another");
-        else if (out->model[t->kv_state]) /* no model: the records win over the architecture's rule */
+        else if (out->model[t->kv_state]) /* no model: the records win over the architecture's rule
+                                           */
             out->model[t->kv_state][t->layer] = t->model_layer;
     }
     for (uint32_t s = 0; !st && !model && s < ns; s++)
@@ -126,7 +143,8 @@ tq_status tq_kv_layers_of_snapshot(tq_ctx *ctx, const tqkv_meta *m, const tq_ggu
             }
             for (uint32_t l = 0; l < nl[s]; l++) out->model[s][l] = TQ_KV_LAYER_UNKNOWN;
             for (uint32_t i = 0; i < m->n_tensors; i++)
-                if (m->t[i].kv_state == s && m->t[i].stream == 0) out->model[s][m->t[i].layer] = m->t[i].model_layer;
+                if (m->t[i].kv_state == s && m->t[i].stream == 0)
+                    out->model[s][m->t[i].layer] = m->t[i].model_layer;
             snprintf(out->rule, sizeof out->rule, "as recorded in the snapshot");
         }
     if (st) tq_kv_layers_free(out);
@@ -148,5 +166,8 @@ int tq_kv_layers_known(const tq_kv_layers *m)
 
 void tq_kv_layers_free(tq_kv_layers *m)
 {
-    for (int s = 0; s < 2; s++) free(m->model[s]), m->model[s] = NULL;
+    for (int s = 0; s < 2; s++) {
+        free(m->model[s]);
+        m->model[s] = NULL;
+    }
 }

@@ -28,15 +28,22 @@ int tq_model_rope(const tq_gguf *g, uint32_t head_dim, int swa, tq_rope *out)
     snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
     uint64_t tl = 0;
     const char *type = tq_gguf_get_str(g, k, "none", &tl);
-    if (tl == 6 && !memcmp(type, "linear", 6)) get_float(g, arch, "rope.scaling.factor", &factor);
-    else if (!(tl == 4 && !memcmp(type, "none", 4))) return 0;
-    else if (get_float(g, arch, "rope.scale_linear", &v)) factor = v;
-    if (swa && get_float(g, arch, "rope.freq_base_swa", &v)) base = v, factor = 1;
-    else if (swa && tq_arch_find(arch) && tq_arch_find(arch)->swa_rope_base > 0) {
+    if (tl == 6 && !memcmp(type, "linear", 6))
+        get_float(g, arch, "rope.scaling.factor", &factor);
+    else if (!(tl == 4 && !memcmp(type, "none", 4)))
+        return 0;
+    else if (get_float(g, arch, "rope.scale_linear", &v))
+        factor = v;
+    if (swa && get_float(g, arch, "rope.freq_base_swa", &v)) {
+        base = v;
+        factor = 1;
+    } else if (swa && tq_arch_find(arch) && tq_arch_find(arch)->swa_rope_base > 0) {
         base = tq_arch_find(arch)->swa_rope_base; /* llama.cpp's fixed base for these */
         factor = 1;
     }
-    if (n_rot <= 0 || (uint64_t)n_rot > head_dim || n_rot % 2 || !(factor > 0) || !(base > 0)) return 0;
-    *out = (tq_rope){head_dim, (uint32_t)n_rot, tq_arch_rope_pairs(arch), (float)base, (float)(1.0 / factor)};
+    if (n_rot <= 0 || (uint64_t)n_rot > head_dim || n_rot % 2 || !(factor > 0) || !(base > 0))
+        return 0;
+    *out = (tq_rope){head_dim, (uint32_t)n_rot, tq_arch_rope_pairs(arch), (float)base,
+                     (float)(1.0 / factor)};
     return 1;
 }

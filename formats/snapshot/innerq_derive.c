@@ -44,11 +44,13 @@ static void pool_heads(double *x, uint32_t n_head, uint32_t d)
 }
 
 /* Layer l's K and V scales into out ([K, V][nh][d]). */
-static tq_status layer_scales(tq_ctx *ctx, const tq_innerq_derive_options *o, const tq_gguf *g, const tq_attn_model *am,
-                        const tq_innerq_stats *st, uint32_t l, uint32_t nh, double *buf, float *out, char *how, size_t hl)
+static tq_status layer_scales(tq_ctx *ctx, const tq_innerq_derive_options *o, const tq_gguf *g,
+                              const tq_attn_model *am, const tq_innerq_stats *st, uint32_t l,
+                              uint32_t nh, double *buf, float *out, char *how, size_t hl)
 {
     uint32_t H = tq_innerq_stats_heads(st), d = tq_innerq_stats_head_dim(st);
-    double *ek = buf, *ev = buf + (size_t)H * d, *eq = buf + 2 * (size_t)H * d, *eo = buf + 3 * (size_t)H * d;
+    double *ek = buf, *ev = buf + (size_t)H * d, *eq = buf + 2 * (size_t)H * d,
+           *eo = buf + 3 * (size_t)H * d;
     for (uint32_t h = 0; h < H; h++) {
         tq_innerq_stats_mean2(st, l, h, 0, ek + (size_t)h * d);
         tq_innerq_stats_mean2(st, l, h, 1, ev + (size_t)h * d);
@@ -87,12 +89,18 @@ tq_status tq_innerq_derive(tq_ctx *ctx, const tq_innerq_derive_options *o, const
                            const tq_attn_model *am, const tq_innerq_stats *st, tq_innerq_set *set,
                            char *how, size_t how_len)
 {
-    uint32_t L = tq_innerq_stats_layers(st), H = tq_innerq_stats_heads(st), d = tq_innerq_stats_head_dim(st);
+    uint32_t L = tq_innerq_stats_layers(st), H = tq_innerq_stats_heads(st),
+             d = tq_innerq_stats_head_dim(st);
     uint32_t nh = o->per_head ? H : 1;
     size_t per_layer = 2 * (size_t)nh * d;
     int fork = o->k_method == TQ_INNERQ_FORK;
-    *set = (tq_innerq_set){L, nh, d, malloc(L * per_layer * sizeof(float)),
-                           o->v_method != TQ_INNERQ_V_OFF, g != NULL, g ? tq_model_fingerprint(g) : 0,
+    *set = (tq_innerq_set){L,
+                           nh,
+                           d,
+                           malloc(L * per_layer * sizeof(float)),
+                           o->v_method != TQ_INNERQ_V_OFF,
+                           g != NULL,
+                           g ? tq_model_fingerprint(g) : 0,
                            ""};
     snprintf(set->method, sizeof set->method, "%s", tq_innerq_method_name(o->k_method));
     snprintf(how, how_len, "%s", o->k_method == TQ_INNERQ_QK ? "" : "not used");
@@ -110,7 +118,8 @@ tq_status tq_innerq_derive(tq_ctx *ctx, const tq_innerq_derive_options *o, const
             int is_v = (int)(i / d % 2);
             set->s[i] = is_v && !set->has_v ? 1.0f : v[i % d % gr];
         }
-        snprintf(how, how_len, "not used (the fork's rule: one %u-vector pooled over all layers, heads%s)", gr,
+        snprintf(how, how_len,
+                 "not used (the fork's rule: one %u-vector pooled over all layers, heads%s)", gr,
                  set->has_v ? ", K and V" : "");
     }
     for (uint32_t l = 0; !rc && !fork && l < L; l++)
@@ -123,13 +132,12 @@ tq_status tq_innerq_derive(tq_ctx *ctx, const tq_innerq_derive_options *o, const
     return rc;
 }
 
-
 static const struct {
     const char *name;
     tq_innerq_method method;
 } k_methods[] = {{"qk", TQ_INNERQ_QK}, {"kv", TQ_INNERQ_KV}, {"fork", TQ_INNERQ_FORK}};
-static const char *const v_methods[] = {[TQ_INNERQ_V_OFF] = "off", [TQ_INNERQ_V_KV] = "kv",
-                                        [TQ_INNERQ_V_WO] = "wo"};
+static const char *const v_methods[] = {
+    [TQ_INNERQ_V_OFF] = "off", [TQ_INNERQ_V_KV] = "kv", [TQ_INNERQ_V_WO] = "wo"};
 
 const char *tq_innerq_method_name(tq_innerq_method m)
 {

@@ -16,12 +16,12 @@ typedef enum tq_innerq_v_method {
 } tq_innerq_v_method;
 
 typedef struct tq_innerq_derive_options {
-    tq_innerq_method k_method;     /* TQ_INNERQ_QK (needs the model), _KV or _FORK */
+    tq_innerq_method k_method; /* TQ_INNERQ_QK (needs the model), _KV or _FORK */
     tq_innerq_v_method v_method;
-    int per_head;                  /* one vector per KV head (else one per layer) */
-    double strength;               /* the exponent */
-    double clamp_lo, clamp_hi;     /* 0, 0: no bounds */
-    int pow2;                      /* round to powers of two */
+    int per_head;              /* one vector per KV head (else one per layer) */
+    double strength;           /* the exponent */
+    double clamp_lo, clamp_hi; /* 0, 0: no bounds */
+    int pow2;                  /* round to powers of two */
 } tq_innerq_derive_options;
 
 /* The scales (set->s malloc'd, NULL on failure); how: where E[q^2] came from. */

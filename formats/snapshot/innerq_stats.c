@@ -7,17 +7,19 @@
 
 struct tq_innerq_stats {
     uint32_t head_dim, n_layer, n_head;
-    uint64_t width;   /* per layer, K and V alike */
-    int k_only;       /* V is not read (its mean squares stay 0) */
-    double *sum;      /* [layer][K, V][head][channel] */
-    uint64_t *cells;  /* per layer */
+    uint64_t width;  /* per layer, K and V alike */
+    int k_only;      /* V is not read (its mean squares stay 0) */
+    double *sum;     /* [layer][K, V][head][channel] */
+    uint64_t *cells; /* per layer */
 };
 
 tq_status tq_innerq_stats_new(tq_ctx *ctx, uint32_t head_dim, tq_innerq_stats **out)
 {
     *out = NULL;
-    if (head_dim < 2 || head_dim > 4096) return tq_ctx_set_error(ctx, TQ_ERR_ARG, "head size %u", head_dim);
-    if (!(*out = calloc(1, sizeof **out))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (head_dim < 2 || head_dim > 4096)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "head size %u", head_dim);
+    if (!(*out = calloc(1, sizeof **out)))
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     (*out)->head_dim = head_dim;
     return TQ_OK;
 }
@@ -31,27 +33,34 @@ void tq_innerq_stats_free(tq_innerq_stats *s)
 }
 
 /* The first source fixes the shape; later ones must have it. */
-static tq_status shape(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view *v, uint32_t n_layer, uint64_t width)
+static tq_status shape(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view *v, uint32_t n_layer,
+                       uint64_t width)
 {
     if (!s->sum) {
         if (!width || width % s->head_dim)
-            return tq_ctx_set_error(ctx, TQ_ERR_ARG, "%s: rows of %llu values are not whole heads of %u", tq_kv_view_label(v),
-                                    (unsigned long long)width, s->head_dim);
-        s->n_layer = n_layer, s->width = width, s->n_head = (uint32_t)(width / s->head_dim);
+            return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                    "%s: rows of %llu values are not whole heads of %u",
+                                    tq_kv_view_label(v), (unsigned long long)width, s->head_dim);
+        s->n_layer = n_layer;
+        s->width = width;
+        s->n_head = (uint32_t)(width / s->head_dim);
         s->sum = calloc((size_t)n_layer * 2 * width, sizeof *s->sum);
         s->cells = calloc(n_layer, sizeof *s->cells);
         if (!s->sum || !s->cells) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
         return TQ_OK;
     }
     if (n_layer != s->n_layer || width != s->width)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
-                                "%s: %u layers of %llu values, where the first dump has %u of %llu: dumps of different "
-                                "models", tq_kv_view_label(v), n_layer, (unsigned long long)width, s->n_layer,
-                                (unsigned long long)s->width);
+        return tq_ctx_set_error(
+            ctx, TQ_ERR_ARG,
+            "%s: %u layers of %llu values, where the first dump has %u of %llu: dumps of different "
+            "models",
+            tq_kv_view_label(v), n_layer, (unsigned long long)width, s->n_layer,
+            (unsigned long long)s->width);
     return TQ_OK;
 }
 
-tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view *v, const tq_gguf *model)
+tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view *v,
+                              const tq_gguf *model)
 {
     tq_kv_layers L;
     tq_status st = tq_kv_layers_make(ctx, v, model, &L);
@@ -66,15 +75,19 @@ tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view 
             for (uint32_t l = 0; l < k->streams[j].n_layer && k->streams[j].cell_count; l++) {
                 uint64_t w = k->streams[j].k[l].width;
                 if ((width && w != width) || k->streams[j].v[l].width != w)
-                    st = tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: layers of different widths", tq_kv_view_label(v));
+                    st = tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: layers of different widths",
+                                          tq_kv_view_label(v));
                 width = w;
             }
         }
     }
-    if (!st && !any) st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "%s: no cells: an empty dump", tq_kv_view_label(v));
+    if (!st && !any)
+        st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "%s: no cells: an empty dump", tq_kv_view_label(v));
     if (!st && tq_kv_view_n_kv(v) == 2 && !tq_kv_layers_known(&L))
-        st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "%s: two caches (iSWA) whose layers cannot be matched to the model's "
-                              "(give --model)", tq_kv_view_label(v));
+        st = tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                              "%s: two caches (iSWA) whose layers cannot be matched to the model's "
+                              "(give --model)",
+                              tq_kv_view_label(v));
     if (!st) st = shape(ctx, s, v, n_layer, width);
     enum { STEP = 256 };
     float *rows = st ? NULL : malloc((size_t)STEP * width * sizeof *rows);
@@ -86,16 +99,20 @@ tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view 
             for (uint32_t l = 0; !st && l < sr->n_layer && sr->cell_count; l++) {
                 uint32_t ml = tq_kv_view_n_kv(v) == 2 ? tq_kv_layers_model(&L, i, l) : l;
                 if (ml >= s->n_layer) {
-                    st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: cache %u layer %u has no model layer", tq_kv_view_label(v), i, l);
+                    st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT,
+                                          "%s: cache %u layer %u has no model layer",
+                                          tq_kv_view_label(v), i, l);
                     break;
                 }
                 for (int isv = 0; !st && isv < 2 - s->k_only; isv++) {
                     double *acc = s->sum + ((size_t)ml * 2 + isv) * s->width;
                     for (uint32_t c0 = 0; !st && c0 < sr->cell_count; c0 += STEP) {
                         uint32_t n = sr->cell_count - c0 < STEP ? sr->cell_count - c0 : STEP;
-                        st = tq_kv_tensor_read_rows(ctx, isv ? &sr->v[l] : &sr->k[l], sr->cell_count, c0, n, rows);
+                        st = tq_kv_tensor_read_rows(ctx, isv ? &sr->v[l] : &sr->k[l],
+                                                    sr->cell_count, c0, n, rows);
                         for (uint32_t r = 0; !st && r < n; r++)
-                            for (uint64_t e = 0; e < width; e++) acc[e] += (double)rows[r * width + e] * rows[r * width + e];
+                            for (uint64_t e = 0; e < width; e++)
+                                acc[e] += (double)rows[r * width + e] * rows[r * width + e];
                     }
                 }
                 s->cells[ml] += sr->cell_count;
@@ -111,7 +128,10 @@ void tq_innerq_stats_k_only(tq_innerq_stats *s) { s->k_only = 1; }
 uint32_t tq_innerq_stats_layers(const tq_innerq_stats *s) { return s->n_layer; }
 uint32_t tq_innerq_stats_heads(const tq_innerq_stats *s) { return s->n_head; }
 uint32_t tq_innerq_stats_head_dim(const tq_innerq_stats *s) { return s->head_dim; }
-uint64_t tq_innerq_stats_cells(const tq_innerq_stats *s, uint32_t layer) { return layer < s->n_layer ? s->cells[layer] : 0; }
+uint64_t tq_innerq_stats_cells(const tq_innerq_stats *s, uint32_t layer)
+{
+    return layer < s->n_layer ? s->cells[layer] : 0;
+}
 
 void tq_innerq_stats_mean2(const tq_innerq_stats *s, uint32_t l, uint32_t h, int is_v, double *out)
 {

@@ -30,8 +30,10 @@ static inline void chunk_fail(chunk_out *o, const tq_ctx *c, tq_status st)
 static inline int chunk_ctxs(const tq_ctx *parent, tq_ctx **cpu, tq_ctx **dev)
 {
     *cpu = *dev = tq_ctx_clone(parent);
-    if (*dev && tq_ctx_backend(*dev) != TQ_BACKEND_CPU && (!(*cpu = tq_ctx_clone(*dev)) || tq_ctx_set_backend(*cpu, TQ_BACKEND_CPU))) {
-        tq_ctx_free(*cpu), tq_ctx_free(*dev);
+    if (*dev && tq_ctx_backend(*dev) != TQ_BACKEND_CPU &&
+        (!(*cpu = tq_ctx_clone(*dev)) || tq_ctx_set_backend(*cpu, TQ_BACKEND_CPU))) {
+        tq_ctx_free(*cpu);
+        tq_ctx_free(*dev);
         *cpu = *dev = NULL;
     }
     return *dev != NULL;

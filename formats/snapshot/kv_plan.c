@@ -78,18 +78,20 @@ tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown preset %d", (int)o->preset);
     int lossless = o->preset == TQ_KV_PRESET_LOSSLESS;
     if (o->innerq_file && (o->codec == TQKV_CODEC_ANGLE || o->codec == TQKV_CODEC_PROD))
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "--innerq scales what tq's codec codes: not with "
-                                                 "--codec %s",
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "--innerq scales what tq's codec codes: not with "
+                                "--codec %s",
                                 o->codec == TQKV_CODEC_ANGLE ? "angle" : "prod");
     if (o->innerq_file && o->codec == TQKV_CODEC_TURBO)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                                 "--innerq scales what tq's codec codes: not with --turbo");
     if (o->innerq_file && lossless)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
-                                "--innerq scales what tq's codec codes: not with --preset lossless");
+        return tq_ctx_set_error(
+            ctx, TQ_ERR_ARG, "--innerq scales what tq's codec codes: not with --preset lossless");
     if (o->codec == TQKV_CODEC_TURBO && (!bits_in(o->k_bits, 2, 4) || !bits_in(o->v_bits, 2, 4)))
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "--turbo codes with the fork's turbo2/3/4 "
-                                                 "blocks: bits must be 2..4 (give --k-bits/--v-bits)");
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "--turbo codes with the fork's turbo2/3/4 "
+                                "blocks: bits must be 2..4 (give --k-bits/--v-bits)");
     return TQ_OK;
 }
 
@@ -135,31 +137,35 @@ const char *tq_kvsnap_describe(const tqkv_record *t, tq_describe_style style, ch
         snprintf(b, n, "prod%sg=%u%sb=%u%s", w->open, t->group, sep, t->bits, w->close);
     } else {
         const char *offset = "";
-        if (t->rope_pos) offset = "rope-offset";
-        else if (t->offset) offset = "offset";
+        if (t->rope_pos)
+            offset = "rope-offset";
+        else if (t->offset)
+            offset = "offset";
         /* in the plan's style the cells' kind is a parameter, the rest attributes */
         const char *a = w->attr;
         int pl = w->planes && t->planes;
         snprintf(b, n, "tq%sg=%u%sb=%u%s%s%s%s%s%s%s%s%s%s%s%s%s", w->open, t->group, sep, t->bits,
                  t->norm_correction ? sep : "", t->norm_correction ? "nc" : "",
-                 t->uniform ? sep : "", t->uniform ? "uniform" : "", w->close,
-                 t->innerq ? a : "", t->innerq ? "innerq" : "", t->sink_rows ? a : "",
-                 t->sink_rows ? "sink" : "", *offset ? a : "", offset, pl ? a : "",
-                 pl ? "planes" : "");
+                 t->uniform ? sep : "", t->uniform ? "uniform" : "", w->close, t->innerq ? a : "",
+                 t->innerq ? "innerq" : "", t->sink_rows ? a : "", t->sink_rows ? "sink" : "",
+                 *offset ? a : "", offset, pl ? a : "", pl ? "planes" : "");
     }
     return b;
 }
 
 /* ------------------------------------------------------------ models */
 
-tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *g, const char *model_label)
+tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *g,
+                                const char *model_label)
 {
     uint64_t fp = tq_model_fingerprint(g);
     if (!m->has_fingerprint)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the snapshot carries no model fingerprint (encoded without --model)");
+        return tq_ctx_set_error(
+            ctx, TQ_ERR_ARG, "the snapshot carries no model fingerprint (encoded without --model)");
     if (fp != m->fingerprint)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "made for another model (fingerprint %016llx, %s has %016llx)",
-                                (unsigned long long)m->fingerprint, model_label, (unsigned long long)fp);
+        return tq_ctx_set_error(
+            ctx, TQ_ERR_ARG, "made for another model (fingerprint %016llx, %s has %016llx)",
+            (unsigned long long)m->fingerprint, model_label, (unsigned long long)fp);
     tq_kv_layers L; /* iSWA: the caches' layers must be the model's as recorded */
     tq_status st = tq_kv_layers_of_snapshot(ctx, m, g, &L);
     if (!st) tq_kv_layers_free(&L);
@@ -201,7 +207,16 @@ static tq_status collect(tq_ctx *ctx, const tq_kv_view *s, src_tensor **out, siz
             const tq_kv_stream *st = &tq_kv_view_kv(s, i)->streams[j];
             for (uint32_t l = 0; st->cell_count && l < st->n_layer; l++)
                 for (int v = 0; v < 2; v++)
-                    src[n++] = (src_tensor){v ? &st->v[l] : &st->k[l], st->cell_count, i, j, l, st->n_layer, v, 0, 0, 0};
+                    src[n++] = (src_tensor){v ? &st->v[l] : &st->k[l],
+                                            st->cell_count,
+                                            i,
+                                            j,
+                                            l,
+                                            st->n_layer,
+                                            v,
+                                            0,
+                                            0,
+                                            0};
         }
     qsort(src, n, sizeof *src, cmp_off);
     *out = src;
@@ -211,37 +226,53 @@ static tq_status collect(tq_ctx *ctx, const tq_kv_view *s, src_tensor **out, siz
 
 /* ------------------------------------------------------------ per tensor */
 
-static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_options *o, const src_tensor *s, tqkv_record *t)
+static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_options *o, const src_tensor *s,
+                             tqkv_record *t)
 {
     uint32_t l = o->innerq_layers == 1 ? 0 : s->model_layer, n = o->innerq_dim;
     if (n != t->group && n != t->width) /* one vector for every head, or one per head of the row */
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "layer %u: InnerQ scales of %u channels for heads of %u (rows of %llu): "
-                                "scales for another model", s->layer, n, t->group, (unsigned long long)t->width);
+        return tq_ctx_set_error(
+            ctx, TQ_ERR_ARG,
+            "layer %u: InnerQ scales of %u channels for heads of %u (rows of %llu): "
+            "scales for another model",
+            s->layer, n, t->group, (unsigned long long)t->width);
     if (o->innerq_layers != 1 && o->innerq_layers != s->n_model)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "InnerQ scales for %u layers, the state's model has %u: scales for "
-                                "another model", o->innerq_layers, s->n_model);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "InnerQ scales for %u layers, the state's model has %u: scales for "
+                                "another model",
+                                o->innerq_layers, s->n_model);
     if (l >= o->innerq_layers)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "layer %u: the InnerQ scales cover %u layers", s->layer,
-                                o->innerq_layers);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "layer %u: the InnerQ scales cover %u layers",
+                                s->layer, o->innerq_layers);
     const float *src = o->innerq + ((size_t)l * 2 + (size_t)s->is_v) * n;
     uint32_t ones = 0;
     while (ones < n && src[ones] == 1.0f) ones++;
     if (ones == n) return TQ_OK; /* scales of 1 (V left alone): nothing to store */
-    if (!(t->innerq = malloc(4ull * n))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!(t->innerq = malloc(4ull * n)))
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     memcpy(t->innerq, src, 4ull * n);
     t->innerq_n = n;
     return TQ_OK;
 }
 
-static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_options *o, uint32_t head_dim,
-                             const src_tensor *s, tqkv_record *t)
+static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_options *o,
+                             uint32_t head_dim, const src_tensor *s, tqkv_record *t)
 {
     const tq_kv_tensor *kt = s->kt;
-    *t = (tqkv_record){.file_off = kt->data_off, .bytes = kt->bytes, .kv_state = s->kv_state, .stream = s->stream,
-                       .layer = s->layer, .is_v = (uint8_t)s->is_v, .transposed = (uint8_t)kt->transposed,
-                       .cells = s->cells, .width = kt->width, .type_id = kt->type->id, .codec = TQKV_CODEC_RAW,
+    *t = (tqkv_record){.file_off = kt->data_off,
+                       .bytes = kt->bytes,
+                       .kv_state = s->kv_state,
+                       .stream = s->stream,
+                       .layer = s->layer,
+                       .is_v = (uint8_t)s->is_v,
+                       .transposed = (uint8_t)kt->transposed,
+                       .cells = s->cells,
+                       .width = kt->width,
+                       .type_id = kt->type->id,
+                       .codec = TQKV_CODEC_RAW,
                        .model_layer = s->mapped ? s->model_layer : TQKV_NO_MODEL_LAYER};
-    int guessed = 0, lossless = p->preset == TQ_KV_PRESET_LOSSLESS, decodable = kt->type->dtype >= 0;
+    int guessed = 0, lossless = p->preset == TQ_KV_PRESET_LOSSLESS,
+        decodable = kt->type->dtype >= 0;
     uint32_t g = tq_kv_group_for_width(kt->width, head_dim, &guessed);
     if (o->codec == TQKV_CODEC_TURBO && !lossless && decodable && kt->width % 128 == 0) {
         t->codec = TQKV_CODEC_TURBO; /* the fork's blocks, for comparison and interchange */
@@ -250,18 +281,22 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
         t->norm_correction = 1;
         p->group = 128;
     } else if (!lossless && decodable && g && o->codec != TQKV_CODEC_TURBO) {
-        int boundary =
-            (int)s->model_layer < o->boundary_layers || (int)s->model_layer >= (int)s->n_model - o->boundary_layers;
-        int b = boundary ? 8 : s->is_v ? p->v_bits : p->k_bits;
+        int boundary = (int)s->model_layer < o->boundary_layers ||
+                       (int)s->model_layer >= (int)s->n_model - o->boundary_layers;
+        int b = s->is_v ? p->v_bits : p->k_bits;
+        if (boundary) b = 8;
         t->codec = TQKV_CODEC_TQ;
         t->group = g;
         t->bits = (uint8_t)b;
         t->norm_correction = t->bits >= 3; /* matched norms cost quality at 1-2 bits */
         t->seed = TQ_SEED_FORK;
-        /* auto: where measured to pay: 3 bits (4-bit fields, fast) in groups of 64 or more (heads of 8 lost:
-           10% more error with norm correction, and norms between nibbles cost zstd more than the cells save) */
-        int uniform = o->cells == TQ_CELLS_UNIFORM || (o->cells == TQ_CELLS_AUTO && b == 3 && g >= 64);
-        if (uniform && o->codec == TQKV_CODEC_TQ && b < 8) { /* b bits' distortion from uniform cells one bit wider */
+        /* auto: where measured to pay: 3 bits (4-bit fields, fast) in groups of 64 or more (heads
+           of 8 lost: 10% more error with norm correction, and norms between nibbles cost zstd more
+           than the cells save) */
+        int uniform =
+            o->cells == TQ_CELLS_UNIFORM || (o->cells == TQ_CELLS_AUTO && b == 3 && g >= 64);
+        if (uniform && o->codec == TQKV_CODEC_TQ &&
+            b < 8) { /* b bits' distortion from uniform cells one bit wider */
             t->uniform = 1;
             t->bits = (uint8_t)(b + 1);
         }
@@ -285,20 +320,25 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
         }
         if (o->sink_cells > 0 && t->codec == TQKV_CODEC_TQ && !s->is_v && !kt->transposed &&
             s->cells > (uint32_t)o->sink_cells)
-            t->sink_rows = (uint32_t)o->sink_cells; /* the first cells, which attention keeps returning to */
-        /* 3- and 5-bit indices straddle bytes, hiding their skew from zstd: planes give it whole 2- and 4-bit
-           magnitudes (measured: 3 -> 2.83 bits per index, the entropy being 2.82); other widths are aligned */
+            t->sink_rows =
+                (uint32_t)o->sink_cells; /* the first cells, which attention keeps returning to */
+        /* 3- and 5-bit indices straddle bytes, hiding their skew from zstd: planes give it whole 2-
+           and 4-bit magnitudes (measured: 3 -> 2.83 bits per index, the entropy being 2.82); other
+           widths are aligned */
         t->planes = t->codec == TQKV_CODEC_TQ && (t->bits == 3 || t->bits == 5) && !o->no_planes;
     }
-    if (t->codec == TQKV_CODEC_RAW) p->n_kept++;
-    else p->n_coded++;
+    if (t->codec == TQKV_CODEC_RAW)
+        p->n_kept++;
+    else
+        p->n_coded++;
     if (t->codec == TQKV_CODEC_RAW && t->transposed && t->bytes > (1ull << 30))
-        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "layer %u: a transposed V of more than 1 GiB cannot be kept "
-                                                         "verbatim (a chunk holds at most 1 GiB); use a lossy preset",
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                "layer %u: a transposed V of more than 1 GiB cannot be kept "
+                                "verbatim (a chunk holds at most 1 GiB); use a lossy preset",
                                 t->layer);
     uint64_t rs = kt->row_size ? kt->row_size : 1;
-    t->rows_per_chunk = t->codec == TQKV_CODEC_RAW && t->transposed ? t->cells
-                                                                    : (uint32_t)(rs >= CHUNK_TARGET ? 1 : CHUNK_TARGET / rs);
+    t->rows_per_chunk = (uint32_t)(rs >= CHUNK_TARGET ? 1 : CHUNK_TARGET / rs);
+    if (t->codec == TQKV_CODEC_RAW && t->transposed) t->rows_per_chunk = t->cells; /* one piece */
     if (t->rows_per_chunk > t->cells) t->rows_per_chunk = t->cells;
     return TQ_OK;
 }
@@ -306,22 +346,30 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
 /* Does base describe the same K/V tensors, with its cells a prefix of t's? */
 static int same_tensor(const tqkv_record *a, const tqkv_record *b)
 {
-    return a->kv_state == b->kv_state && a->stream == b->stream && a->layer == b->layer && a->is_v == b->is_v &&
-           a->transposed == b->transposed && a->width == b->width && a->type_id == b->type_id && a->cells <= b->cells;
+    return a->kv_state == b->kv_state && a->stream == b->stream && a->layer == b->layer &&
+           a->is_v == b->is_v && a->transposed == b->transposed && a->width == b->width &&
+           a->type_id == b->type_id && a->cells <= b->cells;
 }
 
 /* --append: the rows in the base decode as they would in a full encode only
  * with the base's codec, so the base decides every tensor's coding. */
-static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base, const char *base_name)
+static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,
+                            const char *base_name)
 {
     const tqkv_meta *b = tqkv_meta_of(base);
     if (b->base_id)
-        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "the base is itself an appended snapshot (chains are not supported)");
-    if (b->source_kind != m->source_kind || strcmp(b->profile, m->profile) || b->n_tensors != m->n_tensors)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the base snapshot is of another kind of state (file kind, profile or "
-                                                 "tensors differ)");
+        return tq_ctx_set_error(
+            ctx, TQ_ERR_UNSUPPORTED,
+            "the base is itself an appended snapshot (chains are not supported)");
+    if (b->source_kind != m->source_kind || strcmp(b->profile, m->profile) ||
+        b->n_tensors != m->n_tensors)
+        return tq_ctx_set_error(
+            ctx, TQ_ERR_ARG,
+            "the base snapshot is of another kind of state (file kind, profile or "
+            "tensors differ)");
     if (b->n_tokens > m->n_tokens || memcmp(b->tokens, m->tokens, 4ull * b->n_tokens))
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the base's %u tokens are not a prefix of this state's %u tokens",
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "the base's %u tokens are not a prefix of this state's %u tokens",
                                 b->n_tokens, m->n_tokens);
     if (b->has_fingerprint != m->has_fingerprint || b->fingerprint != m->fingerprint)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the base was made for another model");
@@ -329,7 +377,8 @@ static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base, 
         tqkv_record *t = &m->t[i];
         const tqkv_record *bt = &b->t[i];
         if (!same_tensor(bt, t))
-            return tq_ctx_set_error(ctx, TQ_ERR_ARG, "layer %u %s: the base's tensor does not match this state's",
+            return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                    "layer %u %s: the base's tensor does not match this state's",
                                     t->layer, t->is_v ? "V" : "K");
         t->codec = bt->codec;
         t->bits = bt->bits;
@@ -344,14 +393,16 @@ static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base, 
         free(t->innerq); /* the base's scales, as for its codec */
         t->innerq = NULL;
         if (bt->innerq) {
-            if (!(t->innerq = malloc(4ull * bt->innerq_n))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+            if (!(t->innerq = malloc(4ull * bt->innerq_n)))
+                return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
             memcpy(t->innerq, bt->innerq, 4ull * bt->innerq_n);
             t->innerq_n = bt->innerq_n;
         }
         free(t->offset); /* and its offsets */
         t->offset = NULL;
         if (bt->offset) {
-            if (!(t->offset = malloc(4ull * bt->width))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+            if (!(t->offset = malloc(4ull * bt->width)))
+                return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
             memcpy(t->offset, bt->offset, 4ull * bt->width);
         }
     }
@@ -365,20 +416,23 @@ static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base, 
 /* --append onto a base with pre-RoPE offsets: the base's rotation, and the
  * positions of this state's cells, which must place the base's cells where
  * the base had them (its rows decode with these positions). */
-static tq_status adopt_base_rope(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base, const tq_kv_view *v,
-                                 const src_tensor *src)
+static tq_status adopt_base_rope(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,
+                                 const tq_kv_view *v, const src_tensor *src)
 {
     const tqkv_meta *b = tqkv_meta_of(base);
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         tqkv_record *t = &m->t[i];
         const tqkv_record *bt = &b->t[i];
         if (!bt->rope_pos) continue;
-        if (!(t->rope_pos = malloc(4ull * t->cells))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-        tq_kv_stream_positions(v, &tq_kv_view_kv(v, src[i].kv_state)->streams[src[i].stream], t->rope_pos);
+        if (!(t->rope_pos = malloc(4ull * t->cells)))
+            return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        tq_kv_stream_positions(v, &tq_kv_view_kv(v, src[i].kv_state)->streams[src[i].stream],
+                               t->rope_pos);
         t->rope = bt->rope;
         if (memcmp(t->rope_pos, bt->rope_pos, 4ull * bt->cells))
-            return tq_ctx_set_error(ctx, TQ_ERR_ARG, "layer %u K: the base's cells are at other positions in this state",
-                                    t->layer);
+            return tq_ctx_set_error(
+                ctx, TQ_ERR_ARG,
+                "layer %u K: the base's cells are at other positions in this state", t->layer);
     }
     return TQ_OK;
 }
@@ -405,11 +459,14 @@ typedef struct offset_sums {
     double energy, resid_rope;
 } offset_sums;
 
-static float iq_scale(const tqkv_record *t, uint64_t j) { return t->innerq ? t->innerq[j % t->innerq_n] : 1.0f; }
+static float iq_scale(const tqkv_record *t, uint64_t j)
+{
+    return t->innerq ? t->innerq[j % t->innerq_n] : 1.0f;
+}
 
 /* Pass 1: the sums; rope NULL: the plain mean only. */
-static tq_status offset_pass1(tq_ctx *ctx, const src_tensor *s, const tqkv_record *t, const tq_rope *rope, const int32_t *pos,
-                              float *rows, offset_sums *o)
+static tq_status offset_pass1(tq_ctx *ctx, const src_tensor *s, const tqkv_record *t,
+                              const tq_rope *rope, const int32_t *pos, float *rows, offset_sums *o)
 {
     tq_status st = TQ_OK;
     for (uint32_t c0 = t->sink_rows; !st && c0 < t->cells; c0 += OFFSET_STEP) {
@@ -418,17 +475,20 @@ static tq_status offset_pass1(tq_ctx *ctx, const src_tensor *s, const tqkv_recor
         for (uint32_t r = 0; !st && r < nr; r++)
             for (uint64_t j = 0; j < t->width; j++) {
                 double x = rows[r * t->width + j] * iq_scale(t, j);
-                o->mean[j] += x, o->energy += x * x;
+                o->mean[j] += x;
+                o->energy += x * x;
             }
         if (!st && rope) st = tq_rope_unrotate(ctx, rope, rows, nr, t->width, pos + c0);
-        for (uint64_t k = 0; !st && rope && k < (uint64_t)nr * t->width; k++) o->pre[k % t->width] += rows[k];
+        for (uint64_t k = 0; !st && rope && k < (uint64_t)nr * t->width; k++)
+            o->pre[k % t->width] += rows[k];
     }
     return st;
 }
 
 /* Pass 2: the energy k - R(pos) b leaves, scaled. */
-static tq_status offset_pass2(tq_ctx *ctx, const src_tensor *s, const tqkv_record *t, const tq_rope *rope, const int32_t *pos,
-                              const float *b, float *rows, offset_sums *o)
+static tq_status offset_pass2(tq_ctx *ctx, const src_tensor *s, const tqkv_record *t,
+                              const tq_rope *rope, const int32_t *pos, const float *b, float *rows,
+                              offset_sums *o)
 {
     tq_status st = TQ_OK;
     for (uint32_t c0 = t->sink_rows; !st && c0 < t->cells; c0 += OFFSET_STEP) {
@@ -443,10 +503,12 @@ static tq_status offset_pass2(tq_ctx *ctx, const src_tensor *s, const tqkv_recor
     return st;
 }
 
-static tq_status plan_offset(tq_ctx *ctx, const src_tensor *s, tqkv_record *t, const tq_rope *rope, const int32_t *pos)
+static tq_status plan_offset(tq_ctx *ctx, const src_tensor *s, tqkv_record *t, const tq_rope *rope,
+                             const int32_t *pos)
 {
     offset_sums o = {calloc(t->width, sizeof(double)), calloc(t->width, sizeof(double)), 0, 0};
-    float *rows = malloc((size_t)OFFSET_STEP * t->width * sizeof *rows), *b = malloc(t->width * sizeof *b);
+    float *rows = malloc((size_t)OFFSET_STEP * t->width * sizeof *rows),
+          *b = malloc(t->width * sizeof *b);
     t->offset = malloc(t->width * sizeof *t->offset);
     tq_status st = TQ_OK;
     if (!o.mean || !o.pre || !rows || !b || !t->offset)
@@ -454,7 +516,8 @@ static tq_status plan_offset(tq_ctx *ctx, const src_tensor *s, tqkv_record *t, c
     double n = t->cells - t->sink_rows, mean2 = 0;
     if (!st) st = offset_pass1(ctx, s, t, rope, pos, rows, &o);
     for (uint64_t j = 0; !st && j < t->width; j++) {
-        t->offset[j] = (float)(o.mean[j] / n), b[j] = (float)(o.pre[j] / n);
+        t->offset[j] = (float)(o.mean[j] / n);
+        b[j] = (float)(o.pre[j] / n);
         mean2 += (double)t->offset[j] * t->offset[j];
     }
     double resid_mean = o.energy - mean2 * n;
@@ -467,22 +530,30 @@ static tq_status plan_offset(tq_ctx *ctx, const src_tensor *s, tqkv_record *t, c
     } else if (use_rope) {
         st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
-    if (st || (use_rope ? o.resid_rope : resid_mean) > (1 - OFFSET_SHARE) * o.energy || t->group < 64) {
-        free(t->offset), free(t->rope_pos);
-        t->offset = NULL, t->rope_pos = NULL;
+    if (st || (use_rope ? o.resid_rope : resid_mean) > (1 - OFFSET_SHARE) * o.energy ||
+        t->group < 64) {
+        free(t->offset);
+        free(t->rope_pos);
+        t->offset = NULL;
+        t->rope_pos = NULL;
     }
-    free(o.mean), free(o.pre), free(rows), free(b);
+    free(o.mean);
+    free(o.pre);
+    free(rows);
+    free(b);
     return st;
 }
 
 /* The RoPE tensor i's K went through, with its cells' positions; NULL where
  * it cannot be told (no model, M-RoPE cells, a RoPE tq does not rebuild). */
-static const tq_rope *tensor_rope(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, const src_tensor *s,
-                                  const tqkv_record *t, tq_rope *r, int32_t **pos)
+static const tq_rope *tensor_rope(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+                                  const src_tensor *s, const tqkv_record *t, tq_rope *r,
+                                  int32_t **pos)
 {
     *pos = NULL;
     int swa = tq_kv_view_n_kv(v) == 2 && s->kv_state == 1; /* iSWA: the SWA cache comes second */
-    if (o->k_offset != TQ_KOFF_ROPE || !o->model || tq_kv_view_has_ext(v) || !tq_model_rope(o->model, tq_model_head_dim(o->model, 0), swa, r) ||
+    if (o->k_offset != TQ_KOFF_ROPE || !o->model || tq_kv_view_has_ext(v) ||
+        !tq_model_rope(o->model, tq_model_head_dim(o->model, 0), swa, r) ||
         tq_rope_check(ctx, r, t->width) || !(*pos = malloc(4ull * t->cells))) {
         tq_ctx_clear_error(ctx); /* not a failure: the plain mean serves */
         return NULL;
@@ -491,8 +562,8 @@ static const tq_rope *tensor_rope(tq_ctx *ctx, const tq_kv_view *v, const tq_kvs
     return r;
 }
 
-static tq_status plan_offsets(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kv_view *v, const tq_kvsnap_options *o,
-                              const src_tensor *src, size_t n)
+static tq_status plan_offsets(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kv_view *v,
+                              const tq_kvsnap_options *o, const src_tensor *src, size_t n)
 {
     size_t first = SIZE_MAX;
 #pragma omp parallel
@@ -501,12 +572,14 @@ static tq_status plan_offsets(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kv_view *
 #pragma omp for schedule(dynamic, 1)
         for (size_t i = 0; i < n; i++) {
             tqkv_record *t = &p->meta.t[i];
-            if (t->codec != TQKV_CODEC_TQ || t->is_v || t->transposed || t->cells <= t->sink_rows + 1)
+            if (t->codec != TQKV_CODEC_TQ || t->is_v || t->transposed ||
+                t->cells <= t->sink_rows + 1)
                 continue;
             tq_rope r;
             int32_t *pos = NULL;
             const tq_rope *rope = wc ? tensor_rope(wc, v, o, &src[i], t, &r, &pos) : NULL;
-            if (!wc || plan_offset(wc, &src[i], t, rope, pos)) tq_ctx_keep_first(ctx, &first, i, wc);
+            if (!wc || plan_offset(wc, &src[i], t, rope, pos))
+                tq_ctx_keep_first(ctx, &first, i, wc);
             free(pos);
         }
         tq_ctx_free(wc);
@@ -514,13 +587,14 @@ static tq_status plan_offsets(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kv_view *
     if (first == SIZE_MAX) return TQ_OK;
     char why[256];
     snprintf(why, sizeof why, "%s", tq_ctx_error(ctx));
-    return tq_ctx_set_error(ctx, tq_ctx_status(ctx), "layer %u K offset: %s", p->meta.t[first].layer, why);
+    return tq_ctx_set_error(ctx, tq_ctx_status(ctx), "layer %u K offset: %s",
+                            p->meta.t[first].layer, why);
 }
 
 /* The snapshot's header fields and the skeleton: the source bytes between
  * the tensors' rows. */
-static tq_status plan_meta(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_options *o, const src_tensor *src,
-                           size_t n, tqkv_meta *m)
+static tq_status plan_meta(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_options *o,
+                           const src_tensor *src, size_t n, tqkv_meta *m)
 {
     m->source_kind = (uint8_t)tq_kv_view_kind(s);
     m->state_version = tq_kv_view_version(s);
@@ -528,7 +602,8 @@ static tq_status plan_meta(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_opt
     m->n_tokens = tq_kv_view_n_tokens(s);
     m->arch = strdup(tq_kv_view_arch(s));
     m->tokens = malloc(4ull * m->n_tokens + 4);
-    snprintf(m->profile, sizeof m->profile, "%s", o->profile ? o->profile : tq_type_profile_name(TQ_PROFILE_DEFAULT));
+    snprintf(m->profile, sizeof m->profile, "%s",
+             o->profile ? o->profile : tq_type_profile_name(TQ_PROFILE_DEFAULT));
     if (o->model) {
         m->has_fingerprint = 1;
         m->fingerprint = tq_model_fingerprint(o->model);
@@ -538,7 +613,8 @@ static tq_status plan_meta(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_opt
     for (size_t i = 0; i < n; i++) rows += src[i].kt->bytes;
     m->t = calloc(n ? n : 1, sizeof *m->t);
     m->skeleton = malloc(m->source_size - rows + 1);
-    if (!m->arch || !m->tokens || !m->t || !m->skeleton) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!m->arch || !m->tokens || !m->t || !m->skeleton)
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     memcpy(m->tokens, tq_kv_view_tokens(s), 4ull * m->n_tokens);
     const uint8_t *bytes = tq_kv_view_bytes(s);
     uint64_t pos = 0;
@@ -555,8 +631,8 @@ static tq_status plan_meta(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_opt
 
 /* Model layers: from the model or the state's architecture; where two
  * caches cannot be told apart, each counts its own layers. */
-static tq_status map_layers(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, src_tensor *src, size_t n,
-                            tq_kvsnap_plan *p)
+static tq_status map_layers(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+                            src_tensor *src, size_t n, tq_kvsnap_plan *p)
 {
     tq_kv_layers L;
     tq_status st = tq_kv_layers_make(ctx, v, o->model, &L);
@@ -576,7 +652,8 @@ static tq_status map_layers(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_op
 }
 
 /* Bits from the preset, for the group the first K tensor gets. */
-static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_tensor *src, size_t n, uint32_t head_dim)
+static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_tensor *src,
+                      size_t n, uint32_t head_dim)
 {
     int guessed;
     uint32_t g = n ? tq_kv_group_for_width(src[0].kt->width, head_dim, &guessed) : head_dim;
@@ -590,8 +667,8 @@ static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_t
 /* A head size given (--head-dim) or the model's must cut every row into
  * whole heads, and the model must have the state's layers: otherwise the
  * state is not this model's, or the size is wrong. */
-static tq_status check_fit(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, uint32_t head_dim,
-                           const src_tensor *src, size_t n)
+static tq_status check_fit(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+                           uint32_t head_dim, const src_tensor *src, size_t n)
 {
     if (o->model) {
         uint64_t alen = 0;
@@ -603,18 +680,22 @@ static tq_status check_fit(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_opt
         for (uint32_t i = 0; i < tq_kv_view_n_kv(v); i++)
             if (tq_kv_view_kv(v, i)->n_stream) layers += tq_kv_view_kv(v, i)->streams[0].n_layer;
         if (blocks > 0 && layers && (int64_t)layers != blocks)
-            return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the state holds %u layers, the model %lld: not this model's state",
-                                    layers, (long long)blocks);
+            return tq_ctx_set_error(
+                ctx, TQ_ERR_ARG,
+                "the state holds %u layers, the model %lld: not this model's state", layers,
+                (long long)blocks);
     }
     for (size_t i = 0; head_dim && (o->head_dim || o->model) && i < n; i++)
         if (src[i].kt->width % head_dim)
-            return tq_ctx_set_error(ctx, TQ_ERR_ARG, "layer %u %s: rows of %llu values are not whole heads of %u (%s)",
-                                    src[i].layer, src[i].is_v ? "V" : "K", (unsigned long long)src[i].kt->width,
-                                    head_dim, o->head_dim ? "--head-dim" : "the model's head size");
+            return tq_ctx_set_error(
+                ctx, TQ_ERR_ARG, "layer %u %s: rows of %llu values are not whole heads of %u (%s)",
+                src[i].layer, src[i].is_v ? "V" : "K", (unsigned long long)src[i].kt->width,
+                head_dim, o->head_dim ? "--head-dim" : "the model's head size");
     return TQ_OK;
 }
 
-tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, tq_kvsnap_plan **out)
+tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+                              tq_kvsnap_plan **out)
 {
     *out = NULL;
     tq_status cst = tq_kvsnap_options_check(ctx, o);
@@ -625,8 +706,8 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     o = &p->resolved;
     p->preset = o->preset;
     tq_head_source from;
-    uint32_t head_dim = tq_kv_head_size(o->head_dim, o->model, tq_kv_view_head_dim(v),
-                                        tq_kv_view_arch(v), &from);
+    uint32_t head_dim =
+        tq_kv_head_size(o->head_dim, o->model, tq_kv_view_head_dim(v), tq_kv_view_arch(v), &from);
     int from_arch = from == TQ_HEAD_ARCH;
     if (from_arch) snprintf(p->group_arch, sizeof p->group_arch, "%s", tq_kv_view_arch(v));
     src_tensor *src = NULL;
@@ -637,20 +718,27 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     if (!st) st = plan_meta(ctx, v, o, src, n, &p->meta);
     if (!st) plan_bits(p, o, src, n, head_dim);
     if (!st && o->codec == TQKV_CODEC_PROD && (p->k_bits < 2 || p->v_bits < 2))
-        st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "TurboQuant-prod needs 2..8 bits (b-1 MSE bits and the sketch bit)");
+        st = tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                              "TurboQuant-prod needs 2..8 bits (b-1 MSE bits and the sketch bit)");
     if (!st && o->codec == TQKV_CODEC_ANGLE && (p->k_bits < 1 || p->v_bits < 1))
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "TurboAngle needs 1..8 bits");
     if (!st && (o->codec == TQKV_CODEC_ANGLE || o->codec == TQKV_CODEC_PROD) && o->innerq)
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "InnerQ scales go with tq's block codec only");
-    if (!st && o->codec == TQKV_CODEC_TURBO && (p->k_bits < 2 || p->k_bits > 4 || p->v_bits < 2 || p->v_bits > 4))
-        st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "--turbo codes with the fork's turbo2/3/4 blocks: bits must be 2..4 "
-                                               "(give --k-bits/--v-bits)");
-    for (size_t i = 0; !st && i < n; i++) st = plan_tensor(ctx, p, o, head_dim, &src[i], &p->meta.t[i]);
+    if (!st && o->codec == TQKV_CODEC_TURBO &&
+        (p->k_bits < 2 || p->k_bits > 4 || p->v_bits < 2 || p->v_bits > 4))
+        st = tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                              "--turbo codes with the fork's turbo2/3/4 blocks: bits must be 2..4 "
+                              "(give --k-bits/--v-bits)");
+    for (size_t i = 0; !st && i < n; i++)
+        st = plan_tensor(ctx, p, o, head_dim, &src[i], &p->meta.t[i]);
     if (from_arch && p->group == head_dim && !p->group_guessed) p->group_guessed = 2;
     if (!st && o->base) st = adopt_base(ctx, &p->meta, o->base, o->base_name);
-    if (!st && o->base) st = adopt_base_rope(ctx, &p->meta, o->base, v, src);
-    else if (!st && o->k_offset) st = plan_offsets(ctx, p, v, o, src, n);
-    if (!st && !(p->src = malloc((n ? n : 1) * sizeof *p->src))) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!st && o->base)
+        st = adopt_base_rope(ctx, &p->meta, o->base, v, src);
+    else if (!st && o->k_offset)
+        st = plan_offsets(ctx, p, v, o, src, n);
+    if (!st && !(p->src = malloc((n ? n : 1) * sizeof *p->src)))
+        st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !st && i < n; i++) p->src[i] = src[i].kt;
     free(src);
     if (st) {
@@ -673,12 +761,14 @@ uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i)
 {
     const tqkv_record *t = &p->meta.t[i];
     uint64_t rows = t->cells - t->row_start;
-    if (t->codec == TQKV_CODEC_RAW) return t->transposed ? (t->row_start ? 0 : t->bytes) : rows * p->src[i]->row_size;
+    if (t->codec == TQKV_CODEC_RAW && t->transposed) return t->row_start ? 0 : t->bytes;
+    if (t->codec == TQKV_CODEC_RAW) return rows * p->src[i]->row_size;
     uint64_t sink = t->row_start < t->sink_rows ? t->sink_rows - t->row_start : 0;
     tq_ctx *ctx = tq_ctx_new(); /* the plan made this codec already: it cannot fail here */
     tq_codec *c = ctx ? tqkv_record_codec(ctx, t) : NULL;
     tq_ctx_free(ctx);
-    uint64_t n = c ? (rows - sink) * t->width / tq_codec_block_values(c) * tq_codec_block_bytes(c) : 0;
+    uint64_t n =
+        c ? (rows - sink) * t->width / tq_codec_block_values(c) * tq_codec_block_bytes(c) : 0;
     n += sink * p->src[i]->row_size;
     tq_codec_free(c);
     return n;

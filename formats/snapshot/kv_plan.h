@@ -45,11 +45,11 @@ enum { TQ_CELLS_LLOYD_MAX = 0, TQ_CELLS_UNIFORM = 1, TQ_CELLS_AUTO = 2 };
 
 typedef struct tq_kvsnap_options {
     tq_kv_preset preset;
-    int k_bits, v_bits;    /* codec bits 1..8; TQ_KV_FROM_PRESET: the preset's */
-    int boundary_layers;   /* first and last N layers at 8 bits */
-    uint32_t head_dim;     /* rotation group; 0: the model's, else guessed from the row width */
-    const tq_gguf *model;  /* NULL, or the model: head size, and a fingerprint decode can check */
-    const char *profile;   /* type-id profile name used to read the source */
+    int k_bits, v_bits;   /* codec bits 1..8; TQ_KV_FROM_PRESET: the preset's */
+    int boundary_layers;  /* first and last N layers at 8 bits */
+    uint32_t head_dim;    /* rotation group; 0: the model's, else guessed from the row width */
+    const tq_gguf *model; /* NULL, or the model: head size, and a fingerprint decode can check */
+    const char *profile;  /* type-id profile name used to read the source */
     /* the block for coded tensors: TQKV_CODEC_TQ, _TURBO (the fork's turbo2/3/4 blocks: bits
        2..4, rows of 128s), _ANGLE (bits b give b+1 angle and b-1 radius bits; 8: 8 and 8) or
        _PROD (TurboQuant-prod, b = 2..8) */
@@ -61,17 +61,17 @@ typedef struct tq_kvsnap_options {
      * vector for every head) or the row width (one per KV head). */
     const float *innerq;
     uint32_t innerq_layers, innerq_dim;
-    int innerq_file;       /* innerq came from a file the user gave (else computed: --innerq auto) */
-    int sink_cells;        /* the first N cells of each tq-coded K kept exact (attention sinks) */
-    int k_offset;          /* TQ_KOFF_*: subtract an offset from each tq-coded K before coding */
-    int no_planes;         /* keep 3- and 5-bit blocks as the codec packs them (for measuring) */
-    int cells;             /* TQ_CELLS_*: tq blocks of uniform cells, b bits' distortion in b + 1-bit
-                              fields that zstd entropy-codes to fewer bits than Lloyd-Max's b */
+    int innerq_file; /* innerq came from a file the user gave (else computed: --innerq auto) */
+    int sink_cells;  /* the first N cells of each tq-coded K kept exact (attention sinks) */
+    int k_offset;    /* TQ_KOFF_*: subtract an offset from each tq-coded K before coding */
+    int no_planes;   /* keep 3- and 5-bit blocks as the codec packs them (for measuring) */
+    int cells;       /* TQ_CELLS_*: tq blocks of uniform cells, b bits' distortion in b + 1-bit
+                        fields that zstd entropy-codes to fewer bits than Lloyd-Max's b */
     const tqkv_reader *base; /* --append: store only the cells after the base's */
     const char *base_name;   /* the base's file name, recorded for decode */
     /* execution only (tq_kvsnap_execute) */
-    int zstd_level;        /* for the chunks; 0 = none */
-    int threads;           /* 0 = all */
+    int zstd_level;                                              /* for the chunks; 0 = none */
+    int threads;                                                 /* 0 = all */
     void (*progress)(void *user, uint64_t done, uint64_t total); /* source K/V bytes done */
     void *progress_user;
 } tq_kvsnap_options;
@@ -85,20 +85,21 @@ void tq_kvsnap_options_init(tq_kvsnap_options *o);
 tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o);
 
 typedef struct tq_kvsnap_plan {
-    tqkv_meta meta;                /* what the snapshot will record: per tensor its coding */
-    tq_kvsnap_options resolved;    /* the options with the preset's defaults filled in */
-    const tq_kv_tensor **src;      /* meta.t[i] is the view's src[i] */
+    tqkv_meta meta;             /* what the snapshot will record: per tensor its coding */
+    tq_kvsnap_options resolved; /* the options with the preset's defaults filled in */
+    const tq_kv_tensor **src;   /* meta.t[i] is the view's src[i] */
     tq_kv_preset preset;
-    int k_bits, v_bits;            /* resolved */
-    uint32_t group;                /* the rotation group of coded tensors (0: none coded) */
-    int group_guessed;             /* no model or head size given: 1 from the row width,
-                                      2 from the state's architecture (group_arch) */
+    int k_bits, v_bits; /* resolved */
+    uint32_t group;     /* the rotation group of coded tensors (0: none coded) */
+    int group_guessed;  /* no model or head size given: 1 from the row width,
+                           2 from the state's architecture (group_arch) */
     char group_arch[32];
-    char layer_rule[192];          /* iSWA: how cache layers were matched to model layers ("" if not) */
+    char layer_rule[192]; /* iSWA: how cache layers were matched to model layers ("" if not) */
     uint32_t n_coded, n_kept;
 } tq_kvsnap_plan;
 
-tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, tq_kvsnap_plan **out);
+tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+                              tq_kvsnap_plan **out);
 void tq_kvsnap_plan_free(tq_kvsnap_plan *p);
 /* A record's coding in words, the one description --dry-run (TQ_DESCRIBE_PLAN:
  * "tq(g=128,b=4,nc)+sink") and inspect (TQ_DESCRIBE_TABLE: "tq g=128 b=4 nc
@@ -115,7 +116,8 @@ tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsna
 uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i);
 
 /* TQ_OK if the snapshot was made for model g, else why not (TQ_ERR_ARG). */
-tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *g, const char *model_label);
+tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *g,
+                                const char *model_label);
 
 #ifdef __cplusplus
 }

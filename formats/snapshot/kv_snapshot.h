@@ -23,15 +23,15 @@ typedef struct tq_kvsnap_report {
     uint32_t n_tensors, n_coded, n_kept;
     uint64_t source_bytes, snapshot_bytes, kv_values, kv_bytes;
     uint32_t group_used;
-    int group_guessed;     /* as tq_kvsnap_plan's */
+    int group_guessed; /* as tq_kvsnap_plan's */
 } tq_kvsnap_report;
 
 /* Codes the view as the plan says (threads, zstd level and progress from o)
  * and writes the snapshot to out.  Each tensor's rows are cut into chunks
  * coded in parallel and written in order: memory stays bounded by two
  * tensors, the bytes are the same for any thread count. */
-tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_plan *p, const tq_kvsnap_options *o,
-                            FILE *out, tq_kvsnap_report *rep);
+tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_plan *p,
+                            const tq_kvsnap_options *o, FILE *out, tq_kvsnap_report *rep);
 /* Plan and execute in one call. */
 tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, FILE *out,
                            tq_kvsnap_report *rep);
@@ -59,13 +59,13 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader 
 
 /* What a restore writes beyond a plain rebuild of the source. */
 typedef struct tq_kvsnap_restore_options {
-    tq_kv_kind format;        /* the output: session, sequence file or .npz */
-    uint32_t tokens;          /* only the first N tokens (0: all) */
-    int has_layers;           /* .npz: only layers layer_lo..layer_hi */
+    tq_kv_kind format; /* the output: session, sequence file or .npz */
+    uint32_t tokens;   /* only the first N tokens (0: all) */
+    int has_layers;    /* .npz: only layers layer_lo..layer_hi */
     uint32_t layer_lo, layer_hi;
-    const char *arch;         /* names the architecture of a session made from a sequence file */
-    uint32_t head_dim;        /* shapes .npz arrays of state files; turbo cache types */
-    const char *tmp_near;     /* where the intermediate file may go (beside the output) */
+    const char *arch;     /* names the architecture of a session made from a sequence file */
+    uint32_t head_dim;    /* shapes .npz arrays of state files; turbo cache types */
+    const char *tmp_near; /* where the intermediate file may go (beside the output) */
 } tq_kvsnap_restore_options;
 
 /* The snapshot as asked: streamed straight out when it is the source as it
@@ -73,12 +73,14 @@ typedef struct tq_kvsnap_restore_options {
  * once), opened as a KV view and written by the writer of the format asked
  * for.  Only the chunks a token prefix or layer range needs are decoded. */
 tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
-                            const tq_kvsnap_decode_options *d, const tq_kvsnap_restore_options *ro, FILE *out);
+                            const tq_kvsnap_decode_options *d, const tq_kvsnap_restore_options *ro,
+                            FILE *out);
 
 /* A snapshot (not an appended one) as a KV view: decoded into an unlinked
  * file beside tmp_near, mapped, opened through the front door; memory stays
  * bounded as for any mapped source. */
-tq_status tq_kvsnap_open_view(tq_ctx *ctx, const tqkv_reader *r, const char *tmp_near, tq_kv_view **out);
+tq_status tq_kvsnap_open_view(tq_ctx *ctx, const tqkv_reader *r, const char *tmp_near,
+                              tq_kv_view **out);
 
 /* Any KV file tq reads, .tqkv snapshots included: the byte formats'
  * bidders and the snapshot's (kv_snapshot_view.c).  A snapshot's model

@@ -13,12 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 
-
-
 static tq_status put(tq_ctx *ctx, FILE *f, const void *p, uint64_t n)
 {
     if (n && fwrite(p, 1, n, f) != n)
-        return tq_ctx_set_error(ctx, TQ_ERR_IO, "writing the state file failed: %s", strerror(errno));
+        return tq_ctx_set_error(ctx, TQ_ERR_IO, "writing the state file failed: %s",
+                                strerror(errno));
     return TQ_OK;
 }
 
@@ -38,15 +37,17 @@ static uint64_t out_width(const tqkv_record *t, const tq_ggml_type *oty, uint32_
 
 /* Source bytes of chunk ck of tensor t, converted from the source type ty to
  * the output type oty when they differ (rows in cell-major order). */
-static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_codec *c, const tq_ggml_type *ty,
-                         const tq_ggml_type *oty, uint32_t head_dim, uint64_t ck, int skip, tq_ctx *local, tq_ctx *dev,
-                         chunk_out *o)
+static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_codec *c,
+                         const tq_ggml_type *ty, const tq_ggml_type *oty, uint32_t head_dim,
+                         uint64_t ck, int skip, tq_ctx *local, tq_ctx *dev, chunk_out *o)
 {
     const tqkv_chunk *ch = tqkv_chunk_at(r, ck);
-    int coded = t->codec != TQKV_CODEC_RAW && !tqkv_chunk_is_sink(t, ch->row0); /* sink rows: the source's bytes */
+    int coded = t->codec != TQKV_CODEC_RAW &&
+                !tqkv_chunk_is_sink(t, ch->row0); /* sink rows: the source's bytes */
     if (skip) { /* not wanted: zeros of the length it would have */
-        o->len = !coded && oty == ty ? ch->raw_len
-                                                         : ch->nrows * (out_width(t, oty, head_dim) / oty->block) * oty->bytes;
+        o->len = !coded && oty == ty
+                     ? ch->raw_len
+                     : ch->nrows * (out_width(t, oty, head_dim) / oty->block) * oty->bytes;
         if (!(o->p = calloc(1, o->len ? o->len : 1))) goto oom;
         return;
     }
@@ -65,13 +66,15 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_co
     o->len = (uint64_t)ch->nrows * (ow / oty->block) * oty->bytes;
     o->p = malloc(o->len ? o->len : 1);
     if (!y || !o->p) {
-        free(y), free(raw);
+        free(y);
+        free(raw);
         goto oom;
     }
     if (coded && t->planes) { /* back to the codec's blocks, in place of the planes */
         uint8_t *blocks = malloc(ch->raw_len ? ch->raw_len : 1);
         if (!blocks) {
-            free(y), free(raw);
+            free(y);
+            free(raw);
             goto oom;
         }
         tq_planes_to_blocks(t->group, t->bits, raw, nv / t->group, blocks);
@@ -79,18 +82,22 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_co
         raw = blocks;
     }
     if (coded) {
-        if ((o->st = tq_decode(dev, c, raw, nv, y))) tq_ctx_set_error(local, o->st, "%s", tq_ctx_error(dev));
-        if (!o->st && t->offset && !t->rope_pos) chunk_offset(y, ch->nrows, t->offset, t->width, 1.0f);
+        if ((o->st = tq_decode(dev, c, raw, nv, y)))
+            tq_ctx_set_error(local, o->st, "%s", tq_ctx_error(dev));
+        if (!o->st && t->offset && !t->rope_pos)
+            chunk_offset(y, ch->nrows, t->offset, t->width, 1.0f);
         if (!o->st && t->innerq) o->st = tq_innerq_apply(local, y, nv, t->innerq, t->innerq_n, 1);
         if (!o->st && t->rope_pos)
-            o->st = tq_rope_add(local, &t->rope, t->offset, y, ch->nrows, t->width, t->rope_pos + ch->row0, 1.0f);
-    }
-    else if (!t->transposed) o->st = tq_dequantize(local, (tq_dtype)ty->dtype, raw, nv, y);
+            o->st = tq_rope_add(local, &t->rope, t->offset, y, ch->nrows, t->width,
+                                t->rope_pos + ch->row0, 1.0f);
+    } else if (!t->transposed)
+        o->st = tq_dequantize(local, (tq_dtype)ty->dtype, raw, nv, y);
     else /* element-major source bytes: gather cell-major rows */
         for (uint64_t j = 0; j < t->width && !o->st; j++)
             for (uint32_t c0 = 0; c0 < t->cells && !o->st; c0++)
-                o->st = tq_dequantize(local, (tq_dtype)ty->dtype, raw + (j * t->cells + c0) * ty->bytes, 1,
-                                      y + (uint64_t)c0 * t->width + j);
+                o->st =
+                    tq_dequantize(local, (tq_dtype)ty->dtype, raw + (j * t->cells + c0) * ty->bytes,
+                                  1, y + (uint64_t)c0 * t->width + j);
     if (!o->st && ow > t->width) { /* the fork's layout: each head zero-padded to whole 128s */
         uint64_t nh = t->width / head_dim, ph = ow / nh;
         for (uint64_t rr = ch->nrows; rr-- > 0;)
@@ -122,8 +129,9 @@ typedef struct djob {
     chunk_out *co;
 } djob;
 
-static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof, const tq_ggml_type *want,
-                           const tqkv_reader *r, const tqkv_reader *base, uint32_t i, uint64_t *ck, djob *j)
+static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof,
+                           const tq_ggml_type *want, const tqkv_reader *r, const tqkv_reader *base,
+                           uint32_t i, uint64_t *ck, djob *j)
 {
     memset(j, 0, sizeof *j);
     j->i = i;
@@ -134,12 +142,18 @@ static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof
     if (j->t->codec != TQKV_CODEC_RAW && !j->c) return tq_ctx_status(ctx);
     /* the base's chunks for rows below row_start, then ours */
     if (j->t->row_start) {
-        while (j->bfirst < tqkv_n_chunks(base) && tqkv_chunk_at(base, j->bfirst)->tensor < i) j->bfirst++;
-        while (j->bfirst + j->nb < tqkv_n_chunks(base) && tqkv_chunk_at(base, j->bfirst + j->nb)->tensor == i) j->nb++;
+        while (j->bfirst < tqkv_n_chunks(base) && tqkv_chunk_at(base, j->bfirst)->tensor < i)
+            j->bfirst++;
+        while (j->bfirst + j->nb < tqkv_n_chunks(base) &&
+               tqkv_chunk_at(base, j->bfirst + j->nb)->tensor == i)
+            j->nb++;
     }
     j->first = *ck;
     uint64_t nown = 0;
-    while (*ck < tqkv_n_chunks(r) && tqkv_chunk_at(r, *ck)->tensor == i) (*ck)++, nown++;
+    while (*ck < tqkv_n_chunks(r) && tqkv_chunk_at(r, *ck)->tensor == i) {
+        (*ck)++;
+        nown++;
+    }
     j->nch = j->nb + nown;
     j->co = calloc(j->nch ? j->nch : 1, sizeof *j->co);
     if (!j->co || (j->t->codec != TQKV_CODEC_RAW && !j->c)) {
@@ -162,8 +176,8 @@ static void job_free(djob *j)
 
 /* The skeleton up to the tensor (its layer header patched for a new cache
  * type), then the tensor's bytes. */
-static tq_status job_write(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reader *r, const tqkv_reader *base, djob *j,
-                           FILE *out, uint64_t *pos, uint64_t *sk)
+static tq_status job_write(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reader *r,
+                           const tqkv_reader *base, djob *j, FILE *out, uint64_t *pos, uint64_t *sk)
 {
     const tqkv_record *t = j->t;
     const tq_ggml_type *ty = j->ty, *oty = j->oty;
@@ -191,7 +205,9 @@ static tq_status job_write(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reader *r
     *sk += gap;
     *pos = t->file_off + t->bytes;
     for (uint64_t k = 0; k < j->nch && !st; k++)
-        if (j->co[k].st) st = tq_ctx_set_error(ctx, j->co[k].st, "layer %u %s: %s", t->layer, t->is_v ? "V" : "K", j->co[k].err);
+        if (j->co[k].st)
+            st = tq_ctx_set_error(ctx, j->co[k].st, "layer %u %s: %s", t->layer,
+                                  t->is_v ? "V" : "K", j->co[k].err);
     if (st) return st;
     if (t->transposed && (t->codec != TQKV_CODEC_RAW || oty != ty)) {
         /* cell-major rows back to llama.cpp's element-major V */
@@ -199,10 +215,12 @@ static tq_status job_write(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reader *r
         uint8_t *tb = malloc(tbytes ? tbytes : 1);
         if (!tb) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
         for (uint64_t k = 0; k < j->nch; k++) {
-            const tqkv_chunk *ch = k < j->nb ? tqkv_chunk_at(base, j->bfirst + k) : tqkv_chunk_at(r, j->first + k - j->nb);
+            const tqkv_chunk *ch = k < j->nb ? tqkv_chunk_at(base, j->bfirst + k)
+                                             : tqkv_chunk_at(r, j->first + k - j->nb);
             for (uint32_t rr = 0; rr < ch->nrows; rr++, row++)
                 for (uint64_t e = 0; e < t->width; e++)
-                    memcpy(tb + (e * t->cells + row) * es, j->co[k].p + ((uint64_t)rr * t->width + e) * es, es);
+                    memcpy(tb + (e * t->cells + row) * es,
+                           j->co[k].p + ((uint64_t)rr * t->width + e) * es, es);
         }
         st = put(ctx, out, tb, tbytes);
         free(tb);
@@ -217,51 +235,66 @@ static tq_status check_base(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reader *
 {
     if (!m->base_id) return TQ_OK;
     if (!base)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the snapshot appends to %s: give that snapshot (--base)", m->base_name);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "the snapshot appends to %s: give that snapshot (--base)",
+                                m->base_name);
     const tqkv_meta *b = tqkv_meta_of(base);
     if (tqkv_file_id(base) != m->base_id)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the base snapshot is not the one this snapshot appends to (%s)",
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "the base snapshot is not the one this snapshot appends to (%s)",
                                 m->base_name);
     for (uint32_t i = 0; i < m->n_tensors; i++)
-        if (b->n_tensors != m->n_tensors || (m->t[i].row_start && b->t[i].cells != m->t[i].row_start))
-            return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "the base snapshot does not fit (tensor %u)", i);
+        if (b->n_tensors != m->n_tensors ||
+            (m->t[i].row_start && b->t[i].cells != m->t[i].row_start))
+            return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT,
+                                    "the base snapshot does not fit (tensor %u)", i);
     return TQ_OK;
 }
 
 /* The element type every K/V tensor is converted to (NULL: kept), checked
  * for every tensor before anything is written. */
-static tq_status cache_type_of(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof, const tq_kvsnap_decode_options *o,
-                               const tq_ggml_type **out)
+static tq_status cache_type_of(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof,
+                               const tq_kvsnap_decode_options *o, const tq_ggml_type **out)
 {
     *out = NULL;
     if (!o->cache_type) return TQ_OK;
     if (m->source_kind == TQ_KV_NUMPY)
-        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "--cache-type is for llama.cpp state files, not NumPy dumps");
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                "--cache-type is for llama.cpp state files, not NumPy dumps");
     const tq_ggml_type *want = tq_ggml_type_by_name(prof, o->cache_type);
     /* q8_0/q4_0 are left out on purpose: current upstream llama.cpp stores
      * K/V of quantized caches Hadamard-rotated (its attention rotation), so
      * plain q8_0 rows would restore wrong there.  The fork's turbo caches
      * are written as the fork lays them out. */
-    if (!want || (want->dtype != TQ_DT_F32 && want->dtype != TQ_DT_F16 && want->dtype != TQ_DT_BF16 && !is_turbo(want)))
-        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
-                                "cache type %s: tq converts to f32, f16, bf16 and the fork's turbo2/3/4 caches "
-                                "(q8_0/q4_0 caches are stored rotated by current llama.cpp)", o->cache_type);
+    if (!want || (want->dtype != TQ_DT_F32 && want->dtype != TQ_DT_F16 &&
+                  want->dtype != TQ_DT_BF16 && !is_turbo(want)))
+        return tq_ctx_set_error(
+            ctx, TQ_ERR_UNSUPPORTED,
+            "cache type %s: tq converts to f32, f16, bf16 and the fork's turbo2/3/4 caches "
+            "(q8_0/q4_0 caches are stored rotated by current llama.cpp)",
+            o->cache_type);
     if (is_turbo(want) && !o->head_dim)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "a turbo cache pads each head: the head size is needed (--model or "
-                                                 "--head-dim)");
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "a turbo cache pads each head: the head size is needed (--model or "
+                                "--head-dim)");
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         const tqkv_record *t = &m->t[i];
         const tq_ggml_type *ty = tq_ggml_type_get(prof, t->type_id);
         if (ty->dtype < 0)
-            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "layer %u: no decoder for %s", t->layer, ty->name);
+            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "layer %u: no decoder for %s",
+                                    t->layer, ty->name);
         if (out_width(t, want, o->head_dim) % want->block)
-            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "layer %u: rows of %llu values are not whole %s blocks",
+            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                    "layer %u: rows of %llu values are not whole %s blocks",
                                     t->layer, (unsigned long long)t->width, want->name);
         if (t->transposed && want->block != 1)
-            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "transposed V (flash attention off) needs a float cache "
-                                                             "type, not %s", want->name);
+            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                    "transposed V (flash attention off) needs a float cache "
+                                    "type, not %s",
+                                    want->name);
         if (is_turbo(want) && (t->width % o->head_dim || is_turbo(ty)))
-            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "layer %u: rows of %llu values are not whole heads of %u%s",
+            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                    "layer %u: rows of %llu values are not whole heads of %u%s",
                                     t->layer, (unsigned long long)t->width, o->head_dim,
                                     is_turbo(ty) ? " (already a turbo cache)" : "");
     }
@@ -270,7 +303,10 @@ static tq_status cache_type_of(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile 
 }
 
 /* --layers counts model layers where the snapshot knows them (iSWA) */
-static uint32_t layer_of(const tqkv_record *t) { return t->model_layer != TQKV_NO_MODEL_LAYER ? t->model_layer : t->layer; }
+static uint32_t layer_of(const tqkv_record *t)
+{
+    return t->model_layer != TQKV_NO_MODEL_LAYER ? t->model_layer : t->layer;
+}
 
 /* Starts the tasks that decode tensor j's chunks (rows or layers not
  * wanted become zeros). */
@@ -283,14 +319,16 @@ static void start_chunks(const tq_ctx *ctx, const tqkv_reader *r, const tqkv_rea
             const tqkv_reader *from = k < j->nb ? base : r;
             uint64_t at = k < j->nb ? j->bfirst + k : j->first + k - j->nb;
             const tqkv_chunk *ch = tqkv_chunk_at(from, at);
-            int skip = (o->max_rows && ch->row0 >= o->max_rows && !j->t->transposed) ||
-                       (o->layer_hi && (layer_of(j->t) < o->layer_lo || layer_of(j->t) >= o->layer_hi));
+            int skip =
+                (o->max_rows && ch->row0 >= o->max_rows && !j->t->transposed) ||
+                (o->layer_hi && (layer_of(j->t) < o->layer_lo || layer_of(j->t) >= o->layer_hi));
             tq_ctx *local, *dev;
             if (!chunk_ctxs(ctx, &local, &dev)) {
                 j->co[k].st = TQ_ERR_NOMEM;
                 snprintf(j->co[k].err, sizeof j->co[k].err, "out of memory");
             } else {
-                decode_chunk(from, j->t, j->c, j->ty, j->oty, j->head_dim, at, skip, local, dev, &j->co[k]);
+                decode_chunk(from, j->t, j->c, j->ty, j->oty, j->head_dim, at, skip, local, dev,
+                             &j->co[k]);
             }
             chunk_ctxs_free(local, dev);
         }
@@ -307,7 +345,8 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader 
     const tq_ggml_type *want;
     tq_status st = check_base(ctx, m, base);
     if (st) return st;
-    if (tq_type_profile_parse(m->profile, &prof)) return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "unknown type-id profile");
+    if (tq_type_profile_parse(m->profile, &prof))
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "unknown type-id profile");
     if ((st = cache_type_of(ctx, m, prof, o, &want))) return st;
     /* A two-stage pipeline: while worker threads decode tensor i's chunks,
      * this thread writes tensor i-1, so the output stream and the decoding
@@ -331,7 +370,8 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader 
             job_free(prev);
             have_prev = 0;
             done_bytes += prev->t->bytes;
-            if (o->progress && !st) o->progress(o->progress_user, done_bytes, m->source_size - m->skeleton_len);
+            if (o->progress && !st)
+                o->progress(o->progress_user, done_bytes, m->source_size - m->skeleton_len);
         }
 #pragma omp taskwait
         if (started) have_prev = 1;
@@ -352,14 +392,17 @@ static int prefix_fits(tq_ctx *ctx, const tq_kv_view *v, uint32_t max_rows)
         for (uint32_t j = 0; j < tq_kv_view_kv(v, i)->n_stream; j++) {
             uint32_t n;
             const tq_kv_stream *sr = &tq_kv_view_kv(v, i)->streams[j];
-            if (sr->cell_count && !tq_kv_stream_prefix(ctx, v, sr, max_rows, &n, NULL) && n > max_rows) return 0;
+            if (sr->cell_count && !tq_kv_stream_prefix(ctx, v, sr, max_rows, &n, NULL) &&
+                n > max_rows)
+                return 0;
         }
     return 1;
 }
 
 /* The snapshot decoded into an intermediate file and opened as a view. */
 static tq_status decode_to_view(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
-                                const tq_kvsnap_decode_options *d, const char *near, tq_kv_view **out)
+                                const tq_kvsnap_decode_options *d, const char *near,
+                                tq_kv_view **out)
 {
     tq_kvsnap_decode_options dopt = *d;
     for (;;) {
@@ -380,7 +423,8 @@ static tq_status decode_to_view(tq_ctx *ctx, const tqkv_reader *r, const tqkv_re
     }
 }
 
-tq_status tq_kvsnap_open_view(tq_ctx *ctx, const tqkv_reader *r, const char *tmp_near, tq_kv_view **out)
+tq_status tq_kvsnap_open_view(tq_ctx *ctx, const tqkv_reader *r, const char *tmp_near,
+                              tq_kv_view **out)
 {
     tq_kvsnap_decode_options d = {.threads = 0};
     tq_status st = check_base(ctx, tqkv_meta_of(r), NULL);
@@ -388,16 +432,21 @@ tq_status tq_kvsnap_open_view(tq_ctx *ctx, const tqkv_reader *r, const char *tmp
 }
 
 tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
-                            const tq_kvsnap_decode_options *d, const tq_kvsnap_restore_options *ro, FILE *out)
+                            const tq_kvsnap_decode_options *d, const tq_kvsnap_restore_options *ro,
+                            FILE *out)
 {
     const tqkv_meta *m = tqkv_meta_of(r);
     if ((int)ro->format == m->source_kind && m->source_kind != TQ_KV_NUMPY && !ro->tokens)
-        return tq_kvsnap_decode(ctx, r, base, d, out); /* the source as it was: streamed straight out */
+        return tq_kvsnap_decode(ctx, r, base, d,
+                                out); /* the source as it was: streamed straight out */
     tq_kvsnap_decode_options dopt = *d;
     /* chunks past a token prefix are not decoded; NumPy rows are tokens, and
      * in state files the prefix's cells come first (checked when writing) */
     dopt.max_rows = ro->tokens;
-    if (ro->has_layers) dopt.layer_lo = ro->layer_lo, dopt.layer_hi = ro->layer_hi + 1;
+    if (ro->has_layers) {
+        dopt.layer_lo = ro->layer_lo;
+        dopt.layer_hi = ro->layer_hi + 1;
+    }
     tq_kv_view *v;
     tq_status st = decode_to_view(ctx, r, base, &dopt, ro->tmp_near, &v);
     if (st) return st;
@@ -419,6 +468,7 @@ tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader
         st = tq_llama_state_write(ctx, v, &rw, out);
     }
     tq_kv_close(v);
-    if (backend != TQ_BACKEND_CPU && tq_ctx_set_backend(ctx, backend) && !st) st = TQ_ERR_UNSUPPORTED;
+    if (backend != TQ_BACKEND_CPU && tq_ctx_set_backend(ctx, backend) && !st)
+        st = TQ_ERR_UNSUPPORTED;
     return st;
 }

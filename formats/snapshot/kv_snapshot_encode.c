@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* One tensor in flight: its codec and its chunks' packed bytes. */
 typedef struct etensor {
     uint32_t i;
@@ -16,13 +15,12 @@ typedef struct etensor {
     uint32_t nch;
 } etensor;
 
-
-
 /* Codes rows [r0, r0+n) of tensor t on the calling thread. */
-static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqkv_record *t, const tq_codec *c,
-                         uint32_t r0, uint32_t n, chunk_out *o)
+static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqkv_record *t,
+                         const tq_codec *c, uint32_t r0, uint32_t n, chunk_out *o)
 {
-    if (t->codec == TQKV_CODEC_RAW || tqkv_chunk_is_sink(t, r0)) { /* kept, or the exact sink rows */
+    if (t->codec == TQKV_CODEC_RAW ||
+        tqkv_chunk_is_sink(t, r0)) { /* kept, or the exact sink rows */
         o->len = t->transposed ? t->bytes : (uint64_t)n * kt->row_size;
         if (!(o->p = malloc(o->len ? o->len : 1))) return chunk_fail(o, NULL, TQ_ERR_NOMEM);
         memcpy(o->p, kt->data + (t->transposed ? 0 : (uint64_t)r0 * kt->row_size), o->len);
@@ -35,14 +33,17 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
     o->len = nv / t->group * tq_codec_block_bytes(c);
     o->p = malloc(o->len);
     if (!x || !o->p || !have) {
-        free(x), chunk_ctxs_free(ctx, dev);
+        free(x);
+        chunk_ctxs_free(ctx, dev);
         return chunk_fail(o, NULL, TQ_ERR_NOMEM);
     }
     tq_status st = tq_kv_tensor_read_rows(ctx, kt, t->cells, r0, n, x);
-    if (!st && t->rope_pos) st = tq_rope_add(ctx, &t->rope, t->offset, x, n, t->width, t->rope_pos + r0, -1.0f);
+    if (!st && t->rope_pos)
+        st = tq_rope_add(ctx, &t->rope, t->offset, x, n, t->width, t->rope_pos + r0, -1.0f);
     if (!st && t->innerq) st = tq_innerq_apply(ctx, x, nv, t->innerq, t->innerq_n, 0);
     if (!st && t->offset && !t->rope_pos) chunk_offset(x, n, t->offset, t->width, -1.0f);
-    if (!st && (st = tq_encode(dev, c, x, nv, o->p))) tq_ctx_set_error(ctx, st, "%s", tq_ctx_error(dev));
+    if (!st && (st = tq_encode(dev, c, x, nv, o->p)))
+        tq_ctx_set_error(ctx, st, "%s", tq_ctx_error(dev));
     uint8_t *planes = !st && t->planes ? malloc(o->len) : NULL;
     if (!st && t->planes && !planes) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     if (planes) {
@@ -57,7 +58,8 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
 
 /* Starts tensor i's chunks as tasks: code, then compress and hash there,
  * off the writing thread. */
-static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, int level, etensor *e)
+static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, int level,
+                              etensor *e)
 {
     const tqkv_record *t = &p->meta.t[i];
     uint32_t nch = tqkv_record_n_chunks(t);
@@ -85,7 +87,8 @@ static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, 
                 uint64_t nb = t->planes ? co->len / tq_codec_block_bytes(e->c) : 0,
                          cuts[2] = {2 * nb, 2 * nb + nb * t->group / 8};
                 int sink = tqkv_chunk_is_sink(t, r0);
-                co->st = tqkv_chunk_pack(i, r0, nr, co->p, co->len, level, cuts, t->planes && !sink ? 2 : 0, &pk, &pl);
+                co->st = tqkv_chunk_pack(i, r0, nr, co->p, co->len, level, cuts,
+                                         t->planes && !sink ? 2 : 0, &pk, &pl);
                 free(co->p);
                 co->p = co->st ? NULL : pk;
                 co->len = co->st ? 0 : pl;
@@ -105,24 +108,32 @@ static void free_tensor(etensor *e)
 }
 
 /* Writes a finished tensor's chunks in order (or reports its first error). */
-static tq_status finish_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, tqkv_writer *w, etensor *e, tq_status st)
+static tq_status finish_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, tqkv_writer *w, etensor *e,
+                               tq_status st)
 {
     const tqkv_record *t = &p->meta.t[e->i];
     for (uint32_t k = 0; k < e->nch && !st; k++) {
-        if (e->co[k].st) st = tq_ctx_set_error(ctx, e->co[k].st, "layer %u %s: %s", t->layer, t->is_v ? "V" : "K", e->co[k].err);
-        else st = tqkv_write_packed(w, e->co[k].p, e->co[k].len);
+        if (e->co[k].st)
+            st = tq_ctx_set_error(ctx, e->co[k].st, "layer %u %s: %s", t->layer,
+                                  t->is_v ? "V" : "K", e->co[k].err);
+        else
+            st = tqkv_write_packed(w, e->co[k].p, e->co[k].len);
     }
     free_tensor(e);
     return st;
 }
 
-tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_plan *p, const tq_kvsnap_options *o,
-                            FILE *out, tq_kvsnap_report *rep)
+tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_plan *p,
+                            const tq_kvsnap_options *o, FILE *out, tq_kvsnap_report *rep)
 {
     const tqkv_meta *m = &p->meta;
-    *rep = (tq_kvsnap_report){.n_tensors = m->n_tensors, .n_coded = p->n_coded, .n_kept = p->n_kept,
-                              .source_bytes = m->source_size, .kv_values = tq_kv_view_kv_values(v),
-                              .kv_bytes = tq_kv_view_kv_bytes(v), .group_used = p->group,
+    *rep = (tq_kvsnap_report){.n_tensors = m->n_tensors,
+                              .n_coded = p->n_coded,
+                              .n_kept = p->n_kept,
+                              .source_bytes = m->source_size,
+                              .kv_values = tq_kv_view_kv_values(v),
+                              .kv_bytes = tq_kv_view_kv_bytes(v),
+                              .group_used = p->group,
                               .group_guessed = p->group_guessed};
     tqkv_writer *w;
     tq_status st = tqkv_write_begin(ctx, out, m, &w);
@@ -136,20 +147,24 @@ tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_pl
 #pragma omp single
     for (uint32_t i = 0; i <= m->n_tensors; i++) {
         etensor *cur = &jobs[i & 1], *prev = &jobs[(i + 1) & 1];
-        int started = i < m->n_tensors && !st && !(st = start_tensor(ctx, p, i, p->resolved.zstd_level, cur));
+        int started =
+            i < m->n_tensors && !st && !(st = start_tensor(ctx, p, i, p->resolved.zstd_level, cur));
         if (have_prev) {
             done += m->t[prev->i].bytes;
             st = finish_tensor(ctx, p, w, prev, st);
             have_prev = 0;
-            if (o->progress && !st) o->progress(o->progress_user, done, m->source_size - m->skeleton_len);
+            if (o->progress && !st)
+                o->progress(o->progress_user, done, m->source_size - m->skeleton_len);
         }
 #pragma omp taskwait
         have_prev = started;
     }
     for (int q = 0; q < 2; q++) free_tensor(&jobs[q]); /* after an error: coded but not written */
     rep->snapshot_bytes = tqkv_writer_final_size(w);
-    if (!st) st = tqkv_write_end(w);
-    else tqkv_writer_abort(w);
+    if (!st)
+        st = tqkv_write_end(w);
+    else
+        tqkv_writer_abort(w);
     return st;
 }
 
