@@ -34,16 +34,29 @@ ifeq ($(CUDA),1)
   NVCCFLAGS ?= -O2 -std=c++17 -fmad=false -Xcompiler -fPIC -Ilib \
     -gencode arch=compute_75,code=compute_75 -gencode arch=compute_90,code=sm_90
   CU_OBJ    := $(patsubst kernels/%.cu,$(B)/kernels/%.o,$(wildcard kernels/*.cu))
-  LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+  # lib64 in the CUDA toolkit, lib in PyPI's nvidia-cuda-runtime
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart_static -ldl -lrt -lstdc++
 else
   CU_OBJ    := $(B)/lib/cuda_stub.o
 endif
+
+# The default build puts tq and the libraries in the root; another build
+# folder (make B=build/cuda ...: the CUDA build make test checks) keeps them
+# inside it.
+ifeq ($(B),build)
+  BIN := .
+else
+  BIN := $(B)
+endif
+TQ_EXE := $(BIN)/tq
+LIBTQ_A := $(BIN)/libtq.a
+LIBTQ_SO := $(BIN)/libtq.so
 
 LIB_OBJ := $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(FMT_SRC)) $(CU_OBJ)
 CMD_OBJ := $(patsubst %.c,$(B)/%.o,$(CMD_SRC))
 
 .PHONY: all deps test demo bench clean install fuzz sanitize
-all: deps tq libtq.a libtq.so
+all: deps $(TQ_EXE) $(LIBTQ_A) $(LIBTQ_SO)
 
 # ---- dependencies: libraries later subcommands link (checked now so a fresh
 # machine learns the exact command once).
@@ -82,15 +95,15 @@ $(B)/cuda-$(CUDA).stamp:
 	@rm -f $(B)/cuda-*.stamp
 	@touch $@
 
-libtq.a: $(LIB_OBJ) $(B)/cuda-$(CUDA).stamp
+$(LIBTQ_A): $(LIB_OBJ) $(B)/cuda-$(CUDA).stamp
 	rm -f $@
 	ar rcs $@ $(LIB_OBJ)
 
-libtq.so: $(LIB_OBJ) $(B)/cuda-$(CUDA).stamp
+$(LIBTQ_SO): $(LIB_OBJ) $(B)/cuda-$(CUDA).stamp
 	$(CC) -shared -fopenmp -o $@ $(LIB_OBJ) $(LDLIBS)
 
-tq: $(CMD_OBJ) libtq.a
-	$(CC) -fopenmp -o $@ $(CMD_OBJ) libtq.a $(LDLIBS)
+$(TQ_EXE): $(CMD_OBJ) $(LIBTQ_A)
+	$(CC) -fopenmp -o $@ $(CMD_OBJ) $(LIBTQ_A) $(LDLIBS)
 
 # ---- tests: unit runner + CLI and oracle scripts; last line "N passed, N failed"
 TEST_SRC := $(wildcard tests/unit/*.c)
@@ -99,8 +112,8 @@ TEST_OBJ := $(patsubst %.c,$(B)/%.o,$(TEST_SRC))
 POLICY_SRC := cmd/quant_plan.c cmd/rotate_plan.c cmd/bench_metrics.c
 POLICY_OBJ := $(patsubst %.c,$(B)/%.o,$(POLICY_SRC))
 $(B)/tests/unit/%.o: CFLAGS += -Itests -Icmd
-$(B)/tests/unit-runner: $(TEST_OBJ) $(POLICY_OBJ) libtq.a
-	$(CC) -fopenmp -o $@ $(TEST_OBJ) $(POLICY_OBJ) libtq.a $(LDLIBS)
+$(B)/tests/unit-runner: $(TEST_OBJ) $(POLICY_OBJ) $(LIBTQ_A)
+	$(CC) -fopenmp -o $@ $(TEST_OBJ) $(POLICY_OBJ) $(LIBTQ_A) $(LDLIBS)
 
 # The same unit tests under AddressSanitizer and UndefinedBehaviorSanitizer
 # (CPU build: the sanitizers do not see into CUDA kernels).
@@ -117,22 +130,22 @@ $(B)/tests/unit-runner-san: $(SAN_OBJ)
 
 # Small programs the test scripts drive (tests/tools/NAME.c -> build/tests/NAME).
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(wildcard tests/tools/*.c))
-$(B)/tests/%: tests/tools/%.c libtq.a
+$(B)/tests/%: tests/tools/%.c $(LIBTQ_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< libtq.a $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(LIBTQ_A) $(LDLIBS)
 
 # The GPU checks' program as tests/device/gpu_check.sh carries it to the device
 # machine, whose image may lack this project's -dev packages: it needs only
 # libc, libm, libgomp and libstdc++ there (the codecs pull in no file formats).
-$(B)/device/cuda-equal: tests/tools/cuda-equal.c libtq.a
+$(B)/device/cuda-equal: tests/tools/cuda-equal.c $(LIBTQ_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< libtq.a -lm -lpthread $(filter-out $(BASE_LIBS),$(LDLIBS))
+	$(CC) $(CFLAGS) -o $@ $< $(LIBTQ_A) -lm -lpthread $(filter-out $(BASE_LIBS),$(LDLIBS))
 
 # tq again with slices of 100 values, so tests can check that slicing a tensor
 # never changes the output (tests/cli/slices.sh).
-$(B)/tests/tq-slice100: $(CMD_SRC) $(wildcard cmd/*.h formats/*.h formats/*/*.h lib/tq.h) libtq.a
+$(B)/tests/tq-slice100: $(CMD_SRC) $(wildcard cmd/*.h formats/*.h formats/*/*.h lib/tq.h) $(LIBTQ_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DSLICE_VALUES=100 -o $@ $(CMD_SRC) libtq.a $(LDLIBS)
+	$(CC) $(CFLAGS) -DSLICE_VALUES=100 -o $@ $(CMD_SRC) $(LIBTQ_A) $(LDLIBS)
 
 # tq itself under ASan/UBSan, for tests/cli/sanitized.sh.
 SAN_CMD_OBJ := $(patsubst %.c,$(B)/san/%.o,$(filter-out $(POLICY_SRC),$(CMD_SRC)))
@@ -187,10 +200,15 @@ fuzz: $(FUZZERS)
 clean:
 	rm -rf $(B) tq libtq.a libtq.so
 
+# make install [PREFIX=/usr/local] [DESTDIR=...]: tq, libtq.a/.so, tq.h, the
+# man pages and a pkg-config file (pkg-config --cflags --libs tq).
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
-	  $(DESTDIR)$(PREFIX)/share/man/man1
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 tq $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 libtq.a libtq.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 lib/tq.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|'"$$(sed -n 's/^#define TQ_VERSION_STRING "\(.*\)"/\1/p' lib/tq.h)"'|' \
+	  -e 's|@LIBS@|$(strip $(filter-out -l%,$(LDLIBS)) -lgomp $(filter -l%,$(LDLIBS)))|' \
+	  tq.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/tq.pc

@@ -249,10 +249,8 @@ int cmd_calibrate_innerq(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? TQ_EXIT_OK : rc;
     double t0 = cli_now();
-    tq_ctx *ctx = tq_ctx_new();
-    if (!ctx) return cli_runtime_error("out of memory");
-    tq_ctx_set_threads(ctx, (int)o.c.threads);
-    if (o.c.threads > 0) omp_set_num_threads((int)o.c.threads);
+    tq_ctx *ctx = cli_ctx_new(o.c.threads);
+    if (!ctx) return TQ_EXIT_RUNTIME;
     tq_gguf *g = NULL;
     tq_attn_model am;
     tq_innerq_stats *st = NULL;

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,3 +70,15 @@ double cli_now(void)
 }
 
 int cli_is_tty(int fd) { return isatty(fd); }
+
+tq_ctx *cli_ctx_new(long threads)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    if (!ctx) {
+        cli_runtime_error("out of memory");
+        return NULL;
+    }
+    tq_ctx_set_threads(ctx, (int)threads);
+    if (threads > 0) omp_set_num_threads((int)threads);
+    return ctx;
+}

@@ -13,7 +13,10 @@ enum { TQ_EXIT_OK = 0, TQ_EXIT_RUNTIME = 1, TQ_EXIT_USAGE = 2 };
 void cli_set_command(const char *name);
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* returns 2 */
 int cli_runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* returns 1 */
-int cli_lib_error(const tq_ctx *ctx);                                              /* returns 1 */
+/* A context for a subcommand with --threads N (0: all cores), OpenMP's
+ * own loops included; NULL (the message printed) when out of memory. */
+tq_ctx *cli_ctx_new(long threads);
+int cli_lib_error(const tq_ctx *ctx); /* returns 1 */
 /* A log line (notes, summaries, warnings) with the same prefix. */
 void cli_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -307,7 +307,8 @@ static void report(const enc_opts *o, const tq_kvsnap_plan *p, const tq_kvsnap_r
             rep->snapshot_bytes / 1e6,
             (double)rep->source_bytes / (double)(rep->snapshot_bytes ? rep->snapshot_bytes : 1),
             rep->kv_values ? 8.0 * (double)rep->snapshot_bytes / (double)rep->kv_values : 0.0,
-            o->preset, p->k_bits, p->v_bits, lossless ? ", unused: lossless" : "", dt);
+            tq_kv_preset_name(p->preset), p->k_bits, p->v_bits,
+            lossless ? ", unused: lossless" : "", dt);
 }
 
 int cmd_encode_kvdump(int argc, char **argv)

@@ -125,26 +125,29 @@ static int tensor_stats(const void *data, const tq_ggml_type *ty, int64_t nel, i
 
 /* ------------------------------------------------------------ printing */
 
-static void human_size(double b, char *out, size_t n)
+/* v in steps of `step` with the units' names (5 of them), fmt for a scaled
+ * value: "%.2f %s" (sizes) or "%.1f%s" (counts); whole units as "%.0f". */
+static void human(double v, double step, const char *const *u, const char *fmt, const char *whole,
+                  char *out, size_t n)
 {
-    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int i = 0;
-    while (b >= 1024 && i < 4) {
-        b /= 1024;
+    while (v >= step && i < 4) {
+        v /= step;
         i++;
     }
-    snprintf(out, n, i ? "%.2f %s" : "%.0f %s", b, u[i]);
+    snprintf(out, n, i ? fmt : whole, v, u[i]);
+}
+
+static void human_size(double b, char *out, size_t n)
+{
+    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    human(b, 1024, u, "%.2f %s", "%.0f %s", out, n);
 }
 
 static void human_count(double v, char *out, size_t n)
 {
-    const char *u[] = {"", "K", "M", "B", "T"};
-    int i = 0;
-    while (v >= 1000 && i < 4) {
-        v /= 1000;
-        i++;
-    }
-    snprintf(out, n, i ? "%.1f%s" : "%.0f%s", v, u[i]);
+    static const char *const u[] = {"", "K", "M", "B", "T"};
+    human(v, 1000, u, "%.1f%s", "%.0f%s", out, n);
 }
 
 static const char *ftype_name(int64_t ft)

@@ -6,31 +6,19 @@
 
 void json_str(FILE *f, const char *s, uint64_t len)
 {
+    /* the characters JSON escapes with a letter; other controls as \u00XX */
+    static const char *const escape[128] = {
+        ['"'] = "\\\"", ['\\'] = "\\\\", ['\n'] = "\\n", ['\r'] = "\\r", ['\t'] = "\\t",
+    };
     fputc('"', f);
     for (uint64_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
-        switch (c) {
-            case '"':
-                fputs("\\\"", f);
-                break;
-            case '\\':
-                fputs("\\\\", f);
-                break;
-            case '\n':
-                fputs("\\n", f);
-                break;
-            case '\r':
-                fputs("\\r", f);
-                break;
-            case '\t':
-                fputs("\\t", f);
-                break;
-            default:
-                if (c < 0x20 || c == 0x7f)
-                    fprintf(f, "\\u%04x", c);
-                else
-                    fputc(c, f);
-        }
+        if (c < 128 && escape[c])
+            fputs(escape[c], f);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
     }
     fputc('"', f);
 }

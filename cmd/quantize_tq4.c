@@ -309,14 +309,8 @@ static int weighs(int t)
 static rows_pass plain_pass(rows_op op, int type, const void *in, void *out, size_t in_rb,
                             size_t out_rb, int64_t ne0)
 {
-    return (rows_pass){.op = op,
-                       .type = type,
-                       .in = in,
-                       .out = out,
-                       .in_rb = in_rb,
-                       .out_rb = out_rb,
-                       .ne0 = ne0,
-                       .rows_per_expert = 1};
+    rows_pass k = {op, type, in, out, in_rb, out_rb, ne0, NULL, 0, 1}; /* 1: no experts */
+    return k;
 }
 
 /* cv->x's nr rows (from row r0) into cv->blk as j->out: through the fork's

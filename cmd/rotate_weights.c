@@ -131,6 +131,59 @@ static int row_wise(const rr_tensor *t)
 #endif
 
 /* x holds `rows` rows of the tensor (all of them unless row_wise). */
+/* One parallel rotation pass over a tensor x of rows x row values. */
+typedef enum rot_op {
+    ROT_ROW_BLOCKS,    /* W R1': R1 on every row, 128 rows an item */
+    ROT_COLUMN_BLOCKS, /* R1 W: R1 down the columns, 256 columns an item */
+    ROT_HEAD_COLUMNS   /* W_o R2': each query head's input columns, a row an item */
+} rot_op;
+
+typedef struct rot_pass {
+    rot_op op;
+    const rot *R;
+    float *x; /* [rows][row] */
+    size_t row, rows;
+    uint32_t hd;     /* ROT_HEAD_COLUMNS: head size of V */
+    uint32_t n_head; /* query heads */
+    uint32_t per;    /* query heads per KV head: head q uses R2 of KV head q / per */
+} rot_pass;
+
+static tq_status rot_item(tq_ctx *wc, const rot_pass *k, size_t i)
+{
+    if (k->op == ROT_ROW_BLOCKS) {
+        size_t r = i * 128;
+        size_t nr = k->rows - r < 128 ? k->rows - r : 128;
+        return tq_rotation_apply_rows(wc, k->R->r1, k->x + r * k->row, nr, 0);
+    }
+    if (k->op == ROT_COLUMN_BLOCKS) {
+        size_t c0 = i * 256;
+        size_t nc = k->row - c0 < 256 ? k->row - c0 : 256;
+        return tq_rotation_apply_strided(wc, k->R->r1, k->x + c0, nc, k->row, 0);
+    }
+    for (uint32_t q = 0; q < k->n_head; q++) {
+        float *cols = k->x + i * k->row + (size_t)q * k->hd; /* [hd]: query head q's inputs */
+        tq_status st = tq_rotation_apply(wc, k->R->r2[q / k->per], cols, 1, 0);
+        if (st) return st;
+    }
+    return TQ_OK;
+}
+
+/* n items across the threads, each with a worker context; a failure is the
+ * lowest failing item's message, whatever the thread count. */
+static tq_status rot_parallel(tq_ctx *ctx, const rot_pass *k, size_t n)
+{
+    size_t first = SIZE_MAX;
+#pragma omp parallel
+    {
+        tq_ctx *wc = tq_ctx_clone(ctx);
+#pragma omp for schedule(dynamic, 1)
+        for (size_t i = 0; i < n; i++)
+            if (!wc || rot_item(wc, k, i)) tq_ctx_keep_first(ctx, &first, i, wc);
+        tq_ctx_free(wc);
+    }
+    return first == SIZE_MAX ? TQ_OK : tq_ctx_status(ctx);
+}
+
 static tq_status transform(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, const rr_tensor *t,
                            const rot *R, const ropts *o, float *x, size_t rows)
 {
@@ -153,19 +206,8 @@ static tq_status transform(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, con
     }
     if (!st && o->r1 &&
         (t->role == RR_READER || t->role == RR_EMBED)) { /* W R1': R1 on every row */
-        size_t first = SIZE_MAX;
-#pragma omp parallel
-        {
-            tq_ctx *wc = tq_ctx_clone(ctx);
-#pragma omp for schedule(dynamic, 1)
-            for (size_t r = 0; r < rows; r += 128) {
-                size_t nr = rows - r < 128 ? rows - r : 128;
-                if (!wc || tq_rotation_apply_rows(wc, R->r1, x + r * row, nr, 0))
-                    tq_ctx_keep_first(ctx, &first, r, wc);
-            }
-            tq_ctx_free(wc);
-        }
-        if (first != SIZE_MAX) st = tq_ctx_status(ctx);
+        rot_pass k = {ROT_ROW_BLOCKS, R, x, row, rows, 0, 0, 0};
+        st = rot_parallel(ctx, &k, (rows + 127) / 128);
     }
     if (!st && o->r2 &&
         t->v_rows) { /* R2 W_v: each KV head's block of output rows (or bias values) */
@@ -176,40 +218,14 @@ static tq_status transform(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, con
     }
     if (!st && o->r2 &&
         t->o_cols) { /* W_o R2': each query head's input columns, with its KV head's R2 */
-        uint32_t hd = m->head_dim_v, per = m->n_head / m->n_head_kv;
-        size_t first = SIZE_MAX;
-#pragma omp parallel
-        {
-            tq_ctx *wc = tq_ctx_clone(ctx);
-#pragma omp for schedule(static)
-            for (size_t r = 0; r < rows; r++) {
-                for (uint32_t q = 0; q < m->n_head; q++) {
-                    float *cols = x + r * row + (size_t)q * hd; /* [hd]: query head q's inputs */
-                    if (!wc || tq_rotation_apply(wc, R->r2[q / per], cols, 1, 0)) {
-                        tq_ctx_keep_first(ctx, &first, r, wc);
-                        break;
-                    }
-                }
-            }
-            tq_ctx_free(wc);
-        }
-        if (first != SIZE_MAX) st = tq_ctx_status(ctx);
+        uint32_t per = m->n_head / m->n_head_kv; /* query heads per KV head */
+        rot_pass k = {ROT_HEAD_COLUMNS, R, x, row, rows, m->head_dim_v, m->n_head, per};
+        st = rot_parallel(ctx, &k, rows);
     }
     if (!st && o->r1 &&
         t->role == RR_WRITER) { /* R1 W: the columns, in blocks of 256 across the threads */
-        size_t first = SIZE_MAX;
-#pragma omp parallel
-        {
-            tq_ctx *wc = tq_ctx_clone(ctx);
-#pragma omp for schedule(dynamic, 1)
-            for (size_t c0 = 0; c0 < row; c0 += 256) {
-                size_t nc = row - c0 < 256 ? row - c0 : 256;
-                if (!wc || tq_rotation_apply_strided(wc, R->r1, x + c0, nc, row, 0))
-                    tq_ctx_keep_first(ctx, &first, c0, wc);
-            }
-            tq_ctx_free(wc);
-        }
-        if (first != SIZE_MAX) st = tq_ctx_status(ctx);
+        rot_pass k = {ROT_COLUMN_BLOCKS, R, x, row, rows, 0, 0, 0};
+        st = rot_parallel(ctx, &k, (row + 255) / 256);
     }
     if (!st && o->r1 && t->role == RR_WRITER_BIAS) st = tq_rotation_apply(ctx, R->r1, x, 1, 0);
     return st;
@@ -384,10 +400,8 @@ int cmd_rotate_weights(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? TQ_EXIT_OK : rc;
     double t0 = cli_now();
-    tq_ctx *ctx = tq_ctx_new();
-    if (!ctx) return cli_runtime_error("out of memory");
-    tq_ctx_set_threads(ctx, (int)o.threads);
-    if (o.threads > 0) omp_set_num_threads((int)o.threads);
+    tq_ctx *ctx = cli_ctx_new(o.threads);
+    if (!ctx) return TQ_EXIT_RUNTIME;
     tq_gguf *g = NULL;
     rr_model m = {0};
     rot R = {NULL, NULL};

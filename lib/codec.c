@@ -231,6 +231,18 @@ typedef struct job {
     void *out;
 } job;
 
+/* nb blocks through a one-block decoder, then (unless rotated) the inverse
+ * RHT of each: the CPU path of the TurboAngle and TurboQuant-prod blocks. */
+typedef void (*block_decoder)(const tq_codec *c, const uint8_t *in, float *y);
+static void decode_span(const tq_codec *c, block_decoder one, const uint8_t *in, size_t nb,
+                        float *y, int rotated)
+{
+    for (size_t b = 0; b < nb; b++) {
+        one(c, in + b * c->block_bytes, y + b * c->kv.g);
+        if (!rotated) tq_rht_inverse_raw(c->kv.g, c->kv.s1, c->kv.s2, y + b * c->kv.g);
+    }
+}
+
 static void run_span(const job *j, size_t b0, size_t m)
 {
     const tq_codec *c = j->c;
@@ -249,9 +261,9 @@ static void run_span(const job *j, size_t b0, size_t m)
         const uint8_t *i = (const uint8_t *)j->in + b0 * c->block_bytes;
         float *y = (float *)j->out + b0 * c->block_values;
         if (c->layout == TQ_LAYOUT_ANGLE)
-            tq_angle_decode(c, i, m, y, j->rotated);
+            decode_span(c, tq_angle_decode_block, i, m, y, j->rotated);
         else if (c->layout == TQ_LAYOUT_PROD)
-            tq_prod_decode(c, i, m, y, j->rotated);
+            decode_span(c, tq_prod_decode_block, i, m, y, j->rotated);
         else if (is_weight(c))
             j->k->w_decode(c, i, m, y);
         else

@@ -43,23 +43,12 @@ void tq_ctx_clear_error(tq_ctx *ctx)
 
 const char *tq_status_name(tq_status st)
 {
-    switch (st) {
-        case TQ_OK:
-            return "ok";
-        case TQ_ERR_ARG:
-            return "invalid argument";
-        case TQ_ERR_NOMEM:
-            return "out of memory";
-        case TQ_ERR_UNSUPPORTED:
-            return "unsupported";
-        case TQ_ERR_FORMAT:
-            return "bad format";
-        case TQ_ERR_IO:
-            return "I/O error";
-        case TQ_ERR_CORRUPT:
-            return "corrupt data";
-    }
-    return "unknown status";
+    static const char *const names[] = {/* in the enum's order */
+                                        "ok",          "invalid argument", "out of memory",
+                                        "unsupported", "bad format",       "I/O error",
+                                        "corrupt data"};
+    if ((unsigned)st >= sizeof names / sizeof *names) return "unknown status";
+    return names[st];
 }
 
 tq_status tq_ctx_set_error(tq_ctx *ctx, tq_status st, const char *fmt, ...)
@@ -113,17 +102,10 @@ int tq_resolve_threads(const tq_ctx *ctx)
 
 const char *tq_simd_name(tq_simd level)
 {
-    switch (level) {
-        case TQ_SIMD_AUTO:
-            return "auto";
-        case TQ_SIMD_SCALAR:
-            return "scalar";
-        case TQ_SIMD_AVX2:
-            return "avx2";
-        case TQ_SIMD_AVX512:
-            return "avx512";
-    }
-    return "unknown";
+    static const char *const names[] = {/* in the enum's order */
+                                        "auto", "scalar", "avx2", "avx512"};
+    if ((unsigned)level >= sizeof names / sizeof *names) return "unknown";
+    return names[level];
 }
 
 tq_simd tq_simd_best(void)

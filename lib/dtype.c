@@ -183,6 +183,24 @@ static tq_status check_finite(tq_ctx *ctx, tq_dtype t, const float *x, size_t n)
     return TQ_OK;
 }
 
+/* x as one of the float types: F32, F16 (aligned: the bulk converter) or BF16. */
+static void floats_from_f32(tq_dtype t, const float *x, size_t n, uint8_t *o)
+{
+    if (t == TQ_DT_F32) {
+        memcpy(o, x, n * 4);
+    } else if (t == TQ_DT_F16 && ((uintptr_t)o & 1) == 0) {
+        tq_fp32_to_fp16_bulk(x, (uint16_t *)(void *)o, n);
+    } else if (t == TQ_DT_F16) {
+        for (size_t i = 0; i < n; i++) tq_put_h(o + 2 * i, x[i]);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h = tq_fp32_to_bf16(x[i]);
+            o[2 * i] = (uint8_t)h;
+            o[2 * i + 1] = (uint8_t)(h >> 8);
+        }
+    }
+}
+
 tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *x, size_t n, void *dst)
 {
     TQ_NEED_CTX(ctx);
@@ -191,23 +209,11 @@ tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *x, size_t n, void *d
     if (st) return st;
     uint8_t *o = dst;
     size_t nb = n / dt[t].values;
+    if (t == TQ_DT_F32 || t == TQ_DT_F16 || t == TQ_DT_BF16) {
+        floats_from_f32(t, x, n, o);
+        return TQ_OK;
+    }
     switch (t) {
-        case TQ_DT_F32:
-            memcpy(dst, x, n * 4);
-            break;
-        case TQ_DT_F16:
-            if (((uintptr_t)dst & 1) == 0)
-                tq_fp32_to_fp16_bulk(x, (uint16_t *)dst, n);
-            else
-                for (size_t i = 0; i < n; i++) tq_put_h(o + 2 * i, x[i]);
-            break;
-        case TQ_DT_BF16:
-            for (size_t i = 0; i < n; i++) {
-                uint16_t h = tq_fp32_to_bf16(x[i]);
-                o[2 * i] = (uint8_t)h;
-                o[2 * i + 1] = (uint8_t)(h >> 8);
-            }
-            break;
         case TQ_DT_Q8_0:
         case TQ_DT_Q4_0:
         case TQ_DT_Q4_1:

@@ -123,35 +123,19 @@ static void iq4_xs(const uint8_t *s, float *y)
     }
 }
 
+static void q4_k(const uint8_t *s, float *y) { q45_k(s, y, 0); }
+static void q5_k(const uint8_t *s, float *y) { q45_k(s, y, 1); }
+
 int tq_kquant_dequantize(tq_dtype t, const uint8_t *s, size_t nb, float *y)
 {
-    size_t bytes = tq_dtype_block_bytes(t), vals = tq_dtype_block_values(t);
-    for (size_t b = 0; b < nb; b++, s += bytes, y += vals) {
-        switch (t) {
-            case TQ_DT_Q2_K:
-                q2_k(s, y);
-                break;
-            case TQ_DT_Q3_K:
-                q3_k(s, y);
-                break;
-            case TQ_DT_Q4_K:
-                q45_k(s, y, 0);
-                break;
-            case TQ_DT_Q5_K:
-                q45_k(s, y, 1);
-                break;
-            case TQ_DT_Q6_K:
-                q6_k(s, y);
-                break;
-            case TQ_DT_IQ4_NL:
-                iq4_nl(s, y);
-                break;
-            case TQ_DT_IQ4_XS:
-                iq4_xs(s, y);
-                break;
-            default:
-                return -1;
-        }
-    }
+    /* one superblock's decoder per type */
+    static void (*const decoders[TQ_DT_COUNT])(const uint8_t *s, float *y) = {
+        [TQ_DT_Q2_K] = q2_k, [TQ_DT_Q3_K] = q3_k,     [TQ_DT_Q4_K] = q4_k,     [TQ_DT_Q5_K] = q5_k,
+        [TQ_DT_Q6_K] = q6_k, [TQ_DT_IQ4_NL] = iq4_nl, [TQ_DT_IQ4_XS] = iq4_xs,
+    };
+    if ((unsigned)t >= TQ_DT_COUNT || !decoders[t]) return -1;
+    size_t bytes = tq_dtype_block_bytes(t);
+    size_t vals = tq_dtype_block_values(t);
+    for (size_t b = 0; b < nb; b++) decoders[t](s + b * bytes, y + b * vals);
     return 0;
 }

@@ -169,12 +169,13 @@ int tq_legacy_quantize(tq_dtype t, const float *x, size_t n, const float *qw, ui
  * scores is the query after the codec's forward rotation. */
 int tq_angle_radius_codebook(uint32_t g, uint32_t bits, float *cen, float *thr);
 void tq_angle_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out);
-void tq_angle_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated);
+/* one block into y, still in the rotated domain (codec.c undoes the RHT) */
+void tq_angle_decode_block(const tq_codec *c, const uint8_t *in, float *y);
 tq_status tq_angle_scores(const tq_codec *c, const float *qr, const uint8_t *blocks, size_t n_keys,
                           float *out);
 int tq_prod_sketch(uint32_t g, uint64_t seed, float *S);
 void tq_prod_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out);
-void tq_prod_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated);
+void tq_prod_decode_block(const tq_codec *c, const uint8_t *in, float *y);
 tq_status tq_prod_scores(const tq_codec *c, const float *qr, const uint8_t *blocks, size_t n_keys,
                          float *out);
 

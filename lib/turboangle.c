@@ -145,12 +145,9 @@ static void angle_rotated(const tq_codec *c, const uint8_t *in, float *y)
     }
 }
 
-void tq_angle_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated)
+void tq_angle_decode_block(const tq_codec *c, const uint8_t *in, float *y)
 {
-    for (size_t b = 0; b < nb; b++, in += c->block_bytes, y += c->kv.g) {
-        angle_rotated(c, in, y);
-        if (!rotated) tq_rht_inverse_raw(c->kv.g, c->kv.s1, c->kv.s2, y);
-    }
+    angle_rotated(c, in, y);
 }
 
 /* Scores: per pair i and angle bin a, q'_{2i} cos t_a + q'_{2i+1} sin t_a,

@@ -80,12 +80,9 @@ static void prod_rotated(const tq_codec *c, const uint8_t *in, float *y)
     for (uint32_t j = 0; j < g; j++) y[j] *= n;
 }
 
-void tq_prod_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated)
+void tq_prod_decode_block(const tq_codec *c, const uint8_t *in, float *y)
 {
-    for (size_t b = 0; b < nb; b++, in += c->block_bytes, y += c->kv.g) {
-        prod_rotated(c, in, y);
-        if (!rotated) tq_rht_inverse_raw(c->kv.g, c->kv.s1, c->kv.s2, y);
-    }
+    prod_rotated(c, in, y);
 }
 
 /* Scores: <q', c> from the centroid lookups, plus k <S q', z> with S q'

@@ -9,6 +9,7 @@ M=${TQ_SHARED:-../shared}/models/stories260K.gguf
 seed=tests/fuzz/seeds/fuzz_state_read/stories16.ggsq
 python3 -c 'import numpy' 2>/dev/null || { echo "numpy not installed (the checks build and read .npy/.npz files)"; exit 77; }
 
+behaviour lossless_seed_round_trips_through_files_and_pipes
 # always available: the committed 16-token state (made with llama-cpp-python)
 $tq encode-kvdump $seed -o "$tmp/s.tqkv" --preset lossless -q || fail "encode seed"
 $tq decode-kvdump "$tmp/s.tqkv" -o - -q >"$tmp/s.out" || fail "decode to stdout"
@@ -16,6 +17,7 @@ cmp -s $seed "$tmp/s.out" || fail "lossless seed round trip differs"
 $tq encode-kvdump $seed -o - --head-dim 8 -q | cat >"$tmp/p.tqkv" || fail "encode to a pipe"
 $tq decode-kvdump "$tmp/p.tqkv" -o "$tmp/p.out" -q || fail "decode a piped snapshot"
 [ "$(wc -c <"$tmp/p.out")" -eq "$(wc -c <$seed)" ] || fail "lossy rebuild has another size"
+behaviour angle_and_prod_blocks_rebuild_close_values
 # TurboAngle and TurboQuant-prod blocks (.tqkv version 3): a rebuild of the same
 # size whose values are close to the source's; the record says which block
 $tq decode-kvdump "$tmp/s.tqkv" -o "$tmp/s.npz" --format npz --head-dim 8 -q || fail "seed to npz"
@@ -40,6 +42,7 @@ expect_err 2 "choose one" encode-kvdump $seed -o "$tmp/z.tqkv" --codec angle --t
 expect_err 1 "needs 2..8 bits" encode-kvdump $seed -o "$tmp/z.tqkv" --codec prod --head-dim 8 --k-bits 1
 [ -e "$tmp/z.tqkv" ] && fail "a refused encode left a file"
 
+behaviour fixtures_round_trip_and_convert_to_the_forks_layouts
 if [ -d "$F" ]; then
     for f in "$F"/*.ggs?; do
         $tq encode-kvdump "$f" -o "$tmp/x.tqkv" --preset lossless -q || fail "encode $f"
@@ -112,8 +115,11 @@ z = np.load(sys.argv[1])
 assert sorted(z.files) == ["k_2", "k_3", "tokens", "v_2", "v_3"], z.files
 assert z["k_2"].shape == (10, 4, 8) and z["k_2"].dtype == np.float16 and z["tokens"].shape == (10,)
 PY
+else
+    behaviour_now= # no ../shared: nothing was checked, nothing is reported
 fi
 
+behaviour append_onto_a_base_that_holds_every_cell
 # --append (here the degenerate case: the base holds every cell already)
 mkdir -p "$tmp/sub"
 $tq encode-kvdump $seed -o "$tmp/sub/base.tqkv" --head-dim 8 -q || fail "base"
@@ -127,6 +133,7 @@ grep -q "cannot open" "$tmp/e" || fail "missing base message: $(cat "$tmp/e")"
 $tq decode-kvdump "$tmp/sub/app.tqkv" -o "$tmp/app2.out" --base "$tmp/moved.tqkv" -q || fail "--base"
 cmp -s "$tmp/app2.out" "$tmp/base.out" || fail "--base result differs"
 
+behaviour innerq_scales_round_trip_and_misfits_are_refused
 # InnerQ scales: x2 on every channel is exact in the codec, so it must decode to the same
 # state as no scales; other scales round-trip, are recorded (snapshot version 2) and refused
 # when they do not fit
@@ -154,6 +161,7 @@ expect_err 1 "not finite and positive" encode-kvdump $seed -o "$tmp/iq.tqkv" --h
 expect_err 2 "not with --preset lossless" encode-kvdump $seed -o "$tmp/iq.tqkv" --preset lossless --innerq "$tmp/s2.npy"
 [ -e "$tmp/iq.tqkv" ] && fail "output after a refused --innerq"
 
+behaviour dry_run_plans_what_the_encode_then_codes
 # --dry-run: the plan and nothing else; an encode then codes every tensor as it said
 $tq encode-kvdump $seed --head-dim 8 --k-bits 6 --boundary-layers 1 --dry-run --json -o "$tmp/dry.tqkv" >"$tmp/plan.json" ||
     fail "--dry-run"
@@ -175,11 +183,13 @@ for p, t in zip(plan["tensors"], snap["tensors"]):
 assert plan["payload_bytes"] < snap["size"], (plan["payload_bytes"], snap["size"])
 PY
 
+behaviour head_sizes_and_models_that_do_not_fit_are_refused
 # a head size that does not cut the rows into whole heads, a model with other layers: refused, nothing written
 expect_err 1 "rows of 32 values are not whole heads of 12 (--head-dim)" encode-kvdump $seed -o "$tmp/hd.tqkv" --head-dim 12
 expect_err 1 "the state holds 5 layers, the model 1" encode-kvdump $seed -o "$tmp/hd.tqkv" --model tests/fuzz/seeds/fuzz_gguf_read/tiny.gguf
 [ -e "$tmp/hd.tqkv" ] && fail "output after a refused head size or model"
 
+behaviour inspect_reads_states_and_snapshots
 # inspect understands both
 $tq inspect $seed >"$tmp/i" || fail "inspect state"
 grep -q '^tokens:        16$' "$tmp/i" || fail "inspect state: tokens"
@@ -216,6 +226,7 @@ expect_err 2 "not ggsn, ggsq or npz" decode-kvdump "$tmp/s.tqkv" -o "$tmp/l.npz"
 $tq decode-kvdump "$tmp/s.tqkv" -o "$tmp/f32.ggsq" --cache-type f32 -q || fail "--cache-type f32"
 $tq inspect "$tmp/f32.ggsq" | grep -q '32.000 bits per value' || fail "f32 cache file"
 
+behaviour attention_sink_cells_are_kept_exact
 # attention sinks: the first cells of each tq-coded K are kept exact (version 3), V and later cells coded;
 # the default keeps one, --sink-cells 0 none; an appended snapshot decodes its base's sink rows
 $tq encode-kvdump $seed -o "$tmp/sk.tqkv" --head-dim 8 --sink-cells 4 -q || fail "--sink-cells 4"
@@ -237,6 +248,7 @@ $tq encode-kvdump $seed -o "$tmp/s0.tqkv" --head-dim 8 --sink-cells 0 -q && ! $t
     fail "--sink-cells 0"
 expect_err 2 "--sink-cells" encode-kvdump $seed -o "$tmp/z.tqkv" --sink-cells -1
 
+behaviour k_offsets_lower_the_error_where_k_carries_a_mean
 # K offsets: a dump whose K carries a per-channel mean (heads of 64) codes K minus its mean and adds it back;
 # the error is lower than without; heads of 8 (the seed) and K without a mean get none
 python3 - "$tmp" <<'PY'
@@ -264,6 +276,7 @@ for k in a.files:
     assert (e_on < 0.8 * e_off) if k.startswith("k") else e_on == e_off, (k, e_on, e_off)
 PY
 $tq inspect --json "$tmp/p.tqkv" | grep -q '"offset"' && fail "heads of 8 got K offsets"
+behaviour planes_keep_the_decoded_bytes_in_a_smaller_file
 # planes (3- and 5-bit blocks as norms, signs, magnitudes): the same decoded bytes, a smaller file; 4 bits: none
 for pl in on off; do
     $tq encode-kvdump "$tmp/off.npz" --preset small --cells lloyd-max --planes $pl -q -o "$tmp/pl-$pl.tqkv" &&
@@ -278,6 +291,7 @@ $tq encode-kvdump "$tmp/off.npz" --k-bits 5 --v-bits 5 -q -o "$tmp/pl5.tqkv" && 
     fail "5-bit blocks without planes"
 $tq inspect --json "$tmp/ko-on.tqkv" | grep -q '"planes"' && fail "4-bit blocks got planes"
 expect_err 2 "--planes" encode-kvdump "$tmp/off.npz" -o "$tmp/z.tqkv" --planes maybe
+behaviour uniform_cells_keep_the_error_in_a_smaller_file
 # uniform cells: the Lloyd-Max codebook's error (within 3%) in a smaller file, recorded as such
 for pr in balanced small; do
     $tq encode-kvdump "$tmp/off.npz" --preset $pr --cells uniform -q -o "$tmp/u-$pr.tqkv" &&
@@ -298,12 +312,14 @@ for pr in ("balanced", "small"):
     assert abs(eu - el) < 0.03 * el, (pr, eu, el)
 PY
 expect_err 2 "--cells" encode-kvdump "$tmp/off.npz" -o "$tmp/z.tqkv" --cells round
+behaviour auto_cells_pick_uniform_at_3_bits
 # auto (the default): uniform cells at 3 bits (small), Lloyd-Max at 4 (balanced)
 $tq encode-kvdump "$tmp/off.npz" --preset small -q -o "$tmp/auto-small.tqkv" && cmp -s "$tmp/auto-small.tqkv" "$tmp/u-small.tqkv" ||
     fail "the small preset does not default to uniform cells"
 $tq inspect --json "$tmp/ko-on.tqkv" | grep -q '"uniform"' && fail "the balanced preset got uniform cells"
 $tq encode-kvdump $seed --head-dim 8 --preset small -q -o "$tmp/s8.tqkv" && ! $tq inspect --json "$tmp/s8.tqkv" | grep -q '"uniform"' ||
     fail "heads of 8 got uniform cells (measured worse there)"
+behaviour append_onto_a_base_with_offsets_decodes_close
 # --append on a base with offsets: the appended rows use the base's offsets and decode close to the source
 $tq encode-kvdump "$tmp/off.npz" --preset lossless -q -o "$tmp/offl.tqkv" &&
     $tq decode-kvdump "$tmp/offl.tqkv" --tokens 200 -q -o "$tmp/off200.npz" || fail "a 200-token prefix"
@@ -319,6 +335,7 @@ for k in a.files:
     assert a[k].shape == b[k].shape, k
     assert err(a[k], b[k]) < 1.2 * err(a[k], full[k]) + 1e-9, (k, err(a[k], b[k]), err(a[k], full[k]))
 PY
+behaviour append_onto_a_uniform_base_takes_its_cells
 # --append onto a small (uniform cells) base: the appended rows take the base's cells and decode as close
 $tq encode-kvdump "$tmp/off200.npz" --preset small -q -o "$tmp/smallbase.tqkv" &&
     $tq encode-kvdump "$tmp/off.npz" --append "$tmp/smallbase.tqkv" -q -o "$tmp/smallapp.tqkv" &&
@@ -332,6 +349,7 @@ err = lambda x, y: ((x.astype(np.float64) - y) ** 2).sum() / (x.astype(np.float6
 for k in a.files:
     assert err(a[k], b[k]) < 1.2 * err(a[k], full[k]) + 1e-9, (k, err(a[k], b[k]), err(a[k], full[k]))
 PY
+behaviour device_choice_keeps_bytes_or_fails_cleanly
 # --device: cpu is the default's bytes; cuda is either a GPU that writes the same bytes or one clear line and
 # no file; the weight codecs have no CUDA kernels; an unknown device is a usage error
 $tq encode-kvdump "$tmp/off.npz" --device cpu -q -o "$tmp/dcpu.tqkv" && cmp -s "$tmp/dcpu.tqkv" "$tmp/ko-on.tqkv" ||

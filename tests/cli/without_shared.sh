@@ -4,8 +4,7 @@
 out=$(TQ_SHARED=/nonexistent/shared ./build/tests/unit-runner golden_embedded_kv_blocks \
       golden_embedded_weight_blocks golden_shared_kv_decode golden_shared_kv_encode golden_shared_weights 2>&1)
 rc=$?
-printf '%s\n' "$out"
-[ $rc -eq 0 ] || exit 1
+[ $rc -eq 0 ] || { printf '%s\n' "$out"; exit 1; }
 [ "$(printf '%s\n' "$out" | grep -c '^SKIP: golden_shared_.*: ../shared/golden not found')" -eq 3 ] || exit 1
 [ "$(printf '%s\n' "$out" | grep -c '^ok golden_embedded_')" -eq 2 ] || exit 1
 # The whole unit suite under ASan/UBSan (leaks included) as a user runs it:
