@@ -55,7 +55,7 @@ LIBTQ_SO := $(BIN)/libtq.so
 LIB_OBJ := $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(FMT_SRC)) $(CU_OBJ)
 CMD_OBJ := $(patsubst %.c,$(B)/%.o,$(CMD_SRC))
 
-.PHONY: all deps test demo bench clean install fuzz sanitize
+.PHONY: all deps test demo bench clean install fuzz sanitize device-bundle
 all: deps $(TQ_EXE) $(LIBTQ_A) $(LIBTQ_SO)
 
 # ---- dependencies: libraries later subcommands link (checked now so a fresh
@@ -140,6 +140,19 @@ $(B)/tests/%: tests/tools/%.c $(LIBTQ_A)
 $(B)/device/cuda-equal: tests/tools/cuda-equal.c $(LIBTQ_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIBTQ_A) -lm -lpthread $(filter-out $(BASE_LIBS),$(LDLIBS))
+
+# What tests/device/gpu_check.sh carries to a lent GPU machine, built here
+# (its image may lack nvcc and this project's -dev packages): tq and the
+# unit tests with CUDA (the nvcc on PATH or PyPI's, tests/setup_cuda.sh),
+# cuda-equal, and the shared libraries tq needs beyond the C library's.
+device-bundle:
+	@nvcc=$$(sh tests/setup_cuda.sh) && [ -n "$$nvcc" ] || { echo "no CUDA compiler"; exit 1; }; \
+	$(MAKE) B=$(B)/cuda CUDA=1 NVCC="$$nvcc" $(B)/cuda/tq $(B)/cuda/tests/unit-runner \
+	  $(B)/cuda/device/cuda-equal
+	@mkdir -p $(B)/device/lib
+	cp $(B)/cuda/tq $(B)/cuda/tests/unit-runner $(B)/cuda/device/cuda-equal $(B)/device/
+	ldd $(B)/device/tq | awk '/=> \// {print $$3}' | \
+	  grep -v '/lib\(c\|m\|dl\|rt\|pthread\|gcc_s\|stdc++\)\.so' | xargs -r -I{} cp -L {} $(B)/device/lib/
 
 # tq again with slices of 100 values, so tests can check that slicing a tensor
 # never changes the output (tests/cli/slices.sh).

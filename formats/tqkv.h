@@ -1,11 +1,28 @@
 /*
- * tqkv.h - the .tqkv snapshot container (spec: formats/TQKV.md).
+ * tqkv.h - the .tqkv snapshot container (spec and tables: formats/TQKV.md).
  *
  * A snapshot holds one llama.cpp state file: every byte that is not K/V row
  * data (the "skeleton": header, tokens, cell metadata, per-layer headers) is
  * kept verbatim (zstd-compressed), and the K/V rows of each tensor are coded
  * in independently decodable, checksummed chunks.  The container knows bytes
- * and checksums; kv_snapshot.h applies the codecs.
+ * and checksums; formats/snapshot/ applies the codecs.
+ *
+ * The layout, little-endian, XXH64 (seed 0) checksums, front to back:
+ *   1. header, 32 bytes: "TQKV", u32 version (1..3), u64 metadata length,
+ *      u64 XXH64 of the metadata, u64 XXH64 of header bytes 0..23
+ *   2. metadata: source kind, fingerprint flag, source version and size,
+ *      model fingerprint, tokens, architecture, type-id profile, base id
+ *      and name, the skeleton (one zstd frame), the tensor count, then
+ *      a. one 72-byte record per K/V tensor: where its rows sit in the
+ *         source, layer, K/V, codec, bits, group, seed, flags, model layer
+ *      b. version 2: the InnerQ scales of the records that flag them
+ *      c. version 3: the extensions (sink rows, K offsets, RoPE, planes)
+ *   3. chunks, in tensor order, rows ascending: a 44-byte header ("TQCK",
+ *      tensor, first row, row count, zstd flag, raw and stored length,
+ *      XXH64) and the payload (source bytes, or coded blocks)
+ *   4. index: u64 offset of every chunk header
+ *   5. trailer, 32 bytes: u64 chunk count, u64 index offset, u64 XXH64 of
+ *      the index and these 16 bytes, "TQKVEND\0"
  */
 #ifndef TQ_TQKV_H
 #define TQ_TQKV_H

@@ -506,9 +506,10 @@ static tq_status offset_pass2(tq_ctx *ctx, const src_tensor *s, const tqkv_recor
 static tq_status plan_offset(tq_ctx *ctx, const src_tensor *s, tqkv_record *t, const tq_rope *rope,
                              const int32_t *pos)
 {
+    /* o.mean, o.pre: [width] sums; rows: [OFFSET_STEP][width]; b, t->offset: [width] */
     offset_sums o = {calloc(t->width, sizeof(double)), calloc(t->width, sizeof(double)), 0, 0};
-    float *rows = malloc((size_t)OFFSET_STEP * t->width * sizeof *rows),
-          *b = malloc(t->width * sizeof *b);
+    float *rows = malloc((size_t)OFFSET_STEP * t->width * sizeof *rows);
+    float *b = malloc(t->width * sizeof *b);
     t->offset = malloc(t->width * sizeof *t->offset);
     tq_status st = TQ_OK;
     if (!o.mean || !o.pre || !rows || !b || !t->offset)

@@ -51,7 +51,7 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_co
         if (!(o->p = calloc(1, o->len ? o->len : 1))) goto oom;
         return;
     }
-    uint8_t *raw = malloc(ch->raw_len ? ch->raw_len : 1);
+    uint8_t *raw = malloc(ch->raw_len ? ch->raw_len : 1); /* [raw_len]: the chunk's payload */
     if (!raw) goto oom;
     o->st = tqkv_chunk_read(local, r, ck, raw);
     if (o->st || (!coded && oty == ty)) {
@@ -62,6 +62,7 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_co
     }
     size_t nv = (size_t)ch->nrows * t->width;
     uint64_t ow = out_width(t, oty, head_dim);
+    /* y: [nrows][width] decoded rows ([nrows][ow] where heads are padded to the output's) */
     float *y = malloc((ow > t->width ? ch->nrows * ow : nv) * sizeof(float));
     o->len = (uint64_t)ch->nrows * (ow / oty->block) * oty->bytes;
     o->p = malloc(o->len ? o->len : 1);

@@ -27,11 +27,11 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
         return;
     }
     size_t nv = (size_t)n * t->width;
-    float *x = malloc(nv * sizeof(float));
+    float *x = malloc(nv * sizeof(float)); /* [n][width]: the rows as float32 */
     tq_ctx *ctx, *dev;
     int have = chunk_ctxs(parent, &ctx, &dev);
     o->len = nv / t->group * tq_codec_block_bytes(c);
-    o->p = malloc(o->len);
+    o->p = malloc(o->len); /* [nv / group][block bytes]: the coded blocks */
     if (!x || !o->p || !have) {
         free(x);
         chunk_ctxs_free(ctx, dev);

@@ -33,8 +33,9 @@ static tq_status open_snapshot(tq_ctx *ctx, tq_kv_view *v, uint64_t max_bytes)
     tq_kv_view outer = *v;
     *v = *inner;
     *inner = outer; /* closing inner now releases the snapshot's bytes */
-    v->label = outer.label;
-    inner->label = NULL;
+    char *decoded_label = v->label; /* the unlinked file's: messages name the snapshot */
+    v->label = inner->label;
+    inner->label = decoded_label;
     v->source = outer.source;
     v->profile = outer.profile;
     v->has_fingerprint = has_fp;

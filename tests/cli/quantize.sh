@@ -4,8 +4,7 @@
 # line, exit 1, and leave no output or temporary file behind.
 set -u
 . tests/cli/common.inc
-M=${TQ_SHARED:-../shared}/models/stories260K.gguf
-[ -f "$M" ] || { echo "stories260K.gguf not found"; exit 77; }
+need_stories
 no_leftovers() { ls "$tmp" | grep -q '\.tmp\.' && fail "temporary file left behind: $(ls "$tmp")"; return 0; }
 
 # config-i: layers 0,1,3,4 in q8_0 (2 at each end of 5), layer 2 in tq4_1s, ffn_down

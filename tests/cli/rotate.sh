@@ -4,8 +4,7 @@
 # tests/oracle/rotate_llama.py (llama.cpp is the judge there).
 set -u
 . tests/cli/common.inc
-M=${TQ_SHARED:-../shared}/models/stories260K.gguf
-[ -f "$M" ] || { echo "stories260K.gguf not found"; exit 77; }
+need_stories
 $tq rotate-weights -q "$M" "$tmp/a.gguf" || fail "rotate"
 $tq rotate-weights -q --threads 1 "$M" "$tmp/b.gguf" || fail "rotate, one thread"
 cmp -s "$tmp/a.gguf" "$tmp/b.gguf" || fail "the output depends on the thread count"

@@ -4,8 +4,7 @@
 # write exactly the same bytes as the normal build.
 set -u
 . tests/cli/common.inc
-M=${TQ_SHARED:-../shared}/models/stories260K.gguf
-[ -f "$M" ] || { echo "stories260K.gguf not found"; exit 77; }
+need_stories
 small=build/tests/tq-slice100
 [ -x $small ] || { echo "build/tests/tq-slice100 missing (make test builds it)"; exit 1; }
 for args in "rotate-weights" "quantize-tq4 --policy all" "quantize-tq4 --type tq3_1s --simulate"; do

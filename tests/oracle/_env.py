@@ -37,6 +37,13 @@ def need_shared(*paths):
             sys.exit(77)
 
 
+def tokenizer_source():
+    """stories260K, whose tokenizer generated models reuse, or None where
+    ../shared is absent: they then get a generated one of the same shape
+    (_models.spm_vocab)."""
+    return STORIES if STORIES.exists() else None
+
+
 def tq(*args, ok=True):
     """Runs tq; with ok, a failure ends the test with tq's message."""
     p = subprocess.run([TQ, *map(str, args)], capture_output=True, text=True)

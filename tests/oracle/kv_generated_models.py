@@ -11,17 +11,16 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import STORIES, TQ, need, need_shared  # noqa: E402
+from _env import TQ, need, tokenizer_source  # noqa: E402
 
 np, gguf, llama_cpp = need("numpy", "gguf", "llama_cpp")
-need_shared(STORIES)  # its tokenizer is reused
 from _llama_util import compare, continuation_logits, save_state  # noqa: E402
 import _models  # noqa: E402
 
 
 def make_model(path, head_dim):
     """A llama model with random weights and stories260K's tokenizer (GQA 4)."""
-    return _models.make_model(path, STORIES, head_dim)
+    return _models.make_model(path, tokenizer_source(), head_dim)
 
 
 def run(d, head_dim):

@@ -18,10 +18,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import STORIES, need, need_shared, tq  # noqa: E402
+from _env import need, tokenizer_source, tq  # noqa: E402
 
 np, gguf, llama_cpp = need("numpy", "gguf", "llama_cpp")
-need_shared(STORIES)
 from _models import make_model  # noqa: E402
 
 Q = gguf.GGMLQuantizationType
@@ -134,7 +133,7 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
         f32 = d / "f32.gguf"
-        make_model(f32, STORIES, 128, n_head=2, n_head_kv=1, n_layer=len(N_FF), n_embd=256, n_ff=N_FF, gains=True,
+        make_model(f32, tokenizer_source(), 128, n_head=2, n_head_kv=1, n_layer=len(N_FF), n_embd=256, n_ff=N_FF, gains=True,
                    outliers=3)
         q8 = d / "q8.gguf"
         llama_quantize(f32, q8, [(".*", Q.Q8_0)])

@@ -111,7 +111,13 @@ int tq_test_failed(void);
  * (lives until the runner exits; tests run one at a time). */
 struct tq_ctx;
 struct tq_ctx *tq_test_ctx(void);
-const char *tq_test_shared_dir(void);                 /* ../shared or $TQ_SHARED */
+const char *tq_test_shared_dir(void);
+/* A model with stories260K's shapes and random weights written to path (0
+ * or -1); tq_test_stories: ../shared's stories260K, else that stand-in
+ * (*standin 1; NULL if it could not be written), for the tests that check
+ * what follows from the shapes alone. */
+int tq_test_write_standin(const char *path);
+const char *tq_test_stories(int *standin);                 /* ../shared or $TQ_SHARED */
 void *tq_test_read_shared(const char *rel, size_t *len); /* NULL if absent */
 double tq_test_randn(unsigned long long *state);
 float *tq_test_kv_data(size_t n_vectors, unsigned g, unsigned long long seed); /* realistic-ish K */

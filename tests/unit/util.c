@@ -1,10 +1,12 @@
 /* util.c - data helpers for the unit tests. */
+#include "gguf.h"
 #include "harness.h"
 #include "tq.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 static tq_ctx *test_ctx;
 static void free_test_ctx(void) { tq_ctx_free(test_ctx); }
@@ -83,3 +85,103 @@ void tq_test_put(tq_test_buf *b, const void *d, size_t n)
 }
 void tq_test_u32(tq_test_buf *b, uint32_t v) { tq_test_put(b, &v, 4); }
 void tq_test_u64(tq_test_buf *b, uint64_t v) { tq_test_put(b, &v, 8); }
+
+/* ---- a stand-in for stories260K: its shapes, random weights */
+
+static tq_status put_f32_tensor(tq_gguf_writer *w, size_t n, unsigned long long *seed, int gain)
+{
+    float *x = malloc(n * sizeof *x); /* [n] */
+    if (!x) return TQ_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        double r = tq_test_randn(seed);
+        x[i] = gain ? (float)(1.0 + 0.3 * r) : (float)(r * 0.125);
+    }
+    tq_status st = tq_gguf_writer_write(w, x, n * sizeof *x);
+    free(x);
+    return st;
+}
+
+typedef struct standin_tensor {
+    char name[48];
+    int64_t ne[2];
+    uint32_t n_dims;
+    int gain; /* a norm's gain vector */
+} standin_tensor;
+
+/* stories260K's tensors in its order: 3 global, 9 per layer x 5 */
+static size_t standin_tensors(standin_tensor *t)
+{
+    static const struct {
+        const char *role;
+        int64_t ne0, ne1;
+    } layer[] = {{"attn_q", 64, 64},   {"attn_k", 64, 32},   {"attn_v", 64, 32},
+                 {"attn_output", 64, 64}, {"attn_norm", 64, 0}, {"ffn_gate", 64, 172},
+                 {"ffn_down", 172, 64}, {"ffn_up", 64, 172}, {"ffn_norm", 64, 0}};
+    size_t n = 0;
+    t[n++] = (standin_tensor){"token_embd.weight", {64, 512}, 2, 0};
+    t[n++] = (standin_tensor){"output_norm.weight", {64, 1}, 1, 1};
+    t[n++] = (standin_tensor){"output.weight", {64, 512}, 2, 0};
+    for (int l = 0; l < 5; l++) {
+        for (size_t k = 0; k < sizeof layer / sizeof *layer; k++) {
+            standin_tensor *s = &t[n++];
+            snprintf(s->name, sizeof s->name, "blk.%d.%s.weight", l, layer[k].role);
+            s->ne[0] = layer[k].ne0;
+            s->ne[1] = layer[k].ne1 ? layer[k].ne1 : 1;
+            s->n_dims = layer[k].ne1 ? 2 : 1;
+            s->gain = !layer[k].ne1;
+        }
+    }
+    return n;
+}
+
+int tq_test_write_standin(const char *path)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tq_gguf_writer *w = NULL;
+    standin_tensor t[64];
+    size_t n = standin_tensors(t);
+    static const struct {
+        const char *key;
+        uint32_t v;
+    } u32[] = {{"llama.context_length", 2048},  {"llama.embedding_length", 64},
+               {"llama.feed_forward_length", 172}, {"llama.attention.head_count", 8},
+               {"llama.attention.head_count_kv", 4}, {"llama.block_count", 5},
+               {"llama.rope.dimension_count", 8}};
+    tq_status st = tq_gguf_writer_new(ctx, &w);
+    if (!st) st = tq_gguf_writer_set_str(w, "general.architecture", "llama", 5);
+    for (size_t i = 0; !st && i < sizeof u32 / sizeof *u32; i++)
+        st = tq_gguf_writer_set_u32(w, u32[i].key, u32[i].v);
+    float eps = 1e-5f;
+    if (!st) st = tq_gguf_writer_set_scalar(w, "llama.attention.layer_norm_rms_epsilon", TQ_GGUF_FLOAT32, &eps);
+    for (size_t i = 0; !st && i < n; i++) st = tq_gguf_writer_add_tensor(w, t[i].name, 0, t[i].n_dims, t[i].ne);
+    if (!st) st = tq_gguf_writer_open(w, path, NULL, 0);
+    unsigned long long seed = 260;
+    for (size_t i = 0; !st && i < n; i++)
+        st = put_f32_tensor(w, (size_t)(t[i].ne[0] * t[i].ne[1]), &seed, t[i].gain);
+    if (!st) st = tq_gguf_writer_finish(w);
+    tq_gguf_writer_free(w);
+    tq_ctx_free(ctx);
+    return st == TQ_OK ? 0 : -1;
+}
+
+static char standin_path[512];
+static void remove_standin(void) { unlink(standin_path); }
+
+const char *tq_test_stories(int *standin)
+{
+    static char shared[4096];
+    snprintf(shared, sizeof shared, "%s/models/stories260K.gguf", tq_test_shared_dir());
+    *standin = access(shared, R_OK) != 0;
+    if (!*standin) return shared;
+    if (!standin_path[0]) {
+        const char *d = getenv("TMPDIR");
+        snprintf(standin_path, sizeof standin_path, "%s/tq-standin-%d.gguf", d && *d ? d : "/tmp",
+                 (int)getpid());
+        if (tq_test_write_standin(standin_path)) {
+            standin_path[0] = 0;
+            return NULL;
+        }
+        atexit(remove_standin);
+    }
+    return standin_path;
+}
