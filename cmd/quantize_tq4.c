@@ -613,6 +613,11 @@ static tq_status write_model(tq_ctx *ctx, const tq_gguf *g, tjob *jobs, int64_t 
         tjob *j = &jobs[i];
         if (j->convert) {
             st = convert(cv, g, j, o, w, &pr, &done_b, total);
+            if (st) { /* which tensor: the codecs know only values */
+                char why[256];
+                snprintf(why, sizeof why, "%s", tq_ctx_error(cv->ctx));
+                tq_ctx_set_error(cv->ctx, st, "%s: %s", tq_gguf_tensor_name(g, i), why);
+            }
         } else {
             st = tq_gguf_copy_tensor(g, i, w);
             done_b += j->in_bytes;

@@ -62,4 +62,18 @@ expect_err 1 "imatrix" quantize-tq4 --imatrix Makefile "$M" "$tmp/y.gguf"
 grep -q "full.gguf:" "$tmp/e" || fail "disk full message: $(cat "$tmp/e")"
 [ -e "$tmp/full.gguf" ] && fail "partial output after a write error"
 no_leftovers
+# a NaN among the weights of a tensor going to q8_0: one line naming the value, exit 1, no output
+cp "$M" "$tmp/nan.gguf"
+$tq inspect --json "$M" >"$tmp/nan.json" || fail "inspect"
+python3 - "$tmp/nan.json" "$tmp/nan.gguf" <<'PY' || fail "writing a NaN"
+import json, struct, sys
+t = next(x for x in json.load(open(sys.argv[1]))["tensors"] if x["name"] == "blk.0.attn_q.weight")
+with open(sys.argv[2], "r+b") as f:
+    f.seek(t["file_offset"] + 4 * 70)
+    f.write(struct.pack("<f", float("nan")))
+PY
+expect_err 1 "blk.0.attn_q.weight: value 6 is nan: q8_0 blocks need finite values" \
+    quantize-tq4 -q "$tmp/nan.gguf" "$tmp/nan-out.gguf"
+[ -e "$tmp/nan-out.gguf" ] && fail "output written for a model with a NaN weight"
+no_leftovers
 exit 0
