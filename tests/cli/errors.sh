@@ -30,19 +30,23 @@ grep -q 'writing the state file failed: File too large' "$tmp/e" || fail "no cau
 [ -e "$tmp/full.ggsq" ] && fail "partial output after a write error"
 ls "$tmp" | grep -q '\.tmp\.' && fail "temporary file left: $(ls "$tmp")"
 
+# full_disk OUT NEEDLE ARGS...: tq ARGS -o OUT under a 1-block file-size limit
+# fails with exit 1, one line containing NEEDLE, and leaves no OUT behind
+full_disk() {
+    out=$1 needle=$2
+    shift 2
+    (ulimit -f 1; trap '' XFSZ; exec $tq "$@" -o "$out") >"$tmp/o" 2>"$tmp/e"
+    rc=$?
+    [ $rc -eq 1 ] || fail "exit $rc, expected 1: $(cat "$tmp/e")"
+    [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "not one line: $(cat "$tmp/e")"
+    grep -q "$needle" "$tmp/e" || fail "no cause: $(cat "$tmp/e")"
+    [ -e "$out" ] && fail "partial output after a write error"
+    return 0
+}
+
 behaviour decode_to_npz_on_a_full_disk_names_the_cause
-(ulimit -f 1; trap '' XFSZ; exec $tq decode-kvdump "$tmp/s.tqkv" --format npz -o "$tmp/full.npz") \
-    >"$tmp/o" 2>"$tmp/e"
-rc=$?
-[ $rc -eq 1 ] || fail "exit $rc, expected 1: $(cat "$tmp/e")"
-grep -q 'File too large' "$tmp/e" || fail "no cause: $(cat "$tmp/e")"
-[ -e "$tmp/full.npz" ] && fail "partial output after a write error"
+full_disk "$tmp/full.npz" 'File too large' decode-kvdump "$tmp/s.tqkv" --format npz
 
 behaviour encode_on_a_full_disk_names_the_cause
-(ulimit -f 1; trap '' XFSZ; exec $tq encode-kvdump "$S" --preset lossless -o "$tmp/full.tqkv") \
-    >"$tmp/o" 2>"$tmp/e"
-rc=$?
-[ $rc -eq 1 ] || fail "exit $rc, expected 1: $(cat "$tmp/e")"
-grep -q 'File too large' "$tmp/e" || fail "no cause: $(cat "$tmp/e")"
-[ -e "$tmp/full.tqkv" ] && fail "partial output after a write error"
+full_disk "$tmp/full.tqkv" 'File too large' encode-kvdump "$S" --preset lossless
 exit 0

@@ -133,4 +133,19 @@ void tq_test_put(tq_test_buf *b, const void *d, size_t n);
 void tq_test_u32(tq_test_buf *b, uint32_t v);
 void tq_test_u64(tq_test_buf *b, uint64_t v);
 
+/* A llama.cpp sequence file (version 2, one stream, one sequence): cells
+ * tokens token0.. at positions 0.., `layers` layers of K and V rows of
+ * `width` values (f16 or f32; V transposed with vtrans), each value
+ * value(user, layer, is_v, cell, element), asked in file order.  malloc'd. */
+typedef struct tq_test_seq {
+    uint32_t cells, layers, width;
+    int f16, vtrans;
+    int32_t token0;
+    float (*value)(void *user, uint32_t layer, int is_v, uint32_t cell, uint32_t e);
+    void *user;
+} tq_test_seq;
+uint8_t *tq_test_seq_state(const tq_test_seq *s, size_t *len);
+/* a value callback: the next tq_test_randn of the seed user points to */
+float tq_test_randn_value(void *seed, uint32_t l, int is_v, uint32_t c, uint32_t e);
+
 #endif

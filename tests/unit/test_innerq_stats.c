@@ -13,43 +13,15 @@
  * (layer, K/V, cell, e) = f(...) */
 static float val(int l, int v, int c, int e, int salt) { return (float)((l + 1) * (v ? -1 : 1) * (e + 1) * 0.1 + (c % 3) * 0.5 + salt); }
 
+static float value_of(void *salt, uint32_t l, int is_v, uint32_t c, uint32_t e)
+{
+    return val((int)l, is_v, (int)c, (int)e, *(int *)salt);
+}
+
 static uint8_t *make(size_t *len, int cells, int width, int salt)
 {
-    size_t n = 0;
-    uint8_t *b = malloc(1 << 16);
-#define P(x)                                                                                       \
-    do {                                                                                           \
-        __typeof__(x) x_ = (x);                                                                    \
-        memcpy(b + n, &x_, sizeof x_);                                                             \
-        n += sizeof x_;                                                                            \
-    } while (0)
-    P(TQ_GGSQ_MAGIC);
-    P((uint32_t)2);
-    P((uint32_t)cells);
-    for (int i = 0; i < cells; i++) P((int32_t)i);
-    P((uint32_t)1);
-    P((uint32_t)cells);
-    for (int c = 0; c < cells; c++) {
-        P((int32_t)c);
-        P((uint32_t)1);
-        P((int32_t)0);
-    }
-    if (!cells) { /* llama.cpp writes nothing more for an empty stream */
-        *len = n;
-        return b;
-    }
-    P((uint32_t)0);
-    P((uint32_t)2);
-    for (int v = 0; v < 2; v++)
-        for (int l = 0; l < 2; l++) {
-            P((int32_t)0);
-            P((uint64_t)(4 * width));
-            for (int c = 0; c < cells; c++)
-                for (int e = 0; e < width; e++) P(val(l, v, c, e, salt));
-        }
-#undef P
-    *len = n;
-    return b;
+    tq_test_seq s = {(uint32_t)cells, 2, (uint32_t)width, 0, 0, 0, value_of, &salt};
+    return tq_test_seq_state(&s, len);
 }
 
 TEST(innerq_stats_mean_squares)

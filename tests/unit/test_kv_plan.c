@@ -8,42 +8,13 @@
 
 #include <string.h>
 
+
 /* a sequence file: 20 cells, 2 layers, f16 rows of `width` values */
 static uint8_t *make_state(uint32_t width, size_t *len)
 {
-    size_t n = 0;
-    uint8_t *b = malloc(1 << 20);
-#define P(v)                                                                                       \
-    do {                                                                                           \
-        __typeof__(v) v_ = (v);                                                                    \
-        memcpy(b + n, &v_, sizeof v_);                                                             \
-        n += sizeof v_;                                                                            \
-    } while (0)
-    P(TQ_GGSQ_MAGIC);
-    P((uint32_t)2);
-    P((uint32_t)20);
-    for (int i = 0; i < 20; i++) P((int32_t)(7 + i));
-    P((uint32_t)1);
-    P((uint32_t)20);
-    for (int c = 0; c < 20; c++) {
-        P((int32_t)c);
-        P((uint32_t)1);
-        P((int32_t)0);
-    }
-    P((uint32_t)0); /* V not transposed */
-    P((uint32_t)2);
     unsigned long long seed = 3;
-    for (int kv = 0; kv < 2; kv++) {
-        for (int l = 0; l < 2; l++) {
-            P((int32_t)1); /* f16 */
-            P((uint64_t)width * 2);
-            for (uint32_t i = 0; i < 20 * width; i++)
-                P(tq_fp32_to_fp16((float)tq_test_randn(&seed)));
-        }
-    }
-#undef P
-    *len = n;
-    return b;
+    tq_test_seq s = {20, 2, width, 1, 0, 7, tq_test_randn_value, &seed};
+    return tq_test_seq_state(&s, len);
 }
 
 typedef struct planned {

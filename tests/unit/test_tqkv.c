@@ -10,45 +10,13 @@
 #include <math.h>
 #include <string.h>
 
+
 /* sequence file: 40 cells, 3 layers, f16 rows of 2 heads x 32 */
 static uint8_t *make_state(size_t *len, int vtrans)
 {
-    size_t cap = 1 << 20, n = 0;
-    uint8_t *b = malloc(cap);
-#define P(v)                                                                                       \
-    do {                                                                                           \
-        __typeof__(v) v_ = (v);                                                                    \
-        memcpy(b + n, &v_, sizeof v_);                                                             \
-        n += sizeof v_;                                                                            \
-    } while (0)
-    P(TQ_GGSQ_MAGIC);
-    P((uint32_t)2);
-    P((uint32_t)40);
-    for (int i = 0; i < 40; i++) P((int32_t)(100 + i));
-    P((uint32_t)1);
-    P((uint32_t)40);
-    for (int c = 0; c < 40; c++) {
-        P((int32_t)c);
-        P((uint32_t)1);
-        P((int32_t)0);
-    }
-    P((uint32_t)vtrans);
-    P((uint32_t)3);
-    unsigned long long st = 5;
-    for (int kv = 0; kv < 2; kv++)
-        for (int l = 0; l < 3; l++) {
-            P((int32_t)1);
-            if (kv && vtrans) {
-                P((uint32_t)2);
-                P((uint32_t)64);
-            } else {
-                P((uint64_t)128);
-            }
-            for (int i = 0; i < 40 * 64; i++) P(tq_fp32_to_fp16((float)tq_test_randn(&st)));
-        }
-#undef P
-    *len = n;
-    return b;
+    unsigned long long seed = 5;
+    tq_test_seq s = {40, 3, 64, 1, vtrans, 100, tq_test_randn_value, &seed};
+    return tq_test_seq_state(&s, len);
 }
 
 static uint8_t *encode_opts(const uint8_t *state, size_t len, const tq_kvsnap_options *o, size_t *out_len, char *err,

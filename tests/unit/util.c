@@ -1,7 +1,8 @@
 /* util.c - data helpers for the unit tests. */
 #include "gguf.h"
 #include "harness.h"
-#include "tq.h"
+#include "llama_state.h"
+#include "tq_internal.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -184,4 +185,65 @@ const char *tq_test_stories(int *standin)
         atexit(remove_standin);
     }
     return standin_path;
+}
+
+/* ---- hand-built llama.cpp sequence files */
+
+#define PUT(v)                                                                                     \
+    do {                                                                                           \
+        __typeof__(v) v_ = (v);                                                                    \
+        tq_test_put(&b, &v_, sizeof v_);                                                           \
+    } while (0)
+
+uint8_t *tq_test_seq_state(const tq_test_seq *s, size_t *len)
+{
+    tq_test_buf b = {0};
+    PUT(TQ_GGSQ_MAGIC);
+    PUT((uint32_t)2); /* sequence file version */
+    PUT(s->cells);    /* tokens */
+    for (uint32_t i = 0; i < s->cells; i++) PUT((int32_t)(s->token0 + (int32_t)i));
+    PUT((uint32_t)1); /* one stream */
+    PUT(s->cells);
+    for (uint32_t c = 0; c < s->cells; c++) { /* position, one sequence id: 0 */
+        PUT((int32_t)c);
+        PUT((uint32_t)1);
+        PUT((int32_t)0);
+    }
+    if (s->cells) { /* llama.cpp writes nothing more for an empty stream */
+        PUT((uint32_t)s->vtrans);
+        PUT(s->layers);
+        uint32_t es = s->f16 ? 2 : 4;
+        for (int v = 0; v < 2; v++) {
+            for (uint32_t l = 0; l < s->layers; l++) {
+                PUT((int32_t)(s->f16 ? 1 : 0)); /* ggml type */
+                int trans = v && s->vtrans;
+                if (trans) {
+                    PUT(es);
+                    PUT(s->width);
+                } else {
+                    PUT((uint64_t)s->width * es);
+                }
+                /* the values in file order: rows (or, transposed, elements) */
+                for (uint32_t i = 0; i < s->cells * s->width; i++) {
+                    uint32_t c = trans ? i % s->cells : i / s->width;
+                    uint32_t e = trans ? i / s->cells : i % s->width;
+                    float x = s->value(s->user, l, v, c, e);
+                    if (s->f16) PUT(tq_fp32_to_fp16(x));
+                    else PUT(x);
+                }
+            }
+        }
+    }
+    *len = b.n;
+    return b.p;
+}
+#undef PUT
+
+float tq_test_randn_value(void *seed, uint32_t l, int is_v, uint32_t c, uint32_t e)
+{
+    (void)l;
+    (void)is_v;
+    (void)c;
+    (void)e;
+    return (float)tq_test_randn(seed);
 }
