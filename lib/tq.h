@@ -433,6 +433,27 @@ void tq_moments_summary(const tq_moments *m, double *mean, double *rms, double *
 /* how many |x[i]| > threshold */
 uint64_t tq_count_beyond(const float *x, size_t n, float threshold);
 
+/* ------------------------------------------------- transform coding */
+
+/* The building blocks of transform coding a snapshot (issue 22): the
+ * eigenbasis of a covariance (a KLT) and the bits per component by reverse
+ * water-filling.  Deterministic: the same bytes in, the same numbers out,
+ * whatever the thread count or SIMD level. */
+
+/* Eigen-decomposition of the symmetric d x d matrix a (row-major, read
+ * only) by cyclic Jacobi rotations: eigval[d] descending, eigvec[d][d] with
+ * eigenvector k in row k (orthonormal rows: y = V x decorrelates x).  d <=
+ * 4096; TQ_ERR_ARG for a matrix that is not symmetric or not finite. */
+tq_status tq_sym_eigen(tq_ctx *ctx, uint32_t d, const double *a, double *eigval, double *eigvec);
+
+/* Reverse water-filling for Gaussian components of variances var[n]: the
+ * water level theta such that sum_i max(0, log2(var_i / theta) / 2) equals
+ * n * bits_per_value; bits[i] that rate of component i (0 where var_i <=
+ * theta: the component is not coded and decodes to its mean), distortion
+ * min(var_i, theta) each.  Returns theta (0 when every variance is 0). */
+tq_status tq_waterfill(tq_ctx *ctx, uint32_t n, const double *var, double bits_per_value,
+                       double *bits, double *theta);
+
 #ifdef __cplusplus
 }
 #endif
