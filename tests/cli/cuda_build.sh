@@ -35,7 +35,10 @@ behaviour device_cuda_without_a_gpu_is_one_line_and_no_output
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
     echo "a GPU is visible: tests/device/gpu_check.sh checks it"
 else
-    TQ=$T expect_err 1 "no CUDA device" encode-kvdump "$S" --head-dim 8 --device cuda -o "$tmp/c.tqkv"
+    cpu_tq=$tq
+    tq=$T # expect_err runs $tq
+    expect_err 1 "no CUDA device" encode-kvdump "$S" --head-dim 8 --device cuda -o "$tmp/c.tqkv"
+    tq=$cpu_tq
     [ -e "$tmp/c.tqkv" ] && fail "output written"
 fi
 
