@@ -78,6 +78,12 @@ $(B)/%.o: %.c | deps
 	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(B)/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)
+# the transform coder's products: explicit FMA intrinsics (klt.c's scalar
+# path computes the same chains with fmaf)
+$(B)/lib/klt_avx2.o $(B)/san/lib/klt_avx2.o: CFLAGS += -O3 -mavx2 -mfma
+$(B)/lib/transform.o: CFLAGS += -O3
+# index bytes to and from zig-zag: long loops GCC vectorizes at -O3
+$(B)/formats/snapshot/kv_klt.o: CFLAGS += -O3
 # the rotation butterflies are long independent loops: let GCC vectorize them
 $(B)/lib/rotation.o: CFLAGS += -O3
 $(B)/lib/half_f16c.o $(B)/san/lib/half_f16c.o: CFLAGS += -mf16c -mavx

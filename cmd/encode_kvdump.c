@@ -80,6 +80,12 @@ void help_encode_kvdump(void)
         "(as\n"
         "                        --turbo), TurboAngle (b bits: b+1 angle and b-1 radius bits) or\n"
         "                        TurboQuant-prod (b-1 MSE bits and a 1-bit QJL sketch, b >= 2)\n"
+        "  --transform auto|on|off  transform coding (per KV head: K before RoPE, the eigenbasis\n"
+        "                        of the state's own covariance, stored, one quantizer step set\n"
+        "                        for the rate; formats/TQKV.md): auto (default) where the indices\n"
+        "                        and the stored bases take fewer bits than the tq codec\n"
+        "  --k-rate/--v-rate R   its bits per K/V value (balanced 3, small 2; V: 0 keeps V on\n"
+        "                        the tq codec, the presets' choice)\n"
         "  --dry-run             print the plan (each tensor's codec, bits, group and payload);\n"
         "                        nothing is written (--json: as JSON)\n"
         "  -o -                  write to stdout\n");
@@ -90,7 +96,8 @@ typedef struct enc_opts {
     const char *in, *preset, *append, *innerq;
     long k_bits, v_bits, boundary, head_dim, sink;
     int turbo, dry_run;
-    const char *codec, *k_offset, *planes, *cells;
+    const char *codec, *k_offset, *planes, *cells, *transform;
+    double k_rate, v_rate; /* < 0: the preset's */
 } enc_opts;
 
 static const char *const preset_names[] = {"balanced", "lossless", "q8", "small", NULL};
@@ -98,12 +105,31 @@ static const char *const codec_names[] = {"tq", "turbo", "angle", "prod", NULL};
 static const char *const offset_names[] = {"rope", "mean", "off", NULL};
 static const char *const on_off[] = {"on", "off", NULL};
 static const char *const cells_names[] = {"auto", "lloyd-max", "uniform", NULL};
+static const char *const transform_names[] = {"auto", "on", "off", NULL};
+
+/* --k-rate/--v-rate: bits per value of the transform coder, (0, 8] (V: 0
+ * leaves V to the tq codec). */
+static int opt_rate(double *dst, const char *name, const char *v, double lo)
+{
+    char *end;
+    double r = strtod(v, &end);
+    if (*end || end == v || !(r >= lo) || r > 8 || (lo == 0 && r == 0 && name[2] == 'k'))
+        return cli_usage_error("%s: '%s' is not a rate in bits per value (%s 8]", name, v,
+                               lo > 0 ? "(0," : "[0,");
+    *dst = r;
+    return 0;
+}
+
+static int opt_k_rate(void *user, const char *v) { return opt_rate(user, "--k-rate", v, 1e-3); }
+static int opt_v_rate(void *user, const char *v) { return opt_rate(user, "--v-rate", v, 0); }
 
 static int parse(int argc, char **argv, enc_opts *o)
 {
     o->sink = TQ_KV_FROM_PRESET;
     o->k_bits = TQ_KV_FROM_PRESET;
     o->v_bits = TQ_KV_FROM_PRESET;
+    o->k_rate = -1;
+    o->v_rate = -1;
     const cli_opt own[] = {
         CLI_OPT_CHOICE("--preset", &o->preset, preset_names,
                        "--preset: unknown preset '%s' (lossless, q8, balanced, small)"),
@@ -122,6 +148,10 @@ static int parse(int argc, char **argv, enc_opts *o)
         CLI_OPT_FLAG("--turbo", &o->turbo),
         CLI_OPT_CHOICE("--codec", &o->codec, codec_names,
                        "--codec: '%s' is not tq, turbo, angle or prod"),
+        CLI_OPT_CHOICE("--transform", &o->transform, transform_names,
+                       "--transform: '%s' is not auto, on or off"),
+        CLI_OPT_FN("--k-rate", opt_k_rate, &o->k_rate),
+        CLI_OPT_FN("--v-rate", opt_v_rate, &o->v_rate),
         CLI_OPT_FLAG("--dry-run", &o->dry_run),
         {NULL},
     };
@@ -156,6 +186,7 @@ static void map_options(const enc_opts *o, tq_kvsnap_options *so)
                                  TQKV_CODEC_PROD};
     static const int offsets[] = {TQ_KOFF_ROPE, TQ_KOFF_MEAN, TQ_KOFF_OFF};
     static const int cells[] = {TQ_CELLS_AUTO, TQ_CELLS_LLOYD_MAX, TQ_CELLS_UNIFORM};
+    static const int transforms[] = {TQ_TC_AUTO, TQ_TC_ON, TQ_TC_OFF};
     tq_kvsnap_options_init(so);
     so->preset = (tq_kv_preset)pick(preset_names, o->preset, TQ_KV_PRESET_BALANCED);
     so->k_bits = (int)o->k_bits;
@@ -170,6 +201,9 @@ static void map_options(const enc_opts *o, tq_kvsnap_options *so)
     if (o->k_offset) so->k_offset = offsets[pick(offset_names, o->k_offset, 0)];
     so->no_planes = o->planes && !strcmp(o->planes, "off");
     if (o->cells) so->cells = cells[pick(cells_names, o->cells, 0)];
+    if (o->transform) so->transform = transforms[pick(transform_names, o->transform, 0)];
+    so->k_rate = o->k_rate;
+    so->v_rate = o->v_rate;
     so->innerq_file = o->innerq && strcmp(o->innerq, "auto") && strcmp(o->innerq, "off");
 }
 

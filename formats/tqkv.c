@@ -36,6 +36,9 @@ void tqkv_meta_free(tqkv_meta *m)
         free(m->t[i].innerq);
         free(m->t[i].offset);
         free(m->t[i].rope_pos);
+        for (uint64_t h = 0; m->t[i].klt && h < m->t[i].width / m->t[i].group; h++)
+            free(m->t[i].klt[h].basis);
+        free(m->t[i].klt);
     }
     free(m->t);
     memset(m, 0, sizeof *m);
@@ -168,6 +171,27 @@ static void put_rope(bbuf *b, const tqkv_record *t)
         }
 }
 
+/* The KLT codec's transforms: per head u32 m, f32 step, m x group f16. */
+static void put_klt(bbuf *b, const tqkv_record *t)
+{
+    for (uint64_t h = 0; h < t->width / t->group; h++) {
+        const tqkv_klt *k = &t->klt[h];
+        PUTV(b, k->m);
+        PUTV(b, k->step);
+        for (uint64_t i = 0; i < (uint64_t)k->m * t->group; i++) {
+            uint16_t v = tq_fp32_to_fp16(k->basis[i]);
+            PUTV(b, v);
+        }
+    }
+}
+
+uint64_t tqkv_klt_components(const tqkv_record *t)
+{
+    uint64_t n = 0;
+    for (uint64_t h = 0; t->klt && h < t->width / t->group; h++) n += t->klt[h].m;
+    return n;
+}
+
 /* The tensor records and the scales after them; returns the file version
  * they need (older readers still read what needs nothing newer). */
 static uint32_t put_records(bbuf *b, const tqkv_meta *m)
@@ -184,7 +208,9 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
         int per_head = t->innerq && t->innerq_n != t->group;
         uint8_t rec_flags[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0) |
                                           (t->radius_bits & 15) << 2 | (per_head ? 64 : 0) |
-                                          (t->sink_rows || t->offset || t->planes ? 128 : 0)),
+                                          (t->sink_rows || t->offset || t->planes || t->klt
+                                               ? 128
+                                               : 0)),
                                 (uint8_t)ml, (uint8_t)(ml >> 8)};
         PUTV(b, t->file_off);
         PUTV(b, t->bytes);
@@ -215,17 +241,19 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
         any_v3 |= m->t[i].sink_rows || m->t[i].offset || m->t[i].planes || m->t[i].uniform ||
                   (m->t[i].innerq && m->t[i].innerq_n != m->t[i].group) ||
                   m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed ||
-                  m->t[i].codec == TQKV_CODEC_ANGLE || m->t[i].codec == TQKV_CODEC_PROD;
+                  m->t[i].codec == TQKV_CODEC_ANGLE || m->t[i].codec == TQKV_CODEC_PROD ||
+                  m->t[i].codec == TQKV_CODEC_KLT;
     }
     for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 3: the extensions, in tensor order */
         const tqkv_record *t = &m->t[i];
-        if (!t->sink_rows && !t->offset && !t->planes) continue;
-        uint32_t flags =
-            (t->offset ? 1 : 0) | (t->offset && t->rope_pos ? 2 : 0) | (t->planes ? 4 : 0);
+        if (!t->sink_rows && !t->offset && !t->planes && !t->klt) continue;
+        uint32_t flags = (t->offset ? 1 : 0) | (t->offset && t->rope_pos ? 2 : 0) |
+                         (t->planes ? 4 : 0) | (t->klt ? 8 : 0);
         PUTV(b, t->sink_rows);
         PUTV(b, flags);
         if (t->offset) bput(b, t->offset, 4ull * t->width);
         if (flags & 2) put_rope(b, t);
+        if (t->klt) put_klt(b, t);
     }
     if (any_v3) return 3;
     return any_innerq ? 2 : 1;
@@ -509,6 +537,8 @@ static uint64_t expected_raw(tq_ctx *ctx, const tqkv_record *t, uint32_t row0, u
     }
     if (t->codec == TQKV_CODEC_RAW)
         return t->transposed ? t->bytes : t->bytes / tq_max_u32(t->cells, 1) * nrows;
+    if (t->codec == TQKV_CODEC_KLT) /* at least a byte an index (kv_klt.h) */
+        return tqkv_klt_components(t) * nrows;
     tq_codec_desc d;
     tq_codec *c;
     if (tqkv_codec_desc(t, &d) || tq_codec_new(ctx, &d, &c)) {
@@ -619,7 +649,12 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
         return bad(ctx, r, "tensor size inconsistent with its type", at);
     if (t->transposed && (ty->block != 1 || !t->is_v)) /* llama.cpp transposes only float V */
         return bad(ctx, r, "a transposed tensor of a block type", at);
-    if (t->codec != TQKV_CODEC_RAW) {
+    if (t->codec == TQKV_CODEC_KLT) { /* one transform per head of `group` values */
+        if (!v3 || ty->dtype < 0 || t->group < 8 || t->group > 4096 || t->group % 8 ||
+            t->width % t->group || t->bits || t->norm_correction || t->seed || !t->has_ext ||
+            t->width > (1u << 20))
+            return bad(ctx, r, "bad codec parameters", at);
+    } else if (t->codec != TQKV_CODEC_RAW) {
         tq_codec_desc d;
         if (ty->dtype < 0 || tqkv_codec_desc(t, &d) || t->width % t->group)
             return bad(ctx, r, "bad codec parameters", at);
@@ -655,7 +690,52 @@ static tq_status parse_scales(tq_ctx *ctx, tqkv_reader *r, mcur *c)
     return TQ_OK;
 }
 
-/* Version 3: the extensions (sink rows, offsets, planes), in tensor order. */
+/* K offsets (and their rotation) of one tensor's extension. */
+static tq_status get_offset(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t, uint32_t flags)
+{
+    if (!(t->offset = malloc(4ull * t->width)))
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (mget(c, t->offset, 4ull * t->width))
+        return bad(ctx, r, "offsets truncated", HDR_LEN + c->pos);
+    for (uint64_t j = 0; j < t->width; j++)
+        if (!isfinite(t->offset[j]))
+            return bad(ctx, r, "an offset that is not finite", HDR_LEN + c->pos);
+    return flags & 2 ? get_rope(ctx, r, c, t) : TQ_OK;
+}
+
+/* The KLT codec's transforms (put_klt): every head's component count,
+ * step and basis, each value finite and at most 1 in size (rows of an
+ * orthonormal basis). */
+static tq_status get_klt(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t)
+{
+    uint64_t nh = t->width / t->group;
+    if (!(t->klt = calloc(nh, sizeof *t->klt)))
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (uint64_t h = 0; h < nh; h++) {
+        tqkv_klt *k = &t->klt[h];
+        uint64_t at = HDR_LEN + c->pos;
+        if (mget(c, &k->m, 4) || mget(c, &k->step, 4))
+            return bad(ctx, r, "transform truncated", at);
+        if (k->m > t->group || !(k->step > 0) || !isfinite(k->step))
+            return bad(ctx, r, "bad transform (components or step)", at);
+        uint64_t nv = (uint64_t)k->m * t->group;
+        if (nv * 2 > c->n - c->pos) return bad(ctx, r, "transform basis truncated", at);
+        if (!(k->basis = malloc((nv ? nv : 1) * sizeof *k->basis)))
+            return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        for (uint64_t i = 0; i < nv; i++) {
+            uint16_t v = 0;
+            mget(c, &v, 2); /* fits: checked above */
+            k->basis[i] = tq_fp16_to_fp32(v);
+            if (!(fabsf(k->basis[i]) <= 1.0f))
+                return bad(ctx, r, "a basis value that is not finite or above 1",
+                           HDR_LEN + c->pos - 2);
+        }
+    }
+    return TQ_OK;
+}
+
+/* Version 3: the extensions (sink rows, offsets, planes,
+ * transforms), in tensor order. */
 static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
 {
     tqkv_meta *m = &r->meta;
@@ -666,19 +746,14 @@ static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
         if (mget(c, &t->sink_rows, 4) || mget(c, &flags, 4))
             return bad(ctx, r, "tensor extension truncated", HDR_LEN + c->pos);
         if (t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows) ||
-            flags > 7 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
-            ((flags & 4) && (t->codec != TQKV_CODEC_TQ || t->bits < 2 || t->group % 8)))
+            flags > 15 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
+            ((flags & 4) && (t->codec != TQKV_CODEC_TQ || t->bits < 2 || t->group % 8)) ||
+            !(flags & 8) != (t->codec != TQKV_CODEC_KLT))
             return bad(ctx, r, "bad tensor extension", HDR_LEN + c->pos);
         t->planes = (flags & 4) != 0;
-        if (!(flags & 1)) continue;
-        if (!(t->offset = malloc(4ull * t->width)))
-            return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-        if (mget(c, t->offset, 4ull * t->width))
-            return bad(ctx, r, "offsets truncated", HDR_LEN + c->pos);
-        for (uint64_t j = 0; j < t->width; j++)
-            if (!isfinite(t->offset[j]))
-                return bad(ctx, r, "an offset that is not finite", HDR_LEN + c->pos);
-        tq_status st = flags & 2 ? get_rope(ctx, r, c, t) : TQ_OK;
+        tq_status st = TQ_OK;
+        if (flags & 1) st = get_offset(ctx, r, c, t, flags);
+        if (!st && (flags & 8)) st = get_klt(ctx, r, c, t);
         if (st) return st;
     }
     return TQ_OK;
@@ -840,7 +915,11 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
         if (m->t[ti].transposed && m->t[ti].codec == TQKV_CODEC_RAW && ch->nrows != m->t[ti].cells)
             return bad(ctx, r, "chunk out of order", ch->offset);
         int ok;
-        if (ch->raw_len != expected_raw(ctx, &m->t[ti], ch->row0, ch->nrows, &ok) || !ok ||
+        uint64_t want = expected_raw(ctx, &m->t[ti], ch->row0, ch->nrows, &ok);
+        if (ok && m->t[ti].codec == TQKV_CODEC_KLT && !tqkv_chunk_is_sink(&m->t[ti], ch->row0) &&
+            ch->raw_len >= want && (ch->raw_len - want) % 2 == 0 && ch->raw_len - want <= 2 * want)
+            want = ch->raw_len; /* one byte an index, then 2 bytes per escaped one */
+        if (ch->raw_len != want || !ok ||
             ch->raw_len > MAX_PIECE || (!ch->zstd && ch->stored_len != ch->raw_len) ||
             (ch->zstd && ZSTD_getFrameContentSize(ch->stored, ch->stored_len) != ch->raw_len))
             return bad(ctx, r, "chunk length", ch->offset);

@@ -16,7 +16,8 @@
  *      a. one 72-byte record per K/V tensor: where its rows sit in the
  *         source, layer, K/V, codec, bits, group, seed, flags, model layer
  *      b. version 2: the InnerQ scales of the records that flag them
- *      c. version 3: the extensions (sink rows, K offsets, RoPE, planes)
+ *      c. version 3: the extensions (sink rows, K offsets, RoPE, planes,
+ *         the transforms of codec 6)
  *   3. chunks, in tensor order, rows ascending: a 44-byte header ("TQCK",
  *      tensor, first row, row count, zstd flag, raw and stored length,
  *      XXH64) and the payload (source bytes, or coded blocks)
@@ -48,11 +49,20 @@ enum {
     TQKV_CODEC_TQ = 1,
     TQKV_CODEC_TURBO = 2,
     TQKV_CODEC_ANGLE = 3,
-    TQKV_CODEC_PROD = 4
+    TQKV_CODEC_PROD = 4,
+    TQKV_CODEC_KLT = 6 /* version 3: transform coding (TQKV.md, "Transform coding") */
 };
 /* On disk only (version 3): a TQ tensor with uniform cells; read back as
  * codec TQKV_CODEC_TQ with `uniform` set. */
 #define TQKV_CODEC_TQ_UNIFORM_ID 5
+
+/* One KV head's transform (codec KLT): m basis rows of `group` values,
+ * strongest component first, and the quantizer step of their coefficients. */
+typedef struct tqkv_klt {
+    uint32_t m;
+    float step;
+    float *basis; /* [m][group]: f16 values (stored as f16), orthonormal rows */
+} tqkv_klt;
 
 /* One K or V tensor of the source state. */
 typedef struct tqkv_record {
@@ -89,6 +99,7 @@ typedef struct tqkv_record {
     uint8_t uniform;       /* TQ codec: uniform cells (tq_codec_desc.uniform; version 3) */
     uint8_t planes;        /* version 3, TQ codec: coded chunks hold their blocks as planes
                               (tq_blocks_to_planes), for zstd to entropy-code */
+    tqkv_klt *klt;         /* KLT codec: width / group heads' transforms (owned by the meta) */
 } tqkv_record;
 
 typedef struct tqkv_meta {
@@ -114,6 +125,9 @@ void tqkv_meta_free(tqkv_meta *m);
  * (if it stores them) form chunk 0, then chunks of rows_per_chunk. */
 uint32_t tqkv_record_n_chunks(const tqkv_record *t);
 void tqkv_record_chunk_rows(const tqkv_record *t, uint32_t k, uint32_t *row0, uint32_t *nrows);
+/* KLT codec: the coded components of all heads (the chunk payload holds a
+ * byte per component and row, then 2 bytes per escaped index: kv_klt.h). */
+uint64_t tqkv_klt_components(const tqkv_record *t);
 /* Whether a chunk starting at row0 holds the tensor's exact sink rows. */
 int tqkv_chunk_is_sink(const tqkv_record *t, uint32_t row0);
 /* The libtq codec of a coded tensor (TQ or TURBO); -1 if the record is invalid. */

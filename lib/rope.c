@@ -73,10 +73,10 @@ static void angles(const tq_rope *r, const int32_t *pos, size_t k, double *cs)
     }
 }
 
-tq_status tq_rope_unrotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint64_t width,
-                           const int32_t *pos)
+/* x = R(pos)^T x (dir -1) or R(pos) x (dir 1), row by row. */
+static tq_status turn(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint64_t width,
+                      const int32_t *pos, double dir)
 {
-    TQ_NEED_CTX(ctx);
     tq_status st = tq_rope_check(ctx, r, width);
     double *cs = st ? NULL : angle_table(r);
     if (st || !cs) return st ? st : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
@@ -87,13 +87,27 @@ tq_status tq_rope_unrotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows,
                 uint32_t j0, j1;
                 pair_of(r, i, &j0, &j1);
                 float *a = x + k * width + h + j0, *b = x + k * width + h + j1;
-                double c = cs[2 * i], s = cs[2 * i + 1], x0 = *a, x1 = *b;
+                double c = cs[2 * i], s = -dir * cs[2 * i + 1], x0 = *a, x1 = *b;
                 *a = (float)(x0 * c + x1 * s);
                 *b = (float)(x1 * c - x0 * s);
             }
     }
     free(cs);
     return TQ_OK;
+}
+
+tq_status tq_rope_unrotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint64_t width,
+                           const int32_t *pos)
+{
+    TQ_NEED_CTX(ctx);
+    return turn(ctx, r, x, rows, width, pos, -1.0);
+}
+
+tq_status tq_rope_rotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint64_t width,
+                         const int32_t *pos)
+{
+    TQ_NEED_CTX(ctx);
+    return turn(ctx, r, x, rows, width, pos, 1.0);
 }
 
 tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, size_t rows,

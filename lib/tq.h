@@ -377,6 +377,9 @@ tq_status tq_rope_check(tq_ctx *ctx, const tq_rope *r, uint64_t width);
 /* x (rows of width values, whole heads) = R(pos[r])^T x: back to before RoPE. */
 tq_status tq_rope_unrotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint64_t width,
                            const int32_t *pos);
+/* x = R(pos[r]) x: RoPE as the model applies it (undoes tq_rope_unrotate). */
+tq_status tq_rope_rotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint64_t width,
+                         const int32_t *pos);
 /* x[r] += sign * R(pos[r]) b for every row: b (width values) as each row's
  * position turns it. */
 tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, size_t rows,
@@ -441,7 +444,7 @@ uint64_t tq_count_beyond(const float *x, size_t n, float threshold);
  * whatever the thread count or SIMD level. */
 
 /* Eigen-decomposition of the symmetric d x d matrix a (row-major, read
- * only) by cyclic Jacobi rotations: eigval[d] descending, eigvec[d][d] with
+ * only; Householder reduction and QL steps): eigval[d] descending, eigvec[d][d] with
  * eigenvector k in row k (orthonormal rows: y = V x decorrelates x).  d <=
  * 4096; TQ_ERR_ARG for a matrix that is not symmetric or not finite. */
 tq_status tq_sym_eigen(tq_ctx *ctx, uint32_t d, const double *a, double *eigval, double *eigvec);
@@ -453,6 +456,40 @@ tq_status tq_sym_eigen(tq_ctx *ctx, uint32_t d, const double *a, double *eigval,
  * min(var_i, theta) each.  Returns theta (0 when every variance is 0). */
 tq_status tq_waterfill(tq_ctx *ctx, uint32_t n, const double *var, double bits_per_value,
                        double *bits, double *theta);
+
+/* Transform coding: vectors of d values (d % 8 == 0) projected on m
+ * orthonormal basis rows, strongest component first, each coefficient
+ * quantized with one uniform step (an index in -32767..32767); components
+ * past m decode to 0.  The products are chains of fused multiply-adds in
+ * one order at every SIMD level: the same bytes everywhere. */
+typedef struct tq_klt {
+    uint32_t d;         /* values per vector */
+    uint32_t m;         /* coded components, 0..d */
+    float step;         /* quantizer step, finite and > 0 */
+    const float *basis; /* [m][d] */
+} tq_klt;
+
+/* idx[m][n] (component-major) = round(basis[c] . x[r] / step) for the n
+ * vectors x + r * stride. */
+tq_status tq_klt_encode(tq_ctx *ctx, const tq_klt *k, const float *x, size_t n, size_t stride,
+                        int16_t *idx);
+/* x + r * stride = sum over c of idx[c][r] * step * basis[c]. */
+tq_status tq_klt_decode(tq_ctx *ctx, const tq_klt *k, const int16_t *idx, size_t n, float *x,
+                        size_t stride);
+/* y[n][m] = the coefficients of the n vectors x + r * stride on basis[m][d]
+ * (m % 8 == 0), unquantized. */
+tq_status tq_klt_project(tq_ctx *ctx, const float *basis, uint32_t m, uint32_t d, const float *x,
+                         size_t n, size_t stride, float *y);
+/* cov[d][d] = the mean of x x^T over the n vectors x + r * stride (the
+ * caller removes the mean first). */
+tq_status tq_covariance(tq_ctx *ctx, const float *x, size_t n, uint32_t d, size_t stride,
+                        double *cov);
+/* The step at which coefficients y[n][d] (a sample) quantize to indices of
+ * bits per value on average (empirical entropy per component, summed), and
+ * m = 1 + the last component that carries at least min_bits; rate: the
+ * bits per value at that step. */
+tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, double bits,
+                           double min_bits, float *step, uint32_t *m, double *rate);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,10 @@ tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsna
     *why = "off";
     if (!o->model || o->codec != TQKV_CODEC_TQ || o->base || o->preset == TQ_KV_PRESET_LOSSLESS)
         return TQ_OK;
+    if (tq_kvsnap_k_transformed(o, v)) {
+        *why = "off (K is transform-coded: its basis decorrelates the channels)";
+        return TQ_OK;
+    }
     tq_attn_model am;
     if (tq_attn_model_read(ctx, o->model, &am) || !am.qk_norm || am.folded ||
         am.head_dim != am.head_dim_v) {

@@ -3,6 +3,7 @@
  * an appended encode cannot disagree. */
 #include "kv_plan.h"
 #include "arch.h"
+#include "kv_klt.h"
 #include "kv_layers.h"
 #include "model_rope.h"
 
@@ -13,6 +14,9 @@
 #include <xxhash.h>
 
 #define CHUNK_TARGET (256u << 10) /* source bytes per chunk */
+/* transform-coded rows per chunk: each component's indices are a run of
+ * this many bytes, and zstd's blocks hold a few components each */
+#define KLT_CHUNK_ROWS 4096u
 
 /* The presets: every default of a snapshot, one row each.
  *   k, v      tq codec bits of K and V (lossless: reported, unused: every
@@ -26,18 +30,28 @@
  *   cells     TQ_CELLS_*: auto = uniform cells at 3 bits in groups >= 64
  *             (fewer bits at the same KL, faster than 3-bit planes)
  *   zstd      chunk level: f16 K/V barely compresses; level 1 keeps most of
- *             the gain at 3x the speed of level 3 */
+ *             the gain at 3x the speed of level 3
+ *   tc        TQ_TC_*: transform coding (kv_klt.h) where it takes fewer bits
+ *   k_less    its bits per K value: K's tq bits less this many hundredths
+ *             (one bit less: Gemma 3 270M at 24K tokens restored at 1.04-1.15x
+ *             the floor instead of 1.47-1.76x, stories260K at KL 0.0023
+ *             instead of 0.0029, both in fewer bits)
+ *   v_less    the same for V; 0: V keeps the tq codec (Gemma's V transformed at
+ *             3.5 bits restored at 1.45x the floor, with tq's 4 bits 1.04x) */
 typedef struct tq_kv_preset_row {
     const char *name;
-    int k, v, k_small, sink, k_offset, cells, zstd;
+    int k, v, k_small, sink, k_offset, cells, zstd, tc, k_less, v_less;
 } tq_kv_preset_row;
 
 static const tq_kv_preset_row preset_table[] = {
-    /* name       k  v  k_small sink k_offset      cells          zstd */
-    [TQ_KV_PRESET_BALANCED] = {"balanced", 4, 4, 5, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1},
-    [TQ_KV_PRESET_LOSSLESS] = {"lossless", 4, 4, 4, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1},
-    [TQ_KV_PRESET_Q8] = {"q8", 8, 8, 8, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1},
-    [TQ_KV_PRESET_SMALL] = {"small", 3, 3, 3, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1},
+    /* name  k  v  k_small sink k_offset cells zstd tc k_less v_less */
+    [TQ_KV_PRESET_BALANCED] = {"balanced", 4, 4, 5, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1,
+                               TQ_TC_AUTO, 100, 0},
+    [TQ_KV_PRESET_LOSSLESS] = {"lossless", 4, 4, 4, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1,
+                               TQ_TC_OFF, 0, 0},
+    [TQ_KV_PRESET_Q8] = {"q8", 8, 8, 8, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1, TQ_TC_OFF, 0, 0},
+    [TQ_KV_PRESET_SMALL] = {"small", 3, 3, 3, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1, TQ_TC_AUTO,
+                            100, 0},
 };
 #define N_PRESETS (sizeof preset_table / sizeof *preset_table)
 
@@ -67,6 +81,9 @@ void tq_kvsnap_options_init(tq_kvsnap_options *o)
                              .sink_cells = TQ_KV_FROM_PRESET,
                              .k_offset = TQ_KV_FROM_PRESET,
                              .cells = TQ_KV_FROM_PRESET,
+                             .transform = TQ_KV_FROM_PRESET,
+                             .k_rate = -1,
+                             .v_rate = -1,
                              .zstd_level = TQ_KV_FROM_PRESET};
 }
 
@@ -104,7 +121,47 @@ static void resolve(const tq_kvsnap_options *o, tq_kvsnap_options *r)
     if (r->k_offset == TQ_KV_FROM_PRESET) r->k_offset = row->k_offset;
     if (r->cells == TQ_KV_FROM_PRESET) r->cells = row->cells;
     if (r->zstd_level == TQ_KV_FROM_PRESET) r->zstd_level = row->zstd;
+    if (r->transform == TQ_KV_FROM_PRESET) r->transform = row->tc;
+    if (r->codec != TQKV_CODEC_TQ && r->codec != TQKV_CODEC_RAW) r->transform = TQ_TC_OFF;
     if (r->codec == TQKV_CODEC_RAW) r->codec = TQKV_CODEC_TQ; /* zero-initialized options: tq's */
+}
+
+/* The transform's bits per value for K or V of tensors whose tq codec has
+ * `bits`: the user's, else the preset's (0: not transformed). */
+static double tc_rate(const tq_kvsnap_options *o, int is_v, int bits)
+{
+    const tq_kv_preset_row *row = &preset_table[o->preset];
+    double given = is_v ? o->v_rate : o->k_rate;
+    int less = is_v ? row->v_less : row->k_less;
+    if (given >= 0) return given;
+    return less ? bits - less / 100.0 : 0.0;
+}
+
+int tq_kvsnap_k_transformed(const tq_kvsnap_options *given, const tq_kv_view *v)
+{
+    tq_kvsnap_options o;
+    resolve(given, &o);
+    if (o.transform == TQ_TC_OFF || o.base || o.preset == TQ_KV_PRESET_LOSSLESS ||
+        o.codec != TQKV_CODEC_TQ || (o.transform == TQ_TC_AUTO && o.innerq_file))
+        return 0;
+    tq_head_source from;
+    uint32_t d = tq_kv_head_size(o.head_dim, o.model, tq_kv_view_head_dim(v), tq_kv_view_arch(v),
+                                 &from);
+    const tq_kv_preset_row *row = &preset_table[o.preset];
+    int k = d && d <= 32 ? row->k_small : row->k;
+    if (o.k_bits > 0) k = o.k_bits;
+    double rate = tc_rate(&o, 0, k);
+    if (rate <= 0) return 0;
+    if (o.transform == TQ_TC_ON) return 1;
+    for (uint32_t i = 0; i < tq_kv_view_n_kv(v); i++)
+        for (uint32_t j = 0; j < tq_kv_view_kv(v, i)->n_stream; j++) {
+            uint32_t c = tq_kv_view_kv(v, i)->streams[j].cell_count;
+            /* the plan's rule with the most a basis can cost: all d components */
+            if (c && (c <= (uint32_t)o.sink_cells + 16 || !d || d % 8 ||
+                      rate + 16.0 * d / (c - o.sink_cells) >= k + 16.0 / d))
+                return 0;
+        }
+    return 1;
 }
 
 /* ------------------------------------------------------------ one description */
@@ -135,6 +192,13 @@ const char *tq_kvsnap_describe(const tqkv_record *t, tq_describe_style style, ch
                  t->radius_bits, w->close);
     } else if (t->codec == TQKV_CODEC_PROD) {
         snprintf(b, n, "prod%sg=%u%sb=%u%s", w->open, t->group, sep, t->bits, w->close);
+    } else if (t->codec == TQKV_CODEC_KLT) { /* m: the heads' mean component count */
+        uint64_t nh = t->width / t->group;
+        const char *a = w->attr;
+        snprintf(b, n, "klt%sg=%u%sm=%llu%s%s%s%s%s", w->open, t->group, sep,
+                 (unsigned long long)((tqkv_klt_components(t) + nh / 2) / nh), w->close,
+                 t->sink_rows ? a : "", t->sink_rows ? "sink" : "", t->rope_pos ? a : "",
+                 t->rope_pos ? "pre-rope" : "");
     } else {
         const char *offset = "";
         if (t->rope_pos)
@@ -351,6 +415,23 @@ static int same_tensor(const tqkv_record *a, const tqkv_record *b)
            a->type_id == b->type_id && a->cells <= b->cells;
 }
 
+/* t takes the base's transforms (codec KLT). */
+static tq_status copy_klt(tq_ctx *ctx, tqkv_record *t, const tqkv_record *bt)
+{
+    if (!bt->klt) return TQ_OK;
+    uint64_t nh = t->width / t->group;
+    if (!(t->klt = calloc(nh, sizeof *t->klt)))
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (uint64_t h = 0; h < nh; h++) {
+        size_t nv = (size_t)bt->klt[h].m * t->group;
+        t->klt[h] = bt->klt[h];
+        if (!(t->klt[h].basis = malloc((nv ? nv : 1) * sizeof(float))))
+            return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        memcpy(t->klt[h].basis, bt->klt[h].basis, nv * sizeof(float));
+    }
+    return TQ_OK;
+}
+
 /* --append: the rows in the base decode as they would in a full encode only
  * with the base's codec, so the base decides every tensor's coding. */
 static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,
@@ -398,6 +479,8 @@ static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,
             memcpy(t->innerq, bt->innerq, 4ull * bt->innerq_n);
             t->innerq_n = bt->innerq_n;
         }
+        tq_status kst = copy_klt(ctx, t, bt);
+        if (kst) return kst;
         free(t->offset); /* and its offsets */
         t->offset = NULL;
         if (bt->offset) {
@@ -563,6 +646,65 @@ static const tq_rope *tensor_rope(tq_ctx *ctx, const tq_kv_view *v, const tq_kvs
     return r;
 }
 
+/* Whether tensor t may be transform-coded: a tq-coded tensor of rows (not
+ * transposed), heads of a multiple of 8, enough coded cells for a
+ * covariance, not appended (the base fixes the coding), V only where the
+ * preset gives V a rate; with --transform auto, not where the user gave
+ * InnerQ scales (the transform would drop them). */
+static int transformable(const tq_kvsnap_plan *p, const tq_kvsnap_options *o,
+                         const tqkv_record *t)
+{
+    double rate = t->is_v ? p->v_rate : p->k_rate;
+    if (o->transform == TQ_TC_AUTO && o->innerq_file) return 0; /* the user's scales rule */
+    return o->transform != TQ_TC_OFF && t->codec == TQKV_CODEC_TQ && !t->transposed &&
+           t->group % 8 == 0 && rate > 0 && !o->base && t->cells >= t->sink_rows + 16;
+}
+
+/* The bits per value tq's codec spends on t: its indices (uniform cells:
+ * b + 1-bit fields that zstd codes to about b) and a fp16 norm per group. */
+static double tq_codec_bits(const tqkv_record *t)
+{
+    return t->bits - t->uniform + 16.0 / t->group;
+}
+
+/* Fits t's transforms; takes them (t becomes a KLT record) where forced or
+ * where the indices and the stored bases take fewer bits than tq's codec
+ * (the transform's error is far lower at the same rate: measured on Gemma
+ * 3 270M's K, ../shared/reference/real-models.md), else leaves t as it
+ * was. */
+static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
+                                const tq_kvsnap_options *o, const src_tensor *s, tqkv_record *t,
+                                const tq_rope *rope, const int32_t *pos, int *taken)
+{
+    tqkv_record k = *t;
+    k.offset = NULL;
+    k.rope_pos = NULL;
+    k.klt = NULL;
+    tq_klt_fit fit;
+    tq_status st = tq_kvsnap_klt_fit(ctx, s->kt, &k, rope, pos, t->is_v ? p->v_rate : p->k_rate,
+                                     &fit);
+    *taken = !st && (o->transform == TQ_TC_ON || fit.rate + fit.basis_bits < tq_codec_bits(t));
+    if (!*taken) {
+        free(k.offset);
+        free(k.rope_pos);
+        for (uint64_t h = 0; k.klt && h < k.width / k.group; h++) free(k.klt[h].basis);
+        free(k.klt);
+        return st;
+    }
+    free(t->innerq); /* the transform decorrelates: no scales */
+    k.innerq = NULL;
+    k.innerq_n = 0;
+    k.codec = TQKV_CODEC_KLT;
+    k.bits = 0;
+    k.norm_correction = 0;
+    k.seed = 0;
+    k.uniform = 0;
+    k.planes = 0;
+    k.rows_per_chunk = k.cells < KLT_CHUNK_ROWS ? k.cells : KLT_CHUNK_ROWS;
+    *t = k;
+    return TQ_OK;
+}
+
 static tq_status plan_offsets(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kv_view *v,
                               const tq_kvsnap_options *o, const src_tensor *src, size_t n)
 {
@@ -573,14 +715,20 @@ static tq_status plan_offsets(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kv_view *
 #pragma omp for schedule(dynamic, 1)
         for (size_t i = 0; i < n; i++) {
             tqkv_record *t = &p->meta.t[i];
-            if (t->codec != TQKV_CODEC_TQ || t->is_v || t->transposed ||
-                t->cells <= t->sink_rows + 1)
+            int tc = transformable(p, o, t);
+            if (t->codec != TQKV_CODEC_TQ || t->transposed || t->cells <= t->sink_rows + 1 ||
+                (t->is_v && !tc))
                 continue;
             tq_rope r;
             int32_t *pos = NULL;
-            const tq_rope *rope = wc ? tensor_rope(wc, v, o, &src[i], t, &r, &pos) : NULL;
-            if (!wc || plan_offset(wc, &src[i], t, rope, pos))
-                tq_ctx_keep_first(ctx, &first, i, wc);
+            const tq_rope *rope = NULL;
+            if (wc && !t->is_v) rope = tensor_rope(wc, v, o, &src[i], t, &r, &pos);
+            int taken = 0;
+            tq_status st = wc ? TQ_OK : TQ_ERR_NOMEM;
+            if (!st && tc) st = plan_transform(wc, p, o, &src[i], t, rope, pos, &taken);
+            if (!st && !taken && !t->is_v && o->k_offset)
+                st = plan_offset(wc, &src[i], t, rope, pos);
+            if (st) tq_ctx_keep_first(ctx, &first, i, wc);
             free(pos);
         }
         tq_ctx_free(wc);
@@ -663,6 +811,8 @@ static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_t
     int vb = row->v;
     p->k_bits = o->k_bits > 0 ? o->k_bits : kb;
     p->v_bits = o->v_bits > 0 ? o->v_bits : vb;
+    p->k_rate = tc_rate(o, 0, p->k_bits);
+    p->v_rate = tc_rate(o, 1, p->v_bits);
 }
 
 /* A head size given (--head-dim) or the model's must cut every row into
@@ -736,8 +886,9 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     if (!st && o->base) st = adopt_base(ctx, &p->meta, o->base, o->base_name);
     if (!st && o->base)
         st = adopt_base_rope(ctx, &p->meta, o->base, v, src);
-    else if (!st && o->k_offset)
+    else if (!st && (o->k_offset || o->transform != TQ_TC_OFF))
         st = plan_offsets(ctx, p, v, o, src, n);
+    for (size_t i = 0; !st && i < n; i++) p->n_transformed += p->meta.t[i].codec == TQKV_CODEC_KLT;
     if (!st && !(p->src = malloc((n ? n : 1) * sizeof *p->src)))
         st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !st && i < n; i++) p->src[i] = src[i].kt;
@@ -765,6 +916,8 @@ uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i)
     if (t->codec == TQKV_CODEC_RAW && t->transposed) return t->row_start ? 0 : t->bytes;
     if (t->codec == TQKV_CODEC_RAW) return rows * p->src[i]->row_size;
     uint64_t sink = t->row_start < t->sink_rows ? t->sink_rows - t->row_start : 0;
+    if (t->codec == TQKV_CODEC_KLT)
+        return tqkv_klt_components(t) * (rows - sink) + sink * p->src[i]->row_size;
     tq_ctx *ctx = tq_ctx_new(); /* the plan made this codec already: it cannot fail here */
     tq_codec *c = ctx ? tqkv_record_codec(ctx, t) : NULL;
     tq_ctx_free(ctx);

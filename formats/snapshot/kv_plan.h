@@ -42,6 +42,9 @@ enum { TQ_KOFF_OFF = 0, TQ_KOFF_MEAN = 1, TQ_KOFF_ROPE = 2 };
  * 4 bits (3 bits' distortion: nibbles stay fast; 5-bit fields are slower) and
  * groups are of 64 or more (small groups lose). */
 enum { TQ_CELLS_LLOYD_MAX = 0, TQ_CELLS_UNIFORM = 1, TQ_CELLS_AUTO = 2 };
+/* Transform coding (kv_klt.h): never, for every tensor it can code, or
+ * where its bits with the stored bases are fewer than the tq codec's. */
+enum { TQ_TC_OFF = 0, TQ_TC_ON = 1, TQ_TC_AUTO = 2 };
 
 typedef struct tq_kvsnap_options {
     tq_kv_preset preset;
@@ -67,6 +70,8 @@ typedef struct tq_kvsnap_options {
     int no_planes;   /* keep 3- and 5-bit blocks as the codec packs them (for measuring) */
     int cells;       /* TQ_CELLS_*: tq blocks of uniform cells, b bits' distortion in b + 1-bit
                         fields that zstd entropy-codes to fewer bits than Lloyd-Max's b */
+    int transform;           /* TQ_TC_*: transform-code K/V (kv_klt.h) */
+    double k_rate, v_rate;   /* its bits per value (0: none); < 0: the preset's */
     const tqkv_reader *base; /* --append: store only the cells after the base's */
     const char *base_name;   /* the base's file name, recorded for decode */
     /* execution only (tq_kvsnap_execute) */
@@ -89,13 +94,15 @@ typedef struct tq_kvsnap_plan {
     tq_kvsnap_options resolved; /* the options with the preset's defaults filled in */
     const tq_kv_tensor **src;   /* meta.t[i] is the view's src[i] */
     tq_kv_preset preset;
-    int k_bits, v_bits; /* resolved */
+    int k_bits, v_bits;     /* resolved */
+    double k_rate, v_rate;  /* transform coding's bits per value, resolved (0: not for K/V) */
     uint32_t group;     /* the rotation group of coded tensors (0: none coded) */
     int group_guessed;  /* no model or head size given: 1 from the row width,
                            2 from the state's architecture (group_arch) */
     char group_arch[32];
     char layer_rule[192]; /* iSWA: how cache layers were matched to model layers ("" if not) */
     uint32_t n_coded, n_kept;
+    uint32_t n_transformed; /* coded tensors of codec KLT */
 } tq_kvsnap_plan;
 
 tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
@@ -112,6 +119,9 @@ const char *tq_kvsnap_describe(const tqkv_record *t, tq_describe_style style, ch
 struct tq_innerq_set;
 tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
                                 struct tq_innerq_set *set, const char **why);
+/* 1 when the plan will transform-code every K tensor of v (--transform on,
+ * or auto where even a full basis pays): K then needs no InnerQ scales. */
+int tq_kvsnap_k_transformed(const tq_kvsnap_options *o, const tq_kv_view *v);
 /* Payload bytes tensor i will take before zstd (coded blocks, or kept rows). */
 uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i);
 

@@ -4,6 +4,7 @@
 #include "file_io.h"
 #include "kv_numpy.h"
 #include "kv_chunk.h"
+#include "kv_klt.h"
 #include "kv_layers.h"
 #include "kv_snapshot.h"
 #include "llama_state.h"
@@ -82,7 +83,9 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_co
         free(raw);
         raw = blocks;
     }
-    if (coded) {
+    if (coded && t->codec == TQKV_CODEC_KLT) {
+        o->st = tq_kvsnap_klt_decode(local, t, raw, ch->raw_len, ch->row0, ch->nrows, y);
+    } else if (coded) {
         if ((o->st = tq_decode(dev, c, raw, nv, y)))
             tq_ctx_set_error(local, o->st, "%s", tq_ctx_error(dev));
         if (!o->st && t->offset && !t->rope_pos)
@@ -139,8 +142,9 @@ static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof
     j->t = &m->t[i];
     j->ty = tq_ggml_type_get(prof, j->t->type_id);
     j->oty = want ? want : j->ty;
-    j->c = tqkv_record_codec(ctx, j->t);
-    if (j->t->codec != TQKV_CODEC_RAW && !j->c) return tq_ctx_status(ctx);
+    int blocks = j->t->codec != TQKV_CODEC_RAW && j->t->codec != TQKV_CODEC_KLT;
+    j->c = blocks ? tqkv_record_codec(ctx, j->t) : NULL;
+    if (blocks && !j->c) return tq_ctx_status(ctx);
     /* the base's chunks for rows below row_start, then ours */
     if (j->t->row_start) {
         while (j->bfirst < tqkv_n_chunks(base) && tqkv_chunk_at(base, j->bfirst)->tensor < i)
@@ -157,7 +161,7 @@ static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof
     }
     j->nch = j->nb + nown;
     j->co = calloc(j->nch ? j->nch : 1, sizeof *j->co);
-    if (!j->co || (j->t->codec != TQKV_CODEC_RAW && !j->c)) {
+    if (!j->co || (blocks && !j->c)) {
         free(j->co);
         tq_codec_free(j->c);
         memset(j, 0, sizeof *j);

@@ -2,6 +2,7 @@
  * the chunks of tensor i are coded, compressed and hashed as OpenMP tasks
  * while this thread writes tensor i-1's, in order. */
 #include "kv_chunk.h"
+#include "kv_klt.h"
 #include "kv_snapshot.h"
 
 #include <stdlib.h>
@@ -15,6 +16,23 @@ typedef struct etensor {
     uint32_t nch;
 } etensor;
 
+/* Transform-codes rows [r0, r0+n) of tensor t on the CPU (kv_klt.h). */
+static void encode_klt_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqkv_record *t,
+                             uint32_t r0, uint32_t n, chunk_out *o)
+{
+    float *x = malloc((size_t)n * t->width * sizeof(float)); /* [n][width]: the rows */
+    tq_ctx *ctx = tq_ctx_clone(parent);
+    /* [components][n] index bytes, then 2 bytes per escaped index */
+    o->p = malloc(3 * tqkv_klt_components(t) * n + 1);
+    tq_status st = x && ctx && o->p ? TQ_OK : TQ_ERR_NOMEM;
+    if (!st && tq_ctx_backend(ctx) != TQ_BACKEND_CPU) st = tq_ctx_set_backend(ctx, TQ_BACKEND_CPU);
+    if (!st) st = tq_kv_tensor_read_rows(ctx, kt, t->cells, r0, n, x);
+    if (!st) st = tq_kvsnap_klt_encode(ctx, t, x, r0, n, o->p, &o->len);
+    if (st) chunk_fail(o, ctx, st);
+    free(x);
+    tq_ctx_free(ctx);
+}
+
 /* Codes rows [r0, r0+n) of tensor t on the calling thread. */
 static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqkv_record *t,
                          const tq_codec *c, uint32_t r0, uint32_t n, chunk_out *o)
@@ -26,6 +44,7 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
         memcpy(o->p, kt->data + (t->transposed ? 0 : (uint64_t)r0 * kt->row_size), o->len);
         return;
     }
+    if (t->codec == TQKV_CODEC_KLT) return encode_klt_chunk(parent, kt, t, r0, n, o);
     size_t nv = (size_t)n * t->width;
     float *x = malloc(nv * sizeof(float)); /* [n][width]: the rows as float32 */
     tq_ctx *ctx, *dev;
@@ -63,9 +82,11 @@ static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, 
 {
     const tqkv_record *t = &p->meta.t[i];
     uint32_t nch = tqkv_record_n_chunks(t);
-    *e = (etensor){i, tqkv_record_codec(ctx, t), calloc(nch ? nch : 1, sizeof(chunk_out)), nch};
-    if (!e->co || (t->codec != TQKV_CODEC_RAW && !e->c)) {
-        int no_codec = t->codec != TQKV_CODEC_RAW && !e->c;
+    int blocks = t->codec != TQKV_CODEC_RAW && t->codec != TQKV_CODEC_KLT;
+    *e = (etensor){i, blocks ? tqkv_record_codec(ctx, t) : NULL,
+                   calloc(nch ? nch : 1, sizeof(chunk_out)), nch};
+    if (!e->co || (blocks && !e->c)) {
+        int no_codec = blocks && !e->c;
         free(e->co);
         tq_codec_free(e->c);
         memset(e, 0, sizeof *e);
@@ -84,11 +105,11 @@ static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, 
                 uint8_t *pk;
                 uint64_t pl;
                 /* planes: norms, signs, magnitudes, each in a zstd block of its own */
-                uint64_t nb = t->planes ? co->len / tq_codec_block_bytes(e->c) : 0,
-                         cuts[2] = {2 * nb, 2 * nb + nb * t->group / 8};
-                int sink = tqkv_chunk_is_sink(t, r0);
-                co->st = tqkv_chunk_pack(i, r0, nr, co->p, co->len, level, cuts,
-                                         t->planes && !sink ? 2 : 0, &pk, &pl);
+                uint64_t nb = t->planes ? co->len / tq_codec_block_bytes(e->c) : 0;
+                uint64_t cuts[KLT_MAX_CUTS] = {2 * nb, 2 * nb + nb * t->group / 8};
+                int sink = tqkv_chunk_is_sink(t, r0), n_cuts = t->planes && !sink ? 2 : 0;
+                if (t->codec == TQKV_CODEC_KLT && !sink) n_cuts = tq_kvsnap_klt_cuts(t, nr, cuts);
+                co->st = tqkv_chunk_pack(i, r0, nr, co->p, co->len, level, cuts, n_cuts, &pk, &pl);
                 free(co->p);
                 co->p = co->st ? NULL : pk;
                 co->len = co->st ? 0 : pl;

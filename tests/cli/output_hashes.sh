@@ -11,7 +11,9 @@
 # (every decoded output kept its hash), and the snapshots once more when 3- and
 # 5-bit blocks came to be stored as planes (decoded outputs again unchanged;
 # uniform cells, the small preset's default for heads of 64 or more, do not
-# reach these fixtures' heads of 8);
+# reach these fixtures' heads of 8); transform coding (issue 22) became the
+# default where it pays: the tq-codec lines name --transform off and kept
+# their hashes, snap-klt-* and what they decode to were added;
 # `RECORD=1 sh tests/cli/output_hashes.sh`
 # prints the table for the code as it is.  Snapshot bytes depend on the zstd
 # build too: recorded with Debian 12's libzstd 1.5.4.
@@ -53,18 +55,26 @@ PY
 
 run() { name=$1; shift; "$tq" "$@" -q 2>"$tmp/e" >"$o/$name.stdout" || fail "$name: $* : $(cat "$tmp/e")"; }
 for p in lossless q8 balanced small; do
-    run snap-$p encode-kvdump "$F/p1_f16.ggsn" -o "$o/snap-$p.tqkv" --preset $p --model "$M"
+    run snap-$p encode-kvdump "$F/p1_f16.ggsn" -o "$o/snap-$p.tqkv" --preset $p --model "$M" \
+        --transform off
     run dec-$p decode-kvdump "$o/snap-$p.tqkv" -o "$o/dec-$p.ggsn"
 done
-run snap-seq encode-kvdump "$F/p1_f32.ggsq" -o "$o/snap-seq.tqkv" --k-bits 6 --v-bits 3 --boundary-layers 1 --head-dim 8
+# transform coding (codec 6), the presets' default where it pays: stories260K's K
+for p in balanced small; do
+    run snap-klt-$p encode-kvdump "$F/p1_f16.ggsn" -o "$o/snap-klt-$p.tqkv" --preset $p --model "$M"
+    run dec-klt-$p decode-kvdump "$o/snap-klt-$p.tqkv" -o "$o/dec-klt-$p.ggsn"
+done
+run snap-seq encode-kvdump "$F/p1_f32.ggsq" -o "$o/snap-seq.tqkv" --k-bits 6 --v-bits 3 --boundary-layers 1 --head-dim 8 \
+    --transform off
 run dec-seq-t3 decode-kvdump "$o/snap-seq.tqkv" -o "$o/dec-seq-t3.ggsq" --cache-type turbo3 --head-dim 8
 run snap-npy encode-kvdump "$tmp/dump.npy" -o "$o/snap-npy.tqkv"
 run snap-turbo encode-kvdump "$tmp/dump.npy" -o "$o/snap-turbo.tqkv" --turbo --k-bits 4 --v-bits 3
 run dec-turbo decode-kvdump "$o/snap-turbo.tqkv" -o "$o/dec-turbo.npz" --format npz
-run snap-innerq encode-kvdump "$F/p1_f16.ggsn" -o "$o/snap-innerq.tqkv" --model "$M" --innerq "$tmp/scales.npy"
+run snap-innerq encode-kvdump "$F/p1_f16.ggsn" -o "$o/snap-innerq.tqkv" --model "$M" --innerq "$tmp/scales.npy" \
+    --transform off
 run dec-innerq decode-kvdump "$o/snap-innerq.tqkv" -o "$o/dec-innerq.ggsn"
 run prefix decode-kvdump "$o/snap-lossless.tqkv" -o "$o/prefix.ggsn" --tokens 600
-(cd "$o" && "$OLDPWD/$tq" encode-kvdump prefix.ggsn -o base.tqkv --model "$OLDPWD/$M" -q &&
+(cd "$o" && "$OLDPWD/$tq" encode-kvdump prefix.ggsn -o base.tqkv --model "$OLDPWD/$M" -q --transform off &&
     "$OLDPWD/$tq" encode-kvdump "$OLDPWD/$F/p1_f16.ggsn" -o snap-append.tqkv --model "$OLDPWD/$M" --append base.tqkv -q &&
     "$OLDPWD/$tq" decode-kvdump snap-append.tqkv -o dec-append.ggsn -q) 2>"$tmp/e" || fail "append: $(cat "$tmp/e")"
 run q-config-i quantize-tq4 "$M" "$o/q-config-i.gguf"
@@ -74,7 +84,7 @@ run q-simulate quantize-tq4 --simulate "$M" "$o/q-simulate.gguf"
 run q-json quantize-tq4 --dry-run --json "$M" "$o/unused.gguf"
 run rot rotate-weights "$M" "$o/rot.gguf"
 run rot-r2 rotate-weights --r1 off --seed 7 "$M" "$o/rot-r2.gguf"
-for f in q-config-i.gguf snap-balanced.tqkv snap-append.tqkv; do
+for f in q-config-i.gguf snap-balanced.tqkv snap-append.tqkv snap-klt-balanced.tqkv; do
     "$tq" inspect "$o/$f" >"$o/inspect-$f.txt" && "$tq" inspect --json "$o/$f" >"$o/inspect-$f.json" || fail "inspect $f"
 done
 "$tq" inspect "$F/p1_f16.ggsn" >"$o/inspect-state.txt" || fail "inspect state"

@@ -1,0 +1,369 @@
+/* klt.c - transform coding of vectors (tq.h, "transform coding"): the
+ * projection on a basis and back, the quantizer step that meets a rate,
+ * and the covariance the basis comes from.  Snapshots use it for K and V
+ * rows (formats/TQKV.md, "Transform coding"). */
+#include "tq_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tq_klt_matmul_avx2(const float *a, size_t n, size_t kd, const float *m, size_t nc,
+                        float *out);
+int tq_klt_have_avx2(void);
+
+/* m[kd][nc] (row-major, nc % 8 == 0) into panels of 16 columns (the last
+ * of 8 where nc % 16 == 8): columns [c0, c0 + w) as kd x w floats at
+ * dst + kd * c0, what the products read front to back. */
+static void pack_panels(const float *m, size_t kd, size_t nc, float *dst)
+{
+    for (size_t c0 = 0; c0 < nc; c0 += 16) {
+        size_t w = nc - c0 >= 16 ? 16 : 8;
+        for (size_t k = 0; k < kd; k++) memcpy(dst + kd * c0 + k * w, m + k * nc + c0, w * 4);
+    }
+}
+
+/* The products' right-hand sides from basis[m][d]: its transpose [d][mp]
+ * (coefficients from rows) or itself [mp][d] (rows from coefficients),
+ * zero-padded to mp = m rounded up to 8, in panels; NULL when out of
+ * memory. */
+static float *basis_panels(const float *basis, uint32_t m, uint32_t d, uint32_t mp, int transpose)
+{
+    float *rm = calloc((size_t)d * mp, sizeof *rm); /* row-major first */
+    float *p = malloc((size_t)d * mp * sizeof *p);
+    if (!rm || !p) {
+        free(rm);
+        free(p);
+        return NULL;
+    }
+    for (uint32_t c = 0; c < m; c++)
+        for (uint32_t j = 0; j < d; j++) {
+            float v = basis[(size_t)c * d + j];
+            if (transpose)
+                rm[(size_t)j * mp + c] = v;
+            else
+                rm[(size_t)c * d + j] = v;
+        }
+    if (transpose)
+        pack_panels(rm, d, mp, p);
+    else
+        pack_panels(rm, mp, d, p);
+    free(rm);
+    return p;
+}
+
+/* out[n][nc] = a[n][kd] . m (packed), nc % 8 == 0: each output a chain of
+ * fused multiply-adds over k ascending, as the AVX2 version computes it,
+ * so that every SIMD level writes the same bytes. */
+static void matmul_scalar(const float *a, size_t n, size_t kd, const float *m, size_t nc,
+                          float *out)
+{
+    for (size_t r = 0; r < n; r++)
+        for (size_t c0 = 0; c0 < nc; c0 += 16) {
+            size_t w = nc - c0 >= 16 ? 16 : 8;
+            const float *p = m + kd * c0;
+            float *o = out + r * nc + c0;
+            memset(o, 0, w * sizeof *o);
+            for (size_t k = 0; k < kd; k++) {
+                float x = a[r * kd + k];
+                for (size_t c = 0; c < w; c++) o[c] = fmaf(x, p[k * w + c], o[c]);
+            }
+        }
+}
+
+static int cpu_has_fma(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+static void matmul(const tq_ctx *ctx, const float *a, size_t n, size_t kd, const float *m,
+                   size_t nc, float *out)
+{
+    if (ctx->simd != TQ_SIMD_SCALAR && tq_klt_have_avx2() && cpu_has_fma())
+        tq_klt_matmul_avx2(a, n, kd, m, nc, out);
+    else
+        matmul_scalar(a, n, kd, m, nc, out);
+}
+
+static uint32_t pad8(uint32_t m) { return (m + 7) / 8 * 8; }
+
+/* v clamped to +-32767 (NaN to -32767) and rounded to nearest even: adding
+ * and taking away 1.5 * 2^23 leaves the integer part (exact below 2^22;
+ * no library call in the inner loops) */
+static inline float round_index(float v)
+{
+    if (!(v >= -32767.0f)) v = -32767.0f;
+    if (v > 32767.0f) v = 32767.0f;
+    const float magic = 12582912.0f; /* IEEE order: without -ffast-math never folded away */
+    return (v + magic) - magic;
+}
+
+static tq_status check_klt(tq_ctx *ctx, const tq_klt *k)
+{
+    if (!k->d || k->d % 8 || k->d > 4096 || k->m > k->d)
+        return tq_fail(ctx, TQ_ERR_ARG, "a transform of %u components for vectors of %u values",
+                       k->m, k->d);
+    if (!(k->step > 0) || !isfinite(k->step))
+        return tq_fail(ctx, TQ_ERR_ARG, "quantizer step %g (finite and > 0 needed)",
+                       (double)k->step);
+    for (size_t i = 0; i < (size_t)k->m * k->d; i++)
+        if (!isfinite(k->basis[i]))
+            return tq_fail(ctx, TQ_ERR_ARG, "a basis value that is not finite (%zu)", i);
+    return TQ_OK;
+}
+
+/* rows per product: the tile's rows and coefficients stay in L2, and the
+ * AVX2 product takes rows six at a time */
+enum { TILE = 60 };
+
+tq_status tq_klt_encode(tq_ctx *ctx, const tq_klt *k, const float *x, size_t n, size_t stride,
+                        int16_t *idx)
+{
+    TQ_NEED_CTX(ctx);
+    tq_status st = check_klt(ctx, k);
+    if (st) return st;
+    if (!k->m || !n) return TQ_OK;
+    uint32_t d = k->d, mp = pad8(k->m);
+    float *bt = basis_panels(k->basis, k->m, d, mp, 1); /* [d][mp]: transposed, in panels */
+    float *xt = malloc((size_t)TILE * d * sizeof *xt);  /* [TILE][d]: a tile of rows */
+    float *yt = malloc((size_t)TILE * mp * sizeof *yt); /* [TILE][mp]: their coefficients */
+    if (!bt || !xt || !yt) {
+        free(bt);
+        free(xt);
+        free(yt);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    float inv = 1.0f / k->step;
+    for (size_t r0 = 0; r0 < n; r0 += TILE) {
+        size_t nr = n - r0 < TILE ? n - r0 : TILE;
+        for (size_t r = 0; r < nr; r++) memcpy(xt + r * d, x + (r0 + r) * stride, d * sizeof *xt);
+        matmul(ctx, xt, nr, d, bt, mp, yt);
+        for (uint32_t c = 0; c < k->m; c++)
+            for (size_t r = 0; r < nr; r++)
+                idx[(size_t)c * n + r0 + r] = (int16_t)round_index(yt[r * mp + c] * inv);
+    }
+    free(bt);
+    free(xt);
+    free(yt);
+    return TQ_OK;
+}
+
+tq_status tq_klt_decode(tq_ctx *ctx, const tq_klt *k, const int16_t *idx, size_t n, float *x,
+                        size_t stride)
+{
+    TQ_NEED_CTX(ctx);
+    tq_status st = check_klt(ctx, k);
+    if (st) return st;
+    uint32_t d = k->d, mp = pad8(k->m ? k->m : 1);
+    if (!k->m) {
+        for (size_t r = 0; r < n; r++) memset(x + r * stride, 0, d * sizeof *x);
+        return TQ_OK;
+    }
+    float *yt = calloc((size_t)TILE * mp, sizeof *yt);  /* [TILE][mp]: coefficients, padded */
+    float *xt = malloc((size_t)TILE * d * sizeof *xt);  /* [TILE][d]: the rows they make */
+    float *bp = basis_panels(k->basis, k->m, d, mp, 0); /* [mp][d] in panels */
+    if (!yt || !xt || !bp) {
+        free(yt);
+        free(xt);
+        free(bp);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    for (size_t r0 = 0; r0 < n; r0 += TILE) {
+        size_t nr = n - r0 < TILE ? n - r0 : TILE;
+        for (uint32_t c = 0; c < k->m; c++)
+            for (size_t r = 0; r < nr; r++)
+                yt[r * mp + c] = (float)idx[(size_t)c * n + r0 + r] * k->step;
+        matmul(ctx, yt, nr, mp, bp, d, xt);
+        for (size_t r = 0; r < nr; r++) memcpy(x + (r0 + r) * stride, xt + r * d, d * sizeof *x);
+    }
+    free(yt);
+    free(xt);
+    free(bp);
+    return TQ_OK;
+}
+
+tq_status tq_klt_project(tq_ctx *ctx, const float *basis, uint32_t m, uint32_t d, const float *x,
+                         size_t n, size_t stride, float *y)
+{
+    TQ_NEED_CTX(ctx);
+    if (!d || d % 8 || m > d || m % 8)
+        return tq_fail(ctx, TQ_ERR_ARG, "projecting on %u of %u components", m, d);
+    float *bt = basis_panels(basis, m, d, m, 1);       /* [d][m] in panels */
+    float *xt = malloc((size_t)TILE * d * sizeof *xt); /* [TILE][d] */
+    if (!bt || !xt) {
+        free(bt);
+        free(xt);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    for (size_t r0 = 0; r0 < n; r0 += TILE) {
+        size_t nr = n - r0 < TILE ? n - r0 : TILE;
+        for (size_t r = 0; r < nr; r++) memcpy(xt + r * d, x + (r0 + r) * stride, d * sizeof *xt);
+        matmul(ctx, xt, nr, d, bt, m, y + r0 * m);
+    }
+    free(bt);
+    free(xt);
+    return TQ_OK;
+}
+
+tq_status tq_covariance(tq_ctx *ctx, const float *x, size_t n, uint32_t d, size_t stride,
+                        double *cov)
+{
+    TQ_NEED_CTX(ctx);
+    if (!n || !d || d % 8) return tq_fail(ctx, TQ_ERR_ARG, "covariance of %zu x %u", n, d);
+    float *xt = malloc((size_t)d * n * sizeof *xt); /* [d][n]: the rows transposed */
+    float *xr = malloc((size_t)n * d * sizeof *xr); /* [n][d]: the rows, contiguous */
+    float *c = malloc((size_t)d * d * sizeof *c);   /* [d][d] */
+    if (!xt || !xr || !c) {
+        free(xt);
+        free(xr);
+        free(c);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    for (size_t r = 0; r < n; r++)
+        for (uint32_t j = 0; j < d; j++) {
+            xt[(size_t)j * n + r] = x[r * stride + j];
+            xr[r * d + j] = x[r * stride + j];
+        }
+    float *xp = malloc((size_t)n * d * sizeof *xp); /* xr in panels */
+    if (!xp) {
+        free(xt);
+        free(xr);
+        free(c);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    pack_panels(xr, n, d, xp);
+    matmul(ctx, xt, d, n, xp, d, c);
+    free(xp);
+    /* symmetric to the bit: the product's two triangles sum in one order */
+    for (uint32_t i = 0; i < d; i++)
+        for (uint32_t j = 0; j <= i; j++) {
+            double v = (double)c[(size_t)i * d + j] / (double)n;
+            cov[(size_t)i * d + j] = v;
+            cov[(size_t)j * d + i] = v;
+        }
+    free(xt);
+    free(xr);
+    free(c);
+    return TQ_OK;
+}
+
+/* ------------------------------------------------------------ the step for a rate */
+
+/* Entropy in bits of round(y / step) over n samples of one component (q:
+ * n scratch indices), with the Miller-Madow correction (the plain estimate
+ * from a sample is low by about (bins - 1) / (2 n ln 2)); bins: 65535
+ * counters, zero on entry and on return; var: the component's variance. */
+static double index_entropy(const float *y, size_t n, size_t stride, float inv, double var,
+                            uint32_t *bins, int32_t *q)
+{
+    size_t used = 0;
+    for (size_t r = 0; r < n; r++) {
+        q[r] = (int32_t)round_index(y[r * stride] * inv) + 32767;
+        used += bins[q[r]]++ == 0;
+    }
+    double h = 0;
+    for (size_t r = 0; r < n; r++) {
+        uint32_t *b = &bins[q[r]];
+        if (*b) { /* each bin once: cleared as it is counted */
+            double p = (double)*b / (double)n;
+            h -= p * log2(p);
+            *b = 0;
+        }
+    }
+    h += (double)(used - 1) / (2.0 * (double)n * log(2.0));
+    /* a sample of n cannot show more than log2(n) bits: where the indices
+     * spread over many of its rows, the step is fine against the spread
+     * and a Gaussian's entropy at that step is the estimate (an upper
+     * bound for a given variance) */
+    double gauss = 0.5 * log2(2.0 * M_PI * M_E * var * (double)inv * (double)inv);
+    if (used * 4 > n && gauss > h) h = gauss;
+    return h;
+}
+
+/* The bits per vector of y's d components at a step of 2^log_step. */
+static double total_bits(const float *y, size_t n, uint32_t d, double log_step, const double *var,
+                         uint32_t *bins, int32_t *q, double *h)
+{
+    float inv = 1.0f / (float)exp2(log_step);
+    double total = 0;
+    for (uint32_t c = 0; c < d; c++) {
+        h[c] = index_entropy(y + c, n, d, inv, var[c], bins, q);
+        total += h[c];
+    }
+    return total;
+}
+
+/* Where a Gaussian of each component's variance would spend `want` bits
+ * per vector at high rate (0.5 log2(2 pi e var / step^2) where positive):
+ * the bisection's starting point, log2 of the step. */
+static double gaussian_log_step(const double *var, uint32_t d, double want)
+{
+    double lo = -60, hi = 60;
+    for (int it = 0; it < 60; it++) {
+        double mid = 0.5 * (lo + hi), bits = 0;
+        for (uint32_t c = 0; c < d; c++) {
+            double b = 0.5 * log2(2.0 * M_PI * M_E * var[c]) - mid;
+            if (b > 0) bits += b;
+        }
+        if (bits > want)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return hi;
+}
+
+tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, double bits,
+                           double min_bits, float *step, uint32_t *m, double *rate)
+{
+    TQ_NEED_CTX(ctx);
+    if (!n || !d || !(bits > 0) || bits > 16 || !(min_bits >= 0))
+        return tq_fail(ctx, TQ_ERR_ARG, "a step for %g bits over %zu x %u coefficients", bits,
+                       n, d);
+    for (size_t i = 0; i < n * d; i++)
+        if (!isfinite(y[i])) return tq_fail(ctx, TQ_ERR_ARG, "a coefficient that is not finite");
+    uint32_t *bins = calloc(65535, sizeof *bins);
+    double *h = malloc(d * sizeof *h);     /* [d]: each component's bits at the step tried */
+    double *var = calloc(d, sizeof *var);  /* [d]: each component's variance */
+    int32_t *q = malloc(n * sizeof *q);    /* [n]: one component's indices */
+    if (!bins || !h || !var || !q) {
+        free(bins);
+        free(h);
+        free(var);
+        free(q);
+        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    for (size_t r = 0; r < n; r++)
+        for (uint32_t c = 0; c < d; c++) var[c] += (double)y[r * d + c] * y[r * d + c] / (double)n;
+    /* bits fall as the step grows: bisect log2(step) from a bracket around
+     * the Gaussian estimate, widened until it holds the rate; 10 halvings
+     * of a 2-wide bracket fix the step to 0.14% of itself */
+    double want = bits * d, guess = gaussian_log_step(var, d, want);
+    double lo = guess - 1, hi = guess + 1;
+    while (total_bits(y, n, d, lo, var, bins, q, h) <= want && lo > -126) lo -= 2;
+    while (total_bits(y, n, d, hi, var, bins, q, h) > want && hi < 126) hi += 2;
+    for (int it = 0; it < 10; it++) {
+        double mid = 0.5 * (lo + hi);
+        if (total_bits(y, n, d, mid, var, bins, q, h) > want)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *step = (float)exp2(hi);
+    double total = total_bits(y, n, d, hi, var, bins, q, h);
+    uint32_t keep = 0;
+    for (uint32_t c = 0; c < d; c++)
+        if (h[c] >= min_bits) keep = c + 1; /* the components after the last that pays */
+    *m = keep;
+    *rate = total / d;
+    free(bins);
+    free(h);
+    free(var);
+    free(q);
+    return TQ_OK;
+}

@@ -1,0 +1,93 @@
+"""Long context guard (issue 22): a Gemma 3 270M session of 8192 tokens of
+our own texts (the prompts of the oracle and bench tests, then the man
+pages), saved once under the model cache (keyed by the text's hash: about
+40 s of prefill on 2 cores), encoded with the default preset and the small
+one, decoded, restored in llama.cpp, its last cell re-fed with the next 128
+tokens in one batch.  KL against the uncompressed restore, beside the floor
+(that restore fed one token a call: another summation order).  The default
+must take <= 3.8 bits per K/V value at <= 1.5x the floor and transform-code
+every K; small <= 2.8 bits at <= 2.5x.  Exit 77 = oracle missing."""
+import hashlib
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from _env import CACHE, ROOT, TQ, gemma, need  # noqa: E402
+
+np, llama_cpp = need("numpy", "llama_cpp")
+from _llama_util import compare  # noqa: E402
+from kv_long import batch_logits  # noqa: E402
+
+TOKENS, STEPS = 8192, 128
+FILES = sorted((ROOT / "tests" / "oracle" / "prompts").glob("*.txt")) + \
+    sorted((ROOT / "tests" / "bench" / "prompts").glob("*.txt")) + sorted((ROOT / "man").glob("*.1"))
+
+
+def session(llm, g):
+    text = "\n\n".join(f.read_text() for f in FILES)
+    key = hashlib.sha256(text.encode()).hexdigest()[:12]
+    state = CACHE.parent / "long" / f"gemma3-270m-guard-{TOKENS}-{key}.ggsn"
+    cont = state.with_suffix(".cont.npy")
+    if not (state.exists() and cont.exists()):
+        toks = llm.tokenize(text.encode(), add_bos=True)
+        assert len(toks) >= TOKENS + STEPS, f"{len(toks)} tokens of text, fewer than {TOKENS} + {STEPS}"
+        state.parent.mkdir(parents=True, exist_ok=True)
+        llm.reset()
+        llm.eval(toks[:TOKENS])
+        arr = (llama_cpp.llama_token * TOKENS)(*toks[:TOKENS])
+        tmp = state.with_suffix(".tmp")
+        assert llama_cpp.llama_state_save_file(llm._ctx.ctx, str(tmp).encode(), arr, TOKENS)
+        tmp.rename(state)
+        np.save(cont, np.array(toks[TOKENS : TOKENS + STEPS], dtype=np.int32))
+    return state, np.load(cont).tolist()
+
+
+def restore_logits(llm, state, cont, one_by_one=False):
+    import ctypes
+    ctx = llm._ctx.ctx
+    mem = llama_cpp.llama_get_memory(ctx)
+    llama_cpp.llama_memory_clear(mem, True)
+    toks = (llama_cpp.llama_token * (TOKENS + 8))()
+    n = ctypes.c_size_t(0)
+    assert llama_cpp.llama_state_load_file(ctx, str(state).encode(), toks, TOKENS + 8, ctypes.byref(n))
+    n = n.value
+    llama_cpp.llama_memory_seq_rm(mem, 0, n - 1, -1)
+    return batch_logits(llm, [toks[n - 1]] + cont, n - 1, one_by_one)
+
+
+def main():
+    g = gemma()
+    llm = llama_cpp.Llama(model_path=str(g), n_ctx=TOKENS + 256, n_batch=512, logits_all=False, verbose=False,
+                          flash_attn=True)
+    state, cont = session(llm, g)
+    ref = restore_logits(llm, state, cont)
+    floor = compare(ref, restore_logits(llm, state, cont, one_by_one=True))[0]
+    print(f"{TOKENS} tokens, {STEPS} steps: floor (one token a call) KL {floor:.5f}")
+    values = 18 * 2 * 256 * TOKENS
+    limits = {"balanced": (3.8, 1.5), "small": (2.8, 2.5)}
+    with tempfile.TemporaryDirectory() as td:
+        d = Path(td)
+        for preset, (max_bits, max_x) in limits.items():
+            for sw in ([], ["--transform", "off"]):
+                snap = d / "x.tqkv"
+                subprocess.run([TQ, "encode-kvdump", state, "-q", "-o", snap, "--model", g, "--preset", preset,
+                                *sw], check=True)
+                subprocess.run([TQ, "decode-kvdump", snap, "-q", "-o", d / "x.ggsn"], check=True)
+                bits = 8 * snap.stat().st_size / values
+                kl, top1 = compare(ref, restore_logits(llm, d / "x.ggsn", cont))
+                print(f"{preset:8s} {' '.join(sw) or 'default':15s} {bits:.3f} bits  KL {kl:.5f} "
+                      f"({kl / floor:.2f}x floor)  top-1 {top1:.1%}")
+                if sw:
+                    continue
+                plan = subprocess.run([TQ, "encode-kvdump", state, "--dry-run", "--model", g, "--preset", preset],
+                                      capture_output=True, text=True, check=True).stdout
+                k_rows = [ln for ln in plan.splitlines() if ln.startswith("  state") and " K " in ln]
+                assert k_rows and all("klt(" in ln for ln in k_rows), "not every K transform-coded:\n" + plan
+                assert bits <= max_bits and kl <= max_x * floor, (preset, bits, kl, floor)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+/* test_klt.c - transform coding (lib/klt.c): the eigenbasis of a head-sized
+ * covariance, coding and decoding on it, the same bytes at every SIMD
+ * level, the step that meets a rate, and refusals of bad transforms. */
+#include "harness.h"
+#include "tq.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { D = 256, N = 1024 };
+
+/* N rows of D values whose variance falls off like a real K's spectrum:
+ * D latent factors of standard deviation 4 * 0.97^k, mixed by a fixed
+ * random orthogonal-ish matrix (random signs and a channel permutation). */
+static float *spectrum_rows(unsigned long long seed)
+{
+    float *x = malloc(sizeof(float) * N * D);
+    int perm[D];
+    float sign[D];
+    for (int j = 0; j < D; j++) perm[j] = j;
+    for (int j = D - 1; j > 0; j--) {
+        int k = (int)(seed % (unsigned long long)(j + 1));
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        int t = perm[j];
+        perm[j] = perm[k];
+        perm[k] = t;
+        sign[j] = (seed >> 33) & 1 ? 1.0f : -1.0f;
+    }
+    sign[0] = 1.0f;
+    for (int r = 0; r < N; r++)
+        for (int k = 0; k < D; k++)
+            x[r * D + perm[k]] = sign[k] * (float)(tq_test_randn(&seed) * 4.0 * pow(0.97, k));
+    return x;
+}
+
+static void basis_of(tq_ctx *ctx, const float *x, float *basis, double *val)
+{
+    double *cov = malloc(sizeof(double) * D * D), *vec = malloc(sizeof(double) * D * D);
+    CHECK_OK(ctx, tq_covariance(ctx, x, N, D, D, cov));
+    CHECK_OK(ctx, tq_sym_eigen(ctx, D, cov, val, vec));
+    for (int i = 0; i < D * D; i++) basis[i] = (float)vec[i];
+    free(cov);
+    free(vec);
+}
+
+TEST(sym_eigen_of_a_head_sized_covariance_is_orthonormal_and_exact)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    float *x = spectrum_rows(3), *basis = malloc(sizeof(float) * D * D);
+    double val[D], *cov = malloc(sizeof(double) * D * D);
+    CHECK_OK(ctx, tq_covariance(ctx, x, N, D, D, cov));
+    basis_of(ctx, x, basis, val);
+    double worst_dot = 0, worst_res = 0;
+    for (int k = 0; k < D; k += 17) {
+        for (int l = 0; l < D; l++) {
+            double dot = 0;
+            for (int j = 0; j < D; j++) dot += (double)basis[k * D + j] * basis[l * D + j];
+            worst_dot = fmax(worst_dot, fabs(dot - (k == l)));
+        }
+        for (int i = 0; i < D; i++) { /* (A v - lambda v)_i */
+            double av = 0;
+            for (int j = 0; j < D; j++) av += cov[i * D + j] * basis[k * D + j];
+            worst_res = fmax(worst_res, fabs(av - val[k] * basis[k * D + i]));
+        }
+    }
+    CHECK_NEAR(worst_dot, 0.0, 1e-6);
+    CHECK_NEAR(worst_res, 0.0, 1e-5 * val[0]);
+    CHECK(val[0] > 10 && val[D - 1] < 0.01, "spectrum %g .. %g", val[0], val[D - 1]);
+    free(x);
+    free(basis);
+    free(cov);
+    tq_ctx_free(ctx);
+}
+
+TEST(klt_decode_of_encode_errs_by_at_most_half_a_step_per_component)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    float *x = spectrum_rows(5), *basis = malloc(sizeof(float) * D * D);
+    float *y = malloc(sizeof(float) * N * D);
+    double val[D];
+    basis_of(ctx, x, basis, val);
+    tq_klt k = {D, D, 0.05f, basis};
+    int16_t *idx = malloc(sizeof(int16_t) * N * D);
+    CHECK_OK(ctx, tq_klt_encode(ctx, &k, x, N, D, idx));
+    CHECK_OK(ctx, tq_klt_decode(ctx, &k, idx, N, y, D));
+    double err = 0, bound = D * (0.025 * 0.025) * 1.001;
+    for (int r = 0; r < N; r++) {
+        double e = 0;
+        for (int j = 0; j < D; j++) e += (double)(x[r * D + j] - y[r * D + j]) * (x[r * D + j] - y[r * D + j]);
+        err = fmax(err, e);
+    }
+    /* orthonormal rows: the squared error is the coefficients' */
+    CHECK(err <= bound, "worst squared error %g > %g", err, bound);
+    free(x);
+    free(y);
+    free(basis);
+    free(idx);
+    tq_ctx_free(ctx);
+}
+
+TEST(klt_bytes_are_equal_at_every_simd_level)
+{
+    tq_ctx *ctx = tq_ctx_new(), *scalar = tq_ctx_new();
+    CHECK_OK(scalar, tq_ctx_set_simd(scalar, TQ_SIMD_SCALAR));
+    float *x = spectrum_rows(7), *basis = malloc(sizeof(float) * D * D);
+    double val[D];
+    basis_of(ctx, x, basis, val);
+    tq_klt k = {D, 203, 0.02f, basis}; /* a count that is not a multiple of 8 */
+    int16_t *a = malloc(sizeof(int16_t) * N * D), *b = malloc(sizeof(int16_t) * N * D);
+    float *ya = malloc(sizeof(float) * N * D), *yb = malloc(sizeof(float) * N * D);
+    CHECK_OK(ctx, tq_klt_encode(ctx, &k, x, N - 3, D, a));
+    CHECK_OK(scalar, tq_klt_encode(scalar, &k, x, N - 3, D, b));
+    CHECK_EQ(memcmp(a, b, sizeof(int16_t) * (N - 3) * 203), 0);
+    CHECK_OK(ctx, tq_klt_decode(ctx, &k, a, N - 3, ya, D));
+    CHECK_OK(scalar, tq_klt_decode(scalar, &k, a, N - 3, yb, D));
+    CHECK_EQ(memcmp(ya, yb, sizeof(float) * (N - 3) * D), 0);
+    free(x);
+    free(basis);
+    free(a);
+    free(b);
+    free(ya);
+    free(yb);
+    tq_ctx_free(ctx);
+    tq_ctx_free(scalar);
+}
+
+TEST(klt_rate_step_meets_the_rate_and_drops_components_that_carry_nothing)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    float *x = spectrum_rows(9), *basis = malloc(sizeof(float) * D * D);
+    float *y = malloc(sizeof(float) * N * D);
+    double val[D];
+    basis_of(ctx, x, basis, val);
+    CHECK_OK(ctx, tq_klt_project(ctx, basis, D, D, x, N, D, y));
+    float step;
+    uint32_t m;
+    double rate;
+    CHECK_OK(ctx, tq_klt_rate_step(ctx, y, N, D, 2.0, 0.02, &step, &m, &rate));
+    CHECK_NEAR(rate, 2.0, 0.01);
+    /* the spectrum falls 0.97 a component: the last ones sit far under the step */
+    CHECK(m > 40 && m < D, "kept %u of %d components", m, D);
+    CHECK(4.0 * pow(0.97, m) < step, "component %u of sd %g kept at step %g", m, 4.0 * pow(0.97, m),
+          (double)step);
+    float step3;
+    CHECK_OK(ctx, tq_klt_rate_step(ctx, y, N, D, 3.0, 0.02, &step3, &m, &rate));
+    /* one more bit a value where every component is coded halves the step; fewer are here */
+    CHECK(step3 < step * 0.8f && step3 > step * 0.3f, "2 bits: step %g, 3 bits: %g", (double)step,
+          (double)step3);
+    free(x);
+    free(y);
+    free(basis);
+    tq_ctx_free(ctx);
+}
+
+TEST(klt_refuses_bad_transforms)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    float basis[16] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0}, x[8] = {0}, y[8];
+    int16_t idx[2];
+    tq_klt k = {8, 2, 0.0f, basis};
+    CHECK_STATUS(ctx, tq_klt_encode(ctx, &k, x, 1, 8, idx), TQ_ERR_ARG);
+    k.step = NAN;
+    CHECK_STATUS(ctx, tq_klt_decode(ctx, &k, idx, 1, y, 8), TQ_ERR_ARG);
+    k.step = 1.0f;
+    k.d = 12; /* not a multiple of 8 */
+    CHECK_STATUS(ctx, tq_klt_encode(ctx, &k, x, 1, 12, idx), TQ_ERR_ARG);
+    k.d = 8;
+    k.m = 9;
+    CHECK_STATUS(ctx, tq_klt_encode(ctx, &k, x, 1, 8, idx), TQ_ERR_ARG);
+    k.m = 2;
+    basis[3] = INFINITY;
+    CHECK_STATUS(ctx, tq_klt_decode(ctx, &k, idx, 1, y, 8), TQ_ERR_ARG);
+    tq_ctx_free(ctx);
+}

@@ -1,0 +1,297 @@
+/* test_tqkv_klt.c - transform-coded snapshots (codec KLT): a round trip
+ * through memory is close and its bytes do not depend on the thread
+ * count, and every bad field of a transform is refused with one line. */
+#include "harness.h"
+#include "kv_plan.h"
+#include "kv_snapshot.h"
+#include "tq_internal.h"
+#include "tqkv.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+enum { CELLS = 300, LAYERS = 2, WIDTH = 64, HEAD = 32 };
+
+/* A sequence file whose rows a transform pays on: three factors shared by
+ * every channel of a cell's head, mixed by fixed channel weights, plus
+ * noise of each channel's own that falls off along the head. */
+static float factor_value(void *user, uint32_t l, int is_v, uint32_t c, uint32_t e)
+{
+    uint32_t j = e % HEAD, h = e / HEAD;
+    double g[3];
+    for (int k = 0; k < 3; k++) {
+        unsigned long long seed = 1000003ull * l + 7919ull * (uint64_t)is_v + 31ull * c + 5ull * h + k;
+        g[k] = tq_test_randn(&seed);
+    }
+    double x = 2.0 * g[0] * cos(j * 0.3) + g[1] * sin(j * 0.7) + 0.5 * g[2] * ((j % 4) - 1.5);
+    unsigned long long own = 7ull * l + 3ull * (uint64_t)is_v + 131ull * c + 100003ull * e + 1;
+    (void)user; /* every value its own seed: a shorter state is a prefix of a longer one */
+    return (float)(x + 0.5 * pow(0.75, j) * tq_test_randn(&own)); /* the rest falls off */
+}
+
+static uint8_t *make_cells(size_t *len, uint32_t cells)
+{
+    tq_test_seq s = {cells, LAYERS, WIDTH, 1, 0, 100, factor_value, NULL};
+    return tq_test_seq_state(&s, len);
+}
+
+static uint8_t *make_state(size_t *len) { return make_cells(len, CELLS); }
+
+static uint8_t *encode_klt_base(const uint8_t *state, size_t len, int threads,
+                                const tqkv_reader *base, size_t *out_len)
+{
+    tq_ctx *ctx = tq_test_ctx();
+    tq_kvsnap_options o;
+    tq_kvsnap_options_init(&o);
+    o.transform = TQ_TC_ON;
+    o.k_rate = 2.0;
+    o.v_rate = 2.0;
+    o.head_dim = HEAD;
+    o.threads = threads;
+    o.profile = "69d8e4be4";
+    o.base = base;
+    o.base_name = "base.tqkv";
+    tq_kv_view *v;
+    char *buf = NULL;
+    size_t bl = 0;
+    if (tq_kv_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v)) {
+        tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
+        return NULL;
+    }
+    FILE *f = open_memstream(&buf, &bl);
+    tq_kvsnap_report rep;
+    tq_status st = tq_kvsnap_encode(ctx, v, &o, f, &rep);
+    fclose(f);
+    tq_kv_close(v);
+    if (st) {
+        tq_test_fail(__FILE__, __LINE__, " encode: %s\n", tq_ctx_error(ctx));
+        free(buf);
+        return NULL;
+    }
+    *out_len = bl;
+    return (uint8_t *)buf;
+}
+
+static uint8_t *encode_klt(const uint8_t *state, size_t len, int threads, size_t *out_len)
+{
+    return encode_klt_base(state, len, threads, NULL, out_len);
+}
+
+static uint8_t *decode_base(const uint8_t *snap, size_t len, const tqkv_reader *base,
+                            size_t *out_len, char *err, size_t n)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tqkv_reader *r;
+    uint8_t *out = NULL;
+    if (tqkv_open_memory(ctx, snap, len, "x.tqkv", &r) == TQ_OK) {
+        char *buf = NULL;
+        size_t bl = 0;
+        FILE *f = open_memstream(&buf, &bl);
+        tq_status st = tq_kvsnap_decode(ctx, r, base, &(tq_kvsnap_decode_options){.threads = 2}, f);
+        fclose(f);
+        tqkv_close(r);
+        if (!st) {
+            out = (uint8_t *)buf;
+            *out_len = bl;
+        } else {
+            free(buf);
+        }
+    }
+    snprintf(err, n, "%s", tq_ctx_error(ctx));
+    tq_ctx_free(ctx);
+    return out;
+}
+
+static uint8_t *decode(const uint8_t *snap, size_t len, size_t *out_len, char *err, size_t n)
+{
+    return decode_base(snap, len, NULL, out_len, err, n);
+}
+
+TEST(klt_snapshot_round_trip_is_close_and_the_same_at_any_thread_count)
+{
+    size_t sl, n1, n2, dl;
+    uint8_t *state = make_state(&sl), *one = encode_klt(state, sl, 1, &n1);
+    uint8_t *two = encode_klt(state, sl, 2, &n2);
+    CHECK_EQ_U64(n1, n2);
+    CHECK(n1 == n2 && !memcmp(one, two, n1), "the bytes differ between 1 and 2 threads");
+    char err[512];
+    uint8_t *back = decode(one, n1, &dl, err, sizeof err);
+    CHECK(back != NULL, "%s", err);
+    CHECK_EQ_U64(dl, sl);
+    tq_ctx *ctx = tq_test_ctx();
+    tqkv_reader *r;
+    CHECK_OK(ctx, tqkv_open_memory(ctx, one, n1, "x.tqkv", &r));
+    const tqkv_meta *m = tqkv_meta_of(r);
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        char d[128];
+        CHECK_EQ(m->t[i].codec, TQKV_CODEC_KLT);
+        CHECK(strstr(tq_kvsnap_describe(&m->t[i], TQ_DESCRIBE_TABLE, d, sizeof d), "klt g=32"),
+              "described as '%s'", d);
+    }
+    tq_kv_view *a, *b;
+    CHECK_OK(ctx, tq_kv_open_memory(ctx, state, sl, "a", TQ_PROFILE_DEFAULT, &a));
+    CHECK_OK(ctx, tq_kv_open_memory(ctx, back, dl, "b", TQ_PROFILE_DEFAULT, &b));
+    const tq_kv_stream *sa = &tq_kv_view_kv(a, 0)->streams[0], *sb = &tq_kv_view_kv(b, 0)->streams[0];
+    float *ra = malloc(sizeof(float) * CELLS * WIDTH), *rb = malloc(sizeof(float) * CELLS * WIDTH);
+    for (uint32_t l = 0; l < LAYERS; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            CHECK_OK(ctx, tq_kv_tensor_read_rows(ctx, kv ? &sa->v[l] : &sa->k[l], CELLS, 0, CELLS, ra));
+            CHECK_OK(ctx, tq_kv_tensor_read_rows(ctx, kv ? &sb->v[l] : &sb->k[l], CELLS, 0, CELLS, rb));
+            double e = 0, s = 0;
+            for (int i = 0; i < CELLS * WIDTH; i++) {
+                e += (ra[i] - rb[i]) * (ra[i] - rb[i]);
+                s += ra[i] * ra[i];
+            }
+            /* 2 bits a value where three components hold nearly all: a fine step */
+            CHECK(e / s < 0.01, "layer %u %s relative error %g", l, kv ? "V" : "K", e / s);
+        }
+    double bits = n1 * 8.0 / (2.0 * LAYERS * CELLS * WIDTH);
+    /* 2 bits of indices, ~0.7 of zstd's overhead on 300-byte component runs, and the
+       bases: 16 bits x 18 components x 32 values per head over 300 cells, 1.9 */
+    CHECK(bits < 4.5, "%.2f bits per value with the bases (%d cells)", bits, CELLS);
+    free(ra);
+    free(rb);
+    tq_kv_close(a);
+    tq_kv_close(b);
+    tqkv_close(r);
+    free(state);
+    free(one);
+    free(two);
+    free(back);
+}
+
+/* The snapshot with its metadata changed by edit() and checksums redone. */
+static void refused_after(const uint8_t *snap, size_t n, void (*edit)(uint8_t *meta, uint64_t ml),
+                          const char *want)
+{
+    uint8_t *s = malloc(n);
+    memcpy(s, snap, n);
+    uint64_t ml;
+    memcpy(&ml, s + 8, 8);
+    edit(s + 32, ml);
+    uint64_t h = XXH64(s + 32, ml, 0);
+    memcpy(s + 16, &h, 8);
+    h = XXH64(s, 24, 0);
+    memcpy(s + 24, &h, 8);
+    char err[512];
+    size_t dl;
+    uint8_t *back = decode(s, n, &dl, err, sizeof err);
+    CHECK(!back, "decoded after the edit for '%s'", want);
+    CHECK(strstr(err, want) && !strchr(err, '\n'), "'%s' does not say '%s'", err, want);
+    free(back);
+    free(s);
+}
+
+/* The metadata ends with the last tensor's last head: u32 m, f32 step,
+ * m x HEAD f16 (the test state's V of the last layer). */
+static uint32_t last_m(const uint8_t *meta, uint64_t ml)
+{
+    for (uint32_t m = 0; m <= HEAD; m++) { /* the m whose field sits where it says */
+        uint64_t at = ml - 2ull * m * HEAD - 8;
+        uint32_t v;
+        memcpy(&v, meta + at, 4);
+        if (v == m) return m;
+    }
+    return 0;
+}
+
+static void nan_basis(uint8_t *meta, uint64_t ml)
+{
+    uint16_t nan = 0x7e00;
+    memcpy(meta + ml - 2, &nan, 2);
+}
+
+static void big_basis(uint8_t *meta, uint64_t ml)
+{
+    uint16_t two = 0x4000; /* 2.0: no unit row holds it */
+    memcpy(meta + ml - 2, &two, 2);
+}
+
+static void bad_step(uint8_t *meta, uint64_t ml)
+{
+    float step = -1.0f;
+    memcpy(meta + ml - 2ull * last_m(meta, ml) * HEAD - 4, &step, 4);
+}
+
+static void too_many_components(uint8_t *meta, uint64_t ml)
+{
+    uint32_t m = HEAD + 1;
+    memcpy(meta + ml - 2ull * last_m(meta, ml) * HEAD - 8, &m, 4);
+}
+
+static void longer_basis(uint8_t *meta, uint64_t ml)
+{
+    uint32_t m = last_m(meta, ml) + 1; /* one more row than the metadata holds */
+    memcpy(meta + ml - 2ull * (m - 1) * HEAD - 8, &m, 4);
+}
+
+TEST(klt_snapshot_refuses_bad_transform_fields)
+{
+    size_t sl, n;
+    uint8_t *state = make_state(&sl), *snap = encode_klt(state, sl, 1, &n);
+    uint64_t ml;
+    memcpy(&ml, snap + 8, 8);
+    uint32_t m = last_m(snap + 32, ml);
+    CHECK(m > 0 && m < HEAD, "the last head codes %u of %d components", m, HEAD);
+    refused_after(snap, n, nan_basis, "a basis value that is not finite or above 1");
+    refused_after(snap, n, big_basis, "a basis value that is not finite or above 1");
+    refused_after(snap, n, bad_step, "bad transform (components or step)");
+    refused_after(snap, n, too_many_components, "bad transform (components or step)");
+    refused_after(snap, n, longer_basis, "transform basis truncated");
+    free(state);
+    free(snap);
+}
+
+TEST(klt_append_codes_new_cells_with_the_bases_of_the_base)
+{
+    size_t pl, fl, bl, al, d1, d2;
+    uint8_t *pre = make_cells(&pl, 200), *full = make_cells(&fl, CELLS);
+    uint8_t *base = encode_klt(pre, pl, 1, &bl);
+    tq_ctx *ctx = tq_test_ctx();
+    tqkv_reader *br, *ar;
+    CHECK_OK(ctx, tqkv_open_memory(ctx, base, bl, "base.tqkv", &br));
+    uint8_t *app = encode_klt_base(full, fl, 1, br, &al);
+    CHECK(app != NULL, "no appended snapshot");
+    CHECK_OK(ctx, tqkv_open_memory(ctx, app, al, "app.tqkv", &ar));
+    const tqkv_meta *bm = tqkv_meta_of(br), *am = tqkv_meta_of(ar);
+    for (uint32_t i = 0; i < am->n_tensors; i++) { /* the base's transforms, as stored */
+        const tqkv_record *a = &am->t[i], *b = &bm->t[i];
+        CHECK_EQ(a->codec, TQKV_CODEC_KLT);
+        CHECK_EQ(a->row_start, 200);
+        CHECK_EQ_U64(tqkv_klt_components(a), tqkv_klt_components(b));
+        CHECK(a->klt[0].step == b->klt[0].step && !memcmp(a->klt[0].basis, b->klt[0].basis,
+                                                           4ull * a->klt[0].m * a->group),
+              "tensor %u: not the base's transform", i);
+    }
+    char err[512];
+    uint8_t *out_b = decode(base, bl, &d1, err, sizeof err);
+    uint8_t *out_a = decode_base(app, al, br, &d2, err, sizeof err);
+    CHECK(out_b && out_a, "%s", err);
+    /* the base's cells decode as the base decodes them */
+    tq_kv_view *vb, *va;
+    CHECK_OK(ctx, tq_kv_open_memory(ctx, out_b, d1, "b", TQ_PROFILE_DEFAULT, &vb));
+    CHECK_OK(ctx, tq_kv_open_memory(ctx, out_a, d2, "a", TQ_PROFILE_DEFAULT, &va));
+    const tq_kv_stream *sb = &tq_kv_view_kv(vb, 0)->streams[0], *sa = &tq_kv_view_kv(va, 0)->streams[0];
+    float *rb = malloc(sizeof(float) * 200 * WIDTH), *ra = malloc(sizeof(float) * 200 * WIDTH);
+    for (uint32_t l = 0; l < LAYERS; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            CHECK_OK(ctx, tq_kv_tensor_read_rows(ctx, kv ? &sb->v[l] : &sb->k[l], 200, 0, 200, rb));
+            CHECK_OK(ctx, tq_kv_tensor_read_rows(ctx, kv ? &sa->v[l] : &sa->k[l], CELLS, 0, 200, ra));
+            CHECK(!memcmp(ra, rb, sizeof(float) * 200 * WIDTH), "layer %u %s: base cells differ", l,
+                  kv ? "V" : "K");
+        }
+    free(rb);
+    free(ra);
+    tq_kv_close(vb);
+    tq_kv_close(va);
+    tqkv_close(ar);
+    tqkv_close(br);
+    free(pre);
+    free(full);
+    free(base);
+    free(app);
+    free(out_b);
+    free(out_a);
+}
