@@ -82,6 +82,8 @@ $(B)/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)
 # path computes the same chains with fmaf)
 $(B)/lib/klt_avx2.o $(B)/san/lib/klt_avx2.o: CFLAGS += -O3 -mavx2 -mfma
 $(B)/lib/transform.o: CFLAGS += -O3
+# RoPE's pair loops (the same double products, vectorized)
+$(B)/lib/rope.o: CFLAGS += -O3
 # index bytes to and from zig-zag: long loops GCC vectorizes at -O3
 $(B)/formats/snapshot/kv_klt.o: CFLAGS += -O3
 # the rotation butterflies are long independent loops: let GCC vectorize them

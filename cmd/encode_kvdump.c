@@ -282,7 +282,7 @@ static void print_plan(const enc_opts *o, const tq_kvsnap_plan *p)
 {
     const tqkv_meta *m = &p->meta;
     uint64_t total = 0;
-    char b[64];
+    char b[96];
     if (o->c.json) {
         printf("{\"input\": ");
         json_cstr(stdout, o->in);
@@ -308,7 +308,7 @@ static void print_plan(const enc_opts *o, const tq_kvsnap_plan *p)
                    tq_kvsnap_describe(t, TQ_DESCRIBE_PLAN, b, sizeof b), t->row_start,
                    (unsigned long long)pay, i + 1 < m->n_tensors ? "," : "");
         else
-            printf("  state %u stream %u layer %3u %s  %u x %llu  %-22s %llu bytes\n", t->kv_state,
+            printf("  state %u stream %u layer %3u %s  %u x %llu  %-30s %llu bytes\n", t->kv_state,
                    t->stream, t->layer, t->is_v ? "V" : "K", t->cells, (unsigned long long)t->width,
                    tq_kvsnap_describe(t, TQ_DESCRIBE_PLAN, b, sizeof b), (unsigned long long)pay);
     }

@@ -100,6 +100,8 @@ typedef struct tqkv_record {
     uint8_t planes;        /* version 3, TQ codec: coded chunks hold their blocks as planes
                               (tq_blocks_to_planes), for zstd to entropy-code */
     tqkv_klt *klt;         /* KLT codec: width / group heads' transforms (owned by the meta) */
+    double klt_rate;       /* KLT codec, as planned (not stored): the indices' bits per value
+                              the encoder measured on its sample; 0 when read from a file */
 } tqkv_record;
 
 typedef struct tqkv_meta {

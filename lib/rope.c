@@ -73,6 +73,30 @@ static void angles(const tq_rope *r, const int32_t *pos, size_t k, double *cs)
     }
 }
 
+/* One row turned by the angles cs: pairs (i, i + n_rot/2) or (2i, 2i+1),
+ * each layout its own loop so that the compiler vectorizes it (the same
+ * double products either way). */
+static void turn_row(const tq_rope *r, float *x, uint64_t width, const double *cs, double dir)
+{
+    uint32_t h = r->n_rot / 2;
+    for (uint64_t o = 0; o < width; o += r->head_dim) {
+        float *y = x + o;
+        if (r->pairs == TQ_PAIRS_HALVES) {
+            for (uint32_t i = 0; i < h; i++) {
+                double c = cs[2 * i], s = -dir * cs[2 * i + 1], x0 = y[i], x1 = y[i + h];
+                y[i] = (float)(x0 * c + x1 * s);
+                y[i + h] = (float)(x1 * c - x0 * s);
+            }
+        } else {
+            for (uint32_t i = 0; i < h; i++) {
+                double c = cs[2 * i], s = -dir * cs[2 * i + 1], x0 = y[2 * i], x1 = y[2 * i + 1];
+                y[2 * i] = (float)(x0 * c + x1 * s);
+                y[2 * i + 1] = (float)(x1 * c - x0 * s);
+            }
+        }
+    }
+}
+
 /* x = R(pos)^T x (dir -1) or R(pos) x (dir 1), row by row. */
 static tq_status turn(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint64_t width,
                       const int32_t *pos, double dir)
@@ -82,15 +106,7 @@ static tq_status turn(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint
     if (st || !cs) return st ? st : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (size_t k = 0; k < rows; k++) {
         angles(r, pos, k, cs);
-        for (uint64_t h = 0; h < width; h += r->head_dim)
-            for (uint32_t i = 0; i < r->n_rot / 2; i++) {
-                uint32_t j0, j1;
-                pair_of(r, i, &j0, &j1);
-                float *a = x + k * width + h + j0, *b = x + k * width + h + j1;
-                double c = cs[2 * i], s = -dir * cs[2 * i + 1], x0 = *a, x1 = *b;
-                *a = (float)(x0 * c + x1 * s);
-                *b = (float)(x1 * c - x0 * s);
-            }
+        turn_row(r, x + k * width, width, cs, dir);
     }
     free(cs);
     return TQ_OK;

@@ -195,8 +195,10 @@ const char *tq_kvsnap_describe(const tqkv_record *t, tq_describe_style style, ch
     } else if (t->codec == TQKV_CODEC_KLT) { /* m: the heads' mean component count */
         uint64_t nh = t->width / t->group;
         const char *a = w->attr;
-        snprintf(b, n, "klt%sg=%u%sm=%llu%s%s%s%s%s", w->open, t->group, sep,
-                 (unsigned long long)((tqkv_klt_components(t) + nh / 2) / nh), w->close,
+        char rate[32] = ""; /* as planned: the rate measured and where the basis comes from */
+        if (t->klt_rate > 0) snprintf(rate, sizeof rate, "%s%.2fb%sstate", sep, t->klt_rate, sep);
+        snprintf(b, n, "klt%sg=%u%sm=%llu%s%s%s%s%s%s", w->open, t->group, sep,
+                 (unsigned long long)((tqkv_klt_components(t) + nh / 2) / nh), rate, w->close,
                  t->sink_rows ? a : "", t->sink_rows ? "sink" : "", t->rope_pos ? a : "",
                  t->rope_pos ? "pre-rope" : "");
     } else {
@@ -701,6 +703,7 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
     k.uniform = 0;
     k.planes = 0;
     k.rows_per_chunk = k.cells < KLT_CHUNK_ROWS ? k.cells : KLT_CHUNK_ROWS;
+    k.klt_rate = fit.rate;
     *t = k;
     return TQ_OK;
 }

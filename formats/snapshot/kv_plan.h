@@ -109,8 +109,10 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
                               tq_kvsnap_plan **out);
 void tq_kvsnap_plan_free(tq_kvsnap_plan *p);
 /* A record's coding in words, the one description --dry-run (TQ_DESCRIBE_PLAN:
- * "tq(g=128,b=4,nc)+sink") and inspect (TQ_DESCRIBE_TABLE: "tq g=128 b=4 nc
- * sink planes") print. */
+ * "tq(g=128,b=4,nc)+sink", "klt(g=256,m=228,3.00b,state)+sink+pre-rope": m
+ * components a head, the indices' bits per value, the basis from the state
+ * itself) and inspect (TQ_DESCRIBE_TABLE: "tq g=128 b=4 nc sink planes")
+ * print. */
 typedef enum tq_describe_style { TQ_DESCRIBE_PLAN, TQ_DESCRIBE_TABLE } tq_describe_style;
 const char *tq_kvsnap_describe(const tqkv_record *t, tq_describe_style style, char *buf, size_t n);
 /* --innerq auto: Q-aware K scales computed from this state where the model's
