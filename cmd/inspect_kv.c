@@ -23,9 +23,10 @@ static const char *codec_family(unsigned codec)
 {
     static const char *const names[] = {
         [TQKV_CODEC_RAW] = "raw",     [TQKV_CODEC_TQ] = "tq",     [TQKV_CODEC_TURBO] = "turbo",
-        [TQKV_CODEC_ANGLE] = "angle", [TQKV_CODEC_PROD] = "prod",
+        [TQKV_CODEC_ANGLE] = "angle", [TQKV_CODEC_PROD] = "prod",   [TQKV_CODEC_KLT] = "klt",
     };
-    return codec < sizeof names / sizeof *names ? names[codec] : "tq";
+    if (codec >= sizeof names / sizeof *names || !names[codec]) return "tq";
+    return names[codec];
 }
 
 static const char *kind_long(unsigned k)
@@ -203,6 +204,9 @@ static void record_row(const tqkv_meta *m, uint32_t i, uint64_t stored, int json
     if (json && t->offset) printf("\"offset\": true, ");
     if (json && t->planes) printf("\"planes\": true, ");
     if (json && t->uniform) printf("\"uniform\": true, ");
+    if (json && t->klt) /* the heads' coded components and their stored bases */
+        printf("\"components\": %" PRIu64 ", \"basis_bytes\": %" PRIu64 ", ",
+               tqkv_klt_components(t), 2 * tqkv_klt_components(t) * t->group);
     if (json && t->rope_pos)
         printf("\"offset_rope\": {\"n_rot\": %u, \"freq_base\": %g, \"freq_scale\": %g}, ",
                t->rope.n_rot, t->rope.freq_base, t->rope.freq_scale);

@@ -42,14 +42,15 @@ static tq_status tridiagonalize(uint32_t d, double *a, double *diag, double *off
         for (uint32_t i = 0; i < len; i++) v[i] /= vn;
         /* trailing block B = a[k+1..][k+1..]; B <- H B H with H = I - 2 v v^T:
          * p = B v, w = p - (v.p) v, B <- B - 2 v w^T - 2 w v^T */
-        double vp = 0;
-        for (uint32_t i = 0; i < len; i++) {
-            const double *row = a + (size_t)(k + 1 + i) * d + k + 1;
-            double s = 0;
-            for (uint32_t j = 0; j < len; j++) s += row[j] * v[j];
-            p[i] = s;
-            vp += v[i] * s;
+        memset(p, 0, len * sizeof *p); /* B v as rows times v_j (B is symmetric to the bit):
+                                          no sum across a vector's lanes, so it vectorizes */
+        for (uint32_t j = 0; j < len; j++) {
+            const double *row = a + (size_t)(k + 1 + j) * d + k + 1;
+            double vj = v[j];
+            for (uint32_t i = 0; i < len; i++) p[i] += vj * row[i];
         }
+        double vp = 0;
+        for (uint32_t i = 0; i < len; i++) vp += v[i] * p[i];
         for (uint32_t i = 0; i < len; i++) p[i] -= vp * v[i];
         for (uint32_t i = 0; i < len; i++) {
             double *row = a + (size_t)(k + 1 + i) * d + k + 1;
@@ -67,20 +68,36 @@ static tq_status tridiagonalize(uint32_t d, double *a, double *diag, double *off
         diag[i] = a[(size_t)i * d + i];
         off[i] = i + 1 < d ? a[(size_t)(i + 1) * d + i] : 0.0;
     }
-    /* Q^T = H_{d-3} ... H_1 H_0, built from I: applying H_k to Q^T from the
-     * right turns its columns k+1..; rows of Q^T are what QL rotates */
-    memset(q, 0, (size_t)d * d * sizeof *q);
-    for (uint32_t i = 0; i < d; i++) q[(size_t)i * d + i] = 1.0;
+    /* Q = H_0 H_1 ... H_{d-3}, built from I inside out: H_k M = M - 2 v (v^T M)
+     * touches rows and columns k+1.. only; w = v^T M and the update are
+     * both rows times scalars (vectorized).  Then q = Q^T: rows of Q^T are
+     * what QL rotates. */
+    double *mq = calloc((size_t)d * d, sizeof *mq); /* [d][d]: Q */
+    if (!mq) {
+        free(v);
+        free(p);
+        free(vs);
+        return TQ_ERR_NOMEM;
+    }
+    for (uint32_t i = 0; i < d; i++) mq[(size_t)i * d + i] = 1.0;
     for (uint32_t k = d >= 2 ? d - 2 : 0; k-- > 0;) {
         const double *vk = vs + (size_t)k * d;
-        for (uint32_t i = k + 1; i < d; i++) { /* row i of Q^T: x <- x - 2 (x.v) v */
-            double *row = q + (size_t)i * d;
-            double s = 0;
-            for (uint32_t j = k + 1; j < d; j++) s += row[j] * vk[j];
-            if (s == 0) continue;
-            for (uint32_t j = k + 1; j < d; j++) row[j] -= 2.0 * s * vk[j];
+        double *w = p; /* [d]: v^T M over columns k+1.. */
+        memset(w, 0, d * sizeof *w);
+        for (uint32_t i = k + 1; i < d; i++) {
+            const double *row = mq + (size_t)i * d;
+            double vi = vk[i];
+            for (uint32_t c = k + 1; c < d; c++) w[c] += vi * row[c];
+        }
+        for (uint32_t i = k + 1; i < d; i++) {
+            double *row = mq + (size_t)i * d;
+            double vi2 = 2.0 * vk[i];
+            for (uint32_t c = k + 1; c < d; c++) row[c] -= vi2 * w[c];
         }
     }
+    for (uint32_t i = 0; i < d; i++)
+        for (uint32_t j = 0; j < d; j++) q[(size_t)i * d + j] = mq[(size_t)j * d + i];
+    free(mq);
     free(v);
     free(p);
     free(vs);

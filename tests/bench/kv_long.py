@@ -88,9 +88,10 @@ def runtime_cache(g, state, cont, ctype):
     bits = {"q8_0": 8.5, "q4_0": 4.5}[ctype]
     probe = llama_cpp.Llama(model_path=str(g), n_ctx=32768, n_batch=512, logits_all=False, verbose=False,
                             flash_attn=True, type_k=tid, type_v=tid)
-    toks, n = restore(probe, state)  # the tokens; the restored cells are dropped again
-    llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(probe._ctx.ctx), True)
-    probe.reset()
+    raw = Path(state).read_bytes()[:12 + 4 * (TOKENS + 8)]  # "ggsn", version, token count, tokens
+    count = int.from_bytes(raw[8:12], "little")
+    toks = np.frombuffer(raw[12 : 12 + 4 * count], dtype=np.int32).tolist()
+    n = count - 1  # as run(): the last cell is re-fed with the continuation
     probe.eval(toks[:n])
     out = batch_logits(probe, [toks[n]] + cont, n)
     del probe

@@ -145,6 +145,12 @@ typedef struct tq_test_seq {
     void *user;
 } tq_test_seq;
 uint8_t *tq_test_seq_state(const tq_test_seq *s, size_t *len);
+/* A snapshot ("x.tqkv" in messages) decoded in memory, with its base
+ * snapshot or NULL, on 2 threads: malloc'd state bytes, or NULL with the
+ * reason in err. */
+struct tqkv_reader;
+uint8_t *tq_test_snapshot_decode(const uint8_t *snap, size_t len, const struct tqkv_reader *base,
+                                 size_t *out_len, char *err, size_t errlen);
 /* a value callback: the next tq_test_randn of the seed user points to */
 float tq_test_randn_value(void *seed, uint32_t l, int is_v, uint32_t c, uint32_t e);
 

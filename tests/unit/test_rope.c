@@ -77,3 +77,30 @@ TEST(rope_matches_ggml)
     CHECK(tq_rope_check(ctx, &bad, W) == TQ_ERR_ARG && strstr(tq_ctx_error(ctx), "RoPE"), "%s", tq_ctx_error(ctx));
     tq_ctx_free(ctx);
 }
+
+TEST(rope_rotate_matches_adding_the_turned_offset_and_undoes_unrotate)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    enum { HD = 64, NH = 2, W = HD * NH, ROWS = 70 }; /* past the recurrence's resync at 64 */
+    for (int neox = 0; neox < 2; neox++) {
+        tq_rope r = {HD, 48, neox ? TQ_PAIRS_HALVES : TQ_PAIRS_ADJACENT, 10000.0f, 1.0f};
+        static float b[W], x[ROWS * W], y[ROWS * W], z[ROWS * W];
+        int32_t pos[ROWS];
+        for (int k = 0; k < ROWS; k++) pos[k] = k < 40 ? 3 + k : 500 + 2 * k; /* a run, then jumps */
+        for (int j = 0; j < W; j++) b[j] = cosf(0.3f * j) + (j % 5 == 0 ? 2.0f : 0.0f);
+        for (int k = 0; k < ROWS; k++) memcpy(x + k * W, b, sizeof b);
+        memset(y, 0, sizeof y);
+        CHECK_OK(ctx, tq_rope_rotate(ctx, &r, x, ROWS, W, pos));            /* R(pos) b */
+        CHECK_OK(ctx, tq_rope_add(ctx, &r, b, y, ROWS, W, pos, 1.0f));      /* 0 + R(pos) b */
+        double worst = 0;
+        for (int i = 0; i < ROWS * W; i++) worst = fmax(worst, fabs(x[i] - y[i]));
+        CHECK_NEAR(worst, 0.0, 1e-5);
+        memcpy(z, x, sizeof z);
+        CHECK_OK(ctx, tq_rope_unrotate(ctx, &r, z, ROWS, W, pos));
+        worst = 0;
+        for (int k = 0; k < ROWS; k++)
+            for (int j = 0; j < W; j++) worst = fmax(worst, fabs(z[k * W + j] - b[j]));
+        CHECK_NEAR(worst, 0.0, 1e-5);
+    }
+    tq_ctx_free(ctx);
+}

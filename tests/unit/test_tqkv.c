@@ -57,26 +57,7 @@ static uint8_t *encode(const uint8_t *state, size_t len, int lossless, size_t *o
 
 static uint8_t *decode(const uint8_t *snap, size_t len, size_t *out_len, char *err, size_t errlen)
 {
-    tq_ctx *ctx = tq_ctx_new();
-    tqkv_reader *r;
-    uint8_t *out = NULL;
-    if (tqkv_open_memory(ctx, snap, len, "x.tqkv", &r) == TQ_OK) {
-        char *buf = NULL;
-        size_t bl = 0;
-        FILE *f = open_memstream(&buf, &bl);
-        tq_status st = tq_kvsnap_decode(ctx, r, NULL, &(tq_kvsnap_decode_options){.threads = 2}, f);
-        fclose(f);
-        tqkv_close(r);
-        if (!st) {
-            out = (uint8_t *)buf;
-            *out_len = bl;
-        } else {
-            free(buf);
-        }
-    }
-    snprintf(err, errlen, "%s", tq_ctx_error(ctx));
-    tq_ctx_free(ctx);
-    return out;
+    return tq_test_snapshot_decode(snap, len, NULL, out_len, err, errlen);
 }
 
 TEST(tqkv_lossless_and_lossy_round_trips)

@@ -79,34 +79,9 @@ static uint8_t *encode_klt(const uint8_t *state, size_t len, int threads, size_t
     return encode_klt_base(state, len, threads, NULL, out_len);
 }
 
-static uint8_t *decode_base(const uint8_t *snap, size_t len, const tqkv_reader *base,
-                            size_t *out_len, char *err, size_t n)
-{
-    tq_ctx *ctx = tq_ctx_new();
-    tqkv_reader *r;
-    uint8_t *out = NULL;
-    if (tqkv_open_memory(ctx, snap, len, "x.tqkv", &r) == TQ_OK) {
-        char *buf = NULL;
-        size_t bl = 0;
-        FILE *f = open_memstream(&buf, &bl);
-        tq_status st = tq_kvsnap_decode(ctx, r, base, &(tq_kvsnap_decode_options){.threads = 2}, f);
-        fclose(f);
-        tqkv_close(r);
-        if (!st) {
-            out = (uint8_t *)buf;
-            *out_len = bl;
-        } else {
-            free(buf);
-        }
-    }
-    snprintf(err, n, "%s", tq_ctx_error(ctx));
-    tq_ctx_free(ctx);
-    return out;
-}
-
 static uint8_t *decode(const uint8_t *snap, size_t len, size_t *out_len, char *err, size_t n)
 {
-    return decode_base(snap, len, NULL, out_len, err, n);
+    return tq_test_snapshot_decode(snap, len, NULL, out_len, err, n);
 }
 
 TEST(klt_snapshot_round_trip_is_close_and_the_same_at_any_thread_count)
@@ -267,7 +242,7 @@ TEST(klt_append_codes_new_cells_with_the_bases_of_the_base)
     }
     char err[512];
     uint8_t *out_b = decode(base, bl, &d1, err, sizeof err);
-    uint8_t *out_a = decode_base(app, al, br, &d2, err, sizeof err);
+    uint8_t *out_a = tq_test_snapshot_decode(app, al, br, &d2, err, sizeof err);
     CHECK(out_b && out_a, "%s", err);
     /* the base's cells decode as the base decodes them */
     tq_kv_view *vb, *va;

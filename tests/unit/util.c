@@ -1,6 +1,7 @@
 /* util.c - data helpers for the unit tests. */
 #include "gguf.h"
 #include "harness.h"
+#include "kv_snapshot.h"
 #include "llama_state.h"
 #include "tq_internal.h"
 
@@ -246,4 +247,29 @@ float tq_test_randn_value(void *seed, uint32_t l, int is_v, uint32_t c, uint32_t
     (void)c;
     (void)e;
     return (float)tq_test_randn(seed);
+}
+
+uint8_t *tq_test_snapshot_decode(const uint8_t *snap, size_t len, const tqkv_reader *base,
+                                 size_t *out_len, char *err, size_t errlen)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tqkv_reader *r;
+    uint8_t *out = NULL;
+    if (tqkv_open_memory(ctx, snap, len, "x.tqkv", &r) == TQ_OK) {
+        char *buf = NULL;
+        size_t bl = 0;
+        FILE *f = open_memstream(&buf, &bl);
+        tq_status st = tq_kvsnap_decode(ctx, r, base, &(tq_kvsnap_decode_options){.threads = 2}, f);
+        fclose(f);
+        tqkv_close(r);
+        if (!st) {
+            out = (uint8_t *)buf;
+            *out_len = bl;
+        } else {
+            free(buf);
+        }
+    }
+    snprintf(err, errlen, "%s", tq_ctx_error(ctx));
+    tq_ctx_free(ctx);
+    return out;
 }

@@ -1,0 +1,76 @@
+"""kv_long_speed.py [--reps=5] [--sessions=docs,code] [SWITCHES] - snapshot speed
+and memory on the long Gemma 3 270M sessions of tests/bench/long_sessions.py
+(a benchmark, not a test): `tq encode-kvdump --model` against `zstd -3 -T2`
+on the raw state, `tq decode-kvdump` against `zstd -d`, run alternately
+(medians of interleaved runs, so that the machine's drift hits both), and
+each tq run's peak anonymous memory (RssAnon, sampled every 5 ms: the
+mapped state file is not the process's own memory).  SWITCHES go to the
+encode (default: none, the balanced preset).
+TQ_ORACLES/bin/python3 tests/bench/kv_long_speed.py --reps=5"""
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "oracle"))
+from _env import CACHE, TQ, gemma  # noqa: E402
+
+OPTS = dict(a.split("=", 1) for a in sys.argv[1:] if a.startswith("--"))
+REPS = int(OPTS.get("--reps", 5))
+SESSIONS = OPTS.get("--sessions", "docs,code").split(",")
+SWITCHES = [a for a in sys.argv[1:] if not a.startswith("--")]
+
+
+def run(cmd):
+    """Wall seconds and peak RssAnon (MB) of one run."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak = 0
+    while p.poll() is None:
+        try:
+            for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
+                if line.startswith("RssAnon:"):
+                    peak = max(peak, int(line.split()[1]))
+        except OSError:
+            pass
+        time.sleep(0.005)
+    wall = time.perf_counter() - t0
+    if p.returncode:
+        raise SystemExit(f"{' '.join(map(str, cmd))}: exit {p.returncode}")
+    return wall, peak / 1024
+
+
+def main():
+    g = gemma()
+    print("| session | tq encode s | zstd -3 -T2 s | ratio | tq decode s | zstd -d s | ratio | "
+          "tq MB / zstd MB | peak anon MB encode / decode |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as td:
+        d = Path(td)
+        for sess in SESSIONS:
+            state = CACHE.parent / "long" / f"gemma3-270m-{sess}-24576.ggsn"
+            enc = [TQ, "encode-kvdump", state, "-q", "-o", d / "x.tqkv", "--model", g, *SWITCHES]
+            dec = [TQ, "decode-kvdump", d / "x.tqkv", "-q", "-o", d / "x.ggsn"]
+            zc = ["zstd", "-3", "-T2", "-q", "-f", state, "-o", d / "x.zst"]
+            zd = ["zstd", "-d", "-q", "-f", d / "x.zst", "-o", d / "x.raw"]
+            t = {k: [] for k in ("enc", "zc", "dec", "zd")}
+            mem = {"enc": 0.0, "dec": 0.0}
+            for _ in range(REPS):
+                for k, cmd in (("enc", enc), ("zc", zc), ("dec", dec), ("zd", zd)):
+                    wall, peak = run(cmd)
+                    t[k].append(wall)
+                    if k in mem:
+                        mem[k] = max(mem[k], peak)
+            m = {k: statistics.median(v) for k, v in t.items()}
+            size = (d / "x.tqkv").stat().st_size / 1e6, (d / "x.zst").stat().st_size / 1e6
+            print(f"| {sess} | {m['enc']:.2f} | {m['zc']:.2f} | {m['enc'] / m['zc']:.2f} | {m['dec']:.2f} | "
+                  f"{m['zd']:.2f} | {m['dec'] / m['zd']:.2f} | {size[0]:.1f} / {size[1]:.1f} | "
+                  f"{mem['enc']:.0f} / {mem['dec']:.0f} |", flush=True)
+    print(f"\nmedians of {REPS} interleaved runs; encode switches: --model {' '.join(SWITCHES)}")
+
+
+if __name__ == "__main__":
+    main()
