@@ -18,10 +18,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
 from _env import CACHE, TQ, gemma  # noqa: E402
 
-OPTS = dict(a.split("=", 1) for a in sys.argv[1:] if a.startswith("--"))
+OWN = ("--reps=", "--sessions=")
+OPTS = dict(a.split("=", 1) for a in sys.argv[1:] if a.startswith(OWN))
 REPS = int(OPTS.get("--reps", 5))
 SESSIONS = OPTS.get("--sessions", "docs,code").split(",")
-SWITCHES = [a for a in sys.argv[1:] if not a.startswith("--")]
+SWITCHES = [a for a in sys.argv[1:] if not a.startswith(OWN)]
 
 
 def run(cmd):
