@@ -1,7 +1,8 @@
-"""kv_recent.py [--recent=512] [--sessions=docs,code] [SWITCHES] - what keeping the
-most recent cells exact could buy (a benchmark, not a test): each long Gemma
+"""kv_recent.py [--recent=512] [--kind=kv|k|v] [--sessions=docs,code] [SWITCHES] - what
+keeping the most recent cells exact could buy (a benchmark, not a test): each long Gemma
 3 270M session (tests/bench/long_sessions.py) is encoded with SWITCHES and
-decoded, then the last `recent` cells of every K and V tensor are copied back
+decoded, then the last `recent` cells of every K and V tensor (or K's or V's
+only, --kind) are copied back
 from the original state (the tensors' places read from the snapshot's
 records, formats/TQKV.md), and both states are restored in llama.cpp and
 fed the next 128 tokens in one batch.  KL against the uncompressed restore,
@@ -28,15 +29,16 @@ import kv_long  # noqa: E402
 
 sys.argv = ARGV
 
-OWN = ("--recent=", "--sessions=")
+OWN = ("--recent=", "--sessions=", "--kind=")
 OPTS = dict(a.split("=", 1) for a in sys.argv[1:] if a.startswith(OWN))
 RECENT = int(OPTS.get("--recent", 512))
 SESSIONS = OPTS.get("--sessions", "docs,code").split(",")
+KIND = OPTS.get("--kind", "kv")
 SWITCHES = [a for a in sys.argv[1:] if not a.startswith(OWN)]
 
 
 def records(snap):
-    """(file_off, bytes, cells) of every K/V tensor, from a .tqkv's metadata."""
+    """(file_off, bytes, cells, is_v) of every K/V tensor, from a .tqkv's metadata."""
     b = Path(snap).read_bytes()
     p = 32 + 24  # header; kind, flag, pad, version, source size, fingerprint
     (n_tok,) = struct.unpack_from("<I", b, p)
@@ -54,7 +56,7 @@ def records(snap):
     for i in range(nt):
         off, size = struct.unpack_from("<QQ", b, p + 72 * i)
         (cells,) = struct.unpack_from("<I", b, p + 72 * i + 48)
-        out.append((off, size, cells))
+        out.append((off, size, cells, b[p + 72 * i + 28]))
     return out
 
 
@@ -78,14 +80,17 @@ def main():
             bits = 8 * (d / "x.tqkv").stat().st_size / (18 * 2 * 256 * 24576)
             kl = compare(ref, kv_long.run(llm, d / "x.ggsn", cont))[0]
             src, dst = state.read_bytes(), bytearray((d / "x.ggsn").read_bytes())
-            for off, size, cells in records(d / "x.tqkv"):
+            for off, size, cells, is_v in records(d / "x.tqkv"):
+                if "kv"[is_v] not in KIND:
+                    continue
                 row = size // cells
                 a = off + (cells - RECENT) * row
                 dst[a : off + size] = src[a : off + size]
             (d / "y.ggsn").write_bytes(bytes(dst))
             kl2 = compare(ref, kv_long.run(llm, d / "y.ggsn", cont))[0]
             print(f"| {sess} | `{' '.join(SWITCHES)}` | {bits:.3f} | {kl / floor:.2f} | {RECENT} | "
-                  f"{kl2 / floor:.2f} | +{16 * RECENT / 24576 - bits * RECENT / 24576:.3f} |", flush=True)
+                  f"{kl2 / floor:.2f} | +{len(KIND) / 2 * (16 - bits) * RECENT / 24576:.3f} ({KIND}) |",
+                  flush=True)
 
 
 if __name__ == "__main__":
