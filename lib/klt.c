@@ -367,3 +367,12 @@ tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, do
     free(q);
     return TQ_OK;
 }
+
+uint32_t tq_klt_gauss_components(const double *var, uint32_t d, double bits, double min_bits)
+{
+    double step = gaussian_log_step(var, d, bits * d);
+    uint32_t m = 0;
+    for (uint32_t c = 0; c < d; c++)
+        m += var[c] > 0 && 0.5 * log2(2.0 * M_PI * M_E * var[c]) - step >= min_bits;
+    return m;
+}

@@ -446,7 +446,9 @@ uint64_t tq_count_beyond(const float *x, size_t n, float threshold);
 /* Eigen-decomposition of the symmetric d x d matrix a (row-major, read
  * only; Householder reduction and QL steps): eigval[d] descending, eigvec[d][d] with
  * eigenvector k in row k (orthonormal rows: y = V x decorrelates x).  d <=
- * 4096; TQ_ERR_ARG for a matrix that is not symmetric or not finite. */
+ * 4096; TQ_ERR_ARG for a matrix that is not symmetric or not finite.
+ * eigvec NULL: the values alone (the reduction without its vectors, about
+ * a third of the work). */
 tq_status tq_sym_eigen(tq_ctx *ctx, uint32_t d, const double *a, double *eigval, double *eigvec);
 
 /* Reverse water-filling for Gaussian components of variances var[n]: the
@@ -490,6 +492,11 @@ tq_status tq_covariance(tq_ctx *ctx, const float *x, size_t n, uint32_t d, size_
  * bits per value at that step. */
 tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, double bits,
                            double min_bits, float *step, uint32_t *m, double *rate);
+/* How many of d Gaussian components of variances var (any order) one
+ * uniform step at bits per value codes with at least min_bits each, by the
+ * high-rate law 0.5 log2(2 pi e var / step^2): an estimate of the m that
+ * tq_klt_rate_step finds, from eigenvalues alone. */
+uint32_t tq_klt_gauss_components(const double *var, uint32_t d, double bits, double min_bits);
 
 #ifdef __cplusplus
 }

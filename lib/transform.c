@@ -15,7 +15,8 @@
 enum { QL_ITERATIONS = 64 };
 
 /* a[d][d] (destroyed) = Q T Q^T: diag[d], off[d] (off[i] couples i and
- * i+1; off[d-1] = 0) and q[d][d] = Q^T (row i: column i of Q). */
+ * i+1; off[d-1] = 0) and q[d][d] = Q^T (row i: column i of Q; q NULL:
+ * not built). */
 static tq_status tridiagonalize(uint32_t d, double *a, double *diag, double *off, double *q)
 {
     double *v = malloc(d * sizeof *v), *p = malloc(d * sizeof *p);
@@ -68,6 +69,12 @@ static tq_status tridiagonalize(uint32_t d, double *a, double *diag, double *off
         diag[i] = a[(size_t)i * d + i];
         off[i] = i + 1 < d ? a[(size_t)(i + 1) * d + i] : 0.0;
     }
+    if (!q) { /* eigenvalues only */
+        free(v);
+        free(p);
+        free(vs);
+        return TQ_OK;
+    }
     /* Q = H_0 H_1 ... H_{d-3}, built from I inside out: H_k M = M - 2 v (v^T M)
      * touches rows and columns k+1.. only; w = v^T M and the update are
      * both rows times scalars (vectorized).  Then q = Q^T: rows of Q^T are
@@ -116,7 +123,7 @@ static void turn_rows(uint32_t d, double *z, uint32_t i, double c, double s)
 }
 
 /* Eigenvalues of the tridiagonal (diag, off) into diag, their vectors into
- * the rows of z (which holds Q^T on entry).  0, or -1 when an eigenvalue
+ * the rows of z (which holds Q^T on entry; NULL: values only).  0, or -1 when an eigenvalue
  * does not converge. */
 static int tridiagonal_ql(uint32_t d, double *diag, double *off, double *z)
 {
@@ -154,7 +161,7 @@ static int tridiagonal_ql(uint32_t d, double *diag, double *off, double *z)
                 p = s * r;
                 diag[i + 1] = g + p;
                 g = c * r - b;
-                turn_rows(d, z, i, c, s);
+                if (z) turn_rows(d, z, i, c, s);
             }
             if (deflated) continue;
             diag[l] -= p;
@@ -200,7 +207,7 @@ tq_status tq_sym_eigen(tq_ctx *ctx, uint32_t d, const double *a, double *eigval,
         double t = eigval[i];
         eigval[i] = eigval[best];
         eigval[best] = t;
-        for (uint32_t k = 0; k < d; k++) {
+        for (uint32_t k = 0; eigvec && k < d; k++) {
             double x = eigvec[(size_t)i * d + k];
             eigvec[(size_t)i * d + k] = eigvec[(size_t)best * d + k];
             eigvec[(size_t)best * d + k] = x;

@@ -7,6 +7,7 @@
 #include "kv_layers.h"
 #include "model_rope.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -683,9 +684,10 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
     k.rope_pos = NULL;
     k.klt = NULL;
     tq_klt_fit fit;
+    int forced = o->transform == TQ_TC_ON;
     tq_status st = tq_kvsnap_klt_fit(ctx, s->kt, &k, rope, pos, t->is_v ? p->v_rate : p->k_rate,
-                                     &fit);
-    *taken = !st && (o->transform == TQ_TC_ON || fit.rate + fit.basis_bits < tq_codec_bits(t));
+                                     forced ? INFINITY : tq_codec_bits(t), &fit);
+    *taken = !st && !fit.skipped && (forced || fit.rate + fit.basis_bits < tq_codec_bits(t));
     if (!*taken) {
         free(k.offset);
         free(k.rope_pos);

@@ -23,7 +23,7 @@ from _env import CACHE, ROOT, TQ, gemma, need  # noqa: E402
 
 np, llama_cpp = need("numpy", "llama_cpp")
 from _llama_util import compare  # noqa: E402
-from kv_long import batch_logits  # noqa: E402
+from kv_long import run as restore_logits  # noqa: E402  (restore, drop the last cell, re-feed)
 
 TOKENS, STEPS = 8192, 128
 FILES = sorted((ROOT / "tests" / "oracle" / "prompts").glob("*.txt")) + \
@@ -47,19 +47,6 @@ def session(llm, g):
         tmp.rename(state)
         np.save(cont, np.array(toks[TOKENS : TOKENS + STEPS], dtype=np.int32))
     return state, np.load(cont).tolist()
-
-
-def restore_logits(llm, state, cont, one_by_one=False):
-    import ctypes
-    ctx = llm._ctx.ctx
-    mem = llama_cpp.llama_get_memory(ctx)
-    llama_cpp.llama_memory_clear(mem, True)
-    toks = (llama_cpp.llama_token * (TOKENS + 8))()
-    n = ctypes.c_size_t(0)
-    assert llama_cpp.llama_state_load_file(ctx, str(state).encode(), toks, TOKENS + 8, ctypes.byref(n))
-    n = n.value
-    llama_cpp.llama_memory_seq_rm(mem, 0, n - 1, -1)
-    return batch_logits(llm, [toks[n - 1]] + cont, n - 1, one_by_one)
 
 
 def main():

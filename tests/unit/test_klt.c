@@ -66,6 +66,9 @@ TEST(sym_eigen_of_a_head_sized_covariance_is_orthonormal_and_exact)
     }
     CHECK_NEAR(worst_dot, 0.0, 1e-6);
     CHECK_NEAR(worst_res, 0.0, 1e-5 * val[0]);
+    double alone[D]; /* the values without the vectors: the same reduction, the same values */
+    CHECK_OK(ctx, tq_sym_eigen(ctx, D, cov, alone, NULL));
+    for (int k = 0; k < D; k++) CHECK_NEAR(alone[k], val[k], 0);
     CHECK(val[0] > 10 && val[D - 1] < 0.01, "spectrum %g .. %g", val[0], val[D - 1]);
     free(x);
     free(basis);
@@ -138,6 +141,9 @@ TEST(klt_rate_step_meets_the_rate_and_drops_components_that_carry_nothing)
     double rate;
     CHECK_OK(ctx, tq_klt_rate_step(ctx, y, N, D, 2.0, 0.02, &step, &m, &rate));
     CHECK_NEAR(rate, 2.0, 0.01);
+    /* the eigenvalues' Gaussian estimate of that count, what the plan screens with */
+    uint32_t est = tq_klt_gauss_components(val, D, 2.0, 0.02);
+    CHECK(est > m * 3 / 4 && est < m * 5 / 4 + 2, "estimated %u components, measured %u", est, m);
     /* the spectrum falls 0.97 a component: the last ones sit far under the step */
     CHECK(m > 40 && m < D, "kept %u of %d components", m, D);
     CHECK(4.0 * pow(0.97, m) < step, "component %u of sd %g kept at step %g", m, 4.0 * pow(0.97, m),
