@@ -83,7 +83,7 @@ tq_codec *tqkv_record_codec(tq_ctx *ctx, const tqkv_record *t)
 {
     tq_codec_desc d;
     tq_codec *c = NULL;
-    if (t->codec == TQKV_CODEC_RAW) return NULL;
+    if (!tqkv_record_has_blocks(t)) return NULL;
     if (tqkv_codec_desc(t, &d)) {
         tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "layer %u: codec %u has no block codec", t->layer,
                          t->codec);

@@ -134,9 +134,15 @@ uint64_t tqkv_klt_components(const tqkv_record *t);
 int tqkv_chunk_is_sink(const tqkv_record *t, uint32_t row0);
 /* The libtq codec of a coded tensor (TQ or TURBO); -1 if the record is invalid. */
 int tqkv_codec_desc(const tqkv_record *t, tq_codec_desc *d);
-/* That codec, ready to run; NULL for a kept tensor, an invalid record or
- * when out of memory. */
-tq_codec *tqkv_record_codec(tq_ctx *ctx, const tqkv_record *t); /* NULL: kept rows, or ctx says */
+/* Whether t's rows are coded in blocks of a libtq codec (not kept, not
+ * transform-coded). */
+static inline int tqkv_record_has_blocks(const tqkv_record *t)
+{
+    return t->codec != TQKV_CODEC_RAW && t->codec != TQKV_CODEC_KLT;
+}
+/* That codec, ready to run; NULL for a tensor without blocks (kept rows,
+ * transform coding), an invalid record or when out of memory (ctx says). */
+tq_codec *tqkv_record_codec(tq_ctx *ctx, const tqkv_record *t);
 
 /* ------------------------------------------------ writing (streams: pipes work) */
 

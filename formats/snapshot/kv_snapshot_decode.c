@@ -142,8 +142,8 @@ static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof
     j->t = &m->t[i];
     j->ty = tq_ggml_type_get(prof, j->t->type_id);
     j->oty = want ? want : j->ty;
-    int blocks = j->t->codec != TQKV_CODEC_RAW && j->t->codec != TQKV_CODEC_KLT;
-    j->c = blocks ? tqkv_record_codec(ctx, j->t) : NULL;
+    int blocks = tqkv_record_has_blocks(j->t);
+    j->c = tqkv_record_codec(ctx, j->t);
     if (blocks && !j->c) return tq_ctx_status(ctx);
     /* the base's chunks for rows below row_start, then ours */
     if (j->t->row_start) {

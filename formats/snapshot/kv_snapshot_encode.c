@@ -82,9 +82,8 @@ static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, 
 {
     const tqkv_record *t = &p->meta.t[i];
     uint32_t nch = tqkv_record_n_chunks(t);
-    int blocks = t->codec != TQKV_CODEC_RAW && t->codec != TQKV_CODEC_KLT;
-    *e = (etensor){i, blocks ? tqkv_record_codec(ctx, t) : NULL,
-                   calloc(nch ? nch : 1, sizeof(chunk_out)), nch};
+    int blocks = tqkv_record_has_blocks(t);
+    *e = (etensor){i, tqkv_record_codec(ctx, t), calloc(nch ? nch : 1, sizeof(chunk_out)), nch};
     if (!e->co || (blocks && !e->c)) {
         int no_codec = blocks && !e->c;
         free(e->co);
