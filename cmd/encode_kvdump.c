@@ -37,6 +37,9 @@ void help_encode_kvdump(void)
         "            where the per-head norm costs 2 bits)\n\n"
         "  --k-bits/--v-bits B   override the preset's bits (1..8)\n"
         "  --boundary-layers N   first and last N layers at 8 bits\n"
+        "  --past-bits B         bits of the cells a sliding-window layer no longer attends to\n"
+        "                        (older than its window; --model gives it): balanced 3 with the\n"
+        "                        other cells' K one bit finer, small 2; 0 codes them as the rest\n"
         "  --sink-cells N        keep the first N cells of every tq-coded K exact (attention "
         "sinks;\n"
         "                        default 1)\n"
@@ -94,7 +97,7 @@ void help_encode_kvdump(void)
 typedef struct enc_opts {
     cli_common c;
     const char *in, *preset, *append, *innerq;
-    long k_bits, v_bits, boundary, head_dim, sink;
+    long k_bits, v_bits, boundary, head_dim, sink, past_bits;
     int turbo, dry_run;
     const char *codec, *k_offset, *planes, *cells, *transform;
     double k_rate, v_rate; /* < 0: the preset's */
@@ -130,12 +133,14 @@ static int parse(int argc, char **argv, enc_opts *o)
     o->v_bits = TQ_KV_FROM_PRESET;
     o->k_rate = -1;
     o->v_rate = -1;
+    o->past_bits = TQ_KV_FROM_PRESET;
     const cli_opt own[] = {
         CLI_OPT_CHOICE("--preset", &o->preset, preset_names,
                        "--preset: unknown preset '%s' (lossless, q8, balanced, small)"),
         CLI_OPT_LONG("--k-bits", &o->k_bits, 1, 8),
         CLI_OPT_LONG("--v-bits", &o->v_bits, 1, 8),
         CLI_OPT_LONG("--boundary-layers", &o->boundary, 0, 4096),
+        CLI_OPT_LONG("--past-bits", &o->past_bits, 0, 8),
         CLI_OPT_LONG("--sink-cells", &o->sink, 0, 65535),
         CLI_OPT_CHOICE("--k-offset", &o->k_offset, offset_names,
                        "--k-offset: '%s' is not rope, mean or off"),
@@ -204,6 +209,7 @@ static void map_options(const enc_opts *o, tq_kvsnap_options *so)
     if (o->transform) so->transform = transforms[pick(transform_names, o->transform, 0)];
     so->k_rate = o->k_rate;
     so->v_rate = o->v_rate;
+    so->past_bits = (int)o->past_bits;
     so->innerq_file = o->innerq && strcmp(o->innerq, "auto") && strcmp(o->innerq, "off");
 }
 

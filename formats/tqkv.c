@@ -192,6 +192,22 @@ uint64_t tqkv_klt_components(const tqkv_record *t)
     return n;
 }
 
+/* Whether record t needs a version 3 extension (TQKV.md, "Extensions"). */
+static int has_extension(const tqkv_record *t)
+{
+    return t->sink_rows || t->offset || t->planes || t->klt || t->coarse_end;
+}
+
+/* The coarse rows' coding (extension flag bit 4): u32 end, u8 bits, u8 cells (0 Lloyd-Max, 1
+ * uniform), u8 norm correction, u8 planes, f32 step scale (KLT; block codecs 0). */
+static void put_coarse(bbuf *b, const tqkv_record *t)
+{
+    uint8_t f[4] = {t->coarse_bits, t->coarse_uniform, t->coarse_nc, t->coarse_planes};
+    PUTV(b, t->coarse_end);
+    bput(b, f, 4);
+    PUTV(b, t->coarse_scale);
+}
+
 /* The tensor records and the scales after them; returns the file version
  * they need (older readers still read what needs nothing newer). */
 static uint32_t put_records(bbuf *b, const tqkv_meta *m)
@@ -208,9 +224,7 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
         int per_head = t->innerq && t->innerq_n != t->group;
         uint8_t rec_flags[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0) |
                                           (t->radius_bits & 15) << 2 | (per_head ? 64 : 0) |
-                                          (t->sink_rows || t->offset || t->planes || t->klt
-                                               ? 128
-                                               : 0)),
+                                          (has_extension(t) ? 128 : 0)),
                                 (uint8_t)ml, (uint8_t)(ml >> 8)};
         PUTV(b, t->file_off);
         PUTV(b, t->bytes);
@@ -238,7 +252,7 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
             bput(b, m->t[i].innerq, 4ull * m->t[i].innerq_n);
             any_innerq = 1;
         }
-        any_v3 |= m->t[i].sink_rows || m->t[i].offset || m->t[i].planes || m->t[i].uniform ||
+        any_v3 |= has_extension(&m->t[i]) || m->t[i].uniform ||
                   (m->t[i].innerq && m->t[i].innerq_n != m->t[i].group) ||
                   m->t[i].model_layer != TQKV_NO_MODEL_LAYER || m->t[i].group_guessed ||
                   m->t[i].codec == TQKV_CODEC_ANGLE || m->t[i].codec == TQKV_CODEC_PROD ||
@@ -246,38 +260,77 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
     }
     for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 3: the extensions, in tensor order */
         const tqkv_record *t = &m->t[i];
-        if (!t->sink_rows && !t->offset && !t->planes && !t->klt) continue;
+        if (!has_extension(t)) continue;
         uint32_t flags = (t->offset ? 1 : 0) | (t->offset && t->rope_pos ? 2 : 0) |
-                         (t->planes ? 4 : 0) | (t->klt ? 8 : 0);
+                         (t->planes ? 4 : 0) | (t->klt ? 8 : 0) | (t->coarse_end ? 16 : 0);
         PUTV(b, t->sink_rows);
         PUTV(b, flags);
         if (t->offset) bput(b, t->offset, 4ull * t->width);
         if (flags & 2) put_rope(b, t);
         if (t->klt) put_klt(b, t);
+        if (t->coarse_end) put_coarse(b, t);
     }
     if (any_v3) return 3;
     return any_innerq ? 2 : 1;
 }
 
+/* Where t's stored rows past the sinks start, and where its coarse ones end (the first row of
+ * the fine ones). */
+static void record_parts(const tqkv_record *t, uint32_t *from, uint32_t *fine)
+{
+    *from = t->row_start > t->sink_rows ? t->row_start : t->sink_rows;
+    *fine = t->coarse_end > *from ? t->coarse_end : *from;
+    if (*fine > t->cells) *fine = t->cells;
+}
+
 uint32_t tqkv_record_n_chunks(const tqkv_record *t)
 {
-    uint32_t from = t->row_start > t->sink_rows ? t->row_start : t->sink_rows,
-             sink = t->row_start < t->sink_rows;
-    uint32_t rows = t->cells > from ? t->cells - from : 0;
-    return sink + (rows + t->rows_per_chunk - 1) / t->rows_per_chunk;
+    uint32_t from, fine, sink = t->row_start < t->sink_rows;
+    record_parts(t, &from, &fine);
+    uint32_t rows = t->cells > fine ? t->cells - fine : 0;
+    return sink + (fine - from + t->rows_per_chunk - 1) / t->rows_per_chunk +
+           (rows + t->rows_per_chunk - 1) / t->rows_per_chunk;
 }
 
 void tqkv_record_chunk_rows(const tqkv_record *t, uint32_t k, uint32_t *row0, uint32_t *nrows)
 {
-    int sink = t->row_start < t->sink_rows;
+    uint32_t from, fine, sink = t->row_start < t->sink_rows;
+    record_parts(t, &from, &fine);
     if (sink && k == 0) {
         *row0 = 0;
         *nrows = t->sink_rows;
         return;
     }
-    uint32_t from = sink ? t->sink_rows : t->row_start;
-    *row0 = from + (k - (uint32_t)sink) * t->rows_per_chunk;
-    *nrows = t->cells - *row0 < t->rows_per_chunk ? t->cells - *row0 : t->rows_per_chunk;
+    uint32_t n_coarse = (fine - from + t->rows_per_chunk - 1) / t->rows_per_chunk;
+    uint32_t end = t->cells;
+    k -= sink;
+    if (k < n_coarse) {
+        end = fine;
+    } else {
+        from = fine;
+        k -= n_coarse;
+    }
+    *row0 = from + k * t->rows_per_chunk;
+    *nrows = end - *row0 < t->rows_per_chunk ? end - *row0 : t->rows_per_chunk;
+}
+
+int tqkv_chunk_is_coarse(const tqkv_record *t, uint32_t row0)
+{
+    return t->codec != TQKV_CODEC_RAW && row0 >= t->sink_rows && row0 < t->coarse_end;
+}
+
+void tqkv_record_coarse(const tqkv_record *t, tqkv_record *out)
+{
+    *out = *t;
+    out->coarse_end = 0;
+    if (t->codec == TQKV_CODEC_KLT) {
+        out->klt_step_scale = t->coarse_scale;
+        return;
+    }
+    out->bits = t->coarse_bits;
+    out->uniform = t->coarse_uniform;
+    out->norm_correction = t->coarse_nc;
+    out->planes = t->coarse_planes;
 }
 
 int tqkv_chunk_is_sink(const tqkv_record *t, uint32_t row0)
@@ -734,6 +787,34 @@ static tq_status get_klt(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t)
     return TQ_OK;
 }
 
+/* The coarse rows' coding (put_coarse): an end past the sinks and the base's rows, within
+ * the cells; block codecs: a valid block of other bits; KLT: a finite step scale >= 1. */
+static tq_status get_coarse(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t)
+{
+    uint64_t at = HDR_LEN + c->pos;
+    uint8_t f[4];
+    if (mget(c, &t->coarse_end, 4) || mget(c, f, 4) || mget(c, &t->coarse_scale, 4))
+        return bad(ctx, r, "coarse rows truncated", at);
+    t->coarse_bits = f[0];
+    t->coarse_uniform = f[1];
+    t->coarse_nc = f[2];
+    t->coarse_planes = f[3];
+    if (t->coarse_end <= t->sink_rows || t->coarse_end <= t->row_start ||
+        t->coarse_end > t->cells || t->codec == TQKV_CODEC_RAW)
+        return bad(ctx, r, "bad coarse rows (their end)", at);
+    tqkv_record v;
+    tqkv_record_coarse(t, &v);
+    tq_codec_desc d;
+    int ok = t->codec == TQKV_CODEC_KLT
+                 ? !f[0] && !f[1] && !f[2] && !f[3] && isfinite(t->coarse_scale) &&
+                       t->coarse_scale >= 1.0f && t->coarse_scale <= 65536.0f
+                 : t->coarse_scale == 0.0f && f[1] <= 1 && f[2] <= 1 && f[3] <= 1 &&
+                       !tqkv_codec_desc(&v, &d) &&
+                       (!f[3] || (t->codec == TQKV_CODEC_TQ && f[0] >= 2 && t->group % 8 == 0));
+    if (!ok) return bad(ctx, r, "bad coarse rows (their coding)", at);
+    return TQ_OK;
+}
+
 /* Version 3: the extensions (sink rows, offsets, planes,
  * transforms), in tensor order. */
 static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
@@ -746,7 +827,7 @@ static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
         if (mget(c, &t->sink_rows, 4) || mget(c, &flags, 4))
             return bad(ctx, r, "tensor extension truncated", HDR_LEN + c->pos);
         if (t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows) ||
-            flags > 15 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
+            flags > 31 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
             ((flags & 4) && (t->codec != TQKV_CODEC_TQ || t->bits < 2 || t->group % 8)) ||
             !(flags & 8) != (t->codec != TQKV_CODEC_KLT))
             return bad(ctx, r, "bad tensor extension", HDR_LEN + c->pos);
@@ -754,6 +835,7 @@ static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
         tq_status st = TQ_OK;
         if (flags & 1) st = get_offset(ctx, r, c, t, flags);
         if (!st && (flags & 8)) st = get_klt(ctx, r, c, t);
+        if (!st && (flags & 16)) st = get_coarse(ctx, r, c, t);
         if (st) return st;
     }
     return TQ_OK;
@@ -830,6 +912,31 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
     if (!st) st = parse_extensions(ctx, r, &c);
     if (st) return st;
     if (c.pos != n) return bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);
+    return TQ_OK;
+}
+
+/* A chunk's rows within one part of its tensor (coarse rows or not) and its length what that
+ * part's coding makes of them. */
+static tq_status check_chunk_rows(tq_ctx *ctx, const tqkv_reader *r, const tqkv_record *t,
+                                  const tqkv_chunk *ch)
+{
+    const tqkv_record *ct = t;
+    tqkv_record coarse;
+    if (tqkv_chunk_is_coarse(t, ch->row0)) {
+        if (ch->nrows > t->coarse_end - ch->row0)
+            return bad(ctx, r, "chunk crosses the end of the coarse rows", ch->offset);
+        tqkv_record_coarse(t, &coarse);
+        ct = &coarse;
+    }
+    int ok;
+    uint64_t want = expected_raw(ctx, ct, ch->row0, ch->nrows, &ok);
+    if (ok && t->codec == TQKV_CODEC_KLT && !tqkv_chunk_is_sink(t, ch->row0) &&
+        ch->raw_len >= want && (ch->raw_len - want) % 2 == 0 && ch->raw_len - want <= 2 * want)
+        want = ch->raw_len; /* one byte an index, then 2 bytes per escaped one */
+    if (ch->raw_len != want || !ok || ch->raw_len > MAX_PIECE ||
+        (!ch->zstd && ch->stored_len != ch->raw_len) ||
+        (ch->zstd && ZSTD_getFrameContentSize(ch->stored, ch->stored_len) != ch->raw_len))
+        return bad(ctx, r, "chunk length", ch->offset);
     return TQ_OK;
 }
 
@@ -914,15 +1021,8 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
             return bad(ctx, r, "chunk out of order", ch->offset);
         if (m->t[ti].transposed && m->t[ti].codec == TQKV_CODEC_RAW && ch->nrows != m->t[ti].cells)
             return bad(ctx, r, "chunk out of order", ch->offset);
-        int ok;
-        uint64_t want = expected_raw(ctx, &m->t[ti], ch->row0, ch->nrows, &ok);
-        if (ok && m->t[ti].codec == TQKV_CODEC_KLT && !tqkv_chunk_is_sink(&m->t[ti], ch->row0) &&
-            ch->raw_len >= want && (ch->raw_len - want) % 2 == 0 && ch->raw_len - want <= 2 * want)
-            want = ch->raw_len; /* one byte an index, then 2 bytes per escaped one */
-        if (ch->raw_len != want || !ok ||
-            ch->raw_len > MAX_PIECE || (!ch->zstd && ch->stored_len != ch->raw_len) ||
-            (ch->zstd && ZSTD_getFrameContentSize(ch->stored, ch->stored_len) != ch->raw_len))
-            return bad(ctx, r, "chunk length", ch->offset);
+        tq_status cst = check_chunk_rows(ctx, r, &m->t[ti], ch);
+        if (cst) return cst;
         next_row += ch->nrows;
         expect_off = ch->offset + CHUNK_HDR + ch->stored_len;
     }

@@ -102,6 +102,14 @@ typedef struct tqkv_record {
     tqkv_klt *klt;         /* KLT codec: width / group heads' transforms (owned by the meta) */
     double klt_rate;       /* KLT codec, as planned (not stored): the indices' bits per value
                               the encoder measured on its sample; 0 when read from a file */
+    /* version 3, coded tensors: rows from the sinks (or row_start) up to coarse_end are coded
+       coarser, as tqkv_record_coarse describes (cells that a sliding-window layer no longer
+       attends to: kv_plan.c); 0: none */
+    uint32_t coarse_end;
+    uint8_t coarse_bits, coarse_uniform, coarse_nc, coarse_planes; /* block codecs: theirs */
+    float coarse_scale;   /* KLT codec: their steps are the heads' steps times this (>= 1) */
+    float klt_step_scale; /* in memory, KLT codec: every head's step times this (0: 1); set in
+                             the coarse rows' record */
 } tqkv_record;
 
 typedef struct tqkv_meta {
@@ -132,6 +140,11 @@ void tqkv_record_chunk_rows(const tqkv_record *t, uint32_t k, uint32_t *row0, ui
 uint64_t tqkv_klt_components(const tqkv_record *t);
 /* Whether a chunk starting at row0 holds the tensor's exact sink rows. */
 int tqkv_chunk_is_sink(const tqkv_record *t, uint32_t row0);
+/* Whether a chunk starting at row0 holds coarse rows (below coarse_end, past the sinks). */
+int tqkv_chunk_is_coarse(const tqkv_record *t, uint32_t row0);
+/* The record the coarse rows of t are coded by: t with the coarse bits, cells, norm correction
+ * and planes (block codecs) or steps (KLT) and no coarse rows of its own; pointers shared. */
+void tqkv_record_coarse(const tqkv_record *t, tqkv_record *out);
 /* The libtq codec of a coded tensor (TQ or TURBO); -1 if the record is invalid. */
 int tqkv_codec_desc(const tqkv_record *t, tq_codec_desc *d);
 /* Whether t's rows are coded in blocks of a libtq codec (not kept, not

@@ -127,6 +127,12 @@ tq_status tq_kvsnap_klt_fit(tq_ctx *ctx, const tq_kv_tensor *kt, tqkv_record *t,
 
 /* ------------------------------------------------------------ chunks */
 
+/* The factor on every head's step: the coarse rows' record has its own (tqkv_record_coarse). */
+static float step_scale(const tqkv_record *t)
+{
+    return t->klt_step_scale > 0 ? t->klt_step_scale : 1.0f;
+}
+
 static uint16_t zigzag(int16_t v) { return (uint16_t)(((uint32_t)v << 1) ^ (uint32_t)(v >> 15)); }
 static int16_t unzigzag(uint16_t u) { return (int16_t)((u >> 1) ^ (uint16_t)-(u & 1)); }
 
@@ -143,7 +149,7 @@ tq_status tq_kvsnap_klt_encode(tq_ctx *ctx, const tqkv_record *t, float *x, uint
         for (uint64_t j = 0; j < t->width; j++) x[(size_t)r * t->width + j] -= t->offset[j];
     uint64_t c0 = 0;
     for (uint64_t h = 0; !st && h < nh; h++) {
-        tq_klt k = {d, t->klt[h].m, t->klt[h].step, t->klt[h].basis};
+        tq_klt k = {d, t->klt[h].m, t->klt[h].step * step_scale(t), t->klt[h].basis};
         st = tq_klt_encode(ctx, &k, x + h * d, n, t->width, idx + c0 * n);
         c0 += t->klt[h].m;
     }
@@ -190,7 +196,7 @@ tq_status tq_kvsnap_klt_decode(tq_ctx *ctx, const tqkv_record *t, const uint8_t 
                               (unsigned long long)(len - esc));
     uint64_t c0 = 0;
     for (uint64_t h = 0; !st && h < nh; h++) {
-        tq_klt k = {d, t->klt[h].m, t->klt[h].step, t->klt[h].basis};
+        tq_klt k = {d, t->klt[h].m, t->klt[h].step * step_scale(t), t->klt[h].basis};
         st = tq_klt_decode(ctx, &k, idx + c0 * n, n, y + h * d, t->width);
         c0 += t->klt[h].m;
     }

@@ -38,21 +38,35 @@
  *             the floor instead of 1.47-1.76x, stories260K at KL 0.0023
  *             instead of 0.0029, both in fewer bits)
  *   v_less    the same for V; 0: V keeps the tq codec (Gemma's V transformed at
- *             3.5 bits restored at 1.45x the floor, with tq's 4 bits 1.04x) */
+ *             3.5 bits restored at 1.45x the floor, with tq's 4 bits 1.04x)
+ *   past      bits of the cells a sliding-window layer no longer attends to (older
+ *             than its window before the newest cell; 0: as the others): a resumed
+ *             session never reads them (a rewound one reads the newest of them)
+ *   lift      bits added to K and V of every other cell where a state has such
+ *             cells.  Gemma 3 270M, 1200 tokens (58% of the cells past the window)
+ *             and 24,576 tokens (80%), bits per value at KL / floor:
+ *               balanced before   3.83-3.84 at 1.49-1.74x   3.60 at 0.96x
+ *               past 3, K lift 1  3.59-3.60 at 1.18-1.31x   2.98 at 0.85x
+ *               past 2, lift 1    3.44-3.45 at 1.04-1.11x   2.44 at 0.85x
+ *               small before      2.68-2.69 at 1.99-2.96x   2.63 at 1.87x
+ *               past 1, K lift 1  2.25-2.26 at 1.99-2.96x   1.50 at 1.29x
+ *               past 1, lift 1    2.52 at 1.49-1.74x
+ *             (python3 tests/bench/kv_long.py; the 1200-token windows of
+ *             tests/oracle/kv_gemma.py) */
 typedef struct tq_kv_preset_row {
     const char *name;
-    int k, v, k_small, sink, k_offset, cells, zstd, tc, k_less, v_less;
+    int k, v, k_small, sink, k_offset, cells, zstd, tc, k_less, v_less, past, lift;
 } tq_kv_preset_row;
 
 static const tq_kv_preset_row preset_table[] = {
-    /* name  k  v  k_small sink k_offset cells zstd tc k_less v_less */
+    /* name  k  v  k_small sink k_offset cells zstd tc k_less v_less past lift */
     [TQ_KV_PRESET_BALANCED] = {"balanced", 4, 4, 5, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1,
-                               TQ_TC_AUTO, 100, 0},
+                               TQ_TC_AUTO, 100, 0, 2, 1},
     [TQ_KV_PRESET_LOSSLESS] = {"lossless", 4, 4, 4, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1,
-                               TQ_TC_OFF, 0, 0},
-    [TQ_KV_PRESET_Q8] = {"q8", 8, 8, 8, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1, TQ_TC_OFF, 0, 0},
+                               TQ_TC_OFF, 0, 0, 0, 0},
+    [TQ_KV_PRESET_Q8] = {"q8", 8, 8, 8, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1, TQ_TC_OFF, 0, 0, 0, 0},
     [TQ_KV_PRESET_SMALL] = {"small", 3, 3, 3, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1, TQ_TC_AUTO,
-                            100, 0},
+                            100, 0, 1, 1},
 };
 #define N_PRESETS (sizeof preset_table / sizeof *preset_table)
 
@@ -85,6 +99,7 @@ void tq_kvsnap_options_init(tq_kvsnap_options *o)
                              .transform = TQ_KV_FROM_PRESET,
                              .k_rate = -1,
                              .v_rate = -1,
+                             .past_bits = TQ_KV_FROM_PRESET,
                              .zstd_level = TQ_KV_FROM_PRESET};
 }
 
@@ -106,6 +121,11 @@ tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
     if (o->innerq_file && lossless)
         return tq_ctx_set_error(
             ctx, TQ_ERR_ARG, "--innerq scales what tq's codec codes: not with --preset lossless");
+    if (!bits_in(o->past_bits, 0, 8))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "--past-bits must be 0..8 (0: as the others)");
+    if (o->past_bits > 0 && lossless)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "--past-bits codes cells coarser: not with --preset lossless");
     if (o->codec == TQKV_CODEC_TURBO && (!bits_in(o->k_bits, 2, 4) || !bits_in(o->v_bits, 2, 4)))
         return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                                 "--turbo codes with the fork's turbo2/3/4 "
@@ -123,6 +143,7 @@ static void resolve(const tq_kvsnap_options *o, tq_kvsnap_options *r)
     if (r->cells == TQ_KV_FROM_PRESET) r->cells = row->cells;
     if (r->zstd_level == TQ_KV_FROM_PRESET) r->zstd_level = row->zstd;
     if (r->transform == TQ_KV_FROM_PRESET) r->transform = row->tc;
+    if (r->past_bits == TQ_KV_FROM_PRESET) r->past_bits = row->past;
     if (r->codec != TQKV_CODEC_TQ && r->codec != TQKV_CODEC_RAW) r->transform = TQ_TC_OFF;
     if (r->codec == TQKV_CODEC_RAW) r->codec = TQKV_CODEC_TQ; /* zero-initialized options: tq's */
 }
@@ -217,6 +238,15 @@ const char *tq_kvsnap_describe(const tqkv_record *t, tq_describe_style style, ch
                  t->innerq ? "innerq" : "", t->sink_rows ? a : "", t->sink_rows ? "sink" : "",
                  *offset ? a : "", offset, pl ? a : "", pl ? "planes" : "");
     }
+    if (t->coarse_end && t->codec == TQKV_CODEC_KLT) {
+        size_t used = strlen(b);
+        snprintf(b + used, n - used, "%spast(<%u,step x%g)", w->attr, t->coarse_end,
+                 (double)t->coarse_scale);
+    } else if (t->coarse_end) {
+        size_t used = strlen(b);
+        snprintf(b + used, n - used, "%spast(<%u,b=%u%s)", w->attr, t->coarse_end,
+                 t->coarse_bits, t->coarse_uniform ? ",uniform" : "");
+    }
     return b;
 }
 
@@ -249,6 +279,7 @@ typedef struct src_tensor {
      * layer count: what boundary layers and per-layer scales count in */
     uint32_t model_layer, n_model;
     int mapped; /* model_layer is known from a split of two caches: recorded */
+    uint32_t past_rows; /* rows before the first one within the sliding window (0: none) */
 } src_tensor;
 
 static int cmp_off(const void *a, const void *b)
@@ -281,6 +312,7 @@ static tq_status collect(tq_ctx *ctx, const tq_kv_view *s, src_tensor **out, siz
                                             l,
                                             st->n_layer,
                                             v,
+                                            0,
                                             0,
                                             0,
                                             0};
@@ -322,6 +354,32 @@ static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_options *o, const src_
     return TQ_OK;
 }
 
+/* tq's block for b bits' distortion in groups of g: its field bits, cells and norm
+ * correction. */
+static void tq_block_coding(const tq_kvsnap_options *o, int b, uint32_t g, uint8_t *bits,
+                            uint8_t *uniform, uint8_t *nc)
+{
+    *bits = (uint8_t)b;
+    *uniform = 0;
+    *nc = b >= 3; /* matched norms cost quality at 1-2 bits */
+    /* auto: where measured to pay: 3 bits (4-bit fields, fast) in groups of 64 or more (heads
+       of 8 lost: 10% more error with norm correction, and norms between nibbles cost zstd more
+       than the cells save) */
+    int u = o->cells == TQ_CELLS_UNIFORM || (o->cells == TQ_CELLS_AUTO && b == 3 && g >= 64);
+    if (u && o->codec == TQKV_CODEC_TQ && b < 8) { /* b bits' distortion from uniform cells */
+        *uniform = 1;                                /* one bit wider */
+        *bits = (uint8_t)(b + 1);
+    }
+}
+
+/* 3- and 5-bit indices straddle bytes, hiding their skew from zstd: planes give it whole 2- and
+ * 4-bit magnitudes (measured: 3 -> 2.83 bits per index, the entropy being 2.82); other widths
+ * are aligned */
+static uint8_t tq_block_planes(const tq_kvsnap_options *o, int codec, int bits)
+{
+    return codec == TQKV_CODEC_TQ && (bits == 3 || bits == 5) && !o->no_planes;
+}
+
 static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_options *o,
                              uint32_t head_dim, const src_tensor *s, tqkv_record *t)
 {
@@ -354,19 +412,8 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
         if (boundary) b = 8;
         t->codec = TQKV_CODEC_TQ;
         t->group = g;
-        t->bits = (uint8_t)b;
-        t->norm_correction = t->bits >= 3; /* matched norms cost quality at 1-2 bits */
         t->seed = TQ_SEED_FORK;
-        /* auto: where measured to pay: 3 bits (4-bit fields, fast) in groups of 64 or more (heads
-           of 8 lost: 10% more error with norm correction, and norms between nibbles cost zstd more
-           than the cells save) */
-        int uniform =
-            o->cells == TQ_CELLS_UNIFORM || (o->cells == TQ_CELLS_AUTO && b == 3 && g >= 64);
-        if (uniform && o->codec == TQKV_CODEC_TQ &&
-            b < 8) { /* b bits' distortion from uniform cells one bit wider */
-            t->uniform = 1;
-            t->bits = (uint8_t)(b + 1);
-        }
+        tq_block_coding(o, b, g, &t->bits, &t->uniform, &t->norm_correction);
         if (o->codec == TQKV_CODEC_ANGLE) { /* b bits a value: (angle + radius) / 2 */
             t->codec = TQKV_CODEC_ANGLE;
             t->bits = (uint8_t)(b >= 8 ? 8 : b + 1);
@@ -389,10 +436,14 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
             s->cells > (uint32_t)o->sink_cells)
             t->sink_rows =
                 (uint32_t)o->sink_cells; /* the first cells, which attention keeps returning to */
-        /* 3- and 5-bit indices straddle bytes, hiding their skew from zstd: planes give it whole 2-
-           and 4-bit magnitudes (measured: 3 -> 2.83 bits per index, the entropy being 2.82); other
-           widths are aligned */
-        t->planes = t->codec == TQKV_CODEC_TQ && (t->bits == 3 || t->bits == 5) && !o->no_planes;
+        t->planes = tq_block_planes(o, t->codec, t->bits);
+        if (p->past_bits && t->codec == TQKV_CODEC_TQ && !boundary && !kt->transposed &&
+            s->past_rows > t->sink_rows && p->past_bits < b) { /* coarse rows: kv_plan.h */
+            t->coarse_end = s->past_rows;
+            tq_block_coding(o, p->past_bits, g, &t->coarse_bits, &t->coarse_uniform,
+                            &t->coarse_nc);
+            t->coarse_planes = tq_block_planes(o, t->codec, t->coarse_bits);
+        }
     }
     if (t->codec == TQKV_CODEC_RAW)
         p->n_kept++;
@@ -473,7 +524,14 @@ static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,
         t->sink_rows = bt->sink_rows; /* in the base's chunks */
         t->planes = bt->planes;
         t->uniform = bt->uniform;
+        /* the base's coarse coding, for this state's past rows (none where the base has none) */
+        t->coarse_bits = bt->coarse_bits;
+        t->coarse_uniform = bt->coarse_uniform;
+        t->coarse_nc = bt->coarse_nc;
+        t->coarse_planes = bt->coarse_planes;
+        t->coarse_scale = bt->coarse_scale;
         t->row_start = t->codec == TQKV_CODEC_RAW && t->transposed ? 0 : bt->cells;
+        if (!bt->coarse_end || t->coarse_end <= t->row_start) t->coarse_end = 0;
         free(t->innerq); /* the base's scales, as for its codec */
         t->innerq = NULL;
         if (bt->innerq) {
@@ -706,6 +764,13 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
     k.planes = 0;
     k.rows_per_chunk = k.cells < KLT_CHUNK_ROWS ? k.cells : KLT_CHUNK_ROWS;
     k.klt_rate = fit.rate;
+    if (k.coarse_end) { /* a step 2^d times as large: d bits fewer a component that keeps bits */
+        k.coarse_scale = ldexpf(1.0f, (t->is_v ? p->v_bits : p->k_bits) - p->past_bits);
+        k.coarse_bits = 0;
+        k.coarse_uniform = 0;
+        k.coarse_nc = 0;
+        k.coarse_planes = 0;
+    }
     *t = k;
     return TQ_OK;
 }
@@ -805,7 +870,45 @@ static tq_status map_layers(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_op
     return TQ_OK;
 }
 
-/* Bits from the preset, for the group the first K tensor gets. */
+/* The sliding window of the model's SWA layers ({arch}.attention.sliding_window; 0: none). */
+static uint32_t model_swa_window(const tq_gguf *model)
+{
+    uint64_t alen = 0;
+    const char *arch = tq_gguf_get_str(model, "general.architecture", "", &alen);
+    char key[96];
+    snprintf(key, sizeof key, "%.*s.attention.sliding_window", (int)(alen < 64 ? alen : 64),
+             arch);
+    int64_t w = tq_gguf_get_int(model, key, 0);
+    return w > 0 && w < INT32_MAX ? (uint32_t)w : 0;
+}
+
+/* Rows of the sliding-window layers' tensors that the next token cannot attend to: those
+ * before the first cell within the window of the newest (llama.cpp masks a cell at p0 from a
+ * query at p1 once p1 - p0 >= window; the newest cell's query is the one a restore re-feeds).
+ * Measured on Gemma 3 270M (1200 tokens, window 512, 58% of its cells): coded at 1 or 2 bits
+ * instead of 3 the restore's KL did not move (0.00840 both). */
+static tq_status plan_past_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+                                tq_kvsnap_plan *p, src_tensor *src, size_t n)
+{
+    p->swa_window = o->model && tq_kv_view_n_kv(v) == 2 ? model_swa_window(o->model) : 0;
+    if (!p->swa_window || !o->past_bits || tq_kv_view_has_ext(v)) return TQ_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (src[i].kv_state != 1) continue; /* iSWA: the SWA cache comes second */
+        int32_t *pos = malloc(4ull * src[i].cells + 4); /* [cells]: the cells' positions */
+        if (!pos) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        tq_kv_stream_positions(v, &tq_kv_view_kv(v, 1)->streams[src[i].stream], pos);
+        int64_t newest = INT32_MIN;
+        for (uint32_t r = 0; r < src[i].cells; r++) newest = pos[r] > newest ? pos[r] : newest;
+        uint32_t r = 0;
+        while (r < src[i].cells && (int64_t)pos[r] <= newest - (int64_t)p->swa_window) r++;
+        src[i].past_rows = r;
+        free(pos);
+    }
+    return TQ_OK;
+}
+
+/* Bits from the preset, for the group the first K tensor gets; lifted where cells past a
+ * sliding window are coded at the preset's fewer past bits. */
 static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_tensor *src,
                       size_t n, uint32_t head_dim)
 {
@@ -814,6 +917,13 @@ static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_t
     const tq_kv_preset_row *row = &preset_table[p->preset];
     int kb = g && g <= 32 ? row->k_small : row->k;
     int vb = row->v;
+    int past = 0; /* some tensor has past rows beyond its sinks */
+    for (size_t i = 0; i < n; i++) past |= src[i].past_rows > (uint32_t)o->sink_cells;
+    p->past_bits = past ? o->past_bits : 0;
+    if (p->past_bits) {
+        kb += row->lift;
+        vb += row->lift;
+    }
     p->k_bits = o->k_bits > 0 ? o->k_bits : kb;
     p->v_bits = o->v_bits > 0 ? o->v_bits : vb;
     p->k_rate = tc_rate(o, 0, p->k_bits);
@@ -872,6 +982,7 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     if (!st) st = check_fit(ctx, v, o, head_dim, src, n);
     if (!st) st = map_layers(ctx, v, o, src, n, p);
     if (!st) st = plan_meta(ctx, v, o, src, n, &p->meta);
+    if (!st && p->preset != TQ_KV_PRESET_LOSSLESS) st = plan_past_rows(ctx, v, o, p, src, n);
     if (!st) plan_bits(p, o, src, n, head_dim);
     if (!st && o->codec == TQKV_CODEC_PROD && (p->k_bits < 2 || p->v_bits < 2))
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG,
@@ -914,6 +1025,17 @@ void tq_kvsnap_plan_free(tq_kvsnap_plan *p)
     free(p);
 }
 
+/* Bytes of n rows of t in its block codec (0 if it has none). */
+static uint64_t block_bytes(const tqkv_record *t, uint64_t n)
+{
+    tq_ctx *ctx = tq_ctx_new(); /* the plan made this codec already: it cannot fail here */
+    tq_codec *c = ctx ? tqkv_record_codec(ctx, t) : NULL;
+    tq_ctx_free(ctx);
+    uint64_t bytes = c ? n * t->width / tq_codec_block_values(c) * tq_codec_block_bytes(c) : 0;
+    tq_codec_free(c);
+    return bytes;
+}
+
 uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i)
 {
     const tqkv_record *t = &p->meta.t[i];
@@ -923,12 +1045,10 @@ uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i)
     uint64_t sink = t->row_start < t->sink_rows ? t->sink_rows - t->row_start : 0;
     if (t->codec == TQKV_CODEC_KLT)
         return tqkv_klt_components(t) * (rows - sink) + sink * p->src[i]->row_size;
-    tq_ctx *ctx = tq_ctx_new(); /* the plan made this codec already: it cannot fail here */
-    tq_codec *c = ctx ? tqkv_record_codec(ctx, t) : NULL;
-    tq_ctx_free(ctx);
-    uint64_t n =
-        c ? (rows - sink) * t->width / tq_codec_block_values(c) * tq_codec_block_bytes(c) : 0;
-    n += sink * p->src[i]->row_size;
-    tq_codec_free(c);
-    return n;
+    uint64_t from = t->row_start > t->sink_rows ? t->row_start : t->sink_rows;
+    uint64_t coarse = t->coarse_end > from ? t->coarse_end - from : 0;
+    tqkv_record c;
+    tqkv_record_coarse(t, &c);
+    return block_bytes(t, rows - sink - coarse) + block_bytes(&c, coarse) +
+           sink * p->src[i]->row_size;
 }

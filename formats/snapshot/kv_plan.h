@@ -72,6 +72,7 @@ typedef struct tq_kvsnap_options {
                         fields that zstd entropy-codes to fewer bits than Lloyd-Max's b */
     int transform;           /* TQ_TC_*: transform-code K/V (kv_klt.h) */
     double k_rate, v_rate;   /* its bits per value (0: none); < 0: the preset's */
+    int past_bits; /* bits of cells a sliding-window layer no longer attends to (0: as the rest) */
     const tqkv_reader *base; /* --append: store only the cells after the base's */
     const char *base_name;   /* the base's file name, recorded for decode */
     /* execution only (tq_kvsnap_execute) */
@@ -96,6 +97,8 @@ typedef struct tq_kvsnap_plan {
     tq_kv_preset preset;
     int k_bits, v_bits;     /* resolved */
     double k_rate, v_rate;  /* transform coding's bits per value, resolved (0: not for K/V) */
+    int past_bits;          /* resolved: the past-window cells' bits (0: none has any) */
+    uint32_t swa_window;    /* the model's sliding window (0: none, or no model) */
     uint32_t group;     /* the rotation group of coded tensors (0: none coded) */
     int group_guessed;  /* no model or head size given: 1 from the row width,
                            2 from the state's architecture (group_arch) */

@@ -127,7 +127,9 @@ typedef struct djob {
     uint32_t i;
     const tqkv_record *t;
     const tq_ggml_type *ty, *oty;
-    tq_codec *c;
+    tq_codec *c, *c_coarse; /* the rows' block codec, the coarse rows' (NULL: none) */
+    tqkv_record coarse;     /* the coarse rows' record (tqkv_record_coarse) */
+    const tqkv_record *bt;  /* the base's record of the tensor (NULL: no rows there) */
     uint64_t nb, bfirst, first, nch;
     uint32_t head_dim;
     chunk_out *co;
@@ -144,7 +146,16 @@ static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof
     j->oty = want ? want : j->ty;
     int blocks = tqkv_record_has_blocks(j->t);
     j->c = tqkv_record_codec(ctx, j->t);
-    if (blocks && !j->c) return tq_ctx_status(ctx);
+    tqkv_record_coarse(j->t, &j->coarse);
+    /* the base's coarse rows end where its record says; their coding is the same (adopted) */
+    int coarse = j->t->coarse_end || (j->t->row_start && tqkv_meta_of(base)->t[i].coarse_end);
+    if (blocks && j->c && coarse) j->c_coarse = tqkv_record_codec(ctx, &j->coarse);
+    if (blocks && (!j->c || (coarse && !j->c_coarse))) {
+        tq_codec_free(j->c);
+        j->c = NULL;
+        return tq_ctx_status(ctx);
+    }
+    if (j->t->row_start) j->bt = &tqkv_meta_of(base)->t[i];
     /* the base's chunks for rows below row_start, then ours */
     if (j->t->row_start) {
         while (j->bfirst < tqkv_n_chunks(base) && tqkv_chunk_at(base, j->bfirst)->tensor < i)
@@ -161,9 +172,10 @@ static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof
     }
     j->nch = j->nb + nown;
     j->co = calloc(j->nch ? j->nch : 1, sizeof *j->co);
-    if (!j->co || (blocks && !j->c)) {
+    if (!j->co) {
         free(j->co);
         tq_codec_free(j->c);
+        tq_codec_free(j->c_coarse);
         memset(j, 0, sizeof *j);
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
@@ -175,8 +187,10 @@ static void job_free(djob *j)
     for (uint64_t k = 0; j->co && k < j->nch; k++) free(j->co[k].p);
     free(j->co);
     tq_codec_free(j->c);
+    tq_codec_free(j->c_coarse);
     j->co = NULL;
     j->c = NULL;
+    j->c_coarse = NULL;
 }
 
 /* The skeleton up to the tensor (its layer header patched for a new cache
@@ -332,8 +346,10 @@ static void start_chunks(const tq_ctx *ctx, const tqkv_reader *r, const tqkv_rea
                 j->co[k].st = TQ_ERR_NOMEM;
                 snprintf(j->co[k].err, sizeof j->co[k].err, "out of memory");
             } else {
-                decode_chunk(from, j->t, j->c, j->ty, j->oty, j->head_dim, at, skip, local, dev,
-                             &j->co[k]);
+                /* coarse by the record of the snapshot the chunk is in */
+                int coarse = tqkv_chunk_is_coarse(from == base ? j->bt : j->t, ch->row0);
+                decode_chunk(from, coarse ? &j->coarse : j->t, coarse ? j->c_coarse : j->c, j->ty,
+                             j->oty, j->head_dim, at, skip, local, dev, &j->co[k]);
             }
             chunk_ctxs_free(local, dev);
         }

@@ -11,7 +11,8 @@
 /* One tensor in flight: its codec and its chunks' packed bytes. */
 typedef struct etensor {
     uint32_t i;
-    tq_codec *c;
+    tq_codec *c, *c_coarse; /* the rows' block codec, the coarse rows' (NULL: none) */
+    tqkv_record coarse;     /* the coarse rows' record (tqkv_record_coarse) */
     chunk_out *co;
     uint32_t nch;
 } etensor;
@@ -83,11 +84,15 @@ static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, 
     const tqkv_record *t = &p->meta.t[i];
     uint32_t nch = tqkv_record_n_chunks(t);
     int blocks = tqkv_record_has_blocks(t);
-    *e = (etensor){i, tqkv_record_codec(ctx, t), calloc(nch ? nch : 1, sizeof(chunk_out)), nch};
-    if (!e->co || (blocks && !e->c)) {
-        int no_codec = blocks && !e->c;
+    *e = (etensor){.i = i, .c = tqkv_record_codec(ctx, t), .nch = nch};
+    e->co = calloc(nch ? nch : 1, sizeof(chunk_out));
+    tqkv_record_coarse(t, &e->coarse);
+    if (blocks && t->coarse_end) e->c_coarse = tqkv_record_codec(ctx, &e->coarse);
+    if (!e->co || (blocks && (!e->c || (t->coarse_end && !e->c_coarse)))) {
+        int no_codec = blocks && (!e->c || (t->coarse_end && !e->c_coarse));
         free(e->co);
         tq_codec_free(e->c);
+        tq_codec_free(e->c_coarse);
         memset(e, 0, sizeof *e);
         if (no_codec) return tq_ctx_status(ctx);
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
@@ -99,14 +104,17 @@ static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, 
             chunk_out *co = &e->co[k];
             uint32_t r0, nr;
             tqkv_record_chunk_rows(t, k, &r0, &nr);
-            encode_chunk(ctx, kt, t, e->c, r0, nr, co);
+            int coarse = tqkv_chunk_is_coarse(t, r0);
+            const tqkv_record *ct = coarse ? &e->coarse : t; /* the chunk's coding */
+            const tq_codec *cc = coarse ? e->c_coarse : e->c;
+            encode_chunk(ctx, kt, ct, cc, r0, nr, co);
             if (!co->st) {
                 uint8_t *pk;
                 uint64_t pl;
                 /* planes: norms, signs, magnitudes, each in a zstd block of its own */
-                uint64_t nb = t->planes ? co->len / tq_codec_block_bytes(e->c) : 0;
+                uint64_t nb = ct->planes ? co->len / tq_codec_block_bytes(cc) : 0;
                 uint64_t cuts[KLT_MAX_CUTS] = {2 * nb, 2 * nb + nb * t->group / 8};
-                int sink = tqkv_chunk_is_sink(t, r0), n_cuts = t->planes && !sink ? 2 : 0;
+                int sink = tqkv_chunk_is_sink(t, r0), n_cuts = ct->planes && !sink ? 2 : 0;
                 if (t->codec == TQKV_CODEC_KLT && !sink) n_cuts = tq_kvsnap_klt_cuts(t, nr, cuts);
                 co->st = tqkv_chunk_pack(i, r0, nr, co->p, co->len, level, cuts, n_cuts, &pk, &pl);
                 free(co->p);
@@ -124,6 +132,7 @@ static void free_tensor(etensor *e)
     for (uint32_t k = 0; e->co && k < e->nch; k++) free(e->co[k].p);
     free(e->co);
     tq_codec_free(e->c);
+    tq_codec_free(e->c_coarse);
     memset(e, 0, sizeof *e);
 }
 

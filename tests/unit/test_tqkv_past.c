@@ -1,0 +1,376 @@
+/* test_tqkv_past.c - cells a sliding-window layer no longer attends to (older than its window
+ * before the newest cell) coded coarser: planned from the model's window, decoded back with
+ * more error than the cells in the window, the same bytes at any thread count, appended
+ * snapshots keep the base's rows as the base coded them, and every bad field is refused. */
+#include "gguf.h"
+#include "harness.h"
+#include "kv_plan.h"
+#include "llama_state.h"
+#include "kv_snapshot.h"
+#include "tq_internal.h"
+#include "tqkv.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+enum { CELLS = 40, WINDOW = 8, WIDTH = 64, GLOBAL = 3, SLIDING = 15 };
+
+/* A gemma3 session file of `cells` cells at positions 0.. in two caches (iSWA: 3 global
+ * layers, then 15 sliding ones), f16 rows of one 64-value head; every value its own seed, so
+ * a shorter state's cells are a prefix of a longer one's. */
+static uint8_t *make_session(uint32_t cells, size_t *len)
+{
+    tq_test_buf b = {0};
+    tq_test_u32(&b, TQ_GGSN_MAGIC);
+    tq_test_u32(&b, 9);
+    tq_test_u32(&b, cells);
+    for (uint32_t i = 0; i < cells; i++) tq_test_u32(&b, 7 + i);
+    tq_test_u32(&b, 6);
+    tq_test_put(&b, "gemma3", 6);
+    for (uint32_t s = 0; s < 2; s++) {
+        uint32_t layers = s ? SLIDING : GLOBAL;
+        tq_test_u32(&b, 1); /* one stream */
+        tq_test_u32(&b, cells);
+        for (uint32_t c = 0; c < cells; c++) {
+            tq_test_u32(&b, c); /* position */
+            tq_test_u32(&b, 1); /* one sequence: 0 */
+            tq_test_u32(&b, 0);
+        }
+        tq_test_u32(&b, 0); /* K/V not transposed */
+        tq_test_u32(&b, layers);
+        for (int kv = 0; kv < 2; kv++)
+            for (uint32_t l = 0; l < layers; l++) {
+                tq_test_u32(&b, 1); /* f16 */
+                tq_test_u64(&b, 2 * WIDTH);
+                for (uint32_t c = 0; c < cells; c++)
+                    for (int e = 0; e < WIDTH; e++) {
+                        unsigned long long seed = 1 + e + 101ull * c + 7919ull * l + 31ull * kv +
+                                                  1000003ull * s;
+                        uint16_t h = tq_fp32_to_fp16((float)tq_test_randn(&seed));
+                        tq_test_put(&b, &h, 2);
+                    }
+            }
+    }
+    *len = b.n;
+    return b.p;
+}
+
+static void gguf_str(tq_test_buf *b, const char *s)
+{
+    tq_test_u64(b, strlen(s));
+    tq_test_put(b, s, strlen(s));
+}
+
+static void gguf_u32(tq_test_buf *b, const char *key, uint32_t v)
+{
+    gguf_str(b, key);
+    tq_test_u32(b, TQ_GGUF_UINT32);
+    tq_test_u32(b, v);
+}
+
+/* A gemma3 model of no tensors: its 18 layers, head size 64 and sliding window of 8. */
+static tq_gguf *make_model(tq_ctx *ctx, tq_test_buf *b)
+{
+    memset(b, 0, sizeof *b);
+    tq_test_u32(b, 0x46554747u);
+    tq_test_u32(b, 3);
+    tq_test_u64(b, 0);
+    tq_test_u64(b, 5);
+    gguf_str(b, "general.architecture");
+    tq_test_u32(b, TQ_GGUF_STRING);
+    gguf_str(b, "gemma3");
+    gguf_u32(b, "gemma3.block_count", GLOBAL + SLIDING);
+    gguf_u32(b, "gemma3.attention.key_length", WIDTH);
+    gguf_u32(b, "gemma3.attention.value_length", WIDTH);
+    gguf_u32(b, "gemma3.attention.sliding_window", WINDOW);
+    while (b->n % 32) tq_test_put(b, "", 1);
+    tq_gguf *g = NULL;
+    if (tq_gguf_open_memory(ctx, b->p, b->n, "m.gguf", NULL, &g))
+        tq_test_fail(__FILE__, __LINE__, " model: %s\n", tq_ctx_error(ctx));
+    return g;
+}
+
+/* The session encoded with the balanced preset, the model, and `past` bits (-1: the
+ * preset's). */
+static uint8_t *encode(const uint8_t *state, size_t len, int threads, int past,
+                       const tqkv_reader *base, size_t *out_len)
+{
+    tq_ctx *ctx = tq_test_ctx();
+    tq_test_buf mb;
+    tq_gguf *model = make_model(ctx, &mb);
+    tq_kvsnap_options o;
+    tq_kvsnap_options_init(&o);
+    o.model = model;
+    o.threads = threads;
+    o.past_bits = past;
+    o.base = base;
+    o.base_name = "base.tqkv";
+    tq_kv_view *v;
+    char *buf = NULL;
+    size_t bl = 0;
+    tq_status st = model ? tq_kv_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v)
+                         : TQ_ERR_ARG;
+    if (!st) {
+        FILE *f = open_memstream(&buf, &bl);
+        tq_kvsnap_report rep;
+        st = tq_kvsnap_encode(ctx, v, &o, f, &rep);
+        fclose(f);
+        tq_kv_close(v);
+    }
+    if (st) {
+        tq_test_fail(__FILE__, __LINE__, " encode: %s\n", tq_ctx_error(ctx));
+        free(buf);
+        buf = NULL;
+    }
+    tq_gguf_close(model);
+    free(mb.p);
+    *out_len = bl;
+    return (uint8_t *)buf;
+}
+
+/* Squared error over rows [r0, r1) of every tensor of cache s, relative to the rows' energy
+ * (-1 where a state does not open). */
+static double cache_error(tq_ctx *ctx, const uint8_t *a, size_t al, const uint8_t *b, size_t bl,
+                          uint32_t s, uint32_t r0, uint32_t r1)
+{
+    tq_kv_view *va = NULL, *vb = NULL;
+    if (tq_kv_open_memory(ctx, a, al, "a", TQ_PROFILE_DEFAULT, &va) ||
+        tq_kv_open_memory(ctx, b, bl, "b", TQ_PROFILE_DEFAULT, &vb)) {
+        tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
+        tq_kv_close(va);
+        return -1;
+    }
+    const tq_kv_stream *sa = &tq_kv_view_kv(va, s)->streams[0];
+    const tq_kv_stream *sb = &tq_kv_view_kv(vb, s)->streams[0];
+    float *ra = malloc(sizeof(float) * (r1 - r0) * WIDTH); /* [r1 - r0][WIDTH] */
+    float *rb = malloc(sizeof(float) * (r1 - r0) * WIDTH);
+    double e = 0;
+    double n = 0;
+    tq_status st = TQ_OK;
+    for (uint32_t l = 0; l < sa->n_layer && !st; l++)
+        for (int kv = 0; kv < 2 && !st; kv++) {
+            st = tq_kv_tensor_read_rows(ctx, kv ? &sa->v[l] : &sa->k[l], sa->cell_count, r0,
+                                        r1 - r0, ra);
+            if (!st)
+                st = tq_kv_tensor_read_rows(ctx, kv ? &sb->v[l] : &sb->k[l], sb->cell_count, r0,
+                                            r1 - r0, rb);
+            for (uint32_t i = 0; !st && i < (r1 - r0) * WIDTH; i++) {
+                e += (ra[i] - rb[i]) * (ra[i] - rb[i]);
+                n += ra[i] * ra[i];
+            }
+        }
+    if (st) tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
+    free(ra);
+    free(rb);
+    tq_kv_close(va);
+    tq_kv_close(vb);
+    return st ? -1 : e / n;
+}
+
+TEST(past_window_cells_of_sliding_layers_are_coded_coarser)
+{
+    size_t sl, n1, n2, dl;
+    uint8_t *state = make_session(CELLS, &sl);
+    uint8_t *one = encode(state, sl, 1, -1, NULL, &n1);
+    uint8_t *two = encode(state, sl, 2, -1, NULL, &n2);
+    CHECK_EQ_U64(n1, n2);
+    CHECK(one && two && n1 == n2 && !memcmp(one, two, n1), "bytes differ between 1 and 2 threads");
+    tq_ctx *ctx = tq_test_ctx();
+    tqkv_reader *r;
+    CHECK_OK(ctx, tqkv_open_memory(ctx, one, n1, "x.tqkv", &r));
+    const tqkv_meta *m = tqkv_meta_of(r);
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        const tqkv_record *t = &m->t[i];
+        /* the balanced preset: K and V one bit finer (5) where past cells are coded at 2 bits */
+        CHECK_EQ(t->bits, 5);
+        if (t->kv_state == 0) {
+            CHECK_EQ(t->coarse_end, 0);
+            continue;
+        }
+        CHECK_EQ(t->coarse_end, CELLS - WINDOW);
+        CHECK_EQ(t->coarse_bits, 2);
+        CHECK_EQ(t->coarse_uniform, 0);
+        CHECK_EQ(t->coarse_nc, 0); /* matched norms cost quality at 1-2 bits */
+        char d[160];
+        CHECK(strstr(tq_kvsnap_describe(t, TQ_DESCRIBE_PLAN, d, sizeof d), "past(<32,b=2)"),
+              "described as '%s'", d);
+    }
+    char err[512];
+    uint8_t *back = tq_test_snapshot_decode(one, n1, NULL, &dl, err, sizeof err);
+    CHECK(back != NULL, "%s", err);
+    CHECK_EQ_U64(dl, sl);
+    double past = cache_error(ctx, state, sl, back, dl, 1, 1, CELLS - WINDOW);
+    double window = cache_error(ctx, state, sl, back, dl, 1, CELLS - WINDOW, CELLS);
+    double global = cache_error(ctx, state, sl, back, dl, 0, 1, CELLS - WINDOW);
+    /* 2 bits' error against 5 bits': at least twice as large */
+    CHECK(past > 2 * window, "past cells' error %g, the window's %g", past, window);
+    CHECK(past > 2 * global, "past cells' error %g, the global layers' same cells' %g", past,
+          global);
+    tqkv_close(r);
+    free(state);
+    free(one);
+    free(two);
+    free(back);
+}
+
+TEST(past_bits_0_codes_every_cell_alike)
+{
+    size_t sl, n;
+    uint8_t *state = make_session(CELLS, &sl);
+    uint8_t *snap = encode(state, sl, 1, 0, NULL, &n);
+    tq_ctx *ctx = tq_test_ctx();
+    tqkv_reader *r;
+    CHECK_OK(ctx, tqkv_open_memory(ctx, snap, n, "x.tqkv", &r));
+    const tqkv_meta *m = tqkv_meta_of(r);
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        CHECK_EQ(m->t[i].coarse_end, 0);
+        CHECK_EQ(m->t[i].bits, 4); /* no lift either */
+    }
+    tqkv_close(r);
+    free(state);
+    free(snap);
+}
+
+TEST(a_state_within_the_window_has_no_past_cells)
+{
+    size_t sl, n;
+    uint8_t *state = make_session(WINDOW, &sl);
+    uint8_t *snap = encode(state, sl, 1, -1, NULL, &n);
+    tq_ctx *ctx = tq_test_ctx();
+    tqkv_reader *r;
+    CHECK_OK(ctx, tqkv_open_memory(ctx, snap, n, "x.tqkv", &r));
+    const tqkv_meta *m = tqkv_meta_of(r);
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        CHECK_EQ(m->t[i].coarse_end, 0);
+        CHECK_EQ(m->t[i].bits, 4);
+    }
+    tqkv_close(r);
+    free(state);
+    free(snap);
+}
+
+TEST(past_append_decodes_the_bases_cells_as_the_base_coded_them)
+{
+    size_t pl, fl, bl, al, d1, d2;
+    uint8_t *pre = make_session(24, &pl), *full = make_session(CELLS, &fl);
+    uint8_t *base = encode(pre, pl, 1, -1, NULL, &bl);
+    tq_ctx *ctx = tq_test_ctx();
+    tqkv_reader *br, *ar;
+    CHECK_OK(ctx, tqkv_open_memory(ctx, base, bl, "base.tqkv", &br));
+    uint8_t *app = encode(full, fl, 1, -1, br, &al);
+    CHECK_OK(ctx, tqkv_open_memory(ctx, app, al, "app.tqkv", &ar));
+    const tqkv_meta *bm = tqkv_meta_of(br), *am = tqkv_meta_of(ar);
+    for (uint32_t i = 0; i < am->n_tensors; i++) {
+        uint32_t want_b = bm->t[i].kv_state ? 24 - WINDOW : 0;
+        uint32_t want_a = am->t[i].kv_state ? CELLS - WINDOW : 0;
+        CHECK_EQ(bm->t[i].coarse_end, want_b);
+        CHECK_EQ(am->t[i].coarse_end, want_a);
+        CHECK_EQ(am->t[i].row_start, 24);
+    }
+    char err[512];
+    uint8_t *out_b = tq_test_snapshot_decode(base, bl, NULL, &d1, err, sizeof err);
+    uint8_t *out_a = tq_test_snapshot_decode(app, al, br, &d2, err, sizeof err);
+    CHECK(out_b && out_a, "%s", err);
+    tq_kv_view *vb, *va;
+    CHECK_OK(ctx, tq_kv_open_memory(ctx, out_b, d1, "b", TQ_PROFILE_DEFAULT, &vb));
+    CHECK_OK(ctx, tq_kv_open_memory(ctx, out_a, d2, "a", TQ_PROFILE_DEFAULT, &va));
+    float *rb = malloc(sizeof(float) * 24 * WIDTH), *ra = malloc(sizeof(float) * 24 * WIDTH);
+    for (uint32_t s = 0; s < 2; s++) {
+        const tq_kv_stream *sb = &tq_kv_view_kv(vb, s)->streams[0];
+        const tq_kv_stream *sa = &tq_kv_view_kv(va, s)->streams[0];
+        for (uint32_t l = 0; l < sb->n_layer; l++)
+            for (int kv = 0; kv < 2; kv++) {
+                CHECK_OK(ctx, tq_kv_tensor_read_rows(ctx, kv ? &sb->v[l] : &sb->k[l], 24, 0, 24,
+                                                     rb));
+                CHECK_OK(ctx, tq_kv_tensor_read_rows(ctx, kv ? &sa->v[l] : &sa->k[l], CELLS, 0,
+                                                     24, ra));
+                CHECK(!memcmp(ra, rb, sizeof(float) * 24 * WIDTH),
+                      "cache %u layer %u %s: the base's cells differ", s, l, kv ? "V" : "K");
+            }
+    }
+    free(rb);
+    free(ra);
+    tq_kv_close(vb);
+    tq_kv_close(va);
+    tqkv_close(br);
+    tqkv_close(ar);
+    free(pre);
+    free(full);
+    free(base);
+    free(app);
+    free(out_b);
+    free(out_a);
+}
+
+/* The metadata ends with the last tensor's (the last sliding layer's V) coarse rows: u32
+ * end, u8 bits, cells, norm correction, planes, f32 step scale. */
+static void end_past_cells(uint8_t *meta, uint64_t ml)
+{
+    uint32_t end = CELLS + 1;
+    memcpy(meta + ml - 12, &end, 4);
+}
+
+static void end_at_0(uint8_t *meta, uint64_t ml) { memset(meta + ml - 12, 0, 4); }
+
+static void end_inside_a_chunk(uint8_t *meta, uint64_t ml)
+{
+    uint32_t end = CELLS - WINDOW - 1;
+    memcpy(meta + ml - 12, &end, 4);
+}
+
+static void bits_9(uint8_t *meta, uint64_t ml) { meta[ml - 8] = 9; }
+
+static void uniform_2(uint8_t *meta, uint64_t ml) { meta[ml - 7] = 2; }
+
+static void planes_2(uint8_t *meta, uint64_t ml) { meta[ml - 5] = 2; }
+
+static void scale_on_blocks(uint8_t *meta, uint64_t ml)
+{
+    float one = 1.0f;
+    memcpy(meta + ml - 4, &one, 4);
+}
+
+/* The snapshot with its metadata changed by edit() and checksums redone: refused, saying
+ * want in one line. */
+static void refused_after(const uint8_t *snap, size_t n, void (*edit)(uint8_t *, uint64_t),
+                          const char *want)
+{
+    uint8_t *s = malloc(n);
+    memcpy(s, snap, n);
+    uint64_t ml;
+    memcpy(&ml, s + 8, 8);
+    edit(s + 32, ml);
+    uint64_t h = XXH64(s + 32, ml, 0);
+    memcpy(s + 16, &h, 8);
+    h = XXH64(s, 24, 0);
+    memcpy(s + 24, &h, 8);
+    char err[512];
+    size_t dl;
+    uint8_t *back = tq_test_snapshot_decode(s, n, NULL, &dl, err, sizeof err);
+    CHECK(!back, "decoded after the edit for '%s'", want);
+    CHECK(strstr(err, want) && !strchr(err, '\n'), "'%s' does not say '%s'", err, want);
+    free(back);
+    free(s);
+}
+
+TEST(past_snapshot_refuses_bad_coarse_fields)
+{
+    size_t sl, n;
+    uint8_t *state = make_session(CELLS, &sl);
+    uint8_t *snap = encode(state, sl, 1, -1, NULL, &n);
+    uint64_t ml;
+    memcpy(&ml, snap + 8, 8);
+    uint32_t end;
+    memcpy(&end, snap + 32 + ml - 12, 4);
+    CHECK_EQ(end, CELLS - WINDOW); /* the field is where the edits expect it */
+    refused_after(snap, n, end_past_cells, "bad coarse rows (their end)");
+    refused_after(snap, n, end_at_0, "bad coarse rows (their end)");
+    refused_after(snap, n, end_inside_a_chunk, "chunk crosses the end of the coarse rows");
+    refused_after(snap, n, bits_9, "bad coarse rows (their coding)");
+    refused_after(snap, n, uniform_2, "bad coarse rows (their coding)");
+    refused_after(snap, n, planes_2, "bad coarse rows (their coding)");
+    refused_after(snap, n, scale_on_blocks, "bad coarse rows (their coding)");
+    free(state);
+    free(snap);
+}
