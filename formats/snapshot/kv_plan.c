@@ -717,6 +717,10 @@ static int transformable(const tq_kvsnap_plan *p, const tq_kvsnap_options *o,
 {
     double rate = t->is_v ? p->v_rate : p->k_rate;
     if (o->transform == TQ_TC_AUTO && o->innerq_file) return 0; /* the user's scales rule */
+    /* a sliding layer's cells past its window are never read again, and the window is too few
+       cells to pay for a basis: Gemma 3 270M at 8192 tokens restored at 0.89x the floor with
+       them transform-coded (2.690 bits), 0.92x with none (2.575 bits) */
+    if (o->transform == TQ_TC_AUTO && t->coarse_end) return 0;
     return o->transform != TQ_TC_OFF && t->codec == TQKV_CODEC_TQ && !t->transposed &&
            t->group % 8 == 0 && rate > 0 && !o->base && t->cells >= t->sink_rows + 16;
 }

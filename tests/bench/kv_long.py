@@ -12,7 +12,11 @@ the batch asks for every row's logits itself.  Settings are NAME:SWITCHES
 switches: llama.cpp's runtime cache of that type, the session's tokens
 prefilled again into it: about 140 s each).  Prints one markdown row per setting with the command's
 switches; --svg=PATH draws bits per value against KL / floor (settings whose
-names share the part before '/' are joined by a line: a family's curve).
+names share the part before '/' are joined by a line: a family's curve);
+--rows-from=LOG,... adds the table rows of earlier runs' logs (each row as that
+run measured it, its switches with --past-bits 0 added where the row was
+measured before --past-bits existed and says so with a `[past 0]` name suffix)
+to the table and the picture, without measuring them again.
 TQ_ORACLES/bin/python3 tests/bench/kv_long.py default: "tq/k3:--transform off --k-bits 3" """
 import ctypes
 import subprocess
@@ -34,7 +38,7 @@ STEPS = int(OPTS.get("--steps", 128))
 TOKENS = int(OPTS.get("--tokens", 24576))
 SESSIONS = OPTS.get("--sessions", "docs,code").split(",")
 ARGS = [a.split(":", 1) if ":" in a else (a, "") for a in sys.argv[1:] if not a.startswith("--")]
-SETTINGS = ARGS or [("default", "")]
+SETTINGS = ARGS or ([] if "--rows-from" in OPTS else [("default", "")])
 N_VOCAB = 262144
 
 
@@ -139,7 +143,34 @@ def svg(path, rows, floors):
     Path(path).write_text("\n".join(out) + "\n")
 
 
+def rows_from(logs):
+    """Rows and floors of earlier runs' markdown tables: {name: {session: (bits, kl, top1, 0, 0)}},
+    {session: floor}, [(name, switches)]."""
+    rows, floors, settings = {}, {}, []
+    for log in logs:
+        sessions = []
+        for line in Path(log).read_text().splitlines():
+            if "floor (one token a call):" in line:
+                for part in line.split(":", 1)[1].split(","):
+                    sess, val = part.split()
+                    floors[sess] = float(val)
+                    sessions.append(sess)
+            if not line.startswith("| ") or line.startswith("| setting"):
+                continue
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            name, sw = cells[0], cells[1].strip("`")
+            per = [c.split(" / ") for c in cells[2:6]]
+            rows[name] = {s: (float(per[0][i]), float(per[1][i]), float(per[3][i].rstrip("%")) / 100, 0.0, 0.0)
+                          for i, s in enumerate(sessions)}
+            settings.append((name, sw))
+    return rows, floors, settings
+
+
 def main():
+    if "--rows-from" in OPTS and not ARGS:  # only redraw: no model, no sessions needed
+        rows, floors, settings = rows_from(OPTS["--rows-from"].split(","))
+        table(rows, floors, settings, list(floors))
+        return
     g = gemma()
     long = CACHE.parent / "long"
     llm = llama_cpp.Llama(model_path=str(g), n_ctx=32768, n_batch=512, logits_all=False, verbose=False,
@@ -174,17 +205,29 @@ def main():
                 rows[name][sess] = (bits, kl, top1, t1 - t0, t2 - t1)
                 print(f"{sess} {name}: {bits:.3f} bits, KL {kl:.5f} ({kl / floors[sess][0]:.2f}x floor), "
                       f"top-1 {top1:.3f}, encode {t1 - t0:.2f} s, decode {t2 - t1:.2f} s", flush=True)
+    floors = {s: floors[s][0] for s in SESSIONS}
+    settings = list(SETTINGS)
+    if "--rows-from" in OPTS:
+        old, old_floors, old_settings = rows_from(OPTS["--rows-from"].split(","))
+        for s in SESSIONS:
+            assert abs(old_floors.get(s, floors[s]) - floors[s]) < 1e-5, (s, old_floors, floors)
+        rows = {**old, **rows}
+        settings = old_settings + settings
+    table(rows, floors, settings, SESSIONS)
+
+
+def table(rows, floors, settings, sessions):
     print(f"\n{TOKENS} tokens, {STEPS} teacher-forced steps; floor (one token a call): "
-          + ", ".join(f"{s} {floors[s][0]:.5f}" for s in SESSIONS) + "\n")
+          + ", ".join(f"{s} {floors[s]:.5f}" for s in sessions) + "\n")
     print("| setting | switches | bits per K/V value | mean KL | x floor | top-1 |")
     print("|---|---|---|---|---|---|")
-    for name, sw in SETTINGS:
+    for name, sw in settings:
         r = rows[name]
-        f = lambda i, fmt: " / ".join(fmt.format(r[s][i]) for s in SESSIONS)
-        xf = " / ".join(f"{r[s][1] / floors[s][0]:.2f}" for s in SESSIONS)
+        f = lambda i, fmt: " / ".join(fmt.format(r[s][i]) for s in sessions)
+        xf = " / ".join(f"{r[s][1] / floors[s]:.2f}" for s in sessions)
         print(f"| {name} | `{sw}` | {f(0, '{:.3f}')} | {f(1, '{:.5f}')} | {xf} | {f(2, '{:.1%}')} |")
     if "--svg" in OPTS:
-        svg(OPTS["--svg"], rows, {s: floors[s][0] for s in SESSIONS})
+        svg(OPTS["--svg"], rows, floors)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ SWITCHES = [a for a in sys.argv[1:] if not a.startswith(OWN)]
 
 
 def records(snap):
-    """(file_off, bytes, cells, is_v) of every K/V tensor, from a .tqkv's metadata."""
+    """(file_off, bytes, cells, kv_state, is_v) of every K/V tensor, from a .tqkv's metadata."""
     b = Path(snap).read_bytes()
     p = 32 + 24  # header; kind, flag, pad, version, source size, fingerprint
     (n_tok,) = struct.unpack_from("<I", b, p)
@@ -54,9 +54,9 @@ def records(snap):
     p += 4
     out = []
     for i in range(nt):
-        off, size = struct.unpack_from("<QQ", b, p + 72 * i)
+        off, size, kv_state = struct.unpack_from("<QQI", b, p + 72 * i)
         (cells,) = struct.unpack_from("<I", b, p + 72 * i + 48)
-        out.append((off, size, cells, b[p + 72 * i + 28]))
+        out.append((off, size, cells, kv_state, b[p + 72 * i + 28]))
     return out
 
 
@@ -80,7 +80,7 @@ def main():
             bits = 8 * (d / "x.tqkv").stat().st_size / (18 * 2 * 256 * 24576)
             kl = compare(ref, kv_long.run(llm, d / "x.ggsn", cont))[0]
             src, dst = state.read_bytes(), bytearray((d / "x.ggsn").read_bytes())
-            for off, size, cells, is_v in records(d / "x.tqkv"):
+            for off, size, cells, _, is_v in records(d / "x.tqkv"):
                 if "kv"[is_v] not in KIND:
                     continue
                 row = size // cells
