@@ -234,6 +234,24 @@ void tq_kv_stream_positions(const tq_kv_view *v, const tq_kv_stream *st, int32_t
     }
 }
 
+int tq_kv_stream_one_sequence(const tq_kv_view *v, const tq_kv_stream *st)
+{
+    const uint8_t *p = v->map + st->meta_off; /* validated by the source */
+    uint64_t off = 0;
+    int32_t first = 0;
+    for (uint32_t i = 0; st->meta_len && i < st->cell_count; i++) {
+        uint32_t nseq;
+        int32_t seq;
+        memcpy(&nseq, p + off + 4, 4);
+        if (nseq != 1) return 0;
+        memcpy(&seq, p + off + 8 + (v->has_ext ? 8 : 0), 4);
+        if (i == 0) first = seq;
+        if (seq != first) return 0;
+        off += cell_meta_len(v, p + off);
+    }
+    return 1;
+}
+
 tq_status tq_kv_tensor_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t cells, uint32_t c0,
                                  uint32_t n, float *out)
 {

@@ -115,6 +115,8 @@ tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stre
  * (cell i at position i where the source has none).  M-RoPE cells
  * (tq_kv_view_has_ext) have more to their position than this. */
 void tq_kv_stream_positions(const tq_kv_view *v, const tq_kv_stream *st, int32_t *pos);
+/* 1 if every cell of the stream belongs to one sequence, the same for all (no metadata: 1). */
+int tq_kv_stream_one_sequence(const tq_kv_view *v, const tq_kv_stream *st);
 
 /* Reads cell-major rows [c0, c0+n) of a tensor as float32 (width values
  * each); handles the transposed layout.  Types: any with a tq_dtype decoder. */

@@ -47,10 +47,10 @@
  *             and 24,576 tokens (80%), bits per value at KL / floor:
  *               balanced before   3.83-3.84 at 1.49-1.74x   3.60 at 0.96x
  *               past 3, K lift 1  3.59-3.60 at 1.18-1.31x   2.98 at 0.85x
- *               past 2, lift 1    3.44-3.45 at 1.04-1.11x   2.44 at 0.85x
+ *               past 2, lift 1    3.44-3.45 at 1.04-1.11x   2.42-2.43 at 0.86-1.11x
  *               small before      2.68-2.69 at 1.99-2.96x   2.63 at 1.87x
  *               past 1, K lift 1  2.25-2.26 at 1.99-2.96x   1.50 at 1.29x
- *               past 1, lift 1    2.52 at 1.49-1.74x
+ *               past 1, lift 1    2.52 at 1.49-1.74x        1.51-1.52 at 1.36-1.51x
  *             (python3 tests/bench/kv_long.py; the 1200-token windows of
  *             tests/oracle/kv_gemma.py) */
 typedef struct tq_kv_preset_row {
@@ -897,10 +897,13 @@ static tq_status plan_past_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsna
     p->swa_window = o->model && tq_kv_view_n_kv(v) == 2 ? model_swa_window(o->model) : 0;
     if (!p->swa_window || !o->past_bits || tq_kv_view_has_ext(v)) return TQ_OK;
     for (size_t i = 0; i < n; i++) {
-        if (src[i].kv_state != 1) continue; /* iSWA: the SWA cache comes second */
+        const tq_kv_stream *st = &tq_kv_view_kv(v, 1)->streams[src[i].stream];
+        /* iSWA: the SWA cache comes second; cells of several sequences each have their own
+           newest cell: left alike */
+        if (src[i].kv_state != 1 || !tq_kv_stream_one_sequence(v, st)) continue;
         int32_t *pos = malloc(4ull * src[i].cells + 4); /* [cells]: the cells' positions */
         if (!pos) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-        tq_kv_stream_positions(v, &tq_kv_view_kv(v, 1)->streams[src[i].stream], pos);
+        tq_kv_stream_positions(v, st, pos);
         int64_t newest = INT32_MIN;
         for (uint32_t r = 0; r < src[i].cells; r++) newest = pos[r] > newest ? pos[r] : newest;
         uint32_t r = 0;

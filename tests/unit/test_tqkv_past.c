@@ -16,10 +16,11 @@
 
 enum { CELLS = 40, WINDOW = 8, WIDTH = 64, GLOBAL = 3, SLIDING = 15 };
 
-/* A gemma3 session file of `cells` cells at positions 0.. in two caches (iSWA: 3 global
- * layers, then 15 sliding ones), f16 rows of one 64-value head; every value its own seed, so
- * a shorter state's cells are a prefix of a longer one's. */
-static uint8_t *make_session(uint32_t cells, size_t *len)
+/* A gemma3 session file of `cells` cells in two caches (iSWA: 3 global layers, then 15
+ * sliding ones), f16 rows of one 64-value head, cell c of sequence c % n_seq at position
+ * c / n_seq; every value its own seed, so a shorter state's cells are a prefix of a longer
+ * one's. */
+static uint8_t *make_session_of(uint32_t cells, uint32_t n_seq, size_t *len)
 {
     tq_test_buf b = {0};
     tq_test_u32(&b, TQ_GGSN_MAGIC);
@@ -33,9 +34,9 @@ static uint8_t *make_session(uint32_t cells, size_t *len)
         tq_test_u32(&b, 1); /* one stream */
         tq_test_u32(&b, cells);
         for (uint32_t c = 0; c < cells; c++) {
-            tq_test_u32(&b, c); /* position */
-            tq_test_u32(&b, 1); /* one sequence: 0 */
-            tq_test_u32(&b, 0);
+            tq_test_u32(&b, c / n_seq); /* position */
+            tq_test_u32(&b, 1);         /* in one sequence */
+            tq_test_u32(&b, c % n_seq);
         }
         tq_test_u32(&b, 0); /* K/V not transposed */
         tq_test_u32(&b, layers);
@@ -54,6 +55,11 @@ static uint8_t *make_session(uint32_t cells, size_t *len)
     }
     *len = b.n;
     return b.p;
+}
+
+static uint8_t *make_session(uint32_t cells, size_t *len)
+{
+    return make_session_of(cells, 1, len);
 }
 
 static void gguf_str(tq_test_buf *b, const char *s)
@@ -245,6 +251,21 @@ TEST(a_state_within_the_window_has_no_past_cells)
         CHECK_EQ(m->t[i].coarse_end, 0);
         CHECK_EQ(m->t[i].bits, 4);
     }
+    tqkv_close(r);
+    free(state);
+    free(snap);
+}
+
+TEST(cells_of_two_sequences_are_not_past_each_others_window)
+{
+    size_t sl, n;
+    uint8_t *state = make_session_of(CELLS, 2, &sl); /* sequence 1's newest is not 0's */
+    uint8_t *snap = encode(state, sl, 1, -1, NULL, &n);
+    tq_ctx *ctx = tq_test_ctx();
+    tqkv_reader *r;
+    CHECK_OK(ctx, tqkv_open_memory(ctx, snap, n, "x.tqkv", &r));
+    const tqkv_meta *m = tqkv_meta_of(r);
+    for (uint32_t i = 0; i < m->n_tensors; i++) CHECK_EQ(m->t[i].coarse_end, 0);
     tqkv_close(r);
     free(state);
     free(snap);
