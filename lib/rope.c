@@ -19,36 +19,24 @@ tq_status tq_rope_check(tq_ctx *ctx, const tq_rope *r, uint64_t width)
     return TQ_OK;
 }
 
-/* The pair (j0, j1) of rotated channel pair i. */
-static void pair_of(const tq_rope *r, uint32_t i, uint32_t *j0, uint32_t *j1)
-{
-    if (r->pairs == TQ_PAIRS_HALVES) {
-        *j0 = i;
-        *j1 = i + r->n_rot / 2;
-    } else {
-        *j0 = 2 * i;
-        *j1 = 2 * i + 1;
-    }
-}
-
-/* The angles of a row: cos/sin at the row's position in cs[2i], cs[2i+1];
- * each pair's frequency f_i in cs[n_rot + i] and cos/sin of f_i after it.
- * From one position to the next the angles advance by f_i, so consecutive
- * cells (a prompt's) turn the previous row's cos/sin by one step, 4 products
- * instead of a cos and a sin; every RESYNC rows and after a jump the angles
- * are computed afresh.  Encode and decode call this on the same rows, so
- * they agree exactly; the drift in between is ~1e-14. */
+/* The angles of a row: cos and sin at the row's position in cs[i] and cs[h + i] (h = n_rot / 2,
+ * one array each so that the loops vectorize); each pair's frequency f_i in cs[2h + i], cos
+ * and sin of f_i in cs[3h + i] and cs[4h + i].  From one position to the next the angles
+ * advance by f_i, so consecutive cells (a prompt's) turn the previous row's cos/sin by one
+ * step, 4 products instead of a cos and a sin; every RESYNC rows and after a jump the angles
+ * are computed afresh.  Encode and decode call this on the same rows, so they agree exactly;
+ * the drift in between is ~1e-14. */
 enum { RESYNC = 64 };
 
 static double *angle_table(const tq_rope *r)
 {
     uint32_t h = r->n_rot / 2;
-    double *cs = malloc(5 * h * sizeof *cs);
+    double *cs = malloc(5 * h * sizeof *cs); /* [5][h]: cos, sin, f, cos f, sin f */
     for (uint32_t i = 0; cs && i < h; i++) {
         double f = r->freq_scale * pow((double)r->freq_base, -2.0 * i / r->n_rot);
-        cs[r->n_rot + i] = f;
-        cs[3 * h + 2 * i] = cos(f);
-        cs[3 * h + 2 * i + 1] = sin(f);
+        cs[2 * h + i] = f;
+        cs[3 * h + i] = cos(f);
+        cs[4 * h + i] = sin(f);
     }
     return cs;
 }
@@ -57,19 +45,21 @@ static double *angle_table(const tq_rope *r)
 static void angles(const tq_rope *r, const int32_t *pos, size_t k, double *cs)
 {
     uint32_t h = r->n_rot / 2;
+    double *c = cs, *s = cs + h;
+    const double *f = cs + 2 * h, *cf = cs + 3 * h, *sf = cs + 4 * h;
     if (k % RESYNC && (int64_t)pos[k] == (int64_t)pos[k - 1] + 1) {
         for (uint32_t i = 0; i < h; i++) {
-            double c = cs[2 * i], s = cs[2 * i + 1], cf = cs[3 * h + 2 * i],
-                   sf = cs[3 * h + 2 * i + 1];
-            cs[2 * i] = c * cf - s * sf;
-            cs[2 * i + 1] = s * cf + c * sf;
+            double c0 = c[i];
+            double s0 = s[i];
+            c[i] = c0 * cf[i] - s0 * sf[i];
+            s[i] = s0 * cf[i] + c0 * sf[i];
         }
         return;
     }
     for (uint32_t i = 0; i < h; i++) {
-        double th = (double)pos[k] * cs[r->n_rot + i];
-        cs[2 * i] = cos(th);
-        cs[2 * i + 1] = sin(th);
+        double th = (double)pos[k] * f[i];
+        c[i] = cos(th);
+        s[i] = sin(th);
     }
 }
 
@@ -83,13 +73,13 @@ static void turn_row(const tq_rope *r, float *x, uint64_t width, const double *c
         float *y = x + o;
         if (r->pairs == TQ_PAIRS_HALVES) {
             for (uint32_t i = 0; i < h; i++) {
-                double c = cs[2 * i], s = -dir * cs[2 * i + 1], x0 = y[i], x1 = y[i + h];
+                double c = cs[i], s = -dir * cs[h + i], x0 = y[i], x1 = y[i + h];
                 y[i] = (float)(x0 * c + x1 * s);
                 y[i + h] = (float)(x1 * c - x0 * s);
             }
         } else {
             for (uint32_t i = 0; i < h; i++) {
-                double c = cs[2 * i], s = -dir * cs[2 * i + 1], x0 = y[2 * i], x1 = y[2 * i + 1];
+                double c = cs[i], s = -dir * cs[h + i], x0 = y[2 * i], x1 = y[2 * i + 1];
                 y[2 * i] = (float)(x0 * c + x1 * s);
                 y[2 * i + 1] = (float)(x1 * c - x0 * s);
             }
@@ -133,19 +123,25 @@ tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, s
     tq_status st = tq_rope_check(ctx, r, width);
     double *cs = st ? NULL : angle_table(r);
     if (st || !cs) return st ? st : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    uint32_t half = r->n_rot / 2;
     for (size_t k = 0; k < rows; k++) {
         float *y = x + k * width;
         angles(r, pos, k, cs);
         for (uint64_t h = 0; h < width; h += r->head_dim) {
             for (uint32_t j = r->n_rot; j < r->head_dim; j++)
                 y[h + j] += sign * b[h + j]; /* not turned */
-            for (uint32_t i = 0; i < r->n_rot / 2; i++) {
-                uint32_t j0, j1;
-                pair_of(r, i, &j0, &j1);
-                double c = cs[2 * i], s = cs[2 * i + 1], b0 = b[h + j0], b1 = b[h + j1];
-                y[h + j0] += sign * (float)(b0 * c - b1 * s);
-                y[h + j1] += sign * (float)(b0 * s + b1 * c);
-            }
+            if (r->pairs == TQ_PAIRS_HALVES) /* each layout its own loop: it vectorizes */
+                for (uint32_t i = 0; i < half; i++) {
+                    double c = cs[i], s = cs[half + i], b0 = b[h + i], b1 = b[h + half + i];
+                    y[h + i] += sign * (float)(b0 * c - b1 * s);
+                    y[h + half + i] += sign * (float)(b0 * s + b1 * c);
+                }
+            else
+                for (uint32_t i = 0; i < half; i++) {
+                    double c = cs[i], s = cs[half + i], b0 = b[h + 2 * i], b1 = b[h + 2 * i + 1];
+                    y[h + 2 * i] += sign * (float)(b0 * c - b1 * s);
+                    y[h + 2 * i + 1] += sign * (float)(b0 * s + b1 * c);
+                }
         }
     }
     free(cs);
