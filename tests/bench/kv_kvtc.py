@@ -31,7 +31,7 @@ import llama_cpp  # noqa: E402
 
 ARGV, sys.argv = sys.argv, sys.argv[:1]  # the modules below read their own options when imported
 import kv_long  # noqa: E402
-from kv_predict import pre_rope  # noqa: E402
+from kv_predict import pre_rope, turned  # noqa: E402
 from kv_recent import records  # noqa: E402
 
 sys.argv = ARGV
@@ -47,15 +47,6 @@ ERR = [1.0, 0.3634, 0.1188, 0.03744, 0.01154, 0.003490, 0.001035, 0.0003042, 0.0
 
 def rope_base(kv_state):
     return 1e6 if kv_state == 0 else 1e4  # state 0: the global layers' cache (iSWA)
-
-
-def post_rope(k, pos, base):
-    d = k.shape[1]
-    h = d // 2
-    th = pos[:, None] * base ** (-2.0 * np.arange(h) / d)[None, :]
-    c, s = np.cos(th), np.sin(th)
-    a, b = k[:, :h], k[:, h:]
-    return np.concatenate([a * c - b * s, b * c + a * s], axis=1)
 
 
 def allocate(lam, budget):
@@ -93,7 +84,7 @@ def code_tensor(x, cal, kv_state, is_v, bits):
     nbytes = len(zlib.compress(body.tobytes(), 6)) + (SINKS + RECENT) * x.shape[1] * 2
     back = ((q + 0.5) * step) @ vec[:, keep].T + mean
     if not is_v:
-        back = post_rope(back, np.arange(len(x), dtype=np.float64), rope_base(kv_state))
+        back = turned(back, np.arange(len(x), dtype=np.float64), rope_base(kv_state), 1.0)
     out = back.astype(np.float16)
     out[:SINKS] = x[:SINKS]
     out[len(x) - RECENT :] = x[len(x) - RECENT :]

@@ -27,13 +27,19 @@ ROWS = 8192  # cells sampled for the covariances
 GLOBAL = {5, 11, 17}
 
 
-def pre_rope(k, pos, base):
+def turned(k, pos, base, sign):
+    """K's NeoX pairs (i, i + d/2) turned by sign x pos x base^(-2i/d): sign -1 takes a
+    cached K back to before RoPE, +1 applies RoPE again."""
     d = k.shape[1]
     h = d // 2
     th = pos[:, None] * base ** (-2.0 * np.arange(h) / d)[None, :]
-    c, s = np.cos(th), np.sin(th)
+    c, s = np.cos(th), sign * np.sin(th)
     a, b = k[:, :h], k[:, h:]
-    return np.concatenate([a * c + b * s, b * c - a * s], axis=1)
+    return np.concatenate([a * c - b * s, b * c + a * s], axis=1)
+
+
+def pre_rope(k, pos, base):
+    return turned(k, pos, base, -1.0)
 
 
 def rate(lam, theta):

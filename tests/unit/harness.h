@@ -151,6 +151,13 @@ uint8_t *tq_test_seq_state(const tq_test_seq *s, size_t *len);
 struct tqkv_reader;
 uint8_t *tq_test_snapshot_decode(const uint8_t *snap, size_t len, const struct tqkv_reader *base,
                                  size_t *out_len, char *err, size_t errlen);
+/* The snapshot with its metadata changed by edit() and its checksums redone: decoding it must
+ * fail with one line that says want. */
+void tq_test_snapshot_refused_after(const uint8_t *snap, size_t n,
+                                    void (*edit)(uint8_t *meta, uint64_t ml), const char *want);
+/* GGUF pieces: a string (u64 length, bytes) and a key with its uint32 value. */
+void tq_test_gguf_str(tq_test_buf *b, const char *s);
+void tq_test_gguf_u32(tq_test_buf *b, const char *key, uint32_t v);
 /* a value callback: the next tq_test_randn of the seed user points to */
 float tq_test_randn_value(void *seed, uint32_t l, int is_v, uint32_t c, uint32_t e);
 

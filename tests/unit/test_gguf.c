@@ -11,17 +11,8 @@
 /* ------------------------------------------------ a byte builder */
 
 typedef tq_test_buf buf;
-static void str(buf *b, const char *s)
-{
-    tq_test_u64(b, strlen(s));
-    tq_test_put(b, s, strlen(s));
-}
-static void kv_u32(buf *b, const char *k, uint32_t v)
-{
-    str(b, k);
-    tq_test_u32(b, TQ_GGUF_UINT32);
-    tq_test_u32(b, v);
-}
+static void str(buf *b, const char *s) { tq_test_gguf_str(b, s); }
+static void kv_u32(buf *b, const char *k, uint32_t v) { tq_test_gguf_u32(b, k, v); }
 static void tinfo(buf *b, const char *name, uint32_t nd, const int64_t *ne, uint32_t type, uint64_t off)
 {
     str(b, name);

@@ -137,28 +137,6 @@ TEST(klt_snapshot_round_trip_is_close_and_the_same_at_any_thread_count)
     free(back);
 }
 
-/* The snapshot with its metadata changed by edit() and checksums redone. */
-static void refused_after(const uint8_t *snap, size_t n, void (*edit)(uint8_t *meta, uint64_t ml),
-                          const char *want)
-{
-    uint8_t *s = malloc(n);
-    memcpy(s, snap, n);
-    uint64_t ml;
-    memcpy(&ml, s + 8, 8);
-    edit(s + 32, ml);
-    uint64_t h = XXH64(s + 32, ml, 0);
-    memcpy(s + 16, &h, 8);
-    h = XXH64(s, 24, 0);
-    memcpy(s + 24, &h, 8);
-    char err[512];
-    size_t dl;
-    uint8_t *back = decode(s, n, &dl, err, sizeof err);
-    CHECK(!back, "decoded after the edit for '%s'", want);
-    CHECK(strstr(err, want) && !strchr(err, '\n'), "'%s' does not say '%s'", err, want);
-    free(back);
-    free(s);
-}
-
 /* The metadata ends with the last tensor's last head: u32 m, f32 step,
  * m x HEAD f16 (the test state's V of the last layer). */
 static uint32_t last_m(const uint8_t *meta, uint64_t ml)
@@ -210,11 +188,11 @@ TEST(klt_snapshot_refuses_bad_transform_fields)
     memcpy(&ml, snap + 8, 8);
     uint32_t m = last_m(snap + 32, ml);
     CHECK(m > 0 && m < HEAD, "the last head codes %u of %d components", m, HEAD);
-    refused_after(snap, n, nan_basis, "a basis value that is not finite or above 1");
-    refused_after(snap, n, big_basis, "a basis value that is not finite or above 1");
-    refused_after(snap, n, bad_step, "bad transform (components or step)");
-    refused_after(snap, n, too_many_components, "bad transform (components or step)");
-    refused_after(snap, n, longer_basis, "transform basis truncated");
+    tq_test_snapshot_refused_after(snap, n, nan_basis, "a basis value that is not finite or above 1");
+    tq_test_snapshot_refused_after(snap, n, big_basis, "a basis value that is not finite or above 1");
+    tq_test_snapshot_refused_after(snap, n, bad_step, "bad transform (components or step)");
+    tq_test_snapshot_refused_after(snap, n, too_many_components, "bad transform (components or step)");
+    tq_test_snapshot_refused_after(snap, n, longer_basis, "transform basis truncated");
     free(state);
     free(snap);
 }

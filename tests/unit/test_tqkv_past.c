@@ -62,19 +62,6 @@ static uint8_t *make_session(uint32_t cells, size_t *len)
     return make_session_of(cells, 1, len);
 }
 
-static void gguf_str(tq_test_buf *b, const char *s)
-{
-    tq_test_u64(b, strlen(s));
-    tq_test_put(b, s, strlen(s));
-}
-
-static void gguf_u32(tq_test_buf *b, const char *key, uint32_t v)
-{
-    gguf_str(b, key);
-    tq_test_u32(b, TQ_GGUF_UINT32);
-    tq_test_u32(b, v);
-}
-
 /* A gemma3 model of no tensors: its 18 layers, head size 64 and sliding window of 8. */
 static tq_gguf *make_model(tq_ctx *ctx, tq_test_buf *b)
 {
@@ -83,13 +70,13 @@ static tq_gguf *make_model(tq_ctx *ctx, tq_test_buf *b)
     tq_test_u32(b, 3);
     tq_test_u64(b, 0);
     tq_test_u64(b, 5);
-    gguf_str(b, "general.architecture");
+    tq_test_gguf_str(b, "general.architecture");
     tq_test_u32(b, TQ_GGUF_STRING);
-    gguf_str(b, "gemma3");
-    gguf_u32(b, "gemma3.block_count", GLOBAL + SLIDING);
-    gguf_u32(b, "gemma3.attention.key_length", WIDTH);
-    gguf_u32(b, "gemma3.attention.value_length", WIDTH);
-    gguf_u32(b, "gemma3.attention.sliding_window", WINDOW);
+    tq_test_gguf_str(b, "gemma3");
+    tq_test_gguf_u32(b, "gemma3.block_count", GLOBAL + SLIDING);
+    tq_test_gguf_u32(b, "gemma3.attention.key_length", WIDTH);
+    tq_test_gguf_u32(b, "gemma3.attention.value_length", WIDTH);
+    tq_test_gguf_u32(b, "gemma3.attention.sliding_window", WINDOW);
     while (b->n % 32) tq_test_put(b, "", 1);
     tq_gguf *g = NULL;
     if (tq_gguf_open_memory(ctx, b->p, b->n, "m.gguf", NULL, &g))
@@ -220,20 +207,26 @@ TEST(past_window_cells_of_sliding_layers_are_coded_coarser)
     free(back);
 }
 
-TEST(past_bits_0_codes_every_cell_alike)
+/* Every record of the snapshot without coarse rows and at `bits` (0: any). */
+static void check_every_cell_alike(const uint8_t *snap, size_t n, unsigned bits)
 {
-    size_t sl, n;
-    uint8_t *state = make_session(CELLS, &sl);
-    uint8_t *snap = encode(state, sl, 1, 0, NULL, &n);
     tq_ctx *ctx = tq_test_ctx();
     tqkv_reader *r;
     CHECK_OK(ctx, tqkv_open_memory(ctx, snap, n, "x.tqkv", &r));
     const tqkv_meta *m = tqkv_meta_of(r);
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         CHECK_EQ(m->t[i].coarse_end, 0);
-        CHECK_EQ(m->t[i].bits, 4); /* no lift either */
+        if (bits) CHECK_EQ(m->t[i].bits, bits);
     }
     tqkv_close(r);
+}
+
+TEST(past_bits_0_codes_every_cell_alike)
+{
+    size_t sl, n;
+    uint8_t *state = make_session(CELLS, &sl);
+    uint8_t *snap = encode(state, sl, 1, 0, NULL, &n);
+    check_every_cell_alike(snap, n, 4); /* no lift either */
     free(state);
     free(snap);
 }
@@ -243,15 +236,7 @@ TEST(a_state_within_the_window_has_no_past_cells)
     size_t sl, n;
     uint8_t *state = make_session(WINDOW, &sl);
     uint8_t *snap = encode(state, sl, 1, -1, NULL, &n);
-    tq_ctx *ctx = tq_test_ctx();
-    tqkv_reader *r;
-    CHECK_OK(ctx, tqkv_open_memory(ctx, snap, n, "x.tqkv", &r));
-    const tqkv_meta *m = tqkv_meta_of(r);
-    for (uint32_t i = 0; i < m->n_tensors; i++) {
-        CHECK_EQ(m->t[i].coarse_end, 0);
-        CHECK_EQ(m->t[i].bits, 4);
-    }
-    tqkv_close(r);
+    check_every_cell_alike(snap, n, 4);
     free(state);
     free(snap);
 }
@@ -261,12 +246,7 @@ TEST(cells_of_two_sequences_are_not_past_each_others_window)
     size_t sl, n;
     uint8_t *state = make_session_of(CELLS, 2, &sl); /* sequence 1's newest is not 0's */
     uint8_t *snap = encode(state, sl, 1, -1, NULL, &n);
-    tq_ctx *ctx = tq_test_ctx();
-    tqkv_reader *r;
-    CHECK_OK(ctx, tqkv_open_memory(ctx, snap, n, "x.tqkv", &r));
-    const tqkv_meta *m = tqkv_meta_of(r);
-    for (uint32_t i = 0; i < m->n_tensors; i++) CHECK_EQ(m->t[i].coarse_end, 0);
-    tqkv_close(r);
+    check_every_cell_alike(snap, n, 0);
     free(state);
     free(snap);
 }
@@ -352,29 +332,6 @@ static void scale_on_blocks(uint8_t *meta, uint64_t ml)
     memcpy(meta + ml - 4, &one, 4);
 }
 
-/* The snapshot with its metadata changed by edit() and checksums redone: refused, saying
- * want in one line. */
-static void refused_after(const uint8_t *snap, size_t n, void (*edit)(uint8_t *, uint64_t),
-                          const char *want)
-{
-    uint8_t *s = malloc(n);
-    memcpy(s, snap, n);
-    uint64_t ml;
-    memcpy(&ml, s + 8, 8);
-    edit(s + 32, ml);
-    uint64_t h = XXH64(s + 32, ml, 0);
-    memcpy(s + 16, &h, 8);
-    h = XXH64(s, 24, 0);
-    memcpy(s + 24, &h, 8);
-    char err[512];
-    size_t dl;
-    uint8_t *back = tq_test_snapshot_decode(s, n, NULL, &dl, err, sizeof err);
-    CHECK(!back, "decoded after the edit for '%s'", want);
-    CHECK(strstr(err, want) && !strchr(err, '\n'), "'%s' does not say '%s'", err, want);
-    free(back);
-    free(s);
-}
-
 TEST(past_snapshot_refuses_bad_coarse_fields)
 {
     size_t sl, n;
@@ -385,13 +342,20 @@ TEST(past_snapshot_refuses_bad_coarse_fields)
     uint32_t end;
     memcpy(&end, snap + 32 + ml - 12, 4);
     CHECK_EQ(end, CELLS - WINDOW); /* the field is where the edits expect it */
-    refused_after(snap, n, end_past_cells, "bad coarse rows (their end)");
-    refused_after(snap, n, end_at_0, "bad coarse rows (their end)");
-    refused_after(snap, n, end_inside_a_chunk, "chunk crosses the end of the coarse rows");
-    refused_after(snap, n, bits_9, "bad coarse rows (their coding)");
-    refused_after(snap, n, uniform_2, "bad coarse rows (their coding)");
-    refused_after(snap, n, planes_2, "bad coarse rows (their coding)");
-    refused_after(snap, n, scale_on_blocks, "bad coarse rows (their coding)");
+    static const struct {
+        void (*edit)(uint8_t *meta, uint64_t ml);
+        const char *want;
+    } cases[] = {
+        {end_past_cells, "bad coarse rows (their end)"},
+        {end_at_0, "bad coarse rows (their end)"},
+        {end_inside_a_chunk, "chunk crosses the end of the coarse rows"},
+        {bits_9, "bad coarse rows (their coding)"},
+        {uniform_2, "bad coarse rows (their coding)"},
+        {planes_2, "bad coarse rows (their coding)"},
+        {scale_on_blocks, "bad coarse rows (their coding)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        tq_test_snapshot_refused_after(snap, n, cases[i].edit, cases[i].want);
     free(state);
     free(snap);
 }

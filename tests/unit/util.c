@@ -6,9 +6,11 @@
 #include "tq_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 static tq_ctx *test_ctx;
 static void free_test_ctx(void) { tq_ctx_free(test_ctx); }
@@ -272,4 +274,38 @@ uint8_t *tq_test_snapshot_decode(const uint8_t *snap, size_t len, const tqkv_rea
     snprintf(err, errlen, "%s", tq_ctx_error(ctx));
     tq_ctx_free(ctx);
     return out;
+}
+
+void tq_test_snapshot_refused_after(const uint8_t *snap, size_t n,
+                                    void (*edit)(uint8_t *meta, uint64_t ml), const char *want)
+{
+    uint8_t *s = malloc(n);
+    memcpy(s, snap, n);
+    uint64_t ml;
+    memcpy(&ml, s + 8, 8);
+    edit(s + 32, ml);
+    uint64_t h = XXH64(s + 32, ml, 0);
+    memcpy(s + 16, &h, 8);
+    h = XXH64(s, 24, 0);
+    memcpy(s + 24, &h, 8);
+    char err[512];
+    size_t dl;
+    uint8_t *back = tq_test_snapshot_decode(s, n, NULL, &dl, err, sizeof err);
+    CHECK(!back, "decoded after the edit for '%s'", want);
+    CHECK(strstr(err, want) && !strchr(err, '\n'), "'%s' does not say '%s'", err, want);
+    free(back);
+    free(s);
+}
+
+void tq_test_gguf_str(tq_test_buf *b, const char *s)
+{
+    tq_test_u64(b, strlen(s));
+    tq_test_put(b, s, strlen(s));
+}
+
+void tq_test_gguf_u32(tq_test_buf *b, const char *key, uint32_t v)
+{
+    tq_test_gguf_str(b, key);
+    tq_test_u32(b, TQ_GGUF_UINT32);
+    tq_test_u32(b, v);
 }
