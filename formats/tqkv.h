@@ -17,7 +17,7 @@
  *         source, layer, K/V, codec, bits, group, seed, flags, model layer
  *      b. version 2: the InnerQ scales of the records that flag them
  *      c. version 3: the extensions (sink rows, K offsets, RoPE, planes,
- *         the transforms of codec 6)
+ *         the transforms of codec 6, coarse rows past a sliding window)
  *   3. chunks, in tensor order, rows ascending: a 44-byte header ("TQCK",
  *      tensor, first row, row count, zstd flag, raw and stored length,
  *      XXH64) and the payload (source bytes, or coded blocks)
