@@ -25,7 +25,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
-from _env import CACHE, TQ, gemma  # noqa: E402
+from _env import TQ, gemma  # noqa: E402
+from long_sessions import session_path  # noqa: E402
 from _llama_util import compare  # noqa: E402
 import llama_cpp  # noqa: E402
 
@@ -95,8 +96,7 @@ def main():
     g = gemma()
     llm = llama_cpp.Llama(model_path=str(g), n_ctx=32768, n_batch=512, logits_all=False, verbose=False,
                           flash_attn=True)
-    long = CACHE.parent / "long"
-    path = {s: long / f"gemma3-270m-{s}-24576.ggsn" for s in ("docs", "code")}
+    path = {s: session_path(s) for s in ("docs", "code")}
     other = {"docs": "code", "code": "docs"}
     rows, floors = {}, {}
     with tempfile.TemporaryDirectory() as td:

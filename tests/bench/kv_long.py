@@ -29,7 +29,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
-from _env import CACHE, TQ, gemma  # noqa: E402
+from _env import TQ, gemma  # noqa: E402
+from long_sessions import session_path  # noqa: E402
 from _llama_util import compare  # noqa: E402
 import llama_cpp  # noqa: E402
 
@@ -172,7 +173,6 @@ def main():
         table(rows, floors, settings, list(floors))
         return
     g = gemma()
-    long = CACHE.parent / "long"
     llm = llama_cpp.Llama(model_path=str(g), n_ctx=32768, n_batch=512, logits_all=False, verbose=False,
                           flash_attn=True)
     rows = {name: {} for name, _ in SETTINGS}
@@ -180,7 +180,7 @@ def main():
     with tempfile.TemporaryDirectory() as td:
         d = Path(td)
         for sess in SESSIONS:
-            state = long / f"gemma3-270m-{sess}-{TOKENS}.ggsn"
+            state = session_path(sess, TOKENS)
             cont = np.load(state.with_suffix(".cont.npy")).tolist()[: STEPS]
             values = 18 * 2 * 256 * TOKENS
             ref = run(llm, state, cont)

@@ -16,7 +16,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
-from _env import CACHE, TQ, gemma  # noqa: E402
+from _env import TQ, gemma  # noqa: E402
+from long_sessions import session_path  # noqa: E402
 
 OWN = ("--reps=", "--sessions=")
 OPTS = dict(a.split("=", 1) for a in sys.argv[1:] if a.startswith(OWN))
@@ -52,7 +53,7 @@ def main():
     with tempfile.TemporaryDirectory() as td:
         d = Path(td)
         for sess in SESSIONS:
-            state = CACHE.parent / "long" / f"gemma3-270m-{sess}-24576.ggsn"
+            state = session_path(sess)
             enc = [TQ, "encode-kvdump", state, "-q", "-o", d / "x.tqkv", "--model", g, *SWITCHES]
             dec = [TQ, "decode-kvdump", d / "x.tqkv", "-q", "-o", d / "x.ggsn"]
             zc = ["zstd", "-3", "-T2", "-q", "-f", state, "-o", d / "x.zst"]

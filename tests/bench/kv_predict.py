@@ -19,7 +19,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
-from _env import CACHE, TQ  # noqa: E402
+from _env import TQ  # noqa: E402
+from long_sessions import session_path  # noqa: E402
 
 OPTS = dict(a.split("=", 1) for a in sys.argv[1:] if a.startswith("--"))
 SESSION = OPTS.get("--session", "docs")
@@ -64,7 +65,7 @@ def cond_eig(x, y):
 
 
 def main():
-    state = CACHE.parent / "long" / f"gemma3-270m-{SESSION}-24576.ggsn"
+    state = session_path(SESSION)
     with tempfile.TemporaryDirectory() as td:
         npz = Path(td) / "s.npz"
         subprocess.run([TQ, "encode-kvdump", state, "--preset", "lossless", "-q", "-o", Path(td) / "s.tqkv"],

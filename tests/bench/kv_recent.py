@@ -20,7 +20,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
-from _env import CACHE, TQ, gemma  # noqa: E402
+from _env import TQ, gemma  # noqa: E402
+from long_sessions import session_path  # noqa: E402
 from _llama_util import compare  # noqa: E402
 import llama_cpp  # noqa: E402
 
@@ -70,7 +71,7 @@ def main():
     with tempfile.TemporaryDirectory() as td:
         d = Path(td)
         for sess in SESSIONS:
-            state = CACHE.parent / "long" / f"gemma3-270m-{sess}-24576.ggsn"
+            state = session_path(sess)
             cont = np.load(state.with_suffix(".cont.npy")).tolist()
             ref = kv_long.run(llm, state, cont)
             floor = compare(ref, kv_long.run(llm, state, cont, one_by_one=True))[0]

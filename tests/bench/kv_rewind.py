@@ -18,7 +18,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
-from _env import CACHE, TQ, gemma  # noqa: E402
+from _env import TQ, gemma  # noqa: E402
+from long_sessions import session_path  # noqa: E402
 from _llama_util import compare  # noqa: E402
 import llama_cpp  # noqa: E402
 
@@ -51,7 +52,7 @@ def main():
     g = gemma()
     llm = llama_cpp.Llama(model_path=str(g), n_ctx=32768, n_batch=1024, logits_all=False, verbose=False,
                           flash_attn=True)
-    state = CACHE.parent / "long" / f"gemma3-270m-{SESSION}-24576.ggsn"
+    state = session_path(SESSION)
     cont = np.load(state.with_suffix(".cont.npy")).tolist()[: kv_long.STEPS]
     print(f"| {SESSION}: rewound by | floor KL | default: bits, KL / floor | `{' '.join(SWITCHES)}`: bits, "
           "KL / floor |")

@@ -25,6 +25,11 @@ TEXTS = {
 CONT = 128
 
 
+def session_path(name, tokens=24576):
+    """Where session `name` of `tokens` tokens is cached (its continuation: .cont.npy beside)."""
+    return CACHE.parent / "long" / f"gemma3-270m-{name}-{tokens}.ggsn"
+
+
 def text_of(name):
     files = sorted(f for pat in TEXTS[name] for f in glob.glob(str(ROOT / pat)))
     return "\n\n".join(Path(f).read_text() for f in files)
@@ -41,7 +46,7 @@ def main():
     llm = llama_cpp.Llama(model_path=str(model), n_ctx=n_ctx, n_batch=512, logits_all=False,
                           verbose=False, flash_attn=True)
     for name in TEXTS:
-        state = out / f"gemma3-270m-{name}-{args.tokens}.ggsn"
+        state = session_path(name, args.tokens)
         cont = state.with_suffix(".cont.npy")
         toks = llm.tokenize(text_of(name).encode(), add_bos=True)
         if len(toks) < args.tokens + CONT:
