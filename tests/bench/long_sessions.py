@@ -4,11 +4,14 @@ once under ~/.cache/tq/long (TQ_CACHE's parent: see tests/oracle/_env.py) for
 issue 22's long-context benchmarks, with the next 128 tokens of each text for
 teacher forcing.  The texts: `docs` (README, formats/ and lib/ specs, man
 pages) and `code` (the C sources of lib/, formats/ and cmd/), read from the
-checkout, so anyone can rebuild the same sessions.  Prefill with flash
+git history at TEXT_REV, so anyone with a clone rebuilds the same sessions
+whatever the checkout holds now (read from the checkout, they changed with
+every edit of a README line).  Prefill with flash
 attention on, as llama.cpp's server saves; about 5 minutes a session on 2
 cores.  Prints each session's path, tokens, size and prefill time."""
 import argparse
-import glob
+import fnmatch
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,6 +26,7 @@ TEXTS = {
     "code": ["lib/*.c", "formats/*.c", "formats/*/*.c", "cmd/*.c"],
 }
 CONT = 128
+TEXT_REV = "2fa285ba85b4ea856bf8ec15d4361fe84855e31b"
 
 
 def session_path(name, tokens=24576):
@@ -30,9 +34,16 @@ def session_path(name, tokens=24576):
     return CACHE.parent / "long" / f"gemma3-270m-{name}-{tokens}.ggsn"
 
 
+def git(*args):
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, check=True).stdout
+
+
 def text_of(name):
-    files = sorted(f for pat in TEXTS[name] for f in glob.glob(str(ROOT / pat)))
-    return "\n\n".join(Path(f).read_text() for f in files)
+    """The text's files as they were at TEXT_REV (a glob's * stays inside one folder)."""
+    tree = git("ls-tree", "-r", "--name-only", TEXT_REV).decode().splitlines()
+    files = sorted(f for pat in TEXTS[name] for f in tree
+                   if fnmatch.fnmatch(f, pat) and f.count("/") == pat.count("/"))
+    return "\n\n".join(git("show", f"{TEXT_REV}:{f}").decode() for f in files)
 
 
 def main():
