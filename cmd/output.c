@@ -1,10 +1,13 @@
 /* output.c - see output.h. */
+#define _GNU_SOURCE /* renameat2 */
 #include "output.h"
 
 #include "cli.h"
 #include "file_io.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -26,6 +29,7 @@ int cli_out_open_ex(cli_out *o, const char *path, const char *const *inputs, siz
     for (size_t i = 0; i < n; i++)
         if (tq_same_file(path, inputs[i]))
             return cli_usage_error("%s: the output would overwrite the input %s", path, inputs[i]);
+    o->durable = durable;
     o->path = strdup(path);
     if (!o->path) return cli_runtime_error("out of memory");
     tq_ctx *ctx = tq_ctx_new();
@@ -40,6 +44,22 @@ int cli_out_open_ex(cli_out *o, const char *path, const char *const *inputs, siz
     return 0;
 }
 
+/* The finished temporary file into place.  Renamed over an existing file,
+ * ext4 writes the new file's blocks out at once (auto_da_alloc): 0.27 s for
+ * a 454 MB decoded state, a third of the whole decode.  An output made
+ * without fsync trades that for the page cache's usual write-back: the two
+ * files are exchanged (as atomic as a rename) and the old one removed. */
+static int put_in_place(const cli_out *o)
+{
+    struct stat st;
+    if (!o->durable && !stat(o->path, &st) && S_ISREG(st.st_mode) &&
+        !renameat2(AT_FDCWD, o->tmp, AT_FDCWD, o->path, RENAME_EXCHANGE)) {
+        unlink(o->tmp); /* now the old file */
+        return 0;
+    }
+    return rename(o->tmp, o->path);
+}
+
 int cli_out_commit(cli_out *o)
 {
     if (o->is_stdout)
@@ -48,7 +68,7 @@ int cli_out_commit(cli_out *o)
     int bad = fflush(o->f) != 0; /* the temporary file's stream fsyncs as it closes */
     bad |= fclose(o->f) != 0;
     o->f = NULL;
-    if (bad || rename(o->tmp, o->path)) {
+    if (bad || put_in_place(o)) {
         int rc = cli_runtime_error("%s: writing failed: %s", o->path, strerror(errno));
         cli_out_abort(o);
         return rc;

@@ -1,5 +1,6 @@
 /* output.h - an output file that appears only when complete: written to a
- * temporary file beside the destination, renamed into place on commit,
+ * temporary file beside the destination, renamed into place on commit (or
+ * exchanged with the file there, which is then removed),
  * removed on abort.  "-" writes to stdout.  An output that is one of the
  * inputs (same device and inode) is refused. */
 #ifndef TQ_OUTPUT_H
@@ -12,6 +13,7 @@ typedef struct cli_out {
     FILE *f;
     char *path, *tmp;
     int is_stdout;
+    int durable; /* fsynced before it is put in place */
 } cli_out;
 
 int cli_out_open(cli_out *o, const char *path, const char *const *inputs,

@@ -17,6 +17,16 @@ cmp -s $seed "$tmp/s.out" || fail "lossless seed round trip differs"
 $tq encode-kvdump $seed -o - --head-dim 8 -q | cat >"$tmp/p.tqkv" || fail "encode to a pipe"
 $tq decode-kvdump "$tmp/p.tqkv" -o "$tmp/p.out" -q || fail "decode a piped snapshot"
 [ "$(wc -c <"$tmp/p.out")" -eq "$(wc -c <$seed)" ] || fail "lossy rebuild has another size"
+behaviour an_existing_output_is_replaced_whole_and_nothing_left_beside_it
+# decode over a file that is there (exchanged with it, then the old one removed): the new
+# bytes, another link to the old file keeps the old bytes, no temporary file stays
+mkdir "$tmp/rep" && printf 'old state\n' >"$tmp/rep/s.out" && ln "$tmp/rep/s.out" "$tmp/rep/keep"
+$tq decode-kvdump "$tmp/s.tqkv" -o "$tmp/rep/s.out" -q || fail "decode over an existing file"
+cmp -s $seed "$tmp/rep/s.out" || fail "the replaced output is not the decoded state"
+[ "$(cat "$tmp/rep/keep")" = "old state" ] || fail "the old file's other link changed: $(head -c 40 "$tmp/rep/keep")"
+[ "$(ls "$tmp/rep" | wc -l)" -eq 2 ] || fail "files beside the output: $(ls "$tmp/rep")"
+$tq decode-kvdump "$tmp/s.tqkv" -o "$tmp/rep/s.out" -q || fail "decode over its own output"
+cmp -s $seed "$tmp/rep/s.out" || fail "the output decoded twice differs"
 behaviour angle_and_prod_blocks_rebuild_close_values
 # TurboAngle and TurboQuant-prod blocks (.tqkv version 3): a rebuild of the same
 # size whose values are close to the source's; the record says which block
