@@ -1,0 +1,148 @@
+"""Shared by the llama-server tests and benchmark (not a test itself):
+llama-server as tests/setup_server.sh builds it, started on 127.0.0.1 with a
+free port, a model and a slot directory, and always stopped (also when the
+test fails or is killed: the server gets SIGKILL when its parent dies)."""
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from _env import ROOT
+
+
+def server_binary():
+    """The llama-server binary; exit 77 with the reason when it cannot be had."""
+    p = subprocess.run(["sh", str(ROOT / "tests" / "setup_server.sh")], capture_output=True, text=True)
+    path = p.stdout.strip()
+    if not path:
+        why = p.stderr.strip().splitlines()
+        print(f"no llama-server: {why[-1] if why else 'tests/setup_server.sh made none'}")
+        sys.exit(77)
+    return path
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent():
+    """In the child before exec: SIGKILL when the test process dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class Server:
+    """with Server(binary, model, slots, "--swa-full") as s: s.post(...).  Flags
+    beyond the fixed ones (one slot, no RAM prompt cache, flash attention on,
+    2 threads) are appended."""
+
+    def __init__(self, binary, model, slots, *flags, ctx=4096):
+        self.binary, self.model, self.slots = binary, Path(model), Path(slots)
+        self.flags, self.ctx = list(flags), ctx
+        self.proc = None
+        self.log = self.slots.parent / "server.log"
+
+    def __enter__(self):
+        for _ in range(3):  # another process may take the port first
+            self.port = _free_port()
+            cmd = [self.binary, "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
+                   "--slot-save-path", str(self.slots), "-c", str(self.ctx), "-np", "1", "-cram", "0",
+                   "-fa", "on", "-t", "2", "--no-warmup", *self.flags]
+            with open(self.log, "w") as log:
+                self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+            if self._wait_healthy():
+                return self
+            self.stop()
+        raise SystemExit(f"llama-server did not start: {self.log_tail()}")
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def _wait_healthy(self, timeout=180):
+        end = time.time() + timeout
+        while time.time() < end and self.proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as r:
+                    if r.status == 200:
+                        return True
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            time.sleep(0.2)
+        return False
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def log_tail(self, n=5):
+        try:
+            return " | ".join(self.log.read_text(errors="replace").strip().splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def post(self, path, body=None, ok=True):
+        """The JSON answer; with ok, an HTTP error ends the test with the server's words."""
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}",
+                                     data=json.dumps(body or {}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=600) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            text = e.read().decode(errors="replace")
+            if ok:
+                raise SystemExit(f"POST {path}: HTTP {e.code}: {text[:300]}")
+            return {"http_status": e.code, "error": text}
+
+    def tokenize(self, text):
+        return self.post("/tokenize", {"content": text, "add_special": True})["tokens"]
+
+    def slot(self, action, filename=None, ok=True):
+        body = {"filename": filename} if filename else {}
+        return self.post(f"/slots/0?action={action}", body, ok=ok)
+
+    def complete(self, prompt, n_predict, n_probs=20):
+        """Greedy continuation of prompt (token ids): steps [(token, {token: log-prob of the top
+        n_probs})], the prompt tokens the server processed (those not taken from the slot's
+        cells), the text."""
+        r = self.post("/completion", {"prompt": prompt, "n_predict": n_predict, "temperature": 0,
+                                      "n_probs": n_probs, "id_slot": 0, "cache_prompt": True,
+                                      "return_tokens": True, "top_k": 1, "seed": 1, "ignore_eos": True})
+        steps = []
+        for s in r.get("completion_probabilities", []):
+            top = {t["id"]: float(t["logprob"]) for t in s["top_logprobs"]}
+            steps.append((s["id"], top))
+        return {"steps": steps, "processed": r["timings"]["prompt_n"], "content": r.get("content", "")}
+
+
+def agreement(ref, test):
+    """Tokens before the first divergence, and the mean KL(ref || test) over
+    the returned top log-probabilities of the steps that share a context
+    (those before the divergence and the divergent one); a token test did
+    not return gets test's smallest returned probability."""
+    import math
+    n = 0
+    while n < min(len(ref), len(test)) and ref[n][0] == test[n][0]:
+        n += 1
+    kls = []
+    for (_, a), (_, b) in zip(ref[: n + 1], test[: n + 1]):
+        floor = min(b.values())
+        kls.append(sum(math.exp(la) * (la - b.get(t, floor)) for t, la in a.items()))
+    return n, (sum(kls) / len(kls) if kls else 0.0)

@@ -1,0 +1,138 @@
+"""llama-server's slot workflow through tq (issue 23), against the real
+server (tests/setup_server.sh builds it from the pinned llama-cpp-python's
+source): a 2048-token prompt of our own text prefilled into slot 0 of Gemma
+3 270M, the slot saved (POST /slots/0?action=save), the file encoded with
+`tq encode-kvdump --model` and decoded back into the slot directory, the slot
+erased and restored from it, then 48 greedy tokens with their top-20
+log-probabilities.  Compared with the same server restored from the raw
+file: the lossless preset continues identically (tokens and
+probabilities), the default preset continues from the restored cells (not
+a re-processed prompt) with text close to the raw one's.  Three servers:
+--swa-full, the default ring of sliding-window cells, and a q8_0 cache.
+Then the refusals: a snapshot decoded for another model, a truncated
+snapshot; and a slot saved at one context size restored into a server with
+a larger one (allowed) and a smaller one (refused by the server, as the
+raw file is).  Every server is stopped at the end, also on failure."""
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _env import ROOT, TQ, gemma, need, tq  # noqa: E402
+
+need("numpy", "gguf")
+from _models import make_model  # noqa: E402
+from _server import Server, agreement, server_binary  # noqa: E402
+
+PROMPT = 2048
+STEPS = 48
+TEXT = "\n\n".join(p.read_text() for p in sorted((ROOT / "tests" / "oracle" / "prompts").glob("*.txt")))
+# name, server flags, whether the server continues from a restored slot's cells: without
+# --swa-full it re-processes the whole prompt after any restore of an iSWA model's slot (its
+# check wants one cell more than the window it keeps), so save/restore buys nothing there
+CONFIGS = [("swa-full", ["--swa-full"], True), ("ring", [], False),
+           ("q8_0", ["--swa-full", "-ctk", "q8_0", "-ctv", "q8_0"], True)]
+
+
+def round_trip(slot_file, out, model, *switches):
+    """The snapshot and what the encode said."""
+    snap = out.with_suffix(".tqkv")
+    said = tq("encode-kvdump", slot_file, "-o", snap, "--model", model, *switches).stderr
+    tq("decode-kvdump", snap, "-o", out, "--model", model, "-q")
+    return snap, said
+
+
+def restored(s, name, prompt, uses_restore):
+    """Slot 0 erased, restored from name, continued; checks whether the server
+    took the prompt from the restored cells (all but the last token) or
+    processed it again."""
+    s.slot("erase")
+    r = s.slot("restore", name)
+    assert r["n_restored"] == len(prompt), f"{name}: restored {r['n_restored']} tokens, prompt has {len(prompt)}"
+    got = s.complete(prompt, STEPS)
+    want = 1 if uses_restore else len(prompt)
+    assert got["processed"] == want, \
+        f"{name}: the server processed {got['processed']} prompt tokens after the restore, expected {want}"
+    assert len(got["steps"]) == STEPS, f"{name}: {len(got['steps'])} steps, expected {STEPS}"
+    return got
+
+
+def workflow(binary, model, work, name, flags, uses_restore):
+    slots = work / name
+    slots.mkdir()
+    with Server(binary, model, slots, *flags) as s:
+        prompt = s.tokenize(TEXT)[:PROMPT]
+        assert len(prompt) == PROMPT, f"the prompt text has {len(prompt)} tokens, fewer than {PROMPT}"
+        s.complete(prompt, 1)
+        saved = s.slot("save", "raw.bin")
+        assert saved["n_saved"] >= PROMPT - 1, f"saved {saved['n_saved']} tokens"
+        raw = restored(s, "raw.bin", prompt, uses_restore)
+        round_trip(slots / "raw.bin", slots / "lossless.bin", model, "--preset", "lossless")
+        same = restored(s, "lossless.bin", prompt, uses_restore)
+        assert same["steps"] == raw["steps"], \
+            f"{name}: lossless round trip continues otherwise: {agreement(raw['steps'], same['steps'])}"
+        snap, said = round_trip(slots / "raw.bin", slots / "default.bin", model)
+        # a quantized cache holds K Hadamard-rotated: the model's channel scales do not apply
+        quantized = "-ctk" in flags
+        assert ("InnerQ: off (K of a quantized cache" in said) == quantized, f"{name}: {said}"
+        lossy = restored(s, "default.bin", prompt, uses_restore)
+        n, kl = agreement(raw["steps"], lossy["steps"])
+        size = (slots / "raw.bin").stat().st_size
+        print(f"{name}: slot {size / 1e6:.1f} MB, snapshot {snap.stat().st_size / 1e6:.2f} MB "
+              f"({size / snap.stat().st_size:.2f}x); default preset: {n} of {STEPS} tokens before "
+              f"the first divergence, KL over the top-20 {kl:.4f}; lossless identical"
+              f"{'' if uses_restore else ' (the server processed the prompt again after each restore)'}")
+        # garbage restored (wrong cells, wrong layout) gives KL of nats, not of thousandths
+        assert n >= 1 and kl < 0.5, f"{name}: the default preset's restore does not continue the text"
+        assert lossy["content"].strip(), f"{name}: the default preset's continuation is empty"
+        return prompt, slots
+
+
+def refusals(work, model, slots):
+    snap = slots / "default.tqkv"
+    other = work / "other.gguf"
+    make_model(other, None, head_dim=64)
+    p = tq("decode-kvdump", snap, "-o", work / "x.bin", "--model", other, ok=False)
+    assert p.returncode and len(p.stderr.strip().splitlines()) == 1 and "another model" in p.stderr, \
+        f"decode for another model: exit {p.returncode}: {p.stderr!r}"
+    data = snap.read_bytes()
+    (work / "cut.tqkv").write_bytes(data[: len(data) * 2 // 3])
+    p = tq("decode-kvdump", work / "cut.tqkv", "-o", work / "y.bin", "--model", model, ok=False)
+    assert p.returncode and len(p.stderr.strip().splitlines()) == 1, \
+        f"truncated snapshot: exit {p.returncode}: {p.stderr!r}"
+    for f in ("x.bin", "y.bin"):
+        assert not (work / f).exists(), f"a refused decode left {f}"
+
+
+def other_context_sizes(binary, model, slots, prompt):
+    """The swa-full slot (saved at 4096 cells) into 8192 cells: restored and
+    continued as the raw file is; into 1024 cells: refused for both."""
+    with Server(binary, model, slots, "--swa-full", ctx=8192) as s:
+        raw = restored(s, "raw.bin", prompt, True)
+        same = restored(s, "lossless.bin", prompt, True)
+        assert same["steps"] == raw["steps"], "lossless round trip restored into 8192 cells differs"
+    with Server(binary, model, slots, "--swa-full", ctx=1024) as s:
+        for f in ("raw.bin", "default.bin"):
+            r = s.slot("restore", f, ok=False)
+            assert "http_status" in r, f"{f}: a 2048-token slot restored into 1024 cells: {r}"
+
+
+def main():
+    binary = server_binary()
+    model = gemma()
+    with tempfile.TemporaryDirectory() as td:
+        work = Path(td)
+        done = {}
+        for name, flags, uses_restore in CONFIGS:
+            done[name] = workflow(binary, model, work, name, flags, uses_restore)
+        prompt, slots = done["swa-full"]
+        refusals(work, model, slots)
+        other_context_sizes(binary, model, slots, prompt)
+    leftover = subprocess.run(["pgrep", "-f", binary], capture_output=True, text=True).stdout.split()
+    assert not leftover, f"llama-server still running: {leftover}"
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
