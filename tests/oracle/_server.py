@@ -121,7 +121,7 @@ class Server:
     def complete(self, prompt, n_predict, n_probs=20):
         """Greedy continuation of prompt (token ids): steps [(token, {token: log-prob of the top
         n_probs})], the prompt tokens the server processed (those not taken from the slot's
-        cells), the text."""
+        cells) and the seconds it took, the text."""
         r = self.post("/completion", {"prompt": prompt, "n_predict": n_predict, "temperature": 0,
                                       "n_probs": n_probs, "id_slot": 0, "cache_prompt": True,
                                       "return_tokens": True, "top_k": 1, "seed": 1, "ignore_eos": True})
@@ -129,20 +129,49 @@ class Server:
         for s in r.get("completion_probabilities", []):
             top = {t["id"]: float(t["logprob"]) for t in s["top_logprobs"]}
             steps.append((s["id"], top))
-        return {"steps": steps, "processed": r["timings"]["prompt_n"], "content": r.get("content", "")}
+        return {"steps": steps, "processed": r["timings"]["prompt_n"],
+                "prompt_s": r["timings"]["prompt_ms"] / 1e3, "content": r.get("content", "")}
+
+
+def forced_tops(server, prompt, tokens, n_probs=20):
+    """Teacher forcing through the server: after prompt + tokens[:i], the
+    top n_probs log-probabilities of the next token, for every i.  Each
+    request shares all but its last token with the slot's cells, so the
+    server processes one token a request, as it does when generating."""
+    tops = []
+    for i in range(len(tokens)):
+        r = server.complete(list(prompt) + list(tokens[:i]), 1, n_probs)
+        assert r["processed"] == 1, f"step {i}: the server processed {r['processed']} tokens"
+        tops.append(r["steps"][0][1])
+    return tops
+
+
+def forced_kl(ref, test):
+    """Mean top_kl over teacher-forced steps."""
+    return sum(top_kl(a, b) for a, b in zip(ref, test)) / len(ref)
+
+
+def top_kl(a, b):
+    """KL(a || b) over the tokens either returned, each side renormalized
+    there; a token one side did not return gets that side's smallest
+    returned probability (so it is never 0 and the sum never negative)."""
+    import math
+    keys = set(a) | set(b)
+    def dist(d):
+        floor = min(d.values())
+        p = {t: math.exp(d.get(t, floor)) for t in keys}
+        z = sum(p.values())
+        return {t: v / z for t, v in p.items()}
+    pa, pb = dist(a), dist(b)
+    return sum(pa[t] * math.log(pa[t] / pb[t]) for t in keys)
 
 
 def agreement(ref, test):
-    """Tokens before the first divergence, and the mean KL(ref || test) over
-    the returned top log-probabilities of the steps that share a context
-    (those before the divergence and the divergent one); a token test did
-    not return gets test's smallest returned probability."""
-    import math
+    """Tokens before the first divergence, and the mean top_kl(ref, test)
+    over the steps that share a context (those before the divergence and the
+    divergent one)."""
     n = 0
     while n < min(len(ref), len(test)) and ref[n][0] == test[n][0]:
         n += 1
-    kls = []
-    for (_, a), (_, b) in zip(ref[: n + 1], test[: n + 1]):
-        floor = min(b.values())
-        kls.append(sum(math.exp(la) * (la - b.get(t, floor)) for t, la in a.items()))
+    kls = [top_kl(a, b) for (_, a), (_, b) in zip(ref[: n + 1], test[: n + 1])]
     return n, (sum(kls) / len(kls) if kls else 0.0)
