@@ -50,8 +50,11 @@ for t in tests/oracle/*.py; do
     case $(basename "$t") in _*) continue ;; esac  # helper modules
     name=$(basename "$t" .py)
     log=$(python3 "$t" 2>&1); rc=$?
+    # behaviours a script names ("ok NAME" lines, as tests/cli/common.inc prints): one result each
+    named=$(printf '%s\n' "$log" | sed -n 's/^ok \([a-z0-9][a-z0-9_-]*\)$/\1/p')
+    for b in $named; do echo "ok oracle/$name/$b" >>"$out"; done
     case $rc in
-        0) echo "ok oracle/$name" >>"$out" ;;
+        0) [ -n "$named" ] || echo "ok oracle/$name" >>"$out" ;;
         77) if [ "${TQ_REQUIRE_ORACLES:-0}" = 1 ]; then
                 echo "FAIL oracle/$name: oracle required but missing: $(printf '%s\n' "$log" | tail -n 1)" >>"$out"
             else

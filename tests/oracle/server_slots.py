@@ -36,6 +36,11 @@ CONFIGS = [("swa-full", ["--swa-full"], True), ("ring", [], False),
            ("q8_0", ["--swa-full", "-ctk", "q8_0", "-ctv", "q8_0"], True)]
 
 
+def ok(behaviour):
+    """One behaviour passed (tests/run.sh reports each as oracle/server_slots/NAME)."""
+    print(f"ok {behaviour}", flush=True)
+
+
 def round_trip(slot_file, out, model, *switches):
     """The snapshot and what the encode said."""
     snap = out.with_suffix(".tqkv")
@@ -73,6 +78,7 @@ def workflow(binary, model, work, name, flags, uses_restore):
         same = restored(s, "lossless.bin", prompt, uses_restore)
         assert same["steps"] == raw["steps"], \
             f"{name}: lossless round trip continues otherwise: {agreement(raw['steps'], same['steps'])}"
+        ok(f"lossless_round_trip_continues_identically_{name}")
         snap, said = round_trip(slots / "raw.bin", slots / "default.bin", model)
         # a quantized cache holds K Hadamard-rotated: the model's channel scales do not apply
         quantized = "-ctk" in flags
@@ -93,6 +99,10 @@ def workflow(binary, model, work, name, flags, uses_restore):
         # garbage restored (wrong cells, wrong layout) gives KL of nats, not of thousandths
         assert kl < 0.5, f"{name}: the default preset's restore does not continue the text"
         assert lossy["content"].strip(), f"{name}: the default preset's continuation is empty"
+        if uses_restore:
+            ok(f"default_preset_restores_and_continues_{name}")
+        else:
+            ok(f"server_processes_the_prompt_again_after_any_restore_{name}")
         return prompt, slots
 
 
@@ -110,6 +120,7 @@ def refusals(work, model, slots):
         f"truncated snapshot: exit {p.returncode}: {p.stderr!r}"
     for f in ("x.bin", "y.bin"):
         assert not (work / f).exists(), f"a refused decode left {f}"
+    ok("foreign_and_truncated_snapshots_are_refused_with_one_line")
 
 
 def other_context_sizes(binary, model, slots, prompt):
@@ -123,6 +134,7 @@ def other_context_sizes(binary, model, slots, prompt):
         for f in ("raw.bin", "default.bin"):
             r = s.slot("restore", f, ok=False)
             assert "http_status" in r, f"{f}: a 2048-token slot restored into 1024 cells: {r}"
+    ok("slots_restore_into_a_larger_context_and_are_refused_by_a_smaller_one")
 
 
 def main():
@@ -138,7 +150,7 @@ def main():
         other_context_sizes(binary, model, slots, prompt)
     leftover = subprocess.run(["pgrep", "-f", binary], capture_output=True, text=True).stdout.split()
     assert not leftover, f"llama-server still running: {leftover}"
-    print("ok")
+    ok("no_server_is_left_running")
 
 
 if __name__ == "__main__":
