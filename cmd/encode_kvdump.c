@@ -227,6 +227,7 @@ typedef struct enc_run {
     tqkv_reader *base;
     tq_innerq_set scales;
     const char *innerq_why; /* what --innerq auto did */
+    uint32_t rotated;       /* tensors stored Hadamard-rotated, coded turned back */
     tq_kvsnap_plan *plan;
 } enc_run;
 
@@ -265,6 +266,8 @@ static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
     if (tq_kv_open(ctx, o->in, o->c.profile, &r->view)) return cli_lib_error(ctx);
     if (o->append && tqkv_open(ctx, o->append, &r->base)) return cli_lib_error(ctx);
     so->base = r->base;
+    if (tq_kvsnap_find_rotation(ctx, r->view, so, &r->rotated))
+        return cli_runtime_error("%s: %s", o->in, tq_ctx_error(ctx));
     int auto_scales = !so->innerq_file && !(o->innerq && !strcmp(o->innerq, "off"));
     if (auto_scales && tq_kvsnap_auto_innerq(ctx, r->view, so, &r->scales, &r->innerq_why))
         return cli_runtime_error("%s: %s", o->in, tq_ctx_error(ctx));
@@ -328,9 +331,14 @@ static void print_plan(const enc_opts *o, const tq_kvsnap_plan *p)
 }
 
 static void report(const enc_opts *o, const tq_kvsnap_plan *p, const tq_kvsnap_report *rep,
-                   uint32_t n_tokens, double dt, const char *innerq_why)
+                   uint32_t n_tokens, double dt, const enc_run *r)
 {
     int lossless = p->preset == TQ_KV_PRESET_LOSSLESS;
+    const char *innerq_why = r->innerq_why;
+    if (r->rotated && !lossless)
+        cli_log("%u K/V tensors stored Hadamard-rotated (llama.cpp's quantized cache): coded in "
+                "the model's channels",
+                r->rotated);
     if (o->c.model && !lossless && innerq_why && (!o->innerq || !strcmp(o->innerq, "auto")))
         cli_log("InnerQ: %s", innerq_why);
     if (rep->group_guessed == 2 && !lossless)
@@ -389,7 +397,7 @@ int cmd_encode_kvdump(int argc, char **argv)
         rc = cli_out_commit(&out);
     }
     if (!rc && !o.c.quiet)
-        report(&o, r.plan, &rep, tq_kv_view_n_tokens(r.view), cli_now() - t0, r.innerq_why);
+        report(&o, r.plan, &rep, tq_kv_view_n_tokens(r.view), cli_now() - t0, &r);
     run_free(&r);
     return rc;
 }

@@ -210,6 +210,8 @@ static void record_row(const tqkv_meta *m, uint32_t i, uint64_t stored, int json
     if (json && t->coarse_end) /* cells past a sliding window: rows below the end, coarser */
         printf("\"past_end\": %u, \"past_bits\": %u, \"past_step_scale\": %g, ", t->coarse_end,
                t->coarse_bits, (double)t->coarse_scale);
+    if (json && t->hadamard) /* the source's rotation block (llama.cpp's quantized caches) */
+        printf("\"hadamard\": %u, ", t->hadamard);
     if (json && t->rope_pos)
         printf("\"offset_rope\": {\"n_rot\": %u, \"freq_base\": %g, \"freq_scale\": %g}, ",
                t->rope.n_rot, t->rope.freq_base, t->rope.freq_scale);

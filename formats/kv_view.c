@@ -252,6 +252,31 @@ int tq_kv_stream_one_sequence(const tq_kv_view *v, const tq_kv_stream *st)
     return 1;
 }
 
+tq_status tq_kv_hadamard(tq_ctx *ctx, uint32_t n, float *x, size_t count)
+{
+    float ones[TQ_RHT_MAX]; /* H_n / sqrt(n) is the RHT with every sign +1 */
+    for (uint32_t i = 0; i < n && i < TQ_RHT_MAX; i++) ones[i] = 1.0f;
+    tq_status st = TQ_OK;
+    for (size_t b = 0; b + n <= count && !st; b += n)
+        st = tq_rht_forward(ctx, n, ones, ones, x + b);
+    return st;
+}
+
+tq_status tq_kv_view_set_hadamard(tq_ctx *ctx, tq_kv_view *v, uint32_t state, uint32_t stream,
+                                  uint32_t layer, int is_v, uint32_t n)
+{
+    if (state >= v->n_kv || stream >= v->kv[state].n_stream ||
+        layer >= v->kv[state].streams[stream].n_layer)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "no tensor %u/%u/%u", state, stream, layer);
+    tq_kv_stream *s = &v->kv[state].streams[stream];
+    tq_kv_tensor *t = is_v ? &s->v[layer] : &s->k[layer];
+    if (n && (n & (n - 1) || n < TQ_RHT_MIN || n > TQ_RHT_MAX || t->width % n || t->transposed))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "a rotation in blocks of %u values does not fit "
+                                "rows of %llu", n, (unsigned long long)t->width);
+    t->hadamard = n;
+    return TQ_OK;
+}
+
 tq_status tq_kv_tensor_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t cells, uint32_t c0,
                                  uint32_t n, float *out)
 {
@@ -260,9 +285,13 @@ tq_status tq_kv_tensor_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t ce
                                 t->type->name);
     if ((uint64_t)c0 + n > cells)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "rows %u..%u past %u cells", c0, c0 + n, cells);
-    if (!t->transposed)
-        return tq_dequantize(ctx, (tq_dtype)t->type->dtype, t->data + (uint64_t)c0 * t->row_size,
-                             (size_t)n * t->width, out);
+    if (!t->transposed) {
+        tq_status st = tq_dequantize(ctx, (tq_dtype)t->type->dtype,
+                                     t->data + (uint64_t)c0 * t->row_size, (size_t)n * t->width,
+                                     out);
+        if (st || !t->hadamard) return st;
+        return tq_kv_hadamard(ctx, t->hadamard, out, (size_t)n * t->width);
+    }
     /* element-major: element j of cell c at (j * cells + c) * size */
     size_t es = t->type->bytes;
     for (uint64_t j = 0; j < t->width; j++)

@@ -195,7 +195,7 @@ uint64_t tqkv_klt_components(const tqkv_record *t)
 /* Whether record t needs a version 3 extension (TQKV.md, "Extensions"). */
 static int has_extension(const tqkv_record *t)
 {
-    return t->sink_rows || t->offset || t->planes || t->klt || t->coarse_end;
+    return t->sink_rows || t->offset || t->planes || t->klt || t->coarse_end || t->hadamard;
 }
 
 /* The coarse rows' coding (extension flag bit 4): u32 end, u8 bits, u8 cells (0 Lloyd-Max, 1
@@ -262,13 +262,15 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
         const tqkv_record *t = &m->t[i];
         if (!has_extension(t)) continue;
         uint32_t flags = (t->offset ? 1 : 0) | (t->offset && t->rope_pos ? 2 : 0) |
-                         (t->planes ? 4 : 0) | (t->klt ? 8 : 0) | (t->coarse_end ? 16 : 0);
+                         (t->planes ? 4 : 0) | (t->klt ? 8 : 0) | (t->coarse_end ? 16 : 0) |
+                         (t->hadamard ? 32 : 0);
         PUTV(b, t->sink_rows);
         PUTV(b, flags);
         if (t->offset) bput(b, t->offset, 4ull * t->width);
         if (flags & 2) put_rope(b, t);
         if (t->klt) put_klt(b, t);
         if (t->coarse_end) put_coarse(b, t);
+        if (t->hadamard) PUTV(b, t->hadamard); /* bit 5: u32 rotation block */
     }
     if (any_v3) return 3;
     return any_innerq ? 2 : 1;
@@ -716,7 +718,7 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
         (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)) ||
         (!v3 && t->codec > TQKV_CODEC_TURBO) || (t->radius_bits && t->codec != TQKV_CODEC_ANGLE) ||
         (per_head && (!innerq || t->width > (1u << 20))) ||
-        (t->has_ext && (t->codec == TQKV_CODEC_RAW || t->transposed || t->width > (1u << 20))))
+        (t->has_ext && (t->transposed || t->width > (1u << 20))))
         return bad(ctx, r, "bad InnerQ, group, radius or model-layer field", at);
     t->innerq_n = 0;
     if (innerq) t->innerq_n = per_head ? (uint32_t)t->width : t->group;
@@ -815,6 +817,18 @@ static tq_status get_coarse(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t
     return TQ_OK;
 }
 
+/* The source's rotation (extension flag bit 5): a power-of-two block of
+ * whole rows, cell-major. */
+static tq_status get_hadamard(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t)
+{
+    uint64_t at = HDR_LEN + c->pos;
+    if (mget(c, &t->hadamard, 4)) return bad(ctx, r, "rotation block truncated", at);
+    uint32_t n = t->hadamard;
+    if (n & (n - 1) || n < TQ_RHT_MIN || n > TQ_RHT_MAX || t->width % n || t->transposed)
+        return bad(ctx, r, "bad rotation block", at);
+    return TQ_OK;
+}
+
 /* Version 3: the extensions (sink rows, offsets, planes,
  * transforms), in tensor order. */
 static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
@@ -827,15 +841,17 @@ static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
         if (mget(c, &t->sink_rows, 4) || mget(c, &flags, 4))
             return bad(ctx, r, "tensor extension truncated", HDR_LEN + c->pos);
         if (t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows) ||
-            flags > 31 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
+            flags > 63 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
             ((flags & 4) && (t->codec != TQKV_CODEC_TQ || t->bits < 2 || t->group % 8)) ||
-            !(flags & 8) != (t->codec != TQKV_CODEC_KLT))
+            !(flags & 8) != (t->codec != TQKV_CODEC_KLT) ||
+            (t->codec == TQKV_CODEC_RAW && (t->sink_rows || flags != 32))) /* kept: a rotation */
             return bad(ctx, r, "bad tensor extension", HDR_LEN + c->pos);
         t->planes = (flags & 4) != 0;
         tq_status st = TQ_OK;
         if (flags & 1) st = get_offset(ctx, r, c, t, flags);
         if (!st && (flags & 8)) st = get_klt(ctx, r, c, t);
         if (!st && (flags & 16)) st = get_coarse(ctx, r, c, t);
+        if (!st && (flags & 32)) st = get_hadamard(ctx, r, c, t);
         if (st) return st;
     }
     return TQ_OK;

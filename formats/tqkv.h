@@ -17,7 +17,8 @@
  *         source, layer, K/V, codec, bits, group, seed, flags, model layer
  *      b. version 2: the InnerQ scales of the records that flag them
  *      c. version 3: the extensions (sink rows, K offsets, RoPE, planes,
- *         the transforms of codec 6, coarse rows past a sliding window)
+ *         the transforms of codec 6, coarse rows past a sliding window,
+ *         the source's Hadamard rotation)
  *   3. chunks, in tensor order, rows ascending: a 44-byte header ("TQCK",
  *      tensor, first row, row count, zstd flag, raw and stored length,
  *      XXH64) and the payload (source bytes, or coded blocks)
@@ -110,6 +111,10 @@ typedef struct tqkv_record {
     float coarse_scale;   /* KLT codec: their steps are the heads' steps times this (>= 1) */
     float klt_step_scale; /* in memory, KLT codec: every head's step times this (0: 1); set in
                              the coarse rows' record */
+    /* version 3: the source stores the rows rotated by the normalized Walsh-Hadamard matrix in
+       blocks of this many values (llama.cpp's attention rotation of quantized caches); coded
+       rows were turned back (tq_kv_hadamard) before coding.  0: as stored */
+    uint32_t hadamard;
 } tqkv_record;
 
 typedef struct tqkv_meta {

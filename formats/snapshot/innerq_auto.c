@@ -15,19 +15,19 @@ static const tq_innerq_derive_options auto_derive = {
     .k_method = TQ_INNERQ_QK, .v_method = TQ_INNERQ_V_OFF, .strength = 0.5};
 enum { AUTO_MIN_CELLS = 64 }; /* calibrate-innerq's --min-tokens default */
 
-/* llama.cpp keeps a quantized K cache Hadamard-rotated (its attention
- * rotation, for heads of a multiple of 64): the stored channels are not the
- * model's, so Q-aware scales would weight the wrong ones.  Measured on a
- * q8_0 llama-server slot of Gemma 3 270M (2048 tokens, --swa-full, 48 greedy
- * tokens after the restore): KL over the top-20 0.045 with such scales,
- * 0.012 without. */
+/* A quantized K read as stored where tq_kvsnap_find_rotation did not find
+ * (or was not asked to find) llama.cpp's Hadamard rotation: its channels may
+ * not be the model's, and Q-aware scales would weight the wrong ones.
+ * Measured on a q8_0 llama-server slot of Gemma 3 270M (2048 tokens,
+ * --swa-full, 48 greedy tokens after the restore): KL over the top-20 0.045
+ * with such scales on the rotated rows, 0.012 without. */
 static int k_is_quantized(const tq_kv_view *v)
 {
     for (uint32_t i = 0; i < tq_kv_view_n_kv(v); i++)
         for (uint32_t j = 0; j < tq_kv_view_kv(v, i)->n_stream; j++) {
             const tq_kv_stream *s = &tq_kv_view_kv(v, i)->streams[j];
             for (uint32_t l = 0; s->cell_count && l < s->n_layer; l++)
-                if (s->k[l].type->block > 1) return 1;
+                if (s->k[l].type->block > 1 && !s->k[l].hadamard) return 1;
         }
     return 0;
 }
@@ -44,8 +44,7 @@ tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsna
         return TQ_OK;
     }
     if (k_is_quantized(v)) {
-        *why = "off (K of a quantized cache: llama.cpp stores it rotated, not in the model's "
-               "channels)";
+        *why = "off (K of a quantized cache, not in the model's channels)";
         return TQ_OK;
     }
     tq_attn_model am;

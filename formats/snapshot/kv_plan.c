@@ -247,6 +247,10 @@ const char *tq_kvsnap_describe(const tqkv_record *t, tq_describe_style style, ch
         snprintf(b + used, n - used, "%spast(<%u,b=%u%s)", w->attr, t->coarse_end,
                  t->coarse_bits, t->coarse_uniform ? ",uniform" : "");
     }
+    if (t->hadamard && t->codec != TQKV_CODEC_RAW) { /* coded in the model's channels */
+        size_t used = strlen(b);
+        snprintf(b + used, n - used, "%sunrotated(%u)", w->attr, t->hadamard);
+    }
     return b;
 }
 
@@ -394,6 +398,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
                        .cells = s->cells,
                        .width = kt->width,
                        .type_id = kt->type->id,
+                       .hadamard = kt->hadamard,
                        .codec = TQKV_CODEC_RAW,
                        .model_layer = s->mapped ? s->model_layer : TQKV_NO_MODEL_LAYER};
     int guessed = 0, lossless = p->preset == TQ_KV_PRESET_LOSSLESS,
@@ -515,6 +520,11 @@ static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,
             return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                                     "layer %u %s: the base's tensor does not match this state's",
                                     t->layer, t->is_v ? "V" : "K");
+        if (t->hadamard != bt->hadamard) /* rows are read through the view's rotation */
+            return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                    "layer %u %s: the base took the source's rotation in blocks of "
+                                    "%u, this state in blocks of %u",
+                                    t->layer, t->is_v ? "V" : "K", bt->hadamard, t->hadamard);
         t->codec = bt->codec;
         t->bits = bt->bits;
         t->norm_correction = bt->norm_correction;

@@ -124,6 +124,12 @@ const char *tq_kvsnap_describe(const tqkv_record *t, tq_describe_style style, ch
 struct tq_innerq_set;
 tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
                                 struct tq_innerq_set *set, const char **why);
+/* Marks in v (tq_kv_view_set_hadamard) the quantized K/V tensors whose rows
+ * are stored Hadamard-rotated (today's llama.cpp does that to quantized
+ * caches), judged from the rows, so that they are read, planned and coded in
+ * the model's channels; with o->base, the base's marks.  *found: how many. */
+tq_status tq_kvsnap_find_rotation(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options *o,
+                                  uint32_t *found);
 /* 1 when the plan will transform-code every K tensor of v (--transform on,
  * or auto where even a full basis pays): K then needs no InnerQ scales. */
 int tq_kvsnap_k_transformed(const tq_kvsnap_options *o, const tq_kv_view *v);

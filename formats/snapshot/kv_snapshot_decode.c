@@ -105,6 +105,11 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_co
                 o->st =
                     tq_dequantize(local, (tq_dtype)ty->dtype, raw + (j * t->cells + c0) * ty->bytes,
                                   1, y + (uint64_t)c0 * t->width + j);
+    /* the source's rotation (tqkv_record.hadamard): coded rows come back in the model's
+     * channels and go out rotated as the source stored them; a conversion to another type
+     * (float caches, which llama.cpp does not rotate) wants the model's channels */
+    if (!o->st && t->hadamard && coded == (oty == ty))
+        o->st = tq_kv_hadamard(local, t->hadamard, y, nv);
     if (!o->st && ow > t->width) { /* the fork's layout: each head zero-padded to whole 128s */
         uint64_t nh = t->width / head_dim, ph = ow / nh;
         for (uint64_t rr = ch->nrows; rr-- > 0;)

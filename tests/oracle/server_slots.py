@@ -80,9 +80,11 @@ def workflow(binary, model, work, name, flags, uses_restore):
             f"{name}: lossless round trip continues otherwise: {agreement(raw['steps'], same['steps'])}"
         ok(f"lossless_round_trip_continues_identically_{name}")
         snap, said = round_trip(slots / "raw.bin", slots / "default.bin", model)
-        # a quantized cache holds K Hadamard-rotated: the model's channel scales do not apply
+        # a quantized cache holds K and V Hadamard-rotated: coded turned back, with the Q-aware
+        # scales of the model's channels
         quantized = "-ctk" in flags
-        assert ("InnerQ: off (K of a quantized cache" in said) == quantized, f"{name}: {said}"
+        assert ("36 K/V tensors stored Hadamard-rotated" in said) == quantized, f"{name}: {said}"
+        assert "InnerQ: Q-aware scales" in said, f"{name}: {said}"
         lossy = restored(s, "default.bin", prompt, uses_restore)
         n = agreement(raw["steps"], lossy["steps"])[0]
         kl = 0.0
@@ -103,7 +105,7 @@ def workflow(binary, model, work, name, flags, uses_restore):
             ok(f"default_preset_restores_and_continues_{name}")
         else:
             ok(f"server_processes_the_prompt_again_after_any_restore_{name}")
-        return prompt, slots
+        return prompt, slots, raw["steps"]
 
 
 def refusals(work, model, slots):
@@ -137,6 +139,23 @@ def other_context_sizes(binary, model, slots, prompt):
     ok("slots_restore_into_a_larger_context_and_are_refused_by_a_smaller_one")
 
 
+def quantized_converts_to_f16(binary, model, slots, prompt, q8_steps):
+    """The q8_0 slot's lossless snapshot decoded as an f16 cache (turned back into the model's
+    channels: llama.cpp rotates only quantized caches) and restored into an f16 server: it
+    continues as the q8_0 slot does, but for q8_0's rounding (rows left rotated would be
+    another model's keys)."""
+    snap = slots / "lossless.tqkv"
+    tq("decode-kvdump", snap, "-o", slots / "f16.bin", "--cache-type", "f16", "--model", model, "-q")
+    with Server(binary, model, slots, "--swa-full") as s:
+        restored(s, "f16.bin", prompt, True)
+        s.slot("erase")
+        s.slot("restore", "f16.bin")
+        kl = forced_kl([top for _, top in q8_steps], forced_tops(s, prompt, [t for t, _ in q8_steps]))
+    print(f"q8_0 slot as an f16 cache: KL over the top-20 {kl:.4f} against the q8_0 slot")
+    assert kl < 0.05, f"the q8_0 slot converted to f16 continues otherwise: KL {kl:.4f}"
+    ok("a_quantized_slot_converts_to_an_f16_cache_in_the_models_channels")
+
+
 def main():
     binary = server_binary()
     model = gemma()
@@ -145,9 +164,10 @@ def main():
         done = {}
         for name, flags, uses_restore in CONFIGS:
             done[name] = workflow(binary, model, work, name, flags, uses_restore)
-        prompt, slots = done["swa-full"]
+        prompt, slots, _ = done["swa-full"]
         refusals(work, model, slots)
         other_context_sizes(binary, model, slots, prompt)
+        quantized_converts_to_f16(binary, model, done["q8_0"][1], prompt, done["q8_0"][2])
     leftover = subprocess.run(["pgrep", "-f", binary], capture_output=True, text=True).stdout.split()
     assert not leftover, f"llama-server still running: {leftover}"
     ok("no_server_is_left_running")
