@@ -28,6 +28,25 @@ def server_binary():
     return path
 
 
+STARTED = []  # (pid, port) of every server this process started
+
+
+def left_behind():
+    """The servers this process started that still run or still hold their port."""
+    left = []
+    for pid, port in STARTED:
+        try:
+            os.kill(pid, 0)
+            left.append(f"pid {pid}")
+            continue
+        except ProcessLookupError:
+            pass
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                left.append(f"port {port}")
+    return left
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -60,6 +79,7 @@ class Server:
             with open(self.log, "w") as log:
                 self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+            STARTED.append((self.proc.pid, self.port))
             if self._wait_healthy():
                 return self
             self.stop()

@@ -14,7 +14,6 @@ Then the refusals: a snapshot decoded for another model, a truncated
 snapshot; and a slot saved at one context size restored into a server with
 a larger one (allowed) and a smaller one (refused by the server, as the
 raw file is).  Every server is stopped at the end, also on failure."""
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -24,7 +23,8 @@ from _env import ROOT, TQ, gemma, need, tq  # noqa: E402
 
 need("numpy", "gguf")
 from _models import make_model  # noqa: E402
-from _server import Server, agreement, forced_kl, forced_tops, server_binary  # noqa: E402
+from _server import (Server, agreement, forced_kl, forced_tops, left_behind,  # noqa: E402
+                     server_binary)
 
 PROMPT = 2048
 STEPS = 48
@@ -168,8 +168,8 @@ def main():
         refusals(work, model, slots)
         other_context_sizes(binary, model, slots, prompt)
         quantized_converts_to_f16(binary, model, done["q8_0"][1], prompt, done["q8_0"][2])
-    leftover = subprocess.run(["pgrep", "-f", binary], capture_output=True, text=True).stdout.split()
-    assert not leftover, f"llama-server still running: {leftover}"
+    leftover = left_behind()
+    assert not leftover, f"servers left behind: {leftover}"
     ok("no_server_is_left_running")
 
 
