@@ -143,6 +143,20 @@ static void header_json(const tqkv_reader *r, const tqkv_meta *m, const char *pa
 }
 
 /* The snapshot's header fields as the text report's first lines. */
+enum { CODEC_LEN = 160 }; /* the longest description: every attribute, a long past end */
+
+/* The codec column: the widest description, at least 22. */
+static int codec_width(const tqkv_meta *m)
+{
+    int w = 22;
+    char codec[CODEC_LEN];
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        int n = (int)strlen(tq_kvsnap_describe(&m->t[i], TQ_DESCRIBE_TABLE, codec, sizeof codec));
+        if (n > w) w = n;
+    }
+    return w;
+}
+
 static void header_text(const tqkv_reader *r, const tqkv_meta *m, const char *path, uint64_t vals,
                         double bpv)
 {
@@ -182,15 +196,15 @@ static void header_text(const tqkv_reader *r, const tqkv_meta *m, const char *pa
         }
         if (s == 1) printf("\n");
     }
-    printf("\n  %5s %6s %3s %-8s %-22s %6s %12s %8s\n", "state", "layer", "kv", "type", "codec",
-           "cells", "stored", "bits/val");
+    printf("\n  %5s %6s %3s %-8s %-*s %6s %12s %8s\n", "state", "layer", "kv", "type",
+           codec_width(m), "codec", "cells", "stored", "bits/val");
 }
 
 /* One record: its coding and what its chunks take (stored bytes). */
 static void record_row(const tqkv_meta *m, uint32_t i, uint64_t stored, int json)
 {
     const tqkv_record *t = &m->t[i];
-    char codec[64];
+    char codec[CODEC_LEN];
     tq_kvsnap_describe(t, TQ_DESCRIBE_TABLE, codec, sizeof codec);
     tq_type_profile p = TQ_PROFILE_DEFAULT;
     tq_type_profile_parse(m->profile, &p);
@@ -224,8 +238,9 @@ static void record_row(const tqkv_meta *m, uint32_t i, uint64_t stored, int json
                codec_family(t->codec), t->group, t->bits, t->innerq ? "true" : "false", t->cells,
                t->width, stored, b, i + 1 < m->n_tensors ? "," : "");
     else
-        printf("  %5u %6u %3s %-8s %-22s %6u %12" PRIu64 " %8.3f\n", t->kv_state, t->layer,
-               t->is_v ? "V" : "K", ty ? ty->name : "?", codec, t->cells, stored, b);
+        printf("  %5u %6u %3s %-8s %-*s %6u %12" PRIu64 " %8.3f\n", t->kv_state, t->layer,
+               t->is_v ? "V" : "K", ty ? ty->name : "?", codec_width(m), codec, t->cells, stored,
+               b);
 }
 
 int inspect_snapshot(const char *path, int json)

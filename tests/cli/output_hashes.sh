@@ -13,7 +13,8 @@
 # uniform cells, the small preset's default for heads of 64 or more, do not
 # reach these fixtures' heads of 8); transform coding (issue 22) became the
 # default where it pays: the tq-codec lines name --transform off and kept
-# their hashes, snap-klt-* and what they decode to were added;
+# their hashes, snap-klt-* and what they decode to were added; inspect's snapshot
+# tables when the codec column came to fit its longest description (spacing only);
 # `RECORD=1 sh tests/cli/output_hashes.sh`
 # prints the table for the code as it is.  Snapshot bytes depend on the zstd
 # build too: recorded with Debian 12's libzstd 1.5.4.
