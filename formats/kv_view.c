@@ -252,16 +252,6 @@ int tq_kv_stream_one_sequence(const tq_kv_view *v, const tq_kv_stream *st)
     return 1;
 }
 
-tq_status tq_kv_hadamard(tq_ctx *ctx, uint32_t n, float *x, size_t count)
-{
-    float ones[TQ_RHT_MAX]; /* H_n / sqrt(n) is the RHT with every sign +1 */
-    for (uint32_t i = 0; i < n && i < TQ_RHT_MAX; i++) ones[i] = 1.0f;
-    tq_status st = TQ_OK;
-    for (size_t b = 0; b + n <= count && !st; b += n)
-        st = tq_rht_forward(ctx, n, ones, ones, x + b);
-    return st;
-}
-
 tq_status tq_kv_view_set_hadamard(tq_ctx *ctx, tq_kv_view *v, uint32_t state, uint32_t stream,
                                   uint32_t layer, int is_v, uint32_t n)
 {
@@ -290,7 +280,7 @@ tq_status tq_kv_tensor_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t ce
                                      t->data + (uint64_t)c0 * t->row_size, (size_t)n * t->width,
                                      out);
         if (st || !t->hadamard) return st;
-        return tq_kv_hadamard(ctx, t->hadamard, out, (size_t)n * t->width);
+        return tq_hadamard_blocks(ctx, t->hadamard, out, (size_t)n * t->width);
     }
     /* element-major: element j of cell c at (j * cells + c) * size */
     size_t es = t->type->bytes;

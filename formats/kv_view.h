@@ -46,7 +46,8 @@ typedef struct tq_kv_tensor {
     /* 0: rows as stored; n: stored as H_n times the model's values, in blocks
      * of n (llama.cpp's attention rotation of quantized caches, H_n the
      * normalized Walsh-Hadamard matrix), which tq_kv_tensor_read_rows undoes
-     * (H_n is its own inverse).  Set by tq_kv_view_set_hadamard. */
+     * (tq_hadamard_blocks; H_n is its own inverse).  Set by
+     * tq_kv_view_set_hadamard. */
     uint32_t hadamard;
 } tq_kv_tensor;
 
@@ -106,10 +107,6 @@ uint64_t tq_kv_view_xxh64(const tq_kv_view *v);
 /* Verbatim bytes before the first K/V rows. */
 uint64_t tq_kv_view_prefix_len(const tq_kv_view *v);
 /* Total K/V elements and row bytes over all states, streams and layers. */
-/* x = H_n x / sqrt(n) in each block of n of count values (n a power of two
- * in [TQ_RHT_MIN, TQ_RHT_MAX]): llama.cpp's attention rotation, and its
- * inverse. */
-tq_status tq_kv_hadamard(tq_ctx *ctx, uint32_t n, float *x, size_t count);
 /* Marks the K (is_v 0) or V tensor of a layer as stored rotated in blocks
  * of n values (tq_kv_tensor.hadamard; 0 clears): n a power of two in
  * [TQ_RHT_MIN, TQ_RHT_MAX] dividing the row, rows cell-major. */

@@ -113,7 +113,7 @@ typedef struct tqkv_record {
                              the coarse rows' record */
     /* version 3: the source stores the rows rotated by the normalized Walsh-Hadamard matrix in
        blocks of this many values (llama.cpp's attention rotation of quantized caches); coded
-       rows were turned back (tq_kv_hadamard) before coding.  0: as stored */
+       rows were turned back (tq_hadamard_blocks) before coding.  0: as stored */
     uint32_t hadamard;
 } tqkv_record;
 

@@ -50,3 +50,16 @@ tq_status tq_rht_inverse(tq_ctx *ctx, uint32_t g, const float *s1, const float *
     if (st == TQ_OK) tq_rht_inverse_raw(g, s1, s2, x);
     return st;
 }
+
+tq_status tq_hadamard_blocks(tq_ctx *ctx, uint32_t n, float *x, size_t count)
+{
+    TQ_NEED_CTX(ctx);
+    tq_status st = check_g(ctx, n);
+    if (st != TQ_OK) return st;
+    float sc = tq_rht_scale(n);
+    for (size_t b = 0; b + n <= count; b += n) {
+        tq_fwht(x + b, n);
+        for (uint32_t i = 0; i < n; i++) x[b + i] *= sc;
+    }
+    return TQ_OK;
+}

@@ -132,6 +132,10 @@ void tq_signs_weight32(float s[32]);
 
 tq_status tq_rht_forward(tq_ctx *ctx, uint32_t g, const float *s1, const float *s2, float *x);
 tq_status tq_rht_inverse(tq_ctx *ctx, uint32_t g, const float *s1, const float *s2, float *x);
+/* x = H x / sqrt(n) in every block of n of count values (the RHT without
+ * signs; its own inverse): llama.cpp's attention rotation of quantized KV
+ * caches.  n a power of two in [TQ_RHT_MIN, TQ_RHT_MAX]. */
+tq_status tq_hadamard_blocks(tq_ctx *ctx, uint32_t n, float *x, size_t count);
 
 /* ------------------------------------------------------------ codebooks */
 

@@ -49,7 +49,7 @@ static tq_status looks_rotated(tq_ctx *ctx, const tq_kv_tensor *kt, uint32_t cel
         uint32_t row = (uint32_t)((uint64_t)k * cells / rows);
         st = tq_kv_tensor_read_rows(ctx, kt, cells, row, 1, x);
         for (uint64_t j = 0; !st && j < kt->width; j++) e[j] += (double)x[j] * x[j];
-        if (!st) st = tq_kv_hadamard(ctx, n, x, kt->width);
+        if (!st) st = tq_hadamard_blocks(ctx, n, x, kt->width);
         for (uint64_t j = 0; !st && j < kt->width; j++) e[kt->width + j] += (double)x[j] * x[j];
     }
     /* a margin, so that rows with no structure either way stay as stored */

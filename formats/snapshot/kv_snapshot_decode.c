@@ -109,7 +109,7 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_co
      * channels and go out rotated as the source stored them; a conversion to another type
      * (float caches, which llama.cpp does not rotate) wants the model's channels */
     if (!o->st && t->hadamard && coded == (oty == ty))
-        o->st = tq_kv_hadamard(local, t->hadamard, y, nv);
+        o->st = tq_hadamard_blocks(local, t->hadamard, y, nv);
     if (!o->st && ow > t->width) { /* the fork's layout: each head zero-padded to whole 128s */
         uint64_t nh = t->width / head_dim, ph = ow / nh;
         for (uint64_t rr = ch->nrows; rr-- > 0;)

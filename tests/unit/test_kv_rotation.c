@@ -52,7 +52,7 @@ static uint8_t *make_state(int rotated, size_t *len)
             tq_test_u64(&b, sizeof q);
             for (uint32_t c = 0; c < CELLS; c++) {
                 for (uint32_t e = 0; e < WIDTH; e++) row[e] = model_value(l, kv, c, e);
-                if ((rotated && tq_kv_hadamard(ctx, HEAD, row, WIDTH)) ||
+                if ((rotated && tq_hadamard_blocks(ctx, HEAD, row, WIDTH)) ||
                     tq_quantize(ctx, TQ_DT_Q8_0, row, WIDTH, q))
                     tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
                 tq_test_put(&b, q, sizeof q);
@@ -105,13 +105,13 @@ TEST(hadamard_block_is_its_own_inverse_and_the_sylvester_matrix)
     float y[HEAD];
     unsigned long long seed = 3;
     for (int i = 0; i < HEAD; i++) x[i] = y[i] = (float)tq_test_randn(&seed);
-    CHECK_OK(ctx, tq_kv_hadamard(ctx, HEAD, y, HEAD));
+    CHECK_OK(ctx, tq_hadamard_blocks(ctx, HEAD, y, HEAD));
     for (int i = 0; i < HEAD; i++) { /* H[i][j] = (-1)^popcount(i & j) / 8 */
         double want = 0;
         for (int j = 0; j < HEAD; j++) want += (__builtin_popcount(i & j) % 2 ? -x[j] : x[j]) / 8.0;
         CHECK_NEAR(y[i], want, 1e-5);
     }
-    CHECK_OK(ctx, tq_kv_hadamard(ctx, HEAD, y, HEAD));
+    CHECK_OK(ctx, tq_hadamard_blocks(ctx, HEAD, y, HEAD));
     for (int i = 0; i < HEAD; i++) CHECK_NEAR(y[i], x[i], 1e-5);
 }
 
