@@ -26,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
 from _env import TQ, gemma  # noqa: E402
-from _server import Server, agreement, forced_kl, forced_tops, server_binary  # noqa: E402
+from _server import Server, agreement, kl_along, server_binary  # noqa: E402
 from long_sessions import text_of  # noqa: E402
 
 OPTS = dict(a.split("=", 1) for a in sys.argv[1:] if a.startswith("--"))
@@ -49,13 +49,10 @@ def prefill(s, prompt):
 
 
 def continuation(s, name, prompt):
-    """Steps after restoring name, and the seconds to resume: the server's
-    restore and its processing of the prompt's last token."""
-    s.slot("erase")
-    r = s.slot("restore", name)
-    got = s.complete(prompt, STEPS)
+    """Steps after restoring name, and the seconds to resume."""
+    got = s.resume(name, prompt, STEPS)
     assert got["processed"] == 1, f"{name}: the server processed {got['processed']} prompt tokens"
-    return got["steps"], r["timings"]["restore_ms"] / 1e3 + got["prompt_s"]
+    return got["steps"], got["resume_s"]
 
 
 def one(binary, model, work, n, mode, flags):
@@ -79,13 +76,6 @@ def one(binary, model, work, n, mode, flags):
                 t[k].append(continuation(s, f, prompt)[1])
         m = {k: statistics.median(v) for k, v in t.items()}
         raw, _ = continuation(s, "raw.bin", prompt)
-        tokens = [tok for tok, _ in raw]
-        ref = [top for _, top in raw]
-
-        def kl_after(f):
-            s.slot("erase")
-            s.slot("restore", f)
-            return forced_kl(ref, forced_tops(s, prompt, tokens))
         size = {k: (slots / f).stat().st_size for k, f in (("raw", "raw.bin"), ("d", "d.tqkv"), ("s", "s.tqkv"))}
         rows.append((n, "slot file", size["raw"], size["raw"], m["prefill"], m["save"], 0.0, 0.0,
                      m["resume"], STEPS, 0.0))
@@ -93,14 +83,14 @@ def one(binary, model, work, n, mode, flags):
                                        ("tq small", "s", "encs", "decs", "resume_s")):
             steps, _ = continuation(s, f"{k}.bin", prompt)
             rows.append((n, name, size["raw"], size[k], m["prefill"], m["save"], m[enc], m[dec], m[res],
-                         agreement(raw, steps)[0], kl_after(f"{k}.bin")))
+                         agreement(raw, steps)[0], kl_along(s, prompt, raw, restore=f"{k}.bin")))
     floors = []
     for name, extra in (("llama.cpp q8_0 cache", ["-ctk", "q8_0", "-ctv", "q8_0"]), ("batching (-ub 64)", ["-ub", "64"])):
         with Server(binary, model, slots, *flags, *extra, ctx=n + 256) as s:
             prefill(s, prompt)
             steps = s.complete(prompt, STEPS)["steps"]
             prefill(s, prompt)
-            floors.append((n, name, agreement(raw, steps)[0], forced_kl(ref, forced_tops(s, prompt, tokens))))
+            floors.append((n, name, agreement(raw, steps)[0], kl_along(s, prompt, raw)))
     return rows, floors
 
 

@@ -138,6 +138,17 @@ class Server:
         body = {"filename": filename} if filename else {}
         return self.post(f"/slots/0?action={action}", body, ok=ok)
 
+    def resume(self, name, prompt, n_predict):
+        """Slot 0 erased, restored from name and continued: complete's answer, with the
+        tokens restored and the seconds to resume (the server's restore and its processing
+        of the prompt's tokens)."""
+        self.slot("erase")
+        r = self.slot("restore", name)
+        got = self.complete(prompt, n_predict)
+        got["restored"] = r["n_restored"]
+        got["resume_s"] = r["timings"]["restore_ms"] / 1e3 + got["prompt_s"]
+        return got
+
     def complete(self, prompt, n_predict, n_probs=20):
         """Greedy continuation of prompt (token ids): steps [(token, {token: log-prob of the top
         n_probs})], the prompt tokens the server processed (those not taken from the slot's
@@ -169,6 +180,16 @@ def forced_tops(server, prompt, tokens, n_probs=20):
 def forced_kl(ref, test):
     """Mean top_kl over teacher-forced steps."""
     return sum(top_kl(a, b) for a, b in zip(ref, test)) / len(ref)
+
+
+def kl_along(server, prompt, ref_steps, restore=None):
+    """Mean KL of the server's slot (restored from `restore` first, if given) against
+    ref_steps (complete's steps), teacher-forced along ref_steps' tokens."""
+    if restore:
+        server.slot("erase")
+        server.slot("restore", restore)
+    tops = forced_tops(server, prompt, [tok for tok, _ in ref_steps])
+    return forced_kl([top for _, top in ref_steps], tops)
 
 
 def top_kl(a, b):

@@ -23,8 +23,7 @@ from _env import ROOT, TQ, gemma, need, tq  # noqa: E402
 
 need("numpy", "gguf")
 from _models import make_model  # noqa: E402
-from _server import (Server, agreement, forced_kl, forced_tops, left_behind,  # noqa: E402
-                     server_binary)
+from _server import Server, agreement, kl_along, left_behind, server_binary  # noqa: E402
 
 PROMPT = 2048
 STEPS = 48
@@ -53,10 +52,8 @@ def restored(s, name, prompt, uses_restore):
     """Slot 0 erased, restored from name, continued; checks whether the server
     took the prompt from the restored cells (all but the last token) or
     processed it again."""
-    s.slot("erase")
-    r = s.slot("restore", name)
-    assert r["n_restored"] == len(prompt), f"{name}: restored {r['n_restored']} tokens, prompt has {len(prompt)}"
-    got = s.complete(prompt, STEPS)
+    got = s.resume(name, prompt, STEPS)
+    assert got["restored"] == len(prompt), f"{name}: restored {got['restored']} tokens, prompt has {len(prompt)}"
     want = 1 if uses_restore else len(prompt)
     assert got["processed"] == want, \
         f"{name}: the server processed {got['processed']} prompt tokens after the restore, expected {want}"
@@ -89,10 +86,7 @@ def workflow(binary, model, work, name, flags, uses_restore):
         n = agreement(raw["steps"], lossy["steps"])[0]
         kl = 0.0
         if uses_restore:  # teacher-forced along the raw slot's tokens, from the restored cells
-            s.slot("erase")
-            s.slot("restore", "default.bin")
-            kl = forced_kl([top for _, top in raw["steps"]],
-                           forced_tops(s, prompt, [tok for tok, _ in raw["steps"]]))
+            kl = kl_along(s, prompt, raw["steps"], restore="default.bin")
         size = (slots / "raw.bin").stat().st_size
         print(f"{name}: slot {size / 1e6:.1f} MB, snapshot {snap.stat().st_size / 1e6:.2f} MB "
               f"({size / snap.stat().st_size:.2f}x); default preset: {n} of {STEPS} tokens before "
@@ -148,9 +142,7 @@ def quantized_converts_to_f16(binary, model, slots, prompt, q8_steps):
     tq("decode-kvdump", snap, "-o", slots / "f16.bin", "--cache-type", "f16", "--model", model, "-q")
     with Server(binary, model, slots, "--swa-full") as s:
         restored(s, "f16.bin", prompt, True)
-        s.slot("erase")
-        s.slot("restore", "f16.bin")
-        kl = forced_kl([top for _, top in q8_steps], forced_tops(s, prompt, [t for t, _ in q8_steps]))
+        kl = kl_along(s, prompt, q8_steps, restore="f16.bin")
     print(f"q8_0 slot as an f16 cache: KL over the top-20 {kl:.4f} against the q8_0 slot")
     assert kl < 0.05, f"the q8_0 slot converted to f16 continues otherwise: KL {kl:.4f}"
     ok("a_quantized_slot_converts_to_an_f16_cache_in_the_models_channels")
