@@ -185,6 +185,12 @@ static void put_klt(bbuf *b, const tqkv_record *t)
     }
 }
 
+uint64_t tqkv_klt_rans_bound(const tqkv_record *t, uint32_t nrows)
+{
+    /* each component: its stream, then 2 bytes an escaped index */
+    return tqkv_klt_components(t) * (tq_rans_bound(nrows) + 2ull * nrows);
+}
+
 uint64_t tqkv_klt_components(const tqkv_record *t)
 {
     uint64_t n = 0;
@@ -263,7 +269,7 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
         if (!has_extension(t)) continue;
         uint32_t flags = (t->offset ? 1 : 0) | (t->offset && t->rope_pos ? 2 : 0) |
                          (t->planes ? 4 : 0) | (t->klt ? 8 : 0) | (t->coarse_end ? 16 : 0) |
-                         (t->hadamard ? 32 : 0);
+                         (t->hadamard ? 32 : 0) | (t->klt && t->klt_rans ? 64 : 0);
         PUTV(b, t->sink_rows);
         PUTV(b, flags);
         if (t->offset) bput(b, t->offset, 4ull * t->width);
@@ -841,12 +847,14 @@ static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
         if (mget(c, &t->sink_rows, 4) || mget(c, &flags, 4))
             return bad(ctx, r, "tensor extension truncated", HDR_LEN + c->pos);
         if (t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows) ||
-            flags > 63 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
+            flags > 127 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
+            ((flags & 64) && !(flags & 8)) ||
             ((flags & 4) && (t->codec != TQKV_CODEC_TQ || t->bits < 2 || t->group % 8)) ||
             !(flags & 8) != (t->codec != TQKV_CODEC_KLT) ||
             (t->codec == TQKV_CODEC_RAW && (t->sink_rows || flags != 32))) /* kept: a rotation */
             return bad(ctx, r, "bad tensor extension", HDR_LEN + c->pos);
         t->planes = (flags & 4) != 0;
+        t->klt_rans = (flags & 64) != 0;
         tq_status st = TQ_OK;
         if (flags & 1) st = get_offset(ctx, r, c, t, flags);
         if (!st && (flags & 8)) st = get_klt(ctx, r, c, t);
@@ -946,9 +954,12 @@ static tq_status check_chunk_rows(tq_ctx *ctx, const tqkv_reader *r, const tqkv_
     }
     int ok;
     uint64_t want = expected_raw(ctx, ct, ch->row0, ch->nrows, &ok);
-    if (ok && t->codec == TQKV_CODEC_KLT && !tqkv_chunk_is_sink(t, ch->row0) &&
-        ch->raw_len >= want && (ch->raw_len - want) % 2 == 0 && ch->raw_len - want <= 2 * want)
+    int klt = ok && t->codec == TQKV_CODEC_KLT && !tqkv_chunk_is_sink(t, ch->row0);
+    if (klt && !t->klt_rans && ch->raw_len >= want && (ch->raw_len - want) % 2 == 0 &&
+        ch->raw_len - want <= 2 * want)
         want = ch->raw_len; /* one byte an index, then 2 bytes per escaped one */
+    if (klt && t->klt_rans && ch->raw_len <= tqkv_klt_rans_bound(t, ch->nrows))
+        want = ch->raw_len; /* a stream a component: its own checks when it is decoded */
     if (ch->raw_len != want || !ok || ch->raw_len > MAX_PIECE ||
         (!ch->zstd && ch->stored_len != ch->raw_len) ||
         (ch->zstd && ZSTD_getFrameContentSize(ch->stored, ch->stored_len) != ch->raw_len))

@@ -101,6 +101,8 @@ typedef struct tqkv_record {
     uint8_t planes;        /* version 3, TQ codec: coded chunks hold their blocks as planes
                               (tq_blocks_to_planes), for zstd to entropy-code */
     tqkv_klt *klt;         /* KLT codec: width / group heads' transforms (owned by the meta) */
+    uint8_t klt_rans;      /* KLT codec: chunks hold each component's indices as a rANS stream
+                              (extension flag bit 6; 0: a byte an index, for zstd) */
     double klt_rate;       /* KLT codec, as planned (not stored): the indices' bits per value
                               the encoder measured on its sample; 0 when read from a file */
     /* version 3, coded tensors: rows from the sinks (or row_start) up to coarse_end are coded
@@ -143,6 +145,9 @@ void tqkv_record_chunk_rows(const tqkv_record *t, uint32_t k, uint32_t *row0, ui
 /* KLT codec: the coded components of all heads (the chunk payload holds a
  * byte per component and row, then 2 bytes per escaped index: kv_klt.h). */
 uint64_t tqkv_klt_components(const tqkv_record *t);
+/* KLT codec with klt_rans: the most a chunk of nrows rows can hold (a rANS stream and
+ * its escapes per component: kv_klt.h). */
+uint64_t tqkv_klt_rans_bound(const tqkv_record *t, uint32_t nrows);
 /* Whether a chunk starting at row0 holds the tensor's exact sink rows. */
 int tqkv_chunk_is_sink(const tqkv_record *t, uint32_t row0);
 /* Whether a chunk starting at row0 holds coarse rows (below coarse_end, past the sinks). */

@@ -376,3 +376,126 @@ uint32_t tq_klt_gauss_components(const double *var, uint32_t d, double bits, dou
         m += var[c] > 0 && 0.5 * log2(2.0 * M_PI * M_E * var[c]) - step >= min_bits;
     return m;
 }
+
+/* ------------------------------------------------------------ costs at an error */
+
+/* Index entropy h (bits) and squared error per unit variance e of round(y / step) for a
+ * Gaussian y of standard deviation s steps, reconstructed at index * step.  From 1 step on,
+ * the high-rate laws (0.5 log2(2 pi e s^2), 1 / (12 s^2)) are off by terms of the order of
+ * exp(-2 pi^2 s^2), under 1e-8: only finer components need their bins summed. */
+static void gauss_uniform(double s, double *h, double *e)
+{
+    if (s <= 0) {
+        *h = 0;
+        *e = 1;
+        return;
+    }
+    if (s >= 1) {
+        *h = 0.5 * log2(2.0 * M_PI * M_E * s * s);
+        *e = 1.0 / (12.0 * s * s);
+        return;
+    }
+    /* bins k = -K..K of width 1/s in units of sd; past 9 sd nothing is left */
+    int K = (int)ceil(9.0 * s) + 1;
+    double hh = 0, ee = 0, a = (-K - 0.5) / s;
+    double ca = 0.5 * (1 + erf(a / M_SQRT2)), pa = exp(-0.5 * a * a) / sqrt(2.0 * M_PI);
+    for (int k = -K; k <= K; k++) {
+        double b = (k + 0.5) / s, c = k / s;
+        double cb = 0.5 * (1 + erf(b / M_SQRT2)), pb = exp(-0.5 * b * b) / sqrt(2.0 * M_PI);
+        double p = cb - ca;
+        /* the integral of (u - c)^2 phi(u) over [a, b] */
+        ee += (1.0 + c * c) * p - (b * pb - a * pa) + 2.0 * c * (pb - pa);
+        if (p > 0) hh -= p * log2(p);
+        a = b;
+        ca = cb;
+        pa = pb;
+    }
+    *h = hh;
+    *e = ee;
+}
+
+/* Total squared error and bits of d components at a step of 2^log_step; components below
+ * min_bits are dropped (decoded as 0: their whole variance is the error). */
+static void gauss_cost(const double *var, uint32_t d, double log_step, double min_bits,
+                       double *err, double *bits, uint32_t *m)
+{
+    double step = exp2(log_step);
+    *err = 0;
+    *bits = 0;
+    *m = 0;
+    for (uint32_t c = 0; c < d; c++) {
+        double h, e;
+        gauss_uniform(var[c] > 0 ? sqrt(var[c]) / step : 0, &h, &e);
+        if (h < min_bits) {
+            *err += var[c];
+            continue;
+        }
+        *err += e * var[c];
+        *bits += h;
+        *m += 1;
+    }
+}
+
+double tq_klt_gauss_bits_at_error(const double *var, uint32_t d, double mse, double min_bits,
+                                  uint32_t *m)
+{
+    double total = 0, top = 0;
+    for (uint32_t c = 0; c < d; c++) {
+        total += var[c] > 0 ? var[c] : 0;
+        top = var[c] > top ? var[c] : top;
+    }
+    uint32_t kept = 0;
+    if (m) *m = 0;
+    if (!(mse >= 0) || top == 0 || mse * d >= total) return 0;
+    /* the error grows with the step: bisect log2(step) between one that is far too fine and
+       one past the largest component */
+    double want = mse * d, hi = 0.5 * log2(top) + 4, lo = 0.5 * log2(want / d) - 4;
+    double err, bits;
+    for (int it = 0; it < 30; it++) {
+        double mid = 0.5 * (lo + hi);
+        gauss_cost(var, d, mid, min_bits, &err, &bits, &kept);
+        if (err > want)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    gauss_cost(var, d, lo, min_bits, &err, &bits, &kept);
+    if (m) *m = kept;
+    return bits / d;
+}
+
+tq_status tq_codec_gauss_cost(tq_ctx *ctx, uint32_t g, uint32_t bits, int uniform, double *mse,
+                              double *index_bits)
+{
+    TQ_NEED_CTX(ctx);
+    if (uniform && bits < 2)
+        return tq_fail(ctx, TQ_ERR_ARG, "uniform cells at %u bits (2..8)", bits);
+    tq_codebook cb;
+    tq_status st = tq_codebook_get(ctx, TQ_CB_EXACT, g, uniform ? bits - 1 : bits, &cb);
+    if (st) return st;
+    *mse = cb.mse;
+    if (uniform) { /* cells of one step with the Lloyd-Max distortion: the step from the law */
+        double lo = -20, hi = 10, h = 0, e = 0;
+        for (int it = 0; it < 60; it++) {
+            double mid = 0.5 * (lo + hi);
+            gauss_uniform(exp2(-mid), &h, &e);
+            if (e > cb.mse)
+                hi = mid;
+            else
+                lo = mid;
+        }
+        gauss_uniform(exp2(-lo), &h, &e);
+        *index_bits = h;
+        return TQ_OK;
+    }
+    /* a rotated group's coordinate is near N(0, 1/g): the cells' probabilities under it */
+    double sd = 1.0 / sqrt((double)g), h = 0, below = 0;
+    for (uint32_t k = 0; k < cb.size; k++) {
+        double up = k + 1 < cb.size ? 0.5 * (1 + erf(cb.thresholds[k] / sd / M_SQRT2)) : 1.0;
+        double p = up - below;
+        if (p > 0) h -= p * log2(p);
+        below = up;
+    }
+    *index_bits = h;
+    return TQ_OK;
+}

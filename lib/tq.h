@@ -452,7 +452,7 @@ uint64_t tq_count_beyond(const float *x, size_t n, float threshold);
  * eigenvector k in row k (orthonormal rows: y = V x decorrelates x).  d <=
  * 4096; TQ_ERR_ARG for a matrix that is not symmetric or not finite.
  * eigvec NULL: the values alone (the reduction without its vectors, about
- * a third of the work). */
+ * a third of the work; equal to the values with vectors to rounding, not to the bit). */
 tq_status tq_sym_eigen(tq_ctx *ctx, uint32_t d, const double *a, double *eigval, double *eigvec);
 
 /* Reverse water-filling for Gaussian components of variances var[n]: the
@@ -501,6 +501,30 @@ tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, do
  * high-rate law 0.5 log2(2 pi e var / step^2): an estimate of the m that
  * tq_klt_rate_step finds, from eigenvalues alone. */
 uint32_t tq_klt_gauss_components(const double *var, uint32_t d, double bits, double min_bits);
+/* The bits per value one uniform step spends on d Gaussian components of variances var
+ * (any order) to reach a mean squared error of mse per value, components that would carry
+ * under min_bits dropped (their variance is their error); *m (may be NULL) the components
+ * kept.  0 where mse is the whole variance or more. */
+double tq_klt_gauss_bits_at_error(const double *var, uint32_t d, double mse, double min_bits,
+                                  uint32_t *m);
+/* What tq's codec (TQ kind, group g, bits, uniform cells or Lloyd-Max) costs on a rotated
+ * Gaussian group: *mse its squared error per unit of the group's squared norm, *index_bits the
+ * entropy of one index (what an entropy coder after it can reach), norms not counted. */
+tq_status tq_codec_gauss_cost(tq_ctx *ctx, uint32_t g, uint32_t bits, int uniform, double *mse,
+                              double *index_bits);
+
+/* ------------------------------------------------------------ entropy coding */
+
+/* n byte symbols as one rANS stream with its own static model (lib/rans.c: the model, then
+ * the coded bytes), into out (cap >= tq_rans_bound(n)); *len its length.  The same bytes on
+ * any machine. */
+size_t tq_rans_bound(size_t n);
+tq_status tq_rans_encode(tq_ctx *ctx, const uint8_t *sym, size_t n, uint8_t *out, size_t cap,
+                         size_t *len);
+/* n symbols back from the stream at in (len bytes available); *used the stream's length.
+ * TQ_ERR_CORRUPT where the model or the coded bytes are not a stream of n symbols. */
+tq_status tq_rans_decode(tq_ctx *ctx, const uint8_t *in, size_t len, uint8_t *sym, size_t n,
+                         size_t *used);
 
 #ifdef __cplusplus
 }

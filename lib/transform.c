@@ -111,6 +111,16 @@ static tq_status tridiagonalize(uint32_t d, double *a, double *diag, double *off
     return TQ_OK;
 }
 
+/* sqrt(a^2 + b^2): libm's hypot (exact to rounding, the eigenvectors' bases depend on it to
+ * the bit) where vectors are built; the plain root where only values are (a plan screening
+ * hundreds of covariances spent a third of its time in hypot), hypot again where the squares
+ * could overflow. */
+static double norm2(double a, double b, int exact)
+{
+    if (exact || fabs(a) > 1e150 || fabs(b) > 1e150) return hypot(a, b);
+    return sqrt(a * a + b * b);
+}
+
 /* Rows i and i+1 of z turn by (c, s): the QL step's plane rotation. */
 static void turn_rows(uint32_t d, double *z, uint32_t i, double c, double s)
 {
@@ -139,14 +149,14 @@ static int tridiagonal_ql(uint32_t d, double *diag, double *off, double *z)
             if (iter == QL_ITERATIONS) return -1;
             /* shift: the eigenvalue of the leading 2 x 2 block nearer diag[l] */
             double g = (diag[l + 1] - diag[l]) / (2.0 * off[l]);
-            double r = hypot(g, 1.0);
+            double r = norm2(g, 1.0, z != NULL);
             g = diag[m] - diag[l] + off[l] / (g + (g >= 0 ? r : -r));
             double s = 1, c = 1, p = 0;
             uint32_t i = m;
             int deflated = 0;
             while (i-- > l) {
                 double f = s * off[i], b = c * off[i];
-                r = hypot(f, g);
+                r = norm2(f, g, z != NULL);
                 off[i + 1] = r;
                 if (r == 0) { /* an exact split: deflate and start again */
                     diag[i + 1] -= p;

@@ -9,10 +9,13 @@
  * coded cells.  A basis from the first half of a 27K-token session served
  * its second half within 0.12 bits (../shared/reference/real-models.md), so
  * a spread sample of this size stands for the whole. */
-enum { SAMPLE_ROWS = 2048, RATE_ROWS = 1024 };
+enum { SAMPLE_ROWS = 2048, RATE_ROWS = 1024, SCREEN_ROWS = 512 };
 /* Components whose indices carry less than this (bits per row) are not
  * stored: nearly all their indices are 0 */
 #define KLT_MIN_BITS 0.01
+/* What zstd's byte-wise coding of the indices spends over their entropy (bits per value):
+ * the plan's estimate of a transform's cost adds it (tests/bench/results/kv_vs_zstd.md) */
+#define KLT_CODER_LOSS 0.2
 
 static uint32_t sample_count(const tqkv_record *t)
 {
@@ -20,25 +23,29 @@ static uint32_t sample_count(const tqkv_record *t)
     return coded < SAMPLE_ROWS ? coded : SAMPLE_ROWS;
 }
 
-/* The centered sample x[ns][width]: rows spread over the coded cells,
- * turned back to before RoPE where rope is given, mean removed into
+/* The centered sample x[ns / every][width]: every `every`-th of ns rows spread over the
+ * coded cells, turned back to before RoPE where rope is given, mean removed into
  * t->offset. */
 static tq_status read_sample(tq_ctx *ctx, const tq_kv_tensor *kt, tqkv_record *t,
-                             const tq_rope *rope, const int32_t *pos, float *x, uint32_t ns)
+                             const tq_rope *rope, const int32_t *pos, float *x, uint32_t ns,
+                             uint32_t every)
 {
-    uint32_t coded = t->cells - t->sink_rows;
+    uint32_t coded = t->cells - t->sink_rows, all = ns;
+    ns /= every;
     int32_t *spos = malloc(ns * sizeof *spos);
     double *mean = calloc(t->width, sizeof *mean);
     tq_status st = spos && mean ? TQ_OK : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (uint32_t k = 0; !st && k < ns; k++) {
-        uint32_t row = t->sink_rows + (uint32_t)((uint64_t)k * coded / ns);
+        uint32_t row = t->sink_rows + (uint32_t)((uint64_t)k * every * coded / all);
         st = tq_kv_tensor_read_rows(ctx, kt, t->cells, row, 1, x + (size_t)k * t->width);
         if (pos) spos[k] = pos[row];
     }
     if (!st && rope) st = tq_rope_unrotate(ctx, rope, x, ns, t->width, spos);
-    for (uint64_t k = 0; !st && k < (uint64_t)ns * t->width; k++) mean[k % t->width] += x[k];
+    for (uint32_t k = 0; !st && k < ns; k++)
+        for (uint64_t j = 0; j < t->width; j++) mean[j] += x[(size_t)k * t->width + j];
     for (uint64_t j = 0; !st && j < t->width; j++) t->offset[j] = (float)(mean[j] / ns);
-    for (uint64_t k = 0; !st && k < (uint64_t)ns * t->width; k++) x[k] -= t->offset[k % t->width];
+    for (uint32_t k = 0; !st && k < ns; k++)
+        for (uint64_t j = 0; j < t->width; j++) x[(size_t)k * t->width + j] -= t->offset[j];
     free(spos);
     free(mean);
     return st;
@@ -75,9 +82,41 @@ static tq_status fit_head(tq_ctx *ctx, const float *x, uint32_t ns, uint64_t wid
     return st;
 }
 
+/* The heads' covariances (cov[nh][d][d]) from n rows of the centered sample, a row every
+ * `stride` floats; with a rival, the transform's bits at its error from their eigenvalues,
+ * bases and coder loss included, into fit (skipped where that is no less than its bits). */
+static tq_status screen(tq_ctx *ctx, const float *x, uint32_t n, size_t stride,
+                        const tqkv_record *t, const tq_klt_rival *rival, double *cov,
+                        double *val, tq_klt_fit *fit)
+{
+    uint32_t d = t->group;
+    uint64_t nh = t->width / d, m_est = 0, screened = 0;
+    tq_status st = TQ_OK;
+    fit->equal_error_bits = 0;
+    for (uint64_t h = 0; !st && h < nh; h++) {
+        screened++;
+        st = tq_covariance(ctx, x + h * d, n, d, stride, cov + h * d * d);
+        if (st || !rival) continue;
+        st = tq_sym_eigen(ctx, d, cov + h * d * d, val, NULL);
+        double energy = 0;
+        for (uint32_t c = 0; !st && c < d; c++) energy += val[c] > 0 ? val[c] / d : 0;
+        uint32_t m_h = 0;
+        if (!st)
+            fit->equal_error_bits += tq_klt_gauss_bits_at_error(val, d, rival->rel_mse * energy,
+                                                                KLT_MIN_BITS, &m_h);
+        m_est += m_h;
+    }
+    if (st || !rival) return st;
+    double coded = (double)(t->cells - t->sink_rows) * d;
+    fit->equal_error_bits /= (double)screened;
+    fit->equal_error_bits += 16.0 * (double)m_est / (double)screened * d / coded + KLT_CODER_LOSS;
+    fit->skipped = fit->equal_error_bits >= rival->bits;
+    return TQ_OK;
+}
+
 tq_status tq_kvsnap_klt_fit(tq_ctx *ctx, const tq_kv_tensor *kt, tqkv_record *t,
-                            const tq_rope *rope, const int32_t *pos, double rate, double max_bits,
-                            tq_klt_fit *fit)
+                            const tq_rope *rope, const int32_t *pos, double rate,
+                            const tq_klt_rival *rival, tq_klt_fit *fit)
 {
     uint32_t d = t->group, ns = sample_count(t);
     uint64_t nh = t->width / d;
@@ -92,19 +131,18 @@ tq_status tq_kvsnap_klt_fit(tq_ctx *ctx, const tq_kv_tensor *kt, tqkv_record *t,
     double *cov = malloc(nh * d * d * sizeof *cov); /* [nh][d][d]: the heads' covariances */
     double *val = malloc(d * sizeof *val);          /* [d]: one head's eigenvalues */
     if (!st && (!cov || !val)) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    if (!st) st = read_sample(ctx, kt, t, rope, pos, x, ns);
-    /* First the components the eigenvalues alone promise: where even half
-     * of them make the bases cost too much, the vectors, the projection and
-     * the step search are not worth doing (a 1200-cell Gemma state encoded
-     * in 0.47 s instead of 0.08 s when they were done and dropped) */
-    uint64_t m_est = 0;
-    for (uint64_t h = 0; !st && h < nh; h++) {
-        st = tq_covariance(ctx, x + h * d, ns, d, t->width, cov + h * d * d);
-        if (!st) st = tq_sym_eigen(ctx, d, cov + h * d * d, val, NULL);
-        if (!st) m_est += tq_klt_gauss_components(val, d, rate, KLT_MIN_BITS);
+    /* First what the eigenvalues alone promise: the transform's bits at the error of tq's
+       codec on the same rows.  Where that is no less than tq's own bits, the vectors, the
+       projection and the step search are not worth doing.  A quarter of the sample tells
+       first (fewer rows spread the eigenvalues apart, which favours the
+       transform: what that turns down, the whole sample turns down too) */
+    uint32_t every = ns >= 4 * SCREEN_ROWS ? ns / SCREEN_ROWS : 1;
+    if (!st && rival && every > 1) {
+        st = read_sample(ctx, kt, t, rope, pos, x, ns, every);
+        if (!st) st = screen(ctx, x, ns / every, t->width, t, rival, cov, val, fit);
     }
-    double coded = (double)(t->cells - t->sink_rows) * (double)t->width;
-    fit->skipped = !st && rate + 16.0 * (double)(m_est / 2) * d / coded >= max_bits;
+    if (!st && !fit->skipped) st = read_sample(ctx, kt, t, rope, pos, x, ns, 1);
+    if (!st && !fit->skipped) st = screen(ctx, x, ns, t->width, t, rival, cov, val, fit);
     for (uint64_t h = 0; !st && !fit->skipped && h < nh; h++) {
         double bits = 0;
         st = fit_head(ctx, x + h * d, ns, t->width, d, cov + h * d * d, rate, &t->klt[h], &bits);
@@ -121,7 +159,7 @@ tq_status tq_kvsnap_klt_fit(tq_ctx *ctx, const tq_kv_tensor *kt, tqkv_record *t,
         memcpy(t->rope_pos, pos, 4ull * t->cells);
         t->rope = *rope;
     }
-    fit->basis_bits = 16.0 * fit->m * d / coded;
+    fit->basis_bits = 16.0 * fit->m * d / ((double)(t->cells - t->sink_rows) * (double)t->width);
     return st;
 }
 
@@ -135,6 +173,70 @@ static float step_scale(const tqkv_record *t)
 
 static uint16_t zigzag(int16_t v) { return (uint16_t)(((uint32_t)v << 1) ^ (uint32_t)(v >> 15)); }
 static int16_t unzigzag(uint16_t u) { return (int16_t)((u >> 1) ^ (uint16_t)-(u & 1)); }
+
+/* Indices idx[nc][n] as nc rANS streams (symbols: the zig-zag codes, 255 for 255 or more),
+ * each followed by its escaped indices' u16 codes, in order. */
+static tq_status rans_pack(tq_ctx *ctx, const int16_t *idx, uint64_t nc, uint32_t n,
+                           uint8_t *payload, uint64_t *len)
+{
+    uint8_t *sym = malloc(n ? n : 1); /* [n]: one component's symbols */
+    if (!sym) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    uint64_t pos = 0;
+    tq_status st = TQ_OK;
+    for (uint64_t c = 0; !st && c < nc; c++) {
+        const int16_t *q = idx + c * n;
+        for (uint32_t r = 0; r < n; r++) {
+            uint16_t u = zigzag(q[r]);
+            sym[r] = (uint8_t)(u < 255 ? u : 255);
+        }
+        size_t used = 0;
+        st = tq_rans_encode(ctx, sym, n, payload + pos, tq_rans_bound(n), &used);
+        pos += used;
+        for (uint32_t r = 0; !st && r < n; r++) {
+            uint16_t u = zigzag(q[r]);
+            if (u < 255) continue;
+            payload[pos++] = (uint8_t)u;
+            payload[pos++] = (uint8_t)(u >> 8);
+        }
+    }
+    free(sym);
+    *len = pos;
+    return st;
+}
+
+/* The streams of rans_pack back into idx[nc][n]; TQ_ERR_CORRUPT where they do not fill the
+ * payload exactly. */
+static tq_status rans_unpack(tq_ctx *ctx, const uint8_t *payload, uint64_t len, uint64_t nc,
+                             uint32_t n, int16_t *idx)
+{
+    uint8_t *sym = malloc(n ? n : 1); /* [n] */
+    if (!sym) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    uint64_t pos = 0;
+    tq_status st = TQ_OK;
+    for (uint64_t c = 0; !st && c < nc; c++) {
+        size_t used = 0;
+        st = tq_rans_decode(ctx, payload + pos, len - pos, sym, n, &used);
+        pos += used;
+        int16_t *q = idx + c * n;
+        for (uint32_t r = 0; !st && r < n; r++) {
+            uint16_t u = sym[r];
+            if (u == 255 && pos + 2 > len) {
+                st = tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "transform chunk: escapes past its end");
+                break;
+            }
+            if (u == 255) {
+                u = (uint16_t)(payload[pos] | payload[pos + 1] << 8);
+                pos += 2;
+            }
+            q[r] = unzigzag(u);
+        }
+    }
+    if (!st && pos != len)
+        st = tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "transform chunk: %llu bytes after its streams",
+                              (unsigned long long)(len - pos));
+    free(sym);
+    return st;
+}
 
 tq_status tq_kvsnap_klt_encode(tq_ctx *ctx, const tqkv_record *t, float *x, uint32_t row0,
                                uint32_t n, uint8_t *payload, uint64_t *len)
@@ -152,6 +254,11 @@ tq_status tq_kvsnap_klt_encode(tq_ctx *ctx, const tqkv_record *t, float *x, uint
         tq_klt k = {d, t->klt[h].m, t->klt[h].step * step_scale(t), t->klt[h].basis};
         st = tq_klt_encode(ctx, &k, x + h * d, n, t->width, idx + c0 * n);
         c0 += t->klt[h].m;
+    }
+    if (!st && t->klt_rans) {
+        st = rans_pack(ctx, idx, nc, n, payload, len);
+        free(idx);
+        return st;
     }
     uint64_t nv = nc * n, esc = nv, n_esc = 0;
     for (uint64_t i = 0; !st && i < nv; i++) { /* a loop the compiler vectorizes */
@@ -171,29 +278,37 @@ tq_status tq_kvsnap_klt_encode(tq_ctx *ctx, const tqkv_record *t, float *x, uint
     return st;
 }
 
-tq_status tq_kvsnap_klt_decode(tq_ctx *ctx, const tqkv_record *t, const uint8_t *payload,
-                               uint64_t len, uint32_t row0, uint32_t n, float *y)
+/* The byte layout (a byte an index, then the escaped ones' u16 codes) back into idx[nv]. */
+static tq_status bytes_unpack(tq_ctx *ctx, const uint8_t *payload, uint64_t len, uint64_t nv,
+                              int16_t *idx)
 {
-    uint32_t d = t->group;
-    uint64_t nh = t->width / d, nc = tqkv_klt_components(t), nv = nc * n, esc = nv;
     if (len < nv) return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "transform chunk too short");
-    int16_t *idx = malloc((nc ? nc : 1) * n * sizeof *idx); /* [nc][n] */
-    if (!idx) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    tq_status st = TQ_OK;
+    uint64_t esc = nv;
     for (uint64_t i = 0; i < nv; i++) idx[i] = unzigzag(payload[i]); /* vectorized */
     const uint8_t *e = payload, *end = payload + nv;
     while ((e = memchr(e, 255, (size_t)(end - e))) != NULL) { /* the escapes, in order */
-        if (esc + 2 > len) {
-            st = tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "transform chunk: escapes past its end");
-            break;
-        }
+        if (esc + 2 > len)
+            return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "transform chunk: escapes past its end");
         idx[e - payload] = unzigzag((uint16_t)(payload[esc] | payload[esc + 1] << 8));
         esc += 2;
         e++;
     }
-    if (!st && esc != len)
-        st = tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "transform chunk: %llu bytes after its escapes",
-                              (unsigned long long)(len - esc));
+    if (esc != len)
+        return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT,
+                                "transform chunk: %llu bytes after its escapes",
+                                (unsigned long long)(len - esc));
+    return TQ_OK;
+}
+
+tq_status tq_kvsnap_klt_decode(tq_ctx *ctx, const tqkv_record *t, const uint8_t *payload,
+                               uint64_t len, uint32_t row0, uint32_t n, float *y)
+{
+    uint32_t d = t->group;
+    uint64_t nh = t->width / d, nc = tqkv_klt_components(t);
+    int16_t *idx = malloc((nc ? nc : 1) * n * sizeof *idx); /* [nc][n] */
+    if (!idx) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    tq_status st = t->klt_rans ? rans_unpack(ctx, payload, len, nc, n, idx)
+                               : bytes_unpack(ctx, payload, len, nc * n, idx);
     uint64_t c0 = 0;
     for (uint64_t h = 0; !st && h < nh; h++) {
         tq_klt k = {d, t->klt[h].m, t->klt[h].step * step_scale(t), t->klt[h].basis};

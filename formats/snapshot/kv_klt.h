@@ -20,23 +20,31 @@
 #include "kv_view.h"
 #include "tqkv.h"
 
+/* tq's codec on the same rows: what a transform has to beat. */
+typedef struct tq_klt_rival {
+    double rel_mse; /* its squared error per unit of the rows' energy */
+    double bits;    /* its bits per value, indices and norms */
+} tq_klt_rival;
+
 /* What fitting tensor t found (tq_kvsnap_klt_fit). */
 typedef struct tq_klt_fit {
-    double rate;       /* bits per value of the indices (the sample's entropy) */
-    double basis_bits; /* the stored bases per coded value */
-    uint32_t m;        /* components over all heads */
-    int skipped;       /* the eigenvalues showed the bases would cost max_bits or more */
+    double rate;             /* bits per value of the indices (the sample's entropy) */
+    double basis_bits;       /* the stored bases per coded value */
+    double equal_error_bits; /* bits per value, bases included, at the rival's error */
+    uint32_t m;              /* components over all heads */
+    int skipped;             /* at the rival's error the transform costs its bits or more */
 } tq_klt_fit;
 
 /* Fits t's transforms from a sample of its coded rows (past the sinks) at
  * `rate` bits per value: on return t->klt, t->offset (and with rope, the
  * rotation and positions: K before RoPE) are set, as a KLT record.  rope
- * and pos (cells positions) may be NULL.  Where the eigenvalues alone show
- * that the indices and half the components' bases would take max_bits per
- * value or more (INFINITY: never), stops there with fit->skipped set. */
+ * and pos (cells positions) may be NULL.  With a rival, first estimates from
+ * the eigenvalues (Gaussian components, one uniform step, the bases, the
+ * entropy coder's loss) what the transform costs at the rival's error; where
+ * that is no less than the rival's bits, stops there with fit->skipped set. */
 tq_status tq_kvsnap_klt_fit(tq_ctx *ctx, const tq_kv_tensor *kt, tqkv_record *t,
-                            const tq_rope *rope, const int32_t *pos, double rate, double max_bits,
-                            tq_klt_fit *fit);
+                            const tq_rope *rope, const int32_t *pos, double rate,
+                            const tq_klt_rival *rival, tq_klt_fit *fit);
 
 /* Rows [row0, row0 + n) of t as float32 (x[n][width], overwritten) into
  * the chunk payload: room for 3 x tqkv_klt_components(t) x n bytes, *len

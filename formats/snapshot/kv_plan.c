@@ -18,14 +18,19 @@
 /* transform-coded rows per chunk: each component's indices are a run of
  * this many bytes, and zstd's blocks hold a few components each */
 #define KLT_CHUNK_ROWS 4096u
+/* transform-coded chunks of at least this many rows hold rANS streams: a model's 10-20
+ * bytes a component then cost 0.1-0.15 bits a value at most, less than zstd's byte-wise
+ * coding loses (tests/bench/results/kv_vs_zstd.md) */
+#define KLT_RANS_MIN_ROWS 1024u
 
 /* The presets: every default of a snapshot, one row each.
  *   k, v      tq codec bits of K and V (lossless: reported, unused: every
  *             byte is kept)
  *   k_small   K's bits at heads of 32 or less: the fp16 norm per head costs
  *             16/g bits a value, so small heads get K one bit more
- *   sink      first cells of each coded K kept exact (attention sinks; on
- *             Gemma 3 270M one sink cell lowered KL, see tq-encode-kvdump(1))
+ *   sink      first cells of each coded K and V kept exact (attention sinks; on
+ *             Gemma 3 270M one sink cell lowered K's KL, on SmolLM2 V's: the sink's V is
+ *             far shorter than the rest; see tq-encode-kvdump(1))
  *   k_offset  TQ_KOFF_*: rope (K's pre-RoPE mean turned by each cell's
  *             position, the mean without a model) lowered KL over 22 windows
  *   cells     TQ_CELLS_*: auto = uniform cells at 3 bits in groups >= 64
@@ -34,11 +39,12 @@
  *             the gain at 3x the speed of level 3
  *   tc        TQ_TC_*: transform coding (kv_klt.h) where it takes fewer bits
  *   k_less    its bits per K value: K's tq bits less this many hundredths
- *             (one bit less: Gemma 3 270M at 24K tokens restored at 1.04-1.15x
- *             the floor instead of 1.47-1.76x, stories260K at KL 0.0023
- *             instead of 0.0029, both in fewer bits)
- *   v_less    the same for V; 0: V keeps the tq codec (Gemma's V transformed at
- *             3.5 bits restored at 1.45x the floor, with tq's 4 bits 1.04x)
+ *             (balanced: 2.75 with V at 3 bits kept SmolLM2 at 7K tokens within
+ *             1.12x the floor in 2.94 bits, where V at 4 bits spent 3.66;
+ *             tests/bench/results/kv_long_smollm2.md)
+ *   v_less    the same for V; 0: V keeps the tq codec (transformed V restored worse
+ *             than the blocks at equal bits on both models, a sink cell or not:
+ *             tests/bench/results/kv_long_smollm2.md)
  *   past      bits of the cells a sliding-window layer no longer attends to (older
  *             than its window before the newest cell; 0: as the others): a resumed
  *             session never reads them (a rewound one reads the newest of them)
@@ -60,8 +66,8 @@ typedef struct tq_kv_preset_row {
 
 static const tq_kv_preset_row preset_table[] = {
     /* name  k  v  k_small sink k_offset cells zstd tc k_less v_less past lift */
-    [TQ_KV_PRESET_BALANCED] = {"balanced", 4, 4, 5, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1,
-                               TQ_TC_AUTO, 100, 0, 2, 1},
+    [TQ_KV_PRESET_BALANCED] = {"balanced", 4, 3, 5, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1,
+                               TQ_TC_AUTO, 125, 0, 2, 1},
     [TQ_KV_PRESET_LOSSLESS] = {"lossless", 4, 4, 4, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1,
                                TQ_TC_OFF, 0, 0, 0, 0},
     [TQ_KV_PRESET_Q8] = {"q8", 8, 8, 8, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1, TQ_TC_OFF, 0, 0, 0, 0},
@@ -437,7 +443,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
             tq_status st = plan_innerq(ctx, o, s, t);
             if (st) return st;
         }
-        if (o->sink_cells > 0 && t->codec == TQKV_CODEC_TQ && !s->is_v && !kt->transposed &&
+        if (o->sink_cells > 0 && t->codec == TQKV_CODEC_TQ && !kt->transposed &&
             s->cells > (uint32_t)o->sink_cells)
             t->sink_rows =
                 (uint32_t)o->sink_cells; /* the first cells, which attention keeps returning to */
@@ -534,6 +540,7 @@ static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,
         t->sink_rows = bt->sink_rows; /* in the base's chunks */
         t->planes = bt->planes;
         t->uniform = bt->uniform;
+        t->klt_rans = bt->klt_rans;
         /* the base's coarse coding, for this state's past rows (none where the base has none) */
         t->coarse_bits = bt->coarse_bits;
         t->coarse_uniform = bt->coarse_uniform;
@@ -609,7 +616,8 @@ static tq_status adopt_base_rope(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *b
 enum { OFFSET_STEP = 256 };
 
 typedef struct offset_sums {
-    double *mean, *pre; /* sums of scaled rows, of unscaled pre-RoPE rows */
+    double *mean, *pre; /* [width]: sums of scaled rows, of unscaled pre-RoPE rows */
+    double *sq;         /* [width]: sums of squares, per channel (vectorized), then added up */
     double energy, resid_rope;
 } offset_sums;
 
@@ -618,65 +626,87 @@ static float iq_scale(const tqkv_record *t, uint64_t j)
     return t->innerq ? t->innerq[j % t->innerq_n] : 1.0f;
 }
 
-/* Pass 1: the sums; rope NULL: the plain mean only. */
+/* Pass 1: the sums; rope NULL: the plain mean only.  scale[width]: the InnerQ scales. */
 static tq_status offset_pass1(tq_ctx *ctx, const src_tensor *s, const tqkv_record *t,
-                              const tq_rope *rope, const int32_t *pos, float *rows, offset_sums *o)
+                              const tq_rope *rope, const int32_t *pos, const float *scale,
+                              float *rows, offset_sums *o)
 {
     tq_status st = TQ_OK;
     for (uint32_t c0 = t->sink_rows; !st && c0 < t->cells; c0 += OFFSET_STEP) {
         uint32_t nr = t->cells - c0 < OFFSET_STEP ? t->cells - c0 : OFFSET_STEP;
         st = tq_kv_tensor_read_rows(ctx, s->kt, t->cells, c0, nr, rows);
-        for (uint32_t r = 0; !st && r < nr; r++)
+        for (uint32_t r = 0; !st && r < nr; r++) {
+            const float *row = rows + (size_t)r * t->width;
             for (uint64_t j = 0; j < t->width; j++) {
-                double x = rows[r * t->width + j] * iq_scale(t, j);
+                double x = row[j] * scale[j];
                 o->mean[j] += x;
-                o->energy += x * x;
+                o->sq[j] += x * x;
             }
+        }
         if (!st && rope) st = tq_rope_unrotate(ctx, rope, rows, nr, t->width, pos + c0);
-        for (uint64_t k = 0; !st && rope && k < (uint64_t)nr * t->width; k++)
-            o->pre[k % t->width] += rows[k];
+        for (uint32_t r = 0; !st && rope && r < nr; r++) /* the channels apart: vectorized */
+            for (uint64_t j = 0; j < t->width; j++) o->pre[j] += rows[(size_t)r * t->width + j];
     }
     return st;
 }
 
 /* Pass 2: the energy k - R(pos) b leaves, scaled. */
 static tq_status offset_pass2(tq_ctx *ctx, const src_tensor *s, const tqkv_record *t,
-                              const tq_rope *rope, const int32_t *pos, const float *b, float *rows,
-                              offset_sums *o)
+                              const tq_rope *rope, const int32_t *pos, const float *b,
+                              const float *scale, float *rows, offset_sums *o)
 {
     tq_status st = TQ_OK;
     for (uint32_t c0 = t->sink_rows; !st && c0 < t->cells; c0 += OFFSET_STEP) {
         uint32_t nr = t->cells - c0 < OFFSET_STEP ? t->cells - c0 : OFFSET_STEP;
         st = tq_kv_tensor_read_rows(ctx, s->kt, t->cells, c0, nr, rows);
         if (!st) st = tq_rope_add(ctx, rope, b, rows, nr, t->width, pos + c0, -1.0f);
-        for (uint64_t k = 0; !st && k < (uint64_t)nr * t->width; k++) {
-            double x = rows[k] * iq_scale(t, k % t->width);
-            o->resid_rope += x * x;
+        for (uint32_t r = 0; !st && r < nr; r++) {
+            const float *row = rows + (size_t)r * t->width;
+            for (uint64_t j = 0; j < t->width; j++) {
+                double x = row[j] * scale[j];
+                o->sq[j] += x * x;
+            }
         }
     }
     return st;
+}
+
+/* The per-channel squares added up, and cleared. */
+static double offset_energy(offset_sums *o, uint64_t width)
+{
+    double e = 0;
+    for (uint64_t j = 0; j < width; j++) {
+        e += o->sq[j];
+        o->sq[j] = 0;
+    }
+    return e;
 }
 
 static tq_status plan_offset(tq_ctx *ctx, const src_tensor *s, tqkv_record *t, const tq_rope *rope,
                              const int32_t *pos)
 {
     /* o.mean, o.pre: [width] sums; rows: [OFFSET_STEP][width]; b, t->offset: [width] */
-    offset_sums o = {calloc(t->width, sizeof(double)), calloc(t->width, sizeof(double)), 0, 0};
+    offset_sums o = {calloc(t->width, sizeof(double)), calloc(t->width, sizeof(double)),
+                     calloc(t->width, sizeof(double)), 0, 0};
     float *rows = malloc((size_t)OFFSET_STEP * t->width * sizeof *rows);
     float *b = malloc(t->width * sizeof *b);
+    float *scale = malloc(t->width * sizeof *scale); /* [width]: InnerQ's scale per channel */
     t->offset = malloc(t->width * sizeof *t->offset);
     tq_status st = TQ_OK;
-    if (!o.mean || !o.pre || !rows || !b || !t->offset)
+    if (!o.mean || !o.pre || !o.sq || !rows || !b || !scale || !t->offset)
         st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (uint64_t j = 0; !st && j < t->width; j++) scale[j] = iq_scale(t, j);
     double n = t->cells - t->sink_rows, mean2 = 0;
-    if (!st) st = offset_pass1(ctx, s, t, rope, pos, rows, &o);
+    if (!st) st = offset_pass1(ctx, s, t, rope, pos, scale, rows, &o);
+    if (!st) o.energy = offset_energy(&o, t->width);
     for (uint64_t j = 0; !st && j < t->width; j++) {
         t->offset[j] = (float)(o.mean[j] / n);
         b[j] = (float)(o.pre[j] / n);
         mean2 += (double)t->offset[j] * t->offset[j];
     }
     double resid_mean = o.energy - mean2 * n;
-    if (!st && rope) st = offset_pass2(ctx, s, t, rope, pos, b, rows, &o);
+    if (!st && rope) st = offset_pass2(ctx, s, t, rope, pos, b, scale, rows, &o);
+    if (!st && rope) o.resid_rope = offset_energy(&o, t->width);
     int use_rope = !st && rope && o.resid_rope < resid_mean;
     if (use_rope && (t->rope_pos = malloc(4ull * t->cells))) {
         memcpy(t->offset, b, t->width * sizeof *b);
@@ -694,8 +724,10 @@ static tq_status plan_offset(tq_ctx *ctx, const src_tensor *s, tqkv_record *t, c
     }
     free(o.mean);
     free(o.pre);
+    free(o.sq);
     free(rows);
     free(b);
+    free(scale);
     return st;
 }
 
@@ -743,10 +775,11 @@ static double tq_codec_bits(const tqkv_record *t)
 }
 
 /* Fits t's transforms; takes them (t becomes a KLT record) where forced or
- * where the indices and the stored bases take fewer bits than tq's codec
- * (the transform's error is far lower at the same rate: measured on Gemma
- * 3 270M's K, ../shared/reference/real-models.md), else leaves t as it
- * was. */
+ * where, at the error tq's codec would leave on t's rows, the transform's
+ * indices and bases take fewer bits than tq's codec (on Gemma 3 270M's K the
+ * transform's error is far lower at the same rate: ../shared/reference/
+ * real-models.md; on K/V without such structure it is not, and the bases
+ * cost: tests/bench/results/kv_vs_zstd.md), else leaves t as it was. */
 static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
                                 const tq_kvsnap_options *o, const src_tensor *s, tqkv_record *t,
                                 const tq_rope *rope, const int32_t *pos, int *taken)
@@ -757,8 +790,16 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
     k.klt = NULL;
     tq_klt_fit fit;
     int forced = o->transform == TQ_TC_ON;
-    tq_status st = tq_kvsnap_klt_fit(ctx, s->kt, &k, rope, pos, t->is_v ? p->v_rate : p->k_rate,
-                                     forced ? INFINITY : tq_codec_bits(t), &fit);
+    tq_klt_rival rival = {0, tq_codec_bits(t)};
+    tq_status st = TQ_OK;
+    if (!forced) {
+        double index_bits = 0;
+        st = tq_codec_gauss_cost(ctx, t->group, t->bits, t->uniform, &rival.rel_mse, &index_bits);
+        rival.bits = index_bits + 16.0 / t->group;
+    }
+    if (!st)
+        st = tq_kvsnap_klt_fit(ctx, s->kt, &k, rope, pos, t->is_v ? p->v_rate : p->k_rate,
+                               forced ? NULL : &rival, &fit);
     *taken = !st && !fit.skipped && (forced || fit.rate + fit.basis_bits < tq_codec_bits(t));
     if (!*taken) {
         free(k.offset);
@@ -778,6 +819,9 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
     k.planes = 0;
     k.rows_per_chunk = k.cells < KLT_CHUNK_ROWS ? k.cells : KLT_CHUNK_ROWS;
     k.klt_rate = fit.rate;
+    /* each component its own model (lib/rans.c) where chunks are long enough for a model's
+       bytes to cost less than zstd's shared Huffman tables lose */
+    k.klt_rans = k.rows_per_chunk >= KLT_RANS_MIN_ROWS;
     if (k.coarse_end) { /* a step 2^d times as large: d bits fewer a component that keeps bits */
         k.coarse_scale = ldexpf(1.0f, (t->is_v ? p->v_bits : p->k_bits) - p->past_bits);
         k.coarse_bits = 0;

@@ -23,8 +23,9 @@ static void encode_klt_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const
 {
     float *x = malloc((size_t)n * t->width * sizeof(float)); /* [n][width]: the rows */
     tq_ctx *ctx = tq_ctx_clone(parent);
-    /* [components][n] index bytes, then 2 bytes per escaped index */
-    o->p = malloc(3 * tqkv_klt_components(t) * n + 1);
+    /* a rANS stream and the escapes per component, or [components][n] index bytes and
+       2 bytes per escaped index */
+    o->p = malloc((t->klt_rans ? tqkv_klt_rans_bound(t, n) : 3 * tqkv_klt_components(t) * n) + 1);
     tq_status st = x && ctx && o->p ? TQ_OK : TQ_ERR_NOMEM;
     if (!st && tq_ctx_backend(ctx) != TQ_BACKEND_CPU) st = tq_ctx_set_backend(ctx, TQ_BACKEND_CPU);
     if (!st) st = tq_kv_tensor_read_rows(ctx, kt, t->cells, r0, n, x);
@@ -116,7 +117,8 @@ static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, 
                 uint64_t cuts[KLT_MAX_CUTS] = {2 * nb, 2 * nb + nb * t->group / 8};
                 int sink = tqkv_chunk_is_sink(t, r0), n_cuts = ct->planes && !sink ? 2 : 0;
                 if (t->codec == TQKV_CODEC_KLT && !sink) n_cuts = tq_kvsnap_klt_cuts(t, nr, cuts);
-                co->st = tqkv_chunk_pack(i, r0, nr, co->p, co->len, level, cuts, n_cuts, &pk, &pl);
+                int zl = t->codec == TQKV_CODEC_KLT && t->klt_rans && !sink ? 0 : level;
+                co->st = tqkv_chunk_pack(i, r0, nr, co->p, co->len, zl, cuts, n_cuts, &pk, &pl);
                 free(co->p);
                 co->p = co->st ? NULL : pk;
                 co->len = co->st ? 0 : pl;

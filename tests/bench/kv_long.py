@@ -1,7 +1,7 @@
-"""kv_long.py [--steps=128] [--sessions=docs,code] [NAME:SWITCHES ...] - snapshot
-settings judged at long context (a benchmark, not a test): the Gemma 3 270M
-sessions of tests/bench/long_sessions.py (24576 tokens of two texts of our
-own, cached under ~/.cache/tq/long), each restored in llama.cpp after an
+"""kv_long.py [--model=gemma|smollm2] [--steps=128] [--sessions=docs,code] [NAME:SWITCHES ...] -
+snapshot settings judged at long context (a benchmark, not a test): the sessions of
+tests/bench/long_sessions.py (Gemma 3 270M: 24576 tokens, SmolLM2-135M: 7168, of two texts
+of our own, cached under ~/.cache/tq/long), each restored in llama.cpp after an
 encode/decode round trip, its last cell dropped and re-fed with the next
 `steps` tokens in one batch (teacher forcing).  KL and top-1 against the
 uncompressed restore fed the same way; the floor is that restore fed one
@@ -29,25 +29,27 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
-from _env import TQ, gemma  # noqa: E402
-from long_sessions import session_path  # noqa: E402
+from _env import TQ  # noqa: E402
+from long_sessions import MODELS, session_path  # noqa: E402
 from _llama_util import compare  # noqa: E402
 import llama_cpp  # noqa: E402
 
 OPTS = dict(a.split("=", 1) for a in sys.argv[1:] if a.startswith("--"))
 STEPS = int(OPTS.get("--steps", 128))
-TOKENS = int(OPTS.get("--tokens", 24576))
+MODEL = OPTS.get("--model", "gemma")
+TOKENS = int(OPTS.get("--tokens", MODELS[MODEL]["tokens"]))
+N_CTX = MODELS[MODEL]["n_ctx"]
 SESSIONS = OPTS.get("--sessions", "docs,code").split(",")
 ARGS = [a.split(":", 1) if ":" in a else (a, "") for a in sys.argv[1:] if not a.startswith("--")]
 SETTINGS = ARGS or ([] if "--rows-from" in OPTS else [("default", "")])
-N_VOCAB = 262144
 
 
 def batch_logits(llm, toks, n0, one_by_one=False):
     """Feeds toks at positions n0.. (one batch, or one token a call); the
     logits of every row, float64 [len(toks), vocab]."""
     ctx = llm._ctx.ctx
-    out = np.empty((len(toks), N_VOCAB), dtype=np.float64)
+    n_vocab = llm.n_vocab()
+    out = np.empty((len(toks), n_vocab), dtype=np.float64)
     step = 1 if one_by_one else len(toks)
     for s in range(0, len(toks), step):
         part = toks[s : s + step]
@@ -62,7 +64,7 @@ def batch_logits(llm, toks, n0, one_by_one=False):
         assert llama_cpp.llama_decode(ctx, b) == 0, "decode failed"
         for i in range(len(part)):
             p = llama_cpp.llama_get_logits_ith(ctx, i)
-            out[s + i] = np.ctypeslib.as_array(p, shape=(N_VOCAB,))
+            out[s + i] = np.ctypeslib.as_array(p, shape=(n_vocab,))
         llama_cpp.llama_batch_free(b)
     return out
 
@@ -91,7 +93,7 @@ def runtime_cache(g, state, cont, ctype):
     the continuation as run() feeds it; (logits, bits per value)."""
     tid = {"q8_0": 8, "q4_0": 2}[ctype]
     bits = {"q8_0": 8.5, "q4_0": 4.5}[ctype]
-    probe = llama_cpp.Llama(model_path=str(g), n_ctx=32768, n_batch=512, logits_all=False, verbose=False,
+    probe = llama_cpp.Llama(model_path=str(g), n_ctx=N_CTX, n_batch=512, logits_all=False, verbose=False,
                             flash_attn=True, type_k=tid, type_v=tid)
     raw = Path(state).read_bytes()[:12 + 4 * (TOKENS + 8)]  # "ggsn", version, token count, tokens
     count = int.from_bytes(raw[8:12], "little")
@@ -172,17 +174,17 @@ def main():
         rows, floors, settings = rows_from(OPTS["--rows-from"].split(","))
         table(rows, floors, settings, list(floors))
         return
-    g = gemma()
-    llm = llama_cpp.Llama(model_path=str(g), n_ctx=32768, n_batch=512, logits_all=False, verbose=False,
+    g = MODELS[MODEL]["path"]()
+    llm = llama_cpp.Llama(model_path=str(g), n_ctx=N_CTX, n_batch=max(512, STEPS + 1), logits_all=False, verbose=False,
                           flash_attn=True)
     rows = {name: {} for name, _ in SETTINGS}
     floors = {}
     with tempfile.TemporaryDirectory() as td:
         d = Path(td)
         for sess in SESSIONS:
-            state = session_path(sess, TOKENS)
+            state = session_path(sess, TOKENS, MODEL)
             cont = np.load(state.with_suffix(".cont.npy")).tolist()[: STEPS]
-            values = 18 * 2 * 256 * TOKENS
+            values = MODELS[MODEL]["kv_values"] * TOKENS
             ref = run(llm, state, cont)
             floors[sess] = compare(ref, run(llm, state, cont, one_by_one=True))
             print(f"{sess}: floor KL {floors[sess][0]:.5f} top-1 {floors[sess][1]:.3f}", flush=True)
@@ -217,7 +219,7 @@ def main():
 
 
 def table(rows, floors, settings, sessions):
-    print(f"\n{TOKENS} tokens, {STEPS} teacher-forced steps; floor (one token a call): "
+    print(f"\n{MODEL}, {TOKENS} tokens, {STEPS} teacher-forced steps; floor (one token a call): "
           + ", ".join(f"{s} {floors[s]:.5f}" for s in sessions) + "\n")
     print("| setting | switches | bits per K/V value | mean KL | x floor | top-1 |")
     print("|---|---|---|---|---|---|")

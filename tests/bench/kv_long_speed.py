@@ -1,5 +1,6 @@
-"""kv_long_speed.py [--reps=5] [--sessions=docs,code] [SWITCHES] - snapshot speed
-and memory on the long Gemma 3 270M sessions of tests/bench/long_sessions.py
+"""kv_long_speed.py [--model=gemma|smollm2] [--reps=5] [--sessions=docs,code] [SWITCHES] -
+snapshot speed and memory on the long sessions of tests/bench/long_sessions.py (Gemma 3 270M
+at 24,576 tokens, SmolLM2-135M at 7,168)
 (a benchmark, not a test): `tq encode-kvdump --model` against `zstd -3 -T2`
 on the raw state, `tq decode-kvdump` against `zstd -d`, run alternately
 (medians of interleaved runs, so that the machine's drift hits both), and
@@ -16,13 +17,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
-from _env import TQ, gemma  # noqa: E402
-from long_sessions import session_path  # noqa: E402
+from _env import TQ  # noqa: E402
+from long_sessions import MODELS, session_path  # noqa: E402
 
-OWN = ("--reps=", "--sessions=")
+OWN = ("--reps=", "--sessions=", "--model=")
 OPTS = dict(a.split("=", 1) for a in sys.argv[1:] if a.startswith(OWN))
 REPS = int(OPTS.get("--reps", 5))
 SESSIONS = OPTS.get("--sessions", "docs,code").split(",")
+MODEL = OPTS.get("--model", "gemma")
 SWITCHES = [a for a in sys.argv[1:] if not a.startswith(OWN)]
 
 
@@ -46,14 +48,14 @@ def run(cmd):
 
 
 def main():
-    g = gemma()
+    g = MODELS[MODEL]["path"]()
     print("| session | tq encode s | zstd -3 -T2 s | ratio | tq decode s | zstd -d s | ratio | "
           "tq MB / zstd MB | peak anon MB encode / decode |")
     print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as td:
         d = Path(td)
         for sess in SESSIONS:
-            state = session_path(sess)
+            state = session_path(sess, model=MODEL)
             enc = [TQ, "encode-kvdump", state, "-q", "-o", d / "x.tqkv", "--model", g, *SWITCHES]
             dec = [TQ, "decode-kvdump", d / "x.tqkv", "-q", "-o", d / "x.ggsn"]
             zc = ["zstd", "-3", "-T2", "-q", "-f", state, "-o", d / "x.zst"]

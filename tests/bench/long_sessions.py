@@ -1,14 +1,16 @@
-"""long_sessions.py [--tokens N] - Gemma 3 270M sessions of N tokens (default
-24576; the model's window is 32K) on two texts of this project's own, saved
-once under ~/.cache/tq/long (TQ_CACHE's parent: see tests/oracle/_env.py) for
-issue 22's long-context benchmarks, with the next 128 tokens of each text for
-teacher forcing.  The texts: `docs` (README, formats/ and lib/ specs, man
-pages) and `code` (the C sources of lib/, formats/ and cmd/), read from the
-git history at TEXT_REV, so anyone with a clone rebuilds the same sessions
-whatever the checkout holds now (read from the checkout, they changed with
-every edit of a README line).  Prefill with flash
-attention on, as llama.cpp's server saves; about 5 minutes a session on 2
-cores.  Prints each session's path, tokens, size and prefill time."""
+"""long_sessions.py [--model gemma|smollm2] [--tokens N] - long sessions of the two real
+models on two texts of this project's own, saved once under ~/.cache/tq/long (TQ_CACHE's
+parent: see tests/oracle/_env.py) for the long-context benchmarks, with the next 128 tokens
+of each text for teacher forcing:
+  gemma    Gemma 3 270M, 24576 tokens (its window is 32K; iSWA, heads of 256)
+  smollm2  SmolLM2-135M-Instruct, 7168 tokens (its window is 8192; dense GQA, 3 KV heads of
+           64, no sliding window: the shape most deployed models have)
+The texts: `docs` (prose: README, formats/ and lib/ specs, man pages) and `code` (the C
+sources of lib/, formats/ and cmd/), read from the git history at TEXT_REV, so anyone with a
+clone rebuilds the same sessions whatever the checkout holds now (read from the checkout,
+they changed with every edit of a README line).  Prefill with flash attention on, as
+llama.cpp's server saves; about 5 minutes a Gemma session and 1 a SmolLM2 one on 2 cores.
+Prints each session's path, tokens, size and prefill time."""
 import argparse
 import fnmatch
 import subprocess
@@ -17,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "oracle"))
-from _env import CACHE, ROOT, gemma, need  # noqa: E402
+from _env import CACHE, ROOT, gemma, need, smollm2  # noqa: E402
 
 np, llama_cpp = need("numpy", "llama_cpp")
 
@@ -25,13 +27,23 @@ TEXTS = {
     "docs": ["README.md", "formats/*.md", "formats/*/*.md", "lib/*.md", "man/*.1"],
     "code": ["lib/*.c", "formats/*.c", "formats/*/*.c", "cmd/*.c"],
 }
-CONT = 128
+CONT = 512  # the continuation kept: benches force 128 steps or more of it
 TEXT_REV = "2fa285ba85b4ea856bf8ec15d4361fe84855e31b"
 
 
-def session_path(name, tokens=24576):
-    """Where session `name` of `tokens` tokens is cached (its continuation: .cont.npy beside)."""
-    return CACHE.parent / "long" / f"gemma3-270m-{name}-{tokens}.ggsn"
+# per model: its loader, the context it is run with, the session's default length, K/V
+# values a cell (layers x 2 x KV width) and the name its sessions are cached under
+MODELS = {
+    "gemma": dict(path=gemma, n_ctx=32768, tokens=24576, kv_values=18 * 2 * 256, tag="gemma3-270m"),
+    "smollm2": dict(path=smollm2, n_ctx=8192, tokens=7168, kv_values=30 * 2 * 192, tag="smollm2-135m"),
+}
+
+
+def session_path(name, tokens=None, model="gemma"):
+    """Where session `name` of `tokens` tokens (the model's default) is cached (its
+    continuation: .cont.npy beside)."""
+    m = MODELS[model]
+    return CACHE.parent / "long" / f"{m['tag']}-{name}-{tokens or m['tokens']}.ggsn"
 
 
 def git(*args):
@@ -48,31 +60,34 @@ def text_of(name):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tokens", type=int, default=24576)
+    ap.add_argument("--model", choices=sorted(MODELS), default="gemma")
+    ap.add_argument("--tokens", type=int)
     args = ap.parse_args()
-    model = gemma()
+    m = MODELS[args.model]
+    tokens = args.tokens or m["tokens"]
+    model = m["path"]()
     out = CACHE.parent / "long"
     out.mkdir(parents=True, exist_ok=True)
-    n_ctx = 32768
-    llm = llama_cpp.Llama(model_path=str(model), n_ctx=n_ctx, n_batch=512, logits_all=False,
+    llm = llama_cpp.Llama(model_path=str(model), n_ctx=m["n_ctx"], n_batch=512, logits_all=False,
                           verbose=False, flash_attn=True)
     for name in TEXTS:
-        state = session_path(name, args.tokens)
+        state = session_path(name, tokens, args.model)
         cont = state.with_suffix(".cont.npy")
         toks = llm.tokenize(text_of(name).encode(), add_bos=True)
-        if len(toks) < args.tokens + CONT:
-            raise SystemExit(f"{name}: {len(toks)} tokens, fewer than {args.tokens} + {CONT}")
+        if len(toks) < tokens + CONT:
+            raise SystemExit(f"{name}: {len(toks)} tokens, fewer than {tokens} + {CONT}")
         if not (state.exists() and cont.exists()):
             t0 = time.time()
             llm.reset()
-            llm.eval(toks[: args.tokens])
-            arr = (llama_cpp.llama_token * args.tokens)(*toks[: args.tokens])
+            llm.eval(toks[:tokens])
+            arr = (llama_cpp.llama_token * tokens)(*toks[:tokens])
             tmp = state.with_suffix(".tmp")
-            assert llama_cpp.llama_state_save_file(llm._ctx.ctx, str(tmp).encode(), arr, args.tokens)
+            assert llama_cpp.llama_state_save_file(llm._ctx.ctx, str(tmp).encode(), arr, tokens)
             tmp.rename(state)
-            np.save(cont, np.array(toks[args.tokens : args.tokens + CONT], dtype=np.int32))
-            print(f"{name}: prefilled {args.tokens} tokens in {time.time() - t0:.0f} s")
-        print(f"{state}: {args.tokens} tokens of {len(toks)}, {state.stat().st_size / 1e6:.1f} MB")
+            print(f"{name}: prefilled {tokens} tokens in {time.time() - t0:.0f} s")
+        if not cont.exists() or len(np.load(cont)) < CONT:  # sessions cached when it kept 128
+            np.save(cont, np.array(toks[tokens : tokens + CONT], dtype=np.int32))
+        print(f"{state}: {tokens} tokens of {len(toks)}, {state.stat().st_size / 1e6:.1f} MB")
 
 
 if __name__ == "__main__":

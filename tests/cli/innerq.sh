@@ -61,7 +61,7 @@ for k in a.files:
     if k == "tokens": continue
     x, y = a[k].astype(np.float64), b[k].astype(np.float64)
     e = ((x - y) ** 2).sum() / (x ** 2).sum()
-    assert e < 0.01, (k, e)  # in the model's basis again: scaled values would be far off
+    assert e < 0.05, (k, e)  # in the model's basis again (V at 3 bits: 0.02-0.03); scaled values would be far off
 PY
 done
 $tq inspect "$tmp/h.tqkv" | grep -q "tqkv v3" || fail "per-head scales are version 3"

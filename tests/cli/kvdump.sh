@@ -75,7 +75,7 @@ PY
     $tq decode-kvdump "$tmp/l.tqkv" -o "$tmp/t3b.ggsq" --cache-type turbo3 2>"$tmp/e" && fail "turbo without a head size"
     grep -q "head size is needed" "$tmp/e" || fail "turbo head-size message: $(cat "$tmp/e")"
     $tq encode-kvdump "$F/p1_f16.ggsn" -o "$tmp/b.tqkv" --model "$M" 2>"$tmp/log" || fail "balanced"
-    grep -q "preset balanced, K 5 / V 4 bits" "$tmp/log" || fail "report line: $(cat "$tmp/log")"
+    grep -q "preset balanced, K 5 / V 3 bits" "$tmp/log" || fail "report line: $(cat "$tmp/log")"
     $tq decode-kvdump "$tmp/b.tqkv" -o "$tmp/w.ggsn" --model tests/fuzz/seeds/fuzz_gguf_read/tiny.gguf 2>"$tmp/e"
     [ $? -eq 1 ] && grep -q "made for another model" "$tmp/e" || fail "wrong model not refused: $(cat "$tmp/e")"
     [ -e "$tmp/w.ggsn" ] && fail "output written despite the refusal"
@@ -176,7 +176,7 @@ behaviour dry_run_plans_what_the_encode_then_codes
 $tq encode-kvdump $seed --head-dim 8 --k-bits 6 --boundary-layers 1 --dry-run --json -o "$tmp/dry.tqkv" >"$tmp/plan.json" ||
     fail "--dry-run"
 [ -e "$tmp/dry.tqkv" ] && fail "--dry-run wrote a snapshot"
-$tq encode-kvdump $seed --head-dim 8 --k-bits 6 --boundary-layers 1 --dry-run | grep -q "preset balanced, K 6 / V 4 bits" ||
+$tq encode-kvdump $seed --head-dim 8 --k-bits 6 --boundary-layers 1 --dry-run | grep -q "preset balanced, K 6 / V 3 bits" ||
     fail "--dry-run text"
 $tq encode-kvdump $seed --head-dim 8 --k-bits 6 --boundary-layers 1 -o "$tmp/planned.tqkv" -q || fail "encode as planned"
 $tq inspect --json "$tmp/planned.tqkv" >"$tmp/planned.json" || fail "inspect planned"
@@ -187,9 +187,9 @@ assert len(plan["tensors"]) == len(snap["tensors"]) == 10
 for p, t in zip(plan["tensors"], snap["tensors"]):
     m = re.fullmatch(r"tq\(g=(\d+),b=(\d+)(,nc)?\)(\+sink)?", p["codec"])
     assert m and (p["layer"], p["kv"]) == (t["layer"], t["kv"]) and t["codec"] == "tq", (p, t)
-    assert bool(m[4]) == ("sink_rows" in t) == (t["kv"] == "K"), (p, t)
+    assert m[4] and "sink_rows" in t, (p, t)  # K's and V's first cell kept
     assert (int(m[1]), int(m[2])) == (t["group"], t["bits"]), (p, t)
-    assert t["bits"] == (8 if t["layer"] in (0, 4) else 6 if t["kv"] == "K" else 4), t
+    assert t["bits"] == (8 if t["layer"] in (0, 4) else 6 if t["kv"] == "K" else 3), t
 assert plan["payload_bytes"] < snap["size"], (plan["payload_bytes"], snap["size"])
 PY
 
@@ -237,7 +237,7 @@ $tq decode-kvdump "$tmp/s.tqkv" -o "$tmp/f32.ggsq" --cache-type f32 -q || fail "
 $tq inspect "$tmp/f32.ggsq" | grep -q '32.000 bits per value' || fail "f32 cache file"
 
 behaviour attention_sink_cells_are_kept_exact
-# attention sinks: the first cells of each tq-coded K are kept exact (version 3), V and later cells coded;
+# attention sinks: the first cells of each tq-coded K and V are kept exact (version 3), later cells coded;
 # the default keeps one, --sink-cells 0 none; an appended snapshot decodes its base's sink rows
 $tq encode-kvdump $seed -o "$tmp/sk.tqkv" --head-dim 8 --sink-cells 4 -q || fail "--sink-cells 4"
 $tq decode-kvdump "$tmp/sk.tqkv" -o "$tmp/sk.npz" --format npz --head-dim 8 -q || fail "decode sinks"
@@ -246,11 +246,10 @@ python3 - "$tmp/s.npz" "$tmp/sk.npz" "$tmp/sk.json" <<'PY' || fail "sink rows"
 import json, sys, numpy as np
 a, b, d = np.load(sys.argv[1]), np.load(sys.argv[2]), json.load(open(sys.argv[3]))
 assert d["version"] == 3, d["version"]
-assert all(t.get("sink_rows", 0) == (4 if t["kv"] == "K" else 0) for t in d["tensors"]), d["tensors"][:2]
+assert all(t.get("sink_rows", 0) == 4 for t in d["tensors"]), d["tensors"][:2]
 for k in a.files:
     if k == "tokens": continue
-    exact = np.array_equal(a[k][:4], b[k][:4])
-    assert exact == k.startswith("k"), (k, "first 4 cells exact only for K")
+    assert np.array_equal(a[k][:4], b[k][:4]), (k, "first 4 cells not exact")
     assert not np.array_equal(a[k][4:], b[k][4:]), k
 PY
 $tq inspect --json "$tmp/p.tqkv" | grep -q '"sink_rows": 1' || fail "the default keeps one sink cell"
@@ -323,10 +322,14 @@ for pr in ("balanced", "small"):
 PY
 expect_err 2 "--cells" encode-kvdump "$tmp/off.npz" -o "$tmp/z.tqkv" --cells round
 behaviour auto_cells_pick_uniform_at_3_bits
-# auto (the default): uniform cells at 3 bits (small), Lloyd-Max at 4 (balanced)
+# auto (the default): uniform cells at 3 bits (small; balanced's V), Lloyd-Max at 4 (balanced's K)
 $tq encode-kvdump "$tmp/off.npz" --preset small -q -o "$tmp/auto-small.tqkv" && cmp -s "$tmp/auto-small.tqkv" "$tmp/u-small.tqkv" ||
     fail "the small preset does not default to uniform cells"
-$tq inspect --json "$tmp/ko-on.tqkv" | grep -q '"uniform"' && fail "the balanced preset got uniform cells"
+$tq inspect --json "$tmp/ko-on.tqkv" | python3 -c '
+import json, sys
+t = json.load(sys.stdin)["tensors"]
+assert all(("uniform" in x) == (x["kv"] == "V") for x in t), [(x["kv"], x["bits"], "uniform" in x) for x in t]
+' || fail "balanced: K not Lloyd-Max at 4 bits or V not uniform at 3"
 $tq encode-kvdump $seed --head-dim 8 --preset small -q -o "$tmp/s8.tqkv" && ! $tq inspect --json "$tmp/s8.tqkv" | grep -q '"uniform"' ||
     fail "heads of 8 got uniform cells (measured worse there)"
 behaviour append_onto_a_base_with_offsets_decodes_close

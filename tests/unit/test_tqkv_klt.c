@@ -248,3 +248,63 @@ TEST(klt_append_codes_new_cells_with_the_bases_of_the_base)
     free(out_b);
     free(out_a);
 }
+
+/* ------------------------------------------------------------ --transform auto */
+
+/* Rows with no structure a basis could take: every value its own Gaussian draw. */
+static float white_value(void *user, uint32_t l, int is_v, uint32_t c, uint32_t e)
+{
+    unsigned long long own = 7ull * l + 3ull * (uint64_t)is_v + 131ull * c + 100003ull * e + 1;
+    (void)user;
+    return (float)tq_test_randn(&own);
+}
+
+/* The codec auto gives the K tensor of `cells` cells of `width` values (heads of `head`) from
+ * value(). */
+static int auto_k_codec(float (*value)(void *, uint32_t, int, uint32_t, uint32_t),
+                        uint32_t cells, uint32_t width, uint32_t head, int *codec)
+{
+    tq_ctx *ctx = tq_test_ctx();
+    size_t len;
+    tq_test_seq s = {cells, 1, width, 1, 0, 100, value, NULL};
+    uint8_t *state = tq_test_seq_state(&s, &len);
+    tq_kvsnap_options o;
+    tq_kvsnap_options_init(&o);
+    o.head_dim = head;
+    tq_kv_view *v = NULL;
+    tq_kvsnap_plan *p = NULL;
+    tq_status st = tq_kv_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v);
+    if (!st) st = tq_kvsnap_plan_make(ctx, v, &o, &p);
+    if (!st) *codec = p->meta.t[0].is_v ? p->meta.t[1].codec : p->meta.t[0].codec;
+    if (st) tq_test_fail(__FILE__, __LINE__, " plan: %s\n", tq_ctx_error(ctx));
+    tq_kvsnap_plan_free(p);
+    tq_kv_close(v);
+    free(state);
+    return st ? -1 : 0;
+}
+
+TEST(klt_auto_transforms_k_where_it_costs_fewer_bits_at_tqs_error)
+{
+    int codec;
+    if (auto_k_codec(factor_value, 4000, WIDTH, HEAD, &codec)) return;
+    CHECK_EQ(codec, TQKV_CODEC_KLT);
+}
+
+TEST(klt_auto_keeps_tqs_codec_for_rows_without_structure)
+{
+    /* heads of 128: at the preset's rate the transform's indices and bases would be fewer bits
+       than tq's 4-bit blocks, but at tq's error they are more (the old rule took it: larger and
+       worse).  Heads of 32 are another matter: there tq's fp16 norms cost half a bit a value,
+       which the transform does without */
+    int codec;
+    if (auto_k_codec(white_value, 3000, 256, 128, &codec)) return;
+    CHECK_EQ(codec, TQKV_CODEC_TQ);
+}
+
+TEST(klt_auto_keeps_tqs_codec_where_the_bases_cost_more_than_they_save)
+{
+    /* 120 cells: a head of 32's basis is 16 x 32 x 32 bits over 120 x 32 values */
+    int codec;
+    if (auto_k_codec(factor_value, 120, WIDTH, HEAD, &codec)) return;
+    CHECK_EQ(codec, TQKV_CODEC_TQ);
+}

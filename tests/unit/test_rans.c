@@ -1,0 +1,101 @@
+/* test_rans.c - rANS streams (lib/rans.c): symbols come back, the size meets the entropy, and
+ * damaged streams are refused with one line. */
+#include "harness.h"
+#include "tq.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { N = 20000 };
+
+/* N symbols of a discretized Laplacian of the given spread, zig-zag coded (0, 1, 2, ...) */
+static uint8_t *laplace_symbols(double spread, unsigned long long seed, double *entropy)
+{
+    uint8_t *s = malloc(N);
+    double count[256] = {0};
+    for (int i = 0; i < N; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        double u = ((seed >> 11) + 0.5) / 9007199254740992.0;
+        double v = u < 0.5 ? spread * log(2 * u) : -spread * log(2 - 2 * u);
+        long q = lround(v);
+        unsigned long z = q >= 0 ? 2ul * (unsigned long)q : 2ul * (unsigned long)(-q) - 1;
+        s[i] = (uint8_t)(z < 255 ? z : 255);
+        count[s[i]]++;
+    }
+    *entropy = 0;
+    for (int k = 0; k < 256; k++)
+        if (count[k]) *entropy -= count[k] / N * log2(count[k] / N);
+    return s;
+}
+
+TEST(rans_round_trip_returns_the_symbols_within_a_percent_of_their_entropy)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    const double spreads[] = {0.05, 0.4, 2.0, 20.0};
+    for (int k = 0; k < 4; k++) {
+        double h;
+        uint8_t *s = laplace_symbols(spreads[k], 7 + k, &h), *back = malloc(N);
+        size_t cap = tq_rans_bound(N), len = 0, used = 0;
+        uint8_t *buf = malloc(cap);
+        CHECK_OK(ctx, tq_rans_encode(ctx, s, N, buf, cap, &len));
+        CHECK_OK(ctx, tq_rans_decode(ctx, buf, len, back, N, &used));
+        CHECK_EQ(used, len);
+        CHECK(!memcmp(s, back, N), "spread %g: the symbols differ", spreads[k]);
+        /* over the entropy: the model (at most 1 + 2 x 256 bytes), the length and the state */
+        double bits = 8.0 * len / N, model = 8.0 * (1 + 2 * 256 + 8) / N;
+        CHECK(bits < h * 1.01 + model, "spread %g: %.4f bits a symbol, entropy %.4f", spreads[k],
+              bits, h);
+        free(s);
+        free(back);
+        free(buf);
+    }
+    tq_ctx_free(ctx);
+}
+
+TEST(rans_codes_one_repeated_symbol_in_a_few_bytes)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    uint8_t *s = calloc(N, 1), *back = malloc(N);
+    size_t cap = tq_rans_bound(N), len = 0, used = 0;
+    uint8_t *buf = malloc(cap);
+    CHECK_OK(ctx, tq_rans_encode(ctx, s, N, buf, cap, &len));
+    CHECK(len <= 16, "%zu bytes", len);
+    memset(back, 7, N);
+    CHECK_OK(ctx, tq_rans_decode(ctx, buf, len, back, N, &used));
+    CHECK(!memcmp(s, back, N), "not all zeros");
+    free(s);
+    free(back);
+    free(buf);
+    tq_ctx_free(ctx);
+}
+
+TEST(rans_refuses_damaged_streams)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    double h;
+    uint8_t *s = laplace_symbols(2.0, 3, &h), *back = malloc(N);
+    size_t cap = tq_rans_bound(N), len = 0, used = 0;
+    uint8_t *buf = malloc(cap);
+    CHECK_OK(ctx, tq_rans_encode(ctx, s, N, buf, cap, &len));
+    /* a frequency changed: they no longer sum to 2^12 */
+    buf[1] ^= 1;
+    CHECK_STATUS(ctx, tq_rans_decode(ctx, buf, len, back, N, &used), TQ_ERR_CORRUPT);
+    CHECK(strstr(tq_ctx_error(ctx), "sum to"), "%s", tq_ctx_error(ctx));
+    buf[1] ^= 1;
+    /* a coded byte changed, the stream cut short, or asked for more symbols than it holds */
+    buf[len / 2] ^= 0x40;
+    CHECK_STATUS(ctx, tq_rans_decode(ctx, buf, len, back, N, &used), TQ_ERR_CORRUPT);
+    buf[len / 2] ^= 0x40;
+    CHECK_STATUS(ctx, tq_rans_decode(ctx, buf, len - 1, back, N, &used), TQ_ERR_CORRUPT);
+    uint8_t *more = malloc(N + 1);
+    CHECK_STATUS(ctx, tq_rans_decode(ctx, buf, len, more, N + 1, &used), TQ_ERR_CORRUPT);
+    CHECK_STATUS(ctx, tq_rans_decode(ctx, buf, 3, back, N, &used), TQ_ERR_CORRUPT);
+    CHECK(strchr(tq_ctx_error(ctx), '\n') == NULL, "two lines: %s", tq_ctx_error(ctx));
+    CHECK_OK(ctx, tq_rans_decode(ctx, buf, len, back, N, &used));
+    free(more);
+    free(s);
+    free(back);
+    free(buf);
+    tq_ctx_free(ctx);
+}
