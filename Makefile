@@ -180,8 +180,30 @@ test: all $(B)/tests/unit-runner $(B)/tests/unit-runner-san $(TOOLS) $(B)/tests/
 sanitize: $(B)/tests/unit-runner-san
 	ASAN_OPTIONS=detect_leaks=1 ./$(B)/tests/unit-runner-san
 
-demo: all
+# The main job at a realistic size: a generated Llama-8B-shaped session (nothing downloaded),
+# then SmolLM2's real 7,168-token session where tests/bench/long_sessions.py has cached it.
+DEMO_LONG := $(HOME)/.cache/tq/long/smollm2-135m-docs-7168.ggsn
+DEMO_SMOL := $(HOME)/.cache/tq/models/SmolLM2-135M-Instruct.Q4_1.gguf
+# seconds a command takes, printed after it (dash has no `time`)
+demo_time = t0=$$(date +%s.%N); $(1); t1=$$(date +%s.%N); \
+	awk -v a=$$t0 -v b=$$t1 'BEGIN { printf "  (%.2f s)\n", b - a }'
+demo: all $(B)/tests/kv-state $(B)/tests/kv-error
 	./tq bench --quick
+	@echo; echo "== a Llama-8B-shaped session (32 layers, 8 KV heads of 128, 2048 cells; generated) =="
+	./$(B)/tests/kv-state $(B)/demo-8b.ggsn 2048
+	@$(call demo_time,./tq encode-kvdump $(B)/demo-8b.ggsn -o $(B)/demo-8b.tqkv --head-dim 128)
+	@if command -v zstd >/dev/null; then echo "zstd -3 -T2, what one would use instead:"; \
+	  $(call demo_time,zstd -q -f -3 -T2 $(B)/demo-8b.ggsn -o $(B)/demo-8b.zst); \
+	  ls -l $(B)/demo-8b.ggsn $(B)/demo-8b.zst $(B)/demo-8b.tqkv | awk '{print "  " $$5, $$9}'; \
+	else echo "(zstd not installed: apt-get install zstd to compare)"; fi
+	@$(call demo_time,./tq decode-kvdump $(B)/demo-8b.tqkv -o $(B)/demo-8b-back.ggsn -q)
+	./$(B)/tests/kv-error $(B)/demo-8b.ggsn $(B)/demo-8b-back.ggsn
+	@if [ -f $(DEMO_LONG) ] && [ -f $(DEMO_SMOL) ]; then \
+	  echo; echo "== SmolLM2-135M's real session (7,168 tokens of prose, cached by tests/bench/long_sessions.py) =="; \
+	  ./tq encode-kvdump $(DEMO_LONG) -o $(B)/demo-smol.tqkv --model $(DEMO_SMOL) && \
+	  ./tq decode-kvdump $(B)/demo-smol.tqkv -o $(B)/demo-smol.ggsn -q && \
+	  ./$(B)/tests/kv-error $(DEMO_LONG) $(B)/demo-smol.ggsn; \
+	else echo; echo "(SmolLM2's session not cached: python3 tests/bench/long_sessions.py --model smollm2)"; fi
 	@echo; echo "== a llama.cpp slot file (stories260K, 16 tokens) to a .tqkv snapshot and back =="
 	./tq encode-kvdump tests/fuzz/seeds/fuzz_state_read/stories16.ggsq -o $(B)/demo.tqkv --head-dim 8
 	./tq decode-kvdump $(B)/demo.tqkv -o $(B)/demo.ggsq

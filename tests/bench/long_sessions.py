@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "oracle"))
 from _env import CACHE, ROOT, gemma, need, smollm2  # noqa: E402
 
 np, llama_cpp = need("numpy", "llama_cpp")
+from _llama_util import cached_session  # noqa: E402
 
 TEXTS = {
     "docs": ["README.md", "formats/*.md", "formats/*/*.md", "lib/*.md", "man/*.1"],
@@ -72,21 +73,12 @@ def main():
                           verbose=False, flash_attn=True)
     for name in TEXTS:
         state = session_path(name, tokens, args.model)
-        cont = state.with_suffix(".cont.npy")
         toks = llm.tokenize(text_of(name).encode(), add_bos=True)
-        if len(toks) < tokens + CONT:
-            raise SystemExit(f"{name}: {len(toks)} tokens, fewer than {tokens} + {CONT}")
-        if not (state.exists() and cont.exists()):
-            t0 = time.time()
-            llm.reset()
-            llm.eval(toks[:tokens])
-            arr = (llama_cpp.llama_token * tokens)(*toks[:tokens])
-            tmp = state.with_suffix(".tmp")
-            assert llama_cpp.llama_state_save_file(llm._ctx.ctx, str(tmp).encode(), arr, tokens)
-            tmp.rename(state)
+        t0 = time.time()
+        fresh = not state.exists()
+        cached_session(llm, toks, tokens, CONT, state)
+        if fresh:
             print(f"{name}: prefilled {tokens} tokens in {time.time() - t0:.0f} s")
-        if not cont.exists() or len(np.load(cont)) < CONT:  # sessions cached when it kept 128
-            np.save(cont, np.array(toks[tokens : tokens + CONT], dtype=np.int32))
         print(f"{state}: {tokens} tokens of {len(toks)}, {state.stat().st_size / 1e6:.1f} MB")
 
 

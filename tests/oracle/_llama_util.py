@@ -51,6 +51,22 @@ def save_state(model, prompt, path, n_ctx=2048, llm=None):
         del llm
 
 
+def cached_session(llm, toks, tokens, n_cont, state):
+    """A session of toks[:tokens] saved once at `state` (a Path; written beside it, then renamed
+    into place) with the next n_cont tokens at state.cont.npy, for teacher forcing; returns
+    those tokens."""
+    cont = state.with_suffix(".cont.npy")
+    assert len(toks) >= tokens + n_cont, f"{len(toks)} tokens of text, fewer than {tokens} + {n_cont}"
+    if not state.exists():
+        state.parent.mkdir(parents=True, exist_ok=True)
+        tmp = state.with_suffix(".tmp")
+        save_state(None, toks[:tokens], tmp, llm=llm)
+        tmp.rename(state)
+    if not cont.exists() or len(np.load(cont)) < n_cont:
+        np.save(cont, np.array(toks[tokens : tokens + n_cont], dtype=np.int32))
+    return np.load(cont).tolist()[:n_cont]
+
+
 def log_softmax(x):
     x = x - x.max(axis=1, keepdims=True)
     return x - np.log(np.exp(x).sum(axis=1, keepdims=True))

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from _env import CACHE, ROOT, TQ, gemma, need  # noqa: E402
 
 np, llama_cpp = need("numpy", "llama_cpp")
-from _llama_util import compare  # noqa: E402
+from _llama_util import cached_session, compare  # noqa: E402
 from kv_long import run as restore_logits  # noqa: E402  (restore, drop the last cell, re-feed)
 
 TOKENS, STEPS = 8192, 128
@@ -34,19 +34,7 @@ def session(llm, g):
     text = "\n\n".join(f.read_text() for f in FILES)
     key = hashlib.sha256(text.encode()).hexdigest()[:12]
     state = CACHE.parent / "long" / f"gemma3-270m-guard-{TOKENS}-{key}.ggsn"
-    cont = state.with_suffix(".cont.npy")
-    if not (state.exists() and cont.exists()):
-        toks = llm.tokenize(text.encode(), add_bos=True)
-        assert len(toks) >= TOKENS + STEPS, f"{len(toks)} tokens of text, fewer than {TOKENS} + {STEPS}"
-        state.parent.mkdir(parents=True, exist_ok=True)
-        llm.reset()
-        llm.eval(toks[:TOKENS])
-        arr = (llama_cpp.llama_token * TOKENS)(*toks[:TOKENS])
-        tmp = state.with_suffix(".tmp")
-        assert llama_cpp.llama_state_save_file(llm._ctx.ctx, str(tmp).encode(), arr, TOKENS)
-        tmp.rename(state)
-        np.save(cont, np.array(toks[TOKENS : TOKENS + STEPS], dtype=np.int32))
-    return state, np.load(cont).tolist()
+    return state, cached_session(llm, llm.tokenize(text.encode(), add_bos=True), TOKENS, STEPS, state)
 
 
 def main():
