@@ -8,8 +8,9 @@ log-probabilities.  Compared with the same server restored from the raw
 file: the lossless preset continues identically (tokens and
 probabilities), the default preset continues from the restored cells (not
 a re-processed prompt) with text close to the raw one's (mean KL over the
-top-20, teacher-forced along the raw continuation's tokens).  Three servers:
---swa-full, the default ring of sliding-window cells, and a q8_0 cache.
+top-20, teacher-forced along the raw continuation's tokens).  Three Gemma servers:
+--swa-full, the default ring of sliding-window cells, and a q8_0 cache; and one of
+SmolLM2-135M (llama, dense GQA, no sliding window: no --swa-full to think of).
 Then the refusals: a snapshot decoded for another model, a truncated
 snapshot; and a slot saved at one context size restored into a server with
 a larger one (allowed) and a smaller one (refused by the server, as the
@@ -19,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import ROOT, TQ, gemma, need, tq  # noqa: E402
+from _env import ROOT, TQ, gemma, need, smollm2, tq  # noqa: E402
 
 need("numpy", "gguf")
 from _models import make_model  # noqa: E402
@@ -61,7 +62,7 @@ def restored(s, name, prompt, uses_restore):
     return got
 
 
-def workflow(binary, model, work, name, flags, uses_restore):
+def workflow(binary, model, work, name, flags, uses_restore, qk_norm=True):
     slots = work / name
     slots.mkdir()
     with Server(binary, model, slots, *flags) as s:
@@ -81,7 +82,7 @@ def workflow(binary, model, work, name, flags, uses_restore):
         # scales of the model's channels
         quantized = "-ctk" in flags
         assert ("36 K/V tensors stored Hadamard-rotated" in said) == quantized, f"{name}: {said}"
-        assert "InnerQ: Q-aware scales" in said, f"{name}: {said}"
+        assert ("InnerQ: Q-aware scales" in said) == qk_norm, f"{name}: {said}"  # QK-norm gains
         lossy = restored(s, "default.bin", prompt, uses_restore)
         n = agreement(raw["steps"], lossy["steps"])[0]
         kl = 0.0
@@ -160,6 +161,7 @@ def main():
         refusals(work, model, slots)
         other_context_sizes(binary, model, slots, prompt)
         quantized_converts_to_f16(binary, model, done["q8_0"][1], prompt, done["q8_0"][2])
+        workflow(binary, smollm2(), work, "smollm2", [], True, qk_norm=False)
     leftover = left_behind()
     assert not leftover, f"servers left behind: {leftover}"
     ok("no_server_is_left_running")
