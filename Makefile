@@ -219,6 +219,8 @@ bench: all $(TOOLS)
 	./tq bench weights
 	python3 tests/bench/inspect_large.py
 	python3 tests/bench/kv_snapshot.py
+	python3 tests/bench/kv_vs_zstd.py
+	python3 tests/bench/kv_scale.py
 	python3 tests/bench/quantize_model.py
 
 # libFuzzer targets (clang): `make fuzz FUZZ_SECONDS=60`.  clang lacks GCC's
