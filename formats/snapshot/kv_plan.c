@@ -28,6 +28,9 @@
  *             byte is kept)
  *   k_small   K's bits at heads of 32 or less: the fp16 norm per head costs
  *             16/g bits a value, so small heads get K one bit more
+ *   v_small   V's bits there (balanced: 4, where larger heads take 3: stories260K's
+ *             heads of 8 restored at KL 0.0048 with V at 3 bits, 0.0023 at 4;
+ *             tests/oracle/kv_roundtrip_llama.py)
  *   sink      first cells of each coded K and V kept exact (attention sinks; on
  *             Gemma 3 270M one sink cell lowered K's KL, on SmolLM2 V's: the sink's V is
  *             far shorter than the rest; see tq-encode-kvdump(1))
@@ -61,17 +64,18 @@
  *             tests/oracle/kv_gemma.py) */
 typedef struct tq_kv_preset_row {
     const char *name;
-    int k, v, k_small, sink, k_offset, cells, zstd, tc, k_less, v_less, past, lift;
+    int k, v, k_small, v_small, sink, k_offset, cells, zstd, tc, k_less, v_less, past, lift;
 } tq_kv_preset_row;
 
 static const tq_kv_preset_row preset_table[] = {
-    /* name  k  v  k_small sink k_offset cells zstd tc k_less v_less past lift */
-    [TQ_KV_PRESET_BALANCED] = {"balanced", 4, 3, 5, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1,
+    /* name  k  v  k_small v_small sink k_offset cells zstd tc k_less v_less past lift */
+    [TQ_KV_PRESET_BALANCED] = {"balanced", 4, 3, 5, 4, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1,
                                TQ_TC_AUTO, 125, 0, 2, 1},
-    [TQ_KV_PRESET_LOSSLESS] = {"lossless", 4, 4, 4, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1,
+    [TQ_KV_PRESET_LOSSLESS] = {"lossless", 4, 4, 4, 4, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1,
                                TQ_TC_OFF, 0, 0, 0, 0},
-    [TQ_KV_PRESET_Q8] = {"q8", 8, 8, 8, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1, TQ_TC_OFF, 0, 0, 0, 0},
-    [TQ_KV_PRESET_SMALL] = {"small", 3, 3, 3, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1, TQ_TC_AUTO,
+    [TQ_KV_PRESET_Q8] = {"q8", 8, 8, 8, 8, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1, TQ_TC_OFF, 0, 0, 0,
+                         0},
+    [TQ_KV_PRESET_SMALL] = {"small", 3, 3, 3, 3, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1, TQ_TC_AUTO,
                             100, 0, 1, 1},
 };
 #define N_PRESETS (sizeof preset_table / sizeof *preset_table)
@@ -977,7 +981,7 @@ static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_t
     uint32_t g = n ? tq_kv_group_for_width(src[0].kt->width, head_dim, &guessed) : head_dim;
     const tq_kv_preset_row *row = &preset_table[p->preset];
     int kb = g && g <= 32 ? row->k_small : row->k;
-    int vb = row->v;
+    int vb = g && g <= 32 ? row->v_small : row->v;
     int past = 0; /* some tensor has past rows beyond its sinks */
     for (size_t i = 0; i < n; i++) past |= src[i].past_rows > (uint32_t)o->sink_cells;
     p->past_bits = past ? o->past_bits : 0;

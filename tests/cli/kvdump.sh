@@ -75,7 +75,7 @@ PY
     $tq decode-kvdump "$tmp/l.tqkv" -o "$tmp/t3b.ggsq" --cache-type turbo3 2>"$tmp/e" && fail "turbo without a head size"
     grep -q "head size is needed" "$tmp/e" || fail "turbo head-size message: $(cat "$tmp/e")"
     $tq encode-kvdump "$F/p1_f16.ggsn" -o "$tmp/b.tqkv" --model "$M" 2>"$tmp/log" || fail "balanced"
-    grep -q "preset balanced, K 5 / V 3 bits" "$tmp/log" || fail "report line: $(cat "$tmp/log")"
+    grep -q "preset balanced, K 5 / V 4 bits" "$tmp/log" || fail "report line: $(cat "$tmp/log")"
     $tq decode-kvdump "$tmp/b.tqkv" -o "$tmp/w.ggsn" --model tests/fuzz/seeds/fuzz_gguf_read/tiny.gguf 2>"$tmp/e"
     [ $? -eq 1 ] && grep -q "made for another model" "$tmp/e" || fail "wrong model not refused: $(cat "$tmp/e")"
     [ -e "$tmp/w.ggsn" ] && fail "output written despite the refusal"
@@ -176,7 +176,7 @@ behaviour dry_run_plans_what_the_encode_then_codes
 $tq encode-kvdump $seed --head-dim 8 --k-bits 6 --boundary-layers 1 --dry-run --json -o "$tmp/dry.tqkv" >"$tmp/plan.json" ||
     fail "--dry-run"
 [ -e "$tmp/dry.tqkv" ] && fail "--dry-run wrote a snapshot"
-$tq encode-kvdump $seed --head-dim 8 --k-bits 6 --boundary-layers 1 --dry-run | grep -q "preset balanced, K 6 / V 3 bits" ||
+$tq encode-kvdump $seed --head-dim 8 --k-bits 6 --boundary-layers 1 --dry-run | grep -q "preset balanced, K 6 / V 4 bits" ||
     fail "--dry-run text"
 $tq encode-kvdump $seed --head-dim 8 --k-bits 6 --boundary-layers 1 -o "$tmp/planned.tqkv" -q || fail "encode as planned"
 $tq inspect --json "$tmp/planned.tqkv" >"$tmp/planned.json" || fail "inspect planned"
@@ -189,7 +189,7 @@ for p, t in zip(plan["tensors"], snap["tensors"]):
     assert m and (p["layer"], p["kv"]) == (t["layer"], t["kv"]) and t["codec"] == "tq", (p, t)
     assert m[4] and "sink_rows" in t, (p, t)  # K's and V's first cell kept
     assert (int(m[1]), int(m[2])) == (t["group"], t["bits"]), (p, t)
-    assert t["bits"] == (8 if t["layer"] in (0, 4) else 6 if t["kv"] == "K" else 3), t
+    assert t["bits"] == (8 if t["layer"] in (0, 4) else 6 if t["kv"] == "K" else 4), t
 assert plan["payload_bytes"] < snap["size"], (plan["payload_bytes"], snap["size"])
 PY
 

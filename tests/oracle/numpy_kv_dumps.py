@@ -82,7 +82,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 continue
             a64, b64 = a.astype(np.float64), b.astype(np.float64)
             rel = np.linalg.norm(a64 - b64) / np.linalg.norm(a64)
-            assert rel < 0.12, (name, k, rel)
+            assert rel < 0.2, (name, k, rel)  # V at 3 bits in heads of 64: 0.18 (0.034 squared)
         assert size_ratio < 0.5, (name, size_ratio)
         print(f"{name}: lossless identical; balanced {size_ratio:.3f}x the lossless snapshot")
 

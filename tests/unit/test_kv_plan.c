@@ -70,7 +70,7 @@ TEST(kv_options_left_to_the_preset_take_its_row)
     planned_free(&p);
 }
 
-TEST(kv_balanced_gives_heads_of_32_or_less_one_more_k_bit)
+TEST(kv_balanced_gives_heads_of_32_or_less_one_more_bit)
 {
     tq_kvsnap_options o;
     tq_kvsnap_options_init(&o);
@@ -78,7 +78,7 @@ TEST(kv_balanced_gives_heads_of_32_or_less_one_more_k_bit)
     planned small = plan_for(64, &o);
     CHECK_OK(small.ctx, small.st);
     CHECK_EQ(small.plan->k_bits, 5);
-    CHECK_EQ(small.plan->v_bits, 3);
+    CHECK_EQ(small.plan->v_bits, 4);
     planned_free(&small);
     o.head_dim = 64;
     planned big = plan_for(64, &o);
