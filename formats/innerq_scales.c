@@ -95,6 +95,12 @@ static tq_status load_gguf(tq_ctx *ctx, const char *path, tq_gguf *g, tq_innerq_
         return gguf_fail(ctx, g, NULL, path,
                          "tq.innerq.layers, heads, head_dim or has_v missing or implausible");
     size_t per = (size_t)nh * (size_t)hd;
+    /* every layer's K (and V) tensor is in the file: its counts and bytes bound the allocation
+       before it is made (a header claiming 65536 layers of 4096 x 256 asked for gigabytes) */
+    uint64_t want = (uint64_t)nl * (uint64_t)(hv ? 2 : 1);
+    if ((uint64_t)tq_gguf_n_tensors(g) < want ||
+        want * per * sizeof(float) > tq_gguf_file_size(g))
+        return gguf_fail(ctx, g, NULL, path, "fewer scale tensors in the file than its layers");
     float *s = malloc((size_t)nl * 2 * per * sizeof *s);
     if (!s) return gguf_fail(ctx, g, NULL, path, "out of memory");
     char name[64];

@@ -93,7 +93,7 @@ def runtime_cache(g, state, cont, ctype):
     the continuation as run() feeds it; (logits, bits per value)."""
     tid = {"q8_0": 8, "q4_0": 2}[ctype]
     bits = {"q8_0": 8.5, "q4_0": 4.5}[ctype]
-    probe = llama_cpp.Llama(model_path=str(g), n_ctx=N_CTX, n_batch=512, logits_all=False, verbose=False,
+    probe = llama_cpp.Llama(model_path=str(g), n_ctx=N_CTX, n_batch=max(512, STEPS + 1), logits_all=False, verbose=False,
                             flash_attn=True, type_k=tid, type_v=tid)
     raw = Path(state).read_bytes()[:12 + 4 * (TOKENS + 8)]  # "ggsn", version, token count, tokens
     count = int.from_bytes(raw[8:12], "little")
