@@ -92,11 +92,10 @@ static tq_status screen(tq_ctx *ctx, const float *x, uint32_t n, size_t stride,
                         double *val, tq_klt_fit *fit)
 {
     uint32_t d = t->group;
-    uint64_t nh = t->width / d, m_est = 0, screened = 0;
+    uint64_t nh = t->width / d, m_est = 0;
     tq_status st = TQ_OK;
     fit->equal_error_bits = 0;
     for (uint64_t h = 0; !st && h < nh; h++) {
-        screened++;
         st = tq_covariance(ctx, x + h * d, n, d, stride, cov + h * d * d);
         if (st || !rival) continue;
         st = tq_sym_eigen(ctx, d, cov + h * d * d, val, NULL);
@@ -110,8 +109,8 @@ static tq_status screen(tq_ctx *ctx, const float *x, uint32_t n, size_t stride,
     }
     if (st || !rival) return st;
     double coded = (double)(t->cells - t->sink_rows) * d;
-    fit->equal_error_bits /= (double)screened;
-    fit->equal_error_bits += 16.0 * (double)m_est / (double)screened * d / coded + KLT_CODER_LOSS;
+    fit->equal_error_bits /= (double)nh;
+    fit->equal_error_bits += 16.0 * (double)m_est / (double)nh * d / coded + KLT_CODER_LOSS;
     fit->skipped = fit->equal_error_bits >= rival->bits;
     return TQ_OK;
 }
