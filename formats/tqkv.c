@@ -172,23 +172,96 @@ static void put_rope(bbuf *b, const tqkv_record *t)
 }
 
 /* The KLT codec's transforms: per head u32 m, f32 step, m x group f16. */
+enum { BASIS8_MIN_EXP = -32 };
+
+/* A row's exponent e: 2^e above its largest value (frexp: exact); INT32_MIN for a zero row. */
+static int basis8_exp(const float *row, uint32_t d)
+{
+    float top = 0.0f;
+    for (uint32_t j = 0; j < d; j++)
+        if (fabsf(row[j]) > top) top = fabsf(row[j]);
+    int e;
+    if (top == 0.0f || frexpf(top, &e) == 0.0f) return INT32_MIN;
+    return e < BASIS8_MIN_EXP ? INT32_MIN : e;
+}
+
+void tqkv_basis_round(int basis8, float *row, uint32_t d)
+{
+    if (!basis8) {
+        for (uint32_t j = 0; j < d; j++) row[j] = tq_fp16_to_fp32(tq_fp32_to_fp16(row[j]));
+        return;
+    }
+    int e = basis8_exp(row, d);
+    for (uint32_t j = 0; j < d; j++) {
+        float q = e == INT32_MIN ? 0.0f : nearbyintf(ldexpf(row[j], 7 - e));
+        if (q > 127.0f) q = 127.0f;
+        if (q < -127.0f) q = -127.0f;
+        row[j] = e == INT32_MIN ? 0.0f : ldexpf(q, e - 7);
+    }
+}
+
+/* A head's basis rows: fp16 values, or with basis8 per row an i8 exponent (BASIS8_MIN_EXP
+ * less one for a zero row) and group i8 values (tqkv_basis_round made them exact). */
+static void put_basis(bbuf *b, const tqkv_record *t, const tqkv_klt *k)
+{
+    for (uint32_t r = 0; r < k->m; r++) {
+        const float *row = k->basis + (size_t)r * t->group;
+        int e = t->klt_basis8 ? basis8_exp(row, t->group) : 0;
+        int8_t e8 = (int8_t)(e == INT32_MIN ? BASIS8_MIN_EXP - 1 : e);
+        if (t->klt_basis8) PUTV(b, e8);
+        for (uint32_t j = 0; j < t->group; j++) {
+            uint16_t v = tq_fp32_to_fp16(row[j]);
+            int8_t q = (int8_t)(e == INT32_MIN ? 0 : (int)ldexpf(row[j], 7 - e));
+            if (t->klt_basis8)
+                PUTV(b, q);
+            else
+                PUTV(b, v);
+        }
+    }
+}
+
 static void put_klt(bbuf *b, const tqkv_record *t)
 {
     for (uint64_t h = 0; h < t->width / t->group; h++) {
         const tqkv_klt *k = &t->klt[h];
         PUTV(b, k->m);
         PUTV(b, k->step);
-        for (uint64_t i = 0; i < (uint64_t)k->m * t->group; i++) {
-            uint16_t v = tq_fp32_to_fp16(k->basis[i]);
-            PUTV(b, v);
-        }
+        put_basis(b, t, k);
     }
 }
 
 uint64_t tqkv_klt_rans_bound(const tqkv_record *t, uint32_t nrows)
 {
-    /* each component: its stream, then 2 bytes an escaped index */
-    return tqkv_klt_components(t) * (tq_rans_bound(nrows) + 2ull * nrows);
+    /* each head's gains a stream; each component: its stream, then 2 bytes an escaped index */
+    uint64_t gains = t->klt_gain ? t->width / t->group * tq_rans_bound(nrows) : 0;
+    return gains + tqkv_klt_components(t) * (tq_rans_bound(nrows) + 2ull * nrows);
+}
+
+/* 2^(r/8) and 2^((r + 1/2)/8), r = 0..7: a gain's mantissa and the border above it */
+static const float gain_frac[8] = {1.0f,        1.09050773f, 1.18920712f, 1.29683955f,
+                                   1.41421356f, 1.54221083f, 1.68179283f, 1.83400809f};
+static const float gain_mid[8] = {1.04427378f, 1.13878863f, 1.24185781f, 1.35425503f,
+                                  1.47682615f, 1.61049033f, 1.75625216f, 1.91520656f};
+
+float tqkv_gain(uint8_t code)
+{
+    if (!code) return 0.0f;
+    return ldexpf(gain_frac[code % 8], code / 8 - 16);
+}
+
+uint8_t tqkv_gain_code(float norm)
+{
+    if (!(norm > 0.0f)) return 0;
+    uint32_t lo = 1, hi = 255; /* the largest code whose lower border norm reaches */
+    while (lo < hi) {
+        uint32_t c = (lo + hi + 1) / 2;
+        float below = ldexpf(gain_mid[(c - 1) % 8], (int)(c - 1) / 8 - 16);
+        if (norm >= below)
+            lo = c;
+        else
+            hi = c - 1;
+    }
+    return (uint8_t)lo;
 }
 
 uint64_t tqkv_klt_components(const tqkv_record *t)
@@ -269,7 +342,8 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
         if (!has_extension(t)) continue;
         uint32_t flags = (t->offset ? 1 : 0) | (t->offset && t->rope_pos ? 2 : 0) |
                          (t->planes ? 4 : 0) | (t->klt ? 8 : 0) | (t->coarse_end ? 16 : 0) |
-                         (t->hadamard ? 32 : 0) | (t->klt && t->klt_rans ? 64 : 0);
+                         (t->hadamard ? 32 : 0) | (t->klt && t->klt_rans ? 64 : 0) |
+                         (t->klt && t->klt_gain ? 128 : 0) | (t->klt && t->klt_basis8 ? 256 : 0);
         PUTV(b, t->sink_rows);
         PUTV(b, flags);
         if (t->offset) bput(b, t->offset, 4ull * t->width);
@@ -598,8 +672,8 @@ static uint64_t expected_raw(tq_ctx *ctx, const tqkv_record *t, uint32_t row0, u
     }
     if (t->codec == TQKV_CODEC_RAW)
         return t->transposed ? t->bytes : t->bytes / tq_max_u32(t->cells, 1) * nrows;
-    if (t->codec == TQKV_CODEC_KLT) /* at least a byte an index (kv_klt.h) */
-        return tqkv_klt_components(t) * nrows;
+    if (t->codec == TQKV_CODEC_KLT) /* at least a byte an index, and a gain (kv_klt.h) */
+        return (tqkv_klt_components(t) + (t->klt_gain ? t->width / t->group : 0)) * nrows;
     tq_codec_desc d;
     tq_codec *c;
     if (tqkv_codec_desc(t, &d) || tq_codec_new(ctx, &d, &c)) {
@@ -767,6 +841,42 @@ static tq_status get_offset(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t
 /* The KLT codec's transforms (put_klt): every head's component count,
  * step and basis, each value finite and at most 1 in size (rows of an
  * orthonormal basis). */
+static tq_status get_basis16(tq_ctx *ctx, tqkv_reader *r, mcur *c, const tqkv_record *t,
+                             tqkv_klt *k)
+{
+    for (uint64_t i = 0; i < (uint64_t)k->m * t->group; i++) {
+        uint16_t v = 0;
+        mget(c, &v, 2); /* fits: checked by the caller */
+        k->basis[i] = tq_fp16_to_fp32(v);
+        if (!(fabsf(k->basis[i]) <= 1.0f))
+            return bad(ctx, r, "a basis value that is not finite or above 1", HDR_LEN + c->pos - 2);
+    }
+    return TQ_OK;
+}
+
+/* put_basis's bytes: an exponent of BASIS8_MIN_EXP - 1 .. 1 a row (the first: a zero row),
+ * values -127..127 (0 in a zero row), none above 1 in size. */
+static tq_status get_basis8(tq_ctx *ctx, tqkv_reader *r, mcur *c, const tqkv_record *t,
+                            tqkv_klt *k)
+{
+    for (uint32_t row = 0; row < k->m; row++) {
+        int8_t e = 0;
+        mget(c, &e, 1); /* fits: checked by the caller */
+        if (e < BASIS8_MIN_EXP - 1 || e > 1)
+            return bad(ctx, r, "a basis row's exponent out of range", HDR_LEN + c->pos - 1);
+        for (uint32_t j = 0; j < t->group; j++) {
+            int8_t q = 0;
+            mget(c, &q, 1);
+            float v = e < BASIS8_MIN_EXP ? 0.0f : ldexpf((float)q, e - 7);
+            k->basis[(size_t)row * t->group + j] = v;
+            if (q == -128 || (e < BASIS8_MIN_EXP && q) || !(fabsf(v) <= 1.0f))
+                return bad(ctx, r, "a basis value that is not finite or above 1",
+                           HDR_LEN + c->pos - 1);
+        }
+    }
+    return TQ_OK;
+}
+
 static tq_status get_klt(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t)
 {
     uint64_t nh = t->width / t->group;
@@ -780,17 +890,12 @@ static tq_status get_klt(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t)
         if (k->m > t->group || !(k->step > 0) || !isfinite(k->step))
             return bad(ctx, r, "bad transform (components or step)", at);
         uint64_t nv = (uint64_t)k->m * t->group;
-        if (nv * 2 > c->n - c->pos) return bad(ctx, r, "transform basis truncated", at);
+        uint64_t bytes = t->klt_basis8 ? nv + k->m : 2 * nv;
+        if (bytes > c->n - c->pos) return bad(ctx, r, "transform basis truncated", at);
         if (!(k->basis = malloc((nv ? nv : 1) * sizeof *k->basis)))
             return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-        for (uint64_t i = 0; i < nv; i++) {
-            uint16_t v = 0;
-            mget(c, &v, 2); /* fits: checked above */
-            k->basis[i] = tq_fp16_to_fp32(v);
-            if (!(fabsf(k->basis[i]) <= 1.0f))
-                return bad(ctx, r, "a basis value that is not finite or above 1",
-                           HDR_LEN + c->pos - 2);
-        }
+        tq_status st = t->klt_basis8 ? get_basis8(ctx, r, c, t, k) : get_basis16(ctx, r, c, t, k);
+        if (st) return st;
     }
     return TQ_OK;
 }
@@ -847,14 +952,16 @@ static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
         if (mget(c, &t->sink_rows, 4) || mget(c, &flags, 4))
             return bad(ctx, r, "tensor extension truncated", HDR_LEN + c->pos);
         if (t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows) ||
-            flags > 127 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
-            ((flags & 64) && !(flags & 8)) ||
+            flags > 511 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
+            ((flags & 448) && !(flags & 8)) ||
             ((flags & 4) && (t->codec != TQKV_CODEC_TQ || t->bits < 2 || t->group % 8)) ||
             !(flags & 8) != (t->codec != TQKV_CODEC_KLT) ||
             (t->codec == TQKV_CODEC_RAW && (t->sink_rows || flags != 32))) /* kept: a rotation */
             return bad(ctx, r, "bad tensor extension", HDR_LEN + c->pos);
         t->planes = (flags & 4) != 0;
         t->klt_rans = (flags & 64) != 0;
+        t->klt_gain = (flags & 128) != 0;
+        t->klt_basis8 = (flags & 256) != 0;
         tq_status st = TQ_OK;
         if (flags & 1) st = get_offset(ctx, r, c, t, flags);
         if (!st && (flags & 8)) st = get_klt(ctx, r, c, t);

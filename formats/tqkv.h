@@ -103,6 +103,11 @@ typedef struct tqkv_record {
     tqkv_klt *klt;         /* KLT codec: width / group heads' transforms (owned by the meta) */
     uint8_t klt_rans;      /* KLT codec: chunks hold each component's indices as a rANS stream
                               (extension flag bit 6; 0: a byte an index, for zstd) */
+    uint8_t klt_basis8;    /* KLT codec: bases stored as a byte a value, a power of two a row
+                              (tqkv_basis_round; extension flag bit 8; 0: fp16 values) */
+    uint8_t klt_gain;      /* KLT codec: each head's rows coded at unit norm, their gains (a
+                              byte each, tqkv_gain) ahead of the indices in every coded chunk
+                              (extension flag bit 7) */
     double klt_rate;       /* KLT codec, as planned (not stored): the indices' bits per value
                               the encoder measured on its sample; 0 when read from a file */
     /* version 3, coded tensors: rows from the sinks (or row_start) up to coarse_end are coded
@@ -148,6 +153,14 @@ uint64_t tqkv_klt_components(const tqkv_record *t);
 /* KLT codec with klt_rans: the most a chunk of nrows rows can hold (a rANS stream and
  * its escapes per component: kv_klt.h). */
 uint64_t tqkv_klt_rans_bound(const tqkv_record *t, uint32_t nrows);
+/* KLT codec with klt_gain: the gain a row's code stands for (0: 0; c: 2^((c - 128) / 8)), and
+ * the code nearest to a row's norm (in log scale, no libm: the same on every machine). */
+float tqkv_gain(uint8_t code);
+/* A basis row of d values as stored (in place): fp16, or with basis8 each value q 2^(e - 7),
+ * q in -127..127 and 2^e the power of two above the row's largest value (e of at least -32;
+ * below, 0): exact scalings, the same on every machine. */
+void tqkv_basis_round(int basis8, float *row, uint32_t d);
+uint8_t tqkv_gain_code(float norm);
 /* Whether a chunk starting at row0 holds the tensor's exact sink rows. */
 int tqkv_chunk_is_sink(const tqkv_record *t, uint32_t row0);
 /* Whether a chunk starting at row0 holds coarse rows (below coarse_end, past the sinks). */

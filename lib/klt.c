@@ -285,6 +285,9 @@ static double index_entropy(const float *y, size_t n, size_t stride, float inv, 
     return h;
 }
 
+/* How near under the rate (a share of its bits) the step search may stop. */
+#define RATE_TOL 0.0005
+
 /* The bits per vector of y's d components at a step of 2^log_step. */
 static double total_bits(const float *y, size_t n, uint32_t d, double log_step, const double *var,
                          uint32_t *bins, int32_t *q, double *h)
@@ -328,7 +331,8 @@ tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, do
     for (size_t i = 0; i < n * d; i++)
         if (!isfinite(y[i])) return tq_fail(ctx, TQ_ERR_ARG, "a coefficient that is not finite");
     uint32_t *bins = calloc(65535, sizeof *bins);
-    double *h = malloc(d * sizeof *h);     /* [d]: each component's bits at the step tried */
+    double *h = malloc(2 * d * sizeof *h); /* [2][d]: each component's bits at a step tried */
+    double *h_hi = h + d;                  /* [d]: at the step kept */
     double *var = calloc(d, sizeof *var);  /* [d]: each component's variance */
     int32_t *q = malloc(n * sizeof *q);    /* [n]: one component's indices */
     if (!bins || !h || !var || !q) {
@@ -340,25 +344,51 @@ tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, do
     }
     for (size_t r = 0; r < n; r++)
         for (uint32_t c = 0; c < d; c++) var[c] += (double)y[r * d + c] * y[r * d + c] / (double)n;
-    /* bits fall as the step grows: bisect log2(step) from a bracket around
-     * the Gaussian estimate, widened until it holds the rate; 10 halvings
-     * of a 2-wide bracket fix the step to 0.14% of itself */
+    /* bits fall as the step grows: a bracket of log2(step) from the Gaussian estimate,
+     * widened until it holds the rate, then regula falsi (Illinois: a side kept twice halves
+     * the other's value) until the step's bits are within RATE_TOL of the rate or the
+     * bracket is 2^-10 wide (the step to 0.07% of itself); h_hi: each component's bits at hi */
     double want = bits * d, guess = gaussian_log_step(var, d, want);
-    double lo = guess - 1, hi = guess + 1;
-    while (total_bits(y, n, d, lo, var, bins, q, h) <= want && lo > -126) lo -= 2;
-    while (total_bits(y, n, d, hi, var, bins, q, h) > want && hi < 126) hi += 2;
-    for (int it = 0; it < 10; it++) {
-        double mid = 0.5 * (lo + hi);
-        if (total_bits(y, n, d, mid, var, bins, q, h) > want)
-            lo = mid;
-        else
-            hi = mid;
+    double lo = guess - 0.25, hi = guess + 0.25;
+    double f_lo = total_bits(y, n, d, lo, var, bins, q, h) - want;
+    for (double w = 0.5; f_lo <= 0 && lo > -126; w *= 2) {
+        hi = lo;
+        lo -= w;
+        f_lo = total_bits(y, n, d, lo, var, bins, q, h) - want;
+    }
+    double f_hi = total_bits(y, n, d, hi, var, bins, q, h_hi) - want;
+    for (double w = 0.5; f_hi > 0 && hi < 126; w *= 2) {
+        lo = hi;
+        f_lo = f_hi;
+        hi += w;
+        f_hi = total_bits(y, n, d, hi, var, bins, q, h_hi) - want;
+    }
+    int kept = 0; /* the side moved last: -1 lo, +1 hi */
+    for (int it = 0; it < 40 && hi - lo > 1.0 / 1024 && f_hi < -RATE_TOL * want; it++) {
+        double x = hi - f_hi * (hi - lo) / (f_hi - f_lo);
+        double edge = (hi - lo) / 64; /* never at an end: the bracket always shrinks */
+        if (!(x > lo + edge)) x = lo + edge;
+        if (x > hi - edge) x = hi - edge;
+        double f = total_bits(y, n, d, x, var, bins, q, h) - want;
+        if (f > 0) {
+            lo = x;
+            f_lo = f;
+            if (kept < 0) f_hi /= 2;
+            kept = -1;
+            continue;
+        }
+        hi = x;
+        f_hi = f;
+        memcpy(h_hi, h, d * sizeof *h);
+        if (kept > 0) f_lo /= 2;
+        kept = 1;
     }
     *step = (float)exp2(hi);
-    double total = total_bits(y, n, d, hi, var, bins, q, h);
+    double total = 0;
+    for (uint32_t c = 0; c < d; c++) total += h_hi[c];
     uint32_t keep = 0;
     for (uint32_t c = 0; c < d; c++)
-        if (h[c] >= min_bits) keep = c + 1; /* the components after the last that pays */
+        if (h_hi[c] >= min_bits) keep = c + 1; /* the components after the last that pays */
     *m = keep;
     *rate = total / d;
     free(bins);

@@ -9,7 +9,11 @@
  * one byte below 128 and else two (low 7 bits with the top bit set, then the rest); u32 the
  * length L of the coded bytes; L bytes.  The encoder codes the symbols in
  * reverse and writes its bytes backwards, so the decoder reads forward; the decoder's state
- * starts from the first 4 coded bytes and must end at RANS_LOW with every byte read. */
+ * starts from the first 4 coded bytes and must end at RANS_LOW with every byte read.
+ *
+ * One stream is a serial chain: each step waits on the one before.  The _many calls code up to
+ * TQ_RANS_LANES streams in lockstep, one step of each in turn, so that the chains overlap; the
+ * bytes are those of coding each alone. */
 #include "tq_internal.h"
 
 #include <stdlib.h>
@@ -50,19 +54,62 @@ static void normalize(const uint64_t *count, uint32_t n_sym, uint64_t n, uint32_
     }
 }
 
-tq_status tq_rans_encode(tq_ctx *ctx, const uint8_t *sym, size_t n, uint8_t *out, size_t cap,
-                         size_t *len)
+/* What coding a symbol changes in the encoder's state: x / freq by a multiply and a shift,
+ * exact for every state below 2^31 (a reciprocal rounded up, m = ceil(2^(31 + l) / freq) with
+ * 2^(l - 1) < freq <= 2^l: the error m * freq - 2^(31 + l) stays below 2^l), where a division
+ * held up each step. */
+typedef struct rans_enc_sym {
+    uint32_t rcp;   /* m */
+    uint32_t shift; /* 31 + l */
+    uint32_t x_max; /* states from here emit a byte first */
+    uint32_t rest;  /* 2^RANS_BITS - freq: x / f * 2^12 + x % f = x + (x / f) * rest */
+    uint32_t cum;
+} rans_enc_sym;
+
+static void enc_sym_init(uint32_t freq, uint32_t cum, rans_enc_sym *e)
 {
-    TQ_NEED_CTX(ctx);
-    if (cap < tq_rans_bound(n)) return tq_fail(ctx, TQ_ERR_ARG, "rANS output too small");
+    uint32_t l = 0;
+    while ((1u << l) < freq) l++;
+    e->shift = 31 + l;
+    e->rcp = (uint32_t)(((1ull << e->shift) + freq - 1) / freq);
+    e->x_max = ((RANS_LOW >> RANS_BITS) << 8) * freq;
+    e->rest = RANS_TOTAL - freq;
+    e->cum = cum;
+}
+
+/* One lane of the encoder: its model, its output and where its bytes have reached. */
+typedef struct rans_enc_lane {
+    rans_enc_sym es[256]; /* [n_sym] */
+    uint8_t *out, *end, *p, *floor;
+    size_t pos; /* the model's length */
+    uint32_t x;
+} rans_enc_lane;
+
+/* The model of sym[n] into lane->out and lane->es; the coded bytes start from the end. */
+static void enc_lane_init(const uint8_t *sym, size_t n, uint8_t *out, size_t cap,
+                          rans_enc_lane *lane)
+{
     uint64_t count[256] = {0};
     uint32_t freq[256] = {0}, cum[257] = {0}, n_sym = 1;
-    for (size_t i = 0; i < n; i++) count[sym[i]]++;
-    for (uint32_t s = 0; s < 256; s++)
+    uint32_t part[4][256] = {{0}}; /* four counts apart: a run of one symbol no longer waits
+                                      on its own counter's last store */
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        part[0][sym[i]]++;
+        part[1][sym[i + 1]]++;
+        part[2][sym[i + 2]]++;
+        part[3][sym[i + 3]]++;
+    }
+    for (; i < n; i++) part[0][sym[i]]++;
+    for (uint32_t s = 0; s < 256; s++) {
+        count[s] = (uint64_t)part[0][s] + part[1][s] + part[2][s] + part[3][s];
         if (count[s]) n_sym = s + 1;
+    }
     if (n) normalize(count, n_sym, n, freq);
     else freq[0] = RANS_TOTAL; /* no symbols: a model all the same */
     for (uint32_t s = 0; s < n_sym; s++) cum[s + 1] = cum[s] + freq[s];
+    for (uint32_t s = 0; s < n_sym; s++)
+        if (freq[s]) enc_sym_init(freq[s], cum[s], &lane->es[s]); /* the others never occur */
     size_t pos = 0;
     out[pos++] = (uint8_t)(n_sym - 1);
     for (uint32_t s = 0; s < n_sym; s++) {
@@ -73,69 +120,310 @@ tq_status tq_rans_encode(tq_ctx *ctx, const uint8_t *sym, size_t n, uint8_t *out
         out[pos++] = (uint8_t)(freq[s] | 128);
         out[pos++] = (uint8_t)(freq[s] >> 7);
     }
-    /* the coded bytes, backwards from the end of the room */
-    uint8_t *end = out + cap, *p = end;
-    uint32_t x = RANS_LOW;
-    for (size_t i = n; i-- > 0;) {
-        uint32_t f = freq[sym[i]];
-        uint32_t x_max = ((RANS_LOW >> RANS_BITS) << 8) * f;
-        while (x >= x_max) {
-            *--p = (uint8_t)x;
-            x >>= 8;
-        }
-        x = ((x / f) << RANS_BITS) + (x % f) + cum[sym[i]];
+    lane->out = out;
+    lane->end = out + cap;
+    lane->p = lane->end;
+    lane->floor = out + pos + 8; /* room for the length and the state */
+    lane->pos = pos;
+    lane->x = RANS_LOW;
+}
+
+/* One symbol into a lane: at most two bytes out (the state is below 2^31 and x_max at least
+ * 2^19), each written whether kept or not, so that no branch waits on the state. */
+static inline void enc_put(rans_enc_lane *lane, uint8_t sym)
+{
+    const rans_enc_sym *e = &lane->es[sym];
+    uint32_t x = lane->x;
+    uint8_t *p = lane->p;
+    uint32_t b = x >= e->x_max;
+    p[-1] = (uint8_t)x;
+    p -= b;
+    x >>= b * 8;
+    b = x >= e->x_max;
+    p[-1] = (uint8_t)x;
+    p -= b;
+    x >>= b * 8;
+    uint32_t q = (uint32_t)(((uint64_t)x * e->rcp) >> e->shift);
+    lane->x = x + q * e->rest + e->cum;
+    lane->p = p;
+}
+
+/* One symbol into state x, bytes before p, with the symbol's entry e (as enc_put). */
+#define ENC_STEP(e, x, p)                                                                   \
+    do {                                                                                    \
+        uint32_t b_ = (x) >= (e)->x_max;                                                    \
+        (p)[-1] = (uint8_t)(x);                                                             \
+        (p) -= b_;                                                                          \
+        (x) >>= b_ * 8;                                                                     \
+        b_ = (x) >= (e)->x_max;                                                             \
+        (p)[-1] = (uint8_t)(x);                                                             \
+        (p) -= b_;                                                                          \
+        (x) >>= b_ * 8;                                                                     \
+        (x) += (uint32_t)(((uint64_t)(x) * (e)->rcp) >> (e)->shift) * (e)->rest + (e)->cum; \
+    } while (0)
+
+/* Four lanes in lockstep from the last symbol while each has room for a step, the states in
+ * registers (as dec_four); returns the symbols left. */
+static size_t enc_four(rans_enc_lane *lane, const uint8_t *sym, size_t n)
+{
+    const rans_enc_sym *t0 = lane[0].es, *t1 = lane[1].es, *t2 = lane[2].es, *t3 = lane[3].es;
+    uint8_t *p0 = lane[0].p, *p1 = lane[1].p, *p2 = lane[2].p, *p3 = lane[3].p;
+    uint32_t x0 = lane[0].x, x1 = lane[1].x, x2 = lane[2].x, x3 = lane[3].x;
+    const uint8_t *s0 = sym, *s1 = sym + n, *s2 = sym + 2 * n, *s3 = sym + 3 * n;
+    size_t i = n;
+    for (; i > 0 && p0 >= lane[0].floor && p1 >= lane[1].floor && p2 >= lane[2].floor &&
+           p3 >= lane[3].floor;
+         i--) {
+        ENC_STEP(&t0[s0[i - 1]], x0, p0);
+        ENC_STEP(&t1[s1[i - 1]], x1, p1);
+        ENC_STEP(&t2[s2[i - 1]], x2, p2);
+        ENC_STEP(&t3[s3[i - 1]], x3, p3);
     }
+    lane[0].x = x0;
+    lane[1].x = x1;
+    lane[2].x = x2;
+    lane[3].x = x3;
+    lane[0].p = p0;
+    lane[1].p = p1;
+    lane[2].p = p2;
+    lane[3].p = p3;
+    return i;
+}
+
+/* The state and the length after the model, the coded bytes moved up behind them. */
+static size_t enc_lane_finish(rans_enc_lane *lane)
+{
+    uint8_t *p = lane->p;
+    uint32_t x = lane->x;
     for (int b = 0; b < 4; b++) { /* the state, most significant byte first */
         *--p = (uint8_t)x;
         x >>= 8;
     }
-    uint32_t coded = (uint32_t)(end - p);
-    if (out + pos + 4 > p) return tq_fail(ctx, TQ_ERR_ARG, "rANS output too small");
-    memcpy(out + pos, &coded, 4);
-    pos += 4;
-    memmove(out + pos, p, coded);
-    *len = pos + coded;
+    uint32_t coded = (uint32_t)(lane->end - p);
+    memcpy(lane->out + lane->pos, &coded, 4);
+    memmove(lane->out + lane->pos + 4, p, coded);
+    return lane->pos + 4 + coded;
+}
+
+tq_status tq_rans_encode_many(tq_ctx *ctx, size_t k, const uint8_t *sym, size_t n,
+                              uint8_t *const *out, size_t cap, size_t *len)
+{
+    TQ_NEED_CTX(ctx);
+    if (!k || k > TQ_RANS_LANES)
+        return tq_fail(ctx, TQ_ERR_ARG, "%zu rANS streams at once (1..%d)", k, TQ_RANS_LANES);
+    if (cap < tq_rans_bound(n)) return tq_fail(ctx, TQ_ERR_ARG, "rANS output too small");
+    rans_enc_lane *lane = malloc(k * sizeof *lane); /* [k] */
+    if (!lane) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (size_t j = 0; j < k; j++) enc_lane_init(sym + j * n, n, out[j], cap, &lane[j]);
+    tq_status st = TQ_OK;
+    size_t i = n;
+    if (k == TQ_RANS_LANES) i = enc_four(lane, sym, n);
+    while (!st && i-- > 0) {
+        for (size_t j = 0; j < k; j++) {
+            if (lane[j].p < lane[j].floor) st = TQ_ERR_ARG;
+            enc_put(&lane[j], sym[j * n + i]);
+        }
+    }
+    for (size_t j = 0; !st && j < k; j++) {
+        if (lane[j].p < lane[j].floor) st = TQ_ERR_ARG;
+        else len[j] = enc_lane_finish(&lane[j]);
+    }
+    free(lane);
+    return st ? tq_fail(ctx, st, "rANS output too small") : TQ_OK;
+}
+
+tq_status tq_rans_encode(tq_ctx *ctx, const uint8_t *sym, size_t n, uint8_t *out, size_t cap,
+                         size_t *len)
+{
+    return tq_rans_encode_many(ctx, 1, sym, n, &out, cap, len);
+}
+
+/* A stream's model (freq, cum), its length before the coded bytes (*pos) and theirs. */
+static tq_status read_model(tq_ctx *ctx, const uint8_t *in, size_t len, uint32_t *freq,
+                            uint32_t *cum, uint32_t *n_sym, size_t *pos, uint32_t *coded)
+{
+    if (len < 1) return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: no model");
+    *n_sym = (uint32_t)in[0] + 1;
+    size_t at = 1;
+    cum[0] = 0;
+    for (uint32_t s = 0; s < *n_sym; s++) {
+        if (at + 2 > len)
+            return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: model past its end");
+        freq[s] = in[at] & 127;
+        if (in[at++] & 128) freq[s] |= (uint32_t)in[at++] << 7;
+        cum[s + 1] = cum[s] + freq[s];
+    }
+    if (at + 4 > len)
+        return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: model past its end");
+    if (cum[*n_sym] != RANS_TOTAL)
+        return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: frequencies sum to %u, not %u",
+                       cum[*n_sym], RANS_TOTAL);
+    memcpy(coded, in + at, 4);
+    at += 4;
+    if (*coded < 4 || *coded > len - at)
+        return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: %u coded bytes in %zu",
+                       *coded, len - at);
+    *pos = at;
     return TQ_OK;
+}
+
+tq_status tq_rans_stream_size(tq_ctx *ctx, const uint8_t *in, size_t len, size_t *size,
+                              uint32_t *max_sym)
+{
+    TQ_NEED_CTX(ctx);
+    uint32_t freq[256], cum[257], n_sym, coded;
+    size_t pos;
+    tq_status st = read_model(ctx, in, len, freq, cum, &n_sym, &pos, &coded);
+    if (st) return st;
+    *size = pos + coded;
+    *max_sym = n_sym - 1;
+    return TQ_OK;
+}
+
+/* One lane of the decoder: slot[2^RANS_BITS], each slot of the state as its symbol (bits 0-7),
+ * frequency less 1 (8-19) and place in the symbol's range (20-31), so that a step waits on
+ * one load; the coded bytes and the state. */
+typedef struct rans_dec_lane {
+    uint32_t slot[RANS_TOTAL];
+    const uint8_t *p, *end;
+    uint32_t x;
+} rans_dec_lane;
+
+static tq_status dec_lane_init(tq_ctx *ctx, const uint8_t *in, size_t len, rans_dec_lane *lane)
+{
+    uint32_t freq[256], cum[257], n_sym, coded;
+    size_t pos;
+    tq_status st = read_model(ctx, in, len, freq, cum, &n_sym, &pos, &coded);
+    if (st) return st;
+    if (pos + coded != len)
+        return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: %zu bytes given, %zu used",
+                       len, pos + coded);
+    for (uint32_t s = 0; s < n_sym; s++) {
+        uint32_t base = s | (freq[s] - 1) << 8;
+        uint32_t *slot = lane->slot + cum[s];
+        for (uint32_t r = 0; r < freq[s]; r++) slot[r] = base | r << 20;
+    }
+    const uint8_t *p = in + pos;
+    lane->x = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+    lane->p = p + 4;
+    lane->end = p + coded;
+    /* an encoder's state stays in [RANS_LOW, RANS_LOW << 8): from there a step leaves at least
+       2^11, and two bytes bring it back */
+    if (lane->x < RANS_LOW || lane->x >= RANS_LOW << 8)
+        return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: a state out of range");
+    return TQ_OK;
+}
+
+/* One symbol out of a lane with two coded bytes left at least: no branch on the state. */
+static inline uint8_t dec_get(rans_dec_lane *lane)
+{
+    uint32_t x = lane->x;
+    const uint8_t *p = lane->p;
+    uint32_t e = lane->slot[x & (RANS_TOTAL - 1)];
+    x = (((e >> 8) & (RANS_TOTAL - 1)) + 1) * (x >> RANS_BITS) + (e >> 20);
+    uint32_t b = x < RANS_LOW;
+    x = x << (b * 8) | (*p & (0u - b));
+    p += b;
+    b = x < RANS_LOW;
+    x = x << (b * 8) | (*p & (0u - b));
+    p += b;
+    lane->x = x;
+    lane->p = p;
+    return (uint8_t)e;
+}
+
+/* The same near the end of the coded bytes. */
+static uint8_t dec_get_last(rans_dec_lane *lane)
+{
+    uint32_t x = lane->x;
+    uint32_t e = lane->slot[x & (RANS_TOTAL - 1)];
+    x = (((e >> 8) & (RANS_TOTAL - 1)) + 1) * (x >> RANS_BITS) + (e >> 20);
+    while (x < RANS_LOW && lane->p < lane->end) x = x << 8 | *lane->p++;
+    lane->x = x;
+    return (uint8_t)e;
+}
+
+/* One step of a lane's state x and bytes p with table slot. */
+#define DEC_STEP(slot, x, p, out)                                                           \
+    do {                                                                                    \
+        uint32_t e_ = (slot)[(x) & (RANS_TOTAL - 1)];                                       \
+        (x) = (((e_ >> 8) & (RANS_TOTAL - 1)) + 1) * ((x) >> RANS_BITS) + (e_ >> 20);       \
+        uint32_t b_ = (x) < RANS_LOW;                                                       \
+        (x) = (x) << (b_ * 8) | (*(p) & (0u - b_));                                         \
+        (p) += b_;                                                                          \
+        b_ = (x) < RANS_LOW;                                                                \
+        (x) = (x) << (b_ * 8) | (*(p) & (0u - b_));                                         \
+        (p) += b_;                                                                          \
+        (out) = (uint8_t)e_;                                                                \
+    } while (0)
+
+/* Four lanes in lockstep while each has two coded bytes left, their states in registers (a
+ * byte store may alias anything: through the lanes' structs every step went to memory);
+ * returns the symbols decoded. */
+static size_t dec_four(rans_dec_lane *lane, uint8_t *sym, size_t n)
+{
+    const uint32_t *t0 = lane[0].slot, *t1 = lane[1].slot, *t2 = lane[2].slot;
+    const uint32_t *t3 = lane[3].slot;
+    const uint8_t *p0 = lane[0].p, *p1 = lane[1].p, *p2 = lane[2].p, *p3 = lane[3].p;
+    const uint8_t *e0 = lane[0].end - 2, *e1 = lane[1].end - 2, *e2 = lane[2].end - 2;
+    const uint8_t *e3 = lane[3].end - 2;
+    uint32_t x0 = lane[0].x, x1 = lane[1].x, x2 = lane[2].x, x3 = lane[3].x;
+    uint8_t *s0 = sym, *s1 = sym + n, *s2 = sym + 2 * n, *s3 = sym + 3 * n;
+    size_t i = 0;
+    for (; i < n && p0 <= e0 && p1 <= e1 && p2 <= e2 && p3 <= e3; i++) {
+        DEC_STEP(t0, x0, p0, s0[i]);
+        DEC_STEP(t1, x1, p1, s1[i]);
+        DEC_STEP(t2, x2, p2, s2[i]);
+        DEC_STEP(t3, x3, p3, s3[i]);
+    }
+    lane[0].x = x0;
+    lane[1].x = x1;
+    lane[2].x = x2;
+    lane[3].x = x3;
+    lane[0].p = p0;
+    lane[1].p = p1;
+    lane[2].p = p2;
+    lane[3].p = p3;
+    return i;
+}
+
+/* Whether every lane has two coded bytes left. */
+static int lanes_ready(const rans_dec_lane *lane, size_t k)
+{
+    int ready = 1;
+    for (size_t j = 0; j < k; j++) ready &= lane[j].end - lane[j].p >= 2;
+    return ready;
+}
+
+tq_status tq_rans_decode_many(tq_ctx *ctx, size_t k, const uint8_t *const *in, const size_t *len,
+                              uint8_t *sym, size_t n)
+{
+    TQ_NEED_CTX(ctx);
+    if (!k || k > TQ_RANS_LANES)
+        return tq_fail(ctx, TQ_ERR_ARG, "%zu rANS streams at once (1..%d)", k, TQ_RANS_LANES);
+    rans_dec_lane *lane = malloc(k * sizeof *lane); /* [k] */
+    if (!lane) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    tq_status st = TQ_OK;
+    for (size_t j = 0; !st && j < k; j++) st = dec_lane_init(ctx, in[j], len[j], &lane[j]);
+    size_t i = 0;
+    if (!st && k == TQ_RANS_LANES)
+        i = dec_four(lane, sym, n);
+    for (; !st && i < n && lanes_ready(lane, k); i++)
+        for (size_t j = 0; j < k; j++) sym[j * n + i] = dec_get(&lane[j]);
+    for (size_t j = 0; !st && j < k; j++) {
+        for (size_t r = i; r < n; r++) sym[j * n + r] = dec_get_last(&lane[j]);
+        if (lane[j].x != RANS_LOW || lane[j].p != lane[j].end)
+            st = tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: does not end where it should");
+    }
+    free(lane);
+    return st;
 }
 
 tq_status tq_rans_decode(tq_ctx *ctx, const uint8_t *in, size_t len, uint8_t *sym, size_t n,
                          size_t *used)
 {
-    TQ_NEED_CTX(ctx);
-    if (len < 1) return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: no model");
-    uint32_t n_sym = (uint32_t)in[0] + 1, freq[256], cum[257] = {0};
-    size_t pos = 1;
-    for (uint32_t s = 0; s < n_sym; s++) {
-        if (pos + 2 > len)
-            return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: model past its end");
-        freq[s] = in[pos] & 127;
-        if (in[pos++] & 128) freq[s] |= (uint32_t)in[pos++] << 7;
-        cum[s + 1] = cum[s] + freq[s];
-    }
-    if (pos + 4 > len)
-        return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: model past its end");
-    if (cum[n_sym] != RANS_TOTAL)
-        return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: frequencies sum to %u, not %u",
-                       cum[n_sym], RANS_TOTAL);
-    uint32_t coded;
-    memcpy(&coded, in + pos, 4);
-    pos += 4;
-    if (coded < 4 || coded > len - pos)
-        return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: %u coded bytes in %zu", coded,
-                       len - pos);
-    uint8_t slot[RANS_TOTAL]; /* [2^RANS_BITS]: the symbol each slot of the state decodes to */
-    for (uint32_t s = 0; s < n_sym; s++) memset(slot + cum[s], (int)s, freq[s]);
-    const uint8_t *p = in + pos, *end = p + coded;
-    uint32_t x = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-    p += 4;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t r = x & (RANS_TOTAL - 1), s = slot[r];
-        x = freq[s] * (x >> RANS_BITS) + r - cum[s];
-        while (x < RANS_LOW && p < end) x = x << 8 | *p++;
-        sym[i] = (uint8_t)s;
-    }
-    if (x != RANS_LOW || p != end)
-        return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: does not end where it should");
-    *used = pos + coded;
-    return TQ_OK;
+    uint32_t max_sym;
+    tq_status st = tq_rans_stream_size(ctx, in, len, used, &max_sym);
+    if (!st) st = tq_rans_decode_many(ctx, 1, &in, used, sym, n);
+    return st;
 }

@@ -27,17 +27,23 @@ tq_status tq_rope_check(tq_ctx *ctx, const tq_rope *r, uint64_t width)
  * are computed afresh.  Encode and decode call this on the same rows, so they agree exactly;
  * the drift in between is ~1e-14. */
 enum { RESYNC = 64 };
+/* Rows up to this many positions apart (a sample of spread cells: a plan's) turn the previous
+ * row's angles by the gap's, kept in cs from the first use (MAX_GAP x 2 x h, behind the
+ * rest; a gap's f entry 0 until then). */
+enum { MAX_GAP = 16 };
 
 static double *angle_table(const tq_rope *r)
 {
     uint32_t h = r->n_rot / 2;
-    double *cs = malloc(5 * h * sizeof *cs); /* [5][h]: cos, sin, f, cos f, sin f */
+    /* [3][h] cos, sin, f; [MAX_GAP][2][h] cos and sin of g f; [MAX_GAP] whether set */
+    double *cs = calloc((3 + 2 * MAX_GAP) * h + MAX_GAP, sizeof *cs);
     for (uint32_t i = 0; cs && i < h; i++) {
         double f = r->freq_scale * pow((double)r->freq_base, -2.0 * i / r->n_rot);
         cs[2 * h + i] = f;
         cs[3 * h + i] = cos(f);
         cs[4 * h + i] = sin(f);
     }
+    if (cs) cs[(3 + 2 * MAX_GAP) * h] = 1; /* the gap of 1: set above */
     return cs;
 }
 
@@ -46,8 +52,15 @@ static void angles(const tq_rope *r, const int32_t *pos, size_t k, double *cs)
 {
     uint32_t h = r->n_rot / 2;
     double *c = cs, *s = cs + h;
-    const double *f = cs + 2 * h, *cf = cs + 3 * h, *sf = cs + 4 * h;
-    if (k % RESYNC && (int64_t)pos[k] == (int64_t)pos[k - 1] + 1) {
+    const double *f = cs + 2 * h;
+    int64_t gap = k ? (int64_t)pos[k] - (int64_t)pos[k - 1] : 0;
+    if (k % RESYNC && gap >= 1 && gap <= MAX_GAP) {
+        double *cf = cs + (1 + 2 * gap) * h, *sf = cf + h, *set = cs + (3 + 2 * MAX_GAP) * h;
+        for (uint32_t i = 0; !set[gap - 1] && i < h; i++) {
+            cf[i] = cos((double)gap * f[i]);
+            sf[i] = sin((double)gap * f[i]);
+        }
+        set[gap - 1] = 1;
         for (uint32_t i = 0; i < h; i++) {
             double c0 = c[i];
             double s0 = s[i];

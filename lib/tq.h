@@ -525,6 +525,20 @@ tq_status tq_rans_encode(tq_ctx *ctx, const uint8_t *sym, size_t n, uint8_t *out
  * TQ_ERR_CORRUPT where the model or the coded bytes are not a stream of n symbols. */
 tq_status tq_rans_decode(tq_ctx *ctx, const uint8_t *in, size_t len, uint8_t *sym, size_t n,
                          size_t *used);
+/* The most streams the _many calls code at once. */
+#define TQ_RANS_LANES 4
+/* k streams (1..TQ_RANS_LANES) of n symbols each, sym[k][n], into out[j] (each cap >=
+ * tq_rans_bound(n)); len[k] their lengths: the bytes tq_rans_encode makes of each, faster. */
+tq_status tq_rans_encode_many(tq_ctx *ctx, size_t k, const uint8_t *sym, size_t n,
+                              uint8_t *const *out, size_t cap, size_t *len);
+/* The length of the stream at in (len bytes available) and its largest symbol, from its model
+ * alone; TQ_ERR_CORRUPT where the model is not whole. */
+tq_status tq_rans_stream_size(tq_ctx *ctx, const uint8_t *in, size_t len, size_t *size,
+                              uint32_t *max_sym);
+/* k streams back into sym[k][n]: in[j] a stream of exactly len[j] bytes (its
+ * tq_rans_stream_size); TQ_ERR_CORRUPT as tq_rans_decode. */
+tq_status tq_rans_decode_many(tq_ctx *ctx, size_t k, const uint8_t *const *in, const size_t *len,
+                              uint8_t *sym, size_t n);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,9 @@
 /* Rows sampled for a tensor's covariance and step: evenly spread over the
  * coded cells.  A basis from the first half of a 27K-token session served
  * its second half within 0.12 bits (../shared/reference/real-models.md), so
- * a spread sample of this size stands for the whole. */
+ * a spread sample of this size stands for the whole; half as many for SmolLM2's heads of 64
+ * restored its small preset at 2.10x the floor where this does at 1.73x
+ * (tests/bench/results/kv_long_smollm2.md). */
 enum { SAMPLE_ROWS = 2048, RATE_ROWS = 1024, SCREEN_ROWS = 512 };
 /* Components whose indices carry less than this (bits per row) are not
  * stored: nearly all their indices are 0 */
@@ -25,12 +27,52 @@ static uint32_t sample_count(const tqkv_record *t)
     return coded < SAMPLE_ROWS ? coded : SAMPLE_ROWS;
 }
 
+/* Each head's slice of rows x[n][width] scaled to unit norm by its gain (klt_gain): the codes
+ * into codes[nh][n], head by head. */
+static void scale_to_gains(float *x, uint32_t n, uint64_t width, uint32_t d, uint8_t *codes)
+{
+    uint64_t nh = width / d;
+    for (uint32_t r = 0; r < n; r++)
+        for (uint64_t h = 0; h < nh; h++) {
+            float *v = x + (size_t)r * width + h * d;
+            double sq = 0;
+            for (uint32_t j = 0; j < d; j++) sq += (double)v[j] * v[j];
+            uint8_t c = tqkv_gain_code((float)sqrt(sq));
+            codes[h * n + r] = c;
+            float g = tqkv_gain(c);
+            for (uint32_t j = 0; c && j < d; j++) v[j] /= g;
+        }
+}
+
+/* The inverse: y[n][width]'s head slices times their gains. */
+static void apply_gains(float *y, uint32_t n, uint64_t width, uint32_t d, const uint8_t *codes)
+{
+    uint64_t nh = width / d;
+    for (uint64_t h = 0; h < nh; h++)
+        for (uint32_t r = 0; r < n; r++) {
+            float g = tqkv_gain(codes[h * n + r]), *v = y + (size_t)r * width + h * d;
+            for (uint32_t j = 0; j < d; j++) v[j] *= g;
+        }
+}
+
+/* The entropy of codes[n] in bits. */
+static double code_entropy(const uint8_t *codes, uint32_t n)
+{
+    uint32_t count[256] = {0};
+    for (uint32_t i = 0; i < n; i++) count[codes[i]]++;
+    double h = 0;
+    for (int c = 0; c < 256; c++)
+        if (count[c]) h -= (double)count[c] / n * log2((double)count[c] / n);
+    return h;
+}
+
 /* The centered sample x[ns / every][width]: every `every`-th of ns rows spread over the
  * coded cells, turned back to before RoPE where rope is given, mean removed into
- * t->offset. */
+ * t->offset, with klt_gain each head's rows at unit norm (*gain_bits: the gains' entropy per
+ * value). */
 static tq_status read_sample(tq_ctx *ctx, const tq_kv_tensor *kt, tqkv_record *t,
                              const tq_rope *rope, const int32_t *pos, float *x, uint32_t ns,
-                             uint32_t every)
+                             uint32_t every, double *gain_bits)
 {
     uint32_t coded = t->cells - t->sink_rows, all = ns;
     ns /= every;
@@ -48,25 +90,29 @@ static tq_status read_sample(tq_ctx *ctx, const tq_kv_tensor *kt, tqkv_record *t
     for (uint64_t j = 0; !st && j < t->width; j++) t->offset[j] = (float)(mean[j] / ns);
     for (uint32_t k = 0; !st && k < ns; k++)
         for (uint64_t j = 0; j < t->width; j++) x[(size_t)k * t->width + j] -= t->offset[j];
+    uint64_t nh = t->width / t->group;
+    uint8_t *codes = t->klt_gain ? malloc(nh * ns) : NULL; /* [nh][ns] */
+    if (!st && t->klt_gain && !codes) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!st && codes) scale_to_gains(x, ns, t->width, t->group, codes);
+    *gain_bits = 0;
+    for (uint64_t h = 0; !st && codes && h < nh; h++)
+        *gain_bits += code_entropy(codes + h * ns, ns) / (double)(nh * t->group);
+    free(codes);
     free(spos);
     free(mean);
     return st;
 }
 
-/* One head's transform from the centered sample's columns [h*d, h*d+d). */
+/* One head's transform from the centered sample's columns [h*d, h*d+d) and the eigenvectors
+ * of their covariance (vec[d][d], rows). */
 static tq_status fit_head(tq_ctx *ctx, const float *x, uint32_t ns, uint64_t width, uint32_t d,
-                          const double *cov, double rate, tqkv_klt *k, double *bits)
+                          const double *vec, int basis8, double rate, tqkv_klt *k, double *bits)
 {
-    double *vec = malloc((size_t)d * d * sizeof *vec);    /* [d][d]: eigenvectors, rows */
-    double *val = malloc(d * sizeof *val);                /* [d] */
     float *basis = malloc((size_t)d * d * sizeof *basis); /* [d][d]: as stored (f16) */
     float *y = malloc((size_t)ns * d * sizeof *y);        /* [ns][d]: the sample's coefficients */
-    tq_status st = vec && val && basis && y
-                       ? TQ_OK
-                       : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    if (!st) st = tq_sym_eigen(ctx, d, cov, val, vec);
-    for (size_t i = 0; !st && i < (size_t)d * d; i++)
-        basis[i] = tq_fp16_to_fp32(tq_fp32_to_fp16((float)vec[i]));
+    tq_status st = basis && y ? TQ_OK : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !st && i < (size_t)d * d; i++) basis[i] = (float)vec[i];
+    for (uint32_t r = 0; !st && r < d; r++) tqkv_basis_round(basis8, basis + (size_t)r * d, d);
     if (!st) st = tq_klt_project(ctx, basis, d, d, x, ns, width, y);
     /* the step from every other row when there are many: the search
      * quantizes the sample ~13 times */
@@ -77,19 +123,18 @@ static tq_status fit_head(tq_ctx *ctx, const float *x, uint32_t ns, uint64_t wid
     if (!st && !(k->basis = malloc(((size_t)k->m * d + 1) * sizeof *k->basis)))
         st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     if (!st) memcpy(k->basis, basis, (size_t)k->m * d * sizeof *basis);
-    free(vec);
-    free(val);
     free(basis);
     free(y);
     return st;
 }
 
 /* The heads' covariances (cov[nh][d][d]) from n rows of the centered sample, a row every
- * `stride` floats; with a rival, the transform's bits at its error from their eigenvalues,
- * bases and coder loss included, into fit (skipped where that is no less than its bits). */
+ * `stride` floats, and their eigenvectors where vec (vec[nh][d][d], rows) is given; with a
+ * rival, the transform's bits at its error from their eigenvalues, bases and coder loss
+ * included, into fit (skipped where that is no less than its bits). */
 static tq_status screen(tq_ctx *ctx, const float *x, uint32_t n, size_t stride,
                         const tqkv_record *t, const tq_klt_rival *rival, double *cov,
-                        double *val, tq_klt_fit *fit)
+                        double *val, double *vec, tq_klt_fit *fit)
 {
     uint32_t d = t->group;
     uint64_t nh = t->width / d, m_est = 0;
@@ -97,8 +142,9 @@ static tq_status screen(tq_ctx *ctx, const float *x, uint32_t n, size_t stride,
     fit->equal_error_bits = 0;
     for (uint64_t h = 0; !st && h < nh; h++) {
         st = tq_covariance(ctx, x + h * d, n, d, stride, cov + h * d * d);
-        if (st || !rival) continue;
-        st = tq_sym_eigen(ctx, d, cov + h * d * d, val, NULL);
+        if (st || (!rival && !vec)) continue;
+        st = tq_sym_eigen(ctx, d, cov + h * d * d, val, vec ? vec + h * d * d : NULL);
+        if (!rival) continue;
         double energy = 0;
         for (uint32_t c = 0; !st && c < d; c++) energy += val[c] > 0 ? val[c] / d : 0;
         uint32_t m_h = 0;
@@ -110,7 +156,9 @@ static tq_status screen(tq_ctx *ctx, const float *x, uint32_t n, size_t stride,
     if (st || !rival) return st;
     double coded = (double)(t->cells - t->sink_rows) * d;
     fit->equal_error_bits /= (double)nh;
-    fit->equal_error_bits += 16.0 * (double)m_est / (double)nh * d / coded + KLT_CODER_LOSS;
+    fit->equal_error_bits +=
+        (t->klt_basis8 ? 8.0 * d + 8 : 16.0 * d) * (double)m_est / (double)nh / coded +
+        KLT_CODER_LOSS + fit->gain_bits;
     fit->skipped = fit->equal_error_bits >= rival->bits;
     return TQ_OK;
 }
@@ -131,7 +179,8 @@ tq_status tq_kvsnap_klt_fit(tq_ctx *ctx, const tq_kv_tensor *kt, tqkv_record *t,
                        : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     double *cov = malloc(nh * d * d * sizeof *cov); /* [nh][d][d]: the heads' covariances */
     double *val = malloc(d * sizeof *val);          /* [d]: one head's eigenvalues */
-    if (!st && (!cov || !val)) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    double *vec = malloc(nh * d * d * sizeof *vec); /* [nh][d][d]: the heads' eigenvectors */
+    if (!st && (!cov || !val || !vec)) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     /* First what the eigenvalues alone promise: the transform's bits at the error of tq's
        codec on the same rows.  Where that is no less than tq's own bits, the vectors, the
        projection and the step search are not worth doing.  A quarter of the sample tells
@@ -139,20 +188,22 @@ tq_status tq_kvsnap_klt_fit(tq_ctx *ctx, const tq_kv_tensor *kt, tqkv_record *t,
        transform: what that turns down, the whole sample turns down too) */
     uint32_t every = ns >= 4 * SCREEN_ROWS ? ns / SCREEN_ROWS : 1;
     if (!st && rival && every > 1) {
-        st = read_sample(ctx, kt, t, rope, pos, x, ns, every);
-        if (!st) st = screen(ctx, x, ns / every, t->width, t, rival, cov, val, fit);
+        st = read_sample(ctx, kt, t, rope, pos, x, ns, every, &fit->gain_bits);
+        if (!st) st = screen(ctx, x, ns / every, t->width, t, rival, cov, val, NULL, fit);
     }
-    if (!st && !fit->skipped) st = read_sample(ctx, kt, t, rope, pos, x, ns, 1);
-    if (!st && !fit->skipped) st = screen(ctx, x, ns, t->width, t, rival, cov, val, fit);
+    if (!st && !fit->skipped) st = read_sample(ctx, kt, t, rope, pos, x, ns, 1, &fit->gain_bits);
+    if (!st && !fit->skipped) st = screen(ctx, x, ns, t->width, t, rival, cov, val, vec, fit);
     for (uint64_t h = 0; !st && !fit->skipped && h < nh; h++) {
         double bits = 0;
-        st = fit_head(ctx, x + h * d, ns, t->width, d, cov + h * d * d, rate, &t->klt[h], &bits);
+        st = fit_head(ctx, x + h * d, ns, t->width, d, vec + h * d * d, t->klt_basis8, rate,
+                      &t->klt[h], &bits);
         fit->rate += bits / (double)nh;
         fit->m += t->klt[h].m;
     }
     free(x);
     free(cov);
     free(val);
+    free(vec);
     if (fit->skipped) return st;
     if (!st && rope) {
         if (!(t->rope_pos = malloc(4ull * t->cells)))
@@ -160,7 +211,8 @@ tq_status tq_kvsnap_klt_fit(tq_ctx *ctx, const tq_kv_tensor *kt, tqkv_record *t,
         memcpy(t->rope_pos, pos, 4ull * t->cells);
         t->rope = *rope;
     }
-    fit->basis_bits = 16.0 * fit->m * d / ((double)(t->cells - t->sink_rows) * (double)t->width);
+    double per_row = t->klt_basis8 ? 8.0 * d + 8 : 16.0 * d; /* a basis row's bits */
+    fit->basis_bits = per_row * fit->m / ((double)(t->cells - t->sink_rows) * (double)t->width);
     return st;
 }
 
@@ -176,32 +228,77 @@ static uint16_t zigzag(int16_t v) { return (uint16_t)(((uint32_t)v << 1) ^ (uint
 static int16_t unzigzag(uint16_t u) { return (int16_t)((u >> 1) ^ (uint16_t)-(u & 1)); }
 
 /* Indices idx[nc][n] as nc rANS streams (symbols: the zig-zag codes, 255 for 255 or more),
- * each followed by its escaped indices' u16 codes, in order. */
+ * each followed by its escaped indices' u16 codes, in order; coded TQ_RANS_LANES at a time. */
 static tq_status rans_pack(tq_ctx *ctx, const int16_t *idx, uint64_t nc, uint32_t n,
                            uint8_t *payload, uint64_t *len)
 {
-    uint8_t *sym = malloc(n ? n : 1); /* [n]: one component's symbols */
-    if (!sym) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    size_t cap = tq_rans_bound(n);
+    uint8_t *sym = malloc((size_t)TQ_RANS_LANES * (n ? n : 1)); /* [lanes][n]: symbols */
+    uint8_t *room = malloc(TQ_RANS_LANES * cap);                /* [lanes][cap]: streams */
+    if (!sym || !room) {
+        free(sym);
+        free(room);
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    uint8_t *out[TQ_RANS_LANES];
+    for (int j = 0; j < TQ_RANS_LANES; j++) out[j] = room + j * cap;
     uint64_t pos = 0;
     tq_status st = TQ_OK;
-    for (uint64_t c = 0; !st && c < nc; c++) {
-        const int16_t *q = idx + c * n;
-        for (uint32_t r = 0; r < n; r++) {
-            uint16_t u = zigzag(q[r]);
-            sym[r] = (uint8_t)(u < 255 ? u : 255);
+    for (uint64_t c0 = 0; !st && c0 < nc; c0 += TQ_RANS_LANES) {
+        size_t k = nc - c0 < TQ_RANS_LANES ? (size_t)(nc - c0) : TQ_RANS_LANES;
+        size_t used[TQ_RANS_LANES];
+        uint8_t escapes = 0;
+        for (size_t i = 0; i < k * n; i++) { /* a loop the compiler vectorizes */
+            uint16_t u = zigzag(idx[c0 * n + i]);
+            sym[i] = (uint8_t)(u < 255 ? u : 255);
+            escapes |= sym[i] == 255;
         }
-        size_t used = 0;
-        st = tq_rans_encode(ctx, sym, n, payload + pos, tq_rans_bound(n), &used);
-        pos += used;
-        for (uint32_t r = 0; !st && r < n; r++) {
-            uint16_t u = zigzag(q[r]);
-            if (u < 255) continue;
-            payload[pos++] = (uint8_t)u;
-            payload[pos++] = (uint8_t)(u >> 8);
+        st = tq_rans_encode_many(ctx, k, sym, n, out, cap, used);
+        for (size_t j = 0; !st && j < k; j++) {
+            memcpy(payload + pos, out[j], used[j]);
+            pos += used[j];
+            const int16_t *q = idx + (c0 + j) * n;
+            for (uint32_t r = 0; escapes && r < n; r++) {
+                uint16_t u = zigzag(q[r]);
+                if (u < 255) continue;
+                payload[pos++] = (uint8_t)u;
+                payload[pos++] = (uint8_t)(u >> 8);
+            }
         }
     }
     free(sym);
+    free(room);
     *len = pos;
+    return st;
+}
+
+/* The next streams of rans_pack at payload + *pos, TQ_RANS_LANES at most and none after one
+ * that may have escapes (its largest symbol 255), decoded into idx[*k][n]. */
+static tq_status rans_unpack_lanes(tq_ctx *ctx, const uint8_t *payload, uint64_t len,
+                                   uint64_t *pos, uint64_t left, uint32_t n, uint8_t *sym,
+                                   int16_t *idx, size_t *k)
+{
+    const uint8_t *in[TQ_RANS_LANES];
+    size_t size[TQ_RANS_LANES];
+    uint32_t max_sym = 0;
+    tq_status st = TQ_OK;
+    *k = 0;
+    while (!st && *k < TQ_RANS_LANES && *k < left && max_sym < 255) {
+        in[*k] = payload + *pos;
+        st = tq_rans_stream_size(ctx, in[*k], len - *pos, &size[*k], &max_sym);
+        if (!st) *pos += size[(*k)++];
+    }
+    if (!st) st = tq_rans_decode_many(ctx, *k, in, size, sym, n);
+    for (size_t i = 0; !st && i < *k * n; i++) {
+        uint16_t u = sym[i];
+        if (u == 255 && *pos + 2 > len)
+            return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "transform chunk: escapes past its end");
+        if (u == 255) { /* only the last stream's: the others' symbols are below */
+            u = (uint16_t)(payload[*pos] | payload[*pos + 1] << 8);
+            *pos += 2;
+        }
+        idx[i] = unzigzag(u);
+    }
     return st;
 }
 
@@ -210,27 +307,14 @@ static tq_status rans_pack(tq_ctx *ctx, const int16_t *idx, uint64_t nc, uint32_
 static tq_status rans_unpack(tq_ctx *ctx, const uint8_t *payload, uint64_t len, uint64_t nc,
                              uint32_t n, int16_t *idx)
 {
-    uint8_t *sym = malloc(n ? n : 1); /* [n] */
+    uint8_t *sym = malloc((size_t)TQ_RANS_LANES * (n ? n : 1)); /* [lanes][n] */
     if (!sym) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     uint64_t pos = 0;
     tq_status st = TQ_OK;
-    for (uint64_t c = 0; !st && c < nc; c++) {
-        size_t used = 0;
-        st = tq_rans_decode(ctx, payload + pos, len - pos, sym, n, &used);
-        pos += used;
-        int16_t *q = idx + c * n;
-        for (uint32_t r = 0; !st && r < n; r++) {
-            uint16_t u = sym[r];
-            if (u == 255 && pos + 2 > len) {
-                st = tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "transform chunk: escapes past its end");
-                break;
-            }
-            if (u == 255) {
-                u = (uint16_t)(payload[pos] | payload[pos + 1] << 8);
-                pos += 2;
-            }
-            q[r] = unzigzag(u);
-        }
+    for (uint64_t c = 0; !st && c < nc;) {
+        size_t k = 0;
+        st = rans_unpack_lanes(ctx, payload, len, &pos, nc - c, n, sym, idx + c * n, &k);
+        c += k;
     }
     if (!st && pos != len)
         st = tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "transform chunk: %llu bytes after its streams",
@@ -239,35 +323,75 @@ static tq_status rans_unpack(tq_ctx *ctx, const uint8_t *payload, uint64_t len, 
     return st;
 }
 
-tq_status tq_kvsnap_klt_encode(tq_ctx *ctx, const tqkv_record *t, float *x, uint32_t row0,
-                               uint32_t n, uint8_t *payload, uint64_t *len)
+/* The gains codes[nh][n] at payload: a rANS stream a head, or n bytes a head; *len their
+ * length. */
+static tq_status gains_pack(tq_ctx *ctx, const uint8_t *codes, uint64_t nh, uint32_t n, int rans,
+                            uint8_t *payload, uint64_t *len)
 {
-    uint32_t d = t->group;
-    uint64_t nh = t->width / d, nc = tqkv_klt_components(t);
-    int16_t *idx = malloc((nc ? nc : 1) * n * sizeof *idx); /* [nc][n]: heads' components */
-    if (!idx) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!rans) {
+        memcpy(payload, codes, nh * n);
+        *len = nh * n;
+        return TQ_OK;
+    }
+    size_t cap = tq_rans_bound(n), used[TQ_RANS_LANES];
+    uint8_t *room = malloc(TQ_RANS_LANES * cap); /* [lanes][cap] */
+    if (!room) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    uint8_t *out[TQ_RANS_LANES];
+    for (int j = 0; j < TQ_RANS_LANES; j++) out[j] = room + j * cap;
     tq_status st = TQ_OK;
-    if (t->rope_pos) st = tq_rope_unrotate(ctx, &t->rope, x, n, t->width, t->rope_pos + row0);
-    for (uint32_t r = 0; !st && t->offset && r < n; r++)
-        for (uint64_t j = 0; j < t->width; j++) x[(size_t)r * t->width + j] -= t->offset[j];
-    uint64_t c0 = 0;
-    for (uint64_t h = 0; !st && h < nh; h++) {
-        tq_klt k = {d, t->klt[h].m, t->klt[h].step * step_scale(t), t->klt[h].basis};
-        st = tq_klt_encode(ctx, &k, x + h * d, n, t->width, idx + c0 * n);
-        c0 += t->klt[h].m;
+    uint64_t pos = 0;
+    for (uint64_t h0 = 0; !st && h0 < nh; h0 += TQ_RANS_LANES) {
+        size_t k = nh - h0 < TQ_RANS_LANES ? (size_t)(nh - h0) : TQ_RANS_LANES;
+        st = tq_rans_encode_many(ctx, k, codes + h0 * n, n, out, cap, used);
+        for (size_t j = 0; !st && j < k; j++) {
+            memcpy(payload + pos, out[j], used[j]);
+            pos += used[j];
+        }
     }
-    if (!st && t->klt_rans) {
-        st = rans_pack(ctx, idx, nc, n, payload, len);
-        free(idx);
-        return st;
+    free(room);
+    *len = pos;
+    return st;
+}
+
+/* gains_pack's bytes back into codes[nh][n]; *used their length. */
+static tq_status gains_unpack(tq_ctx *ctx, const uint8_t *payload, uint64_t len, uint64_t nh,
+                              uint32_t n, int rans, uint8_t *codes, uint64_t *used)
+{
+    if (!rans && len < nh * n)
+        return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "transform chunk: its gains cut short");
+    if (!rans) {
+        memcpy(codes, payload, nh * n);
+        *used = nh * n;
+        return TQ_OK;
     }
-    uint64_t nv = nc * n, esc = nv, n_esc = 0;
-    for (uint64_t i = 0; !st && i < nv; i++) { /* a loop the compiler vectorizes */
+    uint64_t pos = 0;
+    tq_status st = TQ_OK;
+    for (uint64_t h0 = 0; !st && h0 < nh; h0 += TQ_RANS_LANES) {
+        size_t k = nh - h0 < TQ_RANS_LANES ? (size_t)(nh - h0) : TQ_RANS_LANES;
+        const uint8_t *in[TQ_RANS_LANES];
+        size_t size[TQ_RANS_LANES];
+        uint32_t max_sym;
+        for (size_t j = 0; !st && j < k; j++) {
+            in[j] = payload + pos;
+            st = tq_rans_stream_size(ctx, in[j], len - pos, &size[j], &max_sym);
+            if (!st) pos += size[j];
+        }
+        if (!st) st = tq_rans_decode_many(ctx, k, in, size, codes + h0 * n, n);
+    }
+    *used = pos;
+    return st;
+}
+
+/* Indices idx[nv] as a byte each, then the escaped ones' u16 codes; *len the length. */
+static void bytes_pack(const int16_t *idx, uint64_t nv, uint8_t *payload, uint64_t *len)
+{
+    uint64_t esc = nv, n_esc = 0;
+    for (uint64_t i = 0; i < nv; i++) { /* a loop the compiler vectorizes */
         uint16_t u = zigzag(idx[i]);
         payload[i] = (uint8_t)(u < 255 ? u : 255);
         n_esc += u >= 255;
     }
-    for (uint64_t i = 0; !st && n_esc && i < nv; i++) { /* the full indices after the bytes */
+    for (uint64_t i = 0; n_esc && i < nv; i++) { /* the full indices after the bytes */
         uint16_t u = zigzag(idx[i]);
         if (u >= 255) {
             payload[esc++] = (uint8_t)u;
@@ -275,7 +399,39 @@ tq_status tq_kvsnap_klt_encode(tq_ctx *ctx, const tqkv_record *t, float *x, uint
         }
     }
     *len = esc;
+}
+
+tq_status tq_kvsnap_klt_encode(tq_ctx *ctx, const tqkv_record *t, float *x, uint32_t row0,
+                               uint32_t n, uint8_t *payload, uint64_t *len)
+{
+    uint32_t d = t->group;
+    uint64_t nh = t->width / d, nc = tqkv_klt_components(t), g_len = 0, i_len = 0;
+    int16_t *idx = malloc((nc ? nc : 1) * n * sizeof *idx);      /* [nc][n]: heads' components */
+    uint8_t *codes = t->klt_gain ? malloc(nh * n) : NULL;         /* [nh][n]: the rows' gains */
+    if (!idx || (t->klt_gain && !codes)) {
+        free(idx);
+        free(codes);
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    tq_status st = TQ_OK;
+    if (t->rope_pos) st = tq_rope_unrotate(ctx, &t->rope, x, n, t->width, t->rope_pos + row0);
+    for (uint32_t r = 0; !st && t->offset && r < n; r++)
+        for (uint64_t j = 0; j < t->width; j++) x[(size_t)r * t->width + j] -= t->offset[j];
+    if (!st && codes) scale_to_gains(x, n, t->width, d, codes);
+    uint64_t c0 = 0;
+    for (uint64_t h = 0; !st && h < nh; h++) {
+        tq_klt k = {d, t->klt[h].m, t->klt[h].step * step_scale(t), t->klt[h].basis};
+        st = tq_klt_encode(ctx, &k, x + h * d, n, t->width, idx + c0 * n);
+        c0 += t->klt[h].m;
+    }
+    if (!st && codes) st = gains_pack(ctx, codes, nh, n, t->klt_rans, payload, &g_len);
+    if (!st && t->klt_rans)
+        st = rans_pack(ctx, idx, nc, n, payload + g_len, &i_len);
+    else if (!st)
+        bytes_pack(idx, nc * n, payload + g_len, &i_len);
+    *len = g_len + i_len;
     free(idx);
+    free(codes);
     return st;
 }
 
@@ -305,18 +461,25 @@ tq_status tq_kvsnap_klt_decode(tq_ctx *ctx, const tqkv_record *t, const uint8_t 
                                uint64_t len, uint32_t row0, uint32_t n, float *y)
 {
     uint32_t d = t->group;
-    uint64_t nh = t->width / d, nc = tqkv_klt_components(t);
+    uint64_t nh = t->width / d, nc = tqkv_klt_components(t), g_len = 0;
     int16_t *idx = malloc((nc ? nc : 1) * n * sizeof *idx); /* [nc][n] */
-    if (!idx) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    tq_status st = t->klt_rans ? rans_unpack(ctx, payload, len, nc, n, idx)
-                               : bytes_unpack(ctx, payload, len, nc * n, idx);
+    uint8_t *codes = t->klt_gain ? malloc(nh * n) : NULL;    /* [nh][n] */
+    tq_status st = idx && (codes || !t->klt_gain)
+                       ? TQ_OK
+                       : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!st && codes) st = gains_unpack(ctx, payload, len, nh, n, t->klt_rans, codes, &g_len);
+    if (!st)
+        st = t->klt_rans ? rans_unpack(ctx, payload + g_len, len - g_len, nc, n, idx)
+                         : bytes_unpack(ctx, payload + g_len, len - g_len, nc * n, idx);
     uint64_t c0 = 0;
     for (uint64_t h = 0; !st && h < nh; h++) {
         tq_klt k = {d, t->klt[h].m, t->klt[h].step * step_scale(t), t->klt[h].basis};
         st = tq_klt_decode(ctx, &k, idx + c0 * n, n, y + h * d, t->width);
         c0 += t->klt[h].m;
     }
+    if (!st && codes) apply_gains(y, n, t->width, d, codes);
     free(idx);
+    free(codes);
     for (uint32_t r = 0; !st && t->offset && r < n; r++)
         for (uint64_t j = 0; j < t->width; j++) y[(size_t)r * t->width + j] += t->offset[j];
     if (!st && t->rope_pos) st = tq_rope_rotate(ctx, &t->rope, y, n, t->width, t->rope_pos + row0);
@@ -330,8 +493,10 @@ enum { BLOCK_BYTES = 32 << 10 };
 int tq_kvsnap_klt_cuts(const tqkv_record *t, uint32_t n, uint64_t *cuts)
 {
     uint64_t nc = tqkv_klt_components(t), per = n ? (BLOCK_BYTES + n - 1) / n : 1, k = 0;
+    uint64_t gains = t->klt_gain ? t->width / t->group * n : 0; /* a block of their own */
     if (per < 1) per = 1;
-    for (uint64_t c = per; c < nc && k + 1 < KLT_MAX_CUTS; c += per) cuts[k++] = c * n;
-    cuts[k++] = nc * n; /* the escapes */
+    if (gains) cuts[k++] = gains;
+    for (uint64_t c = per; c < nc && k + 1 < KLT_MAX_CUTS; c += per) cuts[k++] = gains + c * n;
+    cuts[k++] = gains + nc * n; /* the escapes */
     return (int)k;
 }

@@ -30,6 +30,7 @@ typedef struct tq_klt_rival {
 typedef struct tq_klt_fit {
     double rate;             /* bits per value of the indices (the sample's entropy) */
     double basis_bits;       /* the stored bases per coded value */
+    double gain_bits;        /* with klt_gain: the rows' gains per value (their entropy) */
     double equal_error_bits; /* bits per value, bases included, at the rival's error */
     uint32_t m;              /* components over all heads */
     int skipped;             /* at the rival's error the transform costs its bits or more */

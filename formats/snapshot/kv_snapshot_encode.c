@@ -24,8 +24,10 @@ static void encode_klt_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const
     float *x = malloc((size_t)n * t->width * sizeof(float)); /* [n][width]: the rows */
     tq_ctx *ctx = tq_ctx_clone(parent);
     /* a rANS stream and the escapes per component, or [components][n] index bytes and
-       2 bytes per escaped index */
-    o->p = malloc((t->klt_rans ? tqkv_klt_rans_bound(t, n) : 3 * tqkv_klt_components(t) * n) + 1);
+       2 bytes per escaped index; with gains, a stream or n bytes a head first */
+    uint64_t gains = t->klt_gain ? t->width / t->group * n : 0;
+    uint64_t bytes = gains + 3 * tqkv_klt_components(t) * n;
+    o->p = malloc((t->klt_rans ? tqkv_klt_rans_bound(t, n) : bytes) + 1);
     tq_status st = x && ctx && o->p ? TQ_OK : TQ_ERR_NOMEM;
     if (!st && tq_ctx_backend(ctx) != TQ_BACKEND_CPU) st = tq_ctx_set_backend(ctx, TQ_BACKEND_CPU);
     if (!st) st = tq_kv_tensor_read_rows(ctx, kt, t->cells, r0, n, x);

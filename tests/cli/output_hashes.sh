@@ -18,6 +18,8 @@
 # snapshots, what they decode to and their inspect tables when V's first cell came to be kept
 # exact like K's, balanced's V went to 3 bits and transform-coded chunks of 1024 rows or more to
 # rANS streams (issue 29; lossless, --turbo, quantize-tq4, rotate-weights kept their hashes);
+# the transform-coded snapshots and what they decode to again when the step search became regula
+# falsi, KLT chunks alike in size, bases a byte a value and V's transform rows at unit norm;
 # `RECORD=1 sh tests/cli/output_hashes.sh`
 # prints the table for the code as it is.  Snapshot bytes depend on the zstd
 # build too: recorded with Debian 12's libzstd 1.5.4.

@@ -99,3 +99,80 @@ TEST(rans_refuses_damaged_streams)
     free(buf);
     tq_ctx_free(ctx);
 }
+
+TEST(rans_many_codes_each_stream_as_one_alone)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    const double spreads[TQ_RANS_LANES] = {0.05, 0.7, 3.0, 40.0};
+    size_t cap = tq_rans_bound(N), alone_len, used;
+    uint8_t *sym = malloc((size_t)TQ_RANS_LANES * N), *back = malloc((size_t)TQ_RANS_LANES * N);
+    uint8_t *out[TQ_RANS_LANES], *alone = malloc(cap);
+    for (int j = 0; j < TQ_RANS_LANES; j++) {
+        double h;
+        uint8_t *s = laplace_symbols(spreads[j], 11 + j, &h);
+        memcpy(sym + (size_t)j * N, s, N);
+        free(s);
+        out[j] = malloc(cap);
+    }
+    for (size_t k = 1; k <= TQ_RANS_LANES; k++) { /* every lane count, each against one alone */
+        size_t len[TQ_RANS_LANES];
+        CHECK_OK(ctx, tq_rans_encode_many(ctx, k, sym, N, out, cap, len));
+        const uint8_t *in[TQ_RANS_LANES];
+        for (size_t j = 0; j < k; j++) {
+            CHECK_OK(ctx, tq_rans_encode(ctx, sym + j * N, N, alone, cap, &alone_len));
+            CHECK_EQ(len[j], alone_len);
+            CHECK(!memcmp(out[j], alone, alone_len), "%zu lanes: lane %zu's bytes differ", k, j);
+            in[j] = out[j];
+            uint32_t max_sym = 0;
+            CHECK_OK(ctx, tq_rans_stream_size(ctx, out[j], len[j], &used, &max_sym));
+            CHECK_EQ(used, len[j]);
+        }
+        memset(back, 0, (size_t)TQ_RANS_LANES * N);
+        CHECK_OK(ctx, tq_rans_decode_many(ctx, k, in, len, back, N));
+        CHECK(!memcmp(back, sym, k * N), "%zu lanes: the symbols differ", k);
+    }
+    for (int j = 0; j < TQ_RANS_LANES; j++) free(out[j]);
+    free(alone);
+    free(sym);
+    free(back);
+    tq_ctx_free(ctx);
+}
+
+TEST(rans_stream_size_reads_the_length_and_largest_symbol_from_the_model)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    uint8_t sym[300], buf[2048];
+    for (int i = 0; i < 300; i++) sym[i] = (uint8_t)(i % 7 == 0 ? 200 : i % 3);
+    size_t len = 0, size = 0;
+    uint32_t max_sym = 0;
+    CHECK_OK(ctx, tq_rans_encode(ctx, sym, 300, buf, sizeof buf, &len));
+    CHECK_OK(ctx, tq_rans_stream_size(ctx, buf, len + 100, &size, &max_sym));
+    CHECK_EQ(size, len);
+    CHECK_EQ(max_sym, 200u);
+    /* the model cut short, or a coded length past what is there */
+    CHECK_STATUS(ctx, tq_rans_stream_size(ctx, buf, 50, &size, &max_sym), TQ_ERR_CORRUPT);
+    CHECK_STATUS(ctx, tq_rans_stream_size(ctx, buf, len - 1, &size, &max_sym), TQ_ERR_CORRUPT);
+    tq_ctx_free(ctx);
+}
+
+TEST(rans_decode_many_refuses_a_damaged_lane)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    double h;
+    uint8_t *s = laplace_symbols(2.0, 5, &h), *sym = malloc(2 * N), *back = malloc(2 * N);
+    memcpy(sym, s, N);
+    memcpy(sym + N, s, N);
+    size_t cap = tq_rans_bound(N), len[2];
+    uint8_t *out[2] = {malloc(cap), malloc(cap)};
+    CHECK_OK(ctx, tq_rans_encode_many(ctx, 2, sym, N, out, cap, len));
+    out[1][len[1] / 2] ^= 0x10;
+    const uint8_t *in[2] = {out[0], out[1]};
+    CHECK_STATUS(ctx, tq_rans_decode_many(ctx, 2, in, len, back, N), TQ_ERR_CORRUPT);
+    CHECK(strchr(tq_ctx_error(ctx), '\n') == NULL, "two lines: %s", tq_ctx_error(ctx));
+    free(out[0]);
+    free(out[1]);
+    free(s);
+    free(sym);
+    free(back);
+    tq_ctx_free(ctx);
+}

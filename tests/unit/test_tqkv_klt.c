@@ -137,12 +137,14 @@ TEST(klt_snapshot_round_trip_is_close_and_the_same_at_any_thread_count)
     free(back);
 }
 
-/* The metadata ends with the last tensor's last head: u32 m, f32 step,
- * m x HEAD f16 (the test state's V of the last layer). */
+/* The metadata ends with the last tensor's last head: u32 m, f32 step, m rows of an i8
+ * exponent and HEAD i8 values (the test state's V of the last layer). */
+enum { ROW_BYTES = 1 + HEAD };
+
 static uint32_t last_m(const uint8_t *meta, uint64_t ml)
 {
     for (uint32_t m = 0; m <= HEAD; m++) { /* the m whose field sits where it says */
-        uint64_t at = ml - 2ull * m * HEAD - 8;
+        uint64_t at = ml - (uint64_t)m * ROW_BYTES - 8;
         uint32_t v;
         memcpy(&v, meta + at, 4);
         if (v == m) return m;
@@ -150,34 +152,38 @@ static uint32_t last_m(const uint8_t *meta, uint64_t ml)
     return 0;
 }
 
-static void nan_basis(uint8_t *meta, uint64_t ml)
+static void value_out_of_range(uint8_t *meta, uint64_t ml)
 {
-    uint16_t nan = 0x7e00;
-    memcpy(meta + ml - 2, &nan, 2);
+    meta[ml - 1] = 0x80; /* -128: the values stop at -127 */
 }
 
 static void big_basis(uint8_t *meta, uint64_t ml)
 {
-    uint16_t two = 0x4000; /* 2.0: no unit row holds it */
-    memcpy(meta + ml - 2, &two, 2);
+    meta[ml - ROW_BYTES] = 1; /* 2^1: 127 x 2^-6, near 2, where no unit row holds it */
+    meta[ml - 1] = 127;
+}
+
+static void bad_exponent(uint8_t *meta, uint64_t ml)
+{
+    meta[ml - ROW_BYTES] = 2;
 }
 
 static void bad_step(uint8_t *meta, uint64_t ml)
 {
     float step = -1.0f;
-    memcpy(meta + ml - 2ull * last_m(meta, ml) * HEAD - 4, &step, 4);
+    memcpy(meta + ml - (uint64_t)last_m(meta, ml) * ROW_BYTES - 4, &step, 4);
 }
 
 static void too_many_components(uint8_t *meta, uint64_t ml)
 {
     uint32_t m = HEAD + 1;
-    memcpy(meta + ml - 2ull * last_m(meta, ml) * HEAD - 8, &m, 4);
+    memcpy(meta + ml - (uint64_t)last_m(meta, ml) * ROW_BYTES - 8, &m, 4);
 }
 
 static void longer_basis(uint8_t *meta, uint64_t ml)
 {
     uint32_t m = last_m(meta, ml) + 1; /* one more row than the metadata holds */
-    memcpy(meta + ml - 2ull * (m - 1) * HEAD - 8, &m, 4);
+    memcpy(meta + ml - (uint64_t)(m - 1) * ROW_BYTES - 8, &m, 4);
 }
 
 TEST(klt_snapshot_refuses_bad_transform_fields)
@@ -188,8 +194,10 @@ TEST(klt_snapshot_refuses_bad_transform_fields)
     memcpy(&ml, snap + 8, 8);
     uint32_t m = last_m(snap + 32, ml);
     CHECK(m > 0 && m < HEAD, "the last head codes %u of %d components", m, HEAD);
-    tq_test_snapshot_refused_after(snap, n, nan_basis, "a basis value that is not finite or above 1");
+    tq_test_snapshot_refused_after(snap, n, value_out_of_range,
+                                   "a basis value that is not finite or above 1");
     tq_test_snapshot_refused_after(snap, n, big_basis, "a basis value that is not finite or above 1");
+    tq_test_snapshot_refused_after(snap, n, bad_exponent, "a basis row's exponent out of range");
     tq_test_snapshot_refused_after(snap, n, bad_step, "bad transform (components or step)");
     tq_test_snapshot_refused_after(snap, n, too_many_components, "bad transform (components or step)");
     tq_test_snapshot_refused_after(snap, n, longer_basis, "transform basis truncated");
@@ -307,4 +315,100 @@ TEST(klt_auto_keeps_tqs_codec_where_the_bases_cost_more_than_they_save)
     int codec;
     if (auto_k_codec(factor_value, 120, WIDTH, HEAD, &codec)) return;
     CHECK_EQ(codec, TQKV_CODEC_TQ);
+}
+
+/* factor_value's rows, each cell's V scaled by a factor from 1/16 to 16 (V rows of a real
+ * cache differ in length many times over; the attention sink's is the shortest) */
+static float spread_value(void *user, uint32_t l, int is_v, uint32_t c, uint32_t e)
+{
+    float x = factor_value(user, l, is_v, c, e);
+    return is_v ? x * ldexpf(1.0f, (int)(c % 9) - 4) : x;
+}
+
+TEST(klt_v_rows_keep_their_relative_error_whatever_their_length)
+{
+    tq_test_seq s = {CELLS, LAYERS, WIDTH, 1, 0, 100, spread_value, NULL};
+    size_t sl, n, dl;
+    uint8_t *state = tq_test_seq_state(&s, &sl), *snap = encode_klt(state, sl, 1, &n);
+    char err[512];
+    uint8_t *back = decode(snap, n, &dl, err, sizeof err);
+    CHECK(back != NULL, "%s", err);
+    tq_ctx *ctx = tq_test_ctx();
+    tqkv_reader *r;
+    CHECK_OK(ctx, tqkv_open_memory(ctx, snap, n, "x.tqkv", &r));
+    const tqkv_meta *m = tqkv_meta_of(r);
+    for (uint32_t i = 0; i < m->n_tensors; i++) /* V's rows with their gains, K's without */
+        CHECK_EQ(m->t[i].klt_gain, m->t[i].is_v);
+    tq_kv_view *a, *b;
+    CHECK_OK(ctx, tq_kv_open_memory(ctx, state, sl, "a", TQ_PROFILE_DEFAULT, &a));
+    CHECK_OK(ctx, tq_kv_open_memory(ctx, back, dl, "b", TQ_PROFILE_DEFAULT, &b));
+    const tq_kv_stream *sa = &tq_kv_view_kv(a, 0)->streams[0], *sb = &tq_kv_view_kv(b, 0)->streams[0];
+    float *ra = malloc(sizeof(float) * CELLS * WIDTH), *rb = malloc(sizeof(float) * CELLS * WIDTH);
+    CHECK_OK(ctx, tq_kv_tensor_read_rows(ctx, &sa->v[0], CELLS, 0, CELLS, ra));
+    CHECK_OK(ctx, tq_kv_tensor_read_rows(ctx, &sb->v[0], CELLS, 0, CELLS, rb));
+    /* each row's error against its distance from the coded cells' mean (what is coded) */
+    double mean[WIDTH] = {0}, e[2] = {0, 0}, sq[2] = {0, 0}; /* the rows of 1/16, of 16 */
+    for (uint32_t c = 1; c < CELLS; c++)
+        for (int j = 0; j < WIDTH; j++) mean[j] += ra[c * WIDTH + j] / (CELLS - 1.0);
+    for (uint32_t c = 1; c < CELLS; c++) {
+        int k = c % 9 == 0 ? 0 : c % 9 == 8 ? 1 : -1;
+        for (int j = 0; k >= 0 && j < WIDTH; j++) {
+            double d = ra[c * WIDTH + j] - rb[c * WIDTH + j], x = ra[c * WIDTH + j] - mean[j];
+            e[k] += d * d;
+            sq[k] += x * x;
+        }
+    }
+    /* one step for every row would leave the short rows 256^2 times the long rows' share */
+    CHECK(e[0] / sq[0] < 4 * e[1] / sq[1], "relative error %g of the short rows, %g of the long",
+          e[0] / sq[0], e[1] / sq[1]);
+    CHECK(e[1] / sq[1] < 0.02, "relative error of the long rows %g", e[1] / sq[1]);
+    free(ra);
+    free(rb);
+    tq_kv_close(a);
+    tq_kv_close(b);
+    tqkv_close(r);
+    free(state);
+    free(snap);
+    free(back);
+}
+
+TEST(tqkv_gain_code_picks_the_nearest_gain_in_log_scale)
+{
+    CHECK_EQ(tqkv_gain_code(0.0f), 0);
+    CHECK_EQ(tqkv_gain(0), 0.0f);
+    CHECK_EQ(tqkv_gain(128), 1.0f);
+    CHECK_EQ(tqkv_gain(136), 2.0f);
+    uint8_t last = 0;
+    for (double x = 1e-4; x < 1e4; x *= 1.01) {
+        uint8_t c = tqkv_gain_code((float)x);
+        double ratio = x / tqkv_gain(c);
+        /* within half a step (2^(1/16)) either way */
+        CHECK(ratio < 1.0443 && ratio > 1 / 1.0443, "norm %g: code %u, gain %g", x, c,
+              (double)tqkv_gain(c));
+        CHECK(c >= last, "norm %g: code %u after %u", x, c, last);
+        last = c;
+    }
+    CHECK_EQ(tqkv_gain_code(1e30f), 255); /* beyond the codes: the largest */
+    CHECK_EQ(tqkv_gain_code(1e-30f), 1);
+}
+
+TEST(tqkv_basis_round_keeps_a_byte_a_value_within_half_a_step_and_is_exact_again)
+{
+    float row[64], again[64];
+    unsigned long long seed = 42;
+    for (int j = 0; j < 64; j++) row[j] = (float)(tq_test_randn(&seed) / 8.0);
+    float top = 0;
+    for (int j = 0; j < 64; j++) top = fabsf(row[j]) > top ? fabsf(row[j]) : top;
+    float x[64];
+    memcpy(x, row, sizeof x);
+    tqkv_basis_round(1, x, 64);
+    for (int j = 0; j < 64; j++) /* the step: 2^(e - 7) <= top / 64, half of it at most */
+        CHECK(fabsf(x[j] - row[j]) <= top / 128, "value %d: %g from %g (largest %g)", j, x[j],
+              row[j], top);
+    memcpy(again, x, sizeof x);
+    tqkv_basis_round(1, again, 64);
+    CHECK(!memcmp(again, x, sizeof x), "rounding a stored row changed it");
+    float zero[8] = {0};
+    tqkv_basis_round(1, zero, 8);
+    CHECK_EQ(zero[3], 0.0f);
 }
