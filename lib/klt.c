@@ -262,14 +262,25 @@ static double index_entropy(const float *y, size_t n, size_t stride, float inv, 
                             uint32_t *bins, int32_t *q)
 {
     size_t used = 0;
+    int32_t lo = 65534, hi = 0;
     for (size_t r = 0; r < n; r++) {
         q[r] = (int32_t)round_index(y[r * stride] * inv) + 32767;
         used += bins[q[r]]++ == 0;
+        lo = q[r] < lo ? q[r] : lo;
+        hi = q[r] > hi ? q[r] : hi;
     }
     double h = 0;
-    for (size_t r = 0; r < n; r++) {
+    /* the bins in order, cleared as they are counted: over the span the indices reach where
+       that is shorter than the rows (the usual case), else row by row */
+    for (int32_t k = lo; (size_t)(hi - lo) < n && k <= hi; k++) {
+        if (!bins[k]) continue;
+        double p = (double)bins[k] / (double)n;
+        h -= p * log2(p);
+        bins[k] = 0;
+    }
+    for (size_t r = 0; (size_t)(hi - lo) >= n && r < n; r++) {
         uint32_t *b = &bins[q[r]];
-        if (*b) { /* each bin once: cleared as it is counted */
+        if (*b) {
             double p = (double)*b / (double)n;
             h -= p * log2(p);
             *b = 0;
@@ -343,7 +354,8 @@ tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, do
         return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     for (size_t r = 0; r < n; r++)
-        for (uint32_t c = 0; c < d; c++) var[c] += (double)y[r * d + c] * y[r * d + c] / (double)n;
+        for (uint32_t c = 0; c < d; c++) var[c] += (double)y[r * d + c] * y[r * d + c];
+    for (uint32_t c = 0; c < d; c++) var[c] /= (double)n;
     /* bits fall as the step grows: a bracket of log2(step) from the Gaussian estimate,
      * widened until it holds the rate, then regula falsi (Illinois: a side kept twice halves
      * the other's value) until the step's bits are within RATE_TOL of the rate or the
@@ -481,7 +493,7 @@ double tq_klt_gauss_bits_at_error(const double *var, uint32_t d, double mse, dou
        one past the largest component */
     double want = mse * d, hi = 0.5 * log2(top) + 4, lo = 0.5 * log2(want / d) - 4;
     double err, bits;
-    for (int it = 0; it < 30; it++) {
+    for (int it = 0; it < 20; it++) { /* to 2^-16 of a 16-wide bracket: a screen's precision */
         double mid = 0.5 * (lo + hi);
         gauss_cost(var, d, mid, min_bits, &err, &bits, &kept);
         if (err > want)

