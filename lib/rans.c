@@ -167,26 +167,26 @@ static inline void enc_put(rans_enc_lane *lane, uint8_t sym)
 static size_t enc_four(rans_enc_lane *lane, const uint8_t *sym, size_t n)
 {
     const rans_enc_sym *t0 = lane[0].es, *t1 = lane[1].es, *t2 = lane[2].es, *t3 = lane[3].es;
-    uint8_t *p0 = lane[0].p, *p1 = lane[1].p, *p2 = lane[2].p, *p3 = lane[3].p;
-    uint32_t x0 = lane[0].x, x1 = lane[1].x, x2 = lane[2].x, x3 = lane[3].x;
+    uint8_t *p[4];
+    uint32_t x[4];
+    for (int j = 0; j < 4; j++) {
+        p[j] = lane[j].p;
+        x[j] = lane[j].x;
+    }
     const uint8_t *s0 = sym, *s1 = sym + n, *s2 = sym + 2 * n, *s3 = sym + 3 * n;
     size_t i = n;
-    for (; i > 0 && p0 >= lane[0].floor && p1 >= lane[1].floor && p2 >= lane[2].floor &&
-           p3 >= lane[3].floor;
+    for (; i > 0 && p[0] >= lane[0].floor && p[1] >= lane[1].floor && p[2] >= lane[2].floor &&
+           p[3] >= lane[3].floor;
          i--) {
-        ENC_STEP(&t0[s0[i - 1]], x0, p0);
-        ENC_STEP(&t1[s1[i - 1]], x1, p1);
-        ENC_STEP(&t2[s2[i - 1]], x2, p2);
-        ENC_STEP(&t3[s3[i - 1]], x3, p3);
+        ENC_STEP(&t0[s0[i - 1]], x[0], p[0]);
+        ENC_STEP(&t1[s1[i - 1]], x[1], p[1]);
+        ENC_STEP(&t2[s2[i - 1]], x[2], p[2]);
+        ENC_STEP(&t3[s3[i - 1]], x[3], p[3]);
     }
-    lane[0].x = x0;
-    lane[1].x = x1;
-    lane[2].x = x2;
-    lane[3].x = x3;
-    lane[0].p = p0;
-    lane[1].p = p1;
-    lane[2].p = p2;
-    lane[3].p = p3;
+    for (int j = 0; j < 4; j++) {
+        lane[j].p = p[j];
+        lane[j].x = x[j];
+    }
     return i;
 }
 
@@ -364,26 +364,25 @@ static uint8_t dec_get_last(rans_dec_lane *lane)
 static size_t dec_four(rans_dec_lane *lane, uint8_t *sym, size_t n)
 {
     const rans_dec_lane *t0 = &lane[0], *t1 = &lane[1], *t2 = &lane[2], *t3 = &lane[3];
-    const uint8_t *p0 = lane[0].p, *p1 = lane[1].p, *p2 = lane[2].p, *p3 = lane[3].p;
-    const uint8_t *e0 = lane[0].end - 2, *e1 = lane[1].end - 2, *e2 = lane[2].end - 2;
-    const uint8_t *e3 = lane[3].end - 2;
-    uint32_t x0 = lane[0].x, x1 = lane[1].x, x2 = lane[2].x, x3 = lane[3].x;
+    const uint8_t *p[4], *e[4];
+    uint32_t x[4];
+    for (int j = 0; j < 4; j++) {
+        p[j] = lane[j].p;
+        e[j] = lane[j].end - 2;
+        x[j] = lane[j].x;
+    }
     uint8_t *s0 = sym, *s1 = sym + n, *s2 = sym + 2 * n, *s3 = sym + 3 * n;
     size_t i = 0;
-    for (; i < n && p0 <= e0 && p1 <= e1 && p2 <= e2 && p3 <= e3; i++) {
-        DEC_STEP(t0, x0, p0, s0[i]);
-        DEC_STEP(t1, x1, p1, s1[i]);
-        DEC_STEP(t2, x2, p2, s2[i]);
-        DEC_STEP(t3, x3, p3, s3[i]);
+    for (; i < n && p[0] <= e[0] && p[1] <= e[1] && p[2] <= e[2] && p[3] <= e[3]; i++) {
+        DEC_STEP(t0, x[0], p[0], s0[i]);
+        DEC_STEP(t1, x[1], p[1], s1[i]);
+        DEC_STEP(t2, x[2], p[2], s2[i]);
+        DEC_STEP(t3, x[3], p[3], s3[i]);
     }
-    lane[0].x = x0;
-    lane[1].x = x1;
-    lane[2].x = x2;
-    lane[3].x = x3;
-    lane[0].p = p0;
-    lane[1].p = p1;
-    lane[2].p = p2;
-    lane[3].p = p3;
+    for (int j = 0; j < 4; j++) {
+        lane[j].p = p[j];
+        lane[j].x = x[j];
+    }
     return i;
 }
 
