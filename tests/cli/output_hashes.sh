@@ -83,6 +83,12 @@ run prefix decode-kvdump "$o/snap-lossless.tqkv" -o "$o/prefix.ggsn" --tokens 60
 (cd "$o" && "$OLDPWD/$tq" encode-kvdump prefix.ggsn -o base.tqkv --model "$OLDPWD/$M" -q --transform off &&
     "$OLDPWD/$tq" encode-kvdump "$OLDPWD/$F/p1_f16.ggsn" -o snap-append.tqkv --model "$OLDPWD/$M" --append base.tqkv -q &&
     "$OLDPWD/$tq" decode-kvdump snap-append.tqkv -o dec-append.ggsn -q) 2>"$tmp/e" || fail "append: $(cat "$tmp/e")"
+# snapshots an earlier build wrote (the fuzz seeds: fp16 bases, byte and rANS indices, past
+# cells, iSWA, InnerQ) decode as they did: recorded where this build's decode of each matched
+# the previous release's (de67c24) by cmp
+for f in v3-klt v3-klt-rans balanced v3-past iswa_v3 innerq_v2; do
+    run old-$f decode-kvdump "tests/fuzz/seeds/fuzz_tqkv_read/$f.tqkv" -o "$o/old-$f.out"
+done
 run q-config-i quantize-tq4 "$M" "$o/q-config-i.gguf"
 run q-all quantize-tq4 --policy all --type tq3_1s "$M" "$o/q-all.gguf"
 run q-imatrix quantize-tq4 --policy all --imatrix "$tmp/imatrix.dat" "$M" "$o/q-imatrix.gguf"
