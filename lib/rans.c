@@ -128,27 +128,9 @@ static void enc_lane_init(const uint8_t *sym, size_t n, uint8_t *out, size_t cap
     lane->x = RANS_LOW;
 }
 
-/* One symbol into a lane: at most two bytes out (the state is below 2^31 and x_max at least
- * 2^19), each written whether kept or not, so that no branch waits on the state. */
-static inline void enc_put(rans_enc_lane *lane, uint8_t sym)
-{
-    const rans_enc_sym *e = &lane->es[sym];
-    uint32_t x = lane->x;
-    uint8_t *p = lane->p;
-    uint32_t b = x >= e->x_max;
-    p[-1] = (uint8_t)x;
-    p -= b;
-    x >>= b * 8;
-    b = x >= e->x_max;
-    p[-1] = (uint8_t)x;
-    p -= b;
-    x >>= b * 8;
-    uint32_t q = (uint32_t)(((uint64_t)x * e->rcp) >> e->shift);
-    lane->x = x + q * e->rest + e->cum;
-    lane->p = p;
-}
-
-/* One symbol into state x, bytes before p, with the symbol's entry e (as enc_put). */
+/* One symbol into state x, its bytes before p, with the symbol's entry e: at most two bytes out
+ * (the state is below 2^31 and x_max at least 2^19), each written whether kept or not, so that
+ * no branch waits on the state. */
 #define ENC_STEP(e, x, p)                                                                   \
     do {                                                                                    \
         uint32_t b_ = (x) >= (e)->x_max;                                                    \
@@ -161,6 +143,11 @@ static inline void enc_put(rans_enc_lane *lane, uint8_t sym)
         (x) >>= b_ * 8;                                                                     \
         (x) += (uint32_t)(((uint64_t)(x) * (e)->rcp) >> (e)->shift) * (e)->rest + (e)->cum; \
     } while (0)
+
+static inline void enc_put(rans_enc_lane *lane, uint8_t sym)
+{
+    ENC_STEP(&lane->es[sym], lane->x, lane->p);
+}
 
 /* Four lanes in lockstep from the last symbol while each has room for a step, the states in
  * registers (as dec_four); returns the symbols left. */
@@ -219,9 +206,9 @@ tq_status tq_rans_encode_many(tq_ctx *ctx, size_t k, const uint8_t *sym, size_t 
     size_t i = n;
     if (k == TQ_RANS_LANES) i = enc_four(lane, sym, n);
     while (!st && i-- > 0) {
-        for (size_t j = 0; j < k; j++) {
-            if (lane[j].p < lane[j].floor) st = TQ_ERR_ARG;
-            enc_put(&lane[j], sym[j * n + i]);
+        for (size_t j = 0; !st && j < k; j++) {
+            if (lane[j].p < lane[j].floor) st = TQ_ERR_ARG; /* the bound did not hold */
+            else enc_put(&lane[j], sym[j * n + i]);
         }
     }
     for (size_t j = 0; !st && j < k; j++) {
@@ -315,36 +302,8 @@ static tq_status dec_lane_init(tq_ctx *ctx, const uint8_t *in, size_t len, rans_
     return TQ_OK;
 }
 
-/* One symbol out of a lane with two coded bytes left at least: no branch on the state. */
-static inline uint8_t dec_get(rans_dec_lane *lane)
-{
-    uint32_t x = lane->x;
-    const uint8_t *p = lane->p;
-    uint32_t r = x & (RANS_TOTAL - 1), e = lane->slot[r];
-    x = lane->freq[e] * (x >> RANS_BITS) + r - lane->cum[e];
-    uint32_t b = x < RANS_LOW;
-    x = x << (b * 8) | (*p & (0u - b));
-    p += b;
-    b = x < RANS_LOW;
-    x = x << (b * 8) | (*p & (0u - b));
-    p += b;
-    lane->x = x;
-    lane->p = p;
-    return (uint8_t)e;
-}
-
-/* The same near the end of the coded bytes. */
-static uint8_t dec_get_last(rans_dec_lane *lane)
-{
-    uint32_t x = lane->x;
-    uint32_t r = x & (RANS_TOTAL - 1), e = lane->slot[r];
-    x = lane->freq[e] * (x >> RANS_BITS) + r - lane->cum[e];
-    while (x < RANS_LOW && lane->p < lane->end) x = x << 8 | *lane->p++;
-    lane->x = x;
-    return (uint8_t)e;
-}
-
-/* One step of lane ln's state x and bytes p. */
+/* One symbol out of lane ln (state x, bytes p, two of them left at least) into out: no branch
+ * on the state. */
 #define DEC_STEP(ln, x, p, out)                                                             \
     do {                                                                                    \
         uint32_t r_ = (x) & (RANS_TOTAL - 1), e_ = (ln)->slot[r_];                          \
@@ -357,6 +316,24 @@ static uint8_t dec_get_last(rans_dec_lane *lane)
         (p) += b_;                                                                          \
         (out) = (uint8_t)e_;                                                                \
     } while (0)
+
+static inline uint8_t dec_get(rans_dec_lane *lane)
+{
+    uint8_t out;
+    DEC_STEP(lane, lane->x, lane->p, out);
+    return out;
+}
+
+/* The same near the end of the coded bytes. */
+static uint8_t dec_get_last(rans_dec_lane *lane)
+{
+    uint32_t x = lane->x;
+    uint32_t r = x & (RANS_TOTAL - 1), e = lane->slot[r];
+    x = lane->freq[e] * (x >> RANS_BITS) + r - lane->cum[e];
+    while (x < RANS_LOW && lane->p < lane->end) x = x << 8 | *lane->p++;
+    lane->x = x;
+    return (uint8_t)e;
+}
 
 /* Four lanes in lockstep while each has two coded bytes left, their states in registers (a
  * byte store may alias anything: through the lanes' structs every step went to memory);
