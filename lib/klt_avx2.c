@@ -11,8 +11,10 @@
 #include <immintrin.h>
 
 /* Rows [r, r + 6) against one 16-column panel (p: [kd][16]): 12
- * accumulators, 2 loads of the panel and 6 broadcasts per k. */
-static void tile6x16(const float *a, size_t kd, const float *p, float *o, size_t nc)
+ * accumulators, 2 loads of the panel and 6 broadcasts per k; a row's k-th
+ * value at a[row * rs + k * ks]. */
+static void tile6x16(const float *a, size_t rs, size_t ks, size_t kd, const float *p, float *o,
+                     size_t nc)
 {
     __m256 s00 = _mm256_setzero_ps(), s01 = _mm256_setzero_ps();
     __m256 s10 = _mm256_setzero_ps(), s11 = _mm256_setzero_ps();
@@ -20,28 +22,34 @@ static void tile6x16(const float *a, size_t kd, const float *p, float *o, size_t
     __m256 s30 = _mm256_setzero_ps(), s31 = _mm256_setzero_ps();
     __m256 s40 = _mm256_setzero_ps(), s41 = _mm256_setzero_ps();
     __m256 s50 = _mm256_setzero_ps(), s51 = _mm256_setzero_ps();
-    const float *a0 = a, *a1 = a + kd, *a2 = a + 2 * kd, *a3 = a + 3 * kd, *a4 = a + 4 * kd,
-                *a5 = a + 5 * kd;
+    const float *a0 = a, *a1 = a + rs, *a2 = a + 2 * rs, *a3 = a + 3 * rs, *a4 = a + 4 * rs,
+                *a5 = a + 5 * rs;
     for (size_t k = 0; k < kd; k++) {
         __m256 m0 = _mm256_loadu_ps(p + k * 16), m1 = _mm256_loadu_ps(p + k * 16 + 8);
-        __m256 x = _mm256_broadcast_ss(a0 + k);
+        __m256 x = _mm256_broadcast_ss(a0);
         s00 = _mm256_fmadd_ps(x, m0, s00);
         s01 = _mm256_fmadd_ps(x, m1, s01);
-        x = _mm256_broadcast_ss(a1 + k);
+        x = _mm256_broadcast_ss(a1);
         s10 = _mm256_fmadd_ps(x, m0, s10);
         s11 = _mm256_fmadd_ps(x, m1, s11);
-        x = _mm256_broadcast_ss(a2 + k);
+        x = _mm256_broadcast_ss(a2);
         s20 = _mm256_fmadd_ps(x, m0, s20);
         s21 = _mm256_fmadd_ps(x, m1, s21);
-        x = _mm256_broadcast_ss(a3 + k);
+        x = _mm256_broadcast_ss(a3);
         s30 = _mm256_fmadd_ps(x, m0, s30);
         s31 = _mm256_fmadd_ps(x, m1, s31);
-        x = _mm256_broadcast_ss(a4 + k);
+        x = _mm256_broadcast_ss(a4);
         s40 = _mm256_fmadd_ps(x, m0, s40);
         s41 = _mm256_fmadd_ps(x, m1, s41);
-        x = _mm256_broadcast_ss(a5 + k);
+        x = _mm256_broadcast_ss(a5);
         s50 = _mm256_fmadd_ps(x, m0, s50);
         s51 = _mm256_fmadd_ps(x, m1, s51);
+        a0 += ks;
+        a1 += ks;
+        a2 += ks;
+        a3 += ks;
+        a4 += ks;
+        a5 += ks;
     }
     __m256 acc[12] = {s00, s01, s10, s11, s20, s21, s30, s31, s40, s41, s50, s51};
     for (int i = 0; i < 6; i++) {
@@ -51,11 +59,11 @@ static void tile6x16(const float *a, size_t kd, const float *p, float *o, size_t
 }
 
 /* One row against one panel of w (8 or 16) columns. */
-static void row_panel(const float *a, size_t kd, const float *p, size_t w, float *o)
+static void row_panel(const float *a, size_t ks, size_t kd, const float *p, size_t w, float *o)
 {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     for (size_t k = 0; k < kd; k++) {
-        __m256 x = _mm256_broadcast_ss(a + k);
+        __m256 x = _mm256_broadcast_ss(a + k * ks);
         s0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(p + k * w), s0);
         if (w == 16) s1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(p + k * w + 8), s1);
     }
@@ -64,26 +72,30 @@ static void row_panel(const float *a, size_t kd, const float *p, size_t w, float
 }
 
 /* out[n][nc] = a[n][kd] . m, nc % 8 == 0, m packed in panels (klt.c,
- * pack_panels): columns [c0, c0 + w) as kd x w floats at m + kd * c0. */
-void tq_klt_matmul_avx2(const float *a, size_t n, size_t kd, const float *m, size_t nc,
-                        float *out)
+ * pack_panels): columns [c0, c0 + w) as kd x w floats at m + kd * c0; a[r][k]
+ * at a[r * rs + k * ks]. */
+void tq_klt_matmul_avx2(const float *a, size_t rs, size_t ks, size_t n, size_t kd,
+                        const float *m, size_t nc, float *out)
 {
     for (size_t c0 = 0; c0 < nc; c0 += 16) {
         size_t w = nc - c0 >= 16 ? 16 : 8;
         const float *p = m + kd * c0;
         size_t r = 0;
-        for (; w == 16 && r + 6 <= n; r += 6) tile6x16(a + r * kd, kd, p, out + r * nc + c0, nc);
-        for (; r < n; r++) row_panel(a + r * kd, kd, p, w, out + r * nc + c0);
+        for (; w == 16 && r + 6 <= n; r += 6)
+            tile6x16(a + r * rs, rs, ks, kd, p, out + r * nc + c0, nc);
+        for (; r < n; r++) row_panel(a + r * rs, ks, kd, p, w, out + r * nc + c0);
     }
 }
 
 int tq_klt_have_avx2(void) { return 1; }
 
 #else
-void tq_klt_matmul_avx2(const float *a, size_t n, size_t kd, const float *m, size_t nc,
-                        float *out)
+void tq_klt_matmul_avx2(const float *a, size_t rs, size_t ks, size_t n, size_t kd,
+                        const float *m, size_t nc, float *out)
 {
     (void)a;
+    (void)rs;
+    (void)ks;
     (void)n;
     (void)kd;
     (void)m;

@@ -129,18 +129,16 @@ static void enc_lane_init(const uint8_t *sym, size_t n, uint8_t *out, size_t cap
 }
 
 /* One symbol into state x, its bytes before p, with the symbol's entry e: at most two bytes out
- * (the state is below 2^31 and x_max at least 2^19), each written whether kept or not, so that
- * no branch waits on the state. */
+ * (the state is below 2^31 and x_max at least 2^19), both written whether kept or not and their
+ * count from two compares side by side, so that no branch or second compare waits on the
+ * state. */
 #define ENC_STEP(e, x, p)                                                                   \
     do {                                                                                    \
-        uint32_t b_ = (x) >= (e)->x_max;                                                    \
+        uint32_t n_ = ((x) >= (e)->x_max) + ((uint64_t)(x) >= (uint64_t)(e)->x_max << 8);   \
         (p)[-1] = (uint8_t)(x);                                                             \
-        (p) -= b_;                                                                          \
-        (x) >>= b_ * 8;                                                                     \
-        b_ = (x) >= (e)->x_max;                                                             \
-        (p)[-1] = (uint8_t)(x);                                                             \
-        (p) -= b_;                                                                          \
-        (x) >>= b_ * 8;                                                                     \
+        (p)[-2] = (uint8_t)((x) >> 8);                                                      \
+        (p) -= n_;                                                                          \
+        (x) = (uint32_t)((uint64_t)(x) >> (n_ * 8));                                        \
         (x) += (uint32_t)(((uint64_t)(x) * (e)->rcp) >> (e)->shift) * (e)->rest + (e)->cum; \
     } while (0)
 
@@ -302,18 +300,27 @@ static tq_status dec_lane_init(tq_ctx *ctx, const uint8_t *in, size_t len, rans_
     return TQ_OK;
 }
 
+/* The two bytes at p, the first the high one: one read. */
+static inline uint32_t load_be16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return __builtin_bswap16(v);
+}
+
 /* One symbol out of lane ln (state x, bytes p, two of them left at least) into out: no branch
- * on the state. */
+ * on the state.  The bytes a step takes (0, 1 or 2: from 2^11 at least, two bring the state
+ * back over RANS_LOW) come from one two-byte read at p, which waits only on p and not on the
+ * state: the state's chain is a multiply, two compares and two shifts (a byte at a time, each
+ * read waited on the compare before it, and decoding took a third longer). */
 #define DEC_STEP(ln, x, p, out)                                                             \
     do {                                                                                    \
         uint32_t r_ = (x) & (RANS_TOTAL - 1), e_ = (ln)->slot[r_];                          \
+        uint32_t w_ = load_be16(p);                                                         \
         (x) = (ln)->freq[e_] * ((x) >> RANS_BITS) + r_ - (ln)->cum[e_];                     \
-        uint32_t b_ = (x) < RANS_LOW;                                                       \
-        (x) = (x) << (b_ * 8) | (*(p) & (0u - b_));                                         \
-        (p) += b_;                                                                          \
-        b_ = (x) < RANS_LOW;                                                                \
-        (x) = (x) << (b_ * 8) | (*(p) & (0u - b_));                                         \
-        (p) += b_;                                                                          \
+        uint32_t n_ = ((x) < RANS_LOW) + ((x) < (RANS_LOW >> 8));                           \
+        (x) = (uint32_t)((uint64_t)(x) << (n_ * 8)) | (uint32_t)(w_ >> (16 - n_ * 8));      \
+        (p) += n_;                                                                          \
         (out) = (uint8_t)e_;                                                                \
     } while (0)
 
@@ -337,7 +344,9 @@ static uint8_t dec_get_last(rans_dec_lane *lane)
 
 /* Four lanes in lockstep while each has two coded bytes left, their states in registers (a
  * byte store may alias anything: through the lanes' structs every step went to memory);
- * returns the symbols decoded. */
+ * returns the symbols decoded.  A step takes two bytes at most, so the lanes run a batch of
+ * as many steps as the shortest has byte pairs left before they look again (a look at every
+ * step was a fifth of the work). */
 static size_t dec_four(rans_dec_lane *lane, uint8_t *sym, size_t n)
 {
     const rans_dec_lane *t0 = &lane[0], *t1 = &lane[1], *t2 = &lane[2], *t3 = &lane[3];
@@ -350,11 +359,19 @@ static size_t dec_four(rans_dec_lane *lane, uint8_t *sym, size_t n)
     }
     uint8_t *s0 = sym, *s1 = sym + n, *s2 = sym + 2 * n, *s3 = sym + 3 * n;
     size_t i = 0;
-    for (; i < n && p[0] <= e[0] && p[1] <= e[1] && p[2] <= e[2] && p[3] <= e[3]; i++) {
-        DEC_STEP(t0, x[0], p[0], s0[i]);
-        DEC_STEP(t1, x[1], p[1], s1[i]);
-        DEC_STEP(t2, x[2], p[2], s2[i]);
-        DEC_STEP(t3, x[3], p[3], s3[i]);
+    for (;;) {
+        size_t batch = n - i;
+        for (int j = 0; j < 4; j++) {
+            size_t safe = p[j] <= e[j] ? (size_t)(e[j] - p[j]) / 2 + 1 : 0;
+            batch = safe < batch ? safe : batch;
+        }
+        if (!batch) break;
+        for (size_t end = i + batch; i < end; i++) {
+            DEC_STEP(t0, x[0], p[0], s0[i]);
+            DEC_STEP(t1, x[1], p[1], s1[i]);
+            DEC_STEP(t2, x[2], p[2], s2[i]);
+            DEC_STEP(t3, x[3], p[3], s3[i]);
+        }
     }
     for (int j = 0; j < 4; j++) {
         lane[j].p = p[j];

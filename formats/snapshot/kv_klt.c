@@ -294,15 +294,14 @@ static tq_status rans_unpack_lanes(tq_ctx *ctx, const uint8_t *payload, uint64_t
         if (!st) *pos += size[(*k)++];
     }
     if (!st) st = tq_rans_decode_many(ctx, *k, in, size, sym, n);
-    for (size_t i = 0; !st && i < *k * n; i++) {
-        uint16_t u = sym[i];
-        if (u == 255 && *pos + 2 > len)
+    for (size_t i = 0; !st && i < *k * n; i++) idx[i] = unzigzag(sym[i]); /* vectorized */
+    /* the escapes: only the last stream's, the others' symbols are below 255 */
+    for (size_t i = (*k - 1) * n; !st && max_sym == 255 && i < *k * n; i++) {
+        if (sym[i] != 255) continue;
+        if (*pos + 2 > len)
             return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "transform chunk: escapes past its end");
-        if (u == 255) { /* only the last stream's: the others' symbols are below */
-            u = (uint16_t)(payload[*pos] | payload[*pos + 1] << 8);
-            *pos += 2;
-        }
-        idx[i] = unzigzag(u);
+        idx[i] = unzigzag((uint16_t)(payload[*pos] | payload[*pos + 1] << 8));
+        *pos += 2;
     }
     return st;
 }
