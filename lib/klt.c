@@ -11,6 +11,9 @@
 void tq_klt_matmul_avx2(const float *a, size_t rs, size_t ks, size_t n, size_t kd,
                         const float *m, size_t nc, float *out);
 int tq_klt_have_avx2(void);
+/* klt_avx2.c: the first multiple of 8 of round_index's values; the rest is the caller's */
+size_t tq_klt_round_avx2(const float *y, size_t n, float inv, int32_t bias, int32_t *q);
+size_t tq_klt_round16_avx2(const float *y, size_t n, float inv, int16_t *q);
 
 /* m[kd][nc] (row-major, nc % 8 == 0) into panels of 16 columns (the last
  * of 8 where nc % 16 == 8): columns [c0, c0 + w) as kd x w floats at
@@ -81,10 +84,16 @@ static int cpu_has_fma(void)
 #endif
 }
 
+/* Whether the AVX2 kernels may run. */
+static int use_avx2(const tq_ctx *ctx)
+{
+    return ctx->simd != TQ_SIMD_SCALAR && tq_klt_have_avx2() && cpu_has_fma();
+}
+
 static void matmul(const tq_ctx *ctx, const float *a, size_t rs, size_t ks, size_t n, size_t kd,
                    const float *m, size_t nc, float *out)
 {
-    if (ctx->simd != TQ_SIMD_SCALAR && tq_klt_have_avx2() && cpu_has_fma())
+    if (use_avx2(ctx))
         tq_klt_matmul_avx2(a, rs, ks, n, kd, m, nc, out);
     else
         matmul_scalar(a, rs, ks, n, kd, m, nc, out);
@@ -97,10 +106,23 @@ static uint32_t pad8(uint32_t m) { return (m + 7) / 8 * 8; }
  * no library call in the inner loops) */
 static inline float round_index(float v)
 {
-    if (!(v >= -32767.0f)) v = -32767.0f;
-    if (v > 32767.0f) v = 32767.0f;
+    v = v > -32767.0f ? v : -32767.0f; /* a max and a min the loops vectorize */
+    v = v < 32767.0f ? v : 32767.0f;
     const float magic = 12582912.0f; /* IEEE order: without -ffast-math never folded away */
     return (v + magic) - magic;
+}
+
+/* q[n] = round_index(y[n] * inv) + bias, the same on every SIMD level. */
+static void round_all(int avx2, const float *y, size_t n, float inv, int32_t bias, int32_t *q)
+{
+    size_t i = avx2 ? tq_klt_round_avx2(y, n, inv, bias, q) : 0;
+    for (; i < n; i++) q[i] = (int32_t)round_index(y[i] * inv) + bias;
+}
+
+static void round_all16(int avx2, const float *y, size_t n, float inv, int16_t *q)
+{
+    size_t i = avx2 ? tq_klt_round16_avx2(y, n, inv, q) : 0;
+    for (; i < n; i++) q[i] = (int16_t)round_index(y[i] * inv);
 }
 
 static tq_status check_klt(tq_ctx *ctx, const tq_klt *k)
@@ -120,6 +142,9 @@ static tq_status check_klt(tq_ctx *ctx, const tq_klt *k)
 /* rows per product: the tile's rows and coefficients stay in L2, and the
  * AVX2 product takes rows six at a time */
 enum { TILE = 60 };
+/* rows per product where the encoder takes them as its columns (a multiple of 16: whole
+ * panels) */
+enum { ENC_TILE = 64 };
 
 tq_status tq_klt_encode(tq_ctx *ctx, const tq_klt *k, const float *x, size_t n, size_t stride,
                         int16_t *idx)
@@ -128,27 +153,33 @@ tq_status tq_klt_encode(tq_ctx *ctx, const tq_klt *k, const float *x, size_t n, 
     tq_status st = check_klt(ctx, k);
     if (st) return st;
     if (!k->m || !n) return TQ_OK;
-    uint32_t d = k->d, mp = pad8(k->m);
-    float *bt = basis_panels(k->basis, k->m, d, mp, 1); /* [d][mp]: transposed, in panels */
-    float *xt = malloc((size_t)TILE * d * sizeof *xt);  /* [TILE][d]: a tile of rows */
-    float *yt = malloc((size_t)TILE * mp * sizeof *yt); /* [TILE][mp]: their coefficients */
-    if (!bt || !xt || !yt) {
-        free(bt);
-        free(xt);
+    uint32_t d = k->d;
+    float *xp = calloc((size_t)d * ENC_TILE, sizeof *xp);  /* [d][ENC_TILE]: rows as columns */
+    float *yt = malloc((size_t)k->m * ENC_TILE * sizeof *yt); /* [m][ENC_TILE]: coefficients */
+    if (!xp || !yt) {
+        free(xp);
         free(yt);
         return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     float inv = 1.0f / k->step;
-    for (size_t r0 = 0; r0 < n; r0 += TILE) {
-        size_t nr = n - r0 < TILE ? n - r0 : TILE;
-        for (size_t r = 0; r < nr; r++) memcpy(xt + r * d, x + (r0 + r) * stride, d * sizeof *xt);
-        matmul(ctx, xt, d, 1, nr, d, bt, mp, yt);
+    /* the coefficients component-major, as the indices go out, from the basis's rows against
+       the rows as columns (each product's chain as in rows against the basis: fma is
+       symmetric); read row-major and quantized by columns, the rows' coefficients were a
+       quarter of the encoder's CPU */
+    for (size_t r0 = 0; r0 < n; r0 += ENC_TILE) {
+        size_t nr = n - r0 < ENC_TILE ? n - r0 : ENC_TILE, np = (nr + 7) / 8 * 8;
+        for (size_t c0 = 0; c0 < np; c0 += 16) { /* panels of 16 rows (the last of 8) */
+            size_t w = np - c0 >= 16 ? 16 : 8;
+            float *panel = xp + (size_t)d * c0;
+            for (size_t r = c0; r < c0 + w; r++)
+                for (uint32_t j = 0; j < d; j++)
+                    panel[j * w + r - c0] = r < nr ? x[(r0 + r) * stride + j] : 0.0f;
+        }
+        matmul(ctx, k->basis, d, 1, k->m, d, xp, np, yt);
         for (uint32_t c = 0; c < k->m; c++)
-            for (size_t r = 0; r < nr; r++)
-                idx[(size_t)c * n + r0 + r] = (int16_t)round_index(yt[r * mp + c] * inv);
+            round_all16(use_avx2(ctx), yt + c * np, nr, inv, idx + (size_t)c * n + r0);
     }
-    free(bt);
-    free(xt);
+    free(xp);
     free(yt);
     return TQ_OK;
 }
@@ -244,35 +275,60 @@ tq_status tq_covariance(tq_ctx *ctx, const float *x, size_t n, uint32_t d, size_
 
 /* ------------------------------------------------------------ the step for a rate */
 
-/* Entropy in bits of round(y / step) over n samples of one component (q:
- * n scratch indices), with the Miller-Madow correction (the plain estimate
- * from a sample is low by about (bins - 1) / (2 n ln 2)); bins: 65535
- * counters, zero on entry and on return; var: the component's variance. */
-static double index_entropy(const float *y, size_t n, size_t stride, float inv, double var,
-                            uint32_t *bins, int32_t *q)
+/* Counters for a span of indices this short: four sets, each row's index counted in the
+ * set of its row mod 4, so that a run of one index (a fine component's 0s) does not wait on
+ * its own counter's last store (one set: the rate search's histograms were a fifth of a
+ * plan's CPU) */
+enum { SPAN_SHORT = 1024 };
+
+/* Entropy in bits of round(y / step) over n samples of one component (y[n]: a column; q:
+ * n scratch indices), with the Miller-Madow correction (the plain estimate from a sample is
+ * low by about (bins - 1) / (2 n ln 2)); bins: 65535 counters, zero on entry and on return;
+ * four: 4 * SPAN_SHORT counters; var: the component's variance. */
+static double index_entropy(int avx2, const float *y, size_t n, float inv, double var,
+                            uint32_t *bins, uint32_t *four, int32_t *q)
 {
-    size_t used = 0;
     int32_t lo = 65534, hi = 0;
-    for (size_t r = 0; r < n; r++) {
-        q[r] = (int32_t)round_index(y[r * stride] * inv) + 32767;
-        used += bins[q[r]]++ == 0;
+    round_all(avx2, y, n, inv, 32767, q);
+    for (size_t r = 0; r < n; r++) { /* vectorized */
         lo = q[r] < lo ? q[r] : lo;
         hi = q[r] > hi ? q[r] : hi;
     }
-    double h = 0;
-    /* the bins in order, cleared as they are counted: over the span the indices reach where
-       that is shorter than the rows (the usual case), else row by row */
-    for (int32_t k = lo; (size_t)(hi - lo) < n && k <= hi; k++) {
-        if (!bins[k]) continue;
-        double p = (double)bins[k] / (double)n;
-        h -= p * log2(p);
-        bins[k] = 0;
+    int32_t span = hi - lo + 1;
+    int in_order = (size_t)(hi - lo) < n; /* the bins in order over their span: the usual case */
+    uint32_t *count = bins + lo;          /* [span] where in_order */
+    if (in_order && span <= SPAN_SHORT) {
+        memset(four, 0, 4 * (size_t)span * sizeof *four);
+        uint32_t *c0 = four - lo, *c1 = c0 + span, *c2 = c1 + span, *c3 = c2 + span;
+        size_t r = 0;
+        for (; r + 4 <= n; r += 4) {
+            c0[q[r]]++;
+            c1[q[r + 1]]++;
+            c2[q[r + 2]]++;
+            c3[q[r + 3]]++;
+        }
+        for (; r < n; r++) c0[q[r]]++;
+        for (int32_t k = 0; k < span; k++)
+            four[k] += four[span + k] + four[2 * span + k] + four[3 * span + k];
+        count = four;
+    } else {
+        for (size_t r = 0; r < n; r++) bins[q[r]]++;
     }
-    for (size_t r = 0; (size_t)(hi - lo) >= n && r < n; r++) {
+    double h = 0;
+    size_t used = 0;
+    for (int32_t k = 0; in_order && k < span; k++) {
+        if (!count[k]) continue;
+        double p = (double)count[k] / (double)n;
+        h -= p * log2(p);
+        used++;
+        count[k] = 0;
+    }
+    for (size_t r = 0; !in_order && r < n; r++) { /* else row by row */
         uint32_t *b = &bins[q[r]];
         if (*b) {
             double p = (double)*b / (double)n;
             h -= p * log2(p);
+            used++;
             *b = 0;
         }
     }
@@ -290,13 +346,14 @@ static double index_entropy(const float *y, size_t n, size_t stride, float inv, 
 #define RATE_TOL 0.0005
 
 /* The bits per vector of y's d components at a step of 2^log_step. */
-static double total_bits(const float *y, size_t n, uint32_t d, double log_step, const double *var,
-                         uint32_t *bins, int32_t *q, double *h)
+static double total_bits(int avx2, const float *y, size_t n, uint32_t d, double log_step,
+                         const double *var, uint32_t *bins, int32_t *q, double *h)
 {
     float inv = 1.0f / (float)exp2(log_step);
     double total = 0;
+    uint32_t *four = bins + 65535; /* [4][SPAN_SHORT] */
     for (uint32_t c = 0; c < d; c++) {
-        h[c] = index_entropy(y + c, n, d, inv, var[c], bins, q);
+        h[c] = index_entropy(avx2, y + c * n, n, inv, var[c], bins, four, q);
         total += h[c];
     }
     return total;
@@ -331,39 +388,45 @@ tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, do
                        n, d);
     for (size_t i = 0; i < n * d; i++)
         if (!isfinite(y[i])) return tq_fail(ctx, TQ_ERR_ARG, "a coefficient that is not finite");
-    uint32_t *bins = calloc(65535, sizeof *bins);
+    uint32_t *bins = calloc(65535 + 4 * SPAN_SHORT, sizeof *bins); /* and index_entropy's four */
     double *h = malloc(2 * d * sizeof *h); /* [2][d]: each component's bits at a step tried */
     double *h_hi = h + d;                  /* [d]: at the step kept */
     double *var = calloc(d, sizeof *var);  /* [d]: each component's variance */
     int32_t *q = malloc(n * sizeof *q);    /* [n]: one component's indices */
-    if (!bins || !h || !var || !q) {
+    float *yc = malloc(n * d * sizeof *yc); /* [d][n]: y by columns, read once a step tried */
+    if (!bins || !h || !var || !q || !yc) {
         free(bins);
         free(h);
         free(var);
         free(q);
+        free(yc);
         return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     for (size_t r = 0; r < n; r++)
         for (uint32_t c = 0; c < d; c++) var[c] += (double)y[r * d + c] * y[r * d + c];
+    for (uint32_t c = 0; c < d; c++)
+        for (size_t r = 0; r < n; r++) yc[c * n + r] = y[r * d + c];
     for (uint32_t c = 0; c < d; c++) var[c] /= (double)n;
+    y = yc;
     /* bits fall as the step grows: a bracket of log2(step) from the Gaussian estimate,
      * widened until it holds the rate, then regula falsi (Illinois: a side kept twice halves
      * the other's value) until the step's bits are within RATE_TOL of the rate or the
      * bracket is 2^-10 wide (the step to 0.07% of itself); h_hi: each component's bits at hi */
+    int avx2 = use_avx2(ctx);
     double want = bits * d, guess = gaussian_log_step(var, d, want);
     double lo = guess - 0.25, hi = guess + 0.25;
-    double f_lo = total_bits(y, n, d, lo, var, bins, q, h) - want;
+    double f_lo = total_bits(avx2, y, n, d, lo, var, bins, q, h) - want;
     for (double w = 0.5; f_lo <= 0 && lo > -126; w *= 2) {
         hi = lo;
         lo -= w;
-        f_lo = total_bits(y, n, d, lo, var, bins, q, h) - want;
+        f_lo = total_bits(avx2, y, n, d, lo, var, bins, q, h) - want;
     }
-    double f_hi = total_bits(y, n, d, hi, var, bins, q, h_hi) - want;
+    double f_hi = total_bits(avx2, y, n, d, hi, var, bins, q, h_hi) - want;
     for (double w = 0.5; f_hi > 0 && hi < 126; w *= 2) {
         lo = hi;
         f_lo = f_hi;
         hi += w;
-        f_hi = total_bits(y, n, d, hi, var, bins, q, h_hi) - want;
+        f_hi = total_bits(avx2, y, n, d, hi, var, bins, q, h_hi) - want;
     }
     int kept = 0; /* the side moved last: -1 lo, +1 hi */
     for (int it = 0; it < 40 && hi - lo > 1.0 / 1024 && f_hi < -RATE_TOL * want; it++) {
@@ -371,7 +434,7 @@ tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, do
         double edge = (hi - lo) / 64; /* never at an end: the bracket always shrinks */
         if (!(x > lo + edge)) x = lo + edge;
         if (x > hi - edge) x = hi - edge;
-        double f = total_bits(y, n, d, x, var, bins, q, h) - want;
+        double f = total_bits(avx2, y, n, d, x, var, bins, q, h) - want;
         if (f > 0) {
             lo = x;
             f_lo = f;
@@ -397,6 +460,7 @@ tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, do
     free(h);
     free(var);
     free(q);
+    free(yc);
     return TQ_OK;
 }
 

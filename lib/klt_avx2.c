@@ -87,6 +87,40 @@ void tq_klt_matmul_avx2(const float *a, size_t rs, size_t ks, size_t n, size_t k
     }
 }
 
+/* q[i] = round_index(y[i] * inv) (klt.c) + bias, eight at a time: max and min return their
+ * second operand for NaN, as the scalar clamp sends NaN to -32767 */
+static __m256i round8(const float *y, __m256 inv, __m256i bias)
+{
+    const __m256 lo = _mm256_set1_ps(-32767.0f), hi = _mm256_set1_ps(32767.0f);
+    const __m256 magic = _mm256_set1_ps(12582912.0f);
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(y), inv);
+    v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+    v = _mm256_sub_ps(_mm256_add_ps(v, magic), magic);
+    return _mm256_add_epi32(_mm256_cvtps_epi32(v), bias);
+}
+
+size_t tq_klt_round_avx2(const float *y, size_t n, float inv, int32_t bias, int32_t *q)
+{
+    __m256 vi = _mm256_set1_ps(inv);
+    __m256i vb = _mm256_set1_epi32(bias);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_si256((__m256i *)(q + i), round8(y + i, vi, vb));
+    return i;
+}
+
+size_t tq_klt_round16_avx2(const float *y, size_t n, float inv, int16_t *q)
+{
+    __m256 vi = _mm256_set1_ps(inv);
+    __m256i vb = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i r = round8(y + i, vi, vb);
+        __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+        _mm_storeu_si128((__m128i *)(q + i), p);
+    }
+    return i;
+}
+
 int tq_klt_have_avx2(void) { return 1; }
 
 #else
@@ -101,6 +135,25 @@ void tq_klt_matmul_avx2(const float *a, size_t rs, size_t ks, size_t n, size_t k
     (void)m;
     (void)nc;
     (void)out;
+}
+
+size_t tq_klt_round_avx2(const float *y, size_t n, float inv, int32_t bias, int32_t *q)
+{
+    (void)y;
+    (void)n;
+    (void)inv;
+    (void)bias;
+    (void)q;
+    return 0;
+}
+
+size_t tq_klt_round16_avx2(const float *y, size_t n, float inv, int16_t *q)
+{
+    (void)y;
+    (void)n;
+    (void)inv;
+    (void)q;
+    return 0;
 }
 
 int tq_klt_have_avx2(void) { return 0; }

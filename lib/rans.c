@@ -148,7 +148,9 @@ static inline void enc_put(rans_enc_lane *lane, uint8_t sym)
 }
 
 /* Four lanes in lockstep from the last symbol while each has room for a step, the states in
- * registers (as dec_four); returns the symbols left. */
+ * registers (as dec_four); returns the symbols left.  A step writes two bytes at most, so the
+ * lanes run a batch of as many steps as the fullest has byte pairs of room before they look
+ * again. */
 static size_t enc_four(rans_enc_lane *lane, const uint8_t *sym, size_t n)
 {
     const rans_enc_sym *t0 = lane[0].es, *t1 = lane[1].es, *t2 = lane[2].es, *t3 = lane[3].es;
@@ -160,13 +162,19 @@ static size_t enc_four(rans_enc_lane *lane, const uint8_t *sym, size_t n)
     }
     const uint8_t *s0 = sym, *s1 = sym + n, *s2 = sym + 2 * n, *s3 = sym + 3 * n;
     size_t i = n;
-    for (; i > 0 && p[0] >= lane[0].floor && p[1] >= lane[1].floor && p[2] >= lane[2].floor &&
-           p[3] >= lane[3].floor;
-         i--) {
-        ENC_STEP(&t0[s0[i - 1]], x[0], p[0]);
-        ENC_STEP(&t1[s1[i - 1]], x[1], p[1]);
-        ENC_STEP(&t2[s2[i - 1]], x[2], p[2]);
-        ENC_STEP(&t3[s3[i - 1]], x[3], p[3]);
+    for (;;) {
+        size_t batch = i;
+        for (int j = 0; j < 4; j++) {
+            size_t room = p[j] >= lane[j].floor ? (size_t)(p[j] - lane[j].floor) / 2 + 1 : 0;
+            batch = room < batch ? room : batch;
+        }
+        if (!batch) break;
+        for (size_t end = i - batch; i > end; i--) {
+            ENC_STEP(&t0[s0[i - 1]], x[0], p[0]);
+            ENC_STEP(&t1[s1[i - 1]], x[1], p[1]);
+            ENC_STEP(&t2[s2[i - 1]], x[2], p[2]);
+            ENC_STEP(&t3[s3[i - 1]], x[3], p[3]);
+        }
     }
     for (int j = 0; j < 4; j++) {
         lane[j].p = p[j];

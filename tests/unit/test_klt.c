@@ -128,6 +128,57 @@ TEST(klt_bytes_are_equal_at_every_simd_level)
     tq_ctx_free(scalar);
 }
 
+TEST(klt_indices_clamp_and_round_alike_at_every_simd_level)
+{
+    tq_ctx *ctx = tq_ctx_new(), *scalar = tq_ctx_new();
+    CHECK_OK(scalar, tq_ctx_set_simd(scalar, TQ_SIMD_SCALAR));
+    float *x = spectrum_rows(11), *basis = malloc(sizeof(float) * D * D);
+    double val[D];
+    basis_of(ctx, x, basis, val);
+    /* rows far past the indices' range either way, halfway cases and a NaN */
+    for (int j = 0; j < D; j++) {
+        x[j] = 1e30f;
+        x[D + j] = -1e30f;
+        x[2 * D + j] = 0.5f * (float)(j % 7) * 0.02f;
+    }
+    x[3 * D + 5] = NAN;
+    tq_klt k = {D, 64, 0.02f, basis};
+    int16_t *a = malloc(sizeof(int16_t) * N * 64), *b = malloc(sizeof(int16_t) * N * 64);
+    CHECK_OK(ctx, tq_klt_encode(ctx, &k, x, N, D, a));
+    CHECK_OK(scalar, tq_klt_encode(scalar, &k, x, N, D, b));
+    size_t first = SIZE_MAX;
+    for (size_t i = 0; i < (size_t)N * 64 && first == SIZE_MAX; i++)
+        if (a[i] != b[i]) first = i;
+    CHECK_EQ(first, SIZE_MAX);
+    int worst = 0;
+    for (size_t c = 0; c < 64; c++) worst = abs(a[c * N]) > worst ? abs(a[c * N]) : worst;
+    CHECK_EQ(worst, 32767); /* the rows of 1e30 clamp */
+    free(x);
+    free(basis);
+    free(a);
+    free(b);
+    tq_ctx_free(ctx);
+    tq_ctx_free(scalar);
+}
+
+TEST(klt_rate_step_is_the_same_at_every_simd_level)
+{
+    tq_ctx *ctx = tq_ctx_new(), *scalar = tq_ctx_new();
+    CHECK_OK(scalar, tq_ctx_set_simd(scalar, TQ_SIMD_SCALAR));
+    float *y = spectrum_rows(13);
+    float step_a, step_b;
+    uint32_t m_a, m_b;
+    double rate_a, rate_b;
+    CHECK_OK(ctx, tq_klt_rate_step(ctx, y, N, D, 2.5, 0.01, &step_a, &m_a, &rate_a));
+    CHECK_OK(scalar, tq_klt_rate_step(scalar, y, N, D, 2.5, 0.01, &step_b, &m_b, &rate_b));
+    CHECK_EQ(step_a, step_b);
+    CHECK_EQ(m_a, m_b);
+    CHECK_EQ(rate_a, rate_b);
+    free(y);
+    tq_ctx_free(ctx);
+    tq_ctx_free(scalar);
+}
+
 TEST(klt_rate_step_meets_the_rate_and_drops_components_that_carry_nothing)
 {
     tq_ctx *ctx = tq_ctx_new();
