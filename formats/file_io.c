@@ -52,7 +52,7 @@ void tq_unmap_file(const uint8_t *map, uint64_t size)
  * left and the disk works while the producer computes; closing fsyncs the
  * file unless it was unlinked first (a discarded output need not reach the
  * disk). */
-#define WRITEBACK_STEP (32u << 20)
+#define WRITEBACK_STEP (4u << 20)
 
 typedef struct sink {
     int fd;

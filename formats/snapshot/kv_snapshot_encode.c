@@ -80,9 +80,10 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
 }
 
 /* Starts tensor i's chunks as tasks: code, then compress and hash there,
- * off the writing thread. */
+ * off the writing thread; each depends on token (in), so that a wait on it (inout) waits for
+ * them all. */
 static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, int level,
-                              etensor *e)
+                              etensor *e, char *token)
 {
     const tqkv_record *t = &p->meta.t[i];
     uint32_t nch = tqkv_record_n_chunks(t);
@@ -102,7 +103,7 @@ static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, 
     }
     const tq_kv_tensor *kt = p->src[i];
     for (uint32_t k = 0; k < nch; k++) {
-#pragma omp task firstprivate(k, e, t, kt, i)
+#pragma omp task firstprivate(k, e, t, kt, i) depend(in : token[0])
         {
             chunk_out *co = &e->co[k];
             uint32_t r0, nr;
@@ -175,21 +176,26 @@ tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_pl
     uint64_t done = 0;
     etensor jobs[2];
     memset(jobs, 0, sizeof jobs);
+    char token[2]; /* each slot's chunks depend on it: waiting on a slot waits on its chunks */
     int have_prev = 0;
 #pragma omp parallel num_threads(threads)
 #pragma omp single
     for (uint32_t i = 0; i <= m->n_tensors; i++) {
         etensor *cur = &jobs[i & 1], *prev = &jobs[(i + 1) & 1];
-        int started =
-            i < m->n_tensors && !st && !(st = start_tensor(ctx, p, i, p->resolved.zstd_level, cur));
+        char *cur_token = &token[i & 1], *prev_token = &token[(i + 1) & 1];
+        /* tensor i's chunks start before tensor i - 1 is waited for, so that no thread idles
+           while the last of a tensor's chunks finishes (waiting on all of them, a tensor's
+           two long chunks of unlike cost left one thread idle) */
+        int started = i < m->n_tensors && !st &&
+                      !(st = start_tensor(ctx, p, i, p->resolved.zstd_level, cur, cur_token));
         if (have_prev) {
+#pragma omp taskwait depend(inout : prev_token[0])
             done += m->t[prev->i].bytes;
             st = finish_tensor(ctx, p, w, prev, st);
             have_prev = 0;
             if (o->progress && !st)
                 o->progress(o->progress_user, done, m->source_size - m->skeleton_len);
         }
-#pragma omp taskwait
         have_prev = started;
     }
     for (int q = 0; q < 2; q++) free_tensor(&jobs[q]); /* after an error: coded but not written */
