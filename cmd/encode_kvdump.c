@@ -93,6 +93,8 @@ void help_encode_kvdump(void)
         "                        0 keeps V on the tq codec, balanced's choice)\n"
         "  --dry-run             print the plan (each tensor's codec, bits, group and payload);\n"
         "                        nothing is written (--json: as JSON)\n"
+        "  --fsync               flush the snapshot to disk before it is renamed into place\n"
+        "                        (default: not, as zstd; the state it comes from stays)\n"
         "  -o -                  write to stdout\n");
 }
 
@@ -100,7 +102,7 @@ typedef struct enc_opts {
     cli_common c;
     const char *in, *preset, *append, *innerq;
     long k_bits, v_bits, boundary, head_dim, sink, past_bits;
-    int turbo, dry_run;
+    int turbo, dry_run, fsync;
     const char *codec, *k_offset, *planes, *cells, *transform;
     double k_rate, v_rate; /* < 0: the preset's */
 } enc_opts;
@@ -160,6 +162,7 @@ static int parse(int argc, char **argv, enc_opts *o)
         CLI_OPT_FN("--k-rate", opt_k_rate, &o->k_rate),
         CLI_OPT_FN("--v-rate", opt_v_rate, &o->v_rate),
         CLI_OPT_FLAG("--dry-run", &o->dry_run),
+        CLI_OPT_FLAG("--fsync", &o->fsync),
         {NULL},
     };
     const cli_spec spec = {
@@ -379,7 +382,7 @@ int cmd_encode_kvdump(int argc, char **argv)
     }
     cli_out out;
     const char *inputs[3] = {o.in, o.c.model ? o.c.model : o.in, o.append ? o.append : o.in};
-    if ((rc = cli_out_open(&out, o.c.out, inputs, 3))) {
+    if ((rc = cli_out_open_ex(&out, o.c.out, inputs, 3, o.fsync))) { /* see --fsync */
         run_free(&r);
         return rc;
     }

@@ -9,7 +9,7 @@
 #include <string.h>
 
 void tq_klt_matmul_avx2(const float *a, size_t rs, size_t ks, size_t n, size_t kd,
-                        const float *m, size_t nc, float *out);
+                        const float *m, size_t nc, int lower, float *out);
 int tq_klt_have_avx2(void);
 /* klt_avx2.c: the first multiple of 8 of round_index's values; the rest is the caller's */
 size_t tq_klt_round_avx2(const float *y, size_t n, float inv, int32_t bias, int32_t *q);
@@ -57,12 +57,13 @@ static float *basis_panels(const float *basis, uint32_t m, uint32_t d, uint32_t 
 
 /* out[n][nc] = a[n][kd] . m (packed), nc % 8 == 0, a[r][k] at a[r * rs + k * ks]: each
  * output a chain of fused multiply-adds over k ascending, as the AVX2 version computes it,
- * so that every SIMD level writes the same bytes. */
+ * so that every SIMD level writes the same bytes; lower: only out[r][c] with c <= r is needed
+ * (others may be left). */
 static void matmul_scalar(const float *a, size_t rs, size_t ks, size_t n, size_t kd,
-                          const float *m, size_t nc, float *out)
+                          const float *m, size_t nc, int lower, float *out)
 {
     for (size_t r = 0; r < n; r++)
-        for (size_t c0 = 0; c0 < nc; c0 += 16) {
+        for (size_t c0 = 0; c0 < nc && (!lower || c0 <= r); c0 += 16) {
             size_t w = nc - c0 >= 16 ? 16 : 8;
             const float *p = m + kd * c0;
             float *o = out + r * nc + c0;
@@ -90,13 +91,19 @@ static int use_avx2(const tq_ctx *ctx)
     return ctx->simd != TQ_SIMD_SCALAR && tq_klt_have_avx2() && cpu_has_fma();
 }
 
+static void matmul_part(const tq_ctx *ctx, const float *a, size_t rs, size_t ks, size_t n,
+                        size_t kd, const float *m, size_t nc, int lower, float *out)
+{
+    if (use_avx2(ctx))
+        tq_klt_matmul_avx2(a, rs, ks, n, kd, m, nc, lower, out);
+    else
+        matmul_scalar(a, rs, ks, n, kd, m, nc, lower, out);
+}
+
 static void matmul(const tq_ctx *ctx, const float *a, size_t rs, size_t ks, size_t n, size_t kd,
                    const float *m, size_t nc, float *out)
 {
-    if (use_avx2(ctx))
-        tq_klt_matmul_avx2(a, rs, ks, n, kd, m, nc, out);
-    else
-        matmul_scalar(a, rs, ks, n, kd, m, nc, out);
+    matmul_part(ctx, a, rs, ks, n, kd, m, nc, 0, out);
 }
 
 static uint32_t pad8(uint32_t m) { return (m + 7) / 8 * 8; }
@@ -259,7 +266,8 @@ tq_status tq_covariance(tq_ctx *ctx, const float *x, size_t n, uint32_t d, size_
     }
     for (size_t r = 0; r < n; r++) memcpy(xr + r * d, x + r * stride, d * sizeof *xr);
     pack_panels(xr, n, d, xp);
-    matmul(ctx, xr, 1, d, d, n, xp, d, c); /* x^T x: x's columns read as the product's rows */
+    /* x^T x, x's columns read as the product's rows: its lower triangle (the half it needs) */
+    matmul_part(ctx, xr, 1, d, d, n, xp, d, 1, c);
     free(xp);
     /* symmetric to the bit: the product's two triangles sum in one order */
     for (uint32_t i = 0; i < d; i++)

@@ -73,14 +73,14 @@ static void row_panel(const float *a, size_t ks, size_t kd, const float *p, size
 
 /* out[n][nc] = a[n][kd] . m, nc % 8 == 0, m packed in panels (klt.c,
  * pack_panels): columns [c0, c0 + w) as kd x w floats at m + kd * c0; a[r][k]
- * at a[r * rs + k * ks]. */
+ * at a[r * rs + k * ks]; lower: only out[r][c] with c <= r is needed (others may be left). */
 void tq_klt_matmul_avx2(const float *a, size_t rs, size_t ks, size_t n, size_t kd,
-                        const float *m, size_t nc, float *out)
+                        const float *m, size_t nc, int lower, float *out)
 {
     for (size_t c0 = 0; c0 < nc; c0 += 16) {
         size_t w = nc - c0 >= 16 ? 16 : 8;
         const float *p = m + kd * c0;
-        size_t r = 0;
+        size_t r = lower ? c0 / 6 * 6 : 0; /* lower: the rows that reach the panel's columns */
         for (; w == 16 && r + 6 <= n; r += 6)
             tile6x16(a + r * rs, rs, ks, kd, p, out + r * nc + c0, nc);
         for (; r < n; r++) row_panel(a + r * rs, ks, kd, p, w, out + r * nc + c0);
@@ -125,8 +125,9 @@ int tq_klt_have_avx2(void) { return 1; }
 
 #else
 void tq_klt_matmul_avx2(const float *a, size_t rs, size_t ks, size_t n, size_t kd,
-                        const float *m, size_t nc, float *out)
+                        const float *m, size_t nc, int lower, float *out)
 {
+    (void)lower;
     (void)a;
     (void)rs;
     (void)ks;

@@ -128,10 +128,12 @@ static tq_status fit_head(tq_ctx *ctx, const float *x, uint32_t ns, uint64_t wid
 
 /* The heads' covariances (cov[nh][d][d]) from n rows of the centered sample, a row every
  * `stride` floats; with a rival, the transform's bits at its error from their eigenvalues,
- * bases and coder loss included, into fit (skipped where that is no less than its bits). */
+ * bases and coder loss included, into fit (skipped where that is no less than its bits), and
+ * where vec is given their eigenvectors too (vec[nh][d][d]: one decomposition where the
+ * screen's values and then the vectors took two, a sixth of a plan). */
 static tq_status screen(tq_ctx *ctx, const float *x, uint32_t n, size_t stride,
                         const tqkv_record *t, const tq_klt_rival *rival, double *cov,
-                        double *val, tq_klt_fit *fit)
+                        double *val, double *vec, tq_klt_fit *fit)
 {
     uint32_t d = t->group;
     uint64_t nh = t->width / d, m_est = 0;
@@ -140,7 +142,7 @@ static tq_status screen(tq_ctx *ctx, const float *x, uint32_t n, size_t stride,
     for (uint64_t h = 0; !st && h < nh; h++) {
         st = tq_covariance(ctx, x + h * d, n, d, stride, cov + h * d * d);
         if (st || !rival) continue;
-        st = tq_sym_eigen(ctx, d, cov + h * d * d, val, NULL);
+        st = tq_sym_eigen(ctx, d, cov + h * d * d, val, vec ? vec + h * d * d : NULL);
         double energy = 0;
         for (uint32_t c = 0; !st && c < d; c++) energy += val[c] > 0 ? val[c] / d : 0;
         uint32_t m_h = 0;
@@ -190,13 +192,13 @@ tq_status tq_kvsnap_klt_fit(tq_ctx *ctx, const tq_kv_tensor *kt, tqkv_record *t,
     uint32_t every = ns >= 2 * SCREEN_ROWS ? ns / SCREEN_ROWS : 1;
     if (!st && rival && every > 1) {
         st = read_sample(ctx, kt, t, rope, pos, x, ns, every, &fit->gain_bits);
-        if (!st) st = screen(ctx, x, ns / every, t->width, t, rival, cov, val, fit);
+        if (!st) st = screen(ctx, x, ns / every, t->width, t, rival, cov, val, NULL, fit);
     }
     if (!st && !fit->skipped) st = read_sample(ctx, kt, t, rope, pos, x, ns, 1, &fit->gain_bits);
-    /* the eigenvectors only where the screen passes: where it turns a tensor down (the
+    /* the eigenvectors only where the quick screen passes: where it turns a tensor down (the
        Llama-8B-shaped Gaussian K) they were half the plan */
-    if (!st && !fit->skipped) st = screen(ctx, x, ns, t->width, t, rival, cov, val, fit);
-    for (uint64_t h = 0; !st && !fit->skipped && h < nh; h++)
+    if (!st && !fit->skipped) st = screen(ctx, x, ns, t->width, t, rival, cov, val, vec, fit);
+    for (uint64_t h = 0; !st && !fit->skipped && !rival && h < nh; h++)
         st = tq_sym_eigen(ctx, d, cov + h * d * d, val, vec + h * d * d);
     for (uint64_t h = 0; !st && !fit->skipped && h < nh; h++) {
         double bits = 0;

@@ -37,8 +37,9 @@ with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as d:
     print(f"  copy + fsync (dd)       {t:6.2f} s  {kv / t / 1e9:6.2f} GB/s   (tq fsyncs its output before renaming)")
     for preset in ["lossless", "balanced"]:
         snap = d / f"{preset}.tqkv"
-        te = timed([TQ, "encode-kvdump", str(state), "-o", str(snap), "--preset", preset, "--head-dim", "128"])
-        td = timed([TQ, "decode-kvdump", str(snap), "-o", str(d / "back.ggsn")])
+        te = timed([TQ, "encode-kvdump", str(state), "-o", str(snap), "--preset", preset, "--head-dim", "128",
+                    "--fsync"])
+        td = timed([TQ, "decode-kvdump", str(snap), "-o", str(d / "back.ggsn"), "--fsync"])
         tn = timed([TQ, "decode-kvdump", str(snap), "-o", "-"], reps=5)
         bpv = snap.stat().st_size * 8 / (kv / 2)
         print(f"  {preset:9s} encode      {te:6.2f} s  {kv / te / 1e9:6.2f} GB/s   ({bpv:.3f} bits/value, "

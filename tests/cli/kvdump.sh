@@ -27,6 +27,14 @@ cmp -s $seed "$tmp/rep/s.out" || fail "the replaced output is not the decoded st
 [ "$(ls "$tmp/rep" | wc -l)" -eq 2 ] || fail "files beside the output: $(ls "$tmp/rep")"
 $tq decode-kvdump "$tmp/s.tqkv" -o "$tmp/rep/s.out" -q || fail "decode over its own output"
 cmp -s $seed "$tmp/rep/s.out" || fail "the output decoded twice differs"
+behaviour fsync_writes_the_same_snapshot_and_state
+# --fsync (encode and decode) flushes before the rename and changes no byte
+$tq encode-kvdump $seed -o "$tmp/f.tqkv" --head-dim 8 -q --fsync || fail "encode --fsync"
+$tq encode-kvdump $seed -o "$tmp/n.tqkv" --head-dim 8 -q || fail "encode without --fsync"
+cmp -s "$tmp/f.tqkv" "$tmp/n.tqkv" || fail "--fsync changed the snapshot"
+$tq decode-kvdump "$tmp/f.tqkv" -o "$tmp/f.out" -q --fsync || fail "decode --fsync"
+$tq decode-kvdump "$tmp/n.tqkv" -o "$tmp/n.out" -q || fail "decode without --fsync"
+cmp -s "$tmp/f.out" "$tmp/n.out" || fail "--fsync changed the decoded state"
 behaviour angle_and_prod_blocks_rebuild_close_values
 # TurboAngle and TurboQuant-prod blocks (.tqkv version 3): a rebuild of the same
 # size whose values are close to the source's; the record says which block
