@@ -19,6 +19,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The four-lane loops also built for x86-64-v3 where the compiler can dispatch at load time:
+ * its leading-zero count, shifts by a register and flag-free multiplies spare each step a
+ * few operations (tests/bench/results/kv_long_speed.md) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define TQ_RANS_CLONES __attribute__((target_clones("default", "arch=x86-64-v3")))
+#else
+#define TQ_RANS_CLONES
+#endif
+
 #define RANS_BITS 12                  /* frequencies in units of 2^-12 */
 #define RANS_TOTAL (1u << RANS_BITS)
 #define RANS_LOW (1u << 23)           /* the state stays in [RANS_LOW, RANS_LOW << 8) */
@@ -147,36 +156,36 @@ static inline void enc_put(rans_enc_lane *lane, uint8_t sym)
     ENC_STEP(&lane->es[sym], lane->x, lane->p);
 }
 
-/* Four lanes in lockstep from the last symbol while each has room for a step, the states in
- * registers (as dec_four); returns the symbols left.  A step writes two bytes at most, so the
- * lanes run a batch of as many steps as the fullest has byte pairs of room before they look
- * again. */
-static size_t enc_four(rans_enc_lane *lane, const uint8_t *sym, size_t n)
+/* TQ_RANS_LANES lanes in lockstep from the last symbol while each has room for a step, the
+ * states in registers (as dec_all); returns the symbols left.  A step writes two bytes at
+ * most, so the lanes run a batch of as many steps as the fullest has byte pairs of room
+ * before they look again. */
+TQ_RANS_CLONES static size_t enc_all(rans_enc_lane *lane, const uint8_t *sym, size_t n)
 {
-    const rans_enc_sym *t0 = lane[0].es, *t1 = lane[1].es, *t2 = lane[2].es, *t3 = lane[3].es;
-    uint8_t *p[4];
-    uint32_t x[4];
-    for (int j = 0; j < 4; j++) {
+    const rans_enc_sym *t[TQ_RANS_LANES];
+    const uint8_t *s[TQ_RANS_LANES];
+    uint8_t *p[TQ_RANS_LANES];
+    uint32_t x[TQ_RANS_LANES];
+    for (int j = 0; j < TQ_RANS_LANES; j++) {
+        t[j] = lane[j].es;
+        s[j] = sym + (size_t)j * n;
         p[j] = lane[j].p;
         x[j] = lane[j].x;
     }
-    const uint8_t *s0 = sym, *s1 = sym + n, *s2 = sym + 2 * n, *s3 = sym + 3 * n;
     size_t i = n;
     for (;;) {
         size_t batch = i;
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < TQ_RANS_LANES; j++) {
             size_t room = p[j] >= lane[j].floor ? (size_t)(p[j] - lane[j].floor) / 2 + 1 : 0;
             batch = room < batch ? room : batch;
         }
         if (!batch) break;
         for (size_t end = i - batch; i > end; i--) {
-            ENC_STEP(&t0[s0[i - 1]], x[0], p[0]);
-            ENC_STEP(&t1[s1[i - 1]], x[1], p[1]);
-            ENC_STEP(&t2[s2[i - 1]], x[2], p[2]);
-            ENC_STEP(&t3[s3[i - 1]], x[3], p[3]);
+#pragma GCC unroll 16
+            for (int j = 0; j < TQ_RANS_LANES; j++) ENC_STEP(&t[j][s[j][i - 1]], x[j], p[j]);
         }
     }
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < TQ_RANS_LANES; j++) {
         lane[j].p = p[j];
         lane[j].x = x[j];
     }
@@ -210,7 +219,7 @@ tq_status tq_rans_encode_many(tq_ctx *ctx, size_t k, const uint8_t *sym, size_t 
     for (size_t j = 0; j < k; j++) enc_lane_init(sym + j * n, n, out[j], cap, &lane[j]);
     tq_status st = TQ_OK;
     size_t i = n;
-    if (k == TQ_RANS_LANES) i = enc_four(lane, sym, n);
+    if (k == TQ_RANS_LANES) i = enc_all(lane, sym, n);
     while (!st && i-- > 0) {
         for (size_t j = 0; !st && j < k; j++) {
             if (lane[j].p < lane[j].floor) st = TQ_ERR_ARG; /* the bound did not hold */
@@ -318,17 +327,18 @@ static inline uint32_t load_be16(const uint8_t *p)
 
 /* One symbol out of lane ln (state x, bytes p, two of them left at least) into out: no branch
  * on the state.  The bytes a step takes (0, 1 or 2: from 2^11 at least, two bring the state
- * back over RANS_LOW) come from one two-byte read at p, which waits only on p and not on the
- * state: the state's chain is a multiply, two compares and two shifts (a byte at a time, each
- * read waited on the compare before it, and decoding took a third longer). */
+ * back over RANS_LOW; its leading zeros less one, over 8) come from one two-byte read at p,
+ * which waits only on p and not on the state: the state's chain is a multiply, a count and
+ * two shifts (a byte at a time, each read waited on the compare before it, and decoding took
+ * a third longer). */
 #define DEC_STEP(ln, x, p, out)                                                             \
     do {                                                                                    \
         uint32_t r_ = (x) & (RANS_TOTAL - 1), e_ = (ln)->slot[r_];                          \
         uint32_t w_ = load_be16(p);                                                         \
         (x) = (ln)->freq[e_] * ((x) >> RANS_BITS) + r_ - (ln)->cum[e_];                     \
-        uint32_t n_ = ((x) < RANS_LOW) + ((x) < (RANS_LOW >> 8));                           \
-        (x) = (uint32_t)((uint64_t)(x) << (n_ * 8)) | (uint32_t)(w_ >> (16 - n_ * 8));      \
-        (p) += n_;                                                                          \
+        uint32_t b_ = ((uint32_t)__builtin_clz(x) - 1) & 24; /* 8 x the bytes it takes */   \
+        (x) = (uint32_t)((uint64_t)(x) << b_) | (uint32_t)(w_ >> (16 - b_));                \
+        (p) += b_ >> 3;                                                                     \
         (out) = (uint8_t)e_;                                                                \
     } while (0)
 
@@ -350,38 +360,38 @@ static uint8_t dec_get_last(rans_dec_lane *lane)
     return (uint8_t)e;
 }
 
-/* Four lanes in lockstep while each has two coded bytes left, their states in registers (a
- * byte store may alias anything: through the lanes' structs every step went to memory);
- * returns the symbols decoded.  A step takes two bytes at most, so the lanes run a batch of
- * as many steps as the shortest has byte pairs left before they look again (a look at every
- * step was a fifth of the work). */
-static size_t dec_four(rans_dec_lane *lane, uint8_t *sym, size_t n)
+/* TQ_RANS_LANES lanes in lockstep while each has two coded bytes left, their states in
+ * registers (a byte store may alias anything: through the lanes' structs every step went to
+ * memory); returns the symbols decoded.  A step takes two bytes at most, so the lanes run a
+ * batch of as many steps as the shortest has byte pairs left before they look again (a look
+ * at every step was a fifth of the work). */
+TQ_RANS_CLONES static size_t dec_all(rans_dec_lane *lane, uint8_t *sym, size_t n)
 {
-    const rans_dec_lane *t0 = &lane[0], *t1 = &lane[1], *t2 = &lane[2], *t3 = &lane[3];
-    const uint8_t *p[4], *e[4];
-    uint32_t x[4];
-    for (int j = 0; j < 4; j++) {
+    const rans_dec_lane *t[TQ_RANS_LANES];
+    const uint8_t *p[TQ_RANS_LANES], *e[TQ_RANS_LANES];
+    uint8_t *s[TQ_RANS_LANES];
+    uint32_t x[TQ_RANS_LANES];
+    for (int j = 0; j < TQ_RANS_LANES; j++) {
+        t[j] = &lane[j];
         p[j] = lane[j].p;
         e[j] = lane[j].end - 2;
         x[j] = lane[j].x;
+        s[j] = sym + (size_t)j * n;
     }
-    uint8_t *s0 = sym, *s1 = sym + n, *s2 = sym + 2 * n, *s3 = sym + 3 * n;
     size_t i = 0;
     for (;;) {
         size_t batch = n - i;
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < TQ_RANS_LANES; j++) {
             size_t safe = p[j] <= e[j] ? (size_t)(e[j] - p[j]) / 2 + 1 : 0;
             batch = safe < batch ? safe : batch;
         }
         if (!batch) break;
         for (size_t end = i + batch; i < end; i++) {
-            DEC_STEP(t0, x[0], p[0], s0[i]);
-            DEC_STEP(t1, x[1], p[1], s1[i]);
-            DEC_STEP(t2, x[2], p[2], s2[i]);
-            DEC_STEP(t3, x[3], p[3], s3[i]);
+#pragma GCC unroll 16
+            for (int j = 0; j < TQ_RANS_LANES; j++) DEC_STEP(t[j], x[j], p[j], s[j][i]);
         }
     }
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < TQ_RANS_LANES; j++) {
         lane[j].p = p[j];
         lane[j].x = x[j];
     }
@@ -408,7 +418,7 @@ tq_status tq_rans_decode_many(tq_ctx *ctx, size_t k, const uint8_t *const *in, c
     for (size_t j = 0; !st && j < k; j++) st = dec_lane_init(ctx, in[j], len[j], &lane[j]);
     size_t i = 0;
     if (!st && k == TQ_RANS_LANES)
-        i = dec_four(lane, sym, n);
+        i = dec_all(lane, sym, n);
     for (; !st && i < n && lanes_ready(lane, k); i++)
         for (size_t j = 0; j < k; j++) sym[j * n + i] = dec_get(&lane[j]);
     for (size_t j = 0; !st && j < k; j++) {
