@@ -9,8 +9,9 @@ B       := build
 # -ffp-contract=off: the codecs must round exactly like the fork's reference
 # (separate multiply and add); a fused multiply-add would change bytes.
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -Ilib -Iformats \
-           -Iformats/model -Iformats/snapshot
+# -fvisibility=hidden: libtq.so exports tq.h's functions alone (TQ_API)
+CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -fvisibility=hidden \
+           -Ilib -Iformats -Iformats/model -Iformats/snapshot
 # every object records the headers it includes (build/**/*.d)
 DEPFLAGS := -MMD -MP
 # the link libraries, once: CPU builds (sanitizers, fuzzers) use BASE_LIBS
@@ -31,7 +32,7 @@ ifeq ($(CUDA),)
 endif
 ifeq ($(CUDA),1)
   CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC))))
-  NVCCFLAGS ?= -O2 -std=c++17 -fmad=false -Xcompiler -fPIC -Ilib \
+  NVCCFLAGS ?= -O2 -std=c++17 -fmad=false -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -Ilib \
     -gencode arch=compute_75,code=compute_75 -gencode arch=compute_90,code=sm_90
   CU_OBJ    := $(patsubst kernels/%.cu,$(B)/kernels/%.o,$(wildcard kernels/*.cu))
   # lib64 in the CUDA toolkit, lib in PyPI's nvidia-cuda-runtime

@@ -72,7 +72,7 @@ void tq_ctx_copy_error(tq_ctx *dst, const tq_ctx *src)
 void tq_ctx_keep_first(tq_ctx *dst, size_t *first, size_t item, const tq_ctx *worker)
 {
     assert(dst && first);
-#pragma omp critical(tq_ctx_keep_first)
+#pragma omp critical /* unnamed: a named one is a global symbol libtq.so would export */
     if (item < *first) {
         *first = item;
         if (worker && worker->status)

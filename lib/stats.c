@@ -23,7 +23,9 @@ void tq_moments_init(tq_moments *m)
  * carried in double between runs, which keeps ~1e-6 relative accuracy. */
 #define RUN 512
 
-TQ_CLONES void tq_moments_add(tq_moments *m, const float *x, size_t n)
+/* The public calls are plain functions around static clones, so that libtq.so exports no
+ * clone resolver beside tq.h's names. */
+TQ_CLONES static void moments_add(tq_moments *m, const float *x, size_t n)
 {
     double s1 = 0, s2 = 0, s3 = 0, s4 = 0;
     float mn = INFINITY, mx = -INFINITY;
@@ -54,6 +56,8 @@ TQ_CLONES void tq_moments_add(tq_moments *m, const float *x, size_t n)
     if (mx > m->max) m->max = mx;
 }
 
+void tq_moments_add(tq_moments *m, const float *x, size_t n) { moments_add(m, x, n); }
+
 void tq_moments_merge(tq_moments *a, const tq_moments *b)
 {
     a->n += b->n;
@@ -75,10 +79,15 @@ void tq_moments_summary(const tq_moments *m, double *mean, double *rms, double *
     if (kurtosis) *kurtosis = var > 0 ? m4 / (var * var) : 0.0;
 }
 
-TQ_CLONES uint64_t tq_count_beyond(const float *x, size_t n, float thr)
+TQ_CLONES static uint64_t count_beyond(const float *x, size_t n, float thr)
 {
     uint64_t c = 0;
 #pragma omp simd reduction(+ : c)
     for (size_t i = 0; i < n; i++) c += fabsf(x[i]) > thr;
     return c;
+}
+
+uint64_t tq_count_beyond(const float *x, size_t n, float thr)
+{
+    return count_beyond(x, n, thr);
 }

@@ -25,12 +25,20 @@
 extern "C" {
 #endif
 
+/* What libtq.so exports: the functions declared here and nothing else (libtq is built with
+ * -fvisibility=hidden; tq and the unit tests link libtq.a for the internals). */
+#if defined(__GNUC__)
+#define TQ_API __attribute__((visibility("default")))
+#else
+#define TQ_API
+#endif
+
 #define TQ_VERSION_MAJOR  0
 #define TQ_VERSION_MINOR  1
 #define TQ_VERSION_PATCH  0
 #define TQ_VERSION_STRING "0.1.0"
 
-const char *tq_version(void);
+TQ_API const char *tq_version(void);
 
 /* ---------------------------------------------------------------- errors */
 
@@ -48,32 +56,32 @@ typedef enum tq_status {
  * (threads, SIMD level, backend).  One context per thread of the caller. */
 typedef struct tq_ctx tq_ctx;
 
-tq_ctx *tq_ctx_new(void); /* NULL only when out of memory */
-void tq_ctx_free(tq_ctx *ctx);
-const char *tq_ctx_error(const tq_ctx *ctx); /* "" when no error recorded */
-tq_status tq_ctx_status(const tq_ctx *ctx);
-void tq_ctx_clear_error(tq_ctx *ctx);
+TQ_API tq_ctx *tq_ctx_new(void); /* NULL only when out of memory */
+TQ_API void tq_ctx_free(tq_ctx *ctx);
+TQ_API const char *tq_ctx_error(const tq_ctx *ctx); /* "" when no error recorded */
+TQ_API tq_status tq_ctx_status(const tq_ctx *ctx);
+TQ_API void tq_ctx_clear_error(tq_ctx *ctx);
 /* Records an error as the library does (for callers layering their own
  * steps on a context, like archive_set_error); returns st. */
-tq_status tq_ctx_set_error(tq_ctx *ctx, tq_status st, const char *fmt, ...)
+TQ_API tq_status tq_ctx_set_error(tq_ctx *ctx, tq_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-const char *tq_status_name(tq_status st);
+TQ_API const char *tq_status_name(tq_status st);
 /* dst takes src's status and message: a worker context's failure reported
  * on the caller's (parallel loops keep the first failing item's). */
-void tq_ctx_copy_error(tq_ctx *dst, const tq_ctx *src);
+TQ_API void tq_ctx_copy_error(tq_ctx *dst, const tq_ctx *src);
 /* For parallel loops: item failed on worker (a tq_ctx_clone of dst, or NULL
  * where the clone failed); dst keeps the failure of the lowest item, so the
  * message is the same whatever the thread count.  *first starts at SIZE_MAX
  * and is the failed item after the loop.  Thread-safe. */
-void tq_ctx_keep_first(tq_ctx *dst, size_t *first, size_t item, const tq_ctx *worker);
+TQ_API void tq_ctx_keep_first(tq_ctx *dst, size_t *first, size_t item, const tq_ctx *worker);
 /* A new context with ctx's SIMD level and backend, one thread and no error,
  * for the calls a worker thread makes (a context is not shared between
  * threads); NULL only when out of memory. */
-tq_ctx *tq_ctx_clone(const tq_ctx *ctx);
+TQ_API tq_ctx *tq_ctx_clone(const tq_ctx *ctx);
 
 /* Threads used by the row-parallel entry points; 0 = all cores (default). */
-void tq_ctx_set_threads(tq_ctx *ctx, int n_threads);
-int tq_ctx_threads(const tq_ctx *ctx);
+TQ_API void tq_ctx_set_threads(tq_ctx *ctx, int n_threads);
+TQ_API int tq_ctx_threads(const tq_ctx *ctx);
 
 /* SIMD level.  AUTO picks the best the CPU supports at run time; a level the
  * CPU lacks is refused.  SCALAR is the reference every other level matches. */
@@ -84,33 +92,33 @@ typedef enum tq_simd {
     TQ_SIMD_AVX512 = 3
 } tq_simd;
 
-tq_status tq_ctx_set_simd(tq_ctx *ctx, tq_simd level);
-tq_simd tq_ctx_simd(const tq_ctx *ctx); /* the level in effect */
-const char *tq_simd_name(tq_simd level);
-tq_simd tq_simd_best(void); /* best level this CPU has */
+TQ_API tq_status tq_ctx_set_simd(tq_ctx *ctx, tq_simd level);
+TQ_API tq_simd tq_ctx_simd(const tq_ctx *ctx); /* the level in effect */
+TQ_API const char *tq_simd_name(tq_simd level);
+TQ_API tq_simd tq_simd_best(void); /* best level this CPU has */
 
 /* Backend: CPU always; CUDA when the library was built with nvcc and a GPU is
  * visible at run time.  AUTO stays on the CPU: moving data to a GPU pays only
  * for large batches, so the caller opts in. */
 typedef enum tq_backend { TQ_BACKEND_CPU = 0, TQ_BACKEND_CUDA = 1 } tq_backend;
-tq_status tq_ctx_set_backend(tq_ctx *ctx, tq_backend backend);
-tq_backend tq_ctx_backend(const tq_ctx *ctx);
-int tq_cuda_built(void);   /* 1 if compiled with CUDA support            */
-int tq_cuda_devices(void); /* GPUs visible now (0 without CUDA or a GPU) */
+TQ_API tq_status tq_ctx_set_backend(tq_ctx *ctx, tq_backend backend);
+TQ_API tq_backend tq_ctx_backend(const tq_ctx *ctx);
+TQ_API int tq_cuda_built(void);   /* 1 if compiled with CUDA support            */
+TQ_API int tq_cuda_devices(void); /* GPUs visible now (0 without CUDA or a GPU) */
 
 /* 1 if v is a power of two (rotation groups are). */
-int tq_is_pow2(uint32_t v);
+TQ_API int tq_is_pow2(uint32_t v);
 
 /* ------------------------------------------------------- half precision */
 
-uint16_t tq_fp32_to_fp16(float f); /* round to nearest even, NaN stays NaN */
-float tq_fp16_to_fp32(uint16_t h);
-uint16_t tq_fp32_to_bf16(float f); /* round to nearest even, NaN quieted   */
-float tq_bf16_to_fp32(uint16_t h);
-void tq_fp32_to_fp16_row(const float *x, uint16_t *y, size_t n);
-void tq_fp16_to_fp32_row(const uint16_t *x, float *y, size_t n);
-void tq_fp32_to_bf16_row(const float *x, uint16_t *y, size_t n);
-void tq_bf16_to_fp32_row(const uint16_t *x, float *y, size_t n);
+TQ_API uint16_t tq_fp32_to_fp16(float f); /* round to nearest even, NaN stays NaN */
+TQ_API float tq_fp16_to_fp32(uint16_t h);
+TQ_API uint16_t tq_fp32_to_bf16(float f); /* round to nearest even, NaN quieted   */
+TQ_API float tq_bf16_to_fp32(uint16_t h);
+TQ_API void tq_fp32_to_fp16_row(const float *x, uint16_t *y, size_t n);
+TQ_API void tq_fp16_to_fp32_row(const uint16_t *x, float *y, size_t n);
+TQ_API void tq_fp32_to_bf16_row(const float *x, uint16_t *y, size_t n);
+TQ_API void tq_bf16_to_fp32_row(const uint16_t *x, float *y, size_t n);
 
 /* ----------------------------------------- randomized Hadamard transform */
 
@@ -126,16 +134,18 @@ void tq_bf16_to_fp32_row(const uint16_t *x, float *y, size_t n);
  * g = 64); every other (g, seed) comes from the documented generator in
  * lib/SIGNS.md.  s1 and s2 must hold g floats each. */
 #define TQ_SEED_FORK 0u
-tq_status tq_signs_kv(tq_ctx *ctx, uint32_t g, uint64_t seed, float *s1, float *s2);
+TQ_API tq_status tq_signs_kv(tq_ctx *ctx, uint32_t g, uint64_t seed, float *s1, float *s2);
 /* The fork's 32-entry weight signs (TQ3_1S/TQ4_1S), as +1.0f / -1.0f. */
-void tq_signs_weight32(float s[32]);
+TQ_API void tq_signs_weight32(float s[32]);
 
-tq_status tq_rht_forward(tq_ctx *ctx, uint32_t g, const float *s1, const float *s2, float *x);
-tq_status tq_rht_inverse(tq_ctx *ctx, uint32_t g, const float *s1, const float *s2, float *x);
+TQ_API tq_status tq_rht_forward(tq_ctx *ctx, uint32_t g, const float *s1, const float *s2,
+                                float *x);
+TQ_API tq_status tq_rht_inverse(tq_ctx *ctx, uint32_t g, const float *s1, const float *s2,
+                                float *x);
 /* x = H x / sqrt(n) in every block of n of count values (the RHT without
  * signs; its own inverse): llama.cpp's attention rotation of quantized KV
  * caches.  n a power of two in [TQ_RHT_MIN, TQ_RHT_MAX]. */
-tq_status tq_hadamard_blocks(tq_ctx *ctx, uint32_t n, float *x, size_t count);
+TQ_API tq_status tq_hadamard_blocks(tq_ctx *ctx, uint32_t n, float *x, size_t count);
 
 /* ------------------------------------------------------------ codebooks */
 
@@ -162,21 +172,21 @@ typedef struct tq_codebook {
 
 /* For TQ_CB_EXACT: g a power of two in [8, 1024], bits 1..8.  Other kinds
  * ignore g and bits. */
-tq_status tq_codebook_get(tq_ctx *ctx, tq_codebook_kind kind, uint32_t g, uint32_t bits,
-                          tq_codebook *out);
+TQ_API tq_status tq_codebook_get(tq_ctx *ctx, tq_codebook_kind kind, uint32_t g, uint32_t bits,
+                                 tq_codebook *out);
 
 /* ------------------------------------------------------------ bit packing */
 
 /* Indices of 1..8 bits, least significant bit first: index j occupies bits
  * [j*bits, j*bits + bits) of the byte string read as one little-endian
  * number.  n*bits must be a multiple of 8. */
-size_t tq_packed_bytes(size_t n, uint32_t bits);
-void tq_pack_bits(const uint8_t *idx, size_t n, uint32_t bits, uint8_t *out);
-void tq_unpack_bits(const uint8_t *in, size_t n, uint32_t bits, uint8_t *idx);
+TQ_API size_t tq_packed_bytes(size_t n, uint32_t bits);
+TQ_API void tq_pack_bits(const uint8_t *idx, size_t n, uint32_t bits, uint8_t *out);
+TQ_API void tq_unpack_bits(const uint8_t *in, size_t n, uint32_t bits, uint8_t *idx);
 /* The fork's turbo3 layout: low two bits packed 4 per byte in lo[n/4], the
  * third bit packed 8 per byte in hi[n/8]. n a multiple of 8. */
-void tq_pack_turbo3(const uint8_t *idx, size_t n, uint8_t *lo, uint8_t *hi);
-void tq_unpack_turbo3(const uint8_t *lo, const uint8_t *hi, size_t n, uint8_t *idx);
+TQ_API void tq_pack_turbo3(const uint8_t *idx, size_t n, uint8_t *lo, uint8_t *hi);
+TQ_API void tq_unpack_turbo3(const uint8_t *lo, const uint8_t *hi, size_t n, uint8_t *idx);
 
 /* The tq generic block stream (lib/TQ_BLOCK.md, "Planes") of n_blocks
  * blocks of g values at b bits (g a multiple of 8, b 2..8), rearranged for
@@ -186,10 +196,10 @@ void tq_unpack_turbo3(const uint8_t *lo, const uint8_t *hi, size_t n, uint8_t *i
  * codebook's indices are far from uniform (2.82 of 3 bits), and magnitudes
  * of whole fields per byte let zstd's Huffman stage take what 3-bit fields
  * straddling bytes hide. */
-void tq_blocks_to_planes(uint32_t g, uint32_t b, const uint8_t *blocks, size_t n_blocks,
-                         uint8_t *planes);
-void tq_planes_to_blocks(uint32_t g, uint32_t b, const uint8_t *planes, size_t n_blocks,
-                         uint8_t *blocks);
+TQ_API void tq_blocks_to_planes(uint32_t g, uint32_t b, const uint8_t *blocks, size_t n_blocks,
+                                uint8_t *planes);
+TQ_API void tq_planes_to_blocks(uint32_t g, uint32_t b, const uint8_t *planes, size_t n_blocks,
+                                uint8_t *blocks);
 
 /* ------------------------------------------------------------ block codecs */
 
@@ -237,38 +247,41 @@ typedef enum tq_weight_search { TQ_WSEARCH_BEST = 0, TQ_WSEARCH_FORK = 1 } tq_we
 
 typedef struct tq_codec tq_codec;
 
-tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *desc, tq_codec **out);
-void tq_codec_free(tq_codec *codec);
-const tq_codec_desc *tq_codec_get_desc(const tq_codec *codec);
-size_t tq_codec_block_values(const tq_codec *codec);
-size_t tq_codec_block_bytes(const tq_codec *codec);
-const char *tq_codec_name(const tq_codec *codec); /* "turbo3", "tq(g=64,b=4,nc)" */
-tq_status tq_codec_set_weight_search(tq_ctx *ctx, tq_codec *codec, tq_weight_search s);
+TQ_API tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *desc, tq_codec **out);
+TQ_API void tq_codec_free(tq_codec *codec);
+TQ_API const tq_codec_desc *tq_codec_get_desc(const tq_codec *codec);
+TQ_API size_t tq_codec_block_values(const tq_codec *codec);
+TQ_API size_t tq_codec_block_bytes(const tq_codec *codec);
+TQ_API const char *tq_codec_name(const tq_codec *codec); /* "turbo3", "tq(g=64,b=4,nc)" */
+TQ_API tq_status tq_codec_set_weight_search(tq_ctx *ctx, tq_codec *codec, tq_weight_search s);
 
 /* Row-parallel entry points.  n values (a multiple of the block size) become
  * n / block_values consecutive blocks.  Work is split over blocks with OpenMP;
  * the bytes are the same for any thread count and SIMD level. */
-tq_status tq_encode(tq_ctx *ctx, const tq_codec *codec, const float *x, size_t n, void *blocks);
-tq_status tq_decode(tq_ctx *ctx, const tq_codec *codec, const void *blocks, size_t n, float *y);
+TQ_API tq_status tq_encode(tq_ctx *ctx, const tq_codec *codec, const float *x, size_t n,
+                           void *blocks);
+TQ_API tq_status tq_decode(tq_ctx *ctx, const tq_codec *codec, const void *blocks, size_t n,
+                           float *y);
 /* TQ3_1S/TQ4_1S with importance data (llama.cpp's imatrix: the mean squared
  * activation of each input column).  x holds n_rows rows of row_len values
  * (a multiple of 32); importance has row_len finite values >= 0 (NULL: plain
  * tq_encode).  Each block starts from the codec's own search and is improved
  * for the importance-weighted squared error in the weights' own basis; it
  * keeps the plain result unless that error falls. */
-tq_status tq_encode_weighted(tq_ctx *ctx, const tq_codec *codec, const float *x, size_t n_rows,
-                             size_t row_len, const float *importance, void *blocks);
+TQ_API tq_status tq_encode_weighted(tq_ctx *ctx, const tq_codec *codec, const float *x,
+                                    size_t n_rows, size_t row_len, const float *importance,
+                                    void *blocks);
 /* KV codecs only: the values as the fork's to_float returns them, still in the
  * rotated domain (centroid * stored norm, no inverse rotation). */
-tq_status tq_decode_rotated(tq_ctx *ctx, const tq_codec *codec, const void *blocks, size_t n,
-                            float *y);
+TQ_API tq_status tq_decode_rotated(tq_ctx *ctx, const tq_codec *codec, const void *blocks, size_t n,
+                                   float *y);
 /* Attention scores in the compressed domain: out[i] = <q, decode(block i)>
  * for n_keys consecutive blocks of a KV codec (turbo*, tq, angle, prod), q
  * holding one block's worth of values.  The query is rotated once; each key
  * then costs table lookups and one dot product, no inverse rotation.  Equal
  * to decode-then-dot up to float rounding. */
-tq_status tq_scores(tq_ctx *ctx, const tq_codec *codec, const float *q, const void *blocks,
-                    size_t n_keys, float *out);
+TQ_API tq_status tq_scores(tq_ctx *ctx, const tq_codec *codec, const float *q, const void *blocks,
+                           size_t n_keys, float *out);
 
 /* --------------------------------------------------- element data types */
 
@@ -299,26 +312,26 @@ typedef enum tq_dtype {
     TQ_DT_COUNT
 } tq_dtype;
 
-const char *tq_dtype_name(tq_dtype t); /* "f32", "q8_0", "tq4_1s", ... */
-size_t tq_dtype_block_values(tq_dtype t);
-size_t tq_dtype_block_bytes(tq_dtype t);
+TQ_API const char *tq_dtype_name(tq_dtype t); /* "f32", "q8_0", "tq4_1s", ... */
+TQ_API size_t tq_dtype_block_values(tq_dtype t);
+TQ_API size_t tq_dtype_block_bytes(tq_dtype t);
 
 /* n values (a multiple of the block size) to float32.  turbo* come back in
  * the original (unrotated) basis.  Runs on the calling thread. */
-tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, float *dst);
+TQ_API tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, float *dst);
 /* float32 to n values of t: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,
  * q4_K, q5_K and q6_K bit-exact with ggml's reference quantizers (what
  * llama-quantize writes without an imatrix); tq3_1s, tq4_1s and turbo*
  * through the codecs.  q2_K, q3_K and the IQ4 types decode only. */
-tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *src, size_t n, void *dst);
+TQ_API tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *src, size_t n, void *dst);
 /* The same with importance data, as llama-quantize does with an imatrix:
  * n_rows rows of row_len values, importance[row_len] (finite, >= 0) the
  * weight of each column.  q4_0, q4_1, q5_0, q5_1 and q4_K..q6_K run ggml's
  * importance-weighted quantizers bit for bit; types ggml does not weight
  * (float, q8_0) ignore it; importance NULL is tq_quantize.  For the
  * TurboQuant weight blocks use tq_encode_weighted. */
-tq_status tq_quantize_weighted(tq_ctx *ctx, tq_dtype t, const float *x, size_t n_rows,
-                               size_t row_len, const float *importance, void *dst);
+TQ_API tq_status tq_quantize_weighted(tq_ctx *ctx, tq_dtype t, const float *x, size_t n_rows,
+                                      size_t row_len, const float *importance, void *dst);
 
 /* ------------------------------------------------------------ InnerQ */
 
@@ -327,8 +340,8 @@ tq_status tq_quantize_weighted(tq_ctx *ctx, tq_dtype t, const float *x, size_t n
  * coding) or divided by it (divide = 1, after decoding).  n a multiple of
  * dim; scales finite and positive.  Division, not multiplication by the
  * reciprocal, so that scales of powers of two round-trip exactly. */
-tq_status tq_innerq_apply(tq_ctx *ctx, float *x, size_t n, const float *scales, uint32_t dim,
-                          int divide);
+TQ_API tq_status tq_innerq_apply(tq_ctx *ctx, float *x, size_t n, const float *scales, uint32_t dim,
+                                 int divide);
 
 /* How scales are derived from per-channel mean squares (calibrate-innerq):
  * QK: s_j = (E[q_j^2] / E[k_j^2])^(strength/2), which minimises the logit
@@ -358,9 +371,10 @@ typedef enum tq_rope_pairs {
  * scale), each scale is clamped to [lo, hi] (0: no bound), then all are
  * divided by their geometric mean so that K keeps its overall size.
  * Channels with no energy get 1 before that division. */
-tq_status tq_innerq_scales(tq_ctx *ctx, tq_innerq_method method, const double *ek2,
-                           const double *eq2, uint32_t dim, tq_rope_pairs pairs, uint32_t rot,
-                           double strength, double lo, double hi, float *scales);
+TQ_API tq_status tq_innerq_scales(tq_ctx *ctx, tq_innerq_method method, const double *ek2,
+                                  const double *eq2, uint32_t dim, tq_rope_pairs pairs,
+                                  uint32_t rot, double strength, double lo, double hi,
+                                  float *scales);
 
 /* ------------------------------------------------------------ RoPE */
 
@@ -377,17 +391,17 @@ typedef struct tq_rope {
 } tq_rope;
 
 /* TQ_OK if r describes a rotation of rows of width values, else why not. */
-tq_status tq_rope_check(tq_ctx *ctx, const tq_rope *r, uint64_t width);
+TQ_API tq_status tq_rope_check(tq_ctx *ctx, const tq_rope *r, uint64_t width);
 /* x (rows of width values, whole heads) = R(pos[r])^T x: back to before RoPE. */
-tq_status tq_rope_unrotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint64_t width,
-                           const int32_t *pos);
+TQ_API tq_status tq_rope_unrotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows,
+                                  uint64_t width, const int32_t *pos);
 /* x = R(pos[r]) x: RoPE as the model applies it (undoes tq_rope_unrotate). */
-tq_status tq_rope_rotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, uint64_t width,
-                         const int32_t *pos);
+TQ_API tq_status tq_rope_rotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows,
+                                uint64_t width, const int32_t *pos);
 /* x[r] += sign * R(pos[r]) b for every row: b (width values) as each row's
  * position turns it. */
-tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, size_t rows,
-                      uint64_t width, const int32_t *pos, float sign);
+TQ_API tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, size_t rows,
+                             uint64_t width, const int32_t *pos, float sign);
 
 /* ------------------------------------------------------------ rotations */
 
@@ -396,30 +410,30 @@ tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, s
  * product with a seeded random orthogonal k x k factor (n = 2^a k, k <= 512). */
 typedef struct tq_rotation tq_rotation;
 
-tq_status tq_rotation_new(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **out);
+TQ_API tq_status tq_rotation_new(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **out);
 /* A seeded random diagonal of +1/-1 (kind "signs(n)"): orthogonal and exact
  * in floating point, so a model rotated with it computes bit for bit what
  * the original computes where no norm gain has to be folded; for checking
  * that a pipeline transforms every tensor consistently. */
-tq_status tq_rotation_new_signs(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **out);
-void tq_rotation_free(tq_rotation *r);
-uint32_t tq_rotation_size(const tq_rotation *r);
-const char *
-tq_rotation_kind(const tq_rotation *r); /* "hadamard(4096)", "hadamard(1024) x orthogonal(3)" */
+TQ_API tq_status tq_rotation_new_signs(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **out);
+TQ_API void tq_rotation_free(tq_rotation *r);
+TQ_API uint32_t tq_rotation_size(const tq_rotation *r);
+/* "hadamard(4096)", "hadamard(1024) x orthogonal(3)" */
+TQ_API const char *tq_rotation_kind(const tq_rotation *r);
 /* x <- R x (transpose: R' x) for `lanes` vectors stored interleaved: element i
  * of vector l at x[i * lanes + l].  lanes = 1 rotates one contiguous vector;
  * lanes = c rotates the columns of an n x c row-major matrix. */
-tq_status tq_rotation_apply(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes,
-                            int transpose);
+TQ_API tq_status tq_rotation_apply(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes,
+                                   int transpose);
 /* `rows` contiguous vectors one after another (the rows of a rows x n
  * matrix): the same as one call per row, faster. */
-tq_status tq_rotation_apply_rows(tq_ctx *ctx, const tq_rotation *r, float *x, size_t rows,
-                                 int transpose);
+TQ_API tq_status tq_rotation_apply_rows(tq_ctx *ctx, const tq_rotation *r, float *x, size_t rows,
+                                        int transpose);
 /* The same with element i of vector l at x[i * stride + l] (lanes <= stride):
  * a block of columns of an n x stride matrix, so column blocks can be rotated
  * in parallel. */
-tq_status tq_rotation_apply_strided(tq_ctx *ctx, const tq_rotation *r, float *x, size_t lanes,
-                                    size_t stride, int transpose);
+TQ_API tq_status tq_rotation_apply_strided(tq_ctx *ctx, const tq_rotation *r, float *x,
+                                           size_t lanes, size_t stride, int transpose);
 
 /* ------------------------------------------------------------ statistics */
 
@@ -432,13 +446,13 @@ typedef struct tq_moments {
     double min, max;
 } tq_moments;
 
-void tq_moments_init(tq_moments *m);
-void tq_moments_add(tq_moments *m, const float *x, size_t n);
-void tq_moments_merge(tq_moments *into, const tq_moments *from);
+TQ_API void tq_moments_init(tq_moments *m);
+TQ_API void tq_moments_add(tq_moments *m, const float *x, size_t n);
+TQ_API void tq_moments_merge(tq_moments *into, const tq_moments *from);
 /* mean, RMS, Pearson kurtosis (3 for a Gaussian; 0 when the variance is 0) */
-void tq_moments_summary(const tq_moments *m, double *mean, double *rms, double *kurtosis);
+TQ_API void tq_moments_summary(const tq_moments *m, double *mean, double *rms, double *kurtosis);
 /* how many |x[i]| > threshold */
-uint64_t tq_count_beyond(const float *x, size_t n, float threshold);
+TQ_API uint64_t tq_count_beyond(const float *x, size_t n, float threshold);
 
 /* ------------------------------------------------- transform coding */
 
@@ -453,15 +467,16 @@ uint64_t tq_count_beyond(const float *x, size_t n, float threshold);
  * 4096; TQ_ERR_ARG for a matrix that is not symmetric or not finite.
  * eigvec NULL: the values alone (the reduction without its vectors, about
  * a third of the work; equal to the values with vectors to rounding, not to the bit). */
-tq_status tq_sym_eigen(tq_ctx *ctx, uint32_t d, const double *a, double *eigval, double *eigvec);
+TQ_API tq_status tq_sym_eigen(tq_ctx *ctx, uint32_t d, const double *a, double *eigval,
+                              double *eigvec);
 
 /* Reverse water-filling for Gaussian components of variances var[n]: the
  * water level theta such that sum_i max(0, log2(var_i / theta) / 2) equals
  * n * bits_per_value; bits[i] that rate of component i (0 where var_i <=
  * theta: the component is not coded and decodes to its mean), distortion
  * min(var_i, theta) each.  Returns theta (0 when every variance is 0). */
-tq_status tq_waterfill(tq_ctx *ctx, uint32_t n, const double *var, double bits_per_value,
-                       double *bits, double *theta);
+TQ_API tq_status tq_waterfill(tq_ctx *ctx, uint32_t n, const double *var, double bits_per_value,
+                              double *bits, double *theta);
 
 /* Transform coding: vectors of d values (d % 8 == 0) projected on m
  * orthonormal basis rows, strongest component first, each coefficient
@@ -477,68 +492,69 @@ typedef struct tq_klt {
 
 /* idx[m][n] (component-major) = round(basis[c] . x[r] / step) for the n
  * vectors x + r * stride. */
-tq_status tq_klt_encode(tq_ctx *ctx, const tq_klt *k, const float *x, size_t n, size_t stride,
-                        int16_t *idx);
+TQ_API tq_status tq_klt_encode(tq_ctx *ctx, const tq_klt *k, const float *x, size_t n,
+                               size_t stride, int16_t *idx);
 /* x + r * stride = sum over c of idx[c][r] * step * basis[c]. */
-tq_status tq_klt_decode(tq_ctx *ctx, const tq_klt *k, const int16_t *idx, size_t n, float *x,
-                        size_t stride);
+TQ_API tq_status tq_klt_decode(tq_ctx *ctx, const tq_klt *k, const int16_t *idx, size_t n, float *x,
+                               size_t stride);
 /* y[n][m] = the coefficients of the n vectors x + r * stride on basis[m][d]
  * (m % 8 == 0), unquantized. */
-tq_status tq_klt_project(tq_ctx *ctx, const float *basis, uint32_t m, uint32_t d, const float *x,
-                         size_t n, size_t stride, float *y);
+TQ_API tq_status tq_klt_project(tq_ctx *ctx, const float *basis, uint32_t m, uint32_t d,
+                                const float *x, size_t n, size_t stride, float *y);
 /* cov[d][d] = the mean of x x^T over the n vectors x + r * stride (the
  * caller removes the mean first). */
-tq_status tq_covariance(tq_ctx *ctx, const float *x, size_t n, uint32_t d, size_t stride,
-                        double *cov);
+TQ_API tq_status tq_covariance(tq_ctx *ctx, const float *x, size_t n, uint32_t d, size_t stride,
+                               double *cov);
 /* The step at which coefficients y[n][d] (a sample) quantize to indices of
  * bits per value on average (empirical entropy per component, summed), and
  * m = 1 + the last component that carries at least min_bits; rate: the
  * bits per value at that step. */
-tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, double bits,
-                           double min_bits, float *step, uint32_t *m, double *rate);
+TQ_API tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, double bits,
+                                  double min_bits, float *step, uint32_t *m, double *rate);
 /* How many of d Gaussian components of variances var (any order) one
  * uniform step at bits per value codes with at least min_bits each, by the
  * high-rate law 0.5 log2(2 pi e var / step^2): an estimate of the m that
  * tq_klt_rate_step finds, from eigenvalues alone. */
-uint32_t tq_klt_gauss_components(const double *var, uint32_t d, double bits, double min_bits);
+TQ_API uint32_t tq_klt_gauss_components(const double *var, uint32_t d, double bits,
+                                        double min_bits);
 /* The bits per value one uniform step spends on d Gaussian components of variances var
  * (any order) to reach a mean squared error of mse per value, components that would carry
  * under min_bits dropped (their variance is their error); *m (may be NULL) the components
  * kept.  0 where mse is the whole variance or more. */
-double tq_klt_gauss_bits_at_error(const double *var, uint32_t d, double mse, double min_bits,
-                                  uint32_t *m);
+TQ_API double tq_klt_gauss_bits_at_error(const double *var, uint32_t d, double mse, double min_bits,
+                                         uint32_t *m);
 /* What tq's codec (TQ kind, group g, bits, uniform cells or Lloyd-Max) costs on a rotated
  * Gaussian group: *mse its squared error per unit of the group's squared norm, *index_bits the
  * entropy of one index (what an entropy coder after it can reach), norms not counted. */
-tq_status tq_codec_gauss_cost(tq_ctx *ctx, uint32_t g, uint32_t bits, int uniform, double *mse,
-                              double *index_bits);
+TQ_API tq_status tq_codec_gauss_cost(tq_ctx *ctx, uint32_t g, uint32_t bits, int uniform,
+                                     double *mse, double *index_bits);
 
 /* ------------------------------------------------------------ entropy coding */
 
 /* n byte symbols as one rANS stream with its own static model (lib/rans.c: the model, then
  * the coded bytes), into out (cap >= tq_rans_bound(n)); *len its length.  The same bytes on
  * any machine. */
-size_t tq_rans_bound(size_t n);
-tq_status tq_rans_encode(tq_ctx *ctx, const uint8_t *sym, size_t n, uint8_t *out, size_t cap,
-                         size_t *len);
+TQ_API size_t tq_rans_bound(size_t n);
+TQ_API tq_status tq_rans_encode(tq_ctx *ctx, const uint8_t *sym, size_t n, uint8_t *out, size_t cap,
+                                size_t *len);
 /* n symbols back from the stream at in (len bytes available); *used the stream's length.
  * TQ_ERR_CORRUPT where the model or the coded bytes are not a stream of n symbols. */
-tq_status tq_rans_decode(tq_ctx *ctx, const uint8_t *in, size_t len, uint8_t *sym, size_t n,
-                         size_t *used);
+TQ_API tq_status tq_rans_decode(tq_ctx *ctx, const uint8_t *in, size_t len, uint8_t *sym, size_t n,
+                                size_t *used);
 /* The most streams the _many calls code at once. */
 #define TQ_RANS_LANES 4
 /* k streams (1..TQ_RANS_LANES) of n symbols each, sym[k][n], into out[j] (each cap >=
  * tq_rans_bound(n)); len[k] their lengths: the bytes tq_rans_encode makes of each, faster. */
-tq_status tq_rans_encode_many(tq_ctx *ctx, size_t k, const uint8_t *sym, size_t n,
-                              uint8_t *const *out, size_t cap, size_t *len);
+TQ_API tq_status tq_rans_encode_many(tq_ctx *ctx, size_t k, const uint8_t *sym, size_t n,
+                                     uint8_t *const *out, size_t cap, size_t *len);
 /* The length of the stream at in (len bytes available) and its largest symbol, from its model
  * alone; TQ_ERR_CORRUPT where the model is not whole. */
-tq_status tq_rans_stream_size(tq_ctx *ctx, const uint8_t *in, size_t len, size_t *size,
-                              uint32_t *max_sym);
+TQ_API tq_status tq_rans_stream_size(tq_ctx *ctx, const uint8_t *in, size_t len, size_t *size,
+                                     uint32_t *max_sym);
 /* k streams back into sym[k][n]: in[j] a stream of exactly len[j] bytes (its
  * tq_rans_stream_size); TQ_ERR_CORRUPT as tq_rans_decode. */
-tq_status tq_rans_decode_many(tq_ctx *ctx, size_t k, const uint8_t *const *in, const size_t *len,
-                              uint8_t *sym, size_t n);
+TQ_API tq_status tq_rans_decode_many(tq_ctx *ctx, size_t k, const uint8_t *const *in,
+                                     const size_t *len, uint8_t *sym, size_t n);
 
 #ifdef __cplusplus
 }
