@@ -22,7 +22,8 @@
 /* The four-lane loops also built for x86-64-v3 where the compiler can dispatch at load time:
  * its leading-zero count, shifts by a register and flag-free multiplies spare each step a
  * few operations (tests/bench/results/kv_long_speed.md) */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__)
 #define TQ_RANS_CLONES __attribute__((target_clones("default", "arch=x86-64-v3")))
 #else
 #define TQ_RANS_CLONES
