@@ -286,15 +286,19 @@ int bench_kv(const bkv_opts *o)
     tq_ctx_set_threads(ctx, threads);
     bworkload w;
     char err[512] = "";
-    tq_gguf *model = NULL;
-    if (o->model && tq_gguf_open(ctx, o->model, NULL, &model)) {
+    tq_gguf *g = NULL;
+    tq_model model = {0};
+    if (o->model && (tq_gguf_open(ctx, o->model, NULL, &g) || tq_model_read(ctx, g, &model))) {
         int e = cli_lib_error(ctx);
+        tq_gguf_close(g);
         tq_ctx_free(ctx);
         return e;
     }
-    int rc = o->kv ? bw_from_file(ctx, &w, o->kv, model, o->quick, err, sizeof err)
+    const tq_model *facts = g ? &model : NULL;
+    int rc = o->kv ? bw_from_file(ctx, &w, o->kv, facts, o->quick, err, sizeof err)
                    : bw_builtin(&w, o->quick);
-    tq_gguf_close(model);
+    tq_model_free(&model);
+    tq_gguf_close(g);
     if (rc) {
         bw_free(&w);
         tq_ctx_free(ctx);

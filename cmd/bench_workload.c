@@ -105,7 +105,7 @@ int bw_builtin(bworkload *w, int quick)
     return 0;
 }
 
-int bw_from_file(tq_ctx *ctx, bworkload *w, const char *path, const tq_gguf *model, int quick,
+int bw_from_file(tq_ctx *ctx, bworkload *w, const char *path, const tq_model *model, int quick,
                  char *err, size_t el)
 {
     tq_kv_view *v;

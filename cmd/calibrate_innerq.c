@@ -145,8 +145,22 @@ static int parse(int argc, char **argv, ci_opts *o)
     return 0;
 }
 
+/* The model's attention as InnerQ reads it, refused where the scales would not apply. */
+static int check_model(tq_ctx *ctx, const ci_opts *o, const tq_model *model, tq_attn_model *am)
+{
+    if (tq_attn_model_read(ctx, model, am))
+        return cli_runtime_error("%s: %s", o->c.model, tq_ctx_error(ctx));
+    if (am->folded)
+        return cli_runtime_error("%s already has InnerQ scales folded in (tq.innerq.folded)",
+                                 o->c.model);
+    if (am->head_dim != am->head_dim_v)
+        return cli_runtime_error("%s: K heads of %u and V heads of %u: not supported",
+                                 o->c.model, am->head_dim, am->head_dim_v);
+    return 0;
+}
+
 /* The dumps' statistics; every dump must fit the model (when given). */
-static int gather(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am,
+static int gather(tq_ctx *ctx, const ci_opts *o, const tq_model *model, const tq_attn_model *am,
                   tq_innerq_stats **st, uint64_t *hashes)
 {
     uint32_t hd = am ? am->head_dim : (uint32_t)o->head_dim;
@@ -164,7 +178,7 @@ static int gather(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn
             first_fp = i;
             fp0 = fp;
         }
-        if (g && has_fp && fp != tq_model_fingerprint(g))
+        if (model && has_fp && fp != model->fingerprint)
             rc = cli_runtime_error("%s: a snapshot of another model than %s", o->dumps[i],
                                    o->c.model);
         else if (has_fp && fp != fp0)
@@ -179,7 +193,7 @@ static int gather(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn
             rc = cli_lib_error(ctx);
         if (!rc && i == 0 && !strcmp(o->v, "off"))
             tq_innerq_stats_k_only(*st); /* V's energies are not used */
-        if (!rc && tq_innerq_stats_add(ctx, *st, v, g))
+        if (!rc && tq_innerq_stats_add(ctx, *st, v, model))
             rc = cli_runtime_error("%s", tq_ctx_error(ctx));
         hashes[i] = rc ? 0 : tq_kv_view_xxh64(v);
         tq_kv_close(v);
@@ -200,7 +214,7 @@ static int gather(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn
 }
 
 /* The options as the derivation takes them, then the scales. */
-static int derive(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am,
+static int derive(tq_ctx *ctx, const ci_opts *o, const tq_model *model, const tq_attn_model *am,
                   const tq_innerq_stats *st, tq_innerq_set *set, char *how, size_t how_len)
 {
     tq_innerq_derive_options d = {.per_head = !strcmp(o->per, "head"),
@@ -210,8 +224,8 @@ static int derive(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn
                                   .pow2 = o->pow2};
     tq_innerq_method_parse(o->method, &d.k_method); /* the option table allows only known names */
     tq_innerq_v_method_parse(o->v, &d.v_method);
-    if (!tq_innerq_derive(ctx, &d, g, am, st, set, how, how_len)) return 0;
-    if (g) return cli_runtime_error("%s: %s", o->c.model, tq_ctx_error(ctx));
+    if (!tq_innerq_derive(ctx, &d, model, am, st, set, how, how_len)) return 0;
+    if (model) return cli_runtime_error("%s: %s", o->c.model, tq_ctx_error(ctx));
     return cli_lib_error(ctx);
 }
 
@@ -257,18 +271,14 @@ int cmd_calibrate_innerq(int argc, char **argv)
     tq_innerq_set set = {0};
     uint64_t hashes[MAX_DUMPS];
     char how[128] = "";
-    if (o.c.model && tq_gguf_open(ctx, o.c.model, NULL, &g))
+    tq_model model = {0};
+    const tq_model *mp = NULL; /* model's facts, read once (NULL: no --model) */
+    if (o.c.model && (tq_gguf_open(ctx, o.c.model, NULL, &g) || tq_model_read(ctx, g, &model)))
         rc = cli_lib_error(ctx);
-    else if (g && tq_attn_model_read(ctx, g, &am))
-        rc = cli_runtime_error("%s: %s", o.c.model, tq_ctx_error(ctx));
-    else if (g && am.folded)
-        rc = cli_runtime_error("%s already has InnerQ scales folded in (tq.innerq.folded)",
-                               o.c.model);
-    else if (g && am.head_dim != am.head_dim_v)
-        rc = cli_runtime_error("%s: K heads of %u and V heads of %u: not supported", o.c.model,
-                               am.head_dim, am.head_dim_v);
-    if (!rc) rc = gather(ctx, &o, g, g ? &am : NULL, &st, hashes);
-    if (!rc) rc = derive(ctx, &o, g, g ? &am : NULL, st, &set, how, sizeof how);
+    if (g && !rc) mp = &model;
+    if (mp) rc = check_model(ctx, &o, mp, &am);
+    if (!rc) rc = gather(ctx, &o, mp, g ? &am : NULL, &st, hashes);
+    if (!rc) rc = derive(ctx, &o, mp, g ? &am : NULL, st, &set, how, sizeof how);
     ci_fold_plan fp = {0};
     if (!rc && o.fold) rc = ci_fold_plan_make(ctx, &o, g, &am, &set, &fp);
     uint64_t tokens = 0;
@@ -300,6 +310,7 @@ int cmd_calibrate_innerq(int argc, char **argv)
     if (!rc && o.fold) rc = ci_fold_write(ctx, &o, g, &am, &set, &prov, &fp);
     tq_innerq_set_free(&set);
     tq_innerq_stats_free(st);
+    tq_model_free(&model);
     tq_gguf_close(g);
     tq_ctx_free(ctx);
     return rc;

@@ -123,14 +123,18 @@ static int open_inputs(tq_ctx *ctx, dec_opts *o, const tqkv_meta *m, char *arch,
     o->ro.head_dim = (uint32_t)o->head_dim;
     if (!o->c.model) return 0;
     tq_gguf *g;
+    tq_model model;
     if (tq_gguf_open(ctx, o->c.model, NULL, &g)) return cli_lib_error(ctx);
-    if (!o->ro.head_dim) o->ro.head_dim = tq_model_head_dim(g, 0);
-    uint64_t alen = 0;
-    const char *a = tq_gguf_get_str(g, "general.architecture", "", &alen);
-    snprintf(arch, 257, "%.*s", (int)(alen < 256 ? alen : 256), a);
-    int rc = tq_kvsnap_check_model(ctx, m, g, o->c.model)
+    if (tq_model_read(ctx, g, &model)) {
+        tq_gguf_close(g);
+        return cli_lib_error(ctx);
+    }
+    if (!o->ro.head_dim) o->ro.head_dim = model.head_k;
+    snprintf(arch, 257, "%s", model.arch);
+    int rc = tq_kvsnap_check_model(ctx, m, &model, o->c.model)
                  ? cli_runtime_error("%s: %s", o->in, tq_ctx_error(ctx))
                  : 0;
+    tq_model_free(&model);
     tq_gguf_close(g);
     return rc;
 }

@@ -226,7 +226,8 @@ static void show_progress(void *user, uint64_t done, uint64_t total)
 /* What the command holds open; freed in one place. */
 typedef struct enc_run {
     tq_ctx *ctx;
-    tq_gguf *model;
+    tq_gguf *gguf;  /* the model's file */
+    tq_model model; /* its facts, read once */
     tq_kv_view *view;
     tqkv_reader *base;
     tq_innerq_set scales;
@@ -240,7 +241,8 @@ static void run_free(enc_run *r)
     tq_kvsnap_plan_free(r->plan);
     tqkv_close(r->base);
     tq_kv_close(r->view);
-    tq_gguf_close(r->model);
+    tq_model_free(&r->model);
+    tq_gguf_close(r->gguf);
     tq_innerq_set_free(&r->scales);
     tq_ctx_free(r->ctx);
 }
@@ -258,13 +260,15 @@ static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
         so->innerq_layers = r->scales.n_layer;
         so->innerq_dim = r->scales.n_head * r->scales.head_dim; /* one head's, or the whole row's */
     }
-    if (o->c.model && tq_gguf_open(ctx, o->c.model, NULL, &r->model)) return cli_lib_error(ctx);
-    so->model = r->model;
-    if (r->model && so->innerq_file && tq_gguf_find_key(r->model, "tq.innerq.folded") >= 0)
+    if (o->c.model && (tq_gguf_open(ctx, o->c.model, NULL, &r->gguf) ||
+                       tq_model_read(ctx, r->gguf, &r->model)))
+        return cli_lib_error(ctx);
+    so->model = r->gguf ? &r->model : NULL;
+    if (so->model && so->innerq_file && so->model->innerq_folded)
         return cli_usage_error(
             "%s has InnerQ scales folded in already: its states need no --innerq", o->c.model);
-    if (r->model && r->scales.has_model &&
-        r->scales.model_fingerprint != tq_model_fingerprint(r->model))
+    if (so->model && r->scales.has_model &&
+        r->scales.model_fingerprint != so->model->fingerprint)
         return cli_runtime_error("%s: scales calibrated for another model than %s", o->innerq,
                                  o->c.model);
     if (tq_kv_open(ctx, o->in, o->c.profile, &r->view)) return cli_lib_error(ctx);

@@ -6,6 +6,7 @@
 #include "cli_opts.h"
 #include "device.h"
 #include "gguf.h"
+#include "model.h"
 #include "imatrix.h"
 #include "json.h"
 #include "progress.h"
@@ -677,11 +678,13 @@ int cmd_quantize_tq4(int argc, char **argv)
         rc = cli_lib_error(ctx);
         goto done;
     }
-    uint64_t alen = 0;
-    const char *arch = tq_gguf_get_str(g, "general.architecture", "", &alen);
-    char key[160];
-    snprintf(key, sizeof key, "%.*s.block_count", (int)(alen < 100 ? alen : 100), arch);
-    o.plan.n_layers = (uint32_t)tq_gguf_get_int(g, key, 0);
+    tq_model model;
+    if (tq_model_read(ctx, g, &model)) {
+        rc = cli_lib_error(ctx);
+        goto done;
+    }
+    o.plan.n_layers = model.n_layer;
+    tq_model_free(&model);
     cv.im = im;
     int64_t n = tq_gguf_n_tensors(g);
     if (!(jobs = calloc((size_t)(n ? n : 1), sizeof *jobs))) {

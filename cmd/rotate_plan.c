@@ -4,6 +4,7 @@
  * have a known role in it; an unknown one means the graph may differ, so
  * the model is refused rather than rotated wrongly. */
 #include "arch.h"
+#include "model.h"
 #include "rotate_plan.h"
 
 #include <stdio.h>
@@ -19,11 +20,22 @@ static int refused_with(tq_status st)
 }
 #define fail(...) refused_with(tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, __VA_ARGS__))
 
-static int64_t get_u(const tq_gguf *g, const char *arch, const char *key, int64_t dflt)
+/* The architectures arch.c's table lets rotate-weights take: "llama, mistral, ...; gemma2,
+ * gemma3 with R2 only". */
+static void supported(char *out, size_t size)
 {
-    char k[128];
-    snprintf(k, sizeof k, "%s.%s", arch, key);
-    return tq_gguf_get_int(g, k, dflt);
+    size_t used = 0;
+    out[0] = 0;
+    for (int want = 1; want <= 2; want++) {
+        const char *sep = want == 2 ? "; " : "";
+        for (size_t i = 0; tq_arch_at(i); i++) {
+            if (tq_arch_at(i)->rotate != want) continue;
+            used += (size_t)snprintf(out + used, used < size ? size - used : 0, "%s%s", sep,
+                                     tq_arch_at(i)->name);
+            sep = ", ";
+        }
+    }
+    if (used < size) snprintf(out + used, size - used, " with R2 only");
 }
 
 /* Known but unsupported pieces, with the reason; r1_only: R2 (inside the
@@ -51,31 +63,31 @@ static const struct {
 /* The architecture and its hyperparameters. */
 static int plan_hparams(tq_ctx *ctx, const tq_gguf *g, rr_model *m)
 {
-    uint64_t alen = 0;
-    const char *arch = tq_gguf_get_str(g, "general.architecture", "", &alen);
-    snprintf(m->arch, sizeof m->arch, "%.*s", (int)(alen < 31 ? alen : 31), arch);
-    const tq_arch *row = tq_arch_find(m->arch); /* formats/model/arch.c: the rot column */
+    tq_model model;
+    if (tq_model_read(ctx, g, &model)) return -1;
+    snprintf(m->arch, sizeof m->arch, "%s", model.arch);
+    m->n_embd = model.n_embd;
+    m->n_head = model.n_head;
+    m->n_head_kv = model.n_head_kv;
+    m->n_layer = model.n_layer;
+    m->head_dim = model.head_k;
+    m->head_dim_v = model.head_v;
+    const tq_arch *row = model.row; /* formats/model/arch.c: the rot column */
+    tq_model_free(&model);
+    char names[256];
+    supported(names, sizeof names);
     if (!row || !row->rotate)
-        return fail(
-            "architecture '%s' is not supported (llama, mistral, qwen2, qwen3; gemma2, gemma3 with "
-            "R2 only "
-            "are): its graph may not be the RMSNorm pre-norm one a rotation can be folded into",
-            m->arch);
+        return fail("architecture '%s' is not supported (%s are): its graph may not be the "
+                    "RMSNorm pre-norm one a rotation can be folded into",
+                    m->arch, names);
     if (row->rotate == 2) /* gemma: embeddings scaled by sqrt(n_embd) commute; post-norms do not */
         snprintf(m->r1_blocker, sizeof m->r1_blocker, "%s: %s", m->arch, POST_NORMS);
-    m->n_embd = (uint32_t)get_u(g, m->arch, "embedding_length", 0);
-    m->n_head = (uint32_t)get_u(g, m->arch, "attention.head_count", 0);
-    m->n_head_kv = (uint32_t)get_u(g, m->arch, "attention.head_count_kv", m->n_head);
-    m->n_layer = (uint32_t)get_u(g, m->arch, "block_count", 0);
     if (!m->n_embd || !m->n_head || !m->n_head_kv || !m->n_layer || m->n_head % m->n_head_kv)
         return fail(
             "%s hyperparameters missing or inconsistent (embedding_length %u, head_count %u, "
             "head_count_kv %u, block_count %u)",
             m->arch, m->n_embd, m->n_head, m->n_head_kv, m->n_layer);
-    m->head_dim = (uint32_t)get_u(g, m->arch, "attention.key_length", m->n_embd / m->n_head);
-    m->head_dim_v = (uint32_t)get_u(g, m->arch, "attention.value_length", m->head_dim);
     if (!m->head_dim || !m->head_dim_v) return fail("head size 0");
-
     return 0;
 }
 

@@ -30,7 +30,7 @@ typedef struct rr_tensor {
 } rr_tensor;
 
 typedef struct rr_model {
-    char arch[32];
+    char arch[64];
     uint32_t n_embd, n_head, n_head_kv, head_dim, head_dim_v, n_layer;
     int tied;             /* no output.weight: token_embd is also the output matrix */
     char r1_blocker[320]; /* why R1 cannot be folded into this graph ("" if it can) */

@@ -1,9 +1,9 @@
 /* arch.c - the architecture table (arch.h) and what follows from it. */
 #include "arch.h"
+#include "model.h"
 
 #include <stdio.h>
 #include <string.h>
-#include <xxhash.h>
 
 #define H TQ_PAIRS_HALVES
 #define A TQ_PAIRS_ADJACENT
@@ -47,15 +47,9 @@ const tq_arch *tq_arch_find(const char *name)
     return NULL;
 }
 
-const tq_arch *tq_arch_of_model(const tq_gguf *g)
+const tq_arch *tq_arch_at(size_t i)
 {
-    uint64_t alen = 0;
-    const char *a = tq_gguf_get_str(g, "general.architecture", NULL, &alen);
-    char name[64];
-    if (!a || alen >= sizeof name) return NULL;
-    memcpy(name, a, alen);
-    name[alen] = 0;
-    return tq_arch_find(name);
+    return i < sizeof arch_table / sizeof *arch_table ? &arch_table[i] : NULL;
 }
 
 tq_rope_pairs tq_arch_rope_pairs(const char *arch)
@@ -76,7 +70,7 @@ uint32_t tq_arch_swa_period(const char *arch)
     return a ? a->swa_period : 0;
 }
 
-uint32_t tq_kv_head_size(uint32_t given, const tq_gguf *model, uint32_t layout_head_dim,
+uint32_t tq_kv_head_size(uint32_t given, const tq_model *model, uint32_t layout_head_dim,
                          const char *arch, tq_head_source *from)
 {
     uint32_t d = 0;
@@ -84,7 +78,7 @@ uint32_t tq_kv_head_size(uint32_t given, const tq_gguf *model, uint32_t layout_h
     if (given) {
         d = given;
         src = TQ_HEAD_GIVEN;
-    } else if (model && (d = tq_model_head_dim(model, 0))) {
+    } else if (model && (d = model->head_k)) {
         src = TQ_HEAD_MODEL;
     } else if ((d = layout_head_dim)) {
         src = TQ_HEAD_LAYOUT;
@@ -104,50 +98,4 @@ uint32_t tq_kv_group_for_width(uint64_t width, uint32_t head_dim, int *guessed)
     for (uint32_t g = 128; g >= 8; g /= 2)
         if (width % g == 0) return g;
     return 0;
-}
-
-uint64_t tq_model_fingerprint(const tq_gguf *g)
-{
-    XXH64_state_t *xs = XXH64_createState();
-    XXH64_reset(xs, 0x74716b76ull);
-    uint64_t alen = 0;
-    const char *arch = tq_gguf_get_str(g, "general.architecture", "", &alen);
-    XXH64_update(xs, arch, alen);
-    for (int64_t i = 0; i < tq_gguf_n_kv(g); i++) {
-        const char *k = tq_gguf_kv_key(g, i);
-        if (strncmp(k, arch, alen) || k[alen] != '.') continue;
-        uint64_t len;
-        const uint8_t *raw = tq_gguf_kv_raw(g, i, &len);
-        uint32_t t = (uint32_t)tq_gguf_kv_type(g, i);
-        XXH64_update(xs, k, strlen(k) + 1);
-        XXH64_update(xs, &t, 4);
-        XXH64_update(xs, raw, len);
-    }
-    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
-        const char *n = tq_gguf_tensor_name(g, i);
-        int32_t t = tq_gguf_tensor_type_id(g, i);
-        XXH64_update(xs, n, strlen(n) + 1);
-        XXH64_update(xs, &t, 4);
-        XXH64_update(xs, tq_gguf_tensor_ne(g, i), 4 * sizeof(int64_t));
-    }
-    uint64_t h = XXH64_digest(xs);
-    XXH64_freeState(xs);
-    return h;
-}
-
-uint32_t tq_model_head_dim(const tq_gguf *g, int value)
-{
-    uint64_t alen;
-    const char *arch = tq_gguf_get_str(g, "general.architecture", NULL, &alen);
-    if (!arch || alen > 64) return 0;
-    char key[128];
-    snprintf(key, sizeof key, "%.*s.attention.%s", (int)alen, arch,
-             value ? "value_length" : "key_length");
-    int64_t v = tq_gguf_get_int(g, key, 0);
-    if (v > 0) return (uint32_t)v;
-    snprintf(key, sizeof key, "%.*s.embedding_length", (int)alen, arch);
-    int64_t e = tq_gguf_get_int(g, key, 0);
-    snprintf(key, sizeof key, "%.*s.attention.head_count", (int)alen, arch);
-    int64_t h = tq_gguf_get_int(g, key, 0);
-    return e > 0 && h > 0 && e % h == 0 ? (uint32_t)(e / h) : 0;
 }

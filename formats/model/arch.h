@@ -24,22 +24,17 @@ typedef struct tq_arch {
     int rotate;          /* rotate-weights: 0 no, 1 R1 and R2, 2 R2 only (sandwich norms) */
 } tq_arch;
 
+typedef struct tq_model tq_model; /* model.h: a model's facts */
+
 /* The row of an architecture; NULL for one llama.cpp runs that tq knows
  * nothing particular of (then: adjacent RoPE pairs, no iSWA, no rotation). */
 const tq_arch *tq_arch_find(const char *name);
-/* The architecture named by a model's general.architecture, or NULL. */
-const tq_arch *tq_arch_of_model(const tq_gguf *g);
+/* The i-th row (NULL past the last): for lists of what a column allows. */
+const tq_arch *tq_arch_at(size_t i);
 /* Table facts with their defaults for an unknown (or NULL) name. */
 tq_rope_pairs tq_arch_rope_pairs(const char *arch);
 uint32_t tq_arch_head_dim(const char *arch);   /* 0: not fixed by the architecture */
 uint32_t tq_arch_swa_period(const char *arch); /* 0: no iSWA */
-
-/* Model identity: a hash of the architecture, its hyperparameter keys and
- * the tensor table (names, types, shapes), not of the weights' values. */
-uint64_t tq_model_fingerprint(const tq_gguf *g);
-/* The attention head size of a model (value: V's), 0 if the metadata does
- * not say. */
-uint32_t tq_model_head_dim(const tq_gguf *g, int value);
 
 /* Where a head size came from (tq_kv_head_size). */
 typedef enum tq_head_source {
@@ -53,7 +48,7 @@ typedef enum tq_head_source {
 /* The one head-size rule: given, else the model's, else the source layout's
  * (layout_head_dim, 0 if none), else the architecture's; 0 and
  * TQ_HEAD_NONE when none says. */
-uint32_t tq_kv_head_size(uint32_t given, const tq_gguf *model, uint32_t layout_head_dim,
+uint32_t tq_kv_head_size(uint32_t given, const tq_model *model, uint32_t layout_head_dim,
                          const char *arch, tq_head_source *from);
 /* The rotation group for rows of `width`: the head size when it is a valid
  * group (a power of two, 8..512) that divides the row, else the largest

@@ -1,18 +1,11 @@
 /* innerq_model.c - see innerq_model.h. */
 #include "innerq_model.h"
 #include "arch.h"
-#include "model_rope.h"
+#include "model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int64_t arch_int(const tq_gguf *g, const char *arch, const char *key, int64_t fallback)
-{
-    char k[128];
-    snprintf(k, sizeof k, "%s.%s", arch, key);
-    return tq_gguf_get_int(g, k, fallback);
-}
 
 static int has_tensor(const tq_gguf *g, uint32_t l, const char *what)
 {
@@ -21,30 +14,26 @@ static int has_tensor(const tq_gguf *g, uint32_t l, const char *what)
     return tq_gguf_find_tensor(g, name) >= 0;
 }
 
-tq_status tq_attn_model_read(tq_ctx *ctx, const tq_gguf *g, tq_attn_model *m)
+tq_status tq_attn_model_read(tq_ctx *ctx, const tq_model *model, tq_attn_model *m)
 {
     memset(m, 0, sizeof *m);
-    uint64_t alen = 0;
-    const char *arch = tq_gguf_get_str(g, "general.architecture", NULL, &alen);
-    if (!arch || !alen || alen >= sizeof m->arch)
+    const tq_gguf *g = model->gguf;
+    if (!model->arch[0])
         return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "no general.architecture: not a model");
-    memcpy(m->arch, arch, alen);
-    char k[128];
-    snprintf(k, sizeof k, "%s.attention.head_count_kv", m->arch);
-    int64_t ki = tq_gguf_find_key(g, k);
-    if (ki >= 0 && tq_gguf_kv_type(g, ki) == TQ_GGUF_ARRAY)
+    snprintf(m->arch, sizeof m->arch, "%s", model->arch);
+    if (model->head_kv_per_layer)
         return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
                                 "%s: KV head counts per layer are not supported", m->arch);
-    m->n_layer = (uint32_t)arch_int(g, m->arch, "block_count", 0);
-    m->n_head = (uint32_t)arch_int(g, m->arch, "attention.head_count", 0);
-    m->n_head_kv = (uint32_t)arch_int(g, m->arch, "attention.head_count_kv", m->n_head);
-    m->head_dim = tq_model_head_dim(g, 0);
-    m->head_dim_v = tq_model_head_dim(g, 1);
+    m->n_layer = model->n_layer;
+    m->n_head = model->n_head;
+    m->n_head_kv = model->n_head_kv;
+    m->head_dim = model->head_k;
+    m->head_dim_v = model->head_v;
     if (!m->n_layer || !m->n_head || !m->n_head_kv || m->n_head % m->n_head_kv || !m->head_dim ||
         !m->head_dim_v)
         return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
                                 "%s: attention hyperparameters missing or inconsistent", m->arch);
-    m->rope_dims = (uint32_t)arch_int(g, m->arch, "rope.dimension_count", m->head_dim);
+    m->rope_dims = model->n_rot;
     if (m->rope_dims > m->head_dim || m->rope_dims % 2)
         return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: RoPE over %u of %u channels", m->arch,
                                 m->rope_dims, m->head_dim);
@@ -59,7 +48,7 @@ tq_status tq_attn_model_read(tq_ctx *ctx, const tq_gguf *g, tq_attn_model *m)
                                     m->arch, l);
         m->qk_norm &= has_tensor(g, l, "attn_q_norm") && has_tensor(g, l, "attn_k_norm");
     }
-    m->folded = tq_gguf_find_key(g, "tq.innerq.folded") >= 0;
+    m->folded = model->innerq_folded;
     return TQ_OK;
 }
 

@@ -9,10 +9,11 @@
 #define TQ_INNERQ_MODEL_H
 
 #include "gguf.h"
+#include "model.h"
 
 /* What InnerQ needs to know of a model's attention. */
 typedef struct tq_attn_model {
-    char arch[32];
+    char arch[64];
     uint32_t n_layer, n_head, n_head_kv, head_dim, head_dim_v;
     uint32_t rope_dims; /* channels RoPE turns ({arch}.rope.dimension_count, else head_dim) */
     tq_rope_pairs
@@ -24,7 +25,7 @@ typedef struct tq_attn_model {
 /* Refuses (TQ_ERR_UNSUPPORTED, one line) a model without the hyperparameters
  * or the per-layer attn_q/attn_k/attn_v/attn_output tensors tq knows (fused
  * QKV, per-layer head counts, MLA). */
-tq_status tq_attn_model_read(tq_ctx *ctx, const tq_gguf *g, tq_attn_model *m);
+tq_status tq_attn_model_read(tq_ctx *ctx, const tq_model *model, tq_attn_model *m);
 
 /* out: n_kv_head x head_dim; *how names the source ("QK-norm gains", ...). */
 tq_status tq_innerq_query_energy(tq_ctx *ctx, const tq_gguf *g, uint32_t layer, uint32_t head_dim,

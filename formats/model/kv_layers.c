@@ -1,27 +1,20 @@
 /* kv_layers.c - see kv_layers.h. */
 #include "kv_layers.h"
 #include "arch.h"
+#include "model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int swa_layers(const char *arch, const tq_gguf *model, uint32_t n, uint8_t *swa, char *rule,
-                      size_t rl)
+static int swa_layers(const char *arch, const tq_model *model, uint32_t n, uint8_t *swa,
+                      char *rule, size_t rl)
 {
-    if (model) {
-        char key[128];
-        snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", arch);
-        int64_t k = tq_gguf_find_key(model, key);
-        if (k >= 0 && tq_gguf_kv_count(model, k) == n) {
-            for (uint32_t il = 0; il < n; il++) {
-                int64_t b = 0;
-                if (tq_gguf_kv_get_int(model, k, il, &b)) return 0;
-                swa[il] = b != 0;
-            }
-            snprintf(rule, rl, "the model's %s", key);
-            return 1;
-        }
+    if (model && model->n_swa_pattern == n) {
+        if (model->swa_pattern_bad) return 0;
+        memcpy(swa, model->swa_pattern, n);
+        snprintf(rule, rl, "the model's %s.attention.sliding_window_pattern", model->arch);
+        return 1;
     }
     uint32_t p = tq_arch_swa_period(arch);
     if (!p) return 0;
@@ -30,7 +23,7 @@ static int swa_layers(const char *arch, const tq_gguf *model, uint32_t n, uint8_
     return 1;
 }
 
-tq_status tq_kv_layers_for(tq_ctx *ctx, const char *arch, const tq_gguf *model, uint32_t n_state,
+tq_status tq_kv_layers_for(tq_ctx *ctx, const char *arch, const tq_model *model, uint32_t n_state,
                            const uint32_t *n_layer, tq_kv_layers *out)
 {
     memset(out, 0, sizeof *out);
@@ -44,19 +37,11 @@ tq_status tq_kv_layers_for(tq_ctx *ctx, const char *arch, const tq_gguf *model, 
         total += n_layer[s];
     }
     char a[64] = "";
-    if (model) {
-        uint64_t len = 0;
-        const char *s = tq_gguf_get_str(model, "general.architecture", "", &len);
-        snprintf(a, sizeof a, "%.*s", (int)(len < 63 ? len : 63), s);
-    } else if (arch) {
+    if (model)
+        snprintf(a, sizeof a, "%s", model->arch);
+    else if (arch)
         snprintf(a, sizeof a, "%s", arch);
-    }
-    uint32_t n_model = total;
-    if (model) {
-        char key[128];
-        snprintf(key, sizeof key, "%s.block_count", a);
-        n_model = (uint32_t)tq_gguf_get_int(model, key, total);
-    }
+    uint32_t n_model = model && model->n_layer ? model->n_layer : total;
     uint8_t *swa = calloc(n_model ? n_model : 1, 1);
     if (!swa) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     int known = swa_layers(a, model, n_model, swa, out->rule, sizeof out->rule);
@@ -93,7 +78,7 @@ tq_status tq_kv_layers_for(tq_ctx *ctx, const char *arch, const tq_gguf *model, 
     return st;
 }
 
-tq_status tq_kv_layers_make(tq_ctx *ctx, const tq_kv_view *v, const tq_gguf *model,
+tq_status tq_kv_layers_make(tq_ctx *ctx, const tq_kv_view *v, const tq_model *model,
                             tq_kv_layers *out)
 {
     uint32_t n = tq_kv_view_n_kv(v), nl[2] = {0, 0};
@@ -104,7 +89,7 @@ tq_status tq_kv_layers_make(tq_ctx *ctx, const tq_kv_view *v, const tq_gguf *mod
     return tq_kv_layers_for(ctx, tq_kv_view_arch(v), model, n, nl, out);
 }
 
-tq_status tq_kv_layers_of_snapshot(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *model,
+tq_status tq_kv_layers_of_snapshot(tq_ctx *ctx, const tqkv_meta *m, const tq_model *model,
                                    tq_kv_layers *out)
 {
     uint32_t ns = 0, nl[2] = {0, 0};

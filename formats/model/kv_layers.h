@@ -14,6 +14,7 @@
 #define TQ_KV_LAYERS_H
 
 #include "kv_view.h"
+#include "model.h"
 #include "tqkv.h"
 
 #ifdef __cplusplus
@@ -33,17 +34,17 @@ typedef struct tq_kv_layers {
  * state's architecture).  Two states whose layer counts do not fit the
  * split are left unknown (model[] NULL), unless a model was given: then that
  * is an error (TQ_ERR_ARG), as the state cannot come from that model. */
-tq_status tq_kv_layers_make(tq_ctx *ctx, const tq_kv_view *v, const tq_gguf *model,
+tq_status tq_kv_layers_make(tq_ctx *ctx, const tq_kv_view *v, const tq_model *model,
                             tq_kv_layers *out);
 /* The same for a state description without a view: n_state states of
  * n_layer[s] layers, the architecture's name. */
-tq_status tq_kv_layers_for(tq_ctx *ctx, const char *arch, const tq_gguf *model, uint32_t n_state,
+tq_status tq_kv_layers_for(tq_ctx *ctx, const char *arch, const tq_model *model, uint32_t n_state,
                            const uint32_t *n_layer, tq_kv_layers *out);
 /* A snapshot's: the model layers its records carry (version 3), else as
  * tq_kv_layers_for finds them from the recorded architecture.  With a model,
  * recorded layers that differ from the model's split are an error
  * (TQ_ERR_ARG). */
-tq_status tq_kv_layers_of_snapshot(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *model,
+tq_status tq_kv_layers_of_snapshot(tq_ctx *ctx, const tqkv_meta *m, const tq_model *model,
                                    tq_kv_layers *out);
 /* The model layer of state s's layer l, TQ_KV_LAYER_UNKNOWN if not known. */
 uint32_t tq_kv_layers_model(const tq_kv_layers *m, uint32_t s, uint32_t l);

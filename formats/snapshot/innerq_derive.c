@@ -85,10 +85,12 @@ static tq_status layer_scales(tq_ctx *ctx, const tq_innerq_derive_options *o, co
     return TQ_OK;
 }
 
-tq_status tq_innerq_derive(tq_ctx *ctx, const tq_innerq_derive_options *o, const tq_gguf *g,
-                           const tq_attn_model *am, const tq_innerq_stats *st, tq_innerq_set *set,
-                           char *how, size_t how_len)
+tq_status tq_innerq_derive(tq_ctx *ctx, const tq_innerq_derive_options *o,
+                           const tq_model *model, const tq_attn_model *am,
+                           const tq_innerq_stats *st, tq_innerq_set *set, char *how,
+                           size_t how_len)
 {
+    const tq_gguf *g = model ? model->gguf : NULL;
     uint32_t L = tq_innerq_stats_layers(st), H = tq_innerq_stats_heads(st),
              d = tq_innerq_stats_head_dim(st);
     uint32_t nh = o->per_head ? H : 1;
@@ -99,8 +101,8 @@ tq_status tq_innerq_derive(tq_ctx *ctx, const tq_innerq_derive_options *o, const
                            d,
                            malloc(L * per_layer * sizeof(float)),
                            o->v_method != TQ_INNERQ_V_OFF,
-                           g != NULL,
-                           g ? tq_model_fingerprint(g) : 0,
+                           model != NULL,
+                           model ? model->fingerprint : 0,
                            ""};
     snprintf(set->method, sizeof set->method, "%s", tq_innerq_method_name(o->k_method));
     snprintf(how, how_len, "%s", o->k_method == TQ_INNERQ_QK ? "" : "not used");

@@ -25,9 +25,10 @@ typedef struct tq_innerq_derive_options {
 } tq_innerq_derive_options;
 
 /* The scales (set->s malloc'd, NULL on failure); how: where E[q^2] came from. */
-tq_status tq_innerq_derive(tq_ctx *ctx, const tq_innerq_derive_options *o, const tq_gguf *g,
-                           const tq_attn_model *am, const tq_innerq_stats *st, tq_innerq_set *set,
-                           char *how, size_t how_len);
+tq_status tq_innerq_derive(tq_ctx *ctx, const tq_innerq_derive_options *o,
+                           const tq_model *model, const tq_attn_model *am,
+                           const tq_innerq_stats *st, tq_innerq_set *set, char *how,
+                           size_t how_len);
 
 /* The name a method is stored and reported under ("qk", "kv", "fork"). */
 const char *tq_innerq_method_name(tq_innerq_method m);

@@ -60,7 +60,7 @@ static tq_status shape(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view *v, uin
 }
 
 tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view *v,
-                              const tq_gguf *model)
+                              const tq_model *model)
 {
     tq_kv_layers L;
     tq_status st = tq_kv_layers_make(ctx, v, model, &L);

@@ -9,6 +9,7 @@
 
 #include "gguf.h"
 #include "kv_view.h"
+#include "model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,7 +23,7 @@ void tq_innerq_stats_free(tq_innerq_stats *s);
 void tq_innerq_stats_k_only(tq_innerq_stats *s);
 /* model (or NULL: the state's architecture) places iSWA layers */
 tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view *v,
-                              const tq_gguf *model);
+                              const tq_model *model);
 uint32_t tq_innerq_stats_layers(const tq_innerq_stats *s);
 uint32_t tq_innerq_stats_heads(const tq_innerq_stats *s); /* KV heads per layer */
 uint32_t tq_innerq_stats_head_dim(const tq_innerq_stats *s);

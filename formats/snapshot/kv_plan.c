@@ -5,7 +5,7 @@
 #include "arch.h"
 #include "kv_klt.h"
 #include "kv_layers.h"
-#include "model_rope.h"
+#include "model.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -267,10 +267,10 @@ const char *tq_kvsnap_describe(const tqkv_record *t, tq_describe_style style, ch
 
 /* ------------------------------------------------------------ models */
 
-tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *g,
+tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_model *model,
                                 const char *model_label)
 {
-    uint64_t fp = tq_model_fingerprint(g);
+    uint64_t fp = model->fingerprint;
     if (!m->has_fingerprint)
         return tq_ctx_set_error(
             ctx, TQ_ERR_ARG, "the snapshot carries no model fingerprint (encoded without --model)");
@@ -279,7 +279,7 @@ tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *
             ctx, TQ_ERR_ARG, "made for another model (fingerprint %016llx, %s has %016llx)",
             (unsigned long long)m->fingerprint, model_label, (unsigned long long)fp);
     tq_kv_layers L; /* iSWA: the caches' layers must be the model's as recorded */
-    tq_status st = tq_kv_layers_of_snapshot(ctx, m, g, &L);
+    tq_status st = tq_kv_layers_of_snapshot(ctx, m, model, &L);
     if (!st) tq_kv_layers_free(&L);
     return st;
 }
@@ -755,8 +755,9 @@ static const tq_rope *tensor_rope(tq_ctx *ctx, const tq_kv_view *v, const tq_kvs
 {
     *pos = NULL;
     int swa = tq_kv_view_n_kv(v) == 2 && s->kv_state == 1; /* iSWA: the SWA cache comes second */
-    if (o->k_offset != TQ_KOFF_ROPE || !o->model || tq_kv_view_has_ext(v) ||
-        !tq_model_rope(o->model, tq_model_head_dim(o->model, 0), swa, r) ||
+    int known = o->model && (swa ? o->model->rope_swa_known : o->model->rope_known);
+    if (known) *r = swa ? o->model->rope_swa : o->model->rope;
+    if (o->k_offset != TQ_KOFF_ROPE || !known || tq_kv_view_has_ext(v) ||
         tq_rope_check(ctx, r, t->width) || !(*pos = malloc(4ull * t->cells))) {
         tq_ctx_clear_error(ctx); /* not a failure: the plain mean serves */
         return NULL;
@@ -958,7 +959,7 @@ static tq_status plan_meta(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_opt
              o->profile ? o->profile : tq_type_profile_name(TQ_PROFILE_DEFAULT));
     if (o->model) {
         m->has_fingerprint = 1;
-        m->fingerprint = tq_model_fingerprint(o->model);
+        m->fingerprint = o->model->fingerprint;
     }
     m->n_tensors = (uint32_t)n;
     uint64_t rows = 0;
@@ -1003,18 +1004,6 @@ static tq_status map_layers(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_op
     return TQ_OK;
 }
 
-/* The sliding window of the model's SWA layers ({arch}.attention.sliding_window; 0: none). */
-static uint32_t model_swa_window(const tq_gguf *model)
-{
-    uint64_t alen = 0;
-    const char *arch = tq_gguf_get_str(model, "general.architecture", "", &alen);
-    char key[96];
-    snprintf(key, sizeof key, "%.*s.attention.sliding_window", (int)(alen < 64 ? alen : 64),
-             arch);
-    int64_t w = tq_gguf_get_int(model, key, 0);
-    return w > 0 && w < INT32_MAX ? (uint32_t)w : 0;
-}
-
 /* Rows of the sliding-window layers' tensors that the next token cannot attend to: those
  * before the first cell within the window of the newest (llama.cpp masks a cell at p0 from a
  * query at p1 once p1 - p0 >= window; the newest cell's query is the one a restore re-feeds).
@@ -1023,7 +1012,7 @@ static uint32_t model_swa_window(const tq_gguf *model)
 static tq_status plan_past_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
                                 tq_kvsnap_plan *p, src_tensor *src, size_t n)
 {
-    p->swa_window = o->model && tq_kv_view_n_kv(v) == 2 ? model_swa_window(o->model) : 0;
+    p->swa_window = o->model && tq_kv_view_n_kv(v) == 2 ? o->model->swa_window : 0;
     if (!p->swa_window || !o->past_bits || tq_kv_view_has_ext(v)) return TQ_OK;
     for (size_t i = 0; i < n; i++) {
         const tq_kv_stream *st = &tq_kv_view_kv(v, 1)->streams[src[i].stream];
@@ -1073,11 +1062,7 @@ static tq_status check_fit(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_opt
                            uint32_t head_dim, const src_tensor *src, size_t n)
 {
     if (o->model) {
-        uint64_t alen = 0;
-        const char *arch = tq_gguf_get_str(o->model, "general.architecture", "", &alen);
-        char key[96];
-        snprintf(key, sizeof key, "%.*s.block_count", (int)(alen < 64 ? alen : 64), arch);
-        int64_t blocks = tq_gguf_get_int(o->model, key, 0);
+        int64_t blocks = o->model->n_layer;
         uint32_t layers = 0;
         for (uint32_t i = 0; i < tq_kv_view_n_kv(v); i++)
             if (tq_kv_view_kv(v, i)->n_stream) layers += tq_kv_view_kv(v, i)->streams[0].n_layer;

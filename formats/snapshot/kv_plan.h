@@ -14,6 +14,7 @@
 #include "arch.h"
 #include "gguf.h"
 #include "kv_view.h"
+#include "model.h"
 #include "tqkv.h"
 
 #ifdef __cplusplus
@@ -51,7 +52,8 @@ typedef struct tq_kvsnap_options {
     int k_bits, v_bits;   /* codec bits 1..8; TQ_KV_FROM_PRESET: the preset's */
     int boundary_layers;  /* first and last N layers at 8 bits */
     uint32_t head_dim;    /* rotation group; 0: the model's, else guessed from the row width */
-    const tq_gguf *model; /* NULL, or the model: head size, and a fingerprint decode can check */
+    const tq_model *model; /* NULL, or the model (model.h): head size, RoPE, layers, window, and
+                              a fingerprint decode can check */
     const char *profile;  /* type-id profile name used to read the source */
     /* the block for coded tensors: TQKV_CODEC_TQ, _TURBO (the fork's turbo2/3/4 blocks: bits
        2..4, rows of 128s), _ANGLE (bits b give b+1 angle and b-1 radius bits; 8: 8 and 8) or
@@ -137,7 +139,7 @@ int tq_kvsnap_k_transformed(const tq_kvsnap_options *o, const tq_kv_view *v);
 uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i);
 
 /* TQ_OK if the snapshot was made for model g, else why not (TQ_ERR_ARG). */
-tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_gguf *g,
+tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_model *model,
                                 const char *model_label);
 
 #ifdef __cplusplus

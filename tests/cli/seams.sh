@@ -26,6 +26,16 @@ bad=$(includes_from formats/model formats/*.[ch]; includes_from formats/snapshot
 bad=$(includes_from formats/snapshot formats/model/*.[ch])
 [ -z "$bad" ] || fail "model facts reach the snapshot pipeline: $bad"
 
+behaviour only_formats_model_reads_architecture_keys
+# a model's hparams are read once, by formats/model/model.c (tq_model_read): no other code
+# names an {arch}-prefixed key or builds one from general.architecture
+keys='(\.block_count|\.attention\.|\.rope\.|\.embedding_length|\.context_length|\.feed_forward_length)'
+bad=$(grep -nE "\"[^\"]*$keys[^\"]*\"" lib/*.[ch] formats/*.[ch] formats/snapshot/*.[ch] cmd/*.[ch])
+[ -z "$bad" ] || fail "architecture keys read outside formats/model/: $bad"
+bad=$(grep -ln 'general\.architecture' lib/*.c formats/*.c formats/snapshot/*.c cmd/*.c |
+      grep -v '^cmd/inspect\.c$')
+[ -z "$bad" ] || fail "general.architecture read outside formats/model/ (and inspect's listing): $bad"
+
 behaviour encode_kvdump_holds_no_innerq_derivation
 bad=$(grep -n 'tq_innerq_stats\|tq_innerq_derive\|tq_innerq_scales\|tq_attn_model' cmd/encode_kvdump.c)
 [ -z "$bad" ] || fail "InnerQ calibration in cmd/encode_kvdump.c: $bad"

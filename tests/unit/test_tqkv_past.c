@@ -92,9 +92,12 @@ static uint8_t *encode(const uint8_t *state, size_t len, int threads, int past,
     tq_ctx *ctx = tq_test_ctx();
     tq_test_buf mb;
     tq_gguf *model = make_model(ctx, &mb);
+    tq_model facts = {0};
+    if (model && tq_model_read(ctx, model, &facts))
+        tq_test_fail(__FILE__, __LINE__, " model: %s\n", tq_ctx_error(ctx));
     tq_kvsnap_options o;
     tq_kvsnap_options_init(&o);
-    o.model = model;
+    o.model = &facts;
     o.threads = threads;
     o.past_bits = past;
     o.base = base;
@@ -116,6 +119,7 @@ static uint8_t *encode(const uint8_t *state, size_t len, int threads, int past,
         free(buf);
         buf = NULL;
     }
+    tq_model_free(&facts);
     tq_gguf_close(model);
     free(mb.p);
     *out_len = bl;
