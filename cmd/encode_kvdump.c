@@ -5,7 +5,6 @@
 #include "cli_opts.h"
 #include "device.h"
 #include "gguf.h"
-#include "innerq_scales.h"
 #include "json.h"
 #include "kv_numpy.h"
 #include "kv_snapshot.h"
@@ -215,7 +214,9 @@ static void map_options(const enc_opts *o, tq_kvsnap_options *so)
     so->k_rate = o->k_rate;
     so->v_rate = o->v_rate;
     so->past_bits = (int)o->past_bits;
-    so->innerq_file = o->innerq && strcmp(o->innerq, "auto") && strcmp(o->innerq, "off");
+    int named = o->innerq && strcmp(o->innerq, "auto") && strcmp(o->innerq, "off");
+    so->innerq_path = named ? o->innerq : NULL;
+    so->innerq_off = o->innerq && !strcmp(o->innerq, "off");
 }
 
 static void show_progress(void *user, uint64_t done, uint64_t total)
@@ -230,61 +231,33 @@ typedef struct enc_run {
     tq_model model; /* its facts, read once */
     tq_kv_view *view;
     tqkv_reader *base;
-    tq_innerq_set scales;
-    const char *innerq_why; /* what --innerq auto did */
-    uint32_t rotated;       /* tensors stored Hadamard-rotated, coded turned back */
-    tq_kvsnap_plan *plan;
+    tq_kvsnap_prepared *prep; /* the plan and what preparing it found */
 } enc_run;
 
 static void run_free(enc_run *r)
 {
-    tq_kvsnap_plan_free(r->plan);
+    tq_kvsnap_prepared_free(r->prep);
     tqkv_close(r->base);
     tq_kv_close(r->view);
     tq_model_free(&r->model);
     tq_gguf_close(r->gguf);
-    tq_innerq_set_free(&r->scales);
     tq_ctx_free(r->ctx);
 }
 
-/* Opens the inputs and makes the plan: 0 or an exit code. */
+/* Opens the inputs and prepares the snapshot (tq_kvsnap_prepare): 0 or an exit code. */
 static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
 {
     tq_ctx *ctx = r->ctx;
     map_options(o, so);
-    if (tq_kvsnap_options_check(ctx, so)) return cli_usage_error("%s", tq_ctx_error(ctx));
-    if (so->innerq_file && tq_innerq_set_load(ctx, o->innerq, &r->scales))
-        return cli_lib_error(ctx);
-    if (so->innerq_file) {
-        so->innerq = r->scales.s;
-        so->innerq_layers = r->scales.n_layer;
-        so->innerq_dim = r->scales.n_head * r->scales.head_dim; /* one head's, or the whole row's */
-    }
     if (o->c.model && (tq_gguf_open(ctx, o->c.model, NULL, &r->gguf) ||
                        tq_model_read(ctx, r->gguf, &r->model)))
         return cli_lib_error(ctx);
     so->model = r->gguf ? &r->model : NULL;
-    if (so->model && so->innerq_file && so->model->innerq_folded)
-        return cli_usage_error(
-            "%s has InnerQ scales folded in already: its states need no --innerq", o->c.model);
-    if (so->model && r->scales.has_model &&
-        r->scales.model_fingerprint != so->model->fingerprint)
-        return cli_runtime_error("%s: scales calibrated for another model than %s", o->innerq,
-                                 o->c.model);
+    if (tq_kvsnap_options_check(ctx, so)) return cli_usage_error("%s", tq_ctx_error(ctx));
     if (tq_kv_open(ctx, o->in, o->c.profile, &r->view)) return cli_lib_error(ctx);
     if (o->append && tqkv_open(ctx, o->append, &r->base)) return cli_lib_error(ctx);
     so->base = r->base;
-    if (tq_kvsnap_find_rotation(ctx, r->view, so, &r->rotated))
-        return cli_runtime_error("%s: %s", o->in, tq_ctx_error(ctx));
-    int auto_scales = !so->innerq_file && !(o->innerq && !strcmp(o->innerq, "off"));
-    if (auto_scales && tq_kvsnap_auto_innerq(ctx, r->view, so, &r->scales, &r->innerq_why))
-        return cli_runtime_error("%s: %s", o->in, tq_ctx_error(ctx));
-    if (auto_scales && r->scales.s) {
-        so->innerq = r->scales.s;
-        so->innerq_layers = r->scales.n_layer;
-        so->innerq_dim = r->scales.head_dim;
-    }
-    if (tq_kvsnap_plan_make(ctx, r->view, so, &r->plan))
+    if (tq_kvsnap_prepare(ctx, r->view, so, &r->prep))
         return cli_runtime_error("%s: %s", o->in, tq_ctx_error(ctx));
     return 0;
 }
@@ -338,15 +311,16 @@ static void print_plan(const enc_opts *o, const tq_kvsnap_plan *p)
                (unsigned long long)total, (unsigned long long)m->skeleton_len);
 }
 
-static void report(const enc_opts *o, const tq_kvsnap_plan *p, const tq_kvsnap_report *rep,
-                   uint32_t n_tokens, double dt, const enc_run *r)
+static void report(const enc_opts *o, const tq_kvsnap_prepared *pp, const tq_kvsnap_report *rep,
+                   uint32_t n_tokens, double dt)
 {
+    const tq_kvsnap_plan *p = pp->plan;
     int lossless = p->preset == TQ_KV_PRESET_LOSSLESS;
-    const char *innerq_why = r->innerq_why;
-    if (r->rotated && !lossless)
+    const char *innerq_why = pp->innerq_why;
+    if (pp->rotated && !lossless)
         cli_log("%u K/V tensors stored Hadamard-rotated (llama.cpp's quantized cache): coded in "
                 "the model's channels",
-                r->rotated);
+                pp->rotated);
     if (o->c.model && !lossless && innerq_why && (!o->innerq || !strcmp(o->innerq, "auto")))
         cli_log("InnerQ: %s", innerq_why);
     if (rep->group_guessed == 2 && !lossless)
@@ -378,9 +352,8 @@ int cmd_encode_kvdump(int argc, char **argv)
     /* after the plan: planning converts elements, CPU work; the CUDA kernels code tq and turbo
      * blocks */
     if ((rc = prepare(&o, &so, &r)) || o.dry_run ||
-        (rc = cli_device(&o.c, r.ctx, so.codec == TQKV_CODEC_TQ || so.codec == TQKV_CODEC_TURBO,
-                         tq_kv_view_kv_values(r.view)))) {
-        if (!rc) print_plan(&o, r.plan);
+        (rc = cli_device(&o.c, r.ctx, r.prep->cuda_kernels, tq_kv_view_kv_values(r.view)))) {
+        if (!rc) print_plan(&o, r.prep->plan);
         run_free(&r);
         return rc;
     }
@@ -393,10 +366,11 @@ int cmd_encode_kvdump(int argc, char **argv)
     tq_kvsnap_report rep;
     progress pr;
     progress_init(&pr, o.c.quiet);
-    so.progress = show_progress;
-    so.progress_user = &pr;
     double t0 = cli_now();
-    tq_status est = tq_kvsnap_execute(r.ctx, r.view, r.plan, &so, out.f, &rep);
+    tq_kvsnap_options *eo = &r.prep->options;
+    eo->progress = show_progress;
+    eo->progress_user = &pr;
+    tq_status est = tq_kvsnap_execute(r.ctx, r.view, r.prep->plan, eo, out.f, &rep);
     progress_end(&pr);
     if (est) {
         rc = cli_runtime_error("%s: %s", o.in, tq_ctx_error(r.ctx));
@@ -405,7 +379,7 @@ int cmd_encode_kvdump(int argc, char **argv)
         rc = cli_out_commit(&out);
     }
     if (!rc && !o.c.quiet)
-        report(&o, r.plan, &rep, tq_kv_view_n_tokens(r.view), cli_now() - t0, &r);
+        report(&o, r.prep, &rep, tq_kv_view_n_tokens(r.view), cli_now() - t0);
     run_free(&r);
     return rc;
 }

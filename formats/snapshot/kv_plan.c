@@ -121,15 +121,22 @@ tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
     if ((unsigned)o->preset >= N_PRESETS)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown preset %d", (int)o->preset);
     int lossless = o->preset == TQ_KV_PRESET_LOSSLESS;
-    if (o->innerq_file && (o->codec == TQKV_CODEC_ANGLE || o->codec == TQKV_CODEC_PROD))
+    int given = o->innerq_file || o->innerq_path; /* scales the user gave */
+    if (given && o->model && o->model->innerq_folded)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "the model has InnerQ scales folded in already: its states need "
+                                "no --innerq");
+    if (given && o->innerq_off)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "InnerQ scales given and turned off");
+    if (given && (o->codec == TQKV_CODEC_ANGLE || o->codec == TQKV_CODEC_PROD))
         return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                                 "--innerq scales what tq's codec codes: not with "
                                 "--codec %s",
                                 o->codec == TQKV_CODEC_ANGLE ? "angle" : "prod");
-    if (o->innerq_file && o->codec == TQKV_CODEC_TURBO)
+    if (given && o->codec == TQKV_CODEC_TURBO)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                                 "--innerq scales what tq's codec codes: not with --turbo");
-    if (o->innerq_file && lossless)
+    if (given && lossless)
         return tq_ctx_set_error(
             ctx, TQ_ERR_ARG, "--innerq scales what tq's codec codes: not with --preset lossless");
     if (!bits_in(o->past_bits, 0, 8))

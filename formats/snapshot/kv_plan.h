@@ -13,6 +13,7 @@
 
 #include "arch.h"
 #include "gguf.h"
+#include "innerq_scales.h"
 #include "kv_view.h"
 #include "model.h"
 #include "tqkv.h"
@@ -66,7 +67,12 @@ typedef struct tq_kvsnap_options {
      * vector for every head) or the row width (one per KV head). */
     const float *innerq;
     uint32_t innerq_layers, innerq_dim;
-    int innerq_file; /* innerq came from a file the user gave (else computed: --innerq auto) */
+    int innerq_file; /* innerq came from the user (else computed: --innerq auto) */
+    /* tq_kvsnap_prepare only: a scales file to load (SCALES.gguf from calibrate-innerq, or a
+       .npy; it sets innerq), and whether to compute none where none is given (--innerq off):
+       by default Q-aware K scales from the state where the model's QK-norm gains allow */
+    const char *innerq_path;
+    int innerq_off;
     int sink_cells;  /* the first N cells of each tq-coded K kept exact (attention sinks) */
     int k_offset;    /* TQ_KOFF_*: subtract an offset from each tq-coded K before coding */
     int no_planes;   /* keep 3- and 5-bit blocks as the codec packs them (for measuring) */
@@ -123,9 +129,8 @@ const char *tq_kvsnap_describe(const tqkv_record *t, tq_describe_style style, ch
 /* --innerq auto: Q-aware K scales computed from this state where the model's
  * QK-norm gains give E[q^2] exactly; none otherwise.  Fills *set (n_layer 0:
  * none) and *why (what was done, for the log). */
-struct tq_innerq_set;
 tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
-                                struct tq_innerq_set *set, const char **why);
+                                tq_innerq_set *set, const char **why);
 /* Marks in v (tq_kv_view_set_hadamard) the quantized K/V tensors whose rows
  * are stored Hadamard-rotated (today's llama.cpp does that to quantized
  * caches), judged from the rows, so that they are read, planned and coded in
@@ -137,6 +142,27 @@ tq_status tq_kvsnap_find_rotation(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_op
 int tq_kvsnap_k_transformed(const tq_kvsnap_options *o, const tq_kv_view *v);
 /* Payload bytes tensor i will take before zstd (coded blocks, or kept rows). */
 uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i);
+
+/* A snapshot prepared: the plan, and what preparing it found. */
+typedef struct tq_kvsnap_prepared {
+    tq_kvsnap_plan *plan;
+    tq_kvsnap_options options; /* the options the plan was made with: the scales filled in */
+    tq_innerq_set scales;      /* loaded from options.innerq_path or computed (owned) */
+    const char *innerq_why;    /* what automatic InnerQ did (NULL: not tried) */
+    uint32_t rotated;          /* tensors stored Hadamard-rotated: coded in the model's channels */
+    int cuda_kernels;          /* CUDA kernels code this plan's blocks (tq_kvsnap_cuda_kernels) */
+} tq_kvsnap_prepared;
+
+/* From the options to the plan, in the one order encode-kvdump and tq_kvsnap_encode share: the
+ * options checked, the scales file loaded (and refused when made for another model), the
+ * source's Hadamard rotation found (tq_kvsnap_find_rotation: it marks v), automatic InnerQ
+ * where no scales are given and innerq_off is not set, then tq_kvsnap_plan_make. */
+tq_status tq_kvsnap_prepare(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options *o,
+                            tq_kvsnap_prepared **out);
+void tq_kvsnap_prepared_free(tq_kvsnap_prepared *p);
+/* Whether the CUDA kernels serve a snapshot's coded tensors (tq and turbo blocks; TurboAngle
+ * and TurboQuant-prod run on the CPU): one rule for encoding and decoding. */
+int tq_kvsnap_cuda_kernels(const tqkv_meta *m);
 
 /* TQ_OK if the snapshot was made for model g, else why not (TQ_ERR_ARG). */
 tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_model *model,

@@ -32,8 +32,9 @@ typedef struct tq_kvsnap_report {
  * tensors, the bytes are the same for any thread count. */
 tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_plan *p,
                             const tq_kvsnap_options *o, FILE *out, tq_kvsnap_report *rep);
-/* Plan and execute in one call. */
-tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, FILE *out,
+/* Prepare (tq_kvsnap_prepare: it may mark v's rotated tensors) and execute in one call: the
+ * bytes encode-kvdump writes for the same options. */
+tq_status tq_kvsnap_encode(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options *o, FILE *out,
                            tq_kvsnap_report *rep);
 
 typedef struct tq_kvsnap_decode_options {

@@ -80,10 +80,9 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
 }
 
 /* Starts tensor i's chunks as tasks: code, then compress and hash there,
- * off the writing thread; each depends on token (in), so that a wait on it (inout) waits for
- * them all. */
+ * off the writing thread. */
 static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, int level,
-                              etensor *e, char *token)
+                              etensor *e)
 {
     const tqkv_record *t = &p->meta.t[i];
     uint32_t nch = tqkv_record_n_chunks(t);
@@ -102,9 +101,8 @@ static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, 
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     const tq_kv_tensor *kt = p->src[i];
-    (void)token; /* used by the depend clause only: gcc warns all the same */
     for (uint32_t k = 0; k < nch; k++) {
-#pragma omp task firstprivate(k, e, t, kt, i) depend(in : token[0])
+#pragma omp task firstprivate(k, e, t, kt, i)
         {
             chunk_out *co = &e->co[k];
             uint32_t r0, nr;
@@ -177,27 +175,21 @@ tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_pl
     uint64_t done = 0;
     etensor jobs[2];
     memset(jobs, 0, sizeof jobs);
-    char token[2]; /* each slot's chunks depend on it: waiting on a slot waits on its chunks */
     int have_prev = 0;
 #pragma omp parallel num_threads(threads)
 #pragma omp single
     for (uint32_t i = 0; i <= m->n_tensors; i++) {
         etensor *cur = &jobs[i & 1], *prev = &jobs[(i + 1) & 1];
-        char *cur_token = &token[i & 1], *prev_token = &token[(i + 1) & 1];
-        (void)prev_token; /* as token in start_tensor */
-        /* tensor i's chunks start before tensor i - 1 is waited for, so that no thread idles
-           while the last of a tensor's chunks finishes (waiting on all of them, a tensor's
-           two long chunks of unlike cost left one thread idle) */
-        int started = i < m->n_tensors && !st &&
-                      !(st = start_tensor(ctx, p, i, p->resolved.zstd_level, cur, cur_token));
+        int started =
+            i < m->n_tensors && !st && !(st = start_tensor(ctx, p, i, p->resolved.zstd_level, cur));
         if (have_prev) {
-#pragma omp taskwait depend(inout : prev_token[0])
             done += m->t[prev->i].bytes;
             st = finish_tensor(ctx, p, w, prev, st);
             have_prev = 0;
             if (o->progress && !st)
                 o->progress(o->progress_user, done, m->source_size - m->skeleton_len);
         }
+#pragma omp taskwait
         have_prev = started;
     }
     for (int q = 0; q < 2; q++) free_tensor(&jobs[q]); /* after an error: coded but not written */
@@ -209,14 +201,14 @@ tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_pl
     return st;
 }
 
-tq_status tq_kvsnap_encode(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o, FILE *out,
+tq_status tq_kvsnap_encode(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options *o, FILE *out,
                            tq_kvsnap_report *rep)
 {
     memset(rep, 0, sizeof *rep);
-    tq_kvsnap_plan *p;
-    tq_status st = tq_kvsnap_plan_make(ctx, v, o, &p);
+    tq_kvsnap_prepared *p;
+    tq_status st = tq_kvsnap_prepare(ctx, v, o, &p);
     if (st) return st;
-    st = tq_kvsnap_execute(ctx, v, p, o, out, rep);
-    tq_kvsnap_plan_free(p);
+    st = tq_kvsnap_execute(ctx, v, p->plan, &p->options, out, rep);
+    tq_kvsnap_prepared_free(p);
     return st;
 }

@@ -3,6 +3,7 @@
  * the same cache type and left in the model's channels for a float one; a state stored as it
  * is stays unmarked; every bad rotation field is refused. */
 #include "harness.h"
+#include "cli.h"
 #include "kv_plan.h"
 #include "kv_snapshot.h"
 #include "llama_state.h"
@@ -12,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { CELLS = 48, HEAD = 64, WIDTH = 128, LAYERS = 2 };
 
@@ -169,6 +171,81 @@ static uint8_t *encode_found(const uint8_t *state, size_t len, size_t *out_len)
 }
 
 /* The snapshot decoded (cache_type NULL: the source's types) and opened as a view. */
+static void write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(p, 1, n, f) == n, "writing %s", path);
+    if (f) fclose(f);
+}
+
+static uint8_t *read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    uint8_t *p = NULL;
+    *n = 0;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (size > 0 && (p = malloc((size_t)size)) && fread(p, 1, (size_t)size, f) == (size_t)size)
+        *n = (size_t)size;
+    fclose(f);
+    return p;
+}
+
+/* tq_kvsnap_encode of a view as opened (the rotation not looked for yet), in memory. */
+static uint8_t *encode_as_opened(const uint8_t *state, size_t len, size_t *out_len)
+{
+    tq_ctx *ctx = tq_test_ctx();
+    tq_kv_view *v = NULL;
+    char *buf = NULL;
+    size_t bl = 0;
+    tq_kvsnap_options o;
+    tq_kvsnap_options_init(&o);
+    o.head_dim = HEAD;
+    if (tq_kv_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v))
+        tq_test_fail(__FILE__, __LINE__, " open: %s\n", tq_ctx_error(ctx));
+    FILE *f = v ? open_memstream(&buf, &bl) : NULL;
+    tq_kvsnap_report rep;
+    if (f && tq_kvsnap_encode(ctx, v, &o, f, &rep))
+        tq_test_fail(__FILE__, __LINE__, " encode: %s\n", tq_ctx_error(ctx));
+    if (f) fclose(f);
+    tq_kv_close(v);
+    *out_len = bl;
+    return (uint8_t *)buf;
+}
+
+TEST(kvsnap_encode_writes_the_bytes_encode_kvdump_writes)
+{
+    /* the rotated rows are found by the preparation both calls share (tq_kvsnap_prepare):
+       before it, tq_kvsnap_encode coded them as stored */
+    char dir[] = "/tmp/tq-prepare-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char state[64], out[64];
+    snprintf(state, sizeof state, "%s/s.ggsn", dir);
+    snprintf(out, sizeof out, "%s/s.tqkv", dir);
+    size_t sl;
+    uint8_t *s = make_state(1, &sl);
+    write_file(state, s, sl);
+    char *argv[] = {"encode-kvdump", state, "-o", out, "--head-dim", "64", "-q"};
+    CHECK_EQ(cmd_encode_kvdump(7, argv), 0);
+    size_t cli_n, api_n;
+    uint8_t *cli = read_file(out, &cli_n);
+    uint8_t *api = encode_as_opened(s, sl, &api_n);
+    CHECK(cli_n > 0, "the CLI wrote %zu bytes", cli_n);
+    CHECK_EQ_U64(cli_n, api_n);
+    size_t first = cli_n;
+    for (size_t i = 0; cli && api && i < cli_n && i < api_n && first == cli_n; i++)
+        if (cli[i] != api[i]) first = i;
+    CHECK_EQ_U64(first, cli_n); /* the first byte that differs: none */
+    free(cli);
+    free(api);
+    free(s);
+    unlink(state);
+    unlink(out);
+    rmdir(dir);
+}
+
 static tq_kv_view *decoded(tq_ctx *ctx, const uint8_t *snap, size_t n, const char *cache_type,
                            char **buf)
 {
