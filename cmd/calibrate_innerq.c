@@ -12,6 +12,7 @@
 #include "cli_opts.h"
 #include "file_io.h"
 #include "innerq_model.h"
+#include "kv_plan.h"
 #include "innerq_scales.h"
 #include "innerq_stats.h"
 #include "kv_snapshot.h"
@@ -92,8 +93,9 @@ static int parse(int argc, char **argv, ci_opts *o)
                              *const vs[] = {"wo", "kv", "off", NULL},
                              *const pers[] = {"layer", "head", NULL};
     memset(o, 0, sizeof *o);
-    o->strength = 0.5;
-    o->min_tokens = 64;
+    uint32_t min_cells;
+    tq_kvsnap_innerq_defaults(&o->strength, &min_cells); /* what --innerq auto runs with */
+    o->min_tokens = (long)min_cells;
     o->per = "layer";
     const cli_opt own[] = {
         CLI_OPT_CHOICE("--method", &o->method, methods, "--method: '%s' is not qk, kv or fork"),

@@ -31,7 +31,7 @@ void help_encode_kvdump(void)
         "presets (K/V bits of the tq codec, one fp16 norm per head):\n"
         "  lossless  every byte kept (zstd); decode gives the identical file\n"
         "  q8        8 bits for K and V\n"
-        "  balanced  (default) 5-bit K and 3-bit V for heads of 32 or less, 4 and 3 above;\n"
+        "  balanced  (default) 5-bit K and 4-bit V for heads of 32 or less, 4 and 3 above;\n"
         "            K transform-coded at 2.75 where it pays; with --model, cells past a\n"
         "            sliding window at 2 bits, the rest one finer\n"
         "  small     3 and 3; K transform-coded at 2 and V at 2.1 (its rows at unit norm) where\n"

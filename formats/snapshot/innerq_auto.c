@@ -6,14 +6,11 @@
  * without QK-norm get none. */
 #include "innerq_derive.h"
 #include "kv_plan.h"
+#include "kv_presets.h"
 
 #include <stdint.h>
 #include <string.h>
 
-/* the calibration auto runs: calibrate-innerq's defaults with --model */
-static const tq_innerq_derive_options auto_derive = {
-    .k_method = TQ_INNERQ_QK, .v_method = TQ_INNERQ_V_OFF, .strength = 0.5};
-enum { AUTO_MIN_CELLS = 64 }; /* calibrate-innerq's --min-tokens default */
 
 /* A quantized K read as stored where tq_kvsnap_find_rotation did not find
  * (or was not asked to find) llama.cpp's Hadamard rotation: its channels may
@@ -62,10 +59,16 @@ tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsna
     for (uint32_t l = 0; !rc && l < tq_innerq_stats_layers(st); l++)
         if (tq_innerq_stats_cells(st, l) < fewest) fewest = tq_innerq_stats_cells(st, l);
     char how[128];
-    if (!rc && (tq_innerq_stats_layers(st) != am.n_layer || fewest < AUTO_MIN_CELLS)) {
+    /* calibrate-innerq's rule with --model, at the preset's strength (kv_presets.c is, ic) */
+    const tq_kv_preset_row *row = tq_kv_preset_row_of(o->preset);
+    tq_innerq_derive_options derive = {.k_method = TQ_INNERQ_QK,
+                                       .v_method = TQ_INNERQ_V_OFF,
+                                       .strength = row->innerq_strength / 100.0};
+    if (!rc && (tq_innerq_stats_layers(st) != am.n_layer ||
+                fewest < (uint64_t)row->innerq_cells)) {
         *why = "off (too few cells to calibrate on)";
     } else if (!rc) {
-        rc = tq_innerq_derive(ctx, &auto_derive, o->model, &am, st, set, how, sizeof how);
+        rc = tq_innerq_derive(ctx, &derive, o->model, &am, st, set, how, sizeof how);
         if (!rc) *why = "Q-aware scales from this state and the model's QK-norm gains";
     }
     tq_innerq_stats_free(st);

@@ -2,6 +2,8 @@
  * snapshot, made before any byte is coded, so that a dry run, an encode and
  * an appended encode cannot disagree. */
 #include "kv_plan.h"
+#include "kv_plan_parts.h"
+#include "kv_presets.h"
 #include "arch.h"
 #include "kv_klt.h"
 #include "kv_layers.h"
@@ -14,262 +16,31 @@
 #include <string.h>
 #include <xxhash.h>
 
-#define CHUNK_TARGET (256u << 10) /* source bytes per chunk */
-/* transform-coded rows per chunk: each component's indices are a run of
- * this many bytes, and zstd's blocks hold a few components each */
-#define KLT_CHUNK_ROWS 4096u
-/* transform-coded chunks of at least this many rows hold rANS streams: a model's 10-20
- * bytes a component then cost 0.1-0.15 bits a value at most, less than zstd's byte-wise
- * coding loses (tests/bench/results/kv_vs_zstd.md) */
-#define KLT_RANS_MIN_ROWS 1024u
-
-/* The presets: every default of a snapshot, one row each.
- *   k, v      tq codec bits of K and V (lossless: reported, unused: every
- *             byte is kept)
- *   k_small   K's bits at heads of 32 or less: the fp16 norm per head costs
- *             16/g bits a value, so small heads get K one bit more
- *   v_small   V's bits there (balanced: 4, where larger heads take 3: stories260K's
- *             heads of 8 restored at KL 0.0048 with V at 3 bits, 0.0023 at 4;
- *             tests/oracle/kv_roundtrip_llama.py)
- *   sink      first cells of each coded K and V kept exact (attention sinks; on
- *             Gemma 3 270M one sink cell lowered K's KL, on SmolLM2 V's: the sink's V is
- *             far shorter than the rest; see tq-encode-kvdump(1))
- *   k_offset  TQ_KOFF_*: rope (K's pre-RoPE mean turned by each cell's
- *             position, the mean without a model) lowered KL over 22 windows
- *   cells     TQ_CELLS_*: auto = uniform cells at 3 bits in groups >= 64
- *             (fewer bits at the same KL, faster than 3-bit planes)
- *   zstd      chunk level: f16 K/V barely compresses; level 1 keeps most of
- *             the gain at 3x the speed of level 3
- *   tc        TQ_TC_*: transform coding (kv_klt.h) where it takes fewer bits
- *   k_less    its bits per K value: K's tq bits less this many hundredths
- *             (balanced: 2.75 with V at 3 bits kept SmolLM2 at 7K tokens within
- *             1.12x the floor in 2.94 bits, where V at 4 bits spent 3.66;
- *             tests/bench/results/kv_long_smollm2.md)
- *   v_less    the same for V, its rows at unit norm with their gains; 0: V keeps the
- *             tq codec (small: V at 2.1 kept SmolLM2 at 7K tokens under 2.2 bits a value
- *             within 2.5x the floor, where 2.0 passed 2.5x on `code`; balanced keeps the
- *             blocks, the faster to code: tests/bench/results/kv_long_smollm2.md)
- *   past      bits of the cells a sliding-window layer no longer attends to (older
- *             than its window before the newest cell; 0: as the others): a resumed
- *             session never reads them (a rewound one reads the newest of them)
- *   lift      bits added to K and V of every other cell where a state has such
- *             cells.  Gemma 3 270M, 1200 tokens (58% of the cells past the window)
- *             and 24,576 tokens (80%), bits per value at KL / floor:
- *               balanced before   3.83-3.84 at 1.49-1.74x   3.60 at 0.96x
- *               past 3, K lift 1  3.59-3.60 at 1.18-1.31x   2.98 at 0.85x
- *               past 2, lift 1    3.44-3.45 at 1.04-1.11x   2.42-2.43 at 0.86-1.11x
- *               small before      2.68-2.69 at 1.99-2.96x   2.63 at 1.87x
- *               past 1, K lift 1  2.25-2.26 at 1.99-2.96x   1.50 at 1.29x
- *               past 1, lift 1    2.52 at 1.49-1.74x        1.51-1.52 at 1.36-1.51x
- *             (python3 tests/bench/kv_long.py; the 1200-token windows of
- *             tests/oracle/kv_gemma.py) */
-typedef struct tq_kv_preset_row {
-    const char *name;
-    int k, v, k_small, v_small, sink, k_offset, cells, zstd, tc, k_less, v_less, past, lift;
-} tq_kv_preset_row;
-
-static const tq_kv_preset_row preset_table[] = {
-    /* name  k  v  k_small v_small sink k_offset cells zstd tc k_less v_less past lift */
-    [TQ_KV_PRESET_BALANCED] = {"balanced", 4, 3, 5, 4, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1,
-                               TQ_TC_AUTO, 125, 0, 2, 1},
-    [TQ_KV_PRESET_LOSSLESS] = {"lossless", 4, 4, 4, 4, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1,
-                               TQ_TC_OFF, 0, 0, 0, 0},
-    [TQ_KV_PRESET_Q8] = {"q8", 8, 8, 8, 8, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1, TQ_TC_OFF, 0, 0, 0,
-                         0},
-    [TQ_KV_PRESET_SMALL] = {"small", 3, 3, 3, 3, 1, TQ_KOFF_ROPE, TQ_CELLS_AUTO, 1, TQ_TC_AUTO,
-                            100, 90, 1, 1},
-};
-#define N_PRESETS (sizeof preset_table / sizeof *preset_table)
-
-int tq_kv_preset_parse(const char *name, tq_kv_preset *out)
-{
-    for (size_t i = 0; i < N_PRESETS; i++) {
-        if (!strcmp(name, preset_table[i].name)) {
-            *out = (tq_kv_preset)i;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-const char *tq_kv_preset_name(tq_kv_preset p)
-{
-    if ((unsigned)p >= N_PRESETS) return "?";
-    return preset_table[p].name;
-}
-
-void tq_kvsnap_options_init(tq_kvsnap_options *o)
-{
-    *o = (tq_kvsnap_options){.preset = TQ_KV_PRESET_BALANCED,
-                             .k_bits = TQ_KV_FROM_PRESET,
-                             .v_bits = TQ_KV_FROM_PRESET,
-                             .codec = TQKV_CODEC_TQ,
-                             .sink_cells = TQ_KV_FROM_PRESET,
-                             .k_offset = TQ_KV_FROM_PRESET,
-                             .cells = TQ_KV_FROM_PRESET,
-                             .transform = TQ_KV_FROM_PRESET,
-                             .k_rate = -1,
-                             .v_rate = -1,
-                             .past_bits = TQ_KV_FROM_PRESET,
-                             .zstd_level = TQ_KV_FROM_PRESET};
-}
-
-static int bits_in(int b, int lo, int hi) { return b == TQ_KV_FROM_PRESET || (b >= lo && b <= hi); }
-
-tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
-{
-    if ((unsigned)o->preset >= N_PRESETS)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown preset %d", (int)o->preset);
-    int lossless = o->preset == TQ_KV_PRESET_LOSSLESS;
-    int given = o->innerq_file || o->innerq_path; /* scales the user gave */
-    if (given && o->model && o->model->innerq_folded)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
-                                "the model has InnerQ scales folded in already: its states need "
-                                "no --innerq");
-    if (given && o->innerq_off)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "InnerQ scales given and turned off");
-    if (given && (o->codec == TQKV_CODEC_ANGLE || o->codec == TQKV_CODEC_PROD))
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
-                                "--innerq scales what tq's codec codes: not with "
-                                "--codec %s",
-                                o->codec == TQKV_CODEC_ANGLE ? "angle" : "prod");
-    if (given && o->codec == TQKV_CODEC_TURBO)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
-                                "--innerq scales what tq's codec codes: not with --turbo");
-    if (given && lossless)
-        return tq_ctx_set_error(
-            ctx, TQ_ERR_ARG, "--innerq scales what tq's codec codes: not with --preset lossless");
-    if (!bits_in(o->past_bits, 0, 8))
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "--past-bits must be 0..8 (0: as the others)");
-    if (o->past_bits > 0 && lossless)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
-                                "--past-bits codes cells coarser: not with --preset lossless");
-    if (o->codec == TQKV_CODEC_TURBO && (!bits_in(o->k_bits, 2, 4) || !bits_in(o->v_bits, 2, 4)))
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
-                                "--turbo codes with the fork's turbo2/3/4 "
-                                "blocks: bits must be 2..4 (give --k-bits/--v-bits)");
-    return TQ_OK;
-}
-
-/* The options with every default taken from the preset's row. */
-static void resolve(const tq_kvsnap_options *o, tq_kvsnap_options *r)
-{
-    const tq_kv_preset_row *row = &preset_table[o->preset];
-    *r = *o;
-    if (r->sink_cells == TQ_KV_FROM_PRESET) r->sink_cells = row->sink;
-    if (r->k_offset == TQ_KV_FROM_PRESET) r->k_offset = row->k_offset;
-    if (r->cells == TQ_KV_FROM_PRESET) r->cells = row->cells;
-    if (r->zstd_level == TQ_KV_FROM_PRESET) r->zstd_level = row->zstd;
-    if (r->transform == TQ_KV_FROM_PRESET) r->transform = row->tc;
-    if (r->past_bits == TQ_KV_FROM_PRESET) r->past_bits = row->past;
-    if (r->codec != TQKV_CODEC_TQ && r->codec != TQKV_CODEC_RAW) r->transform = TQ_TC_OFF;
-    if (r->codec == TQKV_CODEC_RAW) r->codec = TQKV_CODEC_TQ; /* zero-initialized options: tq's */
-}
-
-/* The transform's bits per value for K or V of tensors whose tq codec has
- * `bits`: the user's, else the preset's (0: not transformed). */
-static double tc_rate(const tq_kvsnap_options *o, int is_v, int bits)
-{
-    const tq_kv_preset_row *row = &preset_table[o->preset];
-    double given = is_v ? o->v_rate : o->k_rate;
-    int less = is_v ? row->v_less : row->k_less;
-    if (given >= 0) return given;
-    return less ? bits - less / 100.0 : 0.0;
-}
-
 int tq_kvsnap_k_transformed(const tq_kvsnap_options *given, const tq_kv_view *v)
 {
     tq_kvsnap_options o;
-    resolve(given, &o);
+    tq_kvsnap_resolve(given, &o);
     if (o.transform == TQ_TC_OFF || o.base || o.preset == TQ_KV_PRESET_LOSSLESS ||
         o.codec != TQKV_CODEC_TQ || (o.transform == TQ_TC_AUTO && o.innerq_file))
         return 0;
     tq_head_source from;
     uint32_t d = tq_kv_head_size(o.head_dim, o.model, tq_kv_view_head_dim(v), tq_kv_view_arch(v),
                                  &from);
-    const tq_kv_preset_row *row = &preset_table[o.preset];
-    int k = d && d <= 32 ? row->k_small : row->k;
+    const tq_kv_preset_row *row = tq_kv_preset_row_of(o.preset);
+    int k = d && d <= (uint32_t)row->small_head ? row->k_bits_small : row->k_bits;
     if (o.k_bits > 0) k = o.k_bits;
-    double rate = tc_rate(&o, 0, k);
+    double rate = tq_kvsnap_transform_rate(&o, 0, k);
     if (rate <= 0) return 0;
     if (o.transform == TQ_TC_ON) return 1;
     for (uint32_t i = 0; i < tq_kv_view_n_kv(v); i++)
         for (uint32_t j = 0; j < tq_kv_view_kv(v, i)->n_stream; j++) {
             uint32_t c = tq_kv_view_kv(v, i)->streams[j].cell_count;
             /* the plan's rule with the most a basis can cost: all d components */
-            if (c && (c <= (uint32_t)o.sink_cells + 16 || !d || d % 8 ||
+            if (c && (c <= (uint32_t)(o.sink_cells + row->transform_cells) || !d || d % 8 ||
                       rate + 16.0 * d / (c - o.sink_cells) >= k + 16.0 / d))
                 return 0;
         }
     return 1;
-}
-
-/* ------------------------------------------------------------ one description */
-
-typedef struct describe_words {
-    const char *open, *sep, *close; /* around the block's parameters */
-    const char *kept, *turbo_note;  /* raw rows; after turbo's bits */
-    const char *attr;               /* before each attribute of a tq block */
-    int planes;                     /* name the planes too */
-} describe_words;
-
-static const describe_words describe_styles[] = {
-    /*                      open sep  close kept              turbo_note       attr planes */
-    [TQ_DESCRIBE_PLAN] = {"(", ",", ")", "kept", "", "+", 0},
-    [TQ_DESCRIBE_TABLE] = {" ", " ", "", "raw (lossless)", " (fork blocks)", " ", 1},
-};
-
-const char *tq_kvsnap_describe(const tqkv_record *t, tq_describe_style style, char *b, size_t n)
-{
-    const describe_words *w = &describe_styles[style];
-    const char *sep = w->sep;
-    if (t->codec == TQKV_CODEC_RAW) {
-        snprintf(b, n, "%s", w->kept);
-    } else if (t->codec == TQKV_CODEC_TURBO) {
-        snprintf(b, n, "turbo%u%s", t->bits, w->turbo_note);
-    } else if (t->codec == TQKV_CODEC_ANGLE) {
-        snprintf(b, n, "angle%sg=%u%sA=%u%sr=%u%s", w->open, t->group, sep, 1u << t->bits, sep,
-                 t->radius_bits, w->close);
-    } else if (t->codec == TQKV_CODEC_PROD) {
-        snprintf(b, n, "prod%sg=%u%sb=%u%s", w->open, t->group, sep, t->bits, w->close);
-    } else if (t->codec == TQKV_CODEC_KLT) { /* m: the heads' mean component count */
-        uint64_t nh = t->width / t->group;
-        const char *a = w->attr;
-        char rate[32] = ""; /* as planned: the rate measured and where the basis comes from */
-        if (t->klt_rate > 0) snprintf(rate, sizeof rate, "%s%.2fb%sstate", sep, t->klt_rate, sep);
-        snprintf(b, n, "klt%sg=%u%sm=%llu%s%s%s%s%s%s%s%s", w->open, t->group, sep,
-                 (unsigned long long)((tqkv_klt_components(t) + nh / 2) / nh), rate, w->close,
-                 t->sink_rows ? a : "", t->sink_rows ? "sink" : "", t->rope_pos ? a : "",
-                 t->rope_pos ? "pre-rope" : "", t->klt_gain ? a : "", t->klt_gain ? "gains" : "");
-    } else {
-        const char *offset = "";
-        if (t->rope_pos)
-            offset = "rope-offset";
-        else if (t->offset)
-            offset = "offset";
-        /* in the plan's style the cells' kind is a parameter, the rest attributes */
-        const char *a = w->attr;
-        int pl = w->planes && t->planes;
-        snprintf(b, n, "tq%sg=%u%sb=%u%s%s%s%s%s%s%s%s%s%s%s%s%s", w->open, t->group, sep, t->bits,
-                 t->norm_correction ? sep : "", t->norm_correction ? "nc" : "",
-                 t->uniform ? sep : "", t->uniform ? "uniform" : "", w->close, t->innerq ? a : "",
-                 t->innerq ? "innerq" : "", t->sink_rows ? a : "", t->sink_rows ? "sink" : "",
-                 *offset ? a : "", offset, pl ? a : "", pl ? "planes" : "");
-    }
-    if (t->coarse_end && t->codec == TQKV_CODEC_KLT) {
-        size_t used = strlen(b);
-        snprintf(b + used, n - used, "%spast(<%u,step x%g)", w->attr, t->coarse_end,
-                 (double)t->coarse_scale);
-    } else if (t->coarse_end) {
-        size_t used = strlen(b);
-        snprintf(b + used, n - used, "%spast(<%u,b=%u%s)", w->attr, t->coarse_end,
-                 t->coarse_bits, t->coarse_uniform ? ",uniform" : "");
-    }
-    if (t->hadamard && t->codec != TQKV_CODEC_RAW) { /* coded in the model's channels */
-        size_t used = strlen(b);
-        snprintf(b + used, n - used, "%sunrotated(%u)", w->attr, t->hadamard);
-    }
-    return b;
 }
 
 /* ------------------------------------------------------------ models */
@@ -293,16 +64,6 @@ tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_model 
 
 /* ------------------------------------------------------------ the view's tensors */
 
-typedef struct src_tensor {
-    const tq_kv_tensor *kt;
-    uint32_t cells, kv_state, stream, layer, n_layer;
-    int is_v;
-    /* the model layer (iSWA states hold interleaved subsets) and the model's
-     * layer count: what boundary layers and per-layer scales count in */
-    uint32_t model_layer, n_model;
-    int mapped; /* model_layer is known from a split of two caches: recorded */
-    uint32_t past_rows; /* rows before the first one within the sliding window (0: none) */
-} src_tensor;
 
 static int cmp_off(const void *a, const void *b)
 {
@@ -381,13 +142,13 @@ static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_options *o, const src_
 static void tq_block_coding(const tq_kvsnap_options *o, int b, uint32_t g, uint8_t *bits,
                             uint8_t *uniform, uint8_t *nc)
 {
+    const tq_kv_preset_row *row = tq_kv_preset_row_of(o->preset);
     *bits = (uint8_t)b;
     *uniform = 0;
-    *nc = b >= 3; /* matched norms cost quality at 1-2 bits */
-    /* auto: where measured to pay: 3 bits (4-bit fields, fast) in groups of 64 or more (heads
-       of 8 lost: 10% more error with norm correction, and norms between nibbles cost zstd more
-       than the cells save) */
-    int u = o->cells == TQ_CELLS_UNIFORM || (o->cells == TQ_CELLS_AUTO && b == 3 && g >= 64);
+    *nc = b >= row->matched_norm_bits; /* matched norms cost quality at fewer bits */
+    /* auto: where measured to pay (kv_presets.c: ub, ug) */
+    int auto_u = b == row->uniform_bits && g >= (uint32_t)row->uniform_group;
+    int u = o->cells == TQ_CELLS_UNIFORM || (o->cells == TQ_CELLS_AUTO && auto_u);
     if (u && o->codec == TQKV_CODEC_TQ && b < 8) { /* b bits' distortion from uniform cells */
         *uniform = 1;                                /* one bit wider */
         *bits = (uint8_t)(b + 1);
@@ -432,7 +193,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
         int boundary = (int)s->model_layer < o->boundary_layers ||
                        (int)s->model_layer >= (int)s->n_model - o->boundary_layers;
         int b = s->is_v ? p->v_bits : p->k_bits;
-        if (boundary) b = 8;
+        if (boundary) b = tq_kv_preset_row_of(o->preset)->boundary_bits;
         t->codec = TQKV_CODEC_TQ;
         t->group = g;
         t->seed = TQ_SEED_FORK;
@@ -478,281 +239,14 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
                                 "verbatim (a chunk holds at most 1 GiB); use a lossy preset",
                                 t->layer);
     uint64_t rs = kt->row_size ? kt->row_size : 1;
-    t->rows_per_chunk = (uint32_t)(rs >= CHUNK_TARGET ? 1 : CHUNK_TARGET / rs);
+    uint64_t chunk_bytes = (uint64_t)tq_kv_preset_row_of(o->preset)->chunk_kib << 10;
+    t->rows_per_chunk = (uint32_t)(rs >= chunk_bytes ? 1 : chunk_bytes / rs);
     if (t->codec == TQKV_CODEC_RAW && t->transposed) t->rows_per_chunk = t->cells; /* one piece */
     if (t->rows_per_chunk > t->cells) t->rows_per_chunk = t->cells;
     return TQ_OK;
 }
 
-/* Does base describe the same K/V tensors, with its cells a prefix of t's? */
-static int same_tensor(const tqkv_record *a, const tqkv_record *b)
-{
-    return a->kv_state == b->kv_state && a->stream == b->stream && a->layer == b->layer &&
-           a->is_v == b->is_v && a->transposed == b->transposed && a->width == b->width &&
-           a->type_id == b->type_id && a->cells <= b->cells;
-}
-
-/* t takes the base's transforms (codec KLT). */
-static tq_status copy_klt(tq_ctx *ctx, tqkv_record *t, const tqkv_record *bt)
-{
-    if (!bt->klt) return TQ_OK;
-    uint64_t nh = t->width / t->group;
-    if (!(t->klt = calloc(nh, sizeof *t->klt)))
-        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    for (uint64_t h = 0; h < nh; h++) {
-        size_t nv = (size_t)bt->klt[h].m * t->group;
-        t->klt[h] = bt->klt[h];
-        if (!(t->klt[h].basis = malloc((nv ? nv : 1) * sizeof(float))))
-            return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-        memcpy(t->klt[h].basis, bt->klt[h].basis, nv * sizeof(float));
-    }
-    return TQ_OK;
-}
-
-/* --append: the rows in the base decode as they would in a full encode only
- * with the base's codec, so the base decides every tensor's coding. */
-static tq_status adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,
-                            const char *base_name)
-{
-    const tqkv_meta *b = tqkv_meta_of(base);
-    if (b->base_id)
-        return tq_ctx_set_error(
-            ctx, TQ_ERR_UNSUPPORTED,
-            "the base is itself an appended snapshot (chains are not supported)");
-    if (b->source_kind != m->source_kind || strcmp(b->profile, m->profile) ||
-        b->n_tensors != m->n_tensors)
-        return tq_ctx_set_error(
-            ctx, TQ_ERR_ARG,
-            "the base snapshot is of another kind of state (file kind, profile or "
-            "tensors differ)");
-    if (b->n_tokens > m->n_tokens || memcmp(b->tokens, m->tokens, 4ull * b->n_tokens))
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
-                                "the base's %u tokens are not a prefix of this state's %u tokens",
-                                b->n_tokens, m->n_tokens);
-    if (b->has_fingerprint != m->has_fingerprint || b->fingerprint != m->fingerprint)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the base was made for another model");
-    for (uint32_t i = 0; i < m->n_tensors; i++) {
-        tqkv_record *t = &m->t[i];
-        const tqkv_record *bt = &b->t[i];
-        if (!same_tensor(bt, t))
-            return tq_ctx_set_error(ctx, TQ_ERR_ARG,
-                                    "layer %u %s: the base's tensor does not match this state's",
-                                    t->layer, t->is_v ? "V" : "K");
-        if (t->hadamard != bt->hadamard) /* rows are read through the view's rotation */
-            return tq_ctx_set_error(ctx, TQ_ERR_ARG,
-                                    "layer %u %s: the base took the source's rotation in blocks of "
-                                    "%u, this state in blocks of %u",
-                                    t->layer, t->is_v ? "V" : "K", bt->hadamard, t->hadamard);
-        t->codec = bt->codec;
-        t->bits = bt->bits;
-        t->norm_correction = bt->norm_correction;
-        t->group = bt->group;
-        t->seed = bt->seed;
-        t->rows_per_chunk = bt->rows_per_chunk;
-        t->sink_rows = bt->sink_rows; /* in the base's chunks */
-        t->planes = bt->planes;
-        t->uniform = bt->uniform;
-        t->klt_rans = bt->klt_rans;
-        t->klt_gain = bt->klt_gain;
-        t->klt_basis8 = bt->klt_basis8;
-        /* the base's coarse coding, for this state's past rows (none where the base has none) */
-        t->coarse_bits = bt->coarse_bits;
-        t->coarse_uniform = bt->coarse_uniform;
-        t->coarse_nc = bt->coarse_nc;
-        t->coarse_planes = bt->coarse_planes;
-        t->coarse_scale = bt->coarse_scale;
-        t->row_start = t->codec == TQKV_CODEC_RAW && t->transposed ? 0 : bt->cells;
-        if (!bt->coarse_end || t->coarse_end <= t->row_start) t->coarse_end = 0;
-        free(t->innerq); /* the base's scales, as for its codec */
-        t->innerq = NULL;
-        if (bt->innerq) {
-            if (!(t->innerq = malloc(4ull * bt->innerq_n)))
-                return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-            memcpy(t->innerq, bt->innerq, 4ull * bt->innerq_n);
-            t->innerq_n = bt->innerq_n;
-        }
-        tq_status kst = copy_klt(ctx, t, bt);
-        if (kst) return kst;
-        free(t->offset); /* and its offsets */
-        t->offset = NULL;
-        if (bt->offset) {
-            if (!(t->offset = malloc(4ull * bt->width)))
-                return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-            memcpy(t->offset, bt->offset, 4ull * bt->width);
-        }
-    }
-    const char *slash = strrchr(base_name, '/');
-    m->base_name = strdup(slash ? slash + 1 : base_name);
-    if (!m->base_name) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    m->base_id = tqkv_file_id(base);
-    return TQ_OK;
-}
-
-/* --append onto a base with pre-RoPE offsets: the base's rotation, and the
- * positions of this state's cells, which must place the base's cells where
- * the base had them (its rows decode with these positions). */
-static tq_status adopt_base_rope(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,
-                                 const tq_kv_view *v, const src_tensor *src)
-{
-    const tqkv_meta *b = tqkv_meta_of(base);
-    for (uint32_t i = 0; i < m->n_tensors; i++) {
-        tqkv_record *t = &m->t[i];
-        const tqkv_record *bt = &b->t[i];
-        if (!bt->rope_pos) continue;
-        if (!(t->rope_pos = malloc(4ull * t->cells)))
-            return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-        tq_kv_stream_positions(v, &tq_kv_view_kv(v, src[i].kv_state)->streams[src[i].stream],
-                               t->rope_pos);
-        t->rope = bt->rope;
-        if (memcmp(t->rope_pos, bt->rope_pos, 4ull * bt->cells))
-            return tq_ctx_set_error(
-                ctx, TQ_ERR_ARG,
-                "layer %u K: the base's cells are at other positions in this state", t->layer);
-    }
-    return TQ_OK;
-}
-
 /* ------------------------------------------------------------ the plan */
-
-/* K's offset over the coded cells (past the sinks): a part every cell
- * would otherwise code again (real K caches carry one: 14-71% of K's energy
- * in Gemma 3 270M's layers as a plain mean).  Two forms, the one that leaves
- * less energy (InnerQ-scaled, as the codec sees it) wins:
- * - the per-channel mean of the rows (post-RoPE), in the scaled domain;
- * - RoPE-aware: b = the mean of R(pos)^T k, K's pre-RoPE mean, and each cell
- *   codes k - R(pos) b (where the model's RoPE is known: 1.5-7.5x less energy
- *   than the plain mean leaves in Gemma's sliding-window layers, where RoPE
- *   turns most channels through many periods and averages their mean out).
- * Kept only where it pays, as measured by the KL of restores: where it
- * removes at least OFFSET_SHARE of K's energy (Gaussian K without one gained
- * nothing) and heads are of 64 or more (stories260K's heads of 8 lost). */
-#define OFFSET_SHARE 0.05
-enum { OFFSET_STEP = 256 };
-
-typedef struct offset_sums {
-    double *mean, *pre; /* [width]: sums of scaled rows, of unscaled pre-RoPE rows */
-    double *sq;         /* [width]: sums of squares, per channel (vectorized), then added up */
-    double energy, resid_rope;
-} offset_sums;
-
-static float iq_scale(const tqkv_record *t, uint64_t j)
-{
-    return t->innerq ? t->innerq[j % t->innerq_n] : 1.0f;
-}
-
-/* Pass 1: the sums; rope NULL: the plain mean only.  scale[width]: the InnerQ scales. */
-static tq_status offset_pass1(tq_ctx *ctx, const src_tensor *s, const tqkv_record *t,
-                              const tq_rope *rope, const int32_t *pos, const float *scale,
-                              float *rows, offset_sums *o)
-{
-    tq_status st = TQ_OK;
-    for (uint32_t c0 = t->sink_rows; !st && c0 < t->cells; c0 += OFFSET_STEP) {
-        uint32_t nr = t->cells - c0 < OFFSET_STEP ? t->cells - c0 : OFFSET_STEP;
-        st = tq_kv_tensor_read_rows(ctx, s->kt, t->cells, c0, nr, rows);
-        for (uint32_t r = 0; !st && r < nr; r++) {
-            const float *row = rows + (size_t)r * t->width;
-            for (uint64_t j = 0; j < t->width; j++) {
-                double x = row[j] * scale[j];
-                o->mean[j] += x;
-                o->sq[j] += x * x;
-            }
-        }
-        if (!st && rope) st = tq_rope_unrotate(ctx, rope, rows, nr, t->width, pos + c0);
-        for (uint32_t r = 0; !st && rope && r < nr; r++) /* the channels apart: vectorized */
-            for (uint64_t j = 0; j < t->width; j++) o->pre[j] += rows[(size_t)r * t->width + j];
-    }
-    return st;
-}
-
-/* Pass 2: the energy k - R(pos) b leaves, scaled; from every PASS2_EVERY-th block of rows
- * where there are many (it only chooses between the two forms: the Llama-8B-shaped state's
- * plan with a model spent a third of its time in the two passes), scaled to all of them. */
-enum { PASS2_EVERY = 4, PASS2_ALL_BELOW = 2048 };
-
-static tq_status offset_pass2(tq_ctx *ctx, const src_tensor *s, const tqkv_record *t,
-                              const tq_rope *rope, const int32_t *pos, const float *b,
-                              const float *scale, float *rows, offset_sums *o)
-{
-    tq_status st = TQ_OK;
-    uint32_t every = t->cells - t->sink_rows < PASS2_ALL_BELOW ? 1 : PASS2_EVERY;
-    uint64_t counted = 0;
-    for (uint32_t c0 = t->sink_rows; !st && c0 < t->cells; c0 += every * OFFSET_STEP) {
-        uint32_t nr = t->cells - c0 < OFFSET_STEP ? t->cells - c0 : OFFSET_STEP;
-        counted += nr;
-        st = tq_kv_tensor_read_rows(ctx, s->kt, t->cells, c0, nr, rows);
-        if (!st) st = tq_rope_add(ctx, rope, b, rows, nr, t->width, pos + c0, -1.0f);
-        for (uint32_t r = 0; !st && r < nr; r++) {
-            const float *row = rows + (size_t)r * t->width;
-            for (uint64_t j = 0; j < t->width; j++) {
-                double x = row[j] * scale[j];
-                o->sq[j] += x * x;
-            }
-        }
-    }
-    double all = t->cells - t->sink_rows;
-    for (uint64_t j = 0; !st && every > 1 && j < t->width; j++) o->sq[j] *= all / (double)counted;
-    return st;
-}
-
-/* The per-channel squares added up, and cleared. */
-static double offset_energy(offset_sums *o, uint64_t width)
-{
-    double e = 0;
-    for (uint64_t j = 0; j < width; j++) {
-        e += o->sq[j];
-        o->sq[j] = 0;
-    }
-    return e;
-}
-
-static tq_status plan_offset(tq_ctx *ctx, const src_tensor *s, tqkv_record *t, const tq_rope *rope,
-                             const int32_t *pos)
-{
-    /* o.mean, o.pre: [width] sums; rows: [OFFSET_STEP][width]; b, t->offset: [width] */
-    offset_sums o = {calloc(t->width, sizeof(double)), calloc(t->width, sizeof(double)),
-                     calloc(t->width, sizeof(double)), 0, 0};
-    float *rows = malloc((size_t)OFFSET_STEP * t->width * sizeof *rows);
-    float *b = malloc(t->width * sizeof *b);
-    float *scale = malloc(t->width * sizeof *scale); /* [width]: InnerQ's scale per channel */
-    t->offset = malloc(t->width * sizeof *t->offset);
-    tq_status st = TQ_OK;
-    if (!o.mean || !o.pre || !o.sq || !rows || !b || !scale || !t->offset)
-        st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    for (uint64_t j = 0; !st && j < t->width; j++) scale[j] = iq_scale(t, j);
-    double n = t->cells - t->sink_rows, mean2 = 0;
-    if (!st) st = offset_pass1(ctx, s, t, rope, pos, scale, rows, &o);
-    if (!st) o.energy = offset_energy(&o, t->width);
-    for (uint64_t j = 0; !st && j < t->width; j++) {
-        t->offset[j] = (float)(o.mean[j] / n);
-        b[j] = (float)(o.pre[j] / n);
-        mean2 += (double)t->offset[j] * t->offset[j];
-    }
-    double resid_mean = o.energy - mean2 * n;
-    if (!st && rope) st = offset_pass2(ctx, s, t, rope, pos, b, scale, rows, &o);
-    if (!st && rope) o.resid_rope = offset_energy(&o, t->width);
-    int use_rope = !st && rope && o.resid_rope < resid_mean;
-    if (use_rope && (t->rope_pos = malloc(4ull * t->cells))) {
-        memcpy(t->offset, b, t->width * sizeof *b);
-        memcpy(t->rope_pos, pos, 4ull * t->cells);
-        t->rope = *rope;
-    } else if (use_rope) {
-        st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    }
-    if (st || (use_rope ? o.resid_rope : resid_mean) > (1 - OFFSET_SHARE) * o.energy ||
-        t->group < 64) {
-        free(t->offset);
-        free(t->rope_pos);
-        t->offset = NULL;
-        t->rope_pos = NULL;
-    }
-    free(o.mean);
-    free(o.pre);
-    free(o.sq);
-    free(rows);
-    free(b);
-    free(scale);
-    return st;
-}
 
 /* The RoPE tensor i's K went through, with its cells' positions; NULL where
  * it cannot be told (no model, M-RoPE cells, a RoPE tq does not rebuild). */
@@ -788,7 +282,8 @@ static int transformable(const tq_kvsnap_plan *p, const tq_kvsnap_options *o,
        them transform-coded (2.690 bits), 0.92x with none (2.575 bits) */
     if (o->transform == TQ_TC_AUTO && t->coarse_end) return 0;
     return o->transform != TQ_TC_OFF && t->codec == TQKV_CODEC_TQ && !t->transposed &&
-           t->group % 8 == 0 && rate > 0 && !o->base && t->cells >= t->sink_rows + 16;
+           t->group % 8 == 0 && rate > 0 && !o->base &&
+           t->cells >= t->sink_rows + (uint32_t)tq_kv_preset_row_of(o->preset)->transform_cells;
 }
 
 /* The bits per value tq's codec spends on t: its indices (uniform cells:
@@ -896,15 +391,16 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
     k.seed = 0;
     k.uniform = 0;
     k.planes = 0;
-    /* as few chunks as KLT_CHUNK_ROWS allows, alike in size: a tensor's chunks are coded
-       side by side, and the longest holds up the next tensor */
+    /* as few chunks as the preset's transform rows allow, alike in size: a tensor's chunks
+       are coded side by side, and the longest holds up the next tensor */
     uint32_t coded = k.cells - k.sink_rows;
-    uint32_t n_chunks = (coded + KLT_CHUNK_ROWS - 1) / KLT_CHUNK_ROWS;
+    const tq_kv_preset_row *row = tq_kv_preset_row_of(o->preset);
+    uint32_t n_chunks = (coded + row->transform_rows - 1) / row->transform_rows;
     k.rows_per_chunk = n_chunks > 1 ? (coded + n_chunks - 1) / n_chunks : k.cells;
     k.klt_rate = fit.rate;
     /* each component its own model (lib/rans.c) where chunks are long enough for a model's
        bytes to cost less than zstd's shared Huffman tables lose */
-    k.klt_rans = k.rows_per_chunk >= KLT_RANS_MIN_ROWS;
+    k.klt_rans = k.rows_per_chunk >= (uint32_t)row->rans_rows;
     if (k.coarse_end) { /* a step 2^d times as large: d bits fewer a component that keeps bits */
         k.coarse_scale = ldexpf(1.0f, (t->is_v ? p->v_bits : p->k_bits) - p->past_bits);
         k.coarse_bits = 0;
@@ -937,8 +433,9 @@ static tq_status plan_offsets(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kv_view *
             int taken = 0;
             tq_status st = wc ? TQ_OK : TQ_ERR_NOMEM;
             if (!st && tc) st = plan_transform(wc, p, o, &src[i], t, rope, pos, &taken);
+            const tq_kv_preset_row *row = tq_kv_preset_row_of(o->preset);
             if (!st && !taken && !t->is_v && o->k_offset)
-                st = plan_offset(wc, &src[i], t, rope, pos);
+                st = tq_kvsnap_fit_offset(wc, row, &src[i], t, rope, pos);
             if (st) tq_ctx_keep_first(ctx, &first, i, wc);
             free(pos);
         }
@@ -1046,20 +543,21 @@ static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_t
 {
     int guessed;
     uint32_t g = n ? tq_kv_group_for_width(src[0].kt->width, head_dim, &guessed) : head_dim;
-    const tq_kv_preset_row *row = &preset_table[p->preset];
-    int kb = g && g <= 32 ? row->k_small : row->k;
-    int vb = g && g <= 32 ? row->v_small : row->v;
+    const tq_kv_preset_row *row = tq_kv_preset_row_of(p->preset);
+    int small = g && g <= (uint32_t)row->small_head;
+    int kb = small ? row->k_bits_small : row->k_bits;
+    int vb = small ? row->v_bits_small : row->v_bits;
     int past = 0; /* some tensor has past rows beyond its sinks */
     for (size_t i = 0; i < n; i++) past |= src[i].past_rows > (uint32_t)o->sink_cells;
     p->past_bits = past ? o->past_bits : 0;
     if (p->past_bits) {
-        kb += row->lift;
-        vb += row->lift;
+        kb += row->past_lift;
+        vb += row->past_lift;
     }
     p->k_bits = o->k_bits > 0 ? o->k_bits : kb;
     p->v_bits = o->v_bits > 0 ? o->v_bits : vb;
-    p->k_rate = tc_rate(o, 0, p->k_bits);
-    p->v_rate = tc_rate(o, 1, p->v_bits);
+    p->k_rate = tq_kvsnap_transform_rate(o, 0, p->k_bits);
+    p->v_rate = tq_kvsnap_transform_rate(o, 1, p->v_bits);
 }
 
 /* A head size given (--head-dim) or the model's must cut every row into
@@ -1096,7 +594,7 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     if (cst) return cst;
     tq_kvsnap_plan *p = calloc(1, sizeof *p);
     if (!p) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    resolve(o, &p->resolved);
+    tq_kvsnap_resolve(o, &p->resolved);
     o = &p->resolved;
     p->preset = o->preset;
     tq_head_source from;
@@ -1127,9 +625,9 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     for (size_t i = 0; !st && i < n; i++)
         st = plan_tensor(ctx, p, o, head_dim, &src[i], &p->meta.t[i]);
     if (from_arch && p->group == head_dim && !p->group_guessed) p->group_guessed = 2;
-    if (!st && o->base) st = adopt_base(ctx, &p->meta, o->base, o->base_name);
+    if (!st && o->base) st = tq_kvsnap_adopt_base(ctx, &p->meta, o->base, o->base_name);
     if (!st && o->base)
-        st = adopt_base_rope(ctx, &p->meta, o->base, v, src);
+        st = tq_kvsnap_adopt_base_rope(ctx, &p->meta, o->base, v, src);
     else if (!st && (o->k_offset || o->transform != TQ_TC_OFF))
         st = plan_offsets(ctx, p, v, o, src, n);
     for (size_t i = 0; !st && i < n; i++) p->n_transformed += p->meta.t[i].codec == TQKV_CODEC_KLT;

@@ -164,6 +164,10 @@ void tq_kvsnap_prepared_free(tq_kvsnap_prepared *p);
  * and TurboQuant-prod run on the CPU): one rule for encoding and decoding. */
 int tq_kvsnap_cuda_kernels(const tqkv_meta *m);
 
+/* calibrate-innerq's defaults, which automatic InnerQ runs with: the exponent and the fewest
+ * cells a layer is calibrated on (kv_presets.c). */
+void tq_kvsnap_innerq_defaults(double *strength, uint32_t *min_cells);
+
 /* TQ_OK if the snapshot was made for model g, else why not (TQ_ERR_ARG). */
 tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_model *model,
                                 const char *model_label);

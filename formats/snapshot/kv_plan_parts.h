@@ -1,0 +1,35 @@
+/* kv_plan_parts.h - what kv_plan.c shares with the files it is cut into (not an API):
+ * the source tensors the plan walks, --append's adoption of a base (kv_append.c) and K's
+ * offset fitting (kv_offset.c). */
+#ifndef TQ_KV_PLAN_PARTS_H
+#define TQ_KV_PLAN_PARTS_H
+
+#include "kv_plan.h"
+#include "kv_presets.h"
+
+/* One K or V tensor of the view, as the plan walks them (in the order of the source bytes). */
+typedef struct src_tensor {
+    const tq_kv_tensor *kt;
+    uint32_t cells, kv_state, stream, layer, n_layer;
+    int is_v;
+    /* the model layer (iSWA states hold interleaved subsets) and the model's
+     * layer count: what boundary layers and per-layer scales count in */
+    uint32_t model_layer, n_model;
+    int mapped; /* model_layer is known from a split of two caches: recorded */
+    uint32_t past_rows; /* rows before the first one within the sliding window (0: none) */
+} src_tensor;
+
+/* --append: the base's coding taken over by the tensors of m, which must be the base's with
+ * more cells (its chunks are reused as they are); the base's name recorded. */
+tq_status tq_kvsnap_adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,
+                               const char *base_name);
+/* --append onto a base with pre-RoPE offsets: the base's rotation, and the positions of this
+ * state's cells, which must place the base's cells where the base had them. */
+tq_status tq_kvsnap_adopt_base_rope(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,
+                                    const tq_kv_view *v, const src_tensor *src);
+/* K's offset over t's coded cells (t->offset, with rope its pre-RoPE form and t->rope_pos),
+ * kept only where it pays by the preset's row (kv_offset.c). */
+tq_status tq_kvsnap_fit_offset(tq_ctx *ctx, const tq_kv_preset_row *row, const src_tensor *s,
+                               tqkv_record *t, const tq_rope *rope, const int32_t *pos);
+
+#endif

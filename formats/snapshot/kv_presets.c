@@ -1,0 +1,153 @@
+/* kv_presets.c - the preset table (kv_presets.h) and the options checked against it. */
+#include "kv_presets.h"
+
+#include <string.h>
+
+#define KR TQ_KOFF_ROPE
+#define CA TQ_CELLS_AUTO
+#define TA TQ_TC_AUTO
+#define T0 TQ_TC_OFF
+
+/* One row a preset; the figures behind each value: tests/bench/results/kv_presets.md.
+ *   k v    tq codec bits of K and V (lossless: reported, unused: every byte is kept)
+ *   ks vs  K's and V's bits at heads of `sh` values or fewer (an fp16 norm a head costs 16/g)
+ *   sh     the largest head that takes ks and vs
+ *   bb     bits of the first and last --boundary-layers layers
+ *   sk     first cells of each coded K and V kept exact (attention sinks)
+ *   ko     TQ_KOFF_*: the offset K loses before coding (KR: K's pre-RoPE mean, turned)
+ *   os     hundredths of K's energy an offset must remove to be kept
+ *   oh     the smallest head that takes an offset
+ *   ce     TQ_CELLS_*: Lloyd-Max or uniform cells (CA: uniform at ub bits in groups >= ug)
+ *   ub ug  where auto takes uniform cells: at ub bits, in groups of ug values or more
+ *   nb     block norms matched to the cells (norm correction) from nb bits
+ *   zs     the chunks' zstd level
+ *   ck     KiB of source rows a block-coded chunk holds
+ *   tc     TQ_TC_*: transform coding (kv_klt.h) where it takes fewer bits at tq's error
+ *   kc vc  the transform's bits a K / V value: the tq bits less kc / vc hundredths (vc 0: V
+ *          keeps the blocks)
+ *   tr     transform-coded rows a chunk holds at most (chunks alike in size)
+ *   rr     transform-coded chunks of rr rows or more hold rANS streams (else zstd's bytes)
+ *   tm     the fewest coded cells a transform is fitted on
+ *   pb     bits of the cells a sliding-window layer no longer attends to (0: as the others)
+ *   pl     bits added to K and V of the other cells where a state has such cells
+ *   is     automatic InnerQ (and calibrate-innerq's default): the exponent, in hundredths
+ *   ic     automatic InnerQ: the fewest cells a layer is calibrated on */
+/* clang-format off */
+static const tq_kv_preset_row preset_table[] = {
+    /*name      k v ks vs sh bb  sk ko os oh ce ub ug nb zs  ck tc  kc vc   tr   rr tm pb pl is ic*/
+    {"balanced",4,3, 5, 4,32, 8,  1,KR, 5,64,CA, 3,64, 3, 1,256,TA,125, 0,4096,1024,16, 2, 1,50,64},
+    {"lossless",4,4, 4, 4,32, 8,  1,KR, 5,64,CA, 3,64, 3, 1,256,T0,  0, 0,4096,1024,16, 0, 0,50,64},
+    {"q8",      8,8, 8, 8,32, 8,  1,KR, 5,64,CA, 3,64, 3, 1,256,T0,  0, 0,4096,1024,16, 0, 0,50,64},
+    {"small",   3,3, 3, 3,32, 8,  1,KR, 5,64,CA, 3,64, 3, 1,256,TA,100,90,4096,1024,16, 1, 1,50,64},
+};
+/* clang-format on */
+#undef KR
+#undef CA
+#undef TA
+#undef T0
+#define N_PRESETS (sizeof preset_table / sizeof *preset_table)
+
+const tq_kv_preset_row *tq_kv_preset_row_of(tq_kv_preset p)
+{
+    return (unsigned)p < N_PRESETS ? &preset_table[p] : &preset_table[TQ_KV_PRESET_BALANCED];
+}
+
+int tq_kv_preset_parse(const char *name, tq_kv_preset *out)
+{
+    for (size_t i = 0; i < N_PRESETS; i++) {
+        if (!strcmp(name, preset_table[i].name)) {
+            *out = (tq_kv_preset)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *tq_kv_preset_name(tq_kv_preset p)
+{
+    if ((unsigned)p >= N_PRESETS) return "?";
+    return preset_table[p].name;
+}
+
+void tq_kvsnap_options_init(tq_kvsnap_options *o)
+{
+    *o = (tq_kvsnap_options){.preset = TQ_KV_PRESET_BALANCED,
+                             .k_bits = TQ_KV_FROM_PRESET,
+                             .v_bits = TQ_KV_FROM_PRESET,
+                             .codec = TQKV_CODEC_TQ,
+                             .sink_cells = TQ_KV_FROM_PRESET,
+                             .k_offset = TQ_KV_FROM_PRESET,
+                             .cells = TQ_KV_FROM_PRESET,
+                             .transform = TQ_KV_FROM_PRESET,
+                             .k_rate = -1,
+                             .v_rate = -1,
+                             .past_bits = TQ_KV_FROM_PRESET,
+                             .zstd_level = TQ_KV_FROM_PRESET};
+}
+
+static int bits_in(int b, int lo, int hi) { return b == TQ_KV_FROM_PRESET || (b >= lo && b <= hi); }
+
+tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
+{
+    if ((unsigned)o->preset >= N_PRESETS)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown preset %d", (int)o->preset);
+    int lossless = o->preset == TQ_KV_PRESET_LOSSLESS;
+    int given = o->innerq_file || o->innerq_path; /* scales the user gave */
+    if (given && o->model && o->model->innerq_folded)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "the model has InnerQ scales folded in already: its states need "
+                                "no --innerq");
+    if (given && o->innerq_off)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "InnerQ scales given and turned off");
+    if (given && (o->codec == TQKV_CODEC_ANGLE || o->codec == TQKV_CODEC_PROD))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "--innerq scales what tq's codec codes: not with "
+                                "--codec %s",
+                                o->codec == TQKV_CODEC_ANGLE ? "angle" : "prod");
+    if (given && o->codec == TQKV_CODEC_TURBO)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "--innerq scales what tq's codec codes: not with --turbo");
+    if (given && lossless)
+        return tq_ctx_set_error(
+            ctx, TQ_ERR_ARG, "--innerq scales what tq's codec codes: not with --preset lossless");
+    if (!bits_in(o->past_bits, 0, 8))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "--past-bits must be 0..8 (0: as the others)");
+    if (o->past_bits > 0 && lossless)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "--past-bits codes cells coarser: not with --preset lossless");
+    if (o->codec == TQKV_CODEC_TURBO && (!bits_in(o->k_bits, 2, 4) || !bits_in(o->v_bits, 2, 4)))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "--turbo codes with the fork's turbo2/3/4 "
+                                "blocks: bits must be 2..4 (give --k-bits/--v-bits)");
+    return TQ_OK;
+}
+
+void tq_kvsnap_resolve(const tq_kvsnap_options *o, tq_kvsnap_options *r)
+{
+    const tq_kv_preset_row *row = tq_kv_preset_row_of(o->preset);
+    *r = *o;
+    if (r->sink_cells == TQ_KV_FROM_PRESET) r->sink_cells = row->sink_cells;
+    if (r->k_offset == TQ_KV_FROM_PRESET) r->k_offset = row->k_offset;
+    if (r->cells == TQ_KV_FROM_PRESET) r->cells = row->cells;
+    if (r->zstd_level == TQ_KV_FROM_PRESET) r->zstd_level = row->zstd_level;
+    if (r->transform == TQ_KV_FROM_PRESET) r->transform = row->transform;
+    if (r->past_bits == TQ_KV_FROM_PRESET) r->past_bits = row->past_bits;
+    if (r->codec != TQKV_CODEC_TQ && r->codec != TQKV_CODEC_RAW) r->transform = TQ_TC_OFF;
+    if (r->codec == TQKV_CODEC_RAW) r->codec = TQKV_CODEC_TQ; /* zero-initialized options: tq's */
+}
+
+double tq_kvsnap_transform_rate(const tq_kvsnap_options *o, int is_v, int bits)
+{
+    const tq_kv_preset_row *row = tq_kv_preset_row_of(o->preset);
+    double given = is_v ? o->v_rate : o->k_rate;
+    int cut = is_v ? row->v_rate_cut : row->k_rate_cut;
+    if (given >= 0) return given;
+    return cut ? bits - cut / 100.0 : 0.0;
+}
+
+void tq_kvsnap_innerq_defaults(double *strength, uint32_t *min_cells)
+{
+    const tq_kv_preset_row *row = tq_kv_preset_row_of(TQ_KV_PRESET_BALANCED);
+    *strength = row->innerq_strength / 100.0;
+    *min_cells = (uint32_t)row->innerq_cells;
+}
