@@ -675,13 +675,12 @@ static uint64_t expected_raw(tq_ctx *ctx, const tqkv_record *t, uint32_t row0, u
     if (t->codec == TQKV_CODEC_KLT) /* at least a byte an index, and a gain (kv_klt.h) */
         return (tqkv_klt_components(t) + (t->klt_gain ? t->width / t->group : 0)) * nrows;
     tq_codec_desc d;
-    tq_codec *c;
-    if (tqkv_codec_desc(t, &d) || tq_codec_new(ctx, &d, &c)) {
+    size_t bv, bytes;
+    if (tqkv_codec_desc(t, &d) || tq_codec_desc_sizes(ctx, &d, &bv, &bytes)) {
         *ok = 0;
         return 0;
     }
-    uint64_t bb = tq_codec_block_bytes(c), per_row, all;
-    tq_codec_free(c);
+    uint64_t bb = bytes, per_row, all;
     if (__builtin_mul_overflow(t->width / t->group, bb, &per_row) ||
         __builtin_mul_overflow(per_row, (uint64_t)nrows, &all)) {
         *ok = 0;

@@ -20,119 +20,150 @@ static tq_status fix_fork(tq_ctx *ctx, const tq_codec_desc *d, const char *name)
     return TQ_OK;
 }
 
-tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
+/* What a descriptor makes, before any table is built: the layout, the block's size, the
+ * parameters of the KV kernels and the codebook kind. */
+typedef struct codec_shape {
+    tq_layout layout;
+    size_t block_values, block_bytes;
+    uint32_t g, bits, norm_correction;
+    tq_codebook_kind cbk;
+    char name[48];
+} codec_shape;
+
+static int group_ok(uint32_t g) { return tq_is_pow2(g) && g >= 8 && g <= 512; }
+
+/* The fork's KV blocks: fixed groups of 128, signs and norm correction. */
+static tq_status shape_turbo(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
 {
-    TQ_NEED_CTX(ctx);
-    *out = NULL;
-    tq_codec *c = calloc(1, sizeof *c);
-    if (!c) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
-    c->desc = *d;
-    tq_kv_params *p = &c->kv;
-    tq_status st = TQ_OK;
-    tq_codebook_kind cbk = TQ_CB_EXACT;
+    static const char *names[] = {"turbo2", "turbo3", "turbo4"};
+    static const uint32_t turbo_bytes[] = {34, 50, 68};
+    int i = (int)d->kind - TQ_CODEC_TURBO2;
+    *s = (codec_shape){(tq_layout)(TQ_LAYOUT_TURBO2 + i), 128, turbo_bytes[i], 128,
+                       (uint32_t)i + 2, 1, (tq_codebook_kind)(TQ_CB_TURBO2 + i), ""};
+    snprintf(s->name, sizeof s->name, "%s", names[i]);
+    return fix_fork(ctx, d, names[i]);
+}
+
+static tq_status shape_tq(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
+{
+    if (!group_ok(d->group))
+        return tq_fail(ctx, TQ_ERR_ARG, "tq codec group %u is not a power of two in [8, 512]",
+                       d->group);
+    if (d->bits < 1 || d->bits > 8)
+        return tq_fail(ctx, TQ_ERR_ARG, "tq codec bits %u outside 1..8", d->bits);
+    if (d->norm_correction > 1)
+        return tq_fail(ctx, TQ_ERR_ARG, "tq codec norm_correction must be 0 or 1");
+    if (d->uniform > 1 || (d->uniform && d->bits < 2))
+        return tq_fail(ctx, TQ_ERR_ARG,
+                       "tq codec: uniform cells need 2..8 bits (uniform %u, bits %u)", d->uniform,
+                       d->bits);
+    *s = (codec_shape){TQ_LAYOUT_TQ, d->group, 2 + tq_packed_bytes(d->group, d->bits), d->group,
+                       d->bits, d->norm_correction, TQ_CB_EXACT, ""};
+    snprintf(s->name, sizeof s->name, "tq(g=%u,b=%u%s%s)", d->group, d->bits,
+             d->norm_correction ? ",nc" : "", d->uniform ? ",uniform" : "");
+    return TQ_OK;
+}
+
+/* The fork's weight blocks: 32 values, one sign vector. */
+static tq_status shape_weights(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
+{
+    int four = d->kind == TQ_CODEC_TQ4_1S;
+    *s = (codec_shape){four ? TQ_LAYOUT_W4 : TQ_LAYOUT_W3, 32, four ? 20 : 16, 32, four ? 4 : 3,
+                       0, four ? TQ_CB_TQ4W : TQ_CB_TQ3W, ""};
+    snprintf(s->name, sizeof s->name, "%s", four ? "tq4_1s" : "tq3_1s");
+    return fix_fork(ctx, d, s->name);
+}
+
+static tq_status shape_angle(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
+{
+    if (!group_ok(d->group))
+        return tq_fail(ctx, TQ_ERR_ARG, "angle codec group %u is not a power of two in [8, 512]",
+                       d->group);
+    if (d->bits < 1 || d->bits > 8 || d->radius_bits > 8 || d->norm_correction > 1)
+        return tq_fail(ctx, TQ_ERR_ARG,
+                       "angle codec: angle bits %u (1..8), radius bits %u (0..8), "
+                       "norm_correction %u (0/1)",
+                       d->bits, d->radius_bits, d->norm_correction);
+    size_t radii = d->radius_bits ? tq_packed_bytes(d->group / 2, d->radius_bits) : 0;
+    /* bits 1: an unused codebook; the angle levels are uniform */
+    *s = (codec_shape){TQ_LAYOUT_ANGLE, d->group,
+                       2 + tq_packed_bytes(d->group / 2, d->bits) + radii,
+                       d->group, 1, d->norm_correction, TQ_CB_EXACT, ""};
+    snprintf(s->name, sizeof s->name, "angle(g=%u,A=%u,r=%u%s)", d->group, 1u << (d->bits & 15),
+             d->radius_bits, d->norm_correction ? ",nc" : "");
+    return TQ_OK;
+}
+
+static tq_status shape_prod(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
+{
+    if (!group_ok(d->group))
+        return tq_fail(ctx, TQ_ERR_ARG, "prod codec group %u is not a power of two in [8, 512]",
+                       d->group);
+    if (d->bits < 2 || d->bits > 8 || d->norm_correction || d->radius_bits)
+        return tq_fail(ctx, TQ_ERR_ARG,
+                       "prod codec: bits %u outside 2..8 (b-1 MSE bits + 1 sketch bit), "
+                       "norm_correction and radius_bits must be 0",
+                       d->bits);
+    *s = (codec_shape){TQ_LAYOUT_PROD, d->group,
+                       4 + tq_packed_bytes(d->group, d->bits - 1) + d->group / 8, d->group,
+                       d->bits - 1, 0, TQ_CB_EXACT, ""};
+    snprintf(s->name, sizeof s->name, "prod(g=%u,b=%u)", d->group, d->bits);
+    return TQ_OK;
+}
+
+static tq_status shape_of(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
+{
+    tq_status st;
+    memset(s, 0, sizeof *s);
     switch (d->kind) {
         case TQ_CODEC_TURBO2:
         case TQ_CODEC_TURBO3:
-        case TQ_CODEC_TURBO4: {
-            static const char *names[] = {"turbo2", "turbo3", "turbo4"};
-            int i = (int)d->kind - TQ_CODEC_TURBO2;
-            st = fix_fork(ctx, d, names[i]);
-            snprintf(c->name, sizeof c->name, "%s", names[i]);
-            p->g = 128;
-            p->bits = (uint32_t)i + 2;
-            p->norm_correction = 1;
-            cbk = (tq_codebook_kind)(TQ_CB_TURBO2 + i);
-            c->layout = (tq_layout)(TQ_LAYOUT_TURBO2 + i);
-            c->block_values = 128;
-            static const uint32_t turbo_bytes[] = {34, 50, 68}; /* turbo2, turbo3, turbo4 */
-            c->block_bytes = turbo_bytes[i];
+        case TQ_CODEC_TURBO4:
+            st = shape_turbo(ctx, d, s);
             break;
-        }
         case TQ_CODEC_TQ:
-            if (!tq_is_pow2(d->group) || d->group < 8 || d->group > 512)
-                st = tq_fail(ctx, TQ_ERR_ARG, "tq codec group %u is not a power of two in [8, 512]",
-                             d->group);
-            else if (d->bits < 1 || d->bits > 8)
-                st = tq_fail(ctx, TQ_ERR_ARG, "tq codec bits %u outside 1..8", d->bits);
-            else if (d->norm_correction > 1)
-                st = tq_fail(ctx, TQ_ERR_ARG, "tq codec norm_correction must be 0 or 1");
-            else if (d->uniform > 1 || (d->uniform && d->bits < 2))
-                st = tq_fail(ctx, TQ_ERR_ARG,
-                             "tq codec: uniform cells need 2..8 bits (uniform %u, bits %u)",
-                             d->uniform, d->bits);
-            p->g = d->group;
-            p->bits = d->bits;
-            p->norm_correction = d->norm_correction;
-            c->layout = TQ_LAYOUT_TQ;
-            c->block_values = d->group;
-            c->block_bytes = 2 + tq_packed_bytes(d->group, d->bits);
-            snprintf(c->name, sizeof c->name, "tq(g=%u,b=%u%s%s)", d->group, d->bits,
-                     d->norm_correction ? ",nc" : "", d->uniform ? ",uniform" : "");
+            st = shape_tq(ctx, d, s);
             break;
         case TQ_CODEC_TQ3_1S:
-        case TQ_CODEC_TQ4_1S: {
-            int four = d->kind == TQ_CODEC_TQ4_1S;
-            st = fix_fork(ctx, d, four ? "tq4_1s" : "tq3_1s");
-            snprintf(c->name, sizeof c->name, "%s", four ? "tq4_1s" : "tq3_1s");
-            p->g = 32;
-            p->bits = four ? 4 : 3;
-            cbk = four ? TQ_CB_TQ4W : TQ_CB_TQ3W;
-            c->layout = four ? TQ_LAYOUT_W4 : TQ_LAYOUT_W3;
-            c->block_values = 32;
-            c->block_bytes = four ? 20 : 16;
+        case TQ_CODEC_TQ4_1S:
+            st = shape_weights(ctx, d, s);
             break;
-        }
         case TQ_CODEC_ANGLE:
-            if (!tq_is_pow2(d->group) || d->group < 8 || d->group > 512)
-                st = tq_fail(ctx, TQ_ERR_ARG,
-                             "angle codec group %u is not a power of two in [8, 512]", d->group);
-            else if (d->bits < 1 || d->bits > 8 || d->radius_bits > 8 || d->norm_correction > 1)
-                st = tq_fail(ctx, TQ_ERR_ARG,
-                             "angle codec: angle bits %u (1..8), radius bits %u (0..8), "
-                             "norm_correction %u (0/1)",
-                             d->bits, d->radius_bits, d->norm_correction);
-            p->g = d->group;
-            p->bits = 1; /* unused codebook; the angle levels are uniform */
-            p->norm_correction = d->norm_correction;
-            c->layout = TQ_LAYOUT_ANGLE;
-            c->block_values = d->group;
-            c->block_bytes = 2 + tq_packed_bytes(d->group / 2, d->bits) +
-                             (d->radius_bits ? tq_packed_bytes(d->group / 2, d->radius_bits) : 0);
-            snprintf(c->name, sizeof c->name, "angle(g=%u,A=%u,r=%u%s)", d->group,
-                     1u << (d->bits & 15), d->radius_bits, d->norm_correction ? ",nc" : "");
+            st = shape_angle(ctx, d, s);
             break;
         case TQ_CODEC_PROD:
-            if (!tq_is_pow2(d->group) || d->group < 8 || d->group > 512)
-                st = tq_fail(ctx, TQ_ERR_ARG,
-                             "prod codec group %u is not a power of two in [8, 512]", d->group);
-            else if (d->bits < 2 || d->bits > 8 || d->norm_correction || d->radius_bits)
-                st = tq_fail(ctx, TQ_ERR_ARG,
-                             "prod codec: bits %u outside 2..8 (b-1 MSE bits + 1 sketch bit), "
-                             "norm_correction and radius_bits must be 0",
-                             d->bits);
-            p->g = d->group;
-            p->bits = d->bits - 1;
-            c->layout = TQ_LAYOUT_PROD;
-            c->block_values = d->group;
-            c->block_bytes = 4 + tq_packed_bytes(d->group, d->bits - 1) + d->group / 8;
-            snprintf(c->name, sizeof c->name, "prod(g=%u,b=%u)", d->group, d->bits);
+            st = shape_prod(ctx, d, s);
             break;
         default:
-            st = tq_fail(ctx, TQ_ERR_ARG, "unknown codec kind %d", (int)d->kind);
+            return tq_fail(ctx, TQ_ERR_ARG, "unknown codec kind %d", (int)d->kind);
     }
     if (!st && d->kind != TQ_CODEC_ANGLE && d->radius_bits)
         st = tq_fail(ctx, TQ_ERR_ARG, "radius_bits is for the angle codec only");
     if (!st && d->kind != TQ_CODEC_TQ && d->uniform)
         st = tq_fail(ctx, TQ_ERR_ARG, "uniform cells are for the tq codec only");
-    if (st != TQ_OK) {
-        free(c);
-        return st;
-    }
-    c->signs = malloc(2 * p->g * sizeof(float));
-    if (!c->signs) {
-        free(c);
+    return st;
+}
+
+tq_status tq_codec_desc_sizes(tq_ctx *ctx, const tq_codec_desc *d, size_t *block_values,
+                              size_t *block_bytes)
+{
+    TQ_NEED_CTX(ctx);
+    codec_shape s;
+    tq_status st = shape_of(ctx, d, &s);
+    if (st) return st;
+    *block_values = s.block_values;
+    *block_bytes = s.block_bytes;
+    return TQ_OK;
+}
+
+/* The sign diagonals the rotation uses (s1 | s2), and an angle codec's radius codebook or a
+ * prod codec's sketch. */
+static tq_status make_tables(tq_ctx *ctx, tq_codec *c)
+{
+    tq_kv_params *p = &c->kv;
+    const tq_codec_desc *d = &c->desc;
+    if (!(c->signs = malloc(2 * p->g * sizeof(float))))
         return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
-    }
     float *s1 = c->signs, *s2 = c->signs + p->g;
     if (c->layout == TQ_LAYOUT_W3 || c->layout == TQ_LAYOUT_W4) {
         tq_signs_weight32(s1); /* one sign vector: the second factor is I */
@@ -144,30 +175,51 @@ tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
         if (c->layout == TQ_LAYOUT_ANGLE) /* one sign diagonal, then the orthonormal transform */
             for (uint32_t i = 0; i < p->g; i++) s2[i] = 1.0f;
     }
+    p->s1 = s1;
+    p->s2 = s2;
     if (c->layout == TQ_LAYOUT_ANGLE && d->radius_bits) {
         uint32_t k = 1u << d->radius_bits;
         if (!(c->extra = malloc(2 * k * sizeof(float))) ||
-            tq_angle_radius_codebook(p->g, d->radius_bits, c->extra, c->extra + k)) {
-            tq_codec_free(c);
+            tq_angle_radius_codebook(p->g, d->radius_bits, c->extra, c->extra + k))
             return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
-        }
     }
     if (c->layout == TQ_LAYOUT_PROD) {
-        if (!(c->extra = malloc((size_t)p->g * p->g * sizeof(float)))) {
-            tq_codec_free(c);
+        if (!(c->extra = malloc((size_t)p->g * p->g * sizeof(float))))
             return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
-        }
         tq_prod_sketch(p->g, d->seed, c->extra);
     }
-    p->s1 = s1;
-    p->s2 = s2;
+    return TQ_OK;
+}
+
+tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
+{
+    TQ_NEED_CTX(ctx);
+    *out = NULL;
+    codec_shape s;
+    tq_status st = shape_of(ctx, d, &s);
+    if (st) return st;
+    tq_codec *c = calloc(1, sizeof *c);
+    if (!c) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
+    c->desc = *d;
+    c->layout = s.layout;
+    c->block_values = s.block_values;
+    c->block_bytes = s.block_bytes;
+    snprintf(c->name, sizeof c->name, "%s", s.name);
+    tq_kv_params *p = &c->kv;
+    p->g = s.g;
+    p->bits = s.bits;
+    p->norm_correction = s.norm_correction;
+    if ((st = make_tables(ctx, c))) {
+        tq_codec_free(c);
+        return st;
+    }
     p->scale = tq_rht_scale(p->g);
     if (d->kind == TQ_CODEC_TQ && d->uniform)
         p->cb = tq_codebook_uniform(p->g, p->bits);
-    else if (cbk == TQ_CB_EXACT)
+    else if (s.cbk == TQ_CB_EXACT)
         p->cb = tq_codebook_exact(p->g, p->bits);
     else
-        p->cb = tq_codebook_fork(cbk);
+        p->cb = tq_codebook_fork(s.cbk);
     if (!p->cb) {
         tq_codec_free(c);
         return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory computing a codebook");

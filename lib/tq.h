@@ -248,6 +248,10 @@ typedef enum tq_weight_search { TQ_WSEARCH_BEST = 0, TQ_WSEARCH_FORK = 1 } tq_we
 typedef struct tq_codec tq_codec;
 
 TQ_API tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *desc, tq_codec **out);
+/* The values and bytes of a block of desc's codec, checked as tq_codec_new checks it, without
+ * building its tables (for readers that size chunks). */
+TQ_API tq_status tq_codec_desc_sizes(tq_ctx *ctx, const tq_codec_desc *desc, size_t *block_values,
+                                     size_t *block_bytes);
 TQ_API void tq_codec_free(tq_codec *codec);
 TQ_API const tq_codec_desc *tq_codec_get_desc(const tq_codec *codec);
 TQ_API size_t tq_codec_block_values(const tq_codec *codec);

@@ -151,3 +151,26 @@ TEST(codec_generic_beats_fork_at_equal_rate)
     free(x), free(y), free(blk);
     tq_ctx_free(ctx);
 }
+
+TEST(codec_desc_sizes_are_the_built_codecs_block_sizes)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    const tq_codec_desc descs[] = {
+        {TQ_CODEC_TQ, 64, 3, 1, TQ_SEED_FORK, 0, 0}, {TQ_CODEC_TQ, 128, 4, 0, 7, 0, 1},
+        {TQ_CODEC_TURBO3, 0, 0, 0, 0, 0, 0},         {TQ_CODEC_TQ4_1S, 0, 0, 0, 0, 0, 0},
+        {TQ_CODEC_ANGLE, 64, 5, 1, 3, 4, 0},         {TQ_CODEC_PROD, 32, 4, 0, 9, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof descs / sizeof *descs; i++) {
+        size_t values = 0, bytes = 0;
+        tq_codec *c = NULL;
+        CHECK_OK(ctx, tq_codec_desc_sizes(ctx, &descs[i], &values, &bytes));
+        CHECK_OK(ctx, tq_codec_new(ctx, &descs[i], &c));
+        CHECK_EQ_U64(values, tq_codec_block_values(c));
+        CHECK_EQ_U64(bytes, tq_codec_block_bytes(c));
+        tq_codec_free(c);
+    }
+    const tq_codec_desc bad = {TQ_CODEC_TQ, 48, 3, 0, 0, 0, 0}; /* not a power of two */
+    size_t values, bytes;
+    CHECK_EQ(tq_codec_desc_sizes(ctx, &bad, &values, &bytes), TQ_ERR_ARG);
+    tq_ctx_free(ctx);
+}
