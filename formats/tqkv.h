@@ -176,9 +176,6 @@ static inline int tqkv_record_has_blocks(const tqkv_record *t)
 {
     return t->codec != TQKV_CODEC_RAW && t->codec != TQKV_CODEC_KLT;
 }
-/* That codec, ready to run; NULL for a tensor without blocks (kept rows,
- * transform coding), an invalid record or when out of memory (ctx says). */
-tq_codec *tqkv_record_codec(tq_ctx *ctx, const tqkv_record *t);
 
 /* ------------------------------------------------ writing (streams: pipes work) */
 

@@ -300,7 +300,7 @@ static tq_status blocks_bits(tq_ctx *ctx, const src_tensor *s, const tqkv_record
 {
     uint32_t coded = t->cells - t->sink_rows, ns = coded < 2048 ? coded : 2048;
     size_t nv = (size_t)ns * t->width, nb = nv / t->group;
-    tq_codec *c = tqkv_record_codec(ctx, t);
+    tq_codec *c = tq_kvsnap_record_codec(ctx, t);
     if (!c) return tq_ctx_status(ctx);
     size_t len = nb * tq_codec_block_bytes(c);
     float *x = malloc(nv * sizeof *x);        /* [ns][width]: the sample */
@@ -655,7 +655,7 @@ void tq_kvsnap_plan_free(tq_kvsnap_plan *p)
 static uint64_t block_bytes(const tqkv_record *t, uint64_t n)
 {
     tq_ctx *ctx = tq_ctx_new(); /* the plan made this codec already: it cannot fail here */
-    tq_codec *c = ctx ? tqkv_record_codec(ctx, t) : NULL;
+    tq_codec *c = ctx ? tq_kvsnap_record_codec(ctx, t) : NULL;
     tq_ctx_free(ctx);
     uint64_t bytes = c ? n * t->width / tq_codec_block_values(c) * tq_codec_block_bytes(c) : 0;
     tq_codec_free(c);

@@ -160,6 +160,10 @@ typedef struct tq_kvsnap_prepared {
 tq_status tq_kvsnap_prepare(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options *o,
                             tq_kvsnap_prepared **out);
 void tq_kvsnap_prepared_free(tq_kvsnap_prepared *p);
+/* The block codec of a record's rows (tq, turbo, angle, prod), ready to run; NULL for a
+ * tensor without blocks (kept rows, transform coding), an invalid record or when out of
+ * memory (ctx says). */
+tq_codec *tq_kvsnap_record_codec(tq_ctx *ctx, const tqkv_record *t);
 /* Whether the CUDA kernels serve a snapshot's coded tensors (tq and turbo blocks; TurboAngle
  * and TurboQuant-prod run on the CPU): one rule for encoding and decoding. */
 int tq_kvsnap_cuda_kernels(const tqkv_meta *m);

@@ -69,12 +69,3 @@ void tq_kvsnap_prepared_free(tq_kvsnap_prepared *p)
     tq_innerq_set_free(&p->scales);
     free(p);
 }
-
-int tq_kvsnap_cuda_kernels(const tqkv_meta *m)
-{
-    /* the kernels code and decode tq's and the fork's blocks; TurboAngle and TurboQuant-prod
-       blocks run on the CPU (transform-coded and kept rows do either way) */
-    for (uint32_t i = 0; i < m->n_tensors; i++)
-        if (m->t[i].codec == TQKV_CODEC_ANGLE || m->t[i].codec == TQKV_CODEC_PROD) return 0;
-    return 1;
-}

@@ -153,11 +153,11 @@ static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof
     j->ty = tq_ggml_type_get(prof, j->t->type_id);
     j->oty = want ? want : j->ty;
     int blocks = tqkv_record_has_blocks(j->t);
-    j->c = tqkv_record_codec(ctx, j->t);
+    j->c = tq_kvsnap_record_codec(ctx, j->t);
     tqkv_record_coarse(j->t, &j->coarse);
     /* the base's coarse rows end where its record says; their coding is the same (adopted) */
     int coarse = j->t->coarse_end || (j->t->row_start && tqkv_meta_of(base)->t[i].coarse_end);
-    if (blocks && j->c && coarse) j->c_coarse = tqkv_record_codec(ctx, &j->coarse);
+    if (blocks && j->c && coarse) j->c_coarse = tq_kvsnap_record_codec(ctx, &j->coarse);
     if (blocks && (!j->c || (coarse && !j->c_coarse))) {
         tq_codec_free(j->c);
         j->c = NULL;

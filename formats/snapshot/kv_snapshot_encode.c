@@ -87,10 +87,10 @@ static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, 
     const tqkv_record *t = &p->meta.t[i];
     uint32_t nch = tqkv_record_n_chunks(t);
     int blocks = tqkv_record_has_blocks(t);
-    *e = (etensor){.i = i, .c = tqkv_record_codec(ctx, t), .nch = nch};
+    *e = (etensor){.i = i, .c = tq_kvsnap_record_codec(ctx, t), .nch = nch};
     e->co = calloc(nch ? nch : 1, sizeof(chunk_out));
     tqkv_record_coarse(t, &e->coarse);
-    if (blocks && t->coarse_end) e->c_coarse = tqkv_record_codec(ctx, &e->coarse);
+    if (blocks && t->coarse_end) e->c_coarse = tq_kvsnap_record_codec(ctx, &e->coarse);
     if (!e->co || (blocks && (!e->c || (t->coarse_end && !e->c_coarse)))) {
         int no_codec = blocks && (!e->c || (t->coarse_end && !e->c_coarse));
         free(e->co);
