@@ -158,6 +158,9 @@ void tq_test_snapshot_refused_after(const uint8_t *snap, size_t n,
 /* GGUF pieces: a string (u64 length, bytes) and a key with its uint32 value. */
 void tq_test_gguf_str(tq_test_buf *b, const char *s);
 void tq_test_gguf_u32(tq_test_buf *b, const char *key, uint32_t v);
+/* A GGUF v3 header of no tensors and n_kv keys, the first general.architecture = arch (b is
+ * emptied first); the caller adds the other n_kv - 1. */
+void tq_test_gguf_head(tq_test_buf *b, uint64_t n_kv, const char *arch);
 /* a value callback: the next tq_test_randn of the seed user points to */
 float tq_test_randn_value(void *seed, uint32_t l, int is_v, uint32_t c, uint32_t e);
 

@@ -11,25 +11,24 @@
 
 enum { CELLS = 700, LAYERS = 2, WIDTH = 128 };
 
-/* A sequence file of CELLS cells, LAYERS layers of 2 heads of 64: Gaussian rows. */
-static uint8_t *make_state(size_t *len)
+/* A view of a sequence file of CELLS cells, LAYERS layers of 2 heads of 64: Gaussian rows
+ * (*bytes: the file, the view's to outlive). */
+static tq_kv_view *open_state(tq_ctx *ctx, uint8_t **bytes)
 {
     unsigned long long seed = 17;
-    tq_test_seq s = {CELLS, LAYERS, WIDTH, 1, 0, 100, tq_test_randn_value, &seed};
-    return tq_test_seq_state(&s, len);
+    tq_test_seq seq = {CELLS, LAYERS, WIDTH, 1, 0, 100, tq_test_randn_value, &seed};
+    size_t len;
+    tq_kv_view *v = NULL;
+    *bytes = tq_test_seq_state(&seq, &len);
+    if (tq_kv_open_memory(ctx, *bytes, len, "s", TQ_PROFILE_DEFAULT, &v))
+        tq_test_fail(__FILE__, __LINE__, " open: %s\n", tq_ctx_error(ctx));
+    return v;
 }
 
 /* A llama model of no tensors with the state's shape: 2 layers, 2 heads of 64. */
 static void make_model(tq_test_buf *b)
 {
-    memset(b, 0, sizeof *b);
-    tq_test_u32(b, 0x46554747u);
-    tq_test_u32(b, 3);
-    tq_test_u64(b, 0);
-    tq_test_u64(b, 5);
-    tq_test_gguf_str(b, "general.architecture");
-    tq_test_u32(b, TQ_GGUF_STRING);
-    tq_test_gguf_str(b, "llama");
+    tq_test_gguf_head(b, 5, "llama");
     tq_test_gguf_u32(b, "llama.block_count", LAYERS);
     tq_test_gguf_u32(b, "llama.embedding_length", WIDTH);
     tq_test_gguf_u32(b, "llama.attention.head_count", 2);
@@ -40,10 +39,9 @@ static void make_model(tq_test_buf *b)
 TEST(auto_innerq_says_why_it_computed_no_scales)
 {
     tq_ctx *ctx = tq_ctx_new();
-    size_t sl;
-    uint8_t *s = make_state(&sl);
-    tq_kv_view *v = NULL;
-    CHECK_OK(ctx, tq_kv_open_memory(ctx, s, sl, "s", TQ_PROFILE_DEFAULT, &v));
+    uint8_t *s;
+    tq_kv_view *v = open_state(ctx, &s);
+    CHECK(v != NULL);
     tq_kvsnap_options o;
     tq_kvsnap_options_init(&o);
     tq_innerq_set set;
@@ -71,10 +69,9 @@ TEST(auto_innerq_says_why_it_computed_no_scales)
 TEST(k_transformed_follows_the_transform_option)
 {
     tq_ctx *ctx = tq_ctx_new();
-    size_t sl;
-    uint8_t *s = make_state(&sl);
-    tq_kv_view *v = NULL;
-    CHECK_OK(ctx, tq_kv_open_memory(ctx, s, sl, "s", TQ_PROFILE_DEFAULT, &v));
+    uint8_t *s;
+    tq_kv_view *v = open_state(ctx, &s);
+    CHECK(v != NULL);
     tq_kvsnap_options o;
     tq_kvsnap_options_init(&o);
     o.head_dim = 64;

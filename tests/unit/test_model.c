@@ -19,14 +19,7 @@ static tq_gguf *model_of(tq_ctx *ctx, tq_test_buf *b, const char *arch, int n_u3
                          const char *const *u32_keys, const uint32_t *u32_values, int n_f32,
                          const char *const *f32_keys, const float *f32_values)
 {
-    memset(b, 0, sizeof *b);
-    tq_test_u32(b, 0x46554747u);
-    tq_test_u32(b, 3);
-    tq_test_u64(b, 0);
-    tq_test_u64(b, 1 + (uint64_t)n_u32 + (uint64_t)n_f32);
-    tq_test_gguf_str(b, "general.architecture");
-    tq_test_u32(b, TQ_GGUF_STRING);
-    tq_test_gguf_str(b, arch);
+    tq_test_gguf_head(b, 1 + (uint64_t)n_u32 + (uint64_t)n_f32, arch);
     for (int i = 0; i < n_u32; i++) tq_test_gguf_u32(b, u32_keys[i], u32_values[i]);
     for (int i = 0; i < n_f32; i++) put_f32(b, f32_keys[i], f32_values[i]);
     while (b->n % 32) tq_test_put(b, "", 1);
@@ -96,14 +89,7 @@ TEST(model_read_refuses_a_count_past_32_bits)
 {
     tq_ctx *ctx = tq_ctx_new();
     tq_test_buf b;
-    memset(&b, 0, sizeof b);
-    tq_test_u32(&b, 0x46554747u);
-    tq_test_u32(&b, 3);
-    tq_test_u64(&b, 0);
-    tq_test_u64(&b, 2);
-    tq_test_gguf_str(&b, "general.architecture");
-    tq_test_u32(&b, TQ_GGUF_STRING);
-    tq_test_gguf_str(&b, "llama");
+    tq_test_gguf_head(&b, 2, "llama");
     tq_test_gguf_str(&b, "llama.block_count");
     tq_test_u32(&b, TQ_GGUF_INT64);
     tq_test_u64(&b, (uint64_t)-5);

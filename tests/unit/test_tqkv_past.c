@@ -65,14 +65,7 @@ static uint8_t *make_session(uint32_t cells, size_t *len)
 /* A gemma3 model of no tensors: its 18 layers, head size 64 and sliding window of 8. */
 static tq_gguf *make_model(tq_ctx *ctx, tq_test_buf *b)
 {
-    memset(b, 0, sizeof *b);
-    tq_test_u32(b, 0x46554747u);
-    tq_test_u32(b, 3);
-    tq_test_u64(b, 0);
-    tq_test_u64(b, 5);
-    tq_test_gguf_str(b, "general.architecture");
-    tq_test_u32(b, TQ_GGUF_STRING);
-    tq_test_gguf_str(b, "gemma3");
+    tq_test_gguf_head(b, 5, "gemma3");
     tq_test_gguf_u32(b, "gemma3.block_count", GLOBAL + SLIDING);
     tq_test_gguf_u32(b, "gemma3.attention.key_length", WIDTH);
     tq_test_gguf_u32(b, "gemma3.attention.value_length", WIDTH);

@@ -303,6 +303,18 @@ void tq_test_gguf_str(tq_test_buf *b, const char *s)
     tq_test_put(b, s, strlen(s));
 }
 
+void tq_test_gguf_head(tq_test_buf *b, uint64_t n_kv, const char *arch)
+{
+    memset(b, 0, sizeof *b);
+    tq_test_u32(b, 0x46554747u);
+    tq_test_u32(b, 3);
+    tq_test_u64(b, 0);
+    tq_test_u64(b, n_kv);
+    tq_test_gguf_str(b, "general.architecture");
+    tq_test_u32(b, TQ_GGUF_STRING);
+    tq_test_gguf_str(b, arch);
+}
+
 void tq_test_gguf_u32(tq_test_buf *b, const char *key, uint32_t v)
 {
     tq_test_gguf_str(b, key);
