@@ -106,7 +106,7 @@ void qt_imatrix_warning(const tq_gguf *g, const tq_imatrix *im, const tjob *jobs
 }
 
 void qt_print_summary(const tjob *jobs, int64_t n, const opts *o, double secs, uint64_t in_b,
-                          uint64_t out_b, uint64_t weights)
+                      uint64_t out_b, uint64_t weights)
 {
     int64_t nf = 0, nc = 0;
     for (int64_t i = 0; i < n; i++) {
