@@ -92,6 +92,63 @@ static tq_status codec_run(tq_ctx *ctx, tq_dtype t, int enc, const void *in, siz
     return TQ_OK;
 }
 
+/* fp16 values at src, aligned or not (rows at odd offsets, a state file's after a name of odd
+ * length, are copied to an aligned run a piece at a time for the bulk conversion). */
+static void from_f16(const uint8_t *src, size_t n, float *y)
+{
+    if (((uintptr_t)src & 1) == 0) {
+        tq_fp16_to_fp32_bulk((const uint16_t *)(const void *)src, y, n);
+        return;
+    }
+    for (size_t i0 = 0; i0 < n; i0 += 512) {
+        uint16_t run[512];
+        size_t k = n - i0 < 512 ? n - i0 : 512;
+        memcpy(run, src + 2 * i0, 2 * k);
+        tq_fp16_to_fp32_bulk(run, y + i0, k);
+    }
+}
+
+/* ggml's Q5_0 (one 0) and Q5_1 blocks: 32 values of 5 bits, the fifth bits apart. */
+static void from_q5(int one, const uint8_t *s, size_t nb, float *y)
+{
+    size_t bb = one ? 24 : 22;
+    for (size_t b = 0; b < nb; b++, s += bb, y += 32) {
+        float d = tq_get_h(s), m = one ? tq_get_h(s + 2) : 0.0f;
+        const uint8_t *qhp = s + (one ? 4 : 2), *qs = qhp + 4;
+        uint32_t qh = qhp[0] | (uint32_t)qhp[1] << 8 | (uint32_t)qhp[2] << 16 |
+                      (uint32_t)qhp[3] << 24;
+        for (int j = 0; j < 16; j++) {
+            int x0 = (qs[j] & 0x0F) | (int)(((qh >> j) << 4) & 0x10);
+            int x1 = (qs[j] >> 4) | (int)((qh >> (j + 12)) & 0x10);
+            if (one) {
+                y[j] = (float)x0 * d + m;
+                y[j + 16] = (float)x1 * d + m;
+            } else {
+                y[j] = (float)(x0 - 16) * d;
+                y[j + 16] = (float)(x1 - 16) * d;
+            }
+        }
+    }
+}
+
+/* ggml's Q4_0 (one 0) and Q4_1 blocks: 32 values of 4 bits, a scale (and a minimum). */
+static void from_q4(int one, const uint8_t *s, size_t nb, float *y)
+{
+    size_t bb = one ? 20 : 18, q0 = one ? 4 : 2;
+    for (size_t b = 0; b < nb; b++, s += bb, y += 32) {
+        float d = tq_get_h(s), m = one ? tq_get_h(s + 2) : 0.0f;
+        for (int j = 0; j < 16; j++) {
+            if (one) {
+                y[j] = (float)(s[q0 + j] & 0xF) * d + m;
+                y[j + 16] = (float)(s[q0 + j] >> 4) * d + m;
+            } else {
+                y[j] = (float)((s[q0 + j] & 0xF) - 8) * d;
+                y[j + 16] = (float)((s[q0 + j] >> 4) - 8) * d;
+            }
+        }
+    }
+}
+
 tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, float *y)
 {
     TQ_NEED_CTX(ctx);
@@ -104,18 +161,7 @@ tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, floa
             memcpy(y, src, n * 4);
             break;
         case TQ_DT_F16:
-            if (((uintptr_t)src & 1) == 0) {
-                tq_fp16_to_fp32_bulk((const uint16_t *)src, y, n);
-                break;
-            }
-            /* rows at odd offsets (a state file's, after a name of odd length): copied to an
-               aligned run a piece at a time, for the bulk conversion */
-            for (size_t i0 = 0; i0 < n; i0 += 512) {
-                uint16_t run[512];
-                size_t k = n - i0 < 512 ? n - i0 : 512;
-                memcpy(run, s + 2 * i0, 2 * k);
-                tq_fp16_to_fp32_bulk(run, y + i0, k);
-            }
+            from_f16(s, n, y);
             break;
         case TQ_DT_BF16:
             for (size_t i = 0; i < n; i++)
@@ -128,46 +174,13 @@ tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, floa
             }
             break;
         case TQ_DT_Q4_0:
-            for (size_t b = 0; b < nb; b++, s += 18, y += 32) {
-                float d = tq_get_h(s);
-                for (int j = 0; j < 16; j++) {
-                    y[j] = (float)((s[2 + j] & 0xF) - 8) * d;
-                    y[j + 16] = (float)((s[2 + j] >> 4) - 8) * d;
-                }
-            }
-            break;
         case TQ_DT_Q4_1:
-            for (size_t b = 0; b < nb; b++, s += 20, y += 32) {
-                float d = tq_get_h(s), m = tq_get_h(s + 2);
-                for (int j = 0; j < 16; j++) {
-                    y[j] = (float)(s[4 + j] & 0xF) * d + m;
-                    y[j + 16] = (float)(s[4 + j] >> 4) * d + m;
-                }
-            }
+            from_q4(t == TQ_DT_Q4_1, s, nb, y);
             break;
         case TQ_DT_Q5_0:
-        case TQ_DT_Q5_1: {
-            int one = t == TQ_DT_Q5_1;
-            size_t bb = one ? 24 : 22;
-            for (size_t b = 0; b < nb; b++, s += bb, y += 32) {
-                float d = tq_get_h(s), m = one ? tq_get_h(s + 2) : 0.0f;
-                const uint8_t *qhp = s + (one ? 4 : 2), *qs = qhp + 4;
-                uint32_t qh = qhp[0] | (uint32_t)qhp[1] << 8 | (uint32_t)qhp[2] << 16 |
-                              (uint32_t)qhp[3] << 24;
-                for (int j = 0; j < 16; j++) {
-                    int x0 = (qs[j] & 0x0F) | (int)(((qh >> j) << 4) & 0x10);
-                    int x1 = (qs[j] >> 4) | (int)((qh >> (j + 12)) & 0x10);
-                    if (one) {
-                        y[j] = (float)x0 * d + m;
-                        y[j + 16] = (float)x1 * d + m;
-                    } else {
-                        y[j] = (float)(x0 - 16) * d;
-                        y[j + 16] = (float)(x1 - 16) * d;
-                    }
-                }
-            }
+        case TQ_DT_Q5_1:
+            from_q5(t == TQ_DT_Q5_1, s, nb, y);
             break;
-        }
         default:
             if (is_kquant(t)) {
                 tq_kquant_dequantize(t, s, nb, y);

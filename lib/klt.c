@@ -387,6 +387,68 @@ static double gaussian_log_step(const double *var, uint32_t d, double want)
     return hi;
 }
 
+/* What the step search evaluates: the columns y[d][n], their variances, the scratch. */
+typedef struct rate_search {
+    int avx2;
+    const float *y; /* [d][n] */
+    size_t n;
+    uint32_t d;
+    const double *var; /* [d] */
+    uint32_t *bins;
+    int32_t *q;
+    double want; /* bits per vector */
+} rate_search;
+
+/* The bits per vector at a step of 2^log_step less the rate, each component's into h. */
+static double bits_over(const rate_search *s, double log_step, double *h)
+{
+    return total_bits(s->avx2, s->y, s->n, s->d, log_step, s->var, s->bins, s->q, h) - s->want;
+}
+
+/* log2 of the step.  Bits fall as the step grows: a bracket of log2(step) from the Gaussian
+ * estimate, widened until it holds the rate, then regula falsi (Illinois: a side kept twice
+ * halves the other's value) until the step's bits are within RATE_TOL of the rate or the
+ * bracket is 2^-10 wide (the step to 0.07% of itself); h_hi: each component's bits there. */
+static double search_step(const rate_search *s, double *h, double *h_hi)
+{
+    double guess = gaussian_log_step(s->var, s->d, s->want);
+    double lo = guess - 0.25, hi = guess + 0.25;
+    double f_lo = bits_over(s, lo, h);
+    for (double w = 0.5; f_lo <= 0 && lo > -126; w *= 2) {
+        hi = lo;
+        lo -= w;
+        f_lo = bits_over(s, lo, h);
+    }
+    double f_hi = bits_over(s, hi, h_hi);
+    for (double w = 0.5; f_hi > 0 && hi < 126; w *= 2) {
+        lo = hi;
+        f_lo = f_hi;
+        hi += w;
+        f_hi = bits_over(s, hi, h_hi);
+    }
+    int kept = 0; /* the side moved last: -1 lo, +1 hi */
+    for (int it = 0; it < 40 && hi - lo > 1.0 / 1024 && f_hi < -RATE_TOL * s->want; it++) {
+        double x = hi - f_hi * (hi - lo) / (f_hi - f_lo);
+        double edge = (hi - lo) / 64; /* never at an end: the bracket always shrinks */
+        if (!(x > lo + edge)) x = lo + edge;
+        if (x > hi - edge) x = hi - edge;
+        double f = bits_over(s, x, h);
+        if (f > 0) {
+            lo = x;
+            f_lo = f;
+            if (kept < 0) f_hi /= 2;
+            kept = -1;
+            continue;
+        }
+        hi = x;
+        f_hi = f;
+        memcpy(h_hi, h, s->d * sizeof *h);
+        if (kept > 0) f_lo /= 2;
+        kept = 1;
+    }
+    return hi;
+}
+
 tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, double bits,
                            double min_bits, float *step, uint32_t *m, double *rate)
 {
@@ -402,74 +464,30 @@ tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, do
     double *var = calloc(d, sizeof *var);  /* [d]: each component's variance */
     int32_t *q = malloc(n * sizeof *q);    /* [n]: one component's indices */
     float *yc = malloc(n * d * sizeof *yc); /* [d][n]: y by columns, read once a step tried */
-    if (!bins || !h || !var || !q || !yc) {
-        free(bins);
-        free(h);
-        free(var);
-        free(q);
-        free(yc);
-        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
-    }
-    for (size_t r = 0; r < n; r++)
+    tq_status st = bins && h && var && q && yc ? TQ_OK : TQ_ERR_NOMEM;
+    for (size_t r = 0; !st && r < n; r++)
         for (uint32_t c = 0; c < d; c++) var[c] += (double)y[r * d + c] * y[r * d + c];
-    for (uint32_t c = 0; c < d; c++)
+    for (uint32_t c = 0; !st && c < d; c++)
         for (size_t r = 0; r < n; r++) yc[c * n + r] = y[r * d + c];
-    for (uint32_t c = 0; c < d; c++) var[c] /= (double)n;
-    y = yc;
-    /* bits fall as the step grows: a bracket of log2(step) from the Gaussian estimate,
-     * widened until it holds the rate, then regula falsi (Illinois: a side kept twice halves
-     * the other's value) until the step's bits are within RATE_TOL of the rate or the
-     * bracket is 2^-10 wide (the step to 0.07% of itself); h_hi: each component's bits at hi */
-    int avx2 = use_avx2(ctx);
-    double want = bits * d, guess = gaussian_log_step(var, d, want);
-    double lo = guess - 0.25, hi = guess + 0.25;
-    double f_lo = total_bits(avx2, y, n, d, lo, var, bins, q, h) - want;
-    for (double w = 0.5; f_lo <= 0 && lo > -126; w *= 2) {
-        hi = lo;
-        lo -= w;
-        f_lo = total_bits(avx2, y, n, d, lo, var, bins, q, h) - want;
-    }
-    double f_hi = total_bits(avx2, y, n, d, hi, var, bins, q, h_hi) - want;
-    for (double w = 0.5; f_hi > 0 && hi < 126; w *= 2) {
-        lo = hi;
-        f_lo = f_hi;
-        hi += w;
-        f_hi = total_bits(avx2, y, n, d, hi, var, bins, q, h_hi) - want;
-    }
-    int kept = 0; /* the side moved last: -1 lo, +1 hi */
-    for (int it = 0; it < 40 && hi - lo > 1.0 / 1024 && f_hi < -RATE_TOL * want; it++) {
-        double x = hi - f_hi * (hi - lo) / (f_hi - f_lo);
-        double edge = (hi - lo) / 64; /* never at an end: the bracket always shrinks */
-        if (!(x > lo + edge)) x = lo + edge;
-        if (x > hi - edge) x = hi - edge;
-        double f = total_bits(avx2, y, n, d, x, var, bins, q, h) - want;
-        if (f > 0) {
-            lo = x;
-            f_lo = f;
-            if (kept < 0) f_hi /= 2;
-            kept = -1;
-            continue;
+    for (uint32_t c = 0; !st && c < d; c++) var[c] /= (double)n;
+    if (!st) {
+        rate_search s = {use_avx2(ctx), yc, n, d, var, bins, q, bits * d};
+        *step = (float)exp2(search_step(&s, h, h_hi));
+        double total = 0;
+        uint32_t keep = 0;
+        for (uint32_t c = 0; c < d; c++) {
+            total += h_hi[c];
+            if (h_hi[c] >= min_bits) keep = c + 1; /* the components after the last that pays */
         }
-        hi = x;
-        f_hi = f;
-        memcpy(h_hi, h, d * sizeof *h);
-        if (kept > 0) f_lo /= 2;
-        kept = 1;
+        *m = keep;
+        *rate = total / d;
     }
-    *step = (float)exp2(hi);
-    double total = 0;
-    for (uint32_t c = 0; c < d; c++) total += h_hi[c];
-    uint32_t keep = 0;
-    for (uint32_t c = 0; c < d; c++)
-        if (h_hi[c] >= min_bits) keep = c + 1; /* the components after the last that pays */
-    *m = keep;
-    *rate = total / d;
     free(bins);
     free(h);
     free(var);
     free(q);
     free(yc);
-    return TQ_OK;
+    return st ? tq_fail(ctx, st, "out of memory") : TQ_OK;
 }
 
 uint32_t tq_klt_gauss_components(const double *var, uint32_t d, double bits, double min_bits)
