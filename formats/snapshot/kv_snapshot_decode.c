@@ -39,6 +39,51 @@ static uint64_t out_width(const tqkv_record *t, const tq_ggml_type *oty, uint32_
     return t->width / head_dim * ph;
 }
 
+/* A coded chunk's rows as floats, y[nrows][width]: transform-coded, or blocks decoded on dev
+ * (the offset, InnerQ scales and RoPE offset undone on the CPU). */
+static tq_status coded_rows(const tqkv_record *t, const tq_codec *c, const tqkv_chunk *ch,
+                            const uint8_t *raw, tq_ctx *local, tq_ctx *dev, float *y)
+{
+    if (t->codec == TQKV_CODEC_KLT)
+        return tq_kvsnap_klt_decode(local, t, raw, ch->raw_len, ch->row0, ch->nrows, y);
+    size_t nv = (size_t)ch->nrows * t->width;
+    tq_status st = tq_decode(dev, c, raw, nv, y);
+    if (st) return tq_ctx_set_error(local, st, "%s", tq_ctx_error(dev));
+    if (t->offset && !t->rope_pos) chunk_offset(y, ch->nrows, t->offset, t->width, 1.0f);
+    if (t->innerq) st = tq_innerq_apply(local, y, nv, t->innerq, t->innerq_n, 1);
+    if (!st && t->rope_pos)
+        st = tq_rope_add(local, &t->rope, t->offset, y, ch->nrows, t->width,
+                         t->rope_pos + ch->row0, 1.0f);
+    return st;
+}
+
+/* Kept (or sink) rows as floats, y[nv]: element-major source bytes (a transposed V) gathered
+ * into cell-major rows. */
+static tq_status source_rows(const tqkv_record *t, const tq_ggml_type *ty, const uint8_t *raw,
+                             size_t nv, tq_ctx *local, float *y)
+{
+    if (!t->transposed) return tq_dequantize(local, (tq_dtype)ty->dtype, raw, nv, y);
+    tq_status st = TQ_OK;
+    for (uint64_t j = 0; j < t->width && !st; j++)
+        for (uint32_t c0 = 0; c0 < t->cells && !st; c0++)
+            st = tq_dequantize(local, (tq_dtype)ty->dtype, raw + (j * t->cells + c0) * ty->bytes,
+                               1, y + (uint64_t)c0 * t->width + j);
+    return st;
+}
+
+/* Rows y[nrows][width] spread in place to y[nrows][ow], each head of head_dim zero-padded to
+ * ow / heads (the fork's cache layout). */
+static void pad_heads(float *y, uint32_t nrows, uint64_t width, uint32_t head_dim, uint64_t ow)
+{
+    uint64_t nh = width / head_dim, ph = ow / nh;
+    for (uint64_t rr = nrows; rr-- > 0;)
+        for (uint64_t h = nh; h-- > 0;) {
+            float *dst = y + rr * ow + h * ph;
+            memmove(dst, y + rr * width + h * head_dim, head_dim * sizeof(float));
+            memset(dst + head_dim, 0, (ph - head_dim) * sizeof(float));
+        }
+}
+
 /* Source bytes of chunk ck of tensor t, converted from the source type ty to
  * the output type oty when they differ (rows in cell-major order). */
 static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_codec *c,
@@ -86,38 +131,17 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_co
         free(raw);
         raw = blocks;
     }
-    if (coded && t->codec == TQKV_CODEC_KLT) {
-        o->st = tq_kvsnap_klt_decode(local, t, raw, ch->raw_len, ch->row0, ch->nrows, y);
-    } else if (coded) {
-        if ((o->st = tq_decode(dev, c, raw, nv, y)))
-            tq_ctx_set_error(local, o->st, "%s", tq_ctx_error(dev));
-        if (!o->st && t->offset && !t->rope_pos)
-            chunk_offset(y, ch->nrows, t->offset, t->width, 1.0f);
-        if (!o->st && t->innerq) o->st = tq_innerq_apply(local, y, nv, t->innerq, t->innerq_n, 1);
-        if (!o->st && t->rope_pos)
-            o->st = tq_rope_add(local, &t->rope, t->offset, y, ch->nrows, t->width,
-                                t->rope_pos + ch->row0, 1.0f);
-    } else if (!t->transposed)
-        o->st = tq_dequantize(local, (tq_dtype)ty->dtype, raw, nv, y);
-    else /* element-major source bytes: gather cell-major rows */
-        for (uint64_t j = 0; j < t->width && !o->st; j++)
-            for (uint32_t c0 = 0; c0 < t->cells && !o->st; c0++)
-                o->st =
-                    tq_dequantize(local, (tq_dtype)ty->dtype, raw + (j * t->cells + c0) * ty->bytes,
-                                  1, y + (uint64_t)c0 * t->width + j);
+    if (coded)
+        o->st = coded_rows(t, c, ch, raw, local, dev, y);
+    else
+        o->st = source_rows(t, ty, raw, nv, local, y);
     /* the source's rotation (tqkv_record.hadamard): coded rows come back in the model's
      * channels and go out rotated as the source stored them; a conversion to another type
      * (float caches, which llama.cpp does not rotate) wants the model's channels */
     if (!o->st && t->hadamard && coded == (oty == ty))
         o->st = tq_hadamard_blocks(local, t->hadamard, y, nv);
     if (!o->st && ow > t->width) { /* the fork's layout: each head zero-padded to whole 128s */
-        uint64_t nh = t->width / head_dim, ph = ow / nh;
-        for (uint64_t rr = ch->nrows; rr-- > 0;)
-            for (uint64_t h = nh; h-- > 0;) {
-                float *dst = y + rr * ow + h * ph;
-                memmove(dst, y + rr * t->width + h * head_dim, head_dim * sizeof(float));
-                memset(dst + head_dim, 0, (ph - head_dim) * sizeof(float));
-            }
+        pad_heads(y, ch->nrows, t->width, head_dim, ow);
         nv = (size_t)ch->nrows * ow;
     }
     if (!o->st) o->st = tq_quantize(local, (tq_dtype)oty->dtype, y, nv, o->p);
