@@ -469,7 +469,20 @@ static tq_status check_chunk_rows(tq_ctx *ctx, const tqkv_reader *r, const tqkv_
     return TQ_OK;
 }
 
-static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
+/* XXH64 of two pieces one after the other. */
+static uint64_t hash2(const void *a, size_t an, const void *b, size_t bn)
+{
+    XXH64_state_t *xs = XXH64_createState();
+    XXH64_reset(xs, 0);
+    XXH64_update(xs, a, an);
+    XXH64_update(xs, b, bn);
+    uint64_t h = XXH64_digest(xs);
+    XXH64_freeState(xs);
+    return h;
+}
+
+/* The header and the metadata (checksums first). */
+static tq_status parse_head(tq_ctx *ctx, tqkv_reader *r, uint64_t *meta_len)
 {
     const uint8_t *p = r->map;
     uint64_t n = r->size;
@@ -489,8 +502,16 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
     r->version = ver;
     if (ml > n - HDR_LEN - TRAILER_LEN) return bad(ctx, r, "metadata runs past the end", 8);
     if (XXH64(p + HDR_LEN, ml, 0) != mh) return bad(ctx, r, "metadata checksum mismatch", HDR_LEN);
-    tq_status st = parse_meta(ctx, r, p + HDR_LEN, ml);
-    if (st) return st;
+    *meta_len = ml;
+    return parse_meta(ctx, r, p + HDR_LEN, ml);
+}
+
+/* The trailer and the index it locates (checksum first): *index_off, *n_chunks. */
+static tq_status parse_trailer(tq_ctx *ctx, const tqkv_reader *r, uint64_t data0,
+                               uint64_t *index_off, uint64_t *n_chunks)
+{
+    const uint8_t *p = r->map;
+    uint64_t n = r->size;
     const uint8_t *tr = p + n - TRAILER_LEN;
     uint64_t nc, ioff, ih;
     memcpy(&nc, tr, 8);
@@ -498,17 +519,50 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
     memcpy(&ih, tr + 16, 8);
     if (memcmp(tr + 24, END_MAGIC, 8))
         return bad(ctx, r, "trailer missing (truncated snapshot?)", n - TRAILER_LEN);
-    uint64_t data0 = HDR_LEN + ml;
     if (ioff < data0 || ioff > n - TRAILER_LEN || nc != (n - TRAILER_LEN - ioff) / 8 ||
         (n - TRAILER_LEN - ioff) % 8)
         return bad(ctx, r, "index placement", n - TRAILER_LEN);
-    XXH64_state_t *xs = XXH64_createState();
-    XXH64_reset(xs, 0);
-    XXH64_update(xs, p + ioff, nc * 8);
-    XXH64_update(xs, tr, 16);
-    uint64_t got = XXH64_digest(xs);
-    XXH64_freeState(xs);
-    if (got != ih) return bad(ctx, r, "index checksum mismatch", ioff);
+    if (hash2(p + ioff, nc * 8, tr, 16) != ih) return bad(ctx, r, "index checksum mismatch", ioff);
+    *index_off = ioff;
+    *n_chunks = nc;
+    return TQ_OK;
+}
+
+/* Chunk i's header at the offset the index gives, which must be expect_off (checksum
+ * verified). */
+static tq_status parse_chunk_header(tq_ctx *ctx, const tqkv_reader *r, uint64_t ioff, uint64_t i,
+                                    uint64_t expect_off, tqkv_chunk *ch)
+{
+    const uint8_t *p = r->map;
+    memcpy(&ch->offset, p + ioff + 8 * i, 8);
+    if (ch->offset != expect_off || ch->offset > ioff || ioff - ch->offset < CHUNK_HDR)
+        return bad(ctx, r, "chunk index entry", ioff + 8 * i);
+    const uint8_t *h = p + ch->offset;
+    uint32_t magic;
+    uint64_t hash;
+    memcpy(&magic, h, 4);
+    memcpy(&ch->tensor, h + 4, 4);
+    memcpy(&ch->row0, h + 8, 4);
+    memcpy(&ch->nrows, h + 12, 4);
+    ch->zstd = h[16];
+    memcpy(&ch->raw_len, h + 20, 8);
+    memcpy(&ch->stored_len, h + 28, 8);
+    memcpy(&hash, h + 36, 8);
+    if (magic != CHUNK_MAGIC || ch->stored_len > ioff - ch->offset - CHUNK_HDR)
+        return bad(ctx, r, "chunk header", ch->offset);
+    ch->stored = h + CHUNK_HDR;
+    if (hash2(h, 36, ch->stored, ch->stored_len) != hash)
+        return bad(ctx, r, "chunk checksum mismatch", ch->offset);
+    return TQ_OK;
+}
+
+static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
+{
+    uint64_t ml = 0, ioff = 0, nc = 0;
+    tq_status st = parse_head(ctx, r, &ml);
+    uint64_t data0 = HDR_LEN + ml;
+    if (!st) st = parse_trailer(ctx, r, data0, &ioff, &nc);
+    if (st) return st;
     r->chunks = calloc(nc ? nc : 1, sizeof *r->chunks);
     if (!r->chunks) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     r->n_chunks = nc;
@@ -519,30 +573,7 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
     uint32_t ti = 0, next_row = m->n_tensors ? m->t[0].row_start : 0;
     for (uint64_t i = 0; i < nc; i++) {
         tqkv_chunk *ch = &r->chunks[i];
-        memcpy(&ch->offset, p + ioff + 8 * i, 8);
-        if (ch->offset != expect_off || ch->offset > ioff || ioff - ch->offset < CHUNK_HDR)
-            return bad(ctx, r, "chunk index entry", ioff + 8 * i);
-        const uint8_t *h = p + ch->offset;
-        uint32_t magic;
-        uint64_t hash;
-        memcpy(&magic, h, 4);
-        memcpy(&ch->tensor, h + 4, 4);
-        memcpy(&ch->row0, h + 8, 4);
-        memcpy(&ch->nrows, h + 12, 4);
-        ch->zstd = h[16];
-        memcpy(&ch->raw_len, h + 20, 8);
-        memcpy(&ch->stored_len, h + 28, 8);
-        memcpy(&hash, h + 36, 8);
-        if (magic != CHUNK_MAGIC || ch->stored_len > ioff - ch->offset - CHUNK_HDR)
-            return bad(ctx, r, "chunk header", ch->offset);
-        ch->stored = h + CHUNK_HDR;
-        xs = XXH64_createState();
-        XXH64_reset(xs, 0);
-        XXH64_update(xs, h, 36);
-        XXH64_update(xs, ch->stored, ch->stored_len);
-        got = XXH64_digest(xs);
-        XXH64_freeState(xs);
-        if (got != hash) return bad(ctx, r, "chunk checksum mismatch", ch->offset);
+        if ((st = parse_chunk_header(ctx, r, ioff, i, expect_off, ch))) return st;
         while (ti < m->n_tensors && next_row == m->t[ti].cells)
             if (++ti < m->n_tensors) next_row = m->t[ti].row_start;
         if (ch->tensor != ti || ti >= m->n_tensors || ch->row0 != next_row || !ch->nrows ||
@@ -550,8 +581,7 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
             return bad(ctx, r, "chunk out of order", ch->offset);
         if (m->t[ti].transposed && m->t[ti].codec == TQKV_CODEC_RAW && ch->nrows != m->t[ti].cells)
             return bad(ctx, r, "chunk out of order", ch->offset);
-        tq_status cst = check_chunk_rows(ctx, r, &m->t[ti], ch);
-        if (cst) return cst;
+        if ((st = check_chunk_rows(ctx, r, &m->t[ti], ch))) return st;
         next_row += ch->nrows;
         expect_off = ch->offset + CHUNK_HDR + ch->stored_len;
     }
