@@ -296,6 +296,82 @@ static tq_status parse_alignment(rd *r, tq_gguf *g)
     return TQ_OK;
 }
 
+/* Tensor k's info (name, dimensions, type, offset) into e; *nlen the name's length. */
+static tq_status parse_tensor_info(rd *r, tq_gguf *g, int64_t k, const tq_gguf_options *opt,
+                                   tensor_ent *e, uint64_t *name_len)
+{
+    tq_status st;
+    memset(e, 0, sizeof *e);
+    uint64_t at = r->pos, noff, nlen;
+    if ((st = rd_str(r, &noff, &nlen, "tensor name"))) return st;
+    if (nlen > TQ_GGUF_MAX_NAME)
+        return bad(r, at, "tensor %" PRId64 " name is %" PRIu64 " bytes (at most %d)", k, nlen,
+                   TQ_GGUF_MAX_NAME);
+    memcpy(e->name, r->p + noff, nlen);
+    *name_len = nlen;
+    if (memchr(e->name, 0, nlen))
+        return bad(r, at, "tensor %" PRId64 " name contains a NUL byte", k);
+    if ((st = rd_u32(r, &e->n_dims, "n_dims"))) return st;
+    if (e->n_dims > TQ_GGUF_MAX_DIMS)
+        return bad(r, at, "tensor '%s' has %u dimensions (at most 4)", e->name, e->n_dims);
+    int64_t nel = 1;
+    for (int d = 0; d < TQ_GGUF_MAX_DIMS; d++) {
+        e->ne[d] = 1;
+        if ((uint32_t)d >= e->n_dims) continue;
+        uint64_t v;
+        if ((st = rd_u64(r, &v, "dimension"))) return st;
+        e->ne[d] = (int64_t)v;
+        if (e->ne[d] < 0) return bad(r, at, "tensor '%s' dimension %d is negative", e->name, d);
+        if (e->ne[d] && nel > INT64_MAX / e->ne[d])
+            return bad(r, at, "tensor '%s' element count overflows", e->name);
+        nel *= e->ne[d];
+    }
+    uint32_t tid;
+    if ((st = rd_u32(r, &tid, "tensor type"))) return st;
+    e->type_id = (int)tid;
+    e->type = tq_ggml_type_get(g->profile, (int)tid);
+    if (!e->type)
+        return bad(r, at, "tensor '%s' has type id %u, unknown in type-id profile %s", e->name,
+                   tid, tq_type_profile_name(g->profile));
+    if (tq_ggml_type_id_ambiguous((int)tid) && !(opt && opt->profile_explicit) &&
+        kv_index(g->kv, g->n_kv, "tq.type_profile") < 0)
+        g->assumed = 1;
+    if (e->ne[0] % e->type->block)
+        return bad(r, at,
+                   "tensor '%s' has %" PRId64
+                   " elements per row, not a multiple of %s's block size %u",
+                   e->name, e->ne[0], e->type->name, e->type->block);
+    uint64_t blocks = (uint64_t)nel / e->type->block;
+    if (blocks > (uint64_t)INT64_MAX / e->type->bytes)
+        return bad(r, at, "tensor '%s' size in bytes overflows", e->name);
+    e->nbytes = blocks * e->type->bytes;
+    return rd_u64(r, &e->offset, "tensor offset");
+}
+
+/* The data section of tensors [first, g->n_t): an aligned start, offsets the running padded
+ * sum in info order, all within the file. */
+static tq_status check_offsets(rd *r, tq_gguf *g, int64_t first, int64_t n, uint32_t shard_i)
+{
+    uint64_t a = g->alignment, data = r->pos;
+    if (n > 0) data = (r->pos + a - 1) / a * a;
+    g->sh[shard_i].data_off = data;
+    uint64_t expect = 0;
+    for (int64_t i = first; i < g->n_t; i++) {
+        tensor_ent *e = &g->t[i];
+        if (e->offset != expect)
+            return bad(r, data, "tensor '%s' has offset %" PRIu64 ", expected %" PRIu64, e->name,
+                       e->offset, expect);
+        uint64_t padded = (e->nbytes + a - 1) / a * a;
+        if (padded > r->size || expect > r->size - padded || data > r->size - expect - padded)
+            return bad(r, data + expect,
+                       "tensor '%s' data (%" PRIu64
+                       " bytes padded) runs past the end of the file (%" PRIu64 " bytes)",
+                       e->name, padded, r->size);
+        expect += padded;
+    }
+    return TQ_OK;
+}
+
 static tq_status parse_tensors(rd *r, tq_gguf *g, int64_t n, uint32_t shard_i,
                                const tq_gguf_options *opt)
 {
@@ -317,78 +393,18 @@ static tq_status parse_tensors(rd *r, tq_gguf *g, int64_t n, uint32_t shard_i,
         for (int64_t i = 0; i < g->n_t; i++)
             tab_find(g, &g->names, t_name, g->t[i].name, strlen(g->t[i].name), i);
     }
-    tq_status st;
     int64_t first = g->n_t;
     for (int64_t k = 0; k < n; k++) {
         tensor_ent *e = &g->t[g->n_t];
-        memset(e, 0, sizeof *e);
-        uint64_t at = r->pos, noff, nlen;
-        if ((st = rd_str(r, &noff, &nlen, "tensor name"))) return st;
-        if (nlen > TQ_GGUF_MAX_NAME)
-            return bad(r, at, "tensor %" PRId64 " name is %" PRIu64 " bytes (at most %d)", k, nlen,
-                       TQ_GGUF_MAX_NAME);
-        memcpy(e->name, r->p + noff, nlen);
-        if (memchr(e->name, 0, nlen))
-            return bad(r, at, "tensor %" PRId64 " name contains a NUL byte", k);
-        if ((st = rd_u32(r, &e->n_dims, "n_dims"))) return st;
-        if (e->n_dims > TQ_GGUF_MAX_DIMS)
-            return bad(r, at, "tensor '%s' has %u dimensions (at most 4)", e->name, e->n_dims);
-        int64_t nel = 1;
-        for (int d = 0; d < TQ_GGUF_MAX_DIMS; d++) {
-            e->ne[d] = 1;
-            if ((uint32_t)d >= e->n_dims) continue;
-            uint64_t v;
-            if ((st = rd_u64(r, &v, "dimension"))) return st;
-            e->ne[d] = (int64_t)v;
-            if (e->ne[d] < 0) return bad(r, at, "tensor '%s' dimension %d is negative", e->name, d);
-            if (e->ne[d] && nel > INT64_MAX / e->ne[d])
-                return bad(r, at, "tensor '%s' element count overflows", e->name);
-            nel *= e->ne[d];
-        }
-        uint32_t tid;
-        if ((st = rd_u32(r, &tid, "tensor type"))) return st;
-        e->type_id = (int)tid;
-        e->type = tq_ggml_type_get(g->profile, (int)tid);
-        if (!e->type)
-            return bad(r, at, "tensor '%s' has type id %u, unknown in type-id profile %s", e->name,
-                       tid, tq_type_profile_name(g->profile));
-        if (tq_ggml_type_id_ambiguous((int)tid) && !(opt && opt->profile_explicit) &&
-            kv_index(g->kv, g->n_kv, "tq.type_profile") < 0)
-            g->assumed = 1;
-        if (e->ne[0] % e->type->block)
-            return bad(r, at,
-                       "tensor '%s' has %" PRId64
-                       " elements per row, not a multiple of %s's block size %u",
-                       e->name, e->ne[0], e->type->name, e->type->block);
-        uint64_t blocks = (uint64_t)nel / e->type->block;
-        if (blocks > (uint64_t)INT64_MAX / e->type->bytes)
-            return bad(r, at, "tensor '%s' size in bytes overflows", e->name);
-        e->nbytes = blocks * e->type->bytes;
-        if ((st = rd_u64(r, &e->offset, "tensor offset"))) return st;
+        uint64_t at = r->pos, nlen = 0;
+        tq_status st = parse_tensor_info(r, g, k, opt, e, &nlen);
+        if (st) return st;
         e->shard = shard_i;
         if (tab_find(g, &g->names, t_name, e->name, nlen, g->n_t) >= 0)
             return bad(r, at, "duplicate tensor name '%s'", e->name);
         g->n_t++;
     }
-    /* data section: aligned start, offsets = running padded sum in info order */
-    uint64_t a = g->alignment, data = r->pos;
-    if (n > 0) data = (r->pos + a - 1) / a * a;
-    g->sh[shard_i].data_off = data;
-    uint64_t expect = 0;
-    for (int64_t i = first; i < g->n_t; i++) {
-        tensor_ent *e = &g->t[i];
-        if (e->offset != expect)
-            return bad(r, data, "tensor '%s' has offset %" PRIu64 ", expected %" PRIu64, e->name,
-                       e->offset, expect);
-        uint64_t padded = (e->nbytes + a - 1) / a * a;
-        if (padded > r->size || expect > r->size - padded || data > r->size - expect - padded)
-            return bad(r, data + expect,
-                       "tensor '%s' data (%" PRIu64
-                       " bytes padded) runs past the end of the file (%" PRIu64 " bytes)",
-                       e->name, padded, r->size);
-        expect += padded;
-    }
-    return TQ_OK;
+    return check_offsets(r, g, first, n, shard_i);
 }
 
 /* Parses one mapped shard: metadata into kv (shard 0) or a scratch table. */
