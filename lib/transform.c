@@ -14,82 +14,60 @@
  * kept as rows so that every rotation combines two contiguous rows. */
 enum { QL_ITERATIONS = 64 };
 
-/* a[d][d] (destroyed) = Q T Q^T: diag[d], off[d] (off[i] couples i and
- * i+1; off[d-1] = 0) and q[d][d] = Q^T (row i: column i of Q; q NULL:
- * not built). */
-static tq_status tridiagonalize(uint32_t d, double *a, double *diag, double *off, double *q)
+/* Column k of a below the diagonal turned to (alpha, 0, ...) by the Householder reflector
+ * H = I - 2 v v^T (v[d - k - 1], unit), applied to the trailing block from both sides; 0 where
+ * the column is tridiagonal already (no reflector). */
+static int reflect_column(uint32_t d, double *a, uint32_t k, double *v, double *p)
 {
-    double *v = malloc(d * sizeof *v), *p = malloc(d * sizeof *p);
-    double *vs = calloc((size_t)d * d, sizeof *vs); /* [d][d]: reflector k in row k */
-    if (!v || !p || !vs) {
-        free(v);
-        free(p);
-        free(vs);
-        return TQ_ERR_NOMEM;
+    uint32_t len = d - k - 1; /* the column below the diagonal: a[k+1..d-1][k] */
+    double norm = 0;
+    for (uint32_t i = 0; i < len; i++) {
+        v[i] = a[(size_t)(k + 1 + i) * d + k];
+        norm += v[i] * v[i];
     }
-    for (uint32_t k = 0; k + 2 < d; k++) {
-        uint32_t len = d - k - 1; /* the column below the diagonal: a[k+1..d-1][k] */
-        double norm = 0;
-        for (uint32_t i = 0; i < len; i++) {
-            v[i] = a[(size_t)(k + 1 + i) * d + k];
-            norm += v[i] * v[i];
-        }
-        norm = sqrt(norm);
-        double tail = norm * norm - v[0] * v[0];
-        if (norm == 0 || tail == 0) continue; /* already tridiagonal in this column */
-        double alpha = v[0] > 0 ? -norm : norm;
-        v[0] -= alpha;
-        double vn = sqrt(v[0] * v[0] + tail);
-        for (uint32_t i = 0; i < len; i++) v[i] /= vn;
-        /* trailing block B = a[k+1..][k+1..]; B <- H B H with H = I - 2 v v^T:
-         * p = B v, w = p - (v.p) v, B <- B - 2 v w^T - 2 w v^T */
-        memset(p, 0, len * sizeof *p); /* B v as rows times v_j (B is symmetric to the bit):
-                                          no sum across a vector's lanes, so it vectorizes */
-        for (uint32_t j = 0; j < len; j++) {
-            const double *row = a + (size_t)(k + 1 + j) * d + k + 1;
-            double vj = v[j];
-            for (uint32_t i = 0; i < len; i++) p[i] += vj * row[i];
-        }
-        double vp = 0;
-        for (uint32_t i = 0; i < len; i++) vp += v[i] * p[i];
-        for (uint32_t i = 0; i < len; i++) p[i] -= vp * v[i];
-        for (uint32_t i = 0; i < len; i++) {
-            double *row = a + (size_t)(k + 1 + i) * d + k + 1;
-            for (uint32_t j = 0; j < len; j++) row[j] -= 2.0 * (v[i] * p[j] + p[i] * v[j]);
-        }
-        a[(size_t)(k + 1) * d + k] = alpha;
-        a[(size_t)k * d + k + 1] = alpha;
-        for (uint32_t i = 1; i < len; i++) {
-            a[(size_t)(k + 1 + i) * d + k] = 0;
-            a[(size_t)k * d + k + 1 + i] = 0;
-        }
-        memcpy(vs + (size_t)k * d + k + 1, v, len * sizeof *v);
+    norm = sqrt(norm);
+    double tail = norm * norm - v[0] * v[0];
+    if (norm == 0 || tail == 0) return 0;
+    double alpha = v[0] > 0 ? -norm : norm;
+    v[0] -= alpha;
+    double vn = sqrt(v[0] * v[0] + tail);
+    for (uint32_t i = 0; i < len; i++) v[i] /= vn;
+    /* trailing block B = a[k+1..][k+1..]; B <- H B H with H = I - 2 v v^T:
+     * p = B v, w = p - (v.p) v, B <- B - 2 v w^T - 2 w v^T */
+    memset(p, 0, len * sizeof *p); /* B v as rows times v_j (B is symmetric to the bit):
+                                      no sum across a vector's lanes, so it vectorizes */
+    for (uint32_t j = 0; j < len; j++) {
+        const double *row = a + (size_t)(k + 1 + j) * d + k + 1;
+        double vj = v[j];
+        for (uint32_t i = 0; i < len; i++) p[i] += vj * row[i];
     }
-    for (uint32_t i = 0; i < d; i++) {
-        diag[i] = a[(size_t)i * d + i];
-        off[i] = i + 1 < d ? a[(size_t)(i + 1) * d + i] : 0.0;
+    double vp = 0;
+    for (uint32_t i = 0; i < len; i++) vp += v[i] * p[i];
+    for (uint32_t i = 0; i < len; i++) p[i] -= vp * v[i];
+    for (uint32_t i = 0; i < len; i++) {
+        double *row = a + (size_t)(k + 1 + i) * d + k + 1;
+        for (uint32_t j = 0; j < len; j++) row[j] -= 2.0 * (v[i] * p[j] + p[i] * v[j]);
     }
-    if (!q) { /* eigenvalues only */
-        free(v);
-        free(p);
-        free(vs);
-        return TQ_OK;
+    a[(size_t)(k + 1) * d + k] = alpha;
+    a[(size_t)k * d + k + 1] = alpha;
+    for (uint32_t i = 1; i < len; i++) {
+        a[(size_t)(k + 1 + i) * d + k] = 0;
+        a[(size_t)k * d + k + 1 + i] = 0;
     }
-    /* Q = H_0 H_1 ... H_{d-3}, built from I inside out: H_k M = M - 2 v (v^T M)
-     * touches rows and columns k+1.. only; w = v^T M and the update are
-     * both rows times scalars (vectorized).  Then q = Q^T: rows of Q^T are
-     * what QL rotates. */
+    return 1;
+}
+
+/* Q = H_0 H_1 ... H_{d-3} from the reflectors vs[d][d] (reflector k in row k), built from I
+ * inside out: H_k M = M - 2 v (v^T M) touches rows and columns k+1.. only; w = v^T M and the
+ * update are both rows times scalars (vectorized).  Then q = Q^T: rows of Q^T are what QL
+ * rotates.  w: d scratch values. */
+static tq_status reflectors_to_q(uint32_t d, const double *vs, double *w, double *q)
+{
     double *mq = calloc((size_t)d * d, sizeof *mq); /* [d][d]: Q */
-    if (!mq) {
-        free(v);
-        free(p);
-        free(vs);
-        return TQ_ERR_NOMEM;
-    }
+    if (!mq) return TQ_ERR_NOMEM;
     for (uint32_t i = 0; i < d; i++) mq[(size_t)i * d + i] = 1.0;
     for (uint32_t k = d >= 2 ? d - 2 : 0; k-- > 0;) {
         const double *vk = vs + (size_t)k * d;
-        double *w = p; /* [d]: v^T M over columns k+1.. */
         memset(w, 0, d * sizeof *w);
         for (uint32_t i = k + 1; i < d; i++) {
             const double *row = mq + (size_t)i * d;
@@ -105,10 +83,29 @@ static tq_status tridiagonalize(uint32_t d, double *a, double *diag, double *off
     for (uint32_t i = 0; i < d; i++)
         for (uint32_t j = 0; j < d; j++) q[(size_t)i * d + j] = mq[(size_t)j * d + i];
     free(mq);
+    return TQ_OK;
+}
+
+/* a[d][d] (destroyed) = Q T Q^T: diag[d], off[d] (off[i] couples i and
+ * i+1; off[d-1] = 0) and q[d][d] = Q^T (row i: column i of Q; q NULL:
+ * not built). */
+static tq_status tridiagonalize(uint32_t d, double *a, double *diag, double *off, double *q)
+{
+    double *v = malloc(d * sizeof *v), *p = malloc(d * sizeof *p);
+    double *vs = calloc((size_t)d * d, sizeof *vs); /* [d][d]: reflector k in row k */
+    tq_status st = v && p && vs ? TQ_OK : TQ_ERR_NOMEM;
+    for (uint32_t k = 0; !st && k + 2 < d; k++)
+        if (reflect_column(d, a, k, v, p))
+            memcpy(vs + (size_t)k * d + k + 1, v, (d - k - 1) * sizeof *v);
+    for (uint32_t i = 0; !st && i < d; i++) {
+        diag[i] = a[(size_t)i * d + i];
+        off[i] = i + 1 < d ? a[(size_t)(i + 1) * d + i] : 0.0;
+    }
+    if (!st && q) st = reflectors_to_q(d, vs, p, q);
     free(v);
     free(p);
     free(vs);
-    return TQ_OK;
+    return st;
 }
 
 /* sqrt(a^2 + b^2): libm's hypot (exact to rounding, the eigenvectors' bases depend on it to
