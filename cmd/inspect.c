@@ -306,6 +306,55 @@ static void print_innerq(const char *path)
     tq_ctx_free(ctx);
 }
 
+/* The metadata, a key a line (arrays: their first six values). */
+static void print_human_keys(const tq_gguf *g)
+{
+    printf("\nmetadata (%" PRId64 " keys):\n", tq_gguf_n_kv(g));
+    for (int64_t i = 0; i < tq_gguf_n_kv(g); i++) {
+        tq_gguf_type t = tq_gguf_kv_type(g, i);
+        if (t == TQ_GGUF_ARRAY) {
+            uint64_t n = tq_gguf_kv_count(g, i);
+            printf("  %-40s [%s] x%" PRIu64 " = [", tq_gguf_kv_key(g, i),
+                   tq_gguf_type_name(tq_gguf_kv_arr_type(g, i)), n);
+            for (uint64_t j = 0; j < n && j < 6; j++) {
+                if (j) printf(", ");
+                print_elem(stdout, g, i, j, 0);
+            }
+            printf(n > 6 ? ", ...]\n" : "]\n");
+        } else {
+            printf("  %-40s %-8s = ", tq_gguf_kv_key(g, i), tq_gguf_type_name(t));
+            print_elem(stdout, g, i, 0, 0);
+            printf("\n");
+        }
+    }
+}
+
+/* The tensor table, with --stats their statistics. */
+static void print_human_tensors(const tq_gguf *g, const tstats *st)
+{
+    printf("\ntensors (%" PRId64 "):\n", tq_gguf_n_tensors(g));
+    printf("  %5s %-34s %-26s %-7s %12s %12s", "index", "name", "shape", "type", "bytes", "offset");
+    if (st) printf(" %11s %11s %10s %8s %8s", "min", "max", "rms", "kurtosis", ">6rms");
+    printf("\n");
+    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
+        const int64_t *ne = tq_gguf_tensor_ne(g, i);
+        char shape[64];
+        int p = snprintf(shape, sizeof shape, "[");
+        for (uint32_t d = 0; d < tq_gguf_tensor_n_dims(g, i); d++)
+            p += snprintf(shape + p, sizeof shape - (size_t)p, "%s%" PRId64, d ? ", " : "", ne[d]);
+        snprintf(shape + p, sizeof shape - (size_t)p, "]");
+        printf("  %5" PRId64 " %-34s %-26s %-7s %12" PRIu64 " %12" PRIu64, i,
+               tq_gguf_tensor_name(g, i), shape, tq_gguf_tensor_type(g, i)->name,
+               tq_gguf_tensor_nbytes(g, i), tq_gguf_tensor_file_offset(g, i));
+        if (st && st[i].have)
+            printf(" %11.4g %11.4g %10.4g %8.3f %7.4f%%", st[i].min, st[i].max, st[i].rms,
+                   st[i].kurtosis, 100 * st[i].beyond6);
+        else if (st)
+            printf(" %11s", "(no decoder)");
+        printf("\n");
+    }
+}
+
 static void print_human(const tq_gguf *g, const inspect_opts *o, const tstats *st)
 {
     char a[32], b[32];
@@ -351,44 +400,65 @@ static void print_human(const tq_gguf *g, const inspect_opts *o, const tstats *s
     const char *gt = tq_gguf_get_str(g, "general.type", "", &len);
     if (len == 9 && !memcmp(gt, "tq-innerq", 9)) print_innerq(o->path);
 
-    printf("\nmetadata (%" PRId64 " keys):\n", tq_gguf_n_kv(g));
+    print_human_keys(g);
+    print_human_tensors(g, st);
+}
+
+/* The metadata as JSON objects, one a line. */
+static void print_json_keys(FILE *f, const tq_gguf *g)
+{
     for (int64_t i = 0; i < tq_gguf_n_kv(g); i++) {
         tq_gguf_type t = tq_gguf_kv_type(g, i);
+        fprintf(f, "  {\"key\": ");
+        json_cstr(f, tq_gguf_kv_key(g, i));
+        fprintf(f, ", \"type\": \"%s\"", tq_gguf_type_name(t));
         if (t == TQ_GGUF_ARRAY) {
             uint64_t n = tq_gguf_kv_count(g, i);
-            printf("  %-40s [%s] x%" PRIu64 " = [", tq_gguf_kv_key(g, i),
-                   tq_gguf_type_name(tq_gguf_kv_arr_type(g, i)), n);
-            for (uint64_t j = 0; j < n && j < 6; j++) {
-                if (j) printf(", ");
-                print_elem(stdout, g, i, j, 0);
+            fprintf(f, ", \"elem_type\": \"%s\", \"count\": %" PRIu64 ", \"value\": [",
+                    tq_gguf_type_name(tq_gguf_kv_arr_type(g, i)), n);
+            for (uint64_t j = 0; j < n; j++) {
+                if (j) fputs(", ", f);
+                print_elem(f, g, i, j, 1);
             }
-            printf(n > 6 ? ", ...]\n" : "]\n");
+            fputc(']', f);
         } else {
-            printf("  %-40s %-8s = ", tq_gguf_kv_key(g, i), tq_gguf_type_name(t));
-            print_elem(stdout, g, i, 0, 0);
-            printf("\n");
+            fprintf(f, ", \"value\": ");
+            print_elem(f, g, i, 0, 1);
         }
+        fprintf(f, "}%s\n", i + 1 < tq_gguf_n_kv(g) ? "," : "");
     }
-    printf("\ntensors (%" PRId64 "):\n", tq_gguf_n_tensors(g));
-    printf("  %5s %-34s %-26s %-7s %12s %12s", "index", "name", "shape", "type", "bytes", "offset");
-    if (st) printf(" %11s %11s %10s %8s %8s", "min", "max", "rms", "kurtosis", ">6rms");
-    printf("\n");
+}
+
+/* The tensors as JSON objects, one a line, with --stats their statistics. */
+static void print_json_tensors(FILE *f, const tq_gguf *g, const tstats *st)
+{
     for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
         const int64_t *ne = tq_gguf_tensor_ne(g, i);
-        char shape[64];
-        int p = snprintf(shape, sizeof shape, "[");
+        fprintf(f, "  {\"index\": %" PRId64 ", \"name\": ", i);
+        json_cstr(f, tq_gguf_tensor_name(g, i));
+        fprintf(f, ", \"shape\": [");
         for (uint32_t d = 0; d < tq_gguf_tensor_n_dims(g, i); d++)
-            p += snprintf(shape + p, sizeof shape - (size_t)p, "%s%" PRId64, d ? ", " : "", ne[d]);
-        snprintf(shape + p, sizeof shape - (size_t)p, "]");
-        printf("  %5" PRId64 " %-34s %-26s %-7s %12" PRIu64 " %12" PRIu64, i,
-               tq_gguf_tensor_name(g, i), shape, tq_gguf_tensor_type(g, i)->name,
-               tq_gguf_tensor_nbytes(g, i), tq_gguf_tensor_file_offset(g, i));
-        if (st && st[i].have)
-            printf(" %11.4g %11.4g %10.4g %8.3f %7.4f%%", st[i].min, st[i].max, st[i].rms,
-                   st[i].kurtosis, 100 * st[i].beyond6);
-        else if (st)
-            printf(" %11s", "(no decoder)");
-        printf("\n");
+            fprintf(f, "%s%" PRId64, d ? ", " : "", ne[d]);
+        fprintf(f,
+                "], \"type\": \"%s\", \"type_id\": %d, \"bytes\": %" PRIu64 ", \"offset\": %" PRIu64
+                ", \"file_offset\": %" PRIu64 ", \"shard\": %u",
+                tq_gguf_tensor_type(g, i)->name, tq_gguf_tensor_type_id(g, i),
+                tq_gguf_tensor_nbytes(g, i), tq_gguf_tensor_offset(g, i),
+                tq_gguf_tensor_file_offset(g, i), tq_gguf_tensor_shard(g, i));
+        if (st && st[i].have) {
+            fprintf(f, ", \"stats\": {\"min\": ");
+            json_double(f, st[i].min, 9);
+            fprintf(f, ", \"max\": ");
+            json_double(f, st[i].max, 9);
+            fprintf(f, ", \"rms\": ");
+            json_double(f, st[i].rms, 9);
+            fprintf(f, ", \"kurtosis\": ");
+            json_double(f, st[i].kurtosis, 9);
+            fprintf(f, ", \"beyond_6rms\": ");
+            json_double(f, st[i].beyond6, 9);
+            fprintf(f, "}");
+        }
+        fprintf(f, "}%s\n", i + 1 < tq_gguf_n_tensors(g) ? "," : "");
     }
 }
 
@@ -427,55 +497,9 @@ static void print_json(const tq_gguf *g, const inspect_opts *o, const tstats *st
         fprintf(f, "}");
     }
     fprintf(f, "}},\n \"metadata\": [\n");
-    for (int64_t i = 0; i < tq_gguf_n_kv(g); i++) {
-        tq_gguf_type t = tq_gguf_kv_type(g, i);
-        fprintf(f, "  {\"key\": ");
-        json_cstr(f, tq_gguf_kv_key(g, i));
-        fprintf(f, ", \"type\": \"%s\"", tq_gguf_type_name(t));
-        if (t == TQ_GGUF_ARRAY) {
-            uint64_t n = tq_gguf_kv_count(g, i);
-            fprintf(f, ", \"elem_type\": \"%s\", \"count\": %" PRIu64 ", \"value\": [",
-                    tq_gguf_type_name(tq_gguf_kv_arr_type(g, i)), n);
-            for (uint64_t j = 0; j < n; j++) {
-                if (j) fputs(", ", f);
-                print_elem(f, g, i, j, 1);
-            }
-            fputc(']', f);
-        } else {
-            fprintf(f, ", \"value\": ");
-            print_elem(f, g, i, 0, 1);
-        }
-        fprintf(f, "}%s\n", i + 1 < tq_gguf_n_kv(g) ? "," : "");
-    }
+    print_json_keys(f, g);
     fprintf(f, " ],\n \"tensors\": [\n");
-    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
-        const int64_t *ne = tq_gguf_tensor_ne(g, i);
-        fprintf(f, "  {\"index\": %" PRId64 ", \"name\": ", i);
-        json_cstr(f, tq_gguf_tensor_name(g, i));
-        fprintf(f, ", \"shape\": [");
-        for (uint32_t d = 0; d < tq_gguf_tensor_n_dims(g, i); d++)
-            fprintf(f, "%s%" PRId64, d ? ", " : "", ne[d]);
-        fprintf(f,
-                "], \"type\": \"%s\", \"type_id\": %d, \"bytes\": %" PRIu64 ", \"offset\": %" PRIu64
-                ", \"file_offset\": %" PRIu64 ", \"shard\": %u",
-                tq_gguf_tensor_type(g, i)->name, tq_gguf_tensor_type_id(g, i),
-                tq_gguf_tensor_nbytes(g, i), tq_gguf_tensor_offset(g, i),
-                tq_gguf_tensor_file_offset(g, i), tq_gguf_tensor_shard(g, i));
-        if (st && st[i].have) {
-            fprintf(f, ", \"stats\": {\"min\": ");
-            json_double(f, st[i].min, 9);
-            fprintf(f, ", \"max\": ");
-            json_double(f, st[i].max, 9);
-            fprintf(f, ", \"rms\": ");
-            json_double(f, st[i].rms, 9);
-            fprintf(f, ", \"kurtosis\": ");
-            json_double(f, st[i].kurtosis, 9);
-            fprintf(f, ", \"beyond_6rms\": ");
-            json_double(f, st[i].beyond6, 9);
-            fprintf(f, "}");
-        }
-        fprintf(f, "}%s\n", i + 1 < tq_gguf_n_tensors(g) ? "," : "");
-    }
+    print_json_tensors(f, g, st);
     fprintf(f, " ]\n}\n");
 }
 
