@@ -149,49 +149,18 @@ static int plan_global(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, rr_tens
     return 0;
 }
 
-static int plan_tensor(tq_ctx *ctx, const tq_gguf *g, rr_model *m, int64_t i)
+/* A layer's tensor (role: its name after "blk.N."): its part in the rotation and the shape the
+ * hyperparameters give it. */
+static int plan_layer_tensor(tq_ctx *ctx, const tq_gguf *g, const rr_model *m, rr_tensor *t,
+                             const char *name, const char *role, int layer, const int64_t *ne)
 {
-    const char *name = tq_gguf_tensor_name(g, i);
-    const tq_ggml_type *ty = tq_gguf_tensor_type(g, i);
-    const int64_t *ne = tq_gguf_tensor_ne(g, i);
-    rr_tensor *t = &m->t[m->n++];
-    for (size_t k = 0; k < sizeof refused / sizeof *refused; k++)
-        if (strstr(name, refused[k].part)) {
-            if (!refused[k].r1_only) return fail("tensor %s: %s", name, refused[k].why);
-            if (!m->r1_blocker[0])
-                snprintf(m->r1_blocker, sizeof m->r1_blocker, "tensor %s: %s", name,
-                         refused[k].why);
-            t->src = i;
-            t->name = name;
-            t->role = RR_COPY;
-            t->norm = -1; /* R2 leaves it alone */
-            return 0;
-        }
-    if (ty->dtype < 0)
-        return fail("tensor %s is %s, which tq cannot dequantize: it cannot be rotated", name,
-                    ty->name);
-    t->src = i;
-    t->name = name;
-    t->norm = -1;
-    int layer = -1;
-    const char *role = name;
-    if (!strncmp(name, "blk.", 4)) {
-        char *end;
-        layer = (int)strtol(name + 4, &end, 10);
-        if (*end != '.' || layer < 0 || (uint32_t)layer >= m->n_layer)
-            return fail("tensor %s: not a layer of this %u-layer model", name, m->n_layer);
-        role = end + 1;
-    }
     int64_t row = ne[0], rows = ne[1];
     uint64_t q_out = (uint64_t)m->n_head * m->head_dim,
              kv_out = (uint64_t)m->n_head_kv * m->head_dim,
              v_out = (uint64_t)m->n_head_kv * m->head_dim_v,
              o_in = (uint64_t)m->n_head * m->head_dim_v;
     char nb[160];
-    if (layer < 0) {
-        int rc = plan_global(ctx, g, m, t, name, ne);
-        if (rc) return rc;
-    } else if (!strcmp(role, "attn_norm.weight") || !strcmp(role, "ffn_norm.weight")) {
+    if (!strcmp(role, "attn_norm.weight") || !strcmp(role, "ffn_norm.weight")) {
         t->role = RR_NORM;
         SHAPE(row == m->n_embd && rows == 1);
     } else if (!strcmp(role, "attn_q.weight") || !strcmp(role, "attn_k.weight") ||
@@ -232,6 +201,49 @@ static int plan_tensor(tq_ctx *ctx, const tq_gguf *g, rr_model *m, int64_t i)
     } else {
         return fail("tensor %s: unknown to rotate-weights (the graph may differ from llama's)",
                     name);
+    }
+    return 0;
+}
+
+static int plan_tensor(tq_ctx *ctx, const tq_gguf *g, rr_model *m, int64_t i)
+{
+    const char *name = tq_gguf_tensor_name(g, i);
+    const tq_ggml_type *ty = tq_gguf_tensor_type(g, i);
+    const int64_t *ne = tq_gguf_tensor_ne(g, i);
+    rr_tensor *t = &m->t[m->n++];
+    for (size_t k = 0; k < sizeof refused / sizeof *refused; k++)
+        if (strstr(name, refused[k].part)) {
+            if (!refused[k].r1_only) return fail("tensor %s: %s", name, refused[k].why);
+            if (!m->r1_blocker[0])
+                snprintf(m->r1_blocker, sizeof m->r1_blocker, "tensor %s: %s", name,
+                         refused[k].why);
+            t->src = i;
+            t->name = name;
+            t->role = RR_COPY;
+            t->norm = -1; /* R2 leaves it alone */
+            return 0;
+        }
+    if (ty->dtype < 0)
+        return fail("tensor %s is %s, which tq cannot dequantize: it cannot be rotated", name,
+                    ty->name);
+    t->src = i;
+    t->name = name;
+    t->norm = -1;
+    int layer = -1;
+    const char *role = name;
+    if (!strncmp(name, "blk.", 4)) {
+        char *end;
+        layer = (int)strtol(name + 4, &end, 10);
+        if (*end != '.' || layer < 0 || (uint32_t)layer >= m->n_layer)
+            return fail("tensor %s: not a layer of this %u-layer model", name, m->n_layer);
+        role = end + 1;
+    }
+    if (layer < 0) {
+        int rc = plan_global(ctx, g, m, t, name, ne);
+        if (rc) return rc;
+    } else {
+        int rc = plan_layer_tensor(ctx, g, m, t, name, role, layer, ne);
+        if (rc) return rc;
     }
     /* tied embeddings: the output matrix untied, the embeddings with output_norm folded */
     if (m->tied && !strcmp(name, "token_embd.weight")) {
