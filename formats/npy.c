@@ -92,23 +92,58 @@ static int fail(char *err, size_t n, const char *fmt, ...)
     return -1;
 }
 
+/* The header's length and where it starts (versions 1: a u16 length; 2, 3: a u32). */
+static int preamble(const uint8_t *p, uint64_t size, uint32_t *hlen, uint32_t *pre, char *err,
+                    size_t errlen)
+{
+    uint32_t major = p[6];
+    if (major == 1) {
+        *hlen = (uint32_t)p[8] | (uint32_t)p[9] << 8;
+        *pre = 10;
+        return 0;
+    }
+    if (major != 2 && major != 3)
+        return fail(err, errlen, ".npy format version %u.%u is not one tq reads (1, 2, 3)", major,
+                    p[7]);
+    if (size < 12) return fail(err, errlen, "truncated .npy header");
+    *hlen = (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 | (uint32_t)p[11] << 24;
+    *pre = 12;
+    return 0;
+}
+
+/* The shape tuple "(a, b, ...)" into h->shape and h->ndim. */
+static int shape_tuple(lex *l, tq_npy_header *h, char *err, size_t errlen)
+{
+    if (!eat(l, '(')) return fail(err, errlen, ".npy shape is not a tuple");
+    while (!eat(l, ')')) {
+        skip_ws(l);
+        uint64_t v = 0;
+        int digits = 0;
+        while (l->p < l->end && *l->p >= '0' && *l->p <= '9') {
+            if (v > (UINT64_MAX - 9) / 10) return fail(err, errlen, ".npy shape value overflows");
+            v = v * 10 + (uint64_t)(*l->p++ - '0');
+            digits++;
+        }
+        if (l->p < l->end && *l->p == 'L') l->p++; /* Python 2 longs */
+        if (!digits || h->ndim == TQ_NPY_MAX_DIMS)
+            return fail(err, errlen, ".npy shape is malformed or has more than %d dimensions",
+                        TQ_NPY_MAX_DIMS);
+        h->shape[h->ndim++] = v;
+        if (!eat(l, ',')) {
+            if (!eat(l, ')')) return fail(err, errlen, ".npy shape is malformed");
+            break;
+        }
+    }
+    return 0;
+}
+
 int tq_npy_parse(const uint8_t *p, uint64_t size, tq_npy_header *h, char *err, size_t errlen)
 {
     memset(h, 0, sizeof *h);
     if (size < 10 || memcmp(p, "\x93NUMPY", 6))
         return fail(err, errlen, "not a .npy array (no \\x93NUMPY magic)");
-    uint32_t major = p[6], hlen, pre;
-    if (major == 1) {
-        hlen = (uint32_t)p[8] | (uint32_t)p[9] << 8;
-        pre = 10;
-    } else if (major == 2 || major == 3) {
-        if (size < 12) return fail(err, errlen, "truncated .npy header");
-        hlen = (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 | (uint32_t)p[11] << 24;
-        pre = 12;
-    } else {
-        return fail(err, errlen, ".npy format version %u.%u is not one tq reads (1, 2, 3)", major,
-                    p[7]);
-    }
+    uint32_t hlen = 0, pre = 0;
+    if (preamble(p, size, &hlen, &pre, err, errlen)) return -1;
     if (hlen > TQ_NPY_MAX_HEADER)
         return fail(err, errlen, ".npy header of %u bytes is implausible", hlen);
     if (hlen > size - pre)
@@ -143,28 +178,7 @@ int tq_npy_parse(const uint8_t *p, uint64_t size, tq_npy_header *h, char *err, s
                 return fail(err, errlen, ".npy fortran_order is not True or False");
         } else if (!strcmp(key, "shape") && !seen_shape) {
             seen_shape = 1;
-            if (!eat(&l, '(')) return fail(err, errlen, ".npy shape is not a tuple");
-            while (!eat(&l, ')')) {
-                skip_ws(&l);
-                uint64_t v = 0;
-                int digits = 0;
-                while (l.p < l.end && *l.p >= '0' && *l.p <= '9') {
-                    if (v > (UINT64_MAX - 9) / 10)
-                        return fail(err, errlen, ".npy shape value overflows");
-                    v = v * 10 + (uint64_t)(*l.p++ - '0');
-                    digits++;
-                }
-                if (l.p < l.end && *l.p == 'L') l.p++; /* Python 2 longs */
-                if (!digits || h->ndim == TQ_NPY_MAX_DIMS)
-                    return fail(err, errlen,
-                                ".npy shape is malformed or has more than %d dimensions",
-                                TQ_NPY_MAX_DIMS);
-                h->shape[h->ndim++] = v;
-                if (!eat(&l, ',')) {
-                    if (!eat(&l, ')')) return fail(err, errlen, ".npy shape is malformed");
-                    break;
-                }
-            }
+            if (shape_tuple(&l, h, err, errlen)) return -1;
         } else {
             return fail(err, errlen, ".npy header has an unknown or repeated key '%s'", key);
         }
