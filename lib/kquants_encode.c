@@ -44,6 +44,54 @@ static void unpack_scale(const uint8_t *p, int j, int *sc, int *mn)
     }
 }
 
+/* ggml's reference 6-bit sub-block scales and minimums (no importance): each against the
+ * largest, *d and *dmin their steps. */
+static void scales_6bit(const float *scales, const float *mins, uint8_t *ls, uint8_t *lm,
+                        float *d, float *dmin)
+{
+    float ms = 0, mm = 0;
+    for (int j = 0; j < 8; j++) {
+        if (scales[j] > ms) ms = scales[j];
+        if (mins[j] > mm) mm = mins[j];
+    }
+    float is = ms > 0 ? 63.f / ms : 0.f, im = mm > 0 ? 63.f / mm : 0.f;
+    for (int j = 0; j < 8; j++) {
+        uint8_t a = (uint8_t)tq_qs_nearest(is * scales[j]),
+                b = (uint8_t)tq_qs_nearest(im * mins[j]);
+        ls[j] = a < 63 ? a : 63;
+        lm[j] = b < 63 ? b : 63;
+    }
+    *d = ms / 63.f;
+    *dmin = mm / 63.f;
+}
+
+/* The 256 levels L into Q4_K's nibbles (nmax 15) or Q5_K's nibbles and high bits. */
+static void pack_levels(const uint8_t *L, int nmax, uint8_t *out)
+{
+    if (nmax == 15) {
+        uint8_t *q = out + 16;
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++)
+                q[32 * c + l] = (uint8_t)(L[64 * c + l] | L[64 * c + l + 32] << 4);
+        return;
+    }
+    uint8_t *qh = out + 16, *q = out + 48;
+    memset(qh, 0, 32);
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            int a = L[64 * c + l], b = L[64 * c + l + 32];
+            if (a > 15) {
+                a -= 16;
+                qh[l] |= (uint8_t)(1u << (2 * c));
+            }
+            if (b > 15) {
+                b -= 16;
+                qh[l] |= (uint8_t)(2u << (2 * c));
+            }
+            q[32 * c + l] = (uint8_t)(a | b << 4);
+        }
+}
+
 /* One q4_K (nmax 15) or q5_K (nmax 31) superblock.  qw: the importances of
  * these 256 columns, or NULL for the reference encoder. */
 static void q45_block(const float *x, uint8_t *out, int nmax, const float *qw)
@@ -77,20 +125,7 @@ static void q45_block(const float *x, uint8_t *out, int nmax, const float *qw)
         d = tq_qs_positive(8, 63, scales, ls, sw);
         dmin = tq_qs_positive(8, 63, mins, lm, sw);
     } else {
-        float ms = 0, mm = 0;
-        for (int j = 0; j < 8; j++) {
-            if (scales[j] > ms) ms = scales[j];
-            if (mins[j] > mm) mm = mins[j];
-        }
-        float is = ms > 0 ? 63.f / ms : 0.f, im = mm > 0 ? 63.f / mm : 0.f;
-        for (int j = 0; j < 8; j++) {
-            uint8_t a = (uint8_t)tq_qs_nearest(is * scales[j]),
-                    b = (uint8_t)tq_qs_nearest(im * mins[j]);
-            ls[j] = a < 63 ? a : 63;
-            lm[j] = b < 63 ? b : 63;
-        }
-        d = ms / 63.f;
-        dmin = mm / 63.f;
+        scales_6bit(scales, mins, ls, lm, &d, &dmin);
     }
     uint8_t *sc = out + 4;
     memset(sc, 0, 12);
@@ -109,28 +144,7 @@ static void q45_block(const float *x, uint8_t *out, int nmax, const float *qw)
             L[32 * j + l] = (uint8_t)clamp_int(q, 0, nmax);
         }
     }
-    if (nmax == 15) {
-        uint8_t *q = out + 16;
-        for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++)
-                q[32 * c + l] = (uint8_t)(L[64 * c + l] | L[64 * c + l + 32] << 4);
-        return;
-    }
-    uint8_t *qh = out + 16, *q = out + 48;
-    memset(qh, 0, 32);
-    for (int c = 0; c < 4; c++)
-        for (int l = 0; l < 32; l++) {
-            int a = L[64 * c + l], b = L[64 * c + l + 32];
-            if (a > 15) {
-                a -= 16;
-                qh[l] |= (uint8_t)(1u << (2 * c));
-            }
-            if (b > 15) {
-                b -= 16;
-                qh[l] |= (uint8_t)(2u << (2 * c));
-            }
-            q[32 * c + l] = (uint8_t)(a | b << 4);
-        }
+    pack_levels(L, nmax, out);
 }
 
 static void q6_block(const float *x, uint8_t *out, const float *qw)
