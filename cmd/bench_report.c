@@ -204,6 +204,30 @@ static void esc(FILE *f, const char *s)
     }
 }
 
+/* The SVG's right panel: decode throughput bars, one a codec, between y0 and y1. */
+static void svg_throughput_bars(FILE *f, const bkv_result *r, double y0, double y1)
+{
+    const double bx0 = 640, bx1 = 960;
+    double mx = 0;
+    for (size_t i = 0; i < r->n_rows; i++)
+        if (r->rows[i].dec_simd > mx) mx = r->rows[i].dec_simd;
+    fprintf(f, "<text x=\"%.0f\" y=\"22\" font-size=\"13\">decode GB/s, one core (SIMD)</text>\n",
+            bx0 - 60);
+    double bh = (y1 - y0) / (double)(r->n_rows ? r->n_rows : 1);
+    for (size_t i = 0; i < r->n_rows; i++) {
+        const bkv_row *w = &r->rows[i];
+        double y = y0 + i * bh,
+               len = mx > 0 && w->dec_simd > 0 ? w->dec_simd / mx * (bx1 - bx0) : 0;
+        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">", bx0 - 4, y + bh * 0.7);
+        esc(f, w->c->label);
+        fprintf(f,
+                "</text>\n<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                "fill=\"%s\"/>\n<text x=\"%.1f\" y=\"%.1f\">%.2f</text>\n",
+                bx0, y + 1, len, bh - 2, color(w->c->family), bx0 + len + 3, y + bh * 0.7,
+                w->dec_simd);
+    }
+}
+
 /* left: unit-vector D_mse (log) against bits per value, with 4^-b and
  * 2.72 4^-b; right: decode GB/s on one core */
 int bkv_write_svg(const bkv_result *r, const char *path)
@@ -264,26 +288,7 @@ int bkv_write_svg(const bkv_result *r, const char *path)
         esc(f, w->c->label);
         fprintf(f, "</text>\n");
     }
-    /* right: decode throughput bars */
-    const double bx0 = 640, bx1 = 960;
-    double mx = 0;
-    for (size_t i = 0; i < r->n_rows; i++)
-        if (r->rows[i].dec_simd > mx) mx = r->rows[i].dec_simd;
-    fprintf(f, "<text x=\"%.0f\" y=\"22\" font-size=\"13\">decode GB/s, one core (SIMD)</text>\n",
-            bx0 - 60);
-    double bh = (y1 - y0) / (double)(r->n_rows ? r->n_rows : 1);
-    for (size_t i = 0; i < r->n_rows; i++) {
-        const bkv_row *w = &r->rows[i];
-        double y = y0 + i * bh,
-               len = mx > 0 && w->dec_simd > 0 ? w->dec_simd / mx * (bx1 - bx0) : 0;
-        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">", bx0 - 4, y + bh * 0.7);
-        esc(f, w->c->label);
-        fprintf(f,
-                "</text>\n<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                "fill=\"%s\"/>\n<text x=\"%.1f\" y=\"%.1f\">%.2f</text>\n",
-                bx0, y + 1, len, bh - 2, color(w->c->family), bx0 + len + 3, y + bh * 0.7,
-                w->dec_simd);
-    }
+    svg_throughput_bars(f, r, y0, y1); /* right */
     fprintf(f, "</svg>\n");
     return fclose(f) ? -1 : 0;
 #undef PX

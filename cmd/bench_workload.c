@@ -105,6 +105,33 @@ int bw_builtin(bworkload *w, int quick)
     return 0;
 }
 
+/* KV head hd of rows rk/rv[n + m][wd] as a workload head: the first n cells' K and V, the
+ * last m cells' keys as query proxies; -1 when out of memory. */
+static int take_head(bhead *h, const float *rk, const float *rv, uint64_t wd, uint32_t hd,
+                     uint32_t d, uint32_t n, uint32_t m, uint32_t layer, uint32_t n_layer)
+{
+    *h = (bhead){d,
+                 n,
+                 m,
+                 layer,
+                 n_layer,
+                 malloc((size_t)n * d * 4),
+                 malloc((size_t)n * d * 4),
+                 malloc((size_t)m * d * 4)};
+    if (!h->k || !h->v || !h->q) return -1;
+    for (uint32_t c = 0; c < n + m; c++) {
+        const float *ks = rk + ((size_t)c * wd + (size_t)hd * d),
+                    *vs = rv + ((size_t)c * wd + (size_t)hd * d);
+        if (c < n) {
+            memcpy(h->k + (size_t)c * d, ks, d * 4);
+            memcpy(h->v + (size_t)c * d, vs, d * 4);
+        } else {
+            memcpy(h->q + (size_t)(c - n) * d, ks, d * 4); /* later keys as query proxies */
+        }
+    }
+    return 0;
+}
+
 int bw_from_file(tq_ctx *ctx, bworkload *w, const char *path, const tq_model *model, int quick,
                  char *err, size_t el)
 {
@@ -161,25 +188,7 @@ int bw_from_file(tq_ctx *ctx, bworkload *w, const char *path, const tq_model *mo
                 for (uint32_t hd = 0; hd < wd / d && !rc; hd++, seen++) {
                     if (seen % every || w->n_heads >= max_heads) continue;
                     bhead *h = &w->h[w->n_heads++];
-                    *h = (bhead){d,
-                                 n,
-                                 m,
-                                 l,
-                                 st->n_layer,
-                                 malloc((size_t)n * d * 4),
-                                 malloc((size_t)n * d * 4),
-                                 malloc((size_t)m * d * 4)};
-                    if (!h->k || !h->v || !h->q) rc = -1;
-                    for (uint32_t c = 0; !rc && c < cells; c++) {
-                        const float *ks = rk + ((size_t)c * wd + (size_t)hd * d),
-                                    *vs = rv + ((size_t)c * wd + (size_t)hd * d);
-                        if (c < n) {
-                            memcpy(h->k + (size_t)c * d, ks, d * 4);
-                            memcpy(h->v + (size_t)c * d, vs, d * 4);
-                        } else
-                            memcpy(h->q + (size_t)(c - n) * d, ks,
-                                   d * 4); /* later keys as query proxies */
-                    }
+                    rc = take_head(h, rk, rv, wd, hd, d, n, m, l, st->n_layer);
                 }
             }
         }

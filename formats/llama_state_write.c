@@ -42,6 +42,36 @@ static tq_status check_single_seq(tq_ctx *ctx, const tq_kv_view *s, const tq_kv_
     return TQ_OK;
 }
 
+/* A stream's cells (up to the prefix o asks for), metadata and K/V tensors, as the source laid
+ * them out. */
+static void put_stream(wr *w, const tq_kv_view *s, const tq_kv_stream *st,
+                       const tq_state_rewrite *o)
+{
+    uint32_t n;
+    uint64_t ml;
+    tq_kv_stream_prefix(w->ctx, s, st, o->max_tokens, &n, &ml); /* checked before */
+    put32(w, n);
+    if (!n) return;
+    put(w, s->map + st->meta_off, ml);
+    put32(w, st->v_trans);
+    put32(w, st->n_layer);
+    for (int v = 0; v < 2; v++)
+        for (uint32_t l = 0; l < st->n_layer; l++) {
+            const tq_kv_tensor *t = v ? &st->v[l] : &st->k[l];
+            put32(w, (uint32_t)t->type->id);
+            if (!t->transposed) {
+                put64(w, t->row_size);
+                put(w, t->data, (uint64_t)n * t->row_size);
+                continue;
+            }
+            uint64_t es = t->type->bytes;
+            put32(w, (uint32_t)es);
+            put32(w, (uint32_t)t->width);
+            for (uint64_t e = 0; e < t->width; e++)
+                put(w, t->data + e * st->cell_count * es, n * es);
+        }
+}
+
 tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_rewrite *o,
                                FILE *out)
 {
@@ -95,32 +125,7 @@ tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_
     }
     for (uint32_t i = 0; i < s->n_kv; i++) {
         put32(&w, s->kv[i].n_stream);
-        for (uint32_t j = 0; j < s->kv[i].n_stream; j++) {
-            const tq_kv_stream *st = &s->kv[i].streams[j];
-            uint32_t n;
-            uint64_t ml;
-            tq_kv_stream_prefix(ctx, s, st, o->max_tokens, &n, &ml); /* checked above */
-            put32(&w, n);
-            if (!n) continue;
-            put(&w, s->map + st->meta_off, ml);
-            put32(&w, st->v_trans);
-            put32(&w, st->n_layer);
-            for (int v = 0; v < 2; v++)
-                for (uint32_t l = 0; l < st->n_layer; l++) {
-                    const tq_kv_tensor *t = v ? &st->v[l] : &st->k[l];
-                    put32(&w, (uint32_t)t->type->id);
-                    if (!t->transposed) {
-                        put64(&w, t->row_size);
-                        put(&w, t->data, (uint64_t)n * t->row_size);
-                        continue;
-                    }
-                    uint64_t es = t->type->bytes;
-                    put32(&w, (uint32_t)es);
-                    put32(&w, (uint32_t)t->width);
-                    for (uint64_t e = 0; e < t->width; e++)
-                        put(&w, t->data + e * st->cell_count * es, n * es);
-                }
-        }
+        for (uint32_t j = 0; j < s->kv[i].n_stream; j++) put_stream(&w, s, &s->kv[i].streams[j], o);
     }
     return w.st;
 }

@@ -163,6 +163,23 @@ static uint8_t tq_block_planes(const tq_kvsnap_options *o, int codec, int bits)
     return codec == TQKV_CODEC_TQ && (bits == 3 || bits == 5) && !o->no_planes;
 }
 
+/* TurboAngle (b bits a value: (angle + radius) / 2) or TurboQuant-prod blocks in place of
+ * tq's, where the options ask for them. */
+static void other_block(int codec, int b, tqkv_record *t)
+{
+    if (codec == TQKV_CODEC_ANGLE) {
+        t->codec = TQKV_CODEC_ANGLE;
+        t->bits = (uint8_t)(b >= 8 ? 8 : b + 1);
+        t->radius_bits = (uint8_t)(b >= 8 ? 8 : b - 1);
+        t->norm_correction = 1;
+        t->seed = 1;
+    } else if (codec == TQKV_CODEC_PROD) {
+        t->codec = TQKV_CODEC_PROD;
+        t->norm_correction = 0;
+        t->seed = 1;
+    }
+}
+
 static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_options *o,
                              uint32_t head_dim, const src_tensor *s, tqkv_record *t)
 {
@@ -198,17 +215,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
         t->group = g;
         t->seed = TQ_SEED_FORK;
         tq_block_coding(o, b, g, &t->bits, &t->uniform, &t->norm_correction);
-        if (o->codec == TQKV_CODEC_ANGLE) { /* b bits a value: (angle + radius) / 2 */
-            t->codec = TQKV_CODEC_ANGLE;
-            t->bits = (uint8_t)(b >= 8 ? 8 : b + 1);
-            t->radius_bits = (uint8_t)(b >= 8 ? 8 : b - 1);
-            t->norm_correction = 1;
-            t->seed = 1;
-        } else if (o->codec == TQKV_CODEC_PROD) {
-            t->codec = TQKV_CODEC_PROD;
-            t->norm_correction = 0;
-            t->seed = 1;
-        }
+        other_block(o->codec, b, t);
         p->group = g;
         p->group_guessed |= guessed;
         t->group_guessed = (uint8_t)guessed;

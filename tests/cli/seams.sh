@@ -3,7 +3,7 @@
 # libtq only through lib/tq.h; byte formats include neither formats/model/
 # nor formats/snapshot/, and model/ not snapshot/; the KV sources do not know
 # each other; encode-kvdump holds no InnerQ derivation; no function in
-# formats/ or cmd/ runs over 100 lines.
+# lib/, formats/ or cmd/ runs over 80 lines, and no file there over 700.
 set -u
 . tests/cli/common.inc
 behaviour lib_internals_stay_in_lib
@@ -48,14 +48,19 @@ for src in kv_numpy kv_numpy_write; do
     grep -n 'llama_state\|tq_llama\|GGSN\|GGSQ' formats/$src.c && fail "formats/$src.c refers to the llama.cpp state source"
 done
 grep -q 'tq_numpy_open_memory' tests/fuzz/fuzz_numpy_read.c || fail "the NumPy fuzz target must call the NumPy reader"
-behaviour no_function_over_100_lines
+behaviour no_function_over_80_lines
 # functions: a line starting an identifier with '(' up to the '{' and '}' in
 # column 0 (the layout every file here uses)
 long=$(awk 'FNR == 1 { head = 0 }
     /^[A-Za-z_].*\(/ && !/;[ \t]*$/ { head = FNR; name = $0 }
     /^\{/ { start = head }
-    /^\}/ && start { if (FNR - start + 1 > 100) printf "%s:%d %d lines: %s\n", FILENAME, start, FNR - start + 1, name; start = 0 }' \
-    formats/*.c formats/*/*.c cmd/*.c)
-[ -z "$long" ] || fail "functions over 100 lines:
+    /^\}/ && start { if (FNR - start + 1 > 80) printf "%s:%d %d lines: %s\n", FILENAME, start, FNR - start + 1, name; start = 0 }' \
+    lib/*.c formats/*.c formats/*/*.c cmd/*.c)
+[ -z "$long" ] || fail "functions over 80 lines:
 $long"
+
+behaviour no_source_file_over_700_lines
+long=$(wc -l lib/*.c lib/*.h formats/*.c formats/*.h formats/*/*.c formats/*/*.h cmd/*.c cmd/*.h |
+       awk '$2 != "total" && $1 > 700 { print $2 ": " $1 " lines" }')
+[ -z "$long" ] || fail "source files over 700 lines: $long"
 exit 0
