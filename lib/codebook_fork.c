@@ -63,15 +63,16 @@ tq_status tq_codebook_get(tq_ctx *ctx, tq_codebook_kind kind, uint32_t g, uint32
     const tq_codebook *cb;
     if (kind == TQ_CB_EXACT) {
         if (!tq_is_pow2(g) || g < TQ_RHT_MIN || g > TQ_RHT_MAX)
-            return tq_fail(ctx, TQ_ERR_ARG, "codebook group %u is not a power of two in [%d, %d]",
-                           g, TQ_RHT_MIN, TQ_RHT_MAX);
+            return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                    "codebook group %u is not a power of two in [%d, %d]", g,
+                                    TQ_RHT_MIN, TQ_RHT_MAX);
         if (bits < 1 || bits > 8)
-            return tq_fail(ctx, TQ_ERR_ARG, "codebook bits %u outside 1..8", bits);
+            return tq_ctx_set_error(ctx, TQ_ERR_ARG, "codebook bits %u outside 1..8", bits);
         cb = tq_codebook_exact(g, bits);
-        if (!cb) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory computing a codebook");
+        if (!cb) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory computing a codebook");
     } else {
         cb = tq_codebook_fork(kind);
-        if (!cb) return tq_fail(ctx, TQ_ERR_ARG, "unknown codebook kind %d", (int)kind);
+        if (!cb) return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown codebook kind %d", (int)kind);
     }
     *out = *cb;
     return TQ_OK;

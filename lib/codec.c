@@ -14,7 +14,7 @@
 static tq_status fix_fork(tq_ctx *ctx, const tq_codec_desc *d, const char *name)
 {
     if (d->group || d->bits || d->norm_correction || d->seed)
-        return tq_fail(
+        return tq_ctx_set_error(
             ctx, TQ_ERR_ARG,
             "codec %s has a fixed layout: group, bits, norm_correction and seed must be 0", name);
     return TQ_OK;
@@ -47,14 +47,14 @@ static tq_status shape_turbo(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s
 static tq_status shape_tq(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
 {
     if (!group_ok(d->group))
-        return tq_fail(ctx, TQ_ERR_ARG, "tq codec group %u is not a power of two in [8, 512]",
-                       d->group);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "tq codec group %u is not a power of two in [8, 512]", d->group);
     if (d->bits < 1 || d->bits > 8)
-        return tq_fail(ctx, TQ_ERR_ARG, "tq codec bits %u outside 1..8", d->bits);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "tq codec bits %u outside 1..8", d->bits);
     if (d->norm_correction > 1)
-        return tq_fail(ctx, TQ_ERR_ARG, "tq codec norm_correction must be 0 or 1");
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "tq codec norm_correction must be 0 or 1");
     if (d->uniform > 1 || (d->uniform && d->bits < 2))
-        return tq_fail(ctx, TQ_ERR_ARG,
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                        "tq codec: uniform cells need 2..8 bits (uniform %u, bits %u)", d->uniform,
                        d->bits);
     *s = (codec_shape){TQ_LAYOUT_TQ, d->group, 2 + tq_packed_bytes(d->group, d->bits), d->group,
@@ -77,13 +77,13 @@ static tq_status shape_weights(tq_ctx *ctx, const tq_codec_desc *d, codec_shape 
 static tq_status shape_angle(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
 {
     if (!group_ok(d->group))
-        return tq_fail(ctx, TQ_ERR_ARG, "angle codec group %u is not a power of two in [8, 512]",
-                       d->group);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "angle codec group %u is not a power of two in [8, 512]", d->group);
     if (d->bits < 1 || d->bits > 8 || d->radius_bits > 8 || d->norm_correction > 1)
-        return tq_fail(ctx, TQ_ERR_ARG,
-                       "angle codec: angle bits %u (1..8), radius bits %u (0..8), "
-                       "norm_correction %u (0/1)",
-                       d->bits, d->radius_bits, d->norm_correction);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "angle codec: angle bits %u (1..8), radius bits %u (0..8), "
+                                "norm_correction %u (0/1)",
+                                d->bits, d->radius_bits, d->norm_correction);
     size_t radii = d->radius_bits ? tq_packed_bytes(d->group / 2, d->radius_bits) : 0;
     /* bits 1: an unused codebook; the angle levels are uniform */
     *s = (codec_shape){TQ_LAYOUT_ANGLE, d->group,
@@ -97,13 +97,13 @@ static tq_status shape_angle(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s
 static tq_status shape_prod(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
 {
     if (!group_ok(d->group))
-        return tq_fail(ctx, TQ_ERR_ARG, "prod codec group %u is not a power of two in [8, 512]",
-                       d->group);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "prod codec group %u is not a power of two in [8, 512]", d->group);
     if (d->bits < 2 || d->bits > 8 || d->norm_correction || d->radius_bits)
-        return tq_fail(ctx, TQ_ERR_ARG,
-                       "prod codec: bits %u outside 2..8 (b-1 MSE bits + 1 sketch bit), "
-                       "norm_correction and radius_bits must be 0",
-                       d->bits);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "prod codec: bits %u outside 2..8 (b-1 MSE bits + 1 sketch bit), "
+                                "norm_correction and radius_bits must be 0",
+                                d->bits);
     *s = (codec_shape){TQ_LAYOUT_PROD, d->group,
                        4 + tq_packed_bytes(d->group, d->bits - 1) + d->group / 8, d->group,
                        d->bits - 1, 0, TQ_CB_EXACT, ""};
@@ -135,12 +135,12 @@ static tq_status shape_of(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
             st = shape_prod(ctx, d, s);
             break;
         default:
-            return tq_fail(ctx, TQ_ERR_ARG, "unknown codec kind %d", (int)d->kind);
+            return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown codec kind %d", (int)d->kind);
     }
     if (!st && d->kind != TQ_CODEC_ANGLE && d->radius_bits)
-        st = tq_fail(ctx, TQ_ERR_ARG, "radius_bits is for the angle codec only");
+        st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "radius_bits is for the angle codec only");
     if (!st && d->kind != TQ_CODEC_TQ && d->uniform)
-        st = tq_fail(ctx, TQ_ERR_ARG, "uniform cells are for the tq codec only");
+        st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "uniform cells are for the tq codec only");
     return st;
 }
 
@@ -163,7 +163,7 @@ static tq_status make_tables(tq_ctx *ctx, tq_codec *c)
     tq_kv_params *p = &c->kv;
     const tq_codec_desc *d = &c->desc;
     if (!(c->signs = malloc(2 * p->g * sizeof(float))))
-        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
     float *s1 = c->signs, *s2 = c->signs + p->g;
     if (c->layout == TQ_LAYOUT_W3 || c->layout == TQ_LAYOUT_W4) {
         tq_signs_weight32(s1); /* one sign vector: the second factor is I */
@@ -181,11 +181,11 @@ static tq_status make_tables(tq_ctx *ctx, tq_codec *c)
         uint32_t k = 1u << d->radius_bits;
         if (!(c->extra = malloc(2 * k * sizeof(float))) ||
             tq_angle_radius_codebook(p->g, d->radius_bits, c->extra, c->extra + k))
-            return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
+            return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
     }
     if (c->layout == TQ_LAYOUT_PROD) {
         if (!(c->extra = malloc((size_t)p->g * p->g * sizeof(float))))
-            return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
+            return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
         tq_prod_sketch(p->g, d->seed, c->extra);
     }
     return TQ_OK;
@@ -199,7 +199,7 @@ tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
     tq_status st = shape_of(ctx, d, &s);
     if (st) return st;
     tq_codec *c = calloc(1, sizeof *c);
-    if (!c) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
+    if (!c) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
     c->desc = *d;
     c->layout = s.layout;
     c->block_values = s.block_values;
@@ -222,7 +222,7 @@ tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
         p->cb = tq_codebook_fork(s.cbk);
     if (!p->cb) {
         tq_codec_free(c);
-        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory computing a codebook");
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory computing a codebook");
     }
     for (uint32_t k = 0; k < 256; k++) {
         p->cen[k] = k < p->cb->size ? p->cb->centroids[k] : 0.0f;
@@ -258,9 +258,10 @@ static int is_plain(const tq_codec *c)
 tq_status tq_codec_set_weight_search(tq_ctx *ctx, tq_codec *c, tq_weight_search s)
 {
     TQ_NEED_CTX(ctx);
-    if (!is_weight(c)) return tq_fail(ctx, TQ_ERR_ARG, "codec %s has no weight search", c->name);
+    if (!is_weight(c))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "codec %s has no weight search", c->name);
     if (s != TQ_WSEARCH_BEST && s != TQ_WSEARCH_FORK)
-        return tq_fail(ctx, TQ_ERR_ARG, "unknown weight search %d", (int)s);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown weight search %d", (int)s);
     c->wsearch = s;
     return TQ_OK;
 }
@@ -268,7 +269,7 @@ tq_status tq_codec_set_weight_search(tq_ctx *ctx, tq_codec *c, tq_weight_search 
 static tq_status check_n(tq_ctx *ctx, const tq_codec *c, size_t n)
 {
     if (n % c->block_values)
-        return tq_fail(ctx, TQ_ERR_ARG,
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                        "%zu values is not a whole number of %s blocks (%zu values each)", n,
                        c->name, c->block_values);
     return TQ_OK;
@@ -336,7 +337,7 @@ static tq_status run(tq_ctx *ctx, const tq_codec *c, size_t n, int encode, int r
         int rc = encode ? k->dev_kv_encode(c, in, nb, out, err, sizeof err)
                         : k->dev_kv_decode(c, in, nb, out, rotated, err, sizeof err);
         if (rc)
-            return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "%s %s: %s", k->name,
+            return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s %s: %s", k->name,
                            encode ? "encode" : "decode", err);
         return TQ_OK;
     }
@@ -344,7 +345,7 @@ static tq_status run(tq_ctx *ctx, const tq_codec *c, size_t n, int encode, int r
     int have_kv = encode ? k->kv_encode != NULL : k->kv_decode != NULL;
     int have = is_plain(c) || (is_weight(c) ? have_w : have_kv);
     if (!have)
-        return tq_fail(ctx, TQ_ERR_UNSUPPORTED,
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
                        "the %s backend has no %s %s kernel: use a CPU context", k->name, c->name,
                        encode ? "encode" : "decode");
     job j = {c, k, encode, rotated, in, out};
@@ -374,8 +375,8 @@ tq_status tq_decode_rotated(tq_ctx *ctx, const tq_codec *c, const void *blocks, 
 {
     TQ_NEED_CTX(ctx);
     if (is_weight(c))
-        return tq_fail(ctx, TQ_ERR_ARG, "%s is a weight codec: it has no rotated-domain output",
-                       c->name);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "%s is a weight codec: it has no rotated-domain output", c->name);
     return run(ctx, c, n, 0, 1, blocks, y);
 }
 
@@ -384,7 +385,8 @@ tq_status tq_scores(tq_ctx *ctx, const tq_codec *c, const float *q, const void *
 {
     TQ_NEED_CTX(ctx);
     if (is_weight(c))
-        return tq_fail(ctx, TQ_ERR_ARG, "%s is a weight codec: no attention scores", c->name);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "%s is a weight codec: no attention scores",
+                                c->name);
     tq_status st = tq_require_cpu(ctx, "compressed-domain scores");
     if (st) return st;
     const tq_kv_params *p = &c->kv;
@@ -394,7 +396,7 @@ tq_status tq_scores(tq_ctx *ctx, const tq_codec *c, const float *q, const void *
     if (c->layout == TQ_LAYOUT_ANGLE || c->layout == TQ_LAYOUT_PROD) {
         st = c->layout == TQ_LAYOUT_ANGLE ? tq_angle_scores(c, qr, blocks, n_keys, out)
                                           : tq_prod_scores(c, qr, blocks, n_keys, out);
-        return st ? tq_fail(ctx, st, "out of memory") : TQ_OK;
+        return st ? tq_ctx_set_error(ctx, st, "out of memory") : TQ_OK;
     }
     const uint8_t *b = blocks;
     uint8_t idx[512];

@@ -78,9 +78,9 @@ void tq_ctx_keep_first(tq_ctx *dst, size_t *first, size_t item, const tq_ctx *wo
         if (worker && worker->status)
             tq_ctx_copy_error(dst, worker);
         else if (worker)
-            tq_fail(dst, TQ_ERR_ARG, "item %zu failed without a message", item);
+            tq_ctx_set_error(dst, TQ_ERR_ARG, "item %zu failed without a message", item);
         else
-            tq_fail(dst, TQ_ERR_NOMEM, "out of memory (a worker thread's context)");
+            tq_ctx_set_error(dst, TQ_ERR_NOMEM, "out of memory (a worker thread's context)");
     }
 }
 
@@ -126,11 +126,11 @@ tq_status tq_ctx_set_simd(tq_ctx *ctx, tq_simd level)
     tq_simd best = tq_simd_best();
     if (level == TQ_SIMD_AUTO) level = best;
     if (level != TQ_SIMD_SCALAR && level > best)
-        return tq_fail(ctx, TQ_ERR_UNSUPPORTED,
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
                        "SIMD level %s is not supported by this CPU (best: %s)", tq_simd_name(level),
                        tq_simd_name(best));
     if (level < TQ_SIMD_SCALAR || level > TQ_SIMD_AVX512)
-        return tq_fail(ctx, TQ_ERR_ARG, "unknown SIMD level %d", (int)level);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown SIMD level %d", (int)level);
     ctx->simd = level;
     return TQ_OK;
 }
@@ -159,8 +159,9 @@ tq_status tq_require_cpu(tq_ctx *ctx, const char *what)
 {
     TQ_NEED_CTX(ctx);
     if (ctx->backend == TQ_BACKEND_CPU) return TQ_OK;
-    return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "the %s backend cannot do %s: use a CPU context",
-                   tq_kernels_of(ctx)->name, what);
+    return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                            "the %s backend cannot do %s: use a CPU context",
+                            tq_kernels_of(ctx)->name, what);
 }
 
 tq_status tq_ctx_set_backend(tq_ctx *ctx, tq_backend backend)
@@ -171,11 +172,12 @@ tq_status tq_ctx_set_backend(tq_ctx *ctx, tq_backend backend)
         return TQ_OK;
     }
     if (backend != TQ_BACKEND_CUDA)
-        return tq_fail(ctx, TQ_ERR_ARG, "unknown backend %d", (int)backend);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown backend %d", (int)backend);
     if (!tq_cuda_built())
-        return tq_fail(ctx, TQ_ERR_UNSUPPORTED,
-                       "this tq was built without CUDA (rebuild with nvcc on PATH)");
-    if (tq_cuda_devices() < 1) return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "no CUDA device is visible");
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                "this tq was built without CUDA (rebuild with nvcc on PATH)");
+    if (tq_cuda_devices() < 1)
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "no CUDA device is visible");
     ctx->backend = backend;
     return TQ_OK;
 }

@@ -63,7 +63,7 @@ static const tq_codec *codec_for(tq_dtype t)
 static tq_status check(tq_ctx *ctx, tq_dtype t, size_t n)
 {
     if ((unsigned)t >= TQ_DT_COUNT)
-        return tq_fail(ctx, TQ_ERR_ARG, "unknown element type %d", (int)t);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown element type %d", (int)t);
     /* the codec types run through the codec's backend table; the rest is CPU code */
     int codec = t == TQ_DT_TQ3_1S || t == TQ_DT_TQ4_1S || t == TQ_DT_TURBO2 || t == TQ_DT_TURBO3 ||
                 t == TQ_DT_TURBO4;
@@ -76,7 +76,7 @@ static tq_status check(tq_ctx *ctx, tq_dtype t, size_t n)
         if (st) return st;
     }
     if (n % dt[t].values)
-        return tq_fail(ctx, TQ_ERR_ARG, "%zu values is not a whole number of %s blocks", n,
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "%zu values is not a whole number of %s blocks", n,
                        dt[t].name);
     return TQ_OK;
 }
@@ -84,11 +84,13 @@ static tq_status check(tq_ctx *ctx, tq_dtype t, size_t n)
 static tq_status codec_run(tq_ctx *ctx, tq_dtype t, int enc, const void *in, size_t n, void *out)
 {
     const tq_codec *c = codec_for(t);
-    if (!c) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory creating the %s codec", dt[t].name);
+    if (!c)
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory creating the %s codec",
+                                dt[t].name);
     /* the caller owns the parallelism: run on this thread */
     tq_ctx local = {TQ_OK, "", 1, ctx->simd, TQ_BACKEND_CPU};
     tq_status st = enc ? tq_encode(&local, c, in, n, out) : tq_decode(&local, c, in, n, out);
-    if (st) return tq_fail(ctx, st, "%s", local.msg);
+    if (st) return tq_ctx_set_error(ctx, st, "%s", local.msg);
     return TQ_OK;
 }
 
@@ -199,8 +201,9 @@ static tq_status check_finite(tq_ctx *ctx, tq_dtype t, const float *x, size_t n)
     if (t == TQ_DT_F32 || t == TQ_DT_F16 || t == TQ_DT_BF16) return TQ_OK;
     for (size_t i = 0; i < n; i++)
         if (!isfinite(x[i]))
-            return tq_fail(ctx, TQ_ERR_ARG, "value %zu is %g: %s blocks need finite values", i,
-                           x[i], dt[t].name);
+            return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                    "value %zu is %g: %s blocks need finite values", i, x[i],
+                                    dt[t].name);
     return TQ_OK;
 }
 
@@ -249,8 +252,8 @@ tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *x, size_t n, void *d
             break;
         default:
             if (is_kquant(t))
-                return tq_fail(ctx, TQ_ERR_UNSUPPORTED, "quantizing to %s is not supported",
-                               dt[t].name);
+                return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                        "quantizing to %s is not supported", dt[t].name);
             return codec_run(ctx, t, 1, x, n, dst);
     }
     return TQ_OK;
@@ -270,8 +273,8 @@ tq_status tq_quantize_weighted(tq_ctx *ctx, tq_dtype t, const float *x, size_t n
         return tq_quantize(ctx, t, x, n_rows * row_len, dst); /* ggml weighs these by nothing */
     for (size_t i = 0; i < row_len; i++)
         if (!(importance[i] >= 0) || isinf(importance[i]))
-            return tq_fail(ctx, TQ_ERR_ARG, "importance %zu is %g, not a finite value >= 0", i,
-                           importance[i]);
+            return tq_ctx_set_error(
+                ctx, TQ_ERR_ARG, "importance %zu is %g, not a finite value >= 0", i, importance[i]);
     size_t rb = row_len / dt[t].values * dt[t].bytes;
     uint8_t *o = dst;
     for (size_t r = 0; r < n_rows; r++, x += row_len, o += rb) {

@@ -10,8 +10,8 @@ tq_status tq_innerq_apply(tq_ctx *ctx, float *x, size_t n, const float *scales, 
 {
     TQ_NEED_CTX(ctx);
     if (!dim || n % dim)
-        return tq_fail(ctx, TQ_ERR_ARG, "%zu values are not whole groups of %u InnerQ channels", n,
-                       dim);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "%zu values are not whole groups of %u InnerQ channels", n, dim);
     if (divide)
         for (size_t i = 0; i < n; i += dim)
             for (uint32_t j = 0; j < dim; j++) x[i + j] /= scales[j];
@@ -36,17 +36,19 @@ tq_status tq_innerq_scales(tq_ctx *ctx, tq_innerq_method method, const double *e
                            double strength, double lo, double hi, float *s)
 {
     TQ_NEED_CTX(ctx);
-    if (!dim || dim > 4096) return tq_fail(ctx, TQ_ERR_ARG, "InnerQ over %u channels", dim);
+    if (!dim || dim > 4096)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "InnerQ over %u channels", dim);
     if (!(strength > 0 && strength <= 4))
-        return tq_fail(ctx, TQ_ERR_ARG, "InnerQ strength %g outside (0, 4]", strength);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "InnerQ strength %g outside (0, 4]", strength);
     if (method == TQ_INNERQ_QK && !eq2)
-        return tq_fail(ctx, TQ_ERR_ARG, "Q-aware scales need E[q^2]");
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "Q-aware scales need E[q^2]");
     if (!rot) rot = dim;
     if (rot > dim || (pairs != TQ_PAIRS_NONE && rot % 2))
-        return tq_fail(ctx, TQ_ERR_ARG, "RoPE over %u of %u channels cannot be paired", rot, dim);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "RoPE over %u of %u channels cannot be paired",
+                                rot, dim);
     if (method == TQ_INNERQ_FORK) { /* float arithmetic, as the fork's finalize step */
         float mean = 0, *rms = malloc(dim * sizeof *rms);
-        if (!rms) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        if (!rms) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
         for (uint32_t j = 0; j < dim; j++) mean += rms[j] = sqrtf((float)ek2[j]);
         mean /= (float)dim;
         float rmax = 0, rmin = INFINITY;

@@ -135,14 +135,14 @@ static void round_all16(int avx2, const float *y, size_t n, float inv, int16_t *
 static tq_status check_klt(tq_ctx *ctx, const tq_klt *k)
 {
     if (!k->d || k->d % 8 || k->d > 4096 || k->m > k->d)
-        return tq_fail(ctx, TQ_ERR_ARG, "a transform of %u components for vectors of %u values",
-                       k->m, k->d);
+        return tq_ctx_set_error(
+            ctx, TQ_ERR_ARG, "a transform of %u components for vectors of %u values", k->m, k->d);
     if (!(k->step > 0) || !isfinite(k->step))
-        return tq_fail(ctx, TQ_ERR_ARG, "quantizer step %g (finite and > 0 needed)",
-                       (double)k->step);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "quantizer step %g (finite and > 0 needed)",
+                                (double)k->step);
     for (size_t i = 0; i < (size_t)k->m * k->d; i++)
         if (!isfinite(k->basis[i]))
-            return tq_fail(ctx, TQ_ERR_ARG, "a basis value that is not finite (%zu)", i);
+            return tq_ctx_set_error(ctx, TQ_ERR_ARG, "a basis value that is not finite (%zu)", i);
     return TQ_OK;
 }
 
@@ -166,7 +166,7 @@ tq_status tq_klt_encode(tq_ctx *ctx, const tq_klt *k, const float *x, size_t n, 
     if (!xp || !yt) {
         free(xp);
         free(yt);
-        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     float inv = 1.0f / k->step;
     /* the coefficients component-major, as the indices go out, from the basis's rows against
@@ -209,7 +209,7 @@ tq_status tq_klt_decode(tq_ctx *ctx, const tq_klt *k, const int16_t *idx, size_t
         free(ct);
         free(xt);
         free(bp);
-        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     for (size_t r0 = 0; r0 < n; r0 += TILE) {
         size_t nr = n - r0 < TILE ? n - r0 : TILE;
@@ -232,13 +232,13 @@ tq_status tq_klt_project(tq_ctx *ctx, const float *basis, uint32_t m, uint32_t d
 {
     TQ_NEED_CTX(ctx);
     if (!d || d % 8 || m > d || m % 8)
-        return tq_fail(ctx, TQ_ERR_ARG, "projecting on %u of %u components", m, d);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "projecting on %u of %u components", m, d);
     float *bt = basis_panels(basis, m, d, m, 1);       /* [d][m] in panels */
     float *xt = malloc((size_t)TILE * d * sizeof *xt); /* [TILE][d] */
     if (!bt || !xt) {
         free(bt);
         free(xt);
-        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     for (size_t r0 = 0; r0 < n; r0 += TILE) {
         size_t nr = n - r0 < TILE ? n - r0 : TILE;
@@ -254,7 +254,7 @@ tq_status tq_covariance(tq_ctx *ctx, const float *x, size_t n, uint32_t d, size_
                         double *cov)
 {
     TQ_NEED_CTX(ctx);
-    if (!n || !d || d % 8) return tq_fail(ctx, TQ_ERR_ARG, "covariance of %zu x %u", n, d);
+    if (!n || !d || d % 8) return tq_ctx_set_error(ctx, TQ_ERR_ARG, "covariance of %zu x %u", n, d);
     float *xr = malloc((size_t)n * d * sizeof *xr); /* [n][d]: the rows, contiguous */
     float *xp = malloc((size_t)n * d * sizeof *xp); /* xr in panels */
     float *c = malloc((size_t)d * d * sizeof *c);   /* [d][d] */
@@ -262,7 +262,7 @@ tq_status tq_covariance(tq_ctx *ctx, const float *x, size_t n, uint32_t d, size_
         free(xr);
         free(xp);
         free(c);
-        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     for (size_t r = 0; r < n; r++) memcpy(xr + r * d, x + r * stride, d * sizeof *xr);
     pack_panels(xr, n, d, xp);
@@ -454,10 +454,11 @@ tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, do
 {
     TQ_NEED_CTX(ctx);
     if (!n || !d || !(bits > 0) || bits > 16 || !(min_bits >= 0))
-        return tq_fail(ctx, TQ_ERR_ARG, "a step for %g bits over %zu x %u coefficients", bits,
-                       n, d);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "a step for %g bits over %zu x %u coefficients",
+                                bits, n, d);
     for (size_t i = 0; i < n * d; i++)
-        if (!isfinite(y[i])) return tq_fail(ctx, TQ_ERR_ARG, "a coefficient that is not finite");
+        if (!isfinite(y[i]))
+            return tq_ctx_set_error(ctx, TQ_ERR_ARG, "a coefficient that is not finite");
     uint32_t *bins = calloc(65535 + 4 * SPAN_SHORT, sizeof *bins); /* and index_entropy's four */
     double *h = malloc(2 * d * sizeof *h); /* [2][d]: each component's bits at a step tried */
     double *h_hi = h + d;                  /* [d]: at the step kept */
@@ -487,7 +488,7 @@ tq_status tq_klt_rate_step(tq_ctx *ctx, const float *y, size_t n, uint32_t d, do
     free(var);
     free(q);
     free(yc);
-    return st ? tq_fail(ctx, st, "out of memory") : TQ_OK;
+    return st ? tq_ctx_set_error(ctx, st, "out of memory") : TQ_OK;
 }
 
 uint32_t tq_klt_gauss_components(const double *var, uint32_t d, double bits, double min_bits)
@@ -591,7 +592,7 @@ tq_status tq_codec_gauss_cost(tq_ctx *ctx, uint32_t g, uint32_t bits, int unifor
 {
     TQ_NEED_CTX(ctx);
     if (uniform && bits < 2)
-        return tq_fail(ctx, TQ_ERR_ARG, "uniform cells at %u bits (2..8)", bits);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "uniform cells at %u bits (2..8)", bits);
     tq_codebook cb;
     tq_status st = tq_codebook_get(ctx, TQ_CB_EXACT, g, uniform ? bits - 1 : bits, &cb);
     if (st) return st;

@@ -213,10 +213,11 @@ tq_status tq_rans_encode_many(tq_ctx *ctx, size_t k, const uint8_t *sym, size_t 
 {
     TQ_NEED_CTX(ctx);
     if (!k || k > TQ_RANS_LANES)
-        return tq_fail(ctx, TQ_ERR_ARG, "%zu rANS streams at once (1..%d)", k, TQ_RANS_LANES);
-    if (cap < tq_rans_bound(n)) return tq_fail(ctx, TQ_ERR_ARG, "rANS output too small");
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "%zu rANS streams at once (1..%d)", k,
+                                TQ_RANS_LANES);
+    if (cap < tq_rans_bound(n)) return tq_ctx_set_error(ctx, TQ_ERR_ARG, "rANS output too small");
     rans_enc_lane *lane = malloc(k * sizeof *lane); /* [k] */
-    if (!lane) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!lane) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (size_t j = 0; j < k; j++) enc_lane_init(sym + j * n, n, out[j], cap, &lane[j]);
     tq_status st = TQ_OK;
     size_t i = n;
@@ -232,7 +233,7 @@ tq_status tq_rans_encode_many(tq_ctx *ctx, size_t k, const uint8_t *sym, size_t 
         else len[j] = enc_lane_finish(&lane[j]);
     }
     free(lane);
-    return st ? tq_fail(ctx, st, "rANS output too small") : TQ_OK;
+    return st ? tq_ctx_set_error(ctx, st, "rANS output too small") : TQ_OK;
 }
 
 tq_status tq_rans_encode(tq_ctx *ctx, const uint8_t *sym, size_t n, uint8_t *out, size_t cap,
@@ -245,26 +246,28 @@ tq_status tq_rans_encode(tq_ctx *ctx, const uint8_t *sym, size_t n, uint8_t *out
 static tq_status read_model(tq_ctx *ctx, const uint8_t *in, size_t len, uint32_t *freq,
                             uint32_t *cum, uint32_t *n_sym, size_t *pos, uint32_t *coded)
 {
-    if (len < 1) return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: no model");
+    if (len < 1) return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: no model");
     *n_sym = (uint32_t)in[0] + 1;
     size_t at = 1;
     cum[0] = 0;
     for (uint32_t s = 0; s < *n_sym; s++) {
         if (at + 2 > len)
-            return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: model past its end");
+            return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT,
+                                    "entropy-coded stream: model past its end");
         freq[s] = in[at] & 127;
         if (in[at++] & 128) freq[s] |= (uint32_t)in[at++] << 7;
         cum[s + 1] = cum[s] + freq[s];
     }
     if (at + 4 > len)
-        return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: model past its end");
+        return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: model past its end");
     if (cum[*n_sym] != RANS_TOTAL)
-        return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: frequencies sum to %u, not %u",
-                       cum[*n_sym], RANS_TOTAL);
+        return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT,
+                                "entropy-coded stream: frequencies sum to %u, not %u", cum[*n_sym],
+                                RANS_TOTAL);
     memcpy(coded, in + at, 4);
     at += 4;
     if (*coded < 4 || *coded > len - at)
-        return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: %u coded bytes in %zu",
+        return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: %u coded bytes in %zu",
                        *coded, len - at);
     *pos = at;
     return TQ_OK;
@@ -300,8 +303,9 @@ static tq_status dec_lane_init(tq_ctx *ctx, const uint8_t *in, size_t len, rans_
     tq_status st = read_model(ctx, in, len, freq, cum, &n_sym, &pos, &coded);
     if (st) return st;
     if (pos + coded != len)
-        return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: %zu bytes given, %zu used",
-                       len, pos + coded);
+        return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT,
+                                "entropy-coded stream: %zu bytes given, %zu used", len,
+                                pos + coded);
     for (uint32_t s = 0; s < n_sym; s++) {
         memset(lane->slot + cum[s], (int)s, freq[s]);
         lane->freq[s] = freq[s];
@@ -314,7 +318,7 @@ static tq_status dec_lane_init(tq_ctx *ctx, const uint8_t *in, size_t len, rans_
     /* an encoder's state stays in [RANS_LOW, RANS_LOW << 8): from there a step leaves at least
        2^11, and two bytes bring it back */
     if (lane->x < RANS_LOW || lane->x >= RANS_LOW << 8)
-        return tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: a state out of range");
+        return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: a state out of range");
     return TQ_OK;
 }
 
@@ -412,9 +416,10 @@ tq_status tq_rans_decode_many(tq_ctx *ctx, size_t k, const uint8_t *const *in, c
 {
     TQ_NEED_CTX(ctx);
     if (!k || k > TQ_RANS_LANES)
-        return tq_fail(ctx, TQ_ERR_ARG, "%zu rANS streams at once (1..%d)", k, TQ_RANS_LANES);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "%zu rANS streams at once (1..%d)", k,
+                                TQ_RANS_LANES);
     rans_dec_lane *lane = malloc(k * sizeof *lane); /* [k] */
-    if (!lane) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!lane) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     tq_status st = TQ_OK;
     for (size_t j = 0; !st && j < k; j++) st = dec_lane_init(ctx, in[j], len[j], &lane[j]);
     size_t i = 0;
@@ -425,7 +430,8 @@ tq_status tq_rans_decode_many(tq_ctx *ctx, size_t k, const uint8_t *const *in, c
     for (size_t j = 0; !st && j < k; j++) {
         for (size_t r = i; r < n; r++) sym[j * n + r] = dec_get_last(&lane[j]);
         if (lane[j].x != RANS_LOW || lane[j].p != lane[j].end)
-            st = tq_fail(ctx, TQ_ERR_CORRUPT, "entropy-coded stream: does not end where it should");
+            st = tq_ctx_set_error(ctx, TQ_ERR_CORRUPT,
+                                  "entropy-coded stream: does not end where it should");
     }
     free(lane);
     return st;

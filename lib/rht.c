@@ -30,7 +30,7 @@ void tq_rht_inverse_raw(uint32_t g, const float *s1, const float *s2, float *x)
 static tq_status check_g(tq_ctx *ctx, uint32_t g)
 {
     if (!tq_is_pow2(g) || g < TQ_RHT_MIN || g > TQ_RHT_MAX)
-        return tq_fail(ctx, TQ_ERR_ARG, "RHT size %u is not a power of two in [%d, %d]", g,
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "RHT size %u is not a power of two in [%d, %d]", g,
                        TQ_RHT_MIN, TQ_RHT_MAX);
     return TQ_OK;
 }

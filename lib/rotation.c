@@ -48,10 +48,10 @@ tq_status tq_rotation_new(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **
 {
     TQ_NEED_CTX(ctx);
     *out = NULL;
-    if (!n) return tq_fail(ctx, TQ_ERR_ARG, "a rotation of size 0");
+    if (!n) return tq_ctx_set_error(ctx, TQ_ERR_ARG, "a rotation of size 0");
     uint32_t m = n & (~n + 1), k = n / m; /* m: the largest power of two dividing n */
     if (k > MAX_K)
-        return tq_fail(ctx, TQ_ERR_UNSUPPORTED,
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
                        "size %u = %u x %u: the odd factor %u is above %d (a dense %u x %u "
                        "orthogonal factor would be needed)",
                        n, m, k, k, MAX_K, k, k);
@@ -59,7 +59,7 @@ tq_status tq_rotation_new(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotation **
     if (!r || !(r->s = malloc(m * sizeof(float))) ||
         (k > 1 && !(r->q = malloc((size_t)k * k * sizeof(double))))) {
         tq_rotation_free(r);
-        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     r->n = n;
     r->m = m;
@@ -98,11 +98,11 @@ tq_status tq_rotation_new_signs(tq_ctx *ctx, uint32_t n, uint64_t seed, tq_rotat
 {
     TQ_NEED_CTX(ctx);
     *out = NULL;
-    if (!n) return tq_fail(ctx, TQ_ERR_ARG, "a rotation of size 0");
+    if (!n) return tq_ctx_set_error(ctx, TQ_ERR_ARG, "a rotation of size 0");
     tq_rotation *r = calloc(1, sizeof *r);
     if (!r || !(r->s = malloc(n * sizeof(float)))) {
         tq_rotation_free(r);
-        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     r->n = r->m = n;
     r->k = 1;
@@ -138,7 +138,7 @@ tq_status tq_rotation_apply_strided(tq_ctx *ctx, const tq_rotation *r, float *x,
     tq_status cst = tq_require_cpu(ctx, "rotations");
     if (cst) return cst;
     if (lanes > stride)
-        return tq_fail(ctx, TQ_ERR_ARG, "%zu lanes with a stride of %zu", lanes, stride);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "%zu lanes with a stride of %zu", lanes, stride);
     if (r->signs_only) { /* its own transpose; negation is exact */
         for (size_t i = 0; i < m; i++)
             for (size_t l = 0; l < lanes; l++) x[i * stride + l] *= r->s[i];
@@ -146,7 +146,7 @@ tq_status tq_rotation_apply_strided(tq_ctx *ctx, const tq_rotation *r, float *x,
     }
     if (k > 1) {
         double *tmp = malloc((size_t)k * lanes * sizeof(double));
-        if (!tmp) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        if (!tmp) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
         for (uint32_t a = 0; a < m; a++) {
             memset(tmp, 0, (size_t)k * lanes * sizeof(double));
             for (uint32_t o = 0; o < k; o++)
@@ -219,7 +219,7 @@ tq_status tq_rotation_apply_rows(tq_ctx *ctx, const tq_rotation *r, float *x, si
     tq_status cst = tq_require_cpu(ctx, "rotations");
     if (cst) return cst;
     float *t = malloc(n * B * sizeof(float));
-    if (!t) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!t) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     tq_status st = TQ_OK;
     for (size_t r0 = 0; r0 < rows && !st; r0 += B) {
         size_t nb = rows - r0 < B ? rows - r0 : B;

@@ -40,8 +40,8 @@ tq_status tq_signs_kv(tq_ctx *ctx, uint32_t g, uint64_t seed, float *s1, float *
 {
     TQ_NEED_CTX(ctx);
     if (!tq_is_pow2(g) || g < TQ_RHT_MIN || g > TQ_RHT_MAX)
-        return tq_fail(ctx, TQ_ERR_ARG, "group size %u is not a power of two in [%d, %d]", g,
-                       TQ_RHT_MIN, TQ_RHT_MAX);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "group size %u is not a power of two in [%d, %d]",
+                                g, TQ_RHT_MIN, TQ_RHT_MAX);
     if (seed == TQ_SEED_FORK && (g == 64 || g == 128)) {
         from_mask(tq_fork_s1_mask, g, s1);
         from_mask(tq_fork_s2_mask, g, s2);

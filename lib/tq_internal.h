@@ -18,9 +18,6 @@ struct tq_ctx {
     tq_backend backend;
 };
 
-/* Records an error in ctx (if non-NULL) and returns st: the library's own
- * name for the public tq_ctx_set_error. */
-#define tq_fail tq_ctx_set_error
 /* tq.h: a NULL context is a programmer error; every public entry asserts. */
 #define TQ_NEED_CTX(ctx)                                                                           \
     assert((ctx) && "libtq: a NULL context (tq.h: every fallible call takes one)")

@@ -182,26 +182,29 @@ static int tridiagonal_ql(uint32_t d, double *diag, double *off, double *z)
 tq_status tq_sym_eigen(tq_ctx *ctx, uint32_t d, const double *a, double *eigval, double *eigvec)
 {
     TQ_NEED_CTX(ctx);
-    if (!d || d > 4096) return tq_fail(ctx, TQ_ERR_ARG, "eigen-decomposition of %u x %u", d, d);
+    if (!d || d > 4096)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "eigen-decomposition of %u x %u", d, d);
     for (size_t i = 0; i < (size_t)d * d; i++)
-        if (!isfinite(a[i])) return tq_fail(ctx, TQ_ERR_ARG, "a matrix entry that is not finite");
+        if (!isfinite(a[i]))
+            return tq_ctx_set_error(ctx, TQ_ERR_ARG, "a matrix entry that is not finite");
     for (uint32_t i = 0; i < d; i++)
         for (uint32_t j = 0; j < i; j++)
             if (a[(size_t)i * d + j] != a[(size_t)j * d + i])
-                return tq_fail(ctx, TQ_ERR_ARG, "the matrix is not symmetric at (%u, %u)", i, j);
+                return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the matrix is not symmetric at (%u, %u)",
+                                        i, j);
     double *m = malloc((size_t)d * d * sizeof *m); /* [d][d]: a, reduced in place */
     double *off = malloc(d * sizeof *off);
     if (!m || !off) {
         free(m);
         free(off);
-        return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     memcpy(m, a, (size_t)d * d * sizeof *m);
     tq_status st = tridiagonalize(d, m, eigval, off, eigvec);
     if (!st && tridiagonal_ql(d, eigval, off, eigvec))
-        st = tq_fail(ctx, TQ_ERR_ARG, "an eigenvalue did not converge");
+        st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "an eigenvalue did not converge");
     else if (st)
-        st = tq_fail(ctx, st, "out of memory");
+        st = tq_ctx_set_error(ctx, st, "out of memory");
     free(m);
     free(off);
     if (st) return st;
@@ -237,12 +240,12 @@ tq_status tq_waterfill(tq_ctx *ctx, uint32_t n, const double *var, double bits_p
 {
     TQ_NEED_CTX(ctx);
     if (!n || !(bits_per_value >= 0) || !isfinite(bits_per_value))
-        return tq_fail(ctx, TQ_ERR_ARG, "water-filling %u components at %g bits", n,
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "water-filling %u components at %g bits", n,
                        bits_per_value);
     double top = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (!(var[i] >= 0) || !isfinite(var[i]))
-            return tq_fail(ctx, TQ_ERR_ARG, "variance %u is %g", i, var[i]);
+            return tq_ctx_set_error(ctx, TQ_ERR_ARG, "variance %u is %g", i, var[i]);
         if (var[i] > top) top = var[i];
     }
     *theta = 0;

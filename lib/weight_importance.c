@@ -162,20 +162,20 @@ tq_status tq_encode_weighted(tq_ctx *ctx, const tq_codec *c, const float *x, siz
 {
     TQ_NEED_CTX(ctx);
     if (c->layout != TQ_LAYOUT_W3 && c->layout != TQ_LAYOUT_W4)
-        return tq_fail(ctx, TQ_ERR_ARG, "codec %s is not a weight codec", c->name);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "codec %s is not a weight codec", c->name);
     if (!row_len || row_len % 32)
-        return tq_fail(ctx, TQ_ERR_ARG, "row length %zu is not a multiple of 32", row_len);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "row length %zu is not a multiple of 32", row_len);
     if (!importance) return tq_encode(ctx, c, x, n_rows * row_len, blocks);
     tq_status cst = tq_require_cpu(ctx, "importance-weighted weight coding");
     if (cst) return cst;
     for (size_t i = 0; i < row_len; i++)
         if (!(importance[i] >= 0.0f) || isinf(importance[i]))
-            return tq_fail(ctx, TQ_ERR_ARG,
+            return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                            "importance[%zu] = %g is not a finite non-negative number", i,
                            importance[i]);
     size_t nbc = row_len / 32;
     float *M = malloc(nbc * 32 * 32 * sizeof(float));
-    if (!M) return tq_fail(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!M) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     float H[32][32]; /* H[:, i] = H e_i */
     for (int i = 0; i < 32; i++) {
         float u[32] = {0};
