@@ -44,11 +44,16 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
     if (t->codec == TQKV_CODEC_RAW ||
         tqkv_chunk_is_sink(t, r0)) { /* kept, or the exact sink rows */
         o->len = t->transposed ? t->bytes : (uint64_t)n * kt->row_size;
-        if (!(o->p = malloc(o->len ? o->len : 1))) return chunk_fail(o, NULL, TQ_ERR_NOMEM);
-        memcpy(o->p, kt->data + (t->transposed ? 0 : (uint64_t)r0 * kt->row_size), o->len);
+        if ((o->p = malloc(o->len ? o->len : 1)))
+            memcpy(o->p, kt->data + (t->transposed ? 0 : (uint64_t)r0 * kt->row_size), o->len);
+        else
+            chunk_fail(o, NULL, TQ_ERR_NOMEM);
         return;
     }
-    if (t->codec == TQKV_CODEC_KLT) return encode_klt_chunk(parent, kt, t, r0, n, o);
+    if (t->codec == TQKV_CODEC_KLT) {
+        encode_klt_chunk(parent, kt, t, r0, n, o);
+        return;
+    }
     size_t nv = (size_t)n * t->width;
     float *x = malloc(nv * sizeof(float)); /* [n][width]: the rows as float32 */
     tq_ctx *ctx, *dev;
@@ -58,7 +63,8 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
     if (!x || !o->p || !have) {
         free(x);
         chunk_ctxs_free(ctx, dev);
-        return chunk_fail(o, NULL, TQ_ERR_NOMEM);
+        chunk_fail(o, NULL, TQ_ERR_NOMEM);
+        return;
     }
     tq_status st = tq_kv_tensor_read_rows(ctx, kt, t->cells, r0, n, x);
     if (!st && t->rope_pos)
