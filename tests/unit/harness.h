@@ -59,6 +59,16 @@ int tq_test_failed(void);
             return;                                                                                \
         }                                                                                          \
     } while (0)
+/* Floating-point values equal to the bit (NaN never), both printed in full. */
+#define CHECK_EQ_DBL(a, b)                                                                         \
+    do {                                                                                           \
+        double a_ = (double)(a);                                                                   \
+        double b_ = (double)(b);                                                                   \
+        if (!(a_ == b_)) {                                                                         \
+            tq_test_fail(__FILE__, __LINE__, " %s == %s: %.17g != %.17g\n", #a, #b, a_, b_);      \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
 #define CHECK_EQ_STR(a, b)                                                                         \
     do {                                                                                           \
         const char *a_ = (a);                                                                      \

@@ -37,10 +37,11 @@ TEST(turboangle_invariants)
         tq_codec *c;
         tq_codec_desc d = {TQ_CODEC_ANGLE, G, ab, 1, 5, 4, 0};
         CHECK(tq_codec_new(ctx, &d, &c) == TQ_OK, "%s", tq_ctx_error(ctx));
-        CHECK(tq_codec_block_bytes(c) == 2 + (size_t)(G / 2) * (ab + 4) / 8);
-        CHECK(tq_encode(ctx, c, x, N, b1) == TQ_OK && tq_encode(ctx, c, x, N, b2) == TQ_OK);
+        CHECK_EQ(tq_codec_block_bytes(c), 2 + (size_t)(G / 2) * (ab + 4) / 8);
+        CHECK_EQ(tq_encode(ctx, c, x, N, b1), TQ_OK);
+        CHECK_EQ(tq_encode(ctx, c, x, N, b2), TQ_OK);
         CHECK(!memcmp(b1, b2, NB * tq_codec_block_bytes(c)), "deterministic");
-        CHECK(tq_decode(ctx, c, b1, N, y) == TQ_OK);
+        CHECK_EQ(tq_decode(ctx, c, b1, N, y), TQ_OK);
         double e = rel_mse(x, y, N);
         CHECK(e < prev, "A = %u: error %g not below %g", 1u << ab, e, prev);
         prev = e;
@@ -52,8 +53,8 @@ TEST(turboangle_invariants)
         tq_codec_free(c);
     }
     tq_codec *c5, *c6;
-    CHECK(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_ANGLE, G, 4, 0, 5, 0, 0}, &c5) == TQ_OK);
-    CHECK(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_ANGLE, G, 4, 0, 6, 0, 0}, &c6) == TQ_OK);
+    CHECK_EQ(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_ANGLE, G, 4, 0, 5, 0, 0}, &c5), TQ_OK);
+    CHECK_EQ(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_ANGLE, G, 4, 0, 6, 0, 0}, &c6), TQ_OK);
     tq_encode(ctx, c5, x, N, b1);
     tq_encode(ctx, c6, x, N, b2);
     CHECK(memcmp(b1, b2, NB * tq_codec_block_bytes(c5)) != 0, "another seed, other bytes");

@@ -11,7 +11,7 @@ TEST(bitpack_roundtrip_all_widths)
     for (uint32_t bits = 1; bits <= 8; bits++)
         for (size_t n = 8; n <= 512; n *= 2) {
             for (size_t j = 0; j < n; j++) idx[j] = (uint8_t)((unsigned)(tq_test_randn(&st) * 1e6) & ((1u << bits) - 1));
-            CHECK(tq_packed_bytes(n, bits) == n * bits / 8);
+            CHECK_EQ(tq_packed_bytes(n, bits), n * bits / 8);
             memset(buf, 0xa5, sizeof buf);
             tq_pack_bits(idx, n, bits, buf);
             CHECK(buf[n * bits / 8] == 0xa5, "bits=%u n=%zu writes past the end", bits, n);

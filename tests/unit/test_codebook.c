@@ -12,8 +12,9 @@ TEST(codebook_fork_tables_are_consistent)
     uint32_t bits[5] = {2, 3, 4, 3, 4};
     for (int i = 0; i < 5; i++) {
         tq_codebook cb;
-        CHECK(tq_codebook_get(tq_test_ctx(), kinds[i], 0, 0, &cb) == TQ_OK);
-        CHECK(cb.bits == bits[i] && cb.size == 1u << bits[i]);
+        CHECK_EQ(tq_codebook_get(tq_test_ctx(), kinds[i], 0, 0, &cb), TQ_OK);
+        CHECK_EQ(cb.bits, bits[i]);
+        CHECK_EQ(cb.size, 1u << bits[i]);
         for (uint32_t k = 0; k + 1 < cb.size; k++) {
             CHECK(cb.centroids[k] < cb.centroids[k + 1], "kind %d ascending", i);
             float mid = 0.5f * (cb.centroids[k] + cb.centroids[k + 1]);
@@ -48,7 +49,7 @@ TEST(codebook_exact_matches_independent_tables)
 {
     for (size_t i = 0; i < sizeof ref / sizeof ref[0]; i++) {
         tq_codebook cb;
-        CHECK(tq_codebook_get(tq_test_ctx(), TQ_CB_EXACT, ref[i].g, ref[i].b, &cb) == TQ_OK);
+        CHECK_EQ(tq_codebook_get(tq_test_ctx(), TQ_CB_EXACT, ref[i].g, ref[i].b, &cb), TQ_OK);
         CHECK(fabs(cb.mse - ref[i].mse) <= 1e-3 * ref[i].mse, "d=%u b=%u D_mse %.6f vs %.6f", ref[i].g,
               ref[i].b, cb.mse, ref[i].mse);
         uint32_t half = cb.size / 2;
@@ -64,7 +65,7 @@ TEST(codebook_exact_all_sizes_sane)
         double prev = 1.0;
         for (uint32_t b = 1; b <= 8; b++) {
             tq_codebook cb;
-            CHECK(tq_codebook_get(tq_test_ctx(), TQ_CB_EXACT, g, b, &cb) == TQ_OK);
+            CHECK_EQ(tq_codebook_get(tq_test_ctx(), TQ_CB_EXACT, g, b, &cb), TQ_OK);
             CHECK(cb.mse > 0 && cb.mse < prev, "g=%u b=%u D_mse %g not below %g", g, b, cb.mse, prev);
             /* Panter-Dite: high-rate D_mse ~ (sqrt(3) pi / 2) 4^-b; within the paper's bounds */
             CHECK(cb.mse >= pow(4, -(double)b) * 0.9 && cb.mse <= 2.73 * pow(4, -(double)b), "g=%u b=%u", g, b);
@@ -78,9 +79,9 @@ TEST(codebook_exact_all_sizes_sane)
     }
     tq_ctx *ctx = tq_ctx_new();
     tq_codebook cb;
-    CHECK(tq_codebook_get(ctx, TQ_CB_EXACT, 100, 4, &cb) == TQ_ERR_ARG);
-    CHECK(tq_codebook_get(ctx, TQ_CB_EXACT, 128, 9, &cb) == TQ_ERR_ARG);
-    CHECK(tq_codebook_get(ctx, (tq_codebook_kind)99, 128, 4, &cb) == TQ_ERR_ARG);
+    CHECK_EQ(tq_codebook_get(ctx, TQ_CB_EXACT, 100, 4, &cb), TQ_ERR_ARG);
+    CHECK_EQ(tq_codebook_get(ctx, TQ_CB_EXACT, 128, 9, &cb), TQ_ERR_ARG);
+    CHECK_EQ(tq_codebook_get(ctx, (tq_codebook_kind)99, 128, 4, &cb), TQ_ERR_ARG);
     tq_ctx_free(ctx);
 }
 
@@ -107,7 +108,7 @@ TEST(codec_mse_matches_theory_g128)
     for (uint32_t b = 1; b <= 8; b++) {
         tq_codec_desc d = {TQ_CODEC_TQ, 128, b, 0, 0, 0, 0};
         tq_codec *c;
-        CHECK(tq_codec_new(ctx, &d, &c) == TQ_OK);
+        CHECK_EQ(tq_codec_new(ctx, &d, &c), TQ_OK);
         tq_encode(ctx, c, x, (size_t)nv * g, blk);
         tq_decode(ctx, c, blk, (size_t)nv * g, y);
         double e = 0;
@@ -168,7 +169,8 @@ TEST(codebook_uniform_same_distortion_lower_entropy)
         printf("  b=%u: D %.5f / %.5f, index entropy %.3f / %.3f bits (Lloyd-Max / uniform)\n", b, e[0], e[1], h[0], h[1]);
     }
     const tq_codebook *u = tq_codebook_uniform(G, 5);
-    CHECK(u && u->size == 32);
+    CHECK(u);
+    CHECK_EQ(u->size, 32);
     for (uint32_t k = 1; u && k + 1 < u->size - 1; k++)
         CHECK(fabsf((u->thresholds[k + 1] - u->thresholds[k]) - (u->thresholds[1] - u->thresholds[0])) < 1e-6f, "even cells");
     tq_codec *bad;

@@ -18,18 +18,18 @@ static tq_status try_desc(tq_ctx *ctx, tq_codec_kind k, uint32_t g, uint32_t b, 
 TEST(codec_descriptor_validation)
 {
     tq_ctx *ctx = tq_ctx_new();
-    CHECK(try_desc(ctx, TQ_CODEC_TQ, 96, 4, 1, 0) == TQ_ERR_ARG);
+    CHECK_EQ(try_desc(ctx, TQ_CODEC_TQ, 96, 4, 1, 0), TQ_ERR_ARG);
     CHECK(strstr(tq_ctx_error(ctx), "96"), "message names the group: %s", tq_ctx_error(ctx));
-    CHECK(try_desc(ctx, TQ_CODEC_TQ, 4, 4, 1, 0) == TQ_ERR_ARG);
-    CHECK(try_desc(ctx, TQ_CODEC_TQ, 1024, 4, 1, 0) == TQ_ERR_ARG);
-    CHECK(try_desc(ctx, TQ_CODEC_TQ, 128, 0, 1, 0) == TQ_ERR_ARG);
-    CHECK(try_desc(ctx, TQ_CODEC_TQ, 128, 9, 1, 0) == TQ_ERR_ARG);
-    CHECK(try_desc(ctx, TQ_CODEC_TQ, 128, 4, 2, 0) == TQ_ERR_ARG);
+    CHECK_EQ(try_desc(ctx, TQ_CODEC_TQ, 4, 4, 1, 0), TQ_ERR_ARG);
+    CHECK_EQ(try_desc(ctx, TQ_CODEC_TQ, 1024, 4, 1, 0), TQ_ERR_ARG);
+    CHECK_EQ(try_desc(ctx, TQ_CODEC_TQ, 128, 0, 1, 0), TQ_ERR_ARG);
+    CHECK_EQ(try_desc(ctx, TQ_CODEC_TQ, 128, 9, 1, 0), TQ_ERR_ARG);
+    CHECK_EQ(try_desc(ctx, TQ_CODEC_TQ, 128, 4, 2, 0), TQ_ERR_ARG);
     CHECK(try_desc(ctx, TQ_CODEC_TURBO3, 128, 0, 0, 0) == TQ_ERR_ARG, "fork kinds take no parameters");
-    CHECK(try_desc(ctx, TQ_CODEC_TQ4_1S, 0, 0, 0, 5) == TQ_ERR_ARG);
-    CHECK(try_desc(ctx, (tq_codec_kind)77, 0, 0, 0, 0) == TQ_ERR_ARG);
-    CHECK(try_desc(ctx, TQ_CODEC_TQ, 8, 1, 0, 0) == TQ_OK);
-    CHECK(try_desc(ctx, TQ_CODEC_TQ, 512, 8, 1, ~0ull) == TQ_OK);
+    CHECK_EQ(try_desc(ctx, TQ_CODEC_TQ4_1S, 0, 0, 0, 5), TQ_ERR_ARG);
+    CHECK_EQ(try_desc(ctx, (tq_codec_kind)77, 0, 0, 0, 0), TQ_ERR_ARG);
+    CHECK_EQ(try_desc(ctx, TQ_CODEC_TQ, 8, 1, 0, 0), TQ_OK);
+    CHECK_EQ(try_desc(ctx, TQ_CODEC_TQ, 512, 8, 1, ~0ull), TQ_OK);
     tq_ctx_free(ctx);
 }
 
@@ -47,7 +47,7 @@ TEST(codec_sizes_and_names)
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         tq_codec *c;
-        CHECK(tq_codec_new(tq_test_ctx(), &t[i].d, &c) == TQ_OK);
+        CHECK_EQ(tq_codec_new(tq_test_ctx(), &t[i].d, &c), TQ_OK);
         CHECK(tq_codec_block_values(c) == t[i].values && tq_codec_block_bytes(c) == t[i].bytes, "%s", t[i].name);
         CHECK(!strcmp(tq_codec_name(c), t[i].name), "%s vs %s", tq_codec_name(c), t[i].name);
         CHECK(!memcmp(tq_codec_get_desc(c), &t[i].d, sizeof t[i].d));
@@ -63,17 +63,18 @@ TEST(codec_call_errors)
     tq_codec_new(ctx, &d, &c);
     float x[100] = {0};
     uint8_t blk[100];
-    CHECK(tq_encode(ctx, c, x, 100, blk) == TQ_ERR_ARG);
+    CHECK_EQ(tq_encode(ctx, c, x, 100, blk), TQ_ERR_ARG);
     CHECK(strstr(tq_ctx_error(ctx), "100 values"), "%s", tq_ctx_error(ctx));
-    CHECK(tq_decode(ctx, c, blk, 65, x) == TQ_ERR_ARG);
-    CHECK(tq_codec_set_weight_search(ctx, c, TQ_WSEARCH_FORK) == TQ_ERR_ARG);
+    CHECK_EQ(tq_decode(ctx, c, blk, 65, x), TQ_ERR_ARG);
+    CHECK_EQ(tq_codec_set_weight_search(ctx, c, TQ_WSEARCH_FORK), TQ_ERR_ARG);
     tq_codec_free(c);
     tq_codec_desc w = {TQ_CODEC_TQ4_1S, 0, 0, 0, 0, 0, 0};
     tq_codec_new(ctx, &w, &c);
-    CHECK(tq_decode_rotated(ctx, c, blk, 32, x) == TQ_ERR_ARG);
-    CHECK(tq_codec_set_weight_search(ctx, c, (tq_weight_search)9) == TQ_ERR_ARG);
+    CHECK_EQ(tq_decode_rotated(ctx, c, blk, 32, x), TQ_ERR_ARG);
+    CHECK_EQ(tq_codec_set_weight_search(ctx, c, (tq_weight_search)9), TQ_ERR_ARG);
     tq_ctx_clear_error(ctx);
-    CHECK(tq_ctx_status(ctx) == TQ_OK && !*tq_ctx_error(ctx));
+    CHECK_EQ(tq_ctx_status(ctx), TQ_OK);
+    CHECK(!*tq_ctx_error(ctx));
     CHECK(!strcmp(tq_status_name(TQ_ERR_CORRUPT), "corrupt data"));
     tq_codec_free(c);
     tq_ctx_free(ctx);
@@ -87,18 +88,18 @@ TEST(codec_degenerate_inputs)
         tq_codec_desc d = {kinds[i], 0, 0, 0, 0, 0, 0};
         if (kinds[i] == TQ_CODEC_TQ) d = (tq_codec_desc){TQ_CODEC_TQ, 128, 3, 1, 0, 0, 0};
         tq_codec *c;
-        CHECK(tq_codec_new(ctx, &d, &c) == TQ_OK);
+        CHECK_EQ(tq_codec_new(ctx, &d, &c), TQ_OK);
         size_t n = 128;
         float zero[128] = {0}, y[128], bad[128];
         uint8_t blk[256];
-        CHECK(tq_encode(ctx, c, zero, n, blk) == TQ_OK);
-        CHECK(tq_decode(ctx, c, blk, n, y) == TQ_OK);
+        CHECK_EQ(tq_encode(ctx, c, zero, n, blk), TQ_OK);
+        CHECK_EQ(tq_decode(ctx, c, blk, n, y), TQ_OK);
         for (size_t j = 0; j < n; j++) CHECK(y[j] == 0.0f, "%s: zeros decode to %g", tq_codec_name(c), y[j]);
         for (size_t j = 0; j < n; j++) bad[j] = j % 3 ? NAN : INFINITY;
         CHECK(tq_encode(ctx, c, bad, n, blk) == TQ_OK, "non-finite input is coded, not refused");
         /* every byte pattern decodes without faulting */
         memset(blk, 0xff, sizeof blk);
-        CHECK(tq_decode(ctx, c, blk, n, y) == TQ_OK);
+        CHECK_EQ(tq_decode(ctx, c, blk, n, y), TQ_OK);
         tq_codec_free(c);
     }
     tq_ctx_free(ctx);

@@ -12,11 +12,12 @@ TEST(cuda_backend_selection)
     if (!tq_cuda_built() || tq_cuda_devices() < 1) {
         CHECK(st == TQ_ERR_UNSUPPORTED, "CUDA cannot be chosen without CUDA");
         CHECK(strlen(tq_ctx_error(ctx)) > 0);
-        CHECK(tq_ctx_backend(ctx) == TQ_BACKEND_CPU);
+        CHECK_EQ(tq_ctx_backend(ctx), TQ_BACKEND_CPU);
     } else {
-        CHECK(st == TQ_OK && tq_ctx_backend(ctx) == TQ_BACKEND_CUDA);
+        CHECK_EQ(st, TQ_OK);
+        CHECK_EQ(tq_ctx_backend(ctx), TQ_BACKEND_CUDA);
     }
-    CHECK(tq_ctx_set_backend(ctx, (tq_backend)5) == TQ_ERR_ARG);
+    CHECK_EQ(tq_ctx_set_backend(ctx, (tq_backend)5), TQ_ERR_ARG);
     tq_ctx_free(ctx);
 }
 
@@ -76,8 +77,8 @@ TEST(cuda_backend_refuses_what_it_cannot_do)
     tq_ctx *ctx = tq_ctx_new();
     ctx->backend = TQ_BACKEND_CUDA;
     tq_codec *w = NULL, *kv = NULL;
-    CHECK(tq_codec_new(ctx, &(tq_codec_desc){.kind = TQ_CODEC_TQ4_1S}, &w) == TQ_OK);
-    CHECK(tq_codec_new(ctx, &(tq_codec_desc){.kind = TQ_CODEC_TURBO3}, &kv) == TQ_OK);
+    CHECK_EQ(tq_codec_new(ctx, &(tq_codec_desc){.kind = TQ_CODEC_TQ4_1S}, &w), TQ_OK);
+    CHECK_EQ(tq_codec_new(ctx, &(tq_codec_desc){.kind = TQ_CODEC_TURBO3}, &kv), TQ_OK);
     float x[128] = {1.0f, -2.0f, 3.0f}, y[128];
     uint8_t blk[256];
     CHECK(tq_encode(ctx, w, x, 32, blk) == TQ_ERR_UNSUPPORTED && strstr(tq_ctx_error(ctx), "CUDA backend has no tq4_1s"),
@@ -87,14 +88,15 @@ TEST(cuda_backend_refuses_what_it_cannot_do)
     float imp[32] = {1.0f};
     CHECK(tq_encode_weighted(ctx, w, x, 1, 32, imp, blk) == TQ_ERR_UNSUPPORTED, "weighted coding on CUDA");
     tq_rotation *r;
-    CHECK(tq_rotation_new(ctx, 32, 1, &r) == TQ_OK);
+    CHECK_EQ(tq_rotation_new(ctx, 32, 1, &r), TQ_OK);
     CHECK(tq_rotation_apply(ctx, r, x, 1, 0) == TQ_ERR_UNSUPPORTED, "rotation on CUDA");
     tq_rotation_free(r);
     if (!tq_cuda_built())
         CHECK(tq_encode(ctx, kv, x, 128, blk) == TQ_ERR_UNSUPPORTED && strstr(tq_ctx_error(ctx), "built without CUDA"),
               "a KV codec in a build without CUDA: %s", tq_ctx_error(ctx));
     ctx->backend = TQ_BACKEND_CPU;
-    CHECK(tq_encode(ctx, w, x, 32, blk) == TQ_OK && tq_dequantize(ctx, TQ_DT_F16, blk, 32, y) == TQ_OK);
+    CHECK_EQ(tq_encode(ctx, w, x, 32, blk), TQ_OK);
+    CHECK_EQ(tq_dequantize(ctx, TQ_DT_F16, blk, 32, y), TQ_OK);
     tq_codec_free(w);
     tq_codec_free(kv);
     tq_ctx_free(ctx);

@@ -80,14 +80,19 @@ TEST(gguf_valid_small_file)
     tq_ctx *ctx = tq_ctx_new();
     tq_gguf *g;
     CHECK(tq_gguf_open_memory(ctx, b.p, b.n, "t.gguf", NULL, &g) == TQ_OK, "%s", tq_ctx_error(ctx));
-    CHECK(tq_gguf_n_kv(g) == 2 && tq_gguf_n_tensors(g) == 2);
-    CHECK(tq_gguf_find_key(g, "llama.block_count") == 1 && tq_gguf_find_key(g, "nope") == -1);
-    CHECK(tq_gguf_get_int(g, "llama.block_count", -1) == 1);
+    CHECK_EQ(tq_gguf_n_kv(g), 2);
+    CHECK_EQ(tq_gguf_n_tensors(g), 2);
+    CHECK_EQ(tq_gguf_find_key(g, "llama.block_count"), 1);
+    CHECK_EQ(tq_gguf_find_key(g, "nope"), -1);
+    CHECK_EQ(tq_gguf_get_int(g, "llama.block_count", -1), 1);
     uint64_t len;
-    CHECK(!memcmp(tq_gguf_get_str(g, "general.architecture", "", &len), "llama", 5) && len == 5);
-    CHECK(tq_gguf_find_tensor(g, "b.weight") == 1);
+    CHECK(!memcmp(tq_gguf_get_str(g, "general.architecture", "", &len), "llama", 5));
+    CHECK_EQ(len, 5);
+    CHECK_EQ(tq_gguf_find_tensor(g, "b.weight"), 1);
     const float *d = tq_gguf_tensor_data(g, 1);
-    CHECK(d[3] == -3.0f && tq_gguf_tensor_nelements(g, 0) == 8 && tq_gguf_data_offset(g) % 32 == 0);
+    CHECK(d[3] == -3.0f);
+    CHECK_EQ(tq_gguf_tensor_nelements(g, 0), 8);
+    CHECK(tq_gguf_data_offset(g) % 32 == 0);
     tq_gguf_close(g);
     tq_ctx_free(ctx);
     free(b.p);
@@ -288,7 +293,7 @@ TEST(gguf_writer_round_trip_all_value_and_tensor_types)
 {
     tq_ctx *ctx = tq_ctx_new();
     tq_gguf_writer *w;
-    CHECK(tq_gguf_writer_new(ctx, &w) == TQ_OK);
+    CHECK_EQ(tq_gguf_writer_new(ctx, &w), TQ_OK);
     uint8_t u8 = 200;
     int8_t i8 = -100;
     uint16_t u16 = 60000;
@@ -341,7 +346,8 @@ TEST(gguf_writer_round_trip_all_value_and_tensor_types)
         for (size_t k = 0; k < nb; k++) d[k] = (uint8_t)(k * 7 + i);
         /* in odd pieces: the writer must not care how data is chunked */
         size_t half = nb / 3;
-        CHECK(tq_gguf_writer_write(w, d, half) == TQ_OK && tq_gguf_writer_write(w, d + half, nb - half) == TQ_OK);
+        CHECK_EQ(tq_gguf_writer_write(w, d, half), TQ_OK);
+        CHECK_EQ(tq_gguf_writer_write(w, d + half, nb - half), TQ_OK);
         free(d);
     }
     CHECK(tq_gguf_writer_finish(w) == TQ_OK, "%s", tq_ctx_error(ctx));
@@ -349,27 +355,38 @@ TEST(gguf_writer_round_trip_all_value_and_tensor_types)
 
     tq_gguf *g;
     CHECK(tq_gguf_open(ctx, path, NULL, &g) == TQ_OK, "%s", tq_ctx_error(ctx));
-    CHECK(tq_gguf_alignment(g) == 64 && tq_gguf_n_tensors(g) == (int64_t)nt);
+    CHECK_EQ(tq_gguf_alignment(g), 64);
+    CHECK_EQ(tq_gguf_n_tensors(g), (int64_t)nt);
     CHECK(!tq_gguf_profile_assumed(g), "fork ids are recorded with tq.type_profile");
     CHECK(tq_gguf_find_key(g, "tq.type_profile") >= 0 && tq_gguf_find_key(g, "t.gone") < 0);
     int64_t v;
     uint64_t uv, len;
     double d;
-    CHECK(tq_gguf_get_int(g, "t.replace", 0) == 2);
-    CHECK(tq_gguf_get_int(g, "t.i8", 0) == -100 && tq_gguf_get_int(g, "t.u16", 0) == 60000);
-    CHECK(tq_gguf_get_int(g, "t.i32", 0) == -2000000000 && tq_gguf_get_int(g, "t.i64", 0) == i64);
-    CHECK(tq_gguf_kv_get_uint(g, tq_gguf_find_key(g, "t.u64"), 0, &uv) == 0 && uv == u64v);
-    CHECK(tq_gguf_kv_get_float(g, tq_gguf_find_key(g, "t.f64"), 0, &d) == 0 && d == f64);
-    CHECK(tq_gguf_kv_get_float(g, tq_gguf_find_key(g, "t.f32"), 0, &d) == 0 && d == 3.5);
-    CHECK(tq_gguf_kv_get_int(g, tq_gguf_find_key(g, "t.bool"), 0, &v) == 0 && v == 1);
+    CHECK_EQ(tq_gguf_get_int(g, "t.replace", 0), 2);
+    CHECK_EQ(tq_gguf_get_int(g, "t.i8", 0), -100);
+    CHECK_EQ(tq_gguf_get_int(g, "t.u16", 0), 60000);
+    CHECK_EQ(tq_gguf_get_int(g, "t.i32", 0), -2000000000);
+    CHECK_EQ(tq_gguf_get_int(g, "t.i64", 0), i64);
+    CHECK_EQ(tq_gguf_kv_get_uint(g, tq_gguf_find_key(g, "t.u64"), 0, &uv), 0);
+    CHECK_EQ(uv, u64v);
+    CHECK_EQ(tq_gguf_kv_get_float(g, tq_gguf_find_key(g, "t.f64"), 0, &d), 0);
+    CHECK_EQ(d, f64);
+    CHECK_EQ(tq_gguf_kv_get_float(g, tq_gguf_find_key(g, "t.f32"), 0, &d), 0);
+    CHECK(d == 3.5);
+    CHECK_EQ(tq_gguf_kv_get_int(g, tq_gguf_find_key(g, "t.bool"), 0, &v), 0);
+    CHECK_EQ(v, 1);
     int64_t ai = tq_gguf_find_key(g, "t.arr_str");
-    CHECK(tq_gguf_kv_count(g, ai) == 3 && !memcmp(tq_gguf_kv_get_str(g, ai, 2, &len), "ccc\n\"q\"", 7) && len == 7);
-    CHECK(tq_gguf_kv_get_str(g, ai, 1, &len) && len == 0);
+    CHECK_EQ(tq_gguf_kv_count(g, ai), 3);
+    CHECK(!memcmp(tq_gguf_kv_get_str(g, ai, 2, &len), "ccc\n\"q\"", 7));
+    CHECK_EQ(len, 7);
+    CHECK(tq_gguf_kv_get_str(g, ai, 1, &len));
+    CHECK_EQ(len, 0);
     CHECK(tq_gguf_kv_get_str(g, ai, 3, &len) == NULL, "index past the end");
-    CHECK(tq_gguf_kv_count(g, tq_gguf_find_key(g, "t.arr_empty")) == 0);
-    CHECK(tq_gguf_kv_get_int(g, tq_gguf_find_key(g, "t.arr_i32"), 1, &v) == 0 && v == -2);
+    CHECK_EQ(tq_gguf_kv_count(g, tq_gguf_find_key(g, "t.arr_empty")), 0);
+    CHECK_EQ(tq_gguf_kv_get_int(g, tq_gguf_find_key(g, "t.arr_i32"), 1, &v), 0);
+    CHECK_EQ(v, -2);
     for (size_t i = 0; i < nt; i++) {
-        CHECK(tq_gguf_tensor_type_id(g, (int64_t)i) == ids[i]);
+        CHECK_EQ(tq_gguf_tensor_type_id(g, (int64_t)i), ids[i]);
         const uint8_t *p = tq_gguf_tensor_data(g, (int64_t)i);
         for (size_t k = 0; k < tq_gguf_tensor_nbytes(g, (int64_t)i); k++)
             CHECK(p[k] == (uint8_t)(k * 7 + i), "tensor %zu byte %zu", i, k);
@@ -379,7 +396,7 @@ TEST(gguf_writer_round_trip_all_value_and_tensor_types)
     char p1[128], path2[128];
     snprintf(p1, sizeof p1, "%s", path);
     snprintf(path2, sizeof path2, "%s", tmp_path("rt2"));
-    CHECK(tq_gguf_writer_new(ctx, &w) == TQ_OK);
+    CHECK_EQ(tq_gguf_writer_new(ctx, &w), TQ_OK);
     tq_gguf_writer_copy_kvs(w, g);
     for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++)
         tq_gguf_writer_add_tensor(w, tq_gguf_tensor_name(g, i), tq_gguf_tensor_type_id(g, i), tq_gguf_tensor_n_dims(g, i),
@@ -391,7 +408,7 @@ TEST(gguf_writer_round_trip_all_value_and_tensor_types)
     char link[160];
     snprintf(link, sizeof link, "%s.link", p1);
     unlink(link);
-    CHECK(symlink(p1, link) == 0);
+    CHECK_EQ(symlink(p1, link), 0);
     tq_gguf_writer_new(ctx, &w);
     CHECK(tq_gguf_writer_open(w, link, &in, 1) == TQ_ERR_ARG, "not even through another path to the same file");
     tq_gguf_writer_free(w);
@@ -401,10 +418,10 @@ TEST(gguf_writer_round_trip_all_value_and_tensor_types)
     for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++)
         tq_gguf_writer_add_tensor(w, tq_gguf_tensor_name(g, i), tq_gguf_tensor_type_id(g, i), tq_gguf_tensor_n_dims(g, i),
                                   tq_gguf_tensor_ne(g, i));
-    CHECK(tq_gguf_writer_open(w, path2, &in, 1) == TQ_OK);
+    CHECK_EQ(tq_gguf_writer_open(w, path2, &in, 1), TQ_OK);
     for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++)
         tq_gguf_writer_write(w, tq_gguf_tensor_data(g, i), tq_gguf_tensor_nbytes(g, i));
-    CHECK(tq_gguf_writer_finish(w) == TQ_OK);
+    CHECK_EQ(tq_gguf_writer_finish(w), TQ_OK);
     tq_gguf_writer_free(w);
     tq_gguf_close(g);
     size_t n1, n2;
@@ -426,7 +443,7 @@ TEST(gguf_writer_leaves_nothing_on_failure)
     tq_gguf_writer *w;
     tq_gguf_writer_new(ctx, &w);
     int64_t ne[1] = {64};
-    CHECK(tq_gguf_writer_add_tensor(w, "x", 0, 1, ne) == TQ_OK);
+    CHECK_EQ(tq_gguf_writer_add_tensor(w, "x", 0, 1, ne), TQ_OK);
     CHECK(tq_gguf_writer_add_tensor(w, "x", 0, 1, ne) == TQ_ERR_ARG, "duplicate names refused");
     int64_t odd[1] = {33};
     CHECK(tq_gguf_writer_add_tensor(w, "y", 8, 1, odd) == TQ_ERR_ARG, "row not a multiple of the block");
@@ -448,8 +465,9 @@ TEST(gguf_writer_leaves_nothing_on_failure)
 TEST(gguf_type_profiles)
 {
     tq_type_profile p;
-    CHECK(tq_type_profile_parse("00910b10", &p) == 0 && p == TQ_PROFILE_TT_00910B10);
-    CHECK(tq_type_profile_parse("nope", &p) == -1);
+    CHECK_EQ(tq_type_profile_parse("00910b10", &p), 0);
+    CHECK_EQ(p, TQ_PROFILE_TT_00910B10);
+    CHECK_EQ(tq_type_profile_parse("nope", &p), -1);
     CHECK(!strcmp(tq_ggml_type_get(TQ_PROFILE_TT_69D8E4BE4, 46)->name, "tq4_1s"));
     CHECK(!strcmp(tq_ggml_type_get(TQ_PROFILE_TT_00910B10, 47)->name, "tq4_1s"));
     CHECK(!strcmp(tq_ggml_type_get(TQ_PROFILE_TT_45F8A066, 41)->name, "turbo3"));
@@ -457,9 +475,11 @@ TEST(gguf_type_profiles)
     CHECK(!strcmp(tq_ggml_type_get(TQ_PROFILE_TT_69D8E4BE4, 42)->name, "turbo2"));
     CHECK(tq_ggml_type_get(TQ_PROFILE_UPSTREAM, 43) == NULL && tq_ggml_type_get(TQ_PROFILE_DEFAULT, 4) == NULL);
     CHECK(tq_ggml_type_id_ambiguous(42) && tq_ggml_type_id_ambiguous(41) && !tq_ggml_type_id_ambiguous(8));
-    CHECK(tq_ggml_type_by_name(TQ_PROFILE_DEFAULT, "Q8_0")->id == 8);
+    CHECK_EQ(tq_ggml_type_by_name(TQ_PROFILE_DEFAULT, "Q8_0")->id, 8);
     const tq_ggml_type *t = tq_ggml_type_get(TQ_PROFILE_DEFAULT, 45);
-    CHECK(t->block == 32 && t->bytes == 16 && t->dtype == TQ_DT_TQ3_1S);
+    CHECK_EQ(t->block, 32);
+    CHECK_EQ(t->bytes, 16);
+    CHECK_EQ(t->dtype, TQ_DT_TQ3_1S);
 }
 
 TEST(gguf_ambiguous_ids_are_flagged_not_guessed)
@@ -479,7 +499,7 @@ TEST(gguf_ambiguous_ids_are_flagged_not_guessed)
     o.profile = TQ_PROFILE_TT_45F8A066;
     CHECK(tq_gguf_open_memory(ctx, f.p, f.n, "t.gguf", &o, &g) == TQ_ERR_FORMAT, "46 does not exist in April's ids");
     o.profile = TQ_PROFILE_TT_00910B10;
-    CHECK(tq_gguf_open_memory(ctx, f.p, f.n, "t.gguf", &o, &g) == TQ_OK);
+    CHECK_EQ(tq_gguf_open_memory(ctx, f.p, f.n, "t.gguf", &o, &g), TQ_OK);
     CHECK(!tq_gguf_profile_assumed(g) && !strcmp(tq_gguf_tensor_type(g, 0)->name, "tq3_1s"), "chosen, not flagged");
     tq_gguf_close(g);
     free(f.p), free(ti.p);

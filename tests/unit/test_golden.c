@@ -47,7 +47,7 @@ TEST(golden_embedded_kv_blocks)
         hex2bin(kv_ref[t].hex, want);
         for (int lvl = TQ_SIMD_SCALAR; lvl <= (int)tq_simd_best(); lvl++) {
             tq_ctx_set_simd(ctx, (tq_simd)lvl);
-            CHECK(tq_encode(ctx, c, x, 128, got) == TQ_OK);
+            CHECK_EQ(tq_encode(ctx, c, x, 128, got), TQ_OK);
             CHECK(memcmp(got, want, tq_codec_block_bytes(c)) == 0, "%s bytes differ at simd %s",
                   tq_codec_name(c), tq_simd_name((tq_simd)lvl));
         }
@@ -86,12 +86,12 @@ TEST(golden_embedded_weight_blocks)
         for (int lvl = TQ_SIMD_SCALAR; lvl <= (int)tq_simd_best(); lvl++) {
             tq_ctx_set_simd(ctx, (tq_simd)lvl);
             tq_codec_set_weight_search(ctx, c, TQ_WSEARCH_FORK);
-            CHECK(tq_encode(ctx, c, w, 32, got) == TQ_OK);
+            CHECK_EQ(tq_encode(ctx, c, w, 32, got), TQ_OK);
             CHECK(memcmp(got, want, bb) == 0, "%s fork-search bytes differ (simd %s)", tq_codec_name(c),
                   tq_simd_name((tq_simd)lvl));
             /* the default search must be at least as good as the fork's block */
             tq_codec_set_weight_search(ctx, c, TQ_WSEARCH_BEST);
-            CHECK(tq_encode(ctx, c, w, 32, got) == TQ_OK);
+            CHECK_EQ(tq_encode(ctx, c, w, 32, got), TQ_OK);
             double eb = 0, ef = 0;
             tq_decode(ctx, c, got, 32, y);
             for (int i = 0; i < 32; i++) eb += (y[i] - w[i]) * (y[i] - w[i]);
@@ -139,7 +139,9 @@ TEST(golden_shared_kv_decode)
         float *dq = tq_test_read_shared(p, &nd);
         CHECK(blk && rot && dq, "missing golden files for %s", kv_names[t]);
         tq_codec *c = mk((tq_codec_kind)(TQ_CODEC_TURBO2 + t));
-        CHECK(nb == 64 * tq_codec_block_bytes(c) && nr == sizeof y && nd == sizeof y);
+        CHECK_EQ(nb, 64 * tq_codec_block_bytes(c));
+        CHECK_EQ(nr, sizeof y);
+        CHECK_EQ(nd, sizeof y);
         for (int lvl = TQ_SIMD_SCALAR; lvl <= (int)tq_simd_best(); lvl++) {
             tq_ctx_set_simd(ctx, (tq_simd)lvl);
             tq_decode_rotated(ctx, c, blk, 64 * 128, y);
@@ -163,7 +165,7 @@ TEST(golden_shared_kv_encode)
     size_t nin;
     float *in = tq_test_read_shared("golden/kv_input.f32", &nin);
     if (!in) SKIP("../shared/golden not found");
-    CHECK(nin == 64 * 128 * sizeof(float));
+    CHECK_EQ(nin, 64 * 128 * sizeof(float));
     tq_ctx *ctx = tq_ctx_new();
     for (int t = 0; t < 3; t++) {
         char p[128];
@@ -210,7 +212,7 @@ TEST(golden_shared_weights)
     size_t nin;
     float *in = tq_test_read_shared("golden/w_input.f32", &nin);
     if (!in) SKIP("../shared/golden not found");
-    CHECK(nin == 256 * 32 * sizeof(float));
+    CHECK_EQ(nin, 256 * 32 * sizeof(float));
     tq_ctx *ctx = tq_ctx_new();
     const char *names[2] = {"tq3_1s", "tq4_1s"};
     float *y = malloc(nin), *yw = malloc(nin);
@@ -224,7 +226,8 @@ TEST(golden_shared_weights)
         CHECK(want && dq);
         tq_codec *c = mk(t ? TQ_CODEC_TQ4_1S : TQ_CODEC_TQ3_1S);
         size_t bb = tq_codec_block_bytes(c);
-        CHECK(nb == 256 * bb && nd == nin);
+        CHECK_EQ(nb, 256 * bb);
+        CHECK_EQ(nd, nin);
         tq_decode(ctx, c, want, 256 * 32, yw);
         for (int i = 0; i < 256 * 32; i++)
             CHECK(close_rel(yw[i], dq[i]), "%s decode value %d: %g vs %g", names[t], i, yw[i], dq[i]);

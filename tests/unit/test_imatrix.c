@@ -47,7 +47,11 @@ TEST(imatrix_reads_both_forms)
     uint8_t *d = slurp("tests/fuzz/seeds/fuzz_imatrix_read/legacy.dat", &n);
     CHECK(d && open_mem(d, n, &m, msg) == TQ_OK, "%s", msg);
     v = tq_imatrix_get(m, "attn", &k);
-    CHECK(!tq_imatrix_is_gguf(m) && tq_imatrix_n_entries(m) == 2 && v && k == 8 && v[7] == 1.0f);
+    CHECK(!tq_imatrix_is_gguf(m));
+    CHECK_EQ(tq_imatrix_n_entries(m), 2);
+    CHECK(v);
+    CHECK_EQ(k, 8);
+    CHECK(v[7] == 1.0f);
     tq_imatrix_close(m);
     /* every truncation that cuts an entry is refused; cutting exactly the
      * optional dataset trailer is a valid file */

@@ -31,14 +31,16 @@ TEST(innerq_stats_mean_squares)
     uint8_t *a = make(&la, 5, 8, 0), *b = make(&lb, 3, 8, 1), *c = make(&lc, 4, 16, 0), *d = make(&ld, 0, 8, 0);
     tq_kv_view *va, *vb, *vc, *vd;
     CHECK(tq_kv_open_memory(ctx, a, la, "a", TQ_PROFILE_DEFAULT, &va) == TQ_OK, "%s", tq_ctx_error(ctx));
-    CHECK(tq_kv_open_memory(ctx, b, lb, "b", TQ_PROFILE_DEFAULT, &vb) == TQ_OK);
-    CHECK(tq_kv_open_memory(ctx, c, lc, "c", TQ_PROFILE_DEFAULT, &vc) == TQ_OK);
+    CHECK_EQ(tq_kv_open_memory(ctx, b, lb, "b", TQ_PROFILE_DEFAULT, &vb), TQ_OK);
+    CHECK_EQ(tq_kv_open_memory(ctx, c, lc, "c", TQ_PROFILE_DEFAULT, &vc), TQ_OK);
     CHECK(tq_kv_open_memory(ctx, d, ld, "d", TQ_PROFILE_DEFAULT, &vd) == TQ_OK, "%s", tq_ctx_error(ctx));
     tq_innerq_stats *s;
-    CHECK(tq_innerq_stats_new(ctx, 4, &s) == TQ_OK);
+    CHECK_EQ(tq_innerq_stats_new(ctx, 4, &s), TQ_OK);
     CHECK(tq_innerq_stats_add(ctx, s, va, NULL) == TQ_OK, "%s", tq_ctx_error(ctx));
     CHECK(tq_innerq_stats_add(ctx, s, vb, NULL) == TQ_OK, "%s", tq_ctx_error(ctx));
-    CHECK(tq_innerq_stats_layers(s) == 2 && tq_innerq_stats_heads(s) == 2 && tq_innerq_stats_cells(s, 1) == 8);
+    CHECK_EQ(tq_innerq_stats_layers(s), 2);
+    CHECK_EQ(tq_innerq_stats_heads(s), 2);
+    CHECK_EQ(tq_innerq_stats_cells(s, 1), 8);
     for (int l = 0; l < 2; l++)
         for (int v = 0; v < 2; v++)
             for (int h = 0; h < 2; h++) {

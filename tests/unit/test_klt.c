@@ -171,9 +171,9 @@ TEST(klt_rate_step_is_the_same_at_every_simd_level)
     double rate_a, rate_b;
     CHECK_OK(ctx, tq_klt_rate_step(ctx, y, N, D, 2.5, 0.01, &step_a, &m_a, &rate_a));
     CHECK_OK(scalar, tq_klt_rate_step(scalar, y, N, D, 2.5, 0.01, &step_b, &m_b, &rate_b));
-    CHECK_EQ(step_a, step_b);
+    CHECK_EQ_DBL(step_a, step_b);
     CHECK_EQ(m_a, m_b);
-    CHECK_EQ(rate_a, rate_b);
+    CHECK_EQ_DBL(rate_a, rate_b);
     free(y);
     tq_ctx_free(ctx);
     tq_ctx_free(scalar);

@@ -19,10 +19,14 @@ static void put16(uint8_t *p, float f)
 
 TEST(kquant_sizes)
 {
-    CHECK(tq_dtype_block_values(TQ_DT_Q4_K) == 256 && tq_dtype_block_bytes(TQ_DT_Q4_K) == 144);
-    CHECK(tq_dtype_block_bytes(TQ_DT_Q2_K) == 84 && tq_dtype_block_bytes(TQ_DT_Q3_K) == 110);
-    CHECK(tq_dtype_block_bytes(TQ_DT_Q5_K) == 176 && tq_dtype_block_bytes(TQ_DT_Q6_K) == 210);
-    CHECK(tq_dtype_block_values(TQ_DT_IQ4_NL) == 32 && tq_dtype_block_bytes(TQ_DT_IQ4_XS) == 136);
+    CHECK_EQ(tq_dtype_block_values(TQ_DT_Q4_K), 256);
+    CHECK_EQ(tq_dtype_block_bytes(TQ_DT_Q4_K), 144);
+    CHECK_EQ(tq_dtype_block_bytes(TQ_DT_Q2_K), 84);
+    CHECK_EQ(tq_dtype_block_bytes(TQ_DT_Q3_K), 110);
+    CHECK_EQ(tq_dtype_block_bytes(TQ_DT_Q5_K), 176);
+    CHECK_EQ(tq_dtype_block_bytes(TQ_DT_Q6_K), 210);
+    CHECK_EQ(tq_dtype_block_values(TQ_DT_IQ4_NL), 32);
+    CHECK_EQ(tq_dtype_block_bytes(TQ_DT_IQ4_XS), 136);
     CHECK(!strcmp(tq_dtype_name(TQ_DT_Q6_K), "q6_K"));
 }
 
@@ -36,7 +40,7 @@ TEST(kquant_known_values)
     put16(b, 1.0f), put16(b + 2, 0.5f);
     for (int j = 0; j < 4; j++) b[4 + j] = 1, b[8 + j] = 2, b[12 + j] = 1 | 2 << 4;
     for (int i = 0; i < 128; i++) b[16 + i] = (uint8_t)((i % 16) | ((i % 16) << 4));
-    CHECK(tq_dequantize(ctx, TQ_DT_Q4_K, b, 256, y) == TQ_OK);
+    CHECK_EQ(tq_dequantize(ctx, TQ_DT_Q4_K, b, 256, y), TQ_OK);
     for (int e = 0; e < 256; e++) CHECK(y[e] == (float)((e % 32) % 16) - 1.0f, "q4_K value %d = %g", e, y[e]);
     /* q6_K: d 0.25, scales 1..16, codes 32 + 5 everywhere (ql 5, qh 2 -> 5 | 2 << 4 = 37) */
     memset(b, 0, sizeof b);
@@ -44,7 +48,7 @@ TEST(kquant_known_values)
     for (int i = 0; i < 64; i++) b[128 + i] = 0xAA;
     for (int i = 0; i < 16; i++) b[192 + i] = (uint8_t)(i + 1);
     put16(b + 208, 0.25f);
-    CHECK(tq_dequantize(ctx, TQ_DT_Q6_K, b, 256, y) == TQ_OK);
+    CHECK_EQ(tq_dequantize(ctx, TQ_DT_Q6_K, b, 256, y), TQ_OK);
     for (int e = 0; e < 256; e++) CHECK(y[e] == 0.25f * (float)(e / 16 + 1) * 5.0f, "q6_K value %d = %g", e, y[e]);
     /* q3_K: all 2-bit codes 3; hmask set for the first 128 values only; scales 33 (= 1 after -32) */
     memset(b, 0, sizeof b);
@@ -53,14 +57,14 @@ TEST(kquant_known_values)
     for (int i = 0; i < 8; i++) b[96 + i] = 0x11;
     for (int i = 8; i < 12; i++) b[96 + i] = 0xAA;
     put16(b + 108, 2.0f);
-    CHECK(tq_dequantize(ctx, TQ_DT_Q3_K, b, 256, y) == TQ_OK);
+    CHECK_EQ(tq_dequantize(ctx, TQ_DT_Q3_K, b, 256, y), TQ_OK);
     for (int e = 0; e < 256; e++) CHECK(y[e] == (e < 128 ? 6.0f : -2.0f), "q3_K value %d = %g", e, y[e]);
     /* q2_K: sub-block s has scale s % 16 and min 1; codes 1; d 1, dmin 3 */
     memset(b, 0, sizeof b);
     for (int s = 0; s < 16; s++) b[s] = (uint8_t)(s | 1 << 4);
     for (int i = 0; i < 64; i++) b[16 + i] = 0x55;
     put16(b + 80, 1.0f), put16(b + 82, 3.0f);
-    CHECK(tq_dequantize(ctx, TQ_DT_Q2_K, b, 256, y) == TQ_OK);
+    CHECK_EQ(tq_dequantize(ctx, TQ_DT_Q2_K, b, 256, y), TQ_OK);
     for (int e = 0; e < 256; e++) CHECK(y[e] == (float)(e / 16) - 3.0f, "q2_K value %d = %g", e, y[e]);
     CHECK(tq_quantize(ctx, TQ_DT_Q3_K, y, 256, b) == TQ_ERR_UNSUPPORTED, "q3_K decodes only");
     CHECK(tq_dequantize(ctx, TQ_DT_Q4_K, b, 200, y) == TQ_ERR_ARG, "a partial superblock");
@@ -94,14 +98,14 @@ TEST(kquant_encoders_round_trip)
     const double most[] = {0.012, 0.003, 0.0008};
     double prev = 1;
     for (int k = 0; k < 3; k++) {
-        CHECK(tq_quantize(ctx, t[k], x, N, b) == TQ_OK);
-        CHECK(tq_dequantize(ctx, t[k], b, N, y) == TQ_OK);
+        CHECK_EQ(tq_quantize(ctx, t[k], x, N, b), TQ_OK);
+        CHECK_EQ(tq_dequantize(ctx, t[k], b, N, y), TQ_OK);
         double e = rel_err(x, y, NULL, N);
         CHECK(e < most[k] && e < prev / 3, "%s relative error %g", tq_dtype_name(t[k]), e);
         prev = e;
         double plain = rel_err(x, y, w, N);
-        CHECK(tq_quantize_weighted(ctx, t[k], x, 16, 512, w, b) == TQ_OK);
-        CHECK(tq_dequantize(ctx, t[k], b, N, y) == TQ_OK);
+        CHECK_EQ(tq_quantize_weighted(ctx, t[k], x, 16, 512, w, b), TQ_OK);
+        CHECK_EQ(tq_dequantize(ctx, t[k], b, N, y), TQ_OK);
         double weighted = rel_err(x, y, w, N);
         CHECK(weighted < plain, "%s weighted error %g not below the plain encoder's %g", tq_dtype_name(t[k]), weighted, plain);
     }

@@ -15,7 +15,8 @@ TEST(kv_layers_split_like_llama_cpp)
     tq_kv_layers L;
     uint32_t one[1] = {12};
     CHECK(tq_kv_layers_for(ctx, "llama", NULL, 1, one, &L) == TQ_OK && tq_kv_layers_known(&L));
-    CHECK(tq_kv_layers_model(&L, 0, 7) == 7 && tq_kv_layers_model(&L, 0, 12) == TQ_KV_LAYER_UNKNOWN);
+    CHECK_EQ(tq_kv_layers_model(&L, 0, 7), 7);
+    CHECK_EQ(tq_kv_layers_model(&L, 0, 12), TQ_KV_LAYER_UNKNOWN);
     tq_kv_layers_free(&L);
     uint32_t g3[2] = {3, 15};
     CHECK(tq_kv_layers_for(ctx, "gemma3", NULL, 2, g3, &L) == TQ_OK && tq_kv_layers_known(&L), "%s", tq_ctx_error(ctx));
@@ -28,7 +29,9 @@ TEST(kv_layers_split_like_llama_cpp)
     tq_kv_layers_free(&L);
     uint32_t g2[2] = {13, 13};
     CHECK(tq_kv_layers_for(ctx, "gemma2", NULL, 2, g2, &L) == TQ_OK);
-    CHECK(tq_kv_layers_model(&L, 0, 0) == 1 && tq_kv_layers_model(&L, 1, 0) == 0 && tq_kv_layers_model(&L, 1, 12) == 24);
+    CHECK_EQ(tq_kv_layers_model(&L, 0, 0), 1);
+    CHECK_EQ(tq_kv_layers_model(&L, 1, 0), 0);
+    CHECK_EQ(tq_kv_layers_model(&L, 1, 12), 24);
     tq_kv_layers_free(&L);
     uint32_t odd[2] = {4, 14}; /* not gemma3's split of 18 */
     CHECK(tq_kv_layers_for(ctx, "gemma3", NULL, 2, odd, &L) == TQ_OK && !tq_kv_layers_known(&L), "no model: unknown");
@@ -42,7 +45,8 @@ TEST(kv_layers_split_like_llama_cpp)
                         {.kv_state = 1, .layer = 2, .model_layer = 2}};
     tqkv_meta m = {.arch = "mystery", .n_tensors = 4, .t = t};
     CHECK(tq_kv_layers_of_snapshot(ctx, &m, NULL, &L) == TQ_OK && tq_kv_layers_known(&L), "%s", tq_ctx_error(ctx));
-    CHECK(tq_kv_layers_model(&L, 0, 0) == 3 && tq_kv_layers_model(&L, 1, 2) == 2);
+    CHECK_EQ(tq_kv_layers_model(&L, 0, 0), 3);
+    CHECK_EQ(tq_kv_layers_model(&L, 1, 2), 2);
     tq_kv_layers_free(&L);
     tq_ctx_free(ctx);
 }

@@ -76,20 +76,26 @@ TEST(state_small_layouts_parse)
                 sb b = small_state(v, e, o);
                 tq_kv_view *s;
                 CHECK(open_sb(&b, &s, m, sizeof m) == TQ_OK, "vtrans %d ext %d outputs %d: %s", v, e, o, m);
-                CHECK(tq_kv_view_has_ext(s) == e && tq_kv_view_has_outputs(s) == o);
-                CHECK(tq_kv_view_n_tokens(s) == 3 && tq_kv_view_tokens(s)[2] == 12);
+                CHECK_EQ(tq_kv_view_has_ext(s), e);
+                CHECK_EQ(tq_kv_view_has_outputs(s), o);
+                CHECK_EQ(tq_kv_view_n_tokens(s), 3);
+                CHECK_EQ(tq_kv_view_tokens(s)[2], 12);
                 const tq_kv_stream *st = &tq_kv_view_kv(s, 0)->streams[0];
-                CHECK(st->cell_count == 3 && st->n_layer == 2 && st->v_trans == (uint32_t)v);
-                CHECK(st->k[1].width == 16 && st->v[1].width == 16 && st->v[0].transposed == v);
+                CHECK_EQ(st->cell_count, 3);
+                CHECK_EQ(st->n_layer, 2);
+                CHECK_EQ(st->v_trans, (uint32_t)v);
+                CHECK_EQ(st->k[1].width, 16);
+                CHECK_EQ(st->v[1].width, 16);
+                CHECK_EQ(st->v[0].transposed, v);
                 float rows[48];
                 tq_ctx *ctx = tq_ctx_new();
-                CHECK(tq_kv_tensor_read_rows(ctx, &st->v[1], 3, 0, 3, rows) == TQ_OK);
+                CHECK_EQ(tq_kv_tensor_read_rows(ctx, &st->v[1], 3, 0, 3, rows), TQ_OK);
                 /* cell-major value (c, j): stored at c*16+j, or at j*3+c when transposed */
                 for (int c = 0; c < 3; c++)
                     for (int j = 0; j < 16; j++)
                         CHECK(rows[c * 16 + j] == (v ? (j * 3 + c) : (c * 16 + j)) * 0.5f, "v %d c %d j %d", v, c, j);
                 tq_ctx_free(ctx);
-                CHECK(tq_kv_view_kv_values(s) == 2 * 2 * 3 * 16);
+                CHECK_EQ(tq_kv_view_kv_values(s), 2 * 2 * 3 * 16);
                 tq_kv_close(s);
                 /* every truncation fails with a message */
                 for (size_t k = 0; k < b.n; k++) {
@@ -143,7 +149,9 @@ TEST(state_fixtures_parse)
         }
         CHECK(st == TQ_OK, "%s", tq_ctx_error(ctx));
         const tq_kv_stream *k = &tq_kv_view_kv(s, 0)->streams[0];
-        CHECK(tq_kv_view_n_tokens(s) == 1239 && k->cell_count == 1239 && k->n_layer == 5);
+        CHECK_EQ(tq_kv_view_n_tokens(s), 1239);
+        CHECK_EQ(k->cell_count, 1239);
+        CHECK_EQ(k->n_layer, 5);
         CHECK(!tq_kv_view_has_outputs(s) && !tq_kv_view_has_ext(s));
         int turbo = strstr(fixtures[i], "turbo") != NULL;
         CHECK(k->k[0].width == (turbo ? 512u : 32u), "%s width %llu", fixtures[i], (unsigned long long)k->k[0].width);

@@ -40,7 +40,8 @@ TEST(model_read_takes_llama_cpp_defaults_where_keys_are_absent)
     tq_model m;
     CHECK_OK(ctx, tq_model_read(ctx, g, &m));
     CHECK_EQ(strcmp(m.arch, "llama"), 0);
-    CHECK(m.row != NULL && m.row->rope == TQ_PAIRS_ADJACENT);
+    CHECK(m.row != NULL);
+    CHECK_EQ(m.row->rope, TQ_PAIRS_ADJACENT);
     CHECK_EQ(m.n_layer, 30);
     CHECK_EQ(m.n_head_kv, 3);
     CHECK_EQ(m.head_k, 64); /* 576 / 9: no key_length */
@@ -48,8 +49,8 @@ TEST(model_read_takes_llama_cpp_defaults_where_keys_are_absent)
     CHECK_EQ(m.n_rot, 64); /* no rope.dimension_count: the head */
     CHECK_EQ(m.swa_window, 0);
     CHECK_EQ(m.rope_known, 1);
-    CHECK_EQ(m.rope.freq_base, 10000.0f); /* no rope.freq_base */
-    CHECK_EQ(m.rope.freq_scale, 1.0f);
+    CHECK_EQ_DBL(m.rope.freq_base, 10000.0f); /* no rope.freq_base */
+    CHECK_EQ_DBL(m.rope.freq_scale, 1.0f);
     CHECK_EQ(m.fingerprint, tq_model_fingerprint(g));
     tq_model_free(&m);
     tq_gguf_close(g);
@@ -74,11 +75,11 @@ TEST(model_read_gives_sliding_layers_the_tables_rope_base)
     CHECK_EQ(m.head_k, 256);
     CHECK_EQ(m.swa_window, 512);
     CHECK_EQ(m.rope.pairs, TQ_PAIRS_HALVES);
-    CHECK_EQ(m.rope.freq_base, 1000000.0f);
-    CHECK_EQ(m.rope.freq_scale, 0.125f); /* linear scaling by 8 */
+    CHECK_EQ_DBL(m.rope.freq_base, 1000000.0f);
+    CHECK_EQ_DBL(m.rope.freq_scale, 0.125f); /* linear scaling by 8 */
     CHECK_EQ(m.rope_swa_known, 1);
-    CHECK_EQ(m.rope_swa.freq_base, 10000.0f); /* arch.c's table, unscaled */
-    CHECK_EQ(m.rope_swa.freq_scale, 1.0f);
+    CHECK_EQ_DBL(m.rope_swa.freq_base, 10000.0f); /* arch.c's table, unscaled */
+    CHECK_EQ_DBL(m.rope_swa.freq_scale, 1.0f);
     tq_model_free(&m);
     tq_gguf_close(g);
     free(b.p);

@@ -27,11 +27,22 @@ TEST(npy_header_parses_numpy_and_other_writers)
     tq_npy_header h;
     char err[256];
     CHECK(!parse_str("{'descr': '<f2', 'fortran_order': False, 'shape': (3, 4), }   \n", &h, err), "%s", err);
-    CHECK(h.ndim == 2 && h.shape[0] == 3 && h.shape[1] == 4 && h.count == 12 && h.itemsize == 2 && !h.fortran_order);
+    CHECK_EQ(h.ndim, 2);
+    CHECK_EQ(h.shape[0], 3);
+    CHECK_EQ(h.shape[1], 4);
+    CHECK_EQ(h.count, 12);
+    CHECK_EQ(h.itemsize, 2);
+    CHECK(!h.fortran_order);
     CHECK(!parse_str("{\"shape\":(7,),\"fortran_order\":True,\"descr\":\"<f4\"}", &h, err), "%s", err);
-    CHECK(h.ndim == 1 && h.shape[0] == 7 && h.fortran_order && h.itemsize == 4);
-    CHECK(!parse_str("{'descr': '<i8', 'fortran_order': False, 'shape': (), }", &h, err) && h.ndim == 0 && h.count == 1);
-    CHECK(!parse_str("{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 3L), }", &h, err) && h.count == 6);
+    CHECK_EQ(h.ndim, 1);
+    CHECK_EQ(h.shape[0], 7);
+    CHECK(h.fortran_order);
+    CHECK_EQ(h.itemsize, 4);
+    CHECK(!parse_str("{'descr': '<i8', 'fortran_order': False, 'shape': (), }", &h, err));
+    CHECK_EQ(h.ndim, 0);
+    CHECK_EQ(h.count, 1);
+    CHECK(!parse_str("{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 3L), }", &h, err));
+    CHECK_EQ(h.count, 6);
     CHECK(!parse_str("{'descr': [('a', '<f4'), ('b', '<i4')], 'fortran_order': False, 'shape': (2,), }", &h, err) &&
               !h.descr[0] && !h.itemsize, "structured dtypes parse as unknown: %s", err);
     static const char *const bad[] = {
@@ -50,14 +61,18 @@ TEST(npy_header_parses_numpy_and_other_writers)
     char out[512];
     uint64_t shape[3] = {5, 2, 8};
     uint32_t n = tq_npy_format(out, "<f2", 3, shape);
-    CHECK(n % 64 == 0 && out[n - 1] == '\n');
+    CHECK(n % 64 == 0);
+    CHECK_EQ(out[n - 1], '\n');
     CHECK(!tq_npy_parse((uint8_t *)out, n, &h, err, sizeof err) && h.header_len == n && h.count == 80, "%s", err);
     for (uint32_t k = 0; k < n; k++) CHECK(tq_npy_parse((uint8_t *)out, k, &h, err, sizeof err) == -1, "cut at %u", k);
     /* numpy's own bytes for a (2, 3) float32 array */
     uint64_t s23[2] = {2, 3};
     n = tq_npy_format(out, "<f4", 2, s23);
     const char *np = "\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
-    CHECK(n == 128 && !memcmp(out, np, strlen(np)) && out[127] == '\n' && out[126] == ' ');
+    CHECK_EQ(n, 128);
+    CHECK(!memcmp(out, np, strlen(np)));
+    CHECK_EQ(out[127], '\n');
+    CHECK_EQ(out[126], ' ');
 }
 
 /* ---- building .npz files in memory */
@@ -160,14 +175,17 @@ TEST(numpy_dump_opens_as_kv_view)
         CHECK(tq_kv_view_kind(s) == TQ_KV_NUMPY && tq_kv_view_n_tokens(s) == T &&
               tq_kv_view_tokens(s)[5] == 1005);
         const tq_kv_stream *st = &tq_kv_view_kv(s, 0)->streams[0];
-        CHECK(st->cell_count == T && st->n_layer == 2 && st->k[1].width == H * D && st->v[0].type->dtype == TQ_DT_F32);
+        CHECK_EQ(st->cell_count, T);
+        CHECK_EQ(st->n_layer, 2);
+        CHECK_EQ(st->k[1].width, H * D);
+        CHECK_EQ(st->v[0].type->dtype, TQ_DT_F32);
         tq_ctx *ctx = tq_ctx_new();
         float row[H * D];
         for (int l = 0; l < 2; l++)
             for (uint32_t c = 0; c < T; c++) {
-                CHECK(tq_kv_tensor_read_rows(ctx, &st->k[l], T, c, 1, row) == TQ_OK);
+                CHECK_EQ(tq_kv_tensor_read_rows(ctx, &st->k[l], T, c, 1, row), TQ_OK);
                 for (int j = 0; j < H * D; j++) CHECK(row[j] == tq_fp16_to_fp32(k16[l][c * H * D + j]));
-                CHECK(tq_kv_tensor_read_rows(ctx, &st->v[l], T, c, 1, row) == TQ_OK);
+                CHECK_EQ(tq_kv_tensor_read_rows(ctx, &st->v[l], T, c, 1, row), TQ_OK);
                 /* cell c, head h, dim d sits at [h][c][d] in the PyTorch layout */
                 for (int h = 0; h < H; h++)
                     for (int d = 0; d < D; d++) CHECK(row[h * D + d] == v32[l][(h * T + c) * D + d], "l %d c %u h %d", l, c, h);
@@ -328,9 +346,11 @@ TEST(state_rewrite_kind_and_prefix)
         tq_kv_view *s;
         CHECK(tq_kv_open_memory(ctx, cut.p, cut.n, "cut", TQ_PROFILE_DEFAULT, &s) == TQ_OK, "%s", tq_ctx_error(ctx));
         const tq_kv_stream *st = &tq_kv_view_kv(s, 0)->streams[0];
-        CHECK(tq_kv_view_n_tokens(s) == 2 && st->cell_count == 2 && st->v[0].transposed == vt);
+        CHECK_EQ(tq_kv_view_n_tokens(s), 2);
+        CHECK_EQ(st->cell_count, 2);
+        CHECK_EQ(st->v[0].transposed, vt);
         float r[16];
-        CHECK(tq_kv_tensor_read_rows(ctx, &st->v[0], 2, 0, 2, r) == TQ_OK);
+        CHECK_EQ(tq_kv_tensor_read_rows(ctx, &st->v[0], 2, 0, 2, r), TQ_OK);
         for (int c = 0; c < 2; c++)
             for (int j = 0; j < 8; j++) CHECK(r[c * 8 + j] == (float)(vt ? j * 4 + c : c * 8 + j), "c %d j %d", c, j);
         tq_kv_close(s);

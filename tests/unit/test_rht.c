@@ -13,7 +13,7 @@ static const char *fork_s2 = "++++-++-+---+---" "++--+-+-+--+-+++" "++---+------
 TEST(rht_fork_signs_match_published_table)
 {
     float s1[128], s2[128], w[32];
-    CHECK(tq_signs_kv(tq_test_ctx(), 128, TQ_SEED_FORK, s1, s2) == TQ_OK);
+    CHECK_EQ(tq_signs_kv(tq_test_ctx(), 128, TQ_SEED_FORK, s1, s2), TQ_OK);
     int sum1 = 0, sum2 = 0;
     for (int i = 0; i < 128; i++) {
         CHECK(s1[i] == (fork_s1[i] == '-' ? -1.0f : 1.0f), "s1[%d]", i);
@@ -68,7 +68,7 @@ TEST(rht_matches_dense_matrix_and_inverts)
         tq_signs_kv(tq_test_ctx(), g, g == 128 ? 0 : 99, s1, s2);
         for (uint32_t i = 0; i < g; i++) x[i] = (float)tq_test_randn(&st);
         memcpy(y, x, g * 4);
-        CHECK(tq_rht_forward(tq_test_ctx(), g, s1, s2, y) == TQ_OK);
+        CHECK_EQ(tq_rht_forward(tq_test_ctx(), g, s1, s2, y), TQ_OK);
         double nx = 0, ny = 0, maxerr = 0;
         for (uint32_t i = 0; i < g; i++) {
             double acc = 0;
@@ -80,7 +80,7 @@ TEST(rht_matches_dense_matrix_and_inverts)
         }
         CHECK(maxerr < 1e-5 * sqrt(nx / g) * 8, "g=%u dense mismatch %g", g, maxerr);
         CHECK(fabs(sqrt(ny) - sqrt(nx)) <= 1e-6 * sqrt(nx), "g=%u norm %g vs %g", g, sqrt(ny), sqrt(nx));
-        CHECK(tq_rht_inverse(tq_test_ctx(), g, s1, s2, y) == TQ_OK);
+        CHECK_EQ(tq_rht_inverse(tq_test_ctx(), g, s1, s2, y), TQ_OK);
         for (uint32_t i = 0; i < g; i++) CHECK(fabsf(y[i] - x[i]) <= 1e-5f * (1 + fabsf(x[i])), "g=%u inverse", g);
     }
 }
@@ -89,10 +89,10 @@ TEST(rht_rejects_bad_sizes)
 {
     tq_ctx *ctx = tq_ctx_new();
     float s[2048] = {0};
-    CHECK(tq_rht_forward(ctx, 12, s, s, s) == TQ_ERR_ARG);
+    CHECK_EQ(tq_rht_forward(ctx, 12, s, s, s), TQ_ERR_ARG);
     CHECK(strstr(tq_ctx_error(ctx), "12") != NULL, "message names the size: %s", tq_ctx_error(ctx));
-    CHECK(tq_rht_inverse(ctx, 2048, s, s, s) == TQ_ERR_ARG);
-    CHECK(tq_rht_forward(ctx, 4, s, s, s) == TQ_ERR_ARG);
-    CHECK(tq_signs_kv(ctx, 96, 0, s, s) == TQ_ERR_ARG);
+    CHECK_EQ(tq_rht_inverse(ctx, 2048, s, s, s), TQ_ERR_ARG);
+    CHECK_EQ(tq_rht_forward(ctx, 4, s, s, s), TQ_ERR_ARG);
+    CHECK_EQ(tq_signs_kv(ctx, 96, 0, s, s), TQ_ERR_ARG);
     tq_ctx_free(ctx);
 }

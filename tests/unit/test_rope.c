@@ -43,7 +43,7 @@ TEST(rope_matches_ggml)
                 }
             /* ggml's float recurrence drifts from exact angles by ~1e-4 at position 1200 */
             CHECK(worst < 2e-3, "neox %d n_rot %u: %g from ggml", neox, n_rot, worst);
-            CHECK(tq_rope_unrotate(ctx, &r, x, ROWS, W, pos) == TQ_OK);
+            CHECK_EQ(tq_rope_unrotate(ctx, &r, x, ROWS, W, pos), TQ_OK);
             worst = 0;
             for (int k = 0; k < ROWS; k++)
                 for (int j = 0; j < W; j++) worst = fmax(worst, fabs(x[k * W + j] - b[j]));

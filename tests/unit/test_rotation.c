@@ -15,7 +15,7 @@ TEST(rotation_is_orthogonal_and_consistent)
         uint32_t n = sizes[si];
         tq_rotation *r;
         CHECK(tq_rotation_new(ctx, n, 1234, &r) == TQ_OK, "n %u: %s", n, tq_ctx_error(ctx));
-        CHECK(tq_rotation_size(r) == n);
+        CHECK_EQ(tq_rotation_size(r), n);
         /* columns of R: R e_i for a few i; orthonormal */
         uint32_t probe = n < 24 ? n : 24;
         float *cols = calloc((size_t)n * probe, sizeof(float));
@@ -31,16 +31,17 @@ TEST(rotation_is_orthogonal_and_consistent)
         unsigned long long st = n;
         float *v = malloc(n * sizeof(float)), *v0 = malloc(n * sizeof(float));
         for (uint32_t e = 0; e < n; e++) v[e] = v0[e] = (float)tq_test_randn(&st);
-        CHECK(tq_rotation_apply(ctx, r, v, 1, 0) == TQ_OK);
+        CHECK_EQ(tq_rotation_apply(ctx, r, v, 1, 0), TQ_OK);
         float *w = malloc((size_t)n * 2 * sizeof(float));
         for (uint32_t e = 0; e < n; e++) w[2 * e] = v0[e], w[2 * e + 1] = 0.0f;
-        CHECK(tq_rotation_apply(ctx, r, w, 2, 0) == TQ_OK);
+        CHECK_EQ(tq_rotation_apply(ctx, r, w, 2, 0), TQ_OK);
         for (uint32_t e = 0; e < n; e++) CHECK(fabsf(w[2 * e] - v[e]) <= 1e-6f * (1 + fabsf(v[e])) && w[2 * e + 1] == 0.0f);
-        CHECK(tq_rotation_apply(ctx, r, v, 1, 1) == TQ_OK);
+        CHECK_EQ(tq_rotation_apply(ctx, r, v, 1, 1), TQ_OK);
         for (uint32_t e = 0; e < n; e++) CHECK(fabsf(v[e] - v0[e]) < 1e-5f * (1 + fabsf(v0[e])), "n %u: R'R x != x at %u", n, e);
         /* same seed, same matrix; another seed, another */
         tq_rotation *r2, *r3;
-        CHECK(tq_rotation_new(ctx, n, 1234, &r2) == TQ_OK && tq_rotation_new(ctx, n, 99, &r3) == TQ_OK);
+        CHECK_EQ(tq_rotation_new(ctx, n, 1234, &r2), TQ_OK);
+        CHECK_EQ(tq_rotation_new(ctx, n, 99, &r3), TQ_OK);
         float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
         memcpy(a, v0, n * sizeof(float));
         memcpy(b, v0, n * sizeof(float));
@@ -52,7 +53,8 @@ TEST(rotation_is_orthogonal_and_consistent)
         tq_rotation_free(r), tq_rotation_free(r2), tq_rotation_free(r3);
     }
     tq_rotation *r;
-    CHECK(tq_rotation_new(ctx, 1031, 1, &r) == TQ_ERR_UNSUPPORTED && strstr(tq_ctx_error(ctx), "odd factor 1031"));
+    CHECK_EQ(tq_rotation_new(ctx, 1031, 1, &r), TQ_ERR_UNSUPPORTED);
+    CHECK(strstr(tq_ctx_error(ctx), "odd factor 1031"));
     tq_ctx_free(ctx);
 }
 
@@ -60,13 +62,15 @@ TEST(rotation_signs_are_exact)
 {
     tq_ctx *ctx = tq_ctx_new();
     tq_rotation *r;
-    CHECK(tq_rotation_new_signs(ctx, 256, 7, &r) == TQ_OK && !strcmp(tq_rotation_kind(r), "signs(256)"));
+    CHECK_EQ(tq_rotation_new_signs(ctx, 256, 7, &r), TQ_OK);
+    CHECK(!strcmp(tq_rotation_kind(r), "signs(256)"));
     float x[256 * 3], x0[256 * 3], rows[3 * 256];
     unsigned long long st = 3;
     for (int i = 0; i < 256 * 3; i++) x[i] = x0[i] = (float)tq_test_randn(&st);
     for (int l = 0; l < 3; l++)
         for (int i = 0; i < 256; i++) rows[l * 256 + i] = x0[i * 3 + l];
-    CHECK(tq_rotation_apply(ctx, r, x, 3, 0) == TQ_OK && tq_rotation_apply_rows(ctx, r, rows, 3, 0) == TQ_OK);
+    CHECK_EQ(tq_rotation_apply(ctx, r, x, 3, 0), TQ_OK);
+    CHECK_EQ(tq_rotation_apply_rows(ctx, r, rows, 3, 0), TQ_OK);
     int flipped = 0;
     for (int i = 0; i < 256; i++) {
         flipped += x[i * 3] != x0[i * 3];

@@ -67,7 +67,7 @@ TEST(simd_fork_codecs_match_scalar)
     for (size_t i = 0; i < 5; i++) {
         tq_codec_desc d = {kinds[i], 0, 0, 0, 0, 0, 0};
         tq_codec *c;
-        CHECK(tq_codec_new(ctx, &d, &c) == TQ_OK);
+        CHECK_EQ(tq_codec_new(ctx, &d, &c), TQ_OK);
         size_t nb = 1037; /* not a multiple of any tile or chunk */
         float *x = awkward(nb, (uint32_t)tq_codec_block_values(c), 17 + i);
         const char *why = "";
@@ -90,7 +90,7 @@ TEST(simd_generic_codec_matches_scalar_all_configs)
             for (uint32_t nc = 0; nc < 2; nc++) {
                 tq_codec_desc d = {TQ_CODEC_TQ, g, b, nc, g == 64 ? 0 : 1234, 0, 0};
                 tq_codec *c;
-                CHECK(tq_codec_new(ctx, &d, &c) == TQ_OK);
+                CHECK_EQ(tq_codec_new(ctx, &d, &c), TQ_OK);
                 size_t nb = 4096 / g * 5 + 3;
                 float *x = awkward(nb, g, g * 31 + b);
                 const char *why = "";
@@ -105,10 +105,12 @@ TEST(simd_level_selection)
 {
     tq_ctx *ctx = tq_ctx_new();
     CHECK(tq_ctx_simd(ctx) == tq_simd_best(), "a new context uses the best level");
-    CHECK(tq_ctx_set_simd(ctx, TQ_SIMD_SCALAR) == TQ_OK && tq_ctx_simd(ctx) == TQ_SIMD_SCALAR);
-    CHECK(tq_ctx_set_simd(ctx, TQ_SIMD_AUTO) == TQ_OK && tq_ctx_simd(ctx) == tq_simd_best());
+    CHECK_EQ(tq_ctx_set_simd(ctx, TQ_SIMD_SCALAR), TQ_OK);
+    CHECK_EQ(tq_ctx_simd(ctx), TQ_SIMD_SCALAR);
+    CHECK_EQ(tq_ctx_set_simd(ctx, TQ_SIMD_AUTO), TQ_OK);
+    CHECK_EQ(tq_ctx_simd(ctx), tq_simd_best());
     if (tq_simd_best() < TQ_SIMD_AVX512) {
-        CHECK(tq_ctx_set_simd(ctx, TQ_SIMD_AVX512) == TQ_ERR_UNSUPPORTED);
+        CHECK_EQ(tq_ctx_set_simd(ctx, TQ_SIMD_AVX512), TQ_ERR_UNSUPPORTED);
         CHECK(strstr(tq_ctx_error(ctx), "avx512") != NULL);
     }
     CHECK(tq_ctx_set_simd(ctx, (tq_simd)42) != TQ_OK);

@@ -25,7 +25,9 @@ TEST(stats_moments_and_beyond)
     double kurt = m4 / n / (var * var), mean, rms, k, k2;
     tq_moments_summary(&m, &mean, &rms, &k);
     tq_moments_summary(&a, NULL, NULL, &k2);
-    CHECK(m.n == n && m.min == mn && m.max == mx);
+    CHECK_EQ(m.n, n);
+    CHECK(m.min == mn);
+    CHECK(m.max == mx);
     /* float runs carried in double: about 1e-6 relative (lib/stats.c) */
     CHECK(fabs(mean - mu) < 2e-6 * sqrt(s2 / n) && fabs(rms - sqrt(s2 / n)) < 2e-6 * sqrt(s2 / n), "mean %.9g vs %.9g, rms %.9g",
           mean, mu, rms);

@@ -78,7 +78,7 @@ TEST(tqkv_lossless_and_lossy_round_trips)
         /* everything but the K/V rows is identical, and the rows are close */
         tq_ctx *ctx = tq_ctx_new();
         tq_kv_view *a, *b;
-        CHECK(tq_kv_open_memory(ctx, state, sl, "a", TQ_PROFILE_DEFAULT, &a) == TQ_OK);
+        CHECK_EQ(tq_kv_open_memory(ctx, state, sl, "a", TQ_PROFILE_DEFAULT, &a), TQ_OK);
         CHECK(tq_kv_open_memory(ctx, back, dl, "b", TQ_PROFILE_DEFAULT, &b) == TQ_OK, "%s", tq_ctx_error(ctx));
         const tq_kv_stream *sa = &tq_kv_view_kv(a, 0)->streams[0], *sb = &tq_kv_view_kv(b, 0)->streams[0];
         CHECK(!memcmp(state, back, tq_kv_view_prefix_len(a)));
@@ -175,7 +175,7 @@ TEST(tqkv_append_equals_full_encode)
         tqkv_reader *ar, *wr;
         CHECK(tqkv_open_memory(ctx, app, al, "app.tqkv", &ar) == TQ_OK, "%s", tq_ctx_error(ctx));
         CHECK(!strcmp(tqkv_meta_of(ar)->base_name, "base.tqkv"));
-        CHECK(tqkv_open_memory(ctx, whole, gl, "whole.tqkv", &wr) == TQ_OK);
+        CHECK_EQ(tqkv_open_memory(ctx, whole, gl, "whole.tqkv", &wr), TQ_OK);
         char *o1 = NULL, *o2 = NULL;
         FILE *f1 = open_memstream(&o1, &d1), *f2 = open_memstream(&o2, &d2);
         CHECK(tq_kvsnap_decode(ctx, ar, br, &(tq_kvsnap_decode_options){.threads = 2}, f1) == TQ_OK, "%s", tq_ctx_error(ctx));
@@ -299,7 +299,8 @@ TEST(tqkv_iswa_layers_are_model_layers)
     CHECK(snap && tqkv_open_memory(ctx, snap, sl, "i.tqkv", &r) == TQ_OK, "%s", tq_ctx_error(ctx));
     if (snap && r) {
         const tqkv_meta *m = tqkv_meta_of(r);
-        CHECK(tqkv_version(r) == 3 && m->n_tensors == 36);
+        CHECK_EQ(tqkv_version(r), 3);
+        CHECK_EQ(m->n_tensors, 36);
         for (uint32_t i = 0; i < m->n_tensors; i++) {
             const tqkv_record *t = &m->t[i];
             uint32_t want = t->kv_state == 0 ? 6 * t->layer + 5 : t->layer + t->layer / 5;

@@ -378,9 +378,9 @@ TEST(klt_v_rows_keep_their_relative_error_whatever_their_length)
 TEST(tqkv_gain_code_picks_the_nearest_gain_in_log_scale)
 {
     CHECK_EQ(tqkv_gain_code(0.0f), 0);
-    CHECK_EQ(tqkv_gain(0), 0.0f);
-    CHECK_EQ(tqkv_gain(128), 1.0f);
-    CHECK_EQ(tqkv_gain(136), 2.0f);
+    CHECK_EQ_DBL(tqkv_gain(0), 0.0f);
+    CHECK_EQ_DBL(tqkv_gain(128), 1.0f);
+    CHECK_EQ_DBL(tqkv_gain(136), 2.0f);
     uint8_t last = 0;
     for (double x = 1e-4; x < 1e4; x *= 1.01) {
         uint8_t c = tqkv_gain_code((float)x);
@@ -413,5 +413,5 @@ TEST(tqkv_basis_round_keeps_a_byte_a_value_within_half_a_step_and_is_exact_again
     CHECK(!memcmp(again, x, sizeof x), "rounding a stored row changed it");
     float zero[8] = {0};
     tqkv_basis_round(1, zero, 8);
-    CHECK_EQ(zero[3], 0.0f);
+    CHECK_EQ_DBL(zero[3], 0.0f);
 }

@@ -31,14 +31,15 @@ TEST(weighted_search_lowers_weighted_error)
     tq_codec_kind kinds[2] = {TQ_CODEC_TQ4_1S, TQ_CODEC_TQ3_1S};
     for (int k = 0; k < 2; k++) {
         tq_codec *c;
-        CHECK(tq_codec_new(ctx, &(tq_codec_desc){kinds[k], 0, 0, 0, 0, 0, 0}, &c) == TQ_OK);
-        CHECK(tq_encode(ctx, c, x, n, b0) == TQ_OK);
+        CHECK_EQ(tq_codec_new(ctx, &(tq_codec_desc){kinds[k], 0, 0, 0, 0, 0, 0}, &c), TQ_OK);
+        CHECK_EQ(tq_encode(ctx, c, x, n, b0), TQ_OK);
         tq_ctx_set_threads(ctx, 1);
         CHECK(tq_encode_weighted(ctx, c, x, rows, cols, imp, b1) == TQ_OK, "%s", tq_ctx_error(ctx));
         tq_ctx_set_threads(ctx, 2);
-        CHECK(tq_encode_weighted(ctx, c, x, rows, cols, imp, b2) == TQ_OK);
+        CHECK_EQ(tq_encode_weighted(ctx, c, x, rows, cols, imp, b2), TQ_OK);
         CHECK(!memcmp(b1, b2, n * tq_codec_block_bytes(c) / 32), "thread count changed the bytes");
-        CHECK(tq_decode(ctx, c, b0, n, y0) == TQ_OK && tq_decode(ctx, c, b1, n, y1) == TQ_OK);
+        CHECK_EQ(tq_decode(ctx, c, b0, n, y0), TQ_OK);
+        CHECK_EQ(tq_decode(ctx, c, b1, n, y1), TQ_OK);
         double e0 = werr(x, y0, imp, rows, cols, SIZE_MAX), e1 = werr(x, y1, imp, rows, cols, SIZE_MAX);
         printf("  %s: importance-weighted error %.4g plain, %.4g weighted (%.1f%% lower)\n", tq_codec_name(c), e0, e1,
                100.0 * (1 - e1 / e0));
@@ -50,9 +51,10 @@ TEST(weighted_search_lowers_weighted_error)
         float bad[1024];
         memcpy(bad, imp, sizeof bad);
         bad[5] = -1.0f;
-        CHECK(tq_encode_weighted(ctx, c, x, rows, cols, bad, b2) == TQ_ERR_ARG && strstr(tq_ctx_error(ctx), "importance[5]"));
+        CHECK_EQ(tq_encode_weighted(ctx, c, x, rows, cols, bad, b2), TQ_ERR_ARG);
+        CHECK(strstr(tq_ctx_error(ctx), "importance[5]"));
         bad[5] = NAN;
-        CHECK(tq_encode_weighted(ctx, c, x, rows, cols, bad, b2) == TQ_ERR_ARG);
+        CHECK_EQ(tq_encode_weighted(ctx, c, x, rows, cols, bad, b2), TQ_ERR_ARG);
         CHECK(tq_encode_weighted(ctx, c, x, rows * 2, cols / 2 + 16, imp, b2) == TQ_ERR_ARG, "row length not of 32s");
         tq_codec_free(c);
     }
