@@ -29,3 +29,4 @@ assert signs(mask("tq_fork_s2_mask"), 128) == list(s2), "s2 differs from numpy d
 w = [-1.0 if ((i * 0x9E3779B9) & 0xFFFFFFFF) >> 31 else 1.0 for i in range(32)]
 assert signs(mask("tq_fork_w32_mask"), 32) == w, "weight signs differ from the golden-ratio rule"
 print("fork signs match numpy and the golden-ratio rule")
+print("ok fork_signs_follow_numpy_and_the_golden_ratio_rule")  # the behaviour, for tests/run.sh (reached only when every check passed)

@@ -182,3 +182,4 @@ with tempfile.TemporaryDirectory() as d:
         subprocess.run([str(REWRITE), str(parts[0]), str(back)], check=True)
         assert back.read_bytes() == stories.read_bytes(), "split then joined is not the original"
 print("gguf-py and tq agree")
+print("ok gguf_py_and_tq_read_each_others_files")  # the behaviour, for tests/run.sh (reached only when every check passed)

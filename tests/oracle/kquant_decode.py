@@ -78,3 +78,4 @@ def model_tensors():
 with tempfile.TemporaryDirectory() as d:
     generated(Path(d))
 model_tensors()
+print("ok kquants_decode_bit_for_bit_as_gguf_py")  # the behaviour, for tests/run.sh (reached only when every check passed)

@@ -57,3 +57,4 @@ with tempfile.TemporaryDirectory() as d:
     c = logits(Path(d) / "sp-00001-of-00005.gguf", tokens)
     assert np.array_equal(a, c), "split copy logits differ"
     print(f"identical logits over {len(tokens)} positions")
+print("ok llama_cpp_loads_rewritten_models_with_identical_logits")  # the behaviour, for tests/run.sh (reached only when every check passed)

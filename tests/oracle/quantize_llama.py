@@ -180,3 +180,4 @@ with tempfile.TemporaryDirectory() as d:
           f"{errs['imatrix.gguf unweighted']:.6f})")
     assert errs["imatrix.gguf"] < 0.9 * errs["plain"], errs
     assert errs["imatrix.gguf"] == errs["imatrix.dat"], errs
+print("ok quantized_models_match_llama_cpp")  # the behaviour, for tests/run.sh (reached only when every check passed)

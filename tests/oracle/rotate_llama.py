@@ -177,3 +177,4 @@ with tempfile.TemporaryDirectory() as d:
     assert types["blk.0.attn_q.weight"] == "F16" and types["blk.0.attn_k.weight"] == "F32", types
     print(f"refusals: {', '.join(b[0] for b in bad)}: one line each, nothing written; without --r1 on, "
           "the post-norm, LayerNorm and MoE graphs get R2 with the reason; a q8_0 input rotates to F16")
+print("ok rotated_models_keep_the_logits_in_llama_cpp")  # the behaviour, for tests/run.sh (reached only when every check passed)
