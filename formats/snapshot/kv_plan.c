@@ -622,8 +622,6 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
                               "TurboQuant-prod needs 2..8 bits (b-1 MSE bits and the sketch bit)");
     if (!st && o->codec == TQKV_CODEC_ANGLE && (p->k_bits < 1 || p->v_bits < 1))
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "TurboAngle needs 1..8 bits");
-    if (!st && (o->codec == TQKV_CODEC_ANGLE || o->codec == TQKV_CODEC_PROD) && o->innerq)
-        st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "InnerQ scales go with tq's block codec only");
     if (!st && o->codec == TQKV_CODEC_TURBO &&
         (p->k_bits < 2 || p->k_bits > 4 || p->v_bits < 2 || p->v_bits > 4))
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG,

@@ -92,7 +92,8 @@ tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
     if ((unsigned)o->preset >= N_PRESETS)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown preset %d", (int)o->preset);
     int lossless = o->preset == TQ_KV_PRESET_LOSSLESS;
-    int given = o->innerq_file || o->innerq_path; /* scales the user gave */
+    /* scales given (automatic ones are made only where these checks pass) */
+    int given = o->innerq_file || o->innerq_path || o->innerq;
     if (given && o->model && o->model->innerq_folded)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                                 "the model has InnerQ scales folded in already: its states need "
@@ -115,11 +116,7 @@ tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
     if (o->past_bits > 0 && lossless)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                                 "--past-bits codes cells coarser: not with --preset lossless");
-    if (o->codec == TQKV_CODEC_TURBO && (!bits_in(o->k_bits, 2, 4) || !bits_in(o->v_bits, 2, 4)))
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
-                                "--turbo codes with the fork's turbo2/3/4 "
-                                "blocks: bits must be 2..4 (give --k-bits/--v-bits)");
-    return TQ_OK;
+    return TQ_OK; /* the bits a codec takes are checked once resolved (tq_kvsnap_plan_make) */
 }
 
 void tq_kvsnap_resolve(const tq_kvsnap_options *o, tq_kvsnap_options *r)

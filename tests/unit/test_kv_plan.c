@@ -130,17 +130,24 @@ TEST(kv_user_bits_override_the_preset)
     planned_free(&p);
 }
 
-TEST(kv_options_check_refuses_turbo_bits_outside_2_to_4)
+TEST(kv_plan_refuses_turbo_bits_outside_2_to_4_given_or_from_the_preset)
 {
-    tq_ctx *ctx = tq_ctx_new();
     tq_kvsnap_options o;
     tq_kvsnap_options_init(&o);
     o.codec = TQKV_CODEC_TURBO;
-    CHECK_OK(ctx, tq_kvsnap_options_check(ctx, &o));
-    o.k_bits = 5;
-    CHECK_STATUS(ctx, tq_kvsnap_options_check(ctx, &o), TQ_ERR_ARG);
-    CHECK(strstr(tq_ctx_error(ctx), "2..4") != NULL, "message: %s", tq_ctx_error(ctx));
-    tq_ctx_free(ctx);
+    planned p = plan_for(128, &o);
+    CHECK_OK(p.ctx, p.st);
+    planned_free(&p);
+    o.k_bits = 5; /* given */
+    p = plan_for(128, &o);
+    CHECK_EQ(p.st, TQ_ERR_ARG);
+    CHECK(strstr(tq_ctx_error(p.ctx), "2..4") != NULL, "message: %s", tq_ctx_error(p.ctx));
+    planned_free(&p);
+    o.k_bits = TQ_KV_FROM_PRESET;
+    o.preset = TQ_KV_PRESET_Q8; /* 8 bits from the preset */
+    p = plan_for(128, &o);
+    CHECK_EQ(p.st, TQ_ERR_ARG);
+    planned_free(&p);
 }
 
 TEST(kv_options_check_refuses_innerq_scales_where_nothing_is_tq_coded)
