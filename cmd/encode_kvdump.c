@@ -262,10 +262,16 @@ static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
     return 0;
 }
 
-static const char *group_note(int guessed)
+/* Whether a plan's group was not given: guessed from the width or its architecture's. */
+static int guessed_group(uint32_t group, tq_head_source source)
 {
-    if (guessed == 2) return " (the head size of its architecture)";
-    return guessed ? " (guessed from the row width)" : "";
+    return group && (source == TQ_HEAD_NONE || source == TQ_HEAD_ARCH);
+}
+
+static const char *group_note(tq_head_source source)
+{
+    if (source == TQ_HEAD_ARCH) return " (the head size of its architecture)";
+    return source == TQ_HEAD_NONE ? " (guessed from the row width)" : "";
 }
 
 /* --dry-run: the plan, one tensor a line (or JSON); nothing is written. */
@@ -281,11 +287,11 @@ static void print_plan(const enc_opts *o, const tq_kvsnap_plan *p)
                "\"group_guessed\": %s, "
                "\"tensors\": [\n",
                tq_kv_preset_name(p->preset), p->k_bits, p->v_bits, p->group,
-               p->group_guessed ? "true" : "false");
+               guessed_group(p->group, p->group_source) ? "true" : "false");
     } else
         printf("plan for %s: preset %s, K %d / V %d bits, rotation group %u%s\n", o->in,
                tq_kv_preset_name(p->preset), p->k_bits, p->v_bits, p->group,
-               group_note(p->group_guessed));
+               p->group ? group_note(p->group_source) : "");
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         const tqkv_record *t = &m->t[i];
         uint64_t pay = tq_kvsnap_plan_payload(p, i);
@@ -323,11 +329,11 @@ static void report(const enc_opts *o, const tq_kvsnap_prepared *pp, const tq_kvs
                 pp->rotated);
     if (o->c.model && !lossless && innerq_why && (!o->innerq || !strcmp(o->innerq, "auto")))
         cli_log("InnerQ: %s", innerq_why);
-    if (rep->group_guessed == 2 && !lossless)
+    if (rep->group_used && rep->group_source == TQ_HEAD_ARCH && !lossless)
         cli_log("note: rotation group %u, the head size of every %s model; pass --model or "
                 "--head-dim to set it",
                 rep->group_used, p->group_arch);
-    else if (rep->group_guessed && !lossless)
+    else if (rep->group_used && rep->group_source == TQ_HEAD_NONE && !lossless)
         cli_log("note: rotation group %u guessed from the row width (it could hold other head "
                 "sizes); pass --model "
                 "or --head-dim for the real head size",

@@ -217,7 +217,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
         tq_block_coding(o, b, g, &t->bits, &t->uniform, &t->norm_correction);
         other_block(o->codec, b, t);
         p->group = g;
-        p->group_guessed |= guessed;
+        if (guessed) p->group_source = TQ_HEAD_NONE; /* one guessed group says so */
         t->group_guessed = (uint8_t)guessed;
         if (o->innerq) {
             tq_status st = plan_innerq(ctx, o, s, t);
@@ -627,9 +627,9 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG,
                               "--turbo codes with the fork's turbo2/3/4 blocks: bits must be 2..4 "
                               "(give --k-bits/--v-bits)");
+    p->group_source = from; /* until a tensor's group is guessed from its width */
     for (size_t i = 0; !st && i < n; i++)
         st = plan_tensor(ctx, p, o, head_dim, &src[i], &p->meta.t[i]);
-    if (from_arch && p->group == head_dim && !p->group_guessed) p->group_guessed = 2;
     if (!st && o->base) st = tq_kvsnap_adopt_base(ctx, &p->meta, o->base, o->base_name);
     if (!st && o->base)
         st = tq_kvsnap_adopt_base_rope(ctx, &p->meta, o->base, v, src);

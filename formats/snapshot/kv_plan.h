@@ -108,8 +108,10 @@ typedef struct tq_kvsnap_plan {
     int past_bits;          /* resolved: the past-window cells' bits (0: none has any) */
     uint32_t swa_window;    /* the model's sliding window (0: none, or no model) */
     uint32_t group;     /* the rotation group of coded tensors (0: none coded) */
-    int group_guessed;  /* no model or head size given: 1 from the row width,
-                           2 from the state's architecture (group_arch) */
+    /* where the group came from: TQ_HEAD_NONE guessed from the row width (no head size
+       given or known), TQ_HEAD_ARCH the state's architecture (group_arch), else the head
+       size's source (meaningful where group is not 0) */
+    tq_head_source group_source;
     char group_arch[32];
     char layer_rule[192]; /* iSWA: how cache layers were matched to model layers ("" if not) */
     uint32_t n_coded, n_kept;

@@ -23,7 +23,7 @@ typedef struct tq_kvsnap_report {
     uint32_t n_tensors, n_coded, n_kept;
     uint64_t source_bytes, snapshot_bytes, kv_values, kv_bytes;
     uint32_t group_used;
-    int group_guessed; /* as tq_kvsnap_plan's */
+    tq_head_source group_source; /* as tq_kvsnap_plan's */
 } tq_kvsnap_report;
 
 /* Codes the view as the plan says (threads, zstd level and progress from o)

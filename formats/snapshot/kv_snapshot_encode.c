@@ -173,7 +173,7 @@ tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_pl
                               .kv_values = tq_kv_view_kv_values(v),
                               .kv_bytes = tq_kv_view_kv_bytes(v),
                               .group_used = p->group,
-                              .group_guessed = p->group_guessed};
+                              .group_source = p->group_source};
     tqkv_writer *w;
     tq_status st = tqkv_write_begin(ctx, out, m, &w);
     if (st) return st;
