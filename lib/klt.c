@@ -75,14 +75,19 @@ static void matmul_scalar(const float *a, size_t rs, size_t ks, size_t n, size_t
         }
 }
 
+/* Asked of the CPU once: the products and roundings ask at every tile (1: yes, 0: no). */
 static int cpu_has_fma(void)
 {
+    static int known = -1; /* racing threads store the same answer */
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("fma");
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("fma") != 0;
+    }
 #else
-    return 0;
+    known = 0;
 #endif
+    return known;
 }
 
 /* Whether the AVX2 kernels may run. */
@@ -169,6 +174,7 @@ tq_status tq_klt_encode(tq_ctx *ctx, const tq_klt *k, const float *x, size_t n, 
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     float inv = 1.0f / k->step;
+    int avx2 = use_avx2(ctx);
     /* the coefficients component-major, as the indices go out, from the basis's rows against
        the rows as columns (each product's chain as in rows against the basis: fma is
        symmetric); read row-major and quantized by columns, the rows' coefficients were a
@@ -184,7 +190,7 @@ tq_status tq_klt_encode(tq_ctx *ctx, const tq_klt *k, const float *x, size_t n, 
         }
         matmul(ctx, k->basis, d, 1, k->m, d, xp, np, yt);
         for (uint32_t c = 0; c < k->m; c++)
-            round_all16(use_avx2(ctx), yt + c * np, nr, inv, idx + (size_t)c * n + r0);
+            round_all16(avx2, yt + c * np, nr, inv, idx + (size_t)c * n + r0);
     }
     free(xp);
     free(yt);

@@ -12,9 +12,10 @@
 enum { CELLS = 700, LAYERS = 2, WIDTH = 128 };
 
 /* A view of a sequence file of CELLS cells, LAYERS layers of 2 heads of 64: Gaussian rows
- * (*bytes: the file, the view's to outlive). */
-static tq_kv_view *open_state(tq_ctx *ctx, uint8_t **bytes)
+ * (*bytes: the file, the view's to outlive), and o the default options. */
+static tq_kv_view *open_state(tq_ctx *ctx, uint8_t **bytes, tq_kvsnap_options *o)
 {
+    tq_kvsnap_options_init(o);
     unsigned long long seed = 17;
     tq_test_seq seq = {CELLS, LAYERS, WIDTH, 1, 0, 100, tq_test_randn_value, &seed};
     size_t len;
@@ -40,10 +41,9 @@ TEST(auto_innerq_says_why_it_computed_no_scales)
 {
     tq_ctx *ctx = tq_ctx_new();
     uint8_t *s;
-    tq_kv_view *v = open_state(ctx, &s);
-    CHECK(v != NULL);
     tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
+    tq_kv_view *v = open_state(ctx, &s, &o);
+    CHECK(v != NULL);
     tq_innerq_set set;
     const char *why = NULL;
     CHECK_OK(ctx, tq_kvsnap_auto_innerq(ctx, v, &o, &set, &why));
@@ -70,10 +70,9 @@ TEST(k_transformed_follows_the_transform_option)
 {
     tq_ctx *ctx = tq_ctx_new();
     uint8_t *s;
-    tq_kv_view *v = open_state(ctx, &s);
-    CHECK(v != NULL);
     tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
+    tq_kv_view *v = open_state(ctx, &s, &o);
+    CHECK(v != NULL);
     o.head_dim = 64;
     o.transform = TQ_TC_ON;
     CHECK_EQ(tq_kvsnap_k_transformed(&o, v), 1);
