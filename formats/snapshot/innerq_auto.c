@@ -30,13 +30,14 @@ static int k_is_quantized(const tq_kv_view *v)
 }
 
 tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
-                                tq_innerq_set *set, const char **why)
+                                const tq_kvsnap_plan *plan, tq_innerq_set *set,
+                                const char **why)
 {
     memset(set, 0, sizeof *set);
     *why = "off";
     if (!o->model || o->codec != TQKV_CODEC_TQ || o->base || o->preset == TQ_KV_PRESET_LOSSLESS)
         return TQ_OK;
-    if (tq_kvsnap_k_transformed(o, v)) {
+    if (tq_kvsnap_k_transformed(plan)) {
         *why = "off (K is transform-coded: its basis decorrelates the channels)";
         return TQ_OK;
     }

@@ -16,31 +16,11 @@
 #include <string.h>
 #include <xxhash.h>
 
-int tq_kvsnap_k_transformed(const tq_kvsnap_options *given, const tq_kv_view *v)
+int tq_kvsnap_k_transformed(const tq_kvsnap_plan *p)
 {
-    tq_kvsnap_options o;
-    tq_kvsnap_resolve(given, &o);
-    if (o.transform == TQ_TC_OFF || o.base || o.preset == TQ_KV_PRESET_LOSSLESS ||
-        o.codec != TQKV_CODEC_TQ || (o.transform == TQ_TC_AUTO && o.innerq_file))
-        return 0;
-    tq_head_source from;
-    uint32_t d = tq_kv_head_size(o.head_dim, o.model, tq_kv_view_head_dim(v), tq_kv_view_arch(v),
-                                 &from);
-    const tq_kv_preset_row *row = tq_kv_preset_row_of(o.preset);
-    int k = d && d <= (uint32_t)row->small_head ? row->k_bits_small : row->k_bits;
-    if (o.k_bits > 0) k = o.k_bits;
-    double rate = tq_kvsnap_transform_rate(&o, 0, k);
-    if (rate <= 0) return 0;
-    if (o.transform == TQ_TC_ON) return 1;
-    for (uint32_t i = 0; i < tq_kv_view_n_kv(v); i++)
-        for (uint32_t j = 0; j < tq_kv_view_kv(v, i)->n_stream; j++) {
-            uint32_t c = tq_kv_view_kv(v, i)->streams[j].cell_count;
-            /* the plan's rule with the most a basis can cost: all d components */
-            if (c && (c <= (uint32_t)(o.sink_cells + row->transform_cells) || !d || d % 8 ||
-                      rate + 16.0 * d / (c - o.sink_cells) >= k + 16.0 / d))
-                return 0;
-        }
-    return 1;
+    for (uint32_t i = 0; i < p->meta.n_tensors; i++)
+        if (!p->meta.t[i].is_v && p->meta.t[i].codec == TQKV_CODEC_KLT) return 1;
+    return 0;
 }
 
 /* ------------------------------------------------------------ models */

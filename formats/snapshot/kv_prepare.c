@@ -27,17 +27,20 @@ static tq_status load_scales(tq_ctx *ctx, tq_kvsnap_prepared *p, tq_kvsnap_optio
     return TQ_OK;
 }
 
-/* Q-aware K scales computed from the state, where the model allows (tq_kvsnap_auto_innerq):
- * one vector a head. */
+/* Q-aware K scales computed from the state, where the model and the plan made without them
+ * allow (tq_kvsnap_auto_innerq): one vector a head; then the plan again, with them (the
+ * transform's choice does not depend on scales, so only the scales change). */
 static tq_status auto_scales(tq_ctx *ctx, tq_kv_view *v, tq_kvsnap_prepared *p,
                              tq_kvsnap_options *o)
 {
-    tq_status st = tq_kvsnap_auto_innerq(ctx, v, o, &p->scales, &p->innerq_why);
+    tq_status st = tq_kvsnap_auto_innerq(ctx, v, o, p->plan, &p->scales, &p->innerq_why);
     if (st || !p->scales.s) return st;
     o->innerq = p->scales.s;
     o->innerq_layers = p->scales.n_layer;
     o->innerq_dim = p->scales.head_dim;
-    return TQ_OK;
+    tq_kvsnap_plan_free(p->plan);
+    p->plan = NULL;
+    return tq_kvsnap_plan_make(ctx, v, o, &p->plan);
 }
 
 tq_status tq_kvsnap_prepare(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options *given,
@@ -51,8 +54,8 @@ tq_status tq_kvsnap_prepare(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options 
     tq_status st = tq_kvsnap_options_check(ctx, o);
     if (!st && o->innerq_path) st = load_scales(ctx, p, o);
     if (!st) st = tq_kvsnap_find_rotation(ctx, v, o, &p->rotated);
-    if (!st && !o->innerq && !o->innerq_off) st = auto_scales(ctx, v, p, o);
     if (!st) st = tq_kvsnap_plan_make(ctx, v, o, &p->plan);
+    if (!st && !o->innerq && !o->innerq_off) st = auto_scales(ctx, v, p, o);
     if (st) {
         tq_kvsnap_prepared_free(p);
         return st;

@@ -41,34 +41,20 @@ int tq_test_failed(void);
 
 /* CHECK_EQ and friends print both sides; CHECK_OK the status and the
  * context's message. */
-#define CHECK_EQ(a, b)                                                                             \
+/* a and b as values of `type`, printed with fmt where they differ */
+#define CHECK_SAME_AS(type, fmt, a, b)                                                             \
     do {                                                                                           \
-        long long a_ = (long long)(a);                                                             \
-        long long b_ = (long long)(b);                                                             \
-        if (a_ != b_) {                                                                            \
-            tq_test_fail(__FILE__, __LINE__, " %s == %s: %lld != %lld\n", #a, #b, a_, b_);        \
-            return;                                                                                \
-        }                                                                                          \
-    } while (0)
-#define CHECK_EQ_U64(a, b)                                                                         \
-    do {                                                                                           \
-        unsigned long long a_ = (unsigned long long)(a);                                           \
-        unsigned long long b_ = (unsigned long long)(b);                                           \
-        if (a_ != b_) {                                                                            \
-            tq_test_fail(__FILE__, __LINE__, " %s == %s: %llu != %llu\n", #a, #b, a_, b_);        \
-            return;                                                                                \
-        }                                                                                          \
-    } while (0)
-/* Floating-point values equal to the bit (NaN never), both printed in full. */
-#define CHECK_EQ_DBL(a, b)                                                                         \
-    do {                                                                                           \
-        double a_ = (double)(a);                                                                   \
-        double b_ = (double)(b);                                                                   \
+        type a_ = (type)(a);                                                                       \
+        type b_ = (type)(b);                                                                       \
         if (!(a_ == b_)) {                                                                         \
-            tq_test_fail(__FILE__, __LINE__, " %s == %s: %.17g != %.17g\n", #a, #b, a_, b_);      \
+            tq_test_fail(__FILE__, __LINE__, " %s == %s: " fmt " != " fmt "\n", #a, #b, a_, b_);  \
             return;                                                                                \
         }                                                                                          \
     } while (0)
+#define CHECK_EQ(a, b) CHECK_SAME_AS(long long, "%lld", a, b)
+#define CHECK_EQ_U64(a, b) CHECK_SAME_AS(unsigned long long, "%llu", a, b)
+/* Floating-point values equal to the bit (NaN never), both printed in full. */
+#define CHECK_EQ_DBL(a, b) CHECK_SAME_AS(double, "%.17g", a, b)
 #define CHECK_EQ_STR(a, b)                                                                         \
     do {                                                                                           \
         const char *a_ = (a);                                                                      \
@@ -125,9 +111,11 @@ const char *tq_test_shared_dir(void);
 /* A model with stories260K's shapes and random weights written to path (0
  * or -1); tq_test_stories: ../shared's stories260K, else that stand-in
  * (*standin 1; NULL if it could not be written), for the tests that check
- * what follows from the shapes alone. */
+ * what follows from the shapes alone; tq_test_open_stories opens it (NULL:
+ * the context says why). */
 int tq_test_write_standin(const char *path);
 const char *tq_test_stories(int *standin);                 /* ../shared or $TQ_SHARED */
+struct tq_gguf *tq_test_open_stories(struct tq_ctx *ctx);
 void *tq_test_read_shared(const char *rel, size_t *len); /* NULL if absent */
 double tq_test_randn(unsigned long long *state);
 float *tq_test_kv_data(size_t n_vectors, unsigned g, unsigned long long seed); /* realistic-ish K */
@@ -161,6 +149,12 @@ uint8_t *tq_test_seq_state(const tq_test_seq *s, size_t *len);
 struct tqkv_reader;
 uint8_t *tq_test_snapshot_decode(const uint8_t *snap, size_t len, const struct tqkv_reader *base,
                                  size_t *out_len, char *err, size_t errlen);
+/* The base snapshot and the one appended to it (base: its reader) decoded: 0 when the first
+ * base_cells cells of every K and V of every cache decode alike in both, else -1 with where
+ * they differ in err. */
+int tq_test_base_cells_alike(const uint8_t *base, size_t base_len, const uint8_t *app,
+                             size_t app_len, const struct tqkv_reader *base_reader,
+                             uint32_t base_cells, char *err, size_t errlen);
 /* The snapshot with its metadata changed by edit() and its checksums redone: decoding it must
  * fail with one line that says want. */
 void tq_test_snapshot_refused_after(const uint8_t *snap, size_t n,

@@ -159,125 +159,119 @@ static buf assemble(const buf *kvs, uint64_t n_kv, const buf *infos, uint64_t n_
     return b;
 }
 
+/* One hostile key/value: its key and value type, then for an array the
+ * element type and count, else the value's bytes; and the message's words. */
+typedef struct {
+    const char *key;
+    uint32_t type;
+    uint32_t elem_type;
+    uint64_t count;
+    const char *value;
+    size_t value_bytes;
+    const char *needle;
+} bad_kv;
+
+/* clang-format off */
+static const bad_kv bad_kvs[] = {
+    {"",                  TQ_GGUF_UINT8,  0,               0,          "x",        1, "is empty"},
+    {"nested",            TQ_GGUF_ARRAY,  TQ_GGUF_ARRAY,   1,          NULL,       0, "nested array"},
+    {"big.array",         TQ_GGUF_ARRAY,  TQ_GGUF_UINT64,  1ull << 31, NULL,       0, "at most 2^30"},
+    {"many.strings",      TQ_GGUF_ARRAY,  TQ_GGUF_STRING,  1ull << 29, NULL,       0, "cannot fit"},
+    {"bad.type",          13,             0,               0,          NULL,       0, "invalid value type 13"},
+    {"general.alignment", TQ_GGUF_UINT32, 0,               0,          "\x30\0\0", 4, "alignment 48 is not a power of 2"},
+    {"general.alignment", TQ_GGUF_UINT32, 0,               0,          "\0\0\0",   4, "alignment 0 is not a power of 2"},
+    {"general.alignment", TQ_GGUF_UINT16, 0,               0,          "\x20",     2, "must be of type UINT32"},
+    {"tq.type_profile",   TQ_GGUF_STRING, 0,               0,          "\x07\0\0\0\0\0\0\0martian", 15,
+     "unknown tq.type_profile 'martian'"},
+};
+/* clang-format on */
+
 TEST(gguf_rejects_bad_metadata)
 {
-    buf kv = {0}, ti = {0};
+    buf kv = {0};
+    buf ti = {0};
+    for (size_t i = 0; i < sizeof bad_kvs / sizeof bad_kvs[0]; i++) {
+        const bad_kv *c = &bad_kvs[i];
+        str(&kv, c->key);
+        tq_test_u32(&kv, c->type);
+        if (c->type == TQ_GGUF_ARRAY) {
+            tq_test_u32(&kv, c->elem_type);
+            tq_test_u64(&kv, c->count);
+        }
+        if (c->value) tq_test_put(&kv, c->value, c->value_bytes);
+        buf f = assemble(&kv, 1, &ti, 0, 0, 32);
+        EXPECT_REJECT(f, c->needle);
+        free(f.p);
+        free(kv.p);
+        kv = (buf){0};
+    }
+}
+
+TEST(gguf_rejects_a_duplicate_key)
+{
+    buf kv = {0};
+    buf ti = {0};
     kv_u32(&kv, "a", 1);
     kv_u32(&kv, "a", 2);
     buf f = assemble(&kv, 2, &ti, 0, 0, 32);
     EXPECT_REJECT(f, "duplicate key 'a'");
-    free(f.p), free(kv.p), kv = (buf){0};
-
-    str(&kv, "");
-    tq_test_u32(&kv, TQ_GGUF_UINT8);
-    tq_test_put(&kv, "x", 1);
-    f = assemble(&kv, 1, &ti, 0, 0, 32);
-    EXPECT_REJECT(f, "is empty");
-    free(f.p), free(kv.p), kv = (buf){0};
-
-    str(&kv, "nested");
-    tq_test_u32(&kv, TQ_GGUF_ARRAY);
-    tq_test_u32(&kv, TQ_GGUF_ARRAY);
-    tq_test_u64(&kv, 1);
-    f = assemble(&kv, 1, &ti, 0, 0, 32);
-    EXPECT_REJECT(f, "nested array");
-    free(f.p), free(kv.p), kv = (buf){0};
-
-    str(&kv, "big.array");
-    tq_test_u32(&kv, TQ_GGUF_ARRAY);
-    tq_test_u32(&kv, TQ_GGUF_UINT64);
-    tq_test_u64(&kv, 1ull << 31);
-    f = assemble(&kv, 1, &ti, 0, 0, 32);
-    EXPECT_REJECT(f, "at most 2^30");
-    free(f.p), free(kv.p), kv = (buf){0};
-
-    str(&kv, "many.strings");
-    tq_test_u32(&kv, TQ_GGUF_ARRAY);
-    tq_test_u32(&kv, TQ_GGUF_STRING);
-    tq_test_u64(&kv, 1ull << 29);
-    f = assemble(&kv, 1, &ti, 0, 0, 32);
-    EXPECT_REJECT(f, "cannot fit");
-    free(f.p), free(kv.p), kv = (buf){0};
-
-    str(&kv, "bad.type");
-    tq_test_u32(&kv, 13);
-    f = assemble(&kv, 1, &ti, 0, 0, 32);
-    EXPECT_REJECT(f, "invalid value type 13");
-    free(f.p), free(kv.p), kv = (buf){0};
-
-    kv_u32(&kv, "general.alignment", 48);
-    f = assemble(&kv, 1, &ti, 0, 0, 32);
-    EXPECT_REJECT(f, "alignment 48 is not a power of 2");
-    free(f.p), free(kv.p), kv = (buf){0};
-
-    kv_u32(&kv, "general.alignment", 0);
-    f = assemble(&kv, 1, &ti, 0, 0, 32);
-    EXPECT_REJECT(f, "alignment 0 is not a power of 2");
-    free(f.p), free(kv.p), kv = (buf){0};
-
-    str(&kv, "general.alignment");
-    tq_test_u32(&kv, TQ_GGUF_UINT16);
-    tq_test_put(&kv, "\x20\x00", 2);
-    f = assemble(&kv, 1, &ti, 0, 0, 32);
-    EXPECT_REJECT(f, "must be of type UINT32");
-    free(f.p), free(kv.p), kv = (buf){0};
-
-    str(&kv, "tq.type_profile");
-    tq_test_u32(&kv, TQ_GGUF_STRING);
-    str(&kv, "martian");
-    f = assemble(&kv, 1, &ti, 0, 0, 32);
-    EXPECT_REJECT(f, "unknown tq.type_profile 'martian'");
-    free(f.p), free(kv.p);
+    free(f.p);
+    free(kv.p);
 }
 
+/* One or two hostile tensor infos, the data bytes after them and the
+ * message's words. */
+typedef struct {
+    const char *name;
+    uint32_t n_dims;
+    int64_t ne[5];
+    uint32_t type;
+    uint64_t offset;
+} tensor_info;
+typedef struct {
+    tensor_info info[2];
+    uint64_t n_tensors;
+    size_t data_bytes;
+    const char *needle;
+} bad_tensors;
+
+#define ROW_32X2(name, type, offset) {name, 2, {32, 2}, type, offset}
+#define NAME_64 "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"
+/* clang-format off */
+static const bad_tensors bad_tensor_infos[] = {
+    {{{"x", 5, {32, 2, 1, 1, 1}, 0, 0}},                    1, 256, "has 5 dimensions"},
+    {{ROW_32X2("x", 0, 0), ROW_32X2("x", 0, 256)},          2, 512, "duplicate tensor name 'x'"},
+    {{ROW_32X2("x", 4, 0)},                                 1, 256, "type id 4, unknown"},
+    {{ROW_32X2("x", 99, 0)},                                1, 256, "type id 99"},
+    {{{"x", 2, {33, 1}, 8, 0}},                             1, 256, "not a multiple of q8_0's block size 32"},
+    {{{"x", 2, {32, -1}, 0, 0}},                            1, 256, "dimension 1 is negative"},
+    {{{"x", 4, {1ll << 40, 1ll << 40, 1, 1}, 0, 0}},        1, 256, "overflows"},
+    {{{"x", 2, {1ll << 31, 1ll << 30}, 0, 0}},              1, 256, "size in bytes overflows"},
+    {{ROW_32X2(NAME_64, 0, 0)},                             1, 256, "at most 63"},
+    {{ROW_32X2("x", 0, 0), ROW_32X2("y", 0, 0)},            2, 512, "tensor 'y' has offset 0, expected 256"},
+    {{ROW_32X2("x", 0, 256), ROW_32X2("y", 0, 0)},          2, 512, "tensor 'x' has offset 256, expected 0"},
+    {{ROW_32X2("x", 0, 0)},                                 1, 255, "runs past the end"},
+    {{ROW_32X2("x", 0, 0), ROW_32X2("y", 0, 256)},          2, 300, "tensor 'y' data"},
+};
+/* clang-format on */
+
+/* Type 4 is a removed ggml type; q8_0 (8) needs rows of 32; an offset out of
+ * order overlaps or misplaces the first tensor. */
 TEST(gguf_rejects_bad_tensor_infos)
 {
-    buf kv = {0}, ti = {0}, f;
-    int64_t ne[5] = {32, 2, 1, 1, 1};
-#define CASE(n_t, data, needle)                                                                    \
-    f = assemble(&kv, 0, &ti, n_t, data, 32);                                                      \
-    EXPECT_REJECT(f, needle);                                                                      \
-    free(f.p), free(ti.p), ti = (buf){0};
-
-    tinfo(&ti, "x", 5, ne, 0, 0);
-    CASE(1, 256, "has 5 dimensions");
-    tinfo(&ti, "x", 2, ne, 0, 0);
-    tinfo(&ti, "x", 2, ne, 0, 256);
-    CASE(2, 512, "duplicate tensor name 'x'");
-    tinfo(&ti, "x", 2, ne, 4, 0); /* a removed ggml type */
-    CASE(1, 256, "type id 4, unknown");
-    tinfo(&ti, "x", 2, ne, 99, 0);
-    CASE(1, 256, "type id 99");
-    int64_t odd[2] = {33, 1};
-    tinfo(&ti, "x", 2, odd, 8, 0); /* q8_0 needs rows of 32 */
-    CASE(1, 256, "not a multiple of q8_0's block size 32");
-    int64_t neg[2] = {32, -1};
-    tinfo(&ti, "x", 2, neg, 0, 0);
-    CASE(1, 256, "dimension 1 is negative");
-    int64_t huge[4] = {1ll << 40, 1ll << 40, 1, 1};
-    tinfo(&ti, "x", 4, huge, 0, 0);
-    CASE(1, 256, "overflows");
-    int64_t big[2] = {1ll << 31, 1ll << 30};
-    tinfo(&ti, "x", 2, big, 0, 0);
-    CASE(1, 256, "size in bytes overflows");
-    char longname[80];
-    memset(longname, 'n', 64);
-    longname[64] = 0;
-    tinfo(&ti, longname, 2, ne, 0, 0);
-    CASE(1, 256, "at most 63");
-    tinfo(&ti, "x", 2, ne, 0, 0);
-    tinfo(&ti, "y", 2, ne, 0, 0); /* overlapping the first */
-    CASE(2, 512, "tensor 'y' has offset 0, expected 256");
-    tinfo(&ti, "x", 2, ne, 0, 256); /* misordered: first not at 0 */
-    tinfo(&ti, "y", 2, ne, 0, 0);
-    CASE(2, 512, "tensor 'x' has offset 256, expected 0");
-    tinfo(&ti, "x", 2, ne, 0, 0);
-    CASE(1, 255, "runs past the end");
-    tinfo(&ti, "x", 2, ne, 0, 0);
-    tinfo(&ti, "y", 2, ne, 0, 256);
-    CASE(2, 300, "tensor 'y' data");
-#undef CASE
-    free(kv.p);
+    buf kv = {0};
+    for (size_t i = 0; i < sizeof bad_tensor_infos / sizeof bad_tensor_infos[0]; i++) {
+        const bad_tensors *c = &bad_tensor_infos[i];
+        buf ti = {0};
+        for (uint64_t t = 0; t < c->n_tensors; t++) {
+            const tensor_info *r = &c->info[t];
+            tinfo(&ti, r->name, r->n_dims, r->ne, r->type, r->offset);
+        }
+        buf f = assemble(&kv, 0, &ti, c->n_tensors, c->data_bytes, 32);
+        EXPECT_REJECT(f, c->needle);
+        free(f.p);
+        free(ti.p);
+    }
 }
 
 /* ------------------------------------------------ round trip through the writer */

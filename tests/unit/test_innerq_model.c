@@ -11,12 +11,9 @@
 
 TEST(innerq_query_energy_stories260k)
 {
-    int standin;
-    const char *path = tq_test_stories(&standin); /* the shapes are what is checked */
-    if (!path) SKIP("no stories260K in ../shared, and the stand-in could not be written");
     tq_ctx *ctx = tq_ctx_new();
-    tq_gguf *g;
-    CHECK_OK(ctx, tq_gguf_open(ctx, path, NULL, &g));
+    tq_gguf *g = tq_test_open_stories(ctx); /* the shapes are what is checked */
+    CHECK(g != NULL, "%s", tq_ctx_error(ctx));
     double e[4 * 8];
     const char *how = NULL;
     CHECK(tq_innerq_query_energy(ctx, g, 1, 8, 4, e, &how) == TQ_OK, "%s", tq_ctx_error(ctx));

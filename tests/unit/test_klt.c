@@ -44,108 +44,117 @@ static void basis_of(tq_ctx *ctx, const float *x, float *basis, double *val)
     free(vec);
 }
 
+/* One test's data: a context, spectrum rows and their eigenbasis. */
+typedef struct {
+    tq_ctx *ctx;
+    tq_ctx *scalar; /* a context at TQ_SIMD_SCALAR, for the SIMD levels' comparisons */
+    float *x;      /* [N][D] the rows */
+    float *basis;  /* [D][D] eigenvectors, a row each, largest value first */
+    double val[D]; /* eigenvalues, largest first */
+} klt_rows;
+
+static klt_rows klt_rows_of(unsigned long long seed)
+{
+    klt_rows r = {tq_ctx_new(), tq_ctx_new(), spectrum_rows(seed), malloc(sizeof(float) * D * D),
+                  {0}};
+    basis_of(r.ctx, r.x, r.basis, r.val);
+    tq_ctx_set_simd(r.scalar, TQ_SIMD_SCALAR);
+    return r;
+}
+
+static void klt_rows_free(klt_rows *r)
+{
+    free(r->x);
+    free(r->basis);
+    tq_ctx_free(r->ctx);
+    tq_ctx_free(r->scalar);
+}
+
 TEST(sym_eigen_of_a_head_sized_covariance_is_orthonormal_and_exact)
 {
-    tq_ctx *ctx = tq_ctx_new();
-    float *x = spectrum_rows(3), *basis = malloc(sizeof(float) * D * D);
-    double val[D], *cov = malloc(sizeof(double) * D * D);
-    CHECK_OK(ctx, tq_covariance(ctx, x, N, D, D, cov));
-    basis_of(ctx, x, basis, val);
+    klt_rows r = klt_rows_of(3);
+    double *cov = malloc(sizeof(double) * D * D);
+    CHECK_OK(r.ctx, tq_covariance(r.ctx, r.x, N, D, D, cov));
     double worst_dot = 0, worst_res = 0;
     for (int k = 0; k < D; k += 17) {
         for (int l = 0; l < D; l++) {
             double dot = 0;
-            for (int j = 0; j < D; j++) dot += (double)basis[k * D + j] * basis[l * D + j];
+            for (int j = 0; j < D; j++) dot += (double)r.basis[k * D + j] * r.basis[l * D + j];
             worst_dot = fmax(worst_dot, fabs(dot - (k == l)));
         }
         for (int i = 0; i < D; i++) { /* (A v - lambda v)_i */
             double av = 0;
-            for (int j = 0; j < D; j++) av += cov[i * D + j] * basis[k * D + j];
-            worst_res = fmax(worst_res, fabs(av - val[k] * basis[k * D + i]));
+            for (int j = 0; j < D; j++) av += cov[i * D + j] * r.basis[k * D + j];
+            worst_res = fmax(worst_res, fabs(av - r.val[k] * r.basis[k * D + i]));
         }
     }
     CHECK_NEAR(worst_dot, 0.0, 1e-6);
-    CHECK_NEAR(worst_res, 0.0, 1e-5 * val[0]);
+    CHECK_NEAR(worst_res, 0.0, 1e-5 * r.val[0]);
     double alone[D]; /* the values without the vectors: the same reduction, roots taken plainly */
-    CHECK_OK(ctx, tq_sym_eigen(ctx, D, cov, alone, NULL));
-    for (int k = 0; k < D; k++) CHECK_NEAR(alone[k], val[k], 1e-12 * val[0]);
-    CHECK(val[0] > 10 && val[D - 1] < 0.01, "spectrum %g .. %g", val[0], val[D - 1]);
-    free(x);
-    free(basis);
+    CHECK_OK(r.ctx, tq_sym_eigen(r.ctx, D, cov, alone, NULL));
+    for (int k = 0; k < D; k++) CHECK_NEAR(alone[k], r.val[k], 1e-12 * r.val[0]);
+    CHECK(r.val[0] > 10 && r.val[D - 1] < 0.01, "spectrum %g .. %g", r.val[0], r.val[D - 1]);
     free(cov);
-    tq_ctx_free(ctx);
+    klt_rows_free(&r);
 }
 
 TEST(klt_decode_of_encode_errs_by_at_most_half_a_step_per_component)
 {
-    tq_ctx *ctx = tq_ctx_new();
-    float *x = spectrum_rows(5), *basis = malloc(sizeof(float) * D * D);
+    klt_rows r = klt_rows_of(5);
     float *y = malloc(sizeof(float) * N * D);
-    double val[D];
-    basis_of(ctx, x, basis, val);
-    tq_klt k = {D, D, 0.05f, basis};
+    tq_klt k = {D, D, 0.05f, r.basis};
     int16_t *idx = malloc(sizeof(int16_t) * N * D);
-    CHECK_OK(ctx, tq_klt_encode(ctx, &k, x, N, D, idx));
-    CHECK_OK(ctx, tq_klt_decode(ctx, &k, idx, N, y, D));
+    CHECK_OK(r.ctx, tq_klt_encode(r.ctx, &k, r.x, N, D, idx));
+    CHECK_OK(r.ctx, tq_klt_decode(r.ctx, &k, idx, N, y, D));
     double err = 0, bound = D * (0.025 * 0.025) * 1.001;
-    for (int r = 0; r < N; r++) {
+    for (int row = 0; row < N; row++) {
         double e = 0;
-        for (int j = 0; j < D; j++) e += (double)(x[r * D + j] - y[r * D + j]) * (x[r * D + j] - y[r * D + j]);
+        for (int j = 0; j < D; j++) {
+            double d = (double)r.x[row * D + j] - y[row * D + j];
+            e += d * d;
+        }
         err = fmax(err, e);
     }
     /* orthonormal rows: the squared error is the coefficients' */
     CHECK(err <= bound, "worst squared error %g > %g", err, bound);
-    free(x);
     free(y);
-    free(basis);
     free(idx);
-    tq_ctx_free(ctx);
+    klt_rows_free(&r);
 }
 
 TEST(klt_bytes_are_equal_at_every_simd_level)
 {
-    tq_ctx *ctx = tq_ctx_new(), *scalar = tq_ctx_new();
-    CHECK_OK(scalar, tq_ctx_set_simd(scalar, TQ_SIMD_SCALAR));
-    float *x = spectrum_rows(7), *basis = malloc(sizeof(float) * D * D);
-    double val[D];
-    basis_of(ctx, x, basis, val);
-    tq_klt k = {D, 203, 0.02f, basis}; /* a count that is not a multiple of 8 */
+    klt_rows r = klt_rows_of(7);
+    tq_klt k = {D, 203, 0.02f, r.basis}; /* a count that is not a multiple of 8 */
     int16_t *a = malloc(sizeof(int16_t) * N * D), *b = malloc(sizeof(int16_t) * N * D);
     float *ya = malloc(sizeof(float) * N * D), *yb = malloc(sizeof(float) * N * D);
-    CHECK_OK(ctx, tq_klt_encode(ctx, &k, x, N - 3, D, a));
-    CHECK_OK(scalar, tq_klt_encode(scalar, &k, x, N - 3, D, b));
+    CHECK_OK(r.ctx, tq_klt_encode(r.ctx, &k, r.x, N - 3, D, a));
+    CHECK_OK(r.scalar, tq_klt_encode(r.scalar, &k, r.x, N - 3, D, b));
     CHECK_EQ(memcmp(a, b, sizeof(int16_t) * (N - 3) * 203), 0);
-    CHECK_OK(ctx, tq_klt_decode(ctx, &k, a, N - 3, ya, D));
-    CHECK_OK(scalar, tq_klt_decode(scalar, &k, a, N - 3, yb, D));
+    CHECK_OK(r.ctx, tq_klt_decode(r.ctx, &k, a, N - 3, ya, D));
+    CHECK_OK(r.scalar, tq_klt_decode(r.scalar, &k, a, N - 3, yb, D));
     CHECK_EQ(memcmp(ya, yb, sizeof(float) * (N - 3) * D), 0);
-    free(x);
-    free(basis);
     free(a);
     free(b);
     free(ya);
     free(yb);
-    tq_ctx_free(ctx);
-    tq_ctx_free(scalar);
+    klt_rows_free(&r);
 }
 
 TEST(klt_indices_clamp_and_round_alike_at_every_simd_level)
 {
-    tq_ctx *ctx = tq_ctx_new(), *scalar = tq_ctx_new();
-    CHECK_OK(scalar, tq_ctx_set_simd(scalar, TQ_SIMD_SCALAR));
-    float *x = spectrum_rows(11), *basis = malloc(sizeof(float) * D * D);
-    double val[D];
-    basis_of(ctx, x, basis, val);
+    klt_rows r = klt_rows_of(11);
     /* rows far past the indices' range either way, halfway cases and a NaN */
     for (int j = 0; j < D; j++) {
-        x[j] = 1e30f;
-        x[D + j] = -1e30f;
-        x[2 * D + j] = 0.5f * (float)(j % 7) * 0.02f;
+        r.x[j] = 1e30f;
+        r.x[D + j] = -1e30f;
+        r.x[2 * D + j] = 0.5f * (float)(j % 7) * 0.02f;
     }
-    x[3 * D + 5] = NAN;
-    tq_klt k = {D, 64, 0.02f, basis};
+    r.x[3 * D + 5] = NAN;
+    tq_klt k = {D, 64, 0.02f, r.basis};
     int16_t *a = malloc(sizeof(int16_t) * N * 64), *b = malloc(sizeof(int16_t) * N * 64);
-    CHECK_OK(ctx, tq_klt_encode(ctx, &k, x, N, D, a));
-    CHECK_OK(scalar, tq_klt_encode(scalar, &k, x, N, D, b));
+    CHECK_OK(r.ctx, tq_klt_encode(r.ctx, &k, r.x, N, D, a));
+    CHECK_OK(r.scalar, tq_klt_encode(r.scalar, &k, r.x, N, D, b));
     size_t first = SIZE_MAX;
     for (size_t i = 0; i < (size_t)N * 64 && first == SIZE_MAX; i++)
         if (a[i] != b[i]) first = i;
@@ -153,12 +162,9 @@ TEST(klt_indices_clamp_and_round_alike_at_every_simd_level)
     int worst = 0;
     for (size_t c = 0; c < 64; c++) worst = abs(a[c * N]) > worst ? abs(a[c * N]) : worst;
     CHECK_EQ(worst, 32767); /* the rows of 1e30 clamp */
-    free(x);
-    free(basis);
     free(a);
     free(b);
-    tq_ctx_free(ctx);
-    tq_ctx_free(scalar);
+    klt_rows_free(&r);
 }
 
 TEST(klt_rate_step_is_the_same_at_every_simd_level)
@@ -181,33 +187,28 @@ TEST(klt_rate_step_is_the_same_at_every_simd_level)
 
 TEST(klt_rate_step_meets_the_rate_and_drops_components_that_carry_nothing)
 {
-    tq_ctx *ctx = tq_ctx_new();
-    float *x = spectrum_rows(9), *basis = malloc(sizeof(float) * D * D);
+    klt_rows r = klt_rows_of(9);
     float *y = malloc(sizeof(float) * N * D);
-    double val[D];
-    basis_of(ctx, x, basis, val);
-    CHECK_OK(ctx, tq_klt_project(ctx, basis, D, D, x, N, D, y));
+    CHECK_OK(r.ctx, tq_klt_project(r.ctx, r.basis, D, D, r.x, N, D, y));
     float step;
     uint32_t m;
     double rate;
-    CHECK_OK(ctx, tq_klt_rate_step(ctx, y, N, D, 2.0, 0.02, &step, &m, &rate));
+    CHECK_OK(r.ctx, tq_klt_rate_step(r.ctx, y, N, D, 2.0, 0.02, &step, &m, &rate));
     CHECK_NEAR(rate, 2.0, 0.01);
     /* the eigenvalues' Gaussian estimate of that count, what the plan screens with */
-    uint32_t est = tq_klt_gauss_components(val, D, 2.0, 0.02);
+    uint32_t est = tq_klt_gauss_components(r.val, D, 2.0, 0.02);
     CHECK(est > m * 3 / 4 && est < m * 5 / 4 + 2, "estimated %u components, measured %u", est, m);
     /* the spectrum falls 0.97 a component: the last ones sit far under the step */
     CHECK(m > 40 && m < D, "kept %u of %d components", m, D);
     CHECK(4.0 * pow(0.97, m) < step, "component %u of sd %g kept at step %g", m, 4.0 * pow(0.97, m),
           (double)step);
     float step3;
-    CHECK_OK(ctx, tq_klt_rate_step(ctx, y, N, D, 3.0, 0.02, &step3, &m, &rate));
+    CHECK_OK(r.ctx, tq_klt_rate_step(r.ctx, y, N, D, 3.0, 0.02, &step3, &m, &rate));
     /* one more bit a value where every component is coded halves the step; fewer are here */
     CHECK(step3 < step * 0.8f && step3 > step * 0.3f, "2 bits: step %g, 3 bits: %g", (double)step,
           (double)step3);
-    free(x);
     free(y);
-    free(basis);
-    tq_ctx_free(ctx);
+    klt_rows_free(&r);
 }
 
 TEST(klt_refuses_bad_transforms)

@@ -35,6 +35,16 @@ static planned plan_for(uint32_t width, const tq_kvsnap_options *o)
     return p;
 }
 
+/* The options of a preset with a head size given (0: found from the state). */
+static tq_kvsnap_options preset_options(tq_kv_preset preset, uint32_t head_dim)
+{
+    tq_kvsnap_options o;
+    tq_kvsnap_options_init(&o);
+    o.preset = preset;
+    o.head_dim = head_dim;
+    return o;
+}
+
 static void planned_free(planned *p)
 {
     tq_kvsnap_plan_free(p->plan);
@@ -70,30 +80,40 @@ TEST(kv_options_left_to_the_preset_take_its_row)
     planned_free(&p);
 }
 
-TEST(kv_balanced_gives_heads_of_32_or_less_one_more_bit)
+/* The bits a plan codes K and V with: the preset's, one more for heads of 32
+ * values or less, and the user's where given. */
+typedef struct {
+    tq_kv_preset preset;
+    uint32_t head_dim;
+    int k_bits_given;
+    int k_bits;
+    int v_bits;
+} bits_case;
+
+/* clang-format off */
+static const bits_case bits_cases[] = {
+    {TQ_KV_PRESET_BALANCED, 8,  TQ_KV_FROM_PRESET, 5, 4},
+    {TQ_KV_PRESET_BALANCED, 64, TQ_KV_FROM_PRESET, 4, 3},
+    {TQ_KV_PRESET_SMALL,    32, 6,                 6, 3},
+};
+/* clang-format on */
+
+TEST(kv_plan_bits_come_from_the_preset_the_head_size_and_the_user)
 {
-    tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
-    o.head_dim = 8;
-    planned small = plan_for(64, &o);
-    CHECK_OK(small.ctx, small.st);
-    CHECK_EQ(small.plan->k_bits, 5);
-    CHECK_EQ(small.plan->v_bits, 4);
-    planned_free(&small);
-    o.head_dim = 64;
-    planned big = plan_for(64, &o);
-    CHECK_OK(big.ctx, big.st);
-    CHECK_EQ(big.plan->k_bits, 4);
-    CHECK_EQ(big.plan->v_bits, 3);
-    planned_free(&big);
+    for (size_t i = 0; i < sizeof bits_cases / sizeof bits_cases[0]; i++) {
+        tq_kvsnap_options o = preset_options(bits_cases[i].preset, bits_cases[i].head_dim);
+        o.k_bits = bits_cases[i].k_bits_given;
+        planned p = plan_for(64, &o);
+        CHECK_OK(p.ctx, p.st);
+        CHECK_EQ(p.plan->k_bits, bits_cases[i].k_bits);
+        CHECK_EQ(p.plan->v_bits, bits_cases[i].v_bits);
+        planned_free(&p);
+    }
 }
 
 TEST(kv_small_preset_codes_3_bits_as_uniform_cells_in_groups_of_64)
 {
-    tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
-    o.preset = TQ_KV_PRESET_SMALL;
-    o.head_dim = 64;
+    tq_kvsnap_options o = preset_options(TQ_KV_PRESET_SMALL, 64);
     planned p = plan_for(128, &o);
     CHECK_OK(p.ctx, p.st);
     const tqkv_record *t = &p.plan->meta.t[0];
@@ -106,27 +126,11 @@ TEST(kv_small_preset_codes_3_bits_as_uniform_cells_in_groups_of_64)
 
 TEST(kv_lossless_preset_keeps_every_tensor)
 {
-    tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
-    o.preset = TQ_KV_PRESET_LOSSLESS;
+    tq_kvsnap_options o = preset_options(TQ_KV_PRESET_LOSSLESS, 0);
     planned p = plan_for(64, &o);
     CHECK_OK(p.ctx, p.st);
     CHECK_EQ(p.plan->n_coded, 0);
     CHECK_EQ(p.plan->n_kept, p.plan->meta.n_tensors);
-    planned_free(&p);
-}
-
-TEST(kv_user_bits_override_the_preset)
-{
-    tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
-    o.preset = TQ_KV_PRESET_SMALL;
-    o.k_bits = 6;
-    o.head_dim = 32;
-    planned p = plan_for(64, &o);
-    CHECK_OK(p.ctx, p.st);
-    CHECK_EQ(p.plan->k_bits, 6);
-    CHECK_EQ(p.plan->v_bits, 3);
     planned_free(&p);
 }
 

@@ -11,85 +11,116 @@
 
 enum { CELLS = 700, LAYERS = 2, WIDTH = 128 };
 
-/* A view of a sequence file of CELLS cells, LAYERS layers of 2 heads of 64: Gaussian rows
- * (*bytes: the file, the view's to outlive), and o the default options. */
-static tq_kv_view *open_state(tq_ctx *ctx, uint8_t **bytes, tq_kvsnap_options *o)
+/* One test's state: a view of a sequence file of CELLS cells, LAYERS layers of 2 heads of 64
+ * (Gaussian rows), the default options, and a llama model of no tensors with that shape. */
+typedef struct {
+    tq_ctx *ctx;
+    uint8_t *bytes; /* the sequence file, the view's to outlive */
+    tq_kv_view *view;
+    tq_kvsnap_options options;
+    tq_test_buf model_bytes;
+    tq_gguf *gguf;
+    tq_model model;
+} state;
+
+static void state_open(state *s)
 {
-    tq_kvsnap_options_init(o);
+    memset(s, 0, sizeof *s);
+    s->ctx = tq_ctx_new();
+    tq_kvsnap_options_init(&s->options);
     unsigned long long seed = 17;
     tq_test_seq seq = {CELLS, LAYERS, WIDTH, 1, 0, 100, tq_test_randn_value, &seed};
     size_t len;
-    tq_kv_view *v = NULL;
-    *bytes = tq_test_seq_state(&seq, &len);
-    if (tq_kv_open_memory(ctx, *bytes, len, "s", TQ_PROFILE_DEFAULT, &v))
-        tq_test_fail(__FILE__, __LINE__, " open: %s\n", tq_ctx_error(ctx));
-    return v;
+    s->bytes = tq_test_seq_state(&seq, &len);
+    if (tq_kv_open_memory(s->ctx, s->bytes, len, "s", TQ_PROFILE_DEFAULT, &s->view))
+        tq_test_fail(__FILE__, __LINE__, " open: %s\n", tq_ctx_error(s->ctx));
+    tq_test_gguf_head(&s->model_bytes, 5, "llama");
+    tq_test_gguf_u32(&s->model_bytes, "llama.block_count", LAYERS);
+    tq_test_gguf_u32(&s->model_bytes, "llama.embedding_length", WIDTH);
+    tq_test_gguf_u32(&s->model_bytes, "llama.attention.head_count", 2);
+    tq_test_gguf_u32(&s->model_bytes, "llama.attention.head_count_kv", 2);
+    while (s->model_bytes.n % 32) tq_test_put(&s->model_bytes, "", 1);
+    if (tq_gguf_open_memory(s->ctx, s->model_bytes.p, s->model_bytes.n, "m.gguf", NULL, &s->gguf) ||
+        tq_model_read(s->ctx, s->gguf, &s->model))
+        tq_test_fail(__FILE__, __LINE__, " model: %s\n", tq_ctx_error(s->ctx));
 }
 
-/* A llama model of no tensors with the state's shape: 2 layers, 2 heads of 64. */
-static void make_model(tq_test_buf *b)
+static void state_close(state *s)
 {
-    tq_test_gguf_head(b, 5, "llama");
-    tq_test_gguf_u32(b, "llama.block_count", LAYERS);
-    tq_test_gguf_u32(b, "llama.embedding_length", WIDTH);
-    tq_test_gguf_u32(b, "llama.attention.head_count", 2);
-    tq_test_gguf_u32(b, "llama.attention.head_count_kv", 2);
-    while (b->n % 32) tq_test_put(b, "", 1);
+    tq_model_free(&s->model);
+    tq_gguf_close(s->gguf);
+    tq_kv_close(s->view);
+    free(s->model_bytes.p);
+    free(s->bytes);
+    tq_ctx_free(s->ctx);
 }
 
-TEST(auto_innerq_says_why_it_computed_no_scales)
+/* What automatic InnerQ says of the state under the options, after the plan they make. */
+static const char *auto_innerq_why(state *s, tq_innerq_set *set)
 {
-    tq_ctx *ctx = tq_ctx_new();
-    uint8_t *s;
-    tq_kvsnap_options o;
-    tq_kv_view *v = open_state(ctx, &s, &o);
-    CHECK(v != NULL);
-    tq_innerq_set set;
-    const char *why = NULL;
-    CHECK_OK(ctx, tq_kvsnap_auto_innerq(ctx, v, &o, &set, &why));
-    CHECK(set.s == NULL && !strcmp(why, "off"), "no model: '%s'", why);
-    tq_test_buf mb;
-    make_model(&mb);
-    tq_gguf *g = NULL;
-    tq_model model;
-    CHECK_OK(ctx, tq_gguf_open_memory(ctx, mb.p, mb.n, "m.gguf", NULL, &g));
-    CHECK_OK(ctx, tq_model_read(ctx, g, &model));
-    o.model = &model;
-    o.transform = TQ_TC_OFF; /* else a transform-coded K wants no scales */
-    CHECK_OK(ctx, tq_kvsnap_auto_innerq(ctx, v, &o, &set, &why));
-    CHECK(set.s == NULL && strstr(why, "no QK-norm gains") != NULL, "'%s'", why);
-    tq_model_free(&model);
-    tq_gguf_close(g);
-    tq_kv_close(v);
-    free(mb.p);
-    free(s);
-    tq_ctx_free(ctx);
+    const char *why = "(not run)";
+    tq_kvsnap_plan *plan = NULL;
+    if (tq_kvsnap_plan_make(s->ctx, s->view, &s->options, &plan) ||
+        tq_kvsnap_auto_innerq(s->ctx, s->view, &s->options, plan, set, &why))
+        why = tq_ctx_error(s->ctx);
+    tq_kvsnap_plan_free(plan);
+    return why;
 }
 
-TEST(k_transformed_follows_the_transform_option)
+/* Each reason automatic InnerQ gives for no scales, in the order it asks: no model, a K the
+ * plan transform-codes, no QK-norm gains (the test model has none). */
+TEST(auto_innerq_says_why_it_computes_no_scales)
 {
-    tq_ctx *ctx = tq_ctx_new();
-    uint8_t *s;
-    tq_kvsnap_options o;
-    tq_kv_view *v = open_state(ctx, &s, &o);
-    CHECK(v != NULL);
-    o.head_dim = 64;
-    o.transform = TQ_TC_ON;
-    CHECK_EQ(tq_kvsnap_k_transformed(&o, v), 1);
-    o.transform = TQ_TC_OFF;
-    CHECK_EQ(tq_kvsnap_k_transformed(&o, v), 0);
-    o.transform = TQ_TC_ON;
-    o.preset = TQ_KV_PRESET_LOSSLESS; /* nothing is coded */
-    CHECK_EQ(tq_kvsnap_k_transformed(&o, v), 0);
-    o.preset = TQ_KV_PRESET_BALANCED;
-    o.codec = TQKV_CODEC_TURBO; /* the fork's blocks are not transform-coded */
-    CHECK_EQ(tq_kvsnap_k_transformed(&o, v), 0);
-    o.codec = TQKV_CODEC_TQ;
-    o.k_rate = 0; /* no rate for K: the transform is off for it */
-    CHECK_EQ(tq_kvsnap_k_transformed(&o, v), 0);
-    tq_kv_close(v);
-    free(s);
-    tq_ctx_free(ctx);
+    state s;
+    state_open(&s);
+    struct {
+        int with_model;
+        int transform;
+        const char *why;
+    } cases[] = {
+        {0, TQ_TC_AUTO, "off"},
+        {1, TQ_TC_ON, "off (K is transform-coded"},
+        {1, TQ_TC_OFF, "off (the model has no QK-norm gains"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        s.options.model = cases[i].with_model ? &s.model : NULL;
+        s.options.transform = cases[i].transform;
+        tq_innerq_set set;
+        const char *why = auto_innerq_why(&s, &set);
+        CHECK(set.s == NULL, "case %zu: scales computed (%s)", i, why);
+        CHECK(!strncmp(why, cases[i].why, strlen(cases[i].why)), "case %zu: '%s', not '%s'", i,
+              why, cases[i].why);
+    }
+    state_close(&s);
+}
+
+/* The plan's own choice, not an estimate: forced on, off, and the codecs and presets that
+ * take no transform. */
+TEST(k_transformed_is_the_plans_choice)
+{
+    state s;
+    state_open(&s);
+    struct {
+        tq_kv_preset preset;
+        int codec;
+        int transform;
+        int k_transformed;
+    } cases[] = {
+        {TQ_KV_PRESET_BALANCED, TQKV_CODEC_TQ, TQ_TC_ON, 1},
+        {TQ_KV_PRESET_BALANCED, TQKV_CODEC_TQ, TQ_TC_OFF, 0},
+        {TQ_KV_PRESET_LOSSLESS, TQKV_CODEC_TQ, TQ_TC_AUTO, 0},
+        {TQ_KV_PRESET_BALANCED, TQKV_CODEC_TURBO, TQ_TC_AUTO, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        s.options.preset = cases[i].preset;
+        s.options.codec = cases[i].codec;
+        s.options.transform = cases[i].transform;
+        tq_kvsnap_plan *plan = NULL;
+        CHECK_OK(s.ctx, tq_kvsnap_plan_make(s.ctx, s.view, &s.options, &plan));
+        CHECK_EQ(tq_kvsnap_k_transformed(plan), cases[i].k_transformed);
+        tq_kvsnap_plan_free(plan);
+    }
+    state_close(&s);
 }
 
 TEST(cuda_kernels_serve_tq_and_turbo_blocks_alone)

@@ -117,36 +117,32 @@ TEST(hadamard_block_is_its_own_inverse_and_the_sylvester_matrix)
     for (int i = 0; i < HEAD; i++) CHECK_NEAR(y[i], x[i], 1e-5);
 }
 
-TEST(rotated_quantized_rows_are_found_and_read_in_the_models_channels)
+/* Each state, rotated by llama.cpp or stored as it is: how many tensors the search marks,
+ * the rotation it marks on K (the largest power of two in the head) and V (llama.cpp's 64),
+ * and the rows read back in the model's channels either way. */
+TEST(rotations_are_found_where_llama_cpp_made_them_and_nowhere_else)
 {
     tq_ctx *ctx = tq_test_ctx();
-    size_t len;
-    uint8_t *state = make_state(1, &len);
-    uint32_t found = 0;
-    tq_kv_view *v = open_found(ctx, state, len, &found);
-    CHECK_EQ(found, 2 * LAYERS);
-    const tq_kv_stream *s = &tq_kv_view_kv(v, 0)->streams[0];
-    CHECK_EQ(s->k[0].hadamard, HEAD); /* K: the largest power of two in the head */
-    CHECK_EQ(s->v[1].hadamard, 64);   /* V: llama.cpp's 64 */
-    double off = off_model(ctx, v);
-    CHECK(off < 0.02, "rows read %.4f of the largest value off the model's", off);
-    tq_kv_close(v);
-    free(state);
-}
-
-TEST(quantized_rows_stored_as_they_are_are_left_as_they_are)
-{
-    tq_ctx *ctx = tq_test_ctx();
-    size_t len;
-    uint8_t *state = make_state(0, &len);
-    uint32_t found = 7;
-    tq_kv_view *v = open_found(ctx, state, len, &found);
-    CHECK_EQ(found, 0);
-    CHECK_EQ(tq_kv_view_kv(v, 0)->streams[0].k[0].hadamard, 0);
-    double off = off_model(ctx, v);
-    CHECK(off < 0.02, "rows read %.4f of the largest value off the model's", off);
-    tq_kv_close(v);
-    free(state);
+    struct {
+        int rotated;
+        uint32_t found;
+        uint32_t k_hadamard;
+        uint32_t v_hadamard;
+    } cases[] = {{1, 2 * LAYERS, HEAD, 64}, {0, 0, 0, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len;
+        uint8_t *state = make_state(cases[i].rotated, &len);
+        uint32_t found = 7;
+        tq_kv_view *v = open_found(ctx, state, len, &found);
+        CHECK_EQ(found, cases[i].found);
+        const tq_kv_stream *s = &tq_kv_view_kv(v, 0)->streams[0];
+        CHECK_EQ(s->k[0].hadamard, cases[i].k_hadamard);
+        CHECK_EQ(s->v[1].hadamard, cases[i].v_hadamard);
+        double off = off_model(ctx, v);
+        CHECK(off < 0.02, "rows read %.4f of the largest value off the model's", off);
+        tq_kv_close(v);
+        free(state);
+    }
 }
 
 /* The state encoded (balanced) after its rotations were found. */

@@ -190,6 +190,19 @@ const char *tq_test_stories(int *standin)
     return standin_path;
 }
 
+tq_gguf *tq_test_open_stories(tq_ctx *ctx)
+{
+    int standin;
+    const char *path = tq_test_stories(&standin);
+    tq_gguf *g = NULL;
+    if (!path) {
+        tq_ctx_set_error(ctx, TQ_ERR_IO, "no stories260K in ../shared, and no stand-in written");
+        return NULL;
+    }
+    if (tq_gguf_open(ctx, path, NULL, &g) != TQ_OK) return NULL;
+    return g;
+}
+
 /* ---- hand-built llama.cpp sequence files */
 
 #define PUT(v)                                                                                     \
@@ -274,6 +287,60 @@ uint8_t *tq_test_snapshot_decode(const uint8_t *snap, size_t len, const tqkv_rea
     snprintf(err, errlen, "%s", tq_ctx_error(ctx));
     tq_ctx_free(ctx);
     return out;
+}
+
+/* Cache kv, layer l, K or V of both views: their first `cells` rows alike (0) or not (-1). */
+static int rows_alike(tq_ctx *ctx, const tq_kv_view *vb, const tq_kv_view *va, uint32_t kv,
+                      uint32_t l, int is_v, uint32_t cells)
+{
+    const tq_kv_stream *sb = &tq_kv_view_kv(vb, kv)->streams[0];
+    const tq_kv_stream *sa = &tq_kv_view_kv(va, kv)->streams[0];
+    const tq_kv_tensor *tb = is_v ? &sb->v[l] : &sb->k[l];
+    const tq_kv_tensor *ta = is_v ? &sa->v[l] : &sa->k[l];
+    size_t bytes = sizeof(float) * (size_t)tb->width * cells;
+    float *rb = malloc(bytes + 1); /* [cells][width] */
+    float *ra = malloc(bytes + 1); /* [cells][width] */
+    int rc = -1;
+    if (rb && ra && !tq_kv_tensor_read_rows(ctx, tb, sb->cell_count, 0, cells, rb) &&
+        !tq_kv_tensor_read_rows(ctx, ta, sa->cell_count, 0, cells, ra))
+        rc = memcmp(ra, rb, bytes) ? -1 : 0;
+    free(rb);
+    free(ra);
+    return rc;
+}
+
+int tq_test_base_cells_alike(const uint8_t *base, size_t base_len, const uint8_t *app,
+                             size_t app_len, const tqkv_reader *base_reader, uint32_t base_cells,
+                             char *err, size_t errlen)
+{
+    size_t lb = 0;
+    size_t la = 0;
+    uint8_t *out_b = tq_test_snapshot_decode(base, base_len, NULL, &lb, err, errlen);
+    uint8_t *out_a = out_b ? tq_test_snapshot_decode(app, app_len, base_reader, &la, err, errlen)
+                           : NULL;
+    tq_ctx *ctx = tq_ctx_new();
+    tq_kv_view *vb = NULL;
+    tq_kv_view *va = NULL;
+    int rc = out_a && out_b ? 0 : -1;
+    if (!rc && (tq_kv_open_memory(ctx, out_b, lb, "b", TQ_PROFILE_DEFAULT, &vb) ||
+                tq_kv_open_memory(ctx, out_a, la, "a", TQ_PROFILE_DEFAULT, &va))) {
+        snprintf(err, errlen, "%s", tq_ctx_error(ctx));
+        rc = -1;
+    }
+    for (uint32_t kv = 0; !rc && kv < tq_kv_view_n_kv(vb); kv++)
+        for (uint32_t l = 0; !rc && l < tq_kv_view_kv(vb, kv)->streams[0].n_layer; l++)
+            for (int is_v = 0; !rc && is_v < 2; is_v++) {
+                rc = rows_alike(ctx, vb, va, kv, l, is_v, base_cells);
+                if (rc)
+                    snprintf(err, errlen, "cache %u layer %u %s: the base's cells differ", kv, l,
+                             is_v ? "V" : "K");
+            }
+    tq_kv_close(vb);
+    tq_kv_close(va);
+    tq_ctx_free(ctx);
+    free(out_b);
+    free(out_a);
+    return rc;
 }
 
 void tq_test_snapshot_refused_after(const uint8_t *snap, size_t n,
