@@ -16,45 +16,26 @@
 static void tile6x16(const float *a, size_t rs, size_t ks, size_t kd, const float *p, float *o,
                      size_t nc)
 {
-    __m256 s00 = _mm256_setzero_ps(), s01 = _mm256_setzero_ps();
-    __m256 s10 = _mm256_setzero_ps(), s11 = _mm256_setzero_ps();
-    __m256 s20 = _mm256_setzero_ps(), s21 = _mm256_setzero_ps();
-    __m256 s30 = _mm256_setzero_ps(), s31 = _mm256_setzero_ps();
-    __m256 s40 = _mm256_setzero_ps(), s41 = _mm256_setzero_ps();
-    __m256 s50 = _mm256_setzero_ps(), s51 = _mm256_setzero_ps();
-    const float *a0 = a, *a1 = a + rs, *a2 = a + 2 * rs, *a3 = a + 3 * rs, *a4 = a + 4 * rs,
-                *a5 = a + 5 * rs;
-    for (size_t k = 0; k < kd; k++) {
-        __m256 m0 = _mm256_loadu_ps(p + k * 16), m1 = _mm256_loadu_ps(p + k * 16 + 8);
-        __m256 x = _mm256_broadcast_ss(a0);
-        s00 = _mm256_fmadd_ps(x, m0, s00);
-        s01 = _mm256_fmadd_ps(x, m1, s01);
-        x = _mm256_broadcast_ss(a1);
-        s10 = _mm256_fmadd_ps(x, m0, s10);
-        s11 = _mm256_fmadd_ps(x, m1, s11);
-        x = _mm256_broadcast_ss(a2);
-        s20 = _mm256_fmadd_ps(x, m0, s20);
-        s21 = _mm256_fmadd_ps(x, m1, s21);
-        x = _mm256_broadcast_ss(a3);
-        s30 = _mm256_fmadd_ps(x, m0, s30);
-        s31 = _mm256_fmadd_ps(x, m1, s31);
-        x = _mm256_broadcast_ss(a4);
-        s40 = _mm256_fmadd_ps(x, m0, s40);
-        s41 = _mm256_fmadd_ps(x, m1, s41);
-        x = _mm256_broadcast_ss(a5);
-        s50 = _mm256_fmadd_ps(x, m0, s50);
-        s51 = _mm256_fmadd_ps(x, m1, s51);
-        a0 += ks;
-        a1 += ks;
-        a2 += ks;
-        a3 += ks;
-        a4 += ks;
-        a5 += ks;
-    }
-    __m256 acc[12] = {s00, s01, s10, s11, s20, s21, s30, s31, s40, s41, s50, s51};
+    __m256 acc[6][2]; /* [row][half of the panel]: the unrolled loops keep them in registers */
+#pragma GCC unroll 6
     for (int i = 0; i < 6; i++) {
-        _mm256_storeu_ps(o + i * nc, acc[2 * i]);
-        _mm256_storeu_ps(o + i * nc + 8, acc[2 * i + 1]);
+        acc[i][0] = _mm256_setzero_ps();
+        acc[i][1] = _mm256_setzero_ps();
+    }
+    for (size_t k = 0; k < kd; k++) {
+        __m256 m0 = _mm256_loadu_ps(p + k * 16);
+        __m256 m1 = _mm256_loadu_ps(p + k * 16 + 8);
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++) {
+            __m256 x = _mm256_broadcast_ss(a + i * rs + k * ks);
+            acc[i][0] = _mm256_fmadd_ps(x, m0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(x, m1, acc[i][1]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; i++) {
+        _mm256_storeu_ps(o + i * nc, acc[i][0]);
+        _mm256_storeu_ps(o + i * nc + 8, acc[i][1]);
     }
 }
 
@@ -124,36 +105,23 @@ size_t tq_klt_round16_avx2(const float *y, size_t n, float inv, int16_t *q)
 int tq_klt_have_avx2(void) { return 1; }
 
 #else
-void tq_klt_matmul_avx2(const float *a, size_t rs, size_t ks, size_t n, size_t kd,
-                        const float *m, size_t nc, int lower, float *out)
+/* Never called: tq_klt_have_avx2 says 0. */
+#define UNUSED __attribute__((unused))
+void tq_klt_matmul_avx2(UNUSED const float *a, UNUSED size_t rs, UNUSED size_t ks,
+                        UNUSED size_t n, UNUSED size_t kd, UNUSED const float *m,
+                        UNUSED size_t nc, UNUSED int lower, UNUSED float *out)
 {
-    (void)lower;
-    (void)a;
-    (void)rs;
-    (void)ks;
-    (void)n;
-    (void)kd;
-    (void)m;
-    (void)nc;
-    (void)out;
 }
 
-size_t tq_klt_round_avx2(const float *y, size_t n, float inv, int32_t bias, int32_t *q)
+size_t tq_klt_round_avx2(UNUSED const float *y, UNUSED size_t n, UNUSED float inv,
+                         UNUSED int32_t bias, UNUSED int32_t *q)
 {
-    (void)y;
-    (void)n;
-    (void)inv;
-    (void)bias;
-    (void)q;
     return 0;
 }
 
-size_t tq_klt_round16_avx2(const float *y, size_t n, float inv, int16_t *q)
+size_t tq_klt_round16_avx2(UNUSED const float *y, UNUSED size_t n, UNUSED float inv,
+                           UNUSED int16_t *q)
 {
-    (void)y;
-    (void)n;
-    (void)inv;
-    (void)q;
     return 0;
 }
 

@@ -25,43 +25,42 @@ if [ -x build/tests/unit-runner-san ]; then
     fi
 fi
 
-for t in tests/cli/*.sh; do
-    [ -f "$t" ] || continue
-    name=$(basename "$t" .sh)
-    log=$(sh "$t" 2>&1); rc=$?
-    # behaviours the script named (tests/cli/common.inc): one result each
+# report KIND NAME RC LOG: a script's results.  Each "ok NAME" line a behaviour that held and
+# each "FAIL: NAME: why" line one that did not (tests/cli/common.inc runs a script's behaviours
+# on past a failure), one result each; a script that names none is one result; exit 77 skips.
+report() {
+    kind=$1 name=$2 rc=$3 log=$4
     named=$(printf '%s\n' "$log" | sed -n 's/^ok \([a-z0-9][a-z0-9_-]*\)$/\1/p')
-    for b in $named; do echo "ok cli/$name/$b" >>"$out"; done
+    for b in $named; do echo "ok $kind/$name/$b" >>"$out"; done
+    failed=$(printf '%s\n' "$log" | sed -n 's/^FAIL: \([a-z0-9][a-z0-9_-]*\): .*/\1/p')
+    for b in $failed; do
+        printf 'FAIL %s/%s/%s\n%s\n' "$kind" "$name" "$b" \
+            "$(printf '%s\n' "$log" | awk -v b="FAIL: $b: " 'index($0, b) == 1 { on = 1; print; next }
+                /^(ok |FAIL: )/ { on = 0 } on && n++ < 8' | sed 's/^/    /')" >>"$out"
+    done
     case $rc in
-        0) [ -n "$named" ] || echo "ok cli/$name" >>"$out" ;;
+        0) [ -n "$named" ] || echo "ok $kind/$name" >>"$out" ;;
         77) if [ "${TQ_REQUIRE_ORACLES:-0}" = 1 ]; then
-                echo "FAIL cli/$name: required but skipped: $(printf '%s\n' "$log" | tail -n 1)" >>"$out"
+                echo "FAIL $kind/$name: required but skipped: $(printf '%s\n' "$log" | tail -n 1)" >>"$out"
             else
-                echo "SKIP: cli/$name: $(printf '%s\n' "$log" | tail -n 1)" >>"$out"
+                echo "SKIP: $kind/$name: $(printf '%s\n' "$log" | tail -n 1)" >>"$out"
             fi ;;
-        *) where=$(printf '%s\n' "$log" | sed -n 's/^FAIL: \([a-z0-9][a-z0-9_-]*\): .*/\1/p' | tail -n 1)
-           printf 'FAIL cli/%s%s (exit %s)\n%s\n' "$name" "${where:+/$where}" "$rc" \
+        *) [ -n "$failed" ] || printf 'FAIL %s/%s (exit %s)\n%s\n' "$kind" "$name" "$rc" \
                "$(printf '%s\n' "$log" | tail -n 15 | sed 's/^/    /')" >>"$out" ;;
     esac
+}
+
+for t in tests/cli/*.sh; do
+    [ -f "$t" ] || continue
+    log=$(sh "$t" 2>&1)
+    report cli "$(basename "$t" .sh)" $? "$log"
 done
 
 for t in tests/oracle/*.py; do
     [ -f "$t" ] || continue
     case $(basename "$t") in _*) continue ;; esac  # helper modules
-    name=$(basename "$t" .py)
-    log=$(python3 "$t" 2>&1); rc=$?
-    # behaviours a script names ("ok NAME" lines, as tests/cli/common.inc prints): one result each
-    named=$(printf '%s\n' "$log" | sed -n 's/^ok \([a-z0-9][a-z0-9_-]*\)$/\1/p')
-    for b in $named; do echo "ok oracle/$name/$b" >>"$out"; done
-    case $rc in
-        0) [ -n "$named" ] || echo "ok oracle/$name" >>"$out" ;;
-        77) if [ "${TQ_REQUIRE_ORACLES:-0}" = 1 ]; then
-                echo "FAIL oracle/$name: oracle required but missing: $(printf '%s\n' "$log" | tail -n 1)" >>"$out"
-            else
-                echo "SKIP: oracle/$name: $(printf '%s\n' "$log" | tail -n 1)" >>"$out"
-            fi ;;
-        *) printf 'FAIL oracle/%s (exit %s)\n%s\n' "$name" "$rc" "$(printf '%s\n' "$log" | tail -n 15 | sed 's/^/    /')" >>"$out" ;;
-    esac
+    log=$(python3 "$t" 2>&1)
+    report oracle "$(basename "$t" .py)" $? "$log"
 done
 
 cat "$out"

@@ -6,6 +6,7 @@
 # Timing is reported by the bench, never asserted here.
 set -u
 . tests/cli/common.inc
+behaviour the_quick_bench_reports_every_codec_as_the_field_does
 $tq bench --quick --json --plot "$tmp/b.svg" >"$tmp/b.json" 2>"$tmp/err" || fail "bench --quick: $(cat "$tmp/err")"
 python3 - "$tmp/b.json" "$tmp/b.svg" <<'PY' || fail "bench JSON/SVG content"
 import json, math, sys, xml.etree.ElementTree as ET
@@ -43,6 +44,7 @@ assert len(d["pairs"]) >= 5 and d["angle_histogram_kl"]["rotated"] >= 0
 root = ET.parse(sys.argv[2]).getroot()
 assert root.tag.endswith("svg") and len(root) > 20
 PY
+behaviour the_plot_is_svg_that_rasterizes
 if command -v rsvg-convert >/dev/null; then
     rsvg-convert -o "$tmp/b.png" "$tmp/b.svg" && [ -s "$tmp/b.png" ] || fail "rsvg-convert could not render the plot"
 elif [ -n "${CI:-}" ]; then
@@ -50,6 +52,7 @@ elif [ -n "${CI:-}" ]; then
 else
     echo "note: rsvg-convert not installed, the plot was only parsed"
 fi
+behaviour model_alone_measures_its_own_weight_types
 # --model alone: the weight types on the model's own tensors
 M=${TQ_SHARED:-../shared}/models/stories260K.gguf
 if [ -f "$M" ]; then
@@ -63,6 +66,7 @@ assert c["tq4_1s (tq search)"]["rel_error"] < c["tq4_1s (fork search)"]["rel_err
 assert c["q6_K"]["rel_error"] is None   # stories260K's rows of 64 are not superblocks
 PY
 fi
+behaviour bad_input_is_one_line_and_leaves_no_plot
 # bad input: one line, exit status, no plot left
 expect_err 1 "cannot open" bench --quick --kv "$tmp/none.ggsn"
 expect_err 2 "kv or weights" bench sideways

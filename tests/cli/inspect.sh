@@ -7,6 +7,7 @@ model=../shared/models/stories260K.gguf
 [ -n "${TQ_SHARED:-}" ] && model=$TQ_SHARED/models/stories260K.gguf
 seed=tests/fuzz/seeds/fuzz_gguf_read/tiny.gguf
 
+behaviour gguf_summary_and_json_say_what_the_file_holds
 $tq inspect $seed >"$tmp/out" 2>"$tmp/err" || fail "inspect tiny.gguf: $(cat "$tmp/err")"
 grep -q '^architecture:  llama$' "$tmp/out" || fail "no architecture line"
 grep -q 'sa  *\[STRING\] x2 = \[.x., .yz.\]' "$tmp/out" || fail "string array not shown: $(grep sa "$tmp/out")"
@@ -23,6 +24,7 @@ assert d["summary"]["parameters"] == 72
 assert [m["key"] for m in d["metadata"]][:1] == ["general.architecture"]
 PY
 
+behaviour stories260k_counts_and_stats_at_any_thread_count
 if [ -f "$model" ]; then
     $tq inspect "$model" >"$tmp/out" || fail "inspect stories260K"
     grep -q '^parameters:    292.8K (292800)$' "$tmp/out" || fail "parameter count"
@@ -32,6 +34,7 @@ if [ -f "$model" ]; then
     cmp -s "$tmp/a" "$tmp/b" || fail "--stats depends on the thread count"
 fi
 
+behaviour bad_files_and_usage_are_one_line
 expect_err 1 "not a GGUF file (magic '# tq'" inspect Makefile
 expect_err 1 "cannot open: No such file" inspect "$tmp/none.gguf"
 head -c 100 $seed >"$tmp/cut.gguf"
@@ -47,6 +50,7 @@ expect_err 2 "unknown profile 'x'" inspect --type-profile x $seed
 # inspect asks the KV sources' probe: an empty zip is a NumPy matter, not a GGUF one
 printf 'PK\005\006\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000' >"$tmp/empty.npz"
 expect_err 1 "empty.npz: not a readable .npz" inspect "$tmp/empty.npz"
+behaviour cut_k_quant_tensors_are_refused_by_every_reader
 # K-quant tensors cut short or not whole superblocks: refused by every reader,
 # one line, nothing written
 kq=tests/fuzz/seeds/fuzz_gguf_read/kquants.gguf

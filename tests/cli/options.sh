@@ -26,6 +26,7 @@ check() { # SUB ARGS...: exit 2, one line, nothing on stdout, no output file
 }
 n=0
 for sub in encode-kvdump decode-kvdump quantize-tq4 rotate-weights inspect bench; do
+    behaviour "${sub}_refuses_missing_and_malformed_values"
     $tq $sub --list-options >"$tmp/opts" || fail "$sub --list-options"
     [ -s "$tmp/opts" ] || fail "$sub lists no options"
     while read -r name kind rest; do
@@ -42,5 +43,6 @@ for sub in encode-kvdump decode-kvdump quantize-tq4 rotate-weights inspect bench
         n=$((n + 1))
     done <"$tmp/opts"
 done
+behaviour forty_options_or_more_are_checked
 [ $n -ge 40 ] || fail "only $n options with values were checked"
 echo "$n options checked"

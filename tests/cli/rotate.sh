@@ -5,11 +5,13 @@
 set -u
 . tests/cli/common.inc
 need_stories
+behaviour the_output_follows_the_seed_not_the_thread_count
 $tq rotate-weights -q "$M" "$tmp/a.gguf" || fail "rotate"
 $tq rotate-weights -q --threads 1 "$M" "$tmp/b.gguf" || fail "rotate, one thread"
 cmp -s "$tmp/a.gguf" "$tmp/b.gguf" || fail "the output depends on the thread count"
 $tq rotate-weights -q --seed 7 "$M" "$tmp/c.gguf" || fail "rotate --seed"
 cmp -s "$tmp/a.gguf" "$tmp/c.gguf" && fail "another seed gave the same model"
+behaviour the_model_records_its_rotations_and_folds_its_norms
 $tq inspect --json --stats "$tmp/a.gguf" >"$tmp/j" || fail "inspect"
 python3 - "$tmp/j" <<'PY' || fail "rotated model contents"
 import json, sys
@@ -23,8 +25,10 @@ for n in ["output_norm.weight", "blk.0.attn_norm.weight", "blk.4.ffn_norm.weight
     assert s["min"] == s["max"] == 1.0, (n, s)   # folded into the readers
 assert len(t) == 48
 PY
+behaviour r1_off_is_recorded
 $tq rotate-weights -q --r1 off "$M" "$tmp/r2.gguf" || fail "--r1 off"
 $tq inspect "$tmp/r2.gguf" | grep -q "tq.rotation.r1 .*= 0" || fail "--r1 off recorded"
+behaviour bad_options_and_inputs_are_one_line
 expect_err 2 "nothing to do" rotate-weights --r1 off --r2 off "$M" "$tmp/x.gguf"
 expect_err 2 "not on, off or auto" rotate-weights --r1 maybe "$M" "$tmp/x.gguf"
 expect_err 2 "not auto, f16, bf16 or f32" rotate-weights --out-type q8_0 "$M" "$tmp/x.gguf"
@@ -32,6 +36,7 @@ expect_err 2 "where to?" rotate-weights "$M"
 expect_err 1 "not a GGUF file" rotate-weights Makefile "$tmp/x.gguf"
 cp "$M" "$tmp/m.gguf"
 expect_err 1 "overwrite" rotate-weights "$tmp/m.gguf" "$tmp/m.gguf"
+behaviour a_quantized_model_rotates_and_quantizes_again
 # a quantized model in (as distributed): the rotated tensors come out in F16
 # (or --out-type), the others are copied; then it quantizes again
 $tq quantize-tq4 -q --policy all --boundary-layers 0 --tensor-type '.*=q8_0' "$M" "$tmp/q.gguf" || fail "quantize"
