@@ -130,17 +130,13 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
     mcur c = *cp;
     const tqkv_meta *m = &r->meta;
     uint8_t rec_flags[3] = {0, 0, 0};
-    mget(&c, &t->file_off, 8);
-    mget(&c, &t->bytes, 8);
-    mget(&c, &t->kv_state, 4);
-    mget(&c, &t->stream, 4);
-    mget(&c, &t->layer, 4);
-    mget(&c, &t->is_v, 1);
-    mget(&c, &t->transposed, 1);
-    mget(&c, &t->codec, 1);
-    mget(&c, &t->bits, 1);
-    mget(&c, &t->norm_correction, 1);
-    mget(&c, rec_flags, 3);
+    for (int f = 0; f < tqkv_n_rec_fields; f++) {
+        const tqkv_rec_field *rf = &tqkv_rec_fields[f];
+        void *to = rec_flags;
+        if (rf->member == TQKV_REC_CODEC) to = &t->codec;
+        if (rf->member >= 0) to = (char *)t + rf->member;
+        mget(&c, to, (uint64_t)rf->bytes);
+    }
     int v3 = r->version >= 3;
     if (v3 &&
         t->codec == TQKV_CODEC_TQ_UNIFORM_ID) { /* the tq block with uniform cells: a TQ tensor */
@@ -155,13 +151,6 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
     t->group_guessed = v3 && (rec_flags[0] >> 1 & 1);
     t->radius_bits = v3 ? (rec_flags[0] >> 2) & 15 : 0;
     t->model_layer = r->version >= 3 && ml ? ml - 1u : TQKV_NO_MODEL_LAYER;
-    mget(&c, &t->group, 4);
-    mget(&c, &t->seed, 8);
-    mget(&c, &t->cells, 4);
-    mget(&c, &t->width, 8);
-    mget(&c, &t->type_id, 4);
-    mget(&c, &t->rows_per_chunk, 4);
-    mget(&c, &t->row_start, 4);
     uint64_t at = HDR_LEN + c.pos - TENSOR_REC;
     const tq_ggml_type *ty = tq_ggml_type_get(prof, t->type_id);
     if (!ty || !t->cells || !t->width || !t->rows_per_chunk || t->row_start > t->cells ||

@@ -4,9 +4,22 @@
 #include "tqkv_bytes.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define REC(f) {(int)offsetof(tqkv_record, f), (int)sizeof(((tqkv_record *)0)->f)}
+/* clang-format off */
+const tqkv_rec_field tqkv_rec_fields[] = {
+    REC(file_off), REC(bytes), REC(kv_state), REC(stream), REC(layer), REC(is_v), REC(transposed),
+    {TQKV_REC_CODEC, 1}, REC(bits), REC(norm_correction), {TQKV_REC_FLAGS, 3},
+    REC(group), REC(seed), REC(cells), REC(width), REC(type_id), REC(rows_per_chunk),
+    REC(row_start),
+};
+/* clang-format on */
+#undef REC
+const int tqkv_n_rec_fields = (int)(sizeof tqkv_rec_fields / sizeof tqkv_rec_fields[0]);
 
 void tqkv_meta_free(tqkv_meta *m)
 {

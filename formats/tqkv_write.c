@@ -155,25 +155,16 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
                                           (t->radius_bits & 15) << 2 | (per_head ? 64 : 0) |
                                           (tqkv_has_extension(t) ? 128 : 0)),
                                 (uint8_t)ml, (uint8_t)(ml >> 8)};
-        PUTV(b, t->file_off);
-        PUTV(b, t->bytes);
-        PUTV(b, t->kv_state);
-        PUTV(b, t->stream);
-        PUTV(b, t->layer);
-        PUTV(b, t->is_v);
-        PUTV(b, t->transposed);
         uint8_t codec = t->uniform ? TQKV_CODEC_TQ_UNIFORM_ID : t->codec;
-        PUTV(b, codec);
-        PUTV(b, t->bits);
-        PUTV(b, t->norm_correction);
-        bput(b, rec_flags, 3);
-        PUTV(b, t->group);
-        PUTV(b, t->seed);
-        PUTV(b, t->cells);
-        PUTV(b, t->width);
-        PUTV(b, t->type_id);
-        PUTV(b, t->rows_per_chunk);
-        PUTV(b, t->row_start);
+        for (int f = 0; f < tqkv_n_rec_fields; f++) {
+            const tqkv_rec_field *rf = &tqkv_rec_fields[f];
+            if (rf->member == TQKV_REC_CODEC)
+                bput(b, &codec, 1);
+            else if (rf->member == TQKV_REC_FLAGS)
+                bput(b, rec_flags, 3);
+            else
+                bput(b, (const char *)t + rf->member, (size_t)rf->bytes);
+        }
     }
     int any_innerq = 0, any_v3 = 0;
     for (uint32_t i = 0; i < m->n_tensors; i++) {

@@ -2,8 +2,25 @@
  * the new cells, coded as the base coded its own (kv_plan_parts.h). */
 #include "kv_plan_parts.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The record fields that say how rows are coded: an appended tensor takes the base's, so the
+ * base's rows decode as the base coded them (the sinks are in the base's chunks; the coarse
+ * coding is for this state's past rows). */
+#define CODING(f) {offsetof(tqkv_record, f), sizeof(((tqkv_record *)0)->f)}
+static const struct {
+    size_t offset;
+    size_t bytes;
+} coding_fields[] = {
+    CODING(codec), CODING(bits), CODING(norm_correction), CODING(group), CODING(seed),
+    CODING(rows_per_chunk), CODING(sink_rows), CODING(planes), CODING(uniform),
+    CODING(klt_rans), CODING(klt_gain), CODING(klt_basis8),
+    CODING(coarse_bits), CODING(coarse_uniform), CODING(coarse_nc), CODING(coarse_planes),
+    CODING(coarse_scale),
+};
+#undef CODING
 
 /* Does base describe the same K/V tensors, with its cells a prefix of t's? */
 static int same_tensor(const tqkv_record *a, const tqkv_record *b)
@@ -64,24 +81,9 @@ tq_status tq_kvsnap_adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *bas
                                     "layer %u %s: the base took the source's rotation in blocks of "
                                     "%u, this state in blocks of %u",
                                     t->layer, t->is_v ? "V" : "K", bt->hadamard, t->hadamard);
-        t->codec = bt->codec;
-        t->bits = bt->bits;
-        t->norm_correction = bt->norm_correction;
-        t->group = bt->group;
-        t->seed = bt->seed;
-        t->rows_per_chunk = bt->rows_per_chunk;
-        t->sink_rows = bt->sink_rows; /* in the base's chunks */
-        t->planes = bt->planes;
-        t->uniform = bt->uniform;
-        t->klt_rans = bt->klt_rans;
-        t->klt_gain = bt->klt_gain;
-        t->klt_basis8 = bt->klt_basis8;
-        /* the base's coarse coding, for this state's past rows (none where the base has none) */
-        t->coarse_bits = bt->coarse_bits;
-        t->coarse_uniform = bt->coarse_uniform;
-        t->coarse_nc = bt->coarse_nc;
-        t->coarse_planes = bt->coarse_planes;
-        t->coarse_scale = bt->coarse_scale;
+        for (size_t f = 0; f < sizeof coding_fields / sizeof coding_fields[0]; f++)
+            memcpy((char *)t + coding_fields[f].offset, (const char *)bt + coding_fields[f].offset,
+                   coding_fields[f].bytes);
         t->row_start = t->codec == TQKV_CODEC_RAW && t->transposed ? 0 : bt->cells;
         if (!bt->coarse_end || t->coarse_end <= t->row_start) t->coarse_end = 0;
         free(t->innerq); /* the base's scales, as for its codec */

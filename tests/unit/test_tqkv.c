@@ -6,6 +6,7 @@
 #include "llama_state.h"
 #include "tq_internal.h"
 #include "tqkv.h"
+#include "tqkv_bytes.h"
 
 #include <math.h>
 #include <string.h>
@@ -325,4 +326,20 @@ TEST(tqkv_iswa_layers_are_model_layers)
     free(snap);
     free(state);
     tq_ctx_free(ctx);
+}
+
+/* The one layout table the writer and reader share covers the record's bytes, each field as
+ * wide as its member. */
+TEST(tqkv_record_fields_fill_the_record_each_as_wide_as_its_member)
+{
+    int total = 0;
+    for (int f = 0; f < tqkv_n_rec_fields; f++) {
+        const tqkv_rec_field *rf = &tqkv_rec_fields[f];
+        total += rf->bytes;
+        CHECK(rf->member >= 0 || rf->member == TQKV_REC_CODEC || rf->member == TQKV_REC_FLAGS,
+              "field %d: member %d", f, rf->member);
+        CHECK(rf->member < 0 || rf->member + rf->bytes <= (int)sizeof(tqkv_record),
+              "field %d runs past the record", f);
+    }
+    CHECK_EQ(total, TENSOR_REC);
 }
