@@ -10,6 +10,13 @@
 #include <string.h>
 #include <zstd.h>
 
+/* The TurboQuant family by family, each at 4, 3 and 2 bits a value: the fork's turbo blocks
+ * (their nominal bits with the norms), tq (b bits, norms matched to the cells where nc), TurboAngle
+ * (A = 2^b angles and r radius bits a pair: (b + r) / 2 bits a value) and TurboQuant-prod. */
+#define TURBO(n, nominal) {"turbo", "turbo" #n, nominal, TQ_CODEC_TURBO##n, 0, 0, 0, -1}
+#define TQ(b, nc) {"tq", "tq b=" #b, b, TQ_CODEC_TQ, b, 0, nc, -1}
+#define ANGLE(a, b, r) {"angle", "angle A=" #a " r=" #r, (b + r) / 2.0, TQ_CODEC_ANGLE, b, r, 1, -1}
+#define PROD(b) {"prod", "prod b=" #b, b, TQ_CODEC_PROD, b, 0, 0, -1}
 static const bcodec list[] = {
     {"f16", "f16", 16, 0, 0, 0, 0, TQ_DT_F16},
     {"zstd", "zstd -3 of f16", 16, 0, 0, 0, 0, TQ_DT_F16},
@@ -18,19 +25,24 @@ static const bcodec list[] = {
     {"ggml", "q5_K", 5.5, 0, 0, 0, 0, TQ_DT_Q5_K},
     {"ggml", "q4_K", 4.5, 0, 0, 0, 0, TQ_DT_Q4_K},
     {"ggml", "q4_0", 4.5, 0, 0, 0, 0, TQ_DT_Q4_0},
-    {"turbo", "turbo4", 4.25, TQ_CODEC_TURBO4, 0, 0, 0, -1},
-    {"tq", "tq b=4", 4, TQ_CODEC_TQ, 4, 0, 1, -1},
-    {"angle", "angle A=32 r=3", 4, TQ_CODEC_ANGLE, 5, 3, 1, -1},
-    {"prod", "prod b=4", 4, TQ_CODEC_PROD, 4, 0, 0, -1},
-    {"turbo", "turbo3", 3.125, TQ_CODEC_TURBO3, 0, 0, 0, -1},
-    {"tq", "tq b=3", 3, TQ_CODEC_TQ, 3, 0, 1, -1},
-    {"angle", "angle A=16 r=2", 3, TQ_CODEC_ANGLE, 4, 2, 1, -1},
-    {"prod", "prod b=3", 3, TQ_CODEC_PROD, 3, 0, 0, -1},
-    {"turbo", "turbo2", 2.125, TQ_CODEC_TURBO2, 0, 0, 0, -1},
-    {"tq", "tq b=2", 2, TQ_CODEC_TQ, 2, 0, 0, -1},
-    {"angle", "angle A=8 r=1", 2, TQ_CODEC_ANGLE, 3, 1, 1, -1},
-    {"prod", "prod b=2", 2, TQ_CODEC_PROD, 2, 0, 0, -1},
+    TURBO(4, 4.25),
+    TURBO(3, 3.125),
+    TURBO(2, 2.125),
+    TQ(4, 1),
+    TQ(3, 1),
+    TQ(2, 0),
+    ANGLE(32, 5, 3),
+    ANGLE(16, 4, 2),
+    ANGLE(8, 3, 1),
+    PROD(4),
+    PROD(3),
+    PROD(2),
 };
+
+#undef TURBO
+#undef TQ
+#undef ANGLE
+#undef PROD
 
 size_t bc_list(const bcodec **out)
 {

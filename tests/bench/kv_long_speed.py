@@ -18,14 +18,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
 from _env import TQ  # noqa: E402
-from long_sessions import MODELS, session_path  # noqa: E402
+from long_sessions import MODELS, session_path, split_options, table_head  # noqa: E402
 
-OWN = ("--reps=", "--sessions=", "--model=")
-OPTS = dict(a.split("=", 1) for a in sys.argv[1:] if a.startswith(OWN))
+OPTS, SWITCHES = split_options(("--reps=", "--sessions=", "--model="))
 REPS = int(OPTS.get("--reps", 5))
 SESSIONS = OPTS.get("--sessions", "docs,code").split(",")
 MODEL = OPTS.get("--model", "gemma")
-SWITCHES = [a for a in sys.argv[1:] if not a.startswith(OWN)]
 
 
 def run(cmd):
@@ -49,9 +47,8 @@ def run(cmd):
 
 def main():
     g = MODELS[MODEL]["path"]()
-    print("| session | tq encode s | zstd -3 -T2 s | ratio | tq decode s | zstd -d s | ratio | "
-          "tq MB / zstd MB | peak anon MB encode / decode |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    table_head("session", "tq encode s", "zstd -3 -T2 s", "ratio", "tq decode s", "zstd -d s", "ratio",
+               "tq MB / zstd MB", "peak anon MB encode / decode")
     with tempfile.TemporaryDirectory() as td:
         d = Path(td)
         for sess in SESSIONS:

@@ -21,7 +21,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
 from _env import TQ, gemma  # noqa: E402
-from long_sessions import session_path  # noqa: E402
+from long_sessions import session_path, split_options, table_head  # noqa: E402
 from _llama_util import compare  # noqa: E402
 import llama_cpp  # noqa: E402
 
@@ -30,12 +30,10 @@ import kv_long  # noqa: E402
 
 sys.argv = ARGV
 
-OWN = ("--recent=", "--sessions=", "--kind=")
-OPTS = dict(a.split("=", 1) for a in sys.argv[1:] if a.startswith(OWN))
+OPTS, SWITCHES = split_options(("--recent=", "--sessions=", "--kind="))
 RECENT = int(OPTS.get("--recent", 512))
 SESSIONS = OPTS.get("--sessions", "docs,code").split(",")
 KIND = OPTS.get("--kind", "kv")
-SWITCHES = [a for a in sys.argv[1:] if not a.startswith(OWN)]
 
 
 def records(snap):
@@ -65,9 +63,8 @@ def main():
     g = gemma()
     llm = llama_cpp.Llama(model_path=str(g), n_ctx=32768, n_batch=512, logits_all=False, verbose=False,
                           flash_attn=True)
-    print("| session | switches | bits per K/V value | KL / floor | last cells exact | KL / floor | "
-          "their f16 cost, bits per value |")
-    print("|---|---|---|---|---|---|---|")
+    table_head("session", "switches", "bits per K/V value", "KL / floor", "last cells exact", "KL / floor",
+               "their f16 cost, bits per value")
     with tempfile.TemporaryDirectory() as td:
         d = Path(td)
         for sess in SESSIONS:

@@ -19,7 +19,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
 from _env import TQ, gemma  # noqa: E402
-from long_sessions import session_path  # noqa: E402
+from long_sessions import open_session, split_options  # noqa: E402
 from _llama_util import compare  # noqa: E402
 import llama_cpp  # noqa: E402
 
@@ -27,11 +27,10 @@ ARGV, sys.argv = sys.argv, sys.argv[:1]  # kv_long reads its own options when im
 import kv_long  # noqa: E402
 
 sys.argv = ARGV
-OWN = ("--rewind=", "--session=")
-OPTS = dict(a.split("=", 1) for a in sys.argv[1:] if a.startswith(OWN))
+OPTS, SWITCHES = split_options(("--rewind=", "--session="))
 REWIND = [int(n) for n in OPTS.get("--rewind", "64,512").split(",")]
 SESSION = OPTS.get("--session", "docs")
-SWITCHES = [a for a in sys.argv[1:] if not a.startswith(OWN)] or ["--past-bits", "0"]
+SWITCHES = SWITCHES or ["--past-bits", "0"]
 
 
 def rewound(llm, state, n, cont, one_by_one=False):
@@ -50,10 +49,7 @@ def rewound(llm, state, n, cont, one_by_one=False):
 
 def main():
     g = gemma()
-    llm = llama_cpp.Llama(model_path=str(g), n_ctx=32768, n_batch=1024, logits_all=False, verbose=False,
-                          flash_attn=True)
-    state = session_path(SESSION)
-    cont = np.load(state.with_suffix(".cont.npy")).tolist()[: kv_long.STEPS]
+    llm, state, cont = open_session(g, SESSION, kv_long.STEPS, n_batch=1024)
     print(f"| {SESSION}: rewound by | floor KL | default: bits, KL / floor | `{' '.join(SWITCHES)}`: bits, "
           "KL / floor |")
     print("|---|---|---|---|")

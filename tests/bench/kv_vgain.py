@@ -24,10 +24,9 @@ STEPS = int(OPTS.get("--steps", 512))
 sys.argv = sys.argv[:1] + ["--model=smollm2", f"--steps={STEPS}"]  # kv_long reads its own
 import kv_long  # noqa: E402
 from kv_recent import records  # noqa: E402
-from long_sessions import session_path  # noqa: E402
+from long_sessions import open_session  # noqa: E402
 from _env import TQ, smollm2  # noqa: E402
 from _llama_util import compare  # noqa: E402
-import llama_cpp  # noqa: E402
 
 HEAD = 64
 
@@ -62,10 +61,7 @@ def v_hat(x, mode, step):
 
 def main():
     g = smollm2()
-    llm = llama_cpp.Llama(model_path=str(g), n_ctx=8192, n_batch=max(512, STEPS + 1), logits_all=False,
-                          verbose=False, flash_attn=True)
-    state = session_path(SESSION, model="smollm2")
-    cont = np.load(state.with_suffix(".cont.npy")).tolist()[:STEPS]
+    llm, state, cont = open_session(g, SESSION, STEPS, model="smollm2", n_batch=max(512, STEPS + 1))
     ref = kv_long.run(llm, state, cont)
     floor = compare(ref, kv_long.run(llm, state, cont, one_by_one=True))[0]
     with tempfile.TemporaryDirectory() as td:

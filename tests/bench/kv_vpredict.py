@@ -21,9 +21,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
 from _env import TQ, gemma  # noqa: E402
-from long_sessions import session_path  # noqa: E402
+from long_sessions import open_session  # noqa: E402
 from _llama_util import compare  # noqa: E402
-import llama_cpp  # noqa: E402
 
 ARGV, sys.argv = sys.argv, sys.argv[:1]  # the modules below read their own options when imported
 import kv_long  # noqa: E402
@@ -67,10 +66,7 @@ def coded_v(d, arrays, bits):
 
 def main():
     g = gemma()
-    llm = llama_cpp.Llama(model_path=str(g), n_ctx=32768, n_batch=512, logits_all=False, verbose=False,
-                          flash_attn=True)
-    state = session_path(SESSION)
-    cont = np.load(state.with_suffix(".cont.npy")).tolist()[: kv_long.STEPS]
+    llm, state, cont = open_session(g, SESSION, kv_long.STEPS)
     ref = kv_long.run(llm, state, cont)
     floor = compare(ref, kv_long.run(llm, state, cont, one_by_one=True))[0]
     with tempfile.TemporaryDirectory() as td:

@@ -47,6 +47,28 @@ def session_path(name, tokens=None, model="gemma"):
     return CACHE.parent / "long" / f"{m['tag']}-{name}-{tokens or m['tokens']}.ggsn"
 
 
+def split_options(own):
+    """The script's own `--name=value` options (the names in `own`, each with its "="), and the
+    other arguments: the switches it passes on to tq."""
+    args = sys.argv[1:]
+    return dict(a.split("=", 1) for a in args if a.startswith(own)), [a for a in args if not a.startswith(own)]
+
+
+def open_session(model_path, name, steps, model="gemma", n_batch=512):
+    """A llama.cpp context of `model` at its sessions' length, session `name`'s path and the
+    session's next `steps` tokens (for teacher forcing)."""
+    llm = llama_cpp.Llama(model_path=str(model_path), n_ctx=MODELS[model]["n_ctx"], n_batch=n_batch,
+                          logits_all=False, verbose=False, flash_attn=True)
+    state = session_path(name, model=model)
+    return llm, state, np.load(state.with_suffix(".cont.npy")).tolist()[:steps]
+
+
+def table_head(*columns):
+    """A Markdown table's header and rule."""
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+
+
 def git(*args):
     return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, check=True).stdout
 

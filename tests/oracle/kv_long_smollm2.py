@@ -11,57 +11,33 @@ finds it pays at this length), V's first cell kept (the attention sink's V is fa
 the others, and an error there reaches every step), the small preset's V transform-coded at
 unit norm, and the presets within their bounds.
 Exit 77 = oracle missing."""
-import hashlib
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from _env import CACHE, ROOT, TQ, need, smollm2  # noqa: E402
+from _env import need, smollm2  # noqa: E402
 
-np, llama_cpp = need("numpy", "llama_cpp")
-from _llama_util import cached_session, compare  # noqa: E402
-import kv_long  # noqa: E402
+need("numpy", "llama_cpp")
+from _guard import guard_session, plan_rows, restored  # noqa: E402
 from long_sessions import MODELS  # noqa: E402
 
 TOKENS, STEPS = 4096, 256
-FILES = sorted((ROOT / "tests" / "oracle" / "prompts").glob("*.txt")) + \
-    sorted((ROOT / "tests" / "bench" / "prompts").glob("*.txt")) + sorted((ROOT / "man").glob("*.1"))
 # preset: (most bits per K/V value, most KL / floor)
 LIMITS = {"balanced": (3.1, 2.0), "small": (2.3, 4.5)}
 
 
-def session(llm):
-    text = "\n\n".join(f.read_text() for f in FILES)
-    key = hashlib.sha256(text.encode()).hexdigest()[:12]
-    state = CACHE.parent / "long" / f"smollm2-135m-guard-{TOKENS}-{STEPS}-{key}.ggsn"
-    return state, cached_session(llm, llm.tokenize(text.encode(), add_bos=True), TOKENS, STEPS, state)
-
-
 def main():
     m = smollm2()
-    llm = llama_cpp.Llama(model_path=str(m), n_ctx=TOKENS + 256, n_batch=512, logits_all=False, verbose=False,
-                          flash_attn=True)
-    state, cont = session(llm)
-    ref = kv_long.run(llm, state, cont)
-    floor = compare(ref, kv_long.run(llm, state, cont, one_by_one=True))[0]
-    print(f"{TOKENS} tokens, {STEPS} steps: floor (one token a call) KL {floor:.5f}")
+    llm, state, cont, ref, floor = guard_session(m, f"smollm2-135m-guard-{TOKENS}-{STEPS}", TOKENS, STEPS)
     values = MODELS["smollm2"]["kv_values"] * TOKENS
     with tempfile.TemporaryDirectory() as td:
         d = Path(td)
         for preset, (max_bits, max_x) in LIMITS.items():
-            snap = d / "x.tqkv"
-            subprocess.run([TQ, "encode-kvdump", state, "-q", "-o", snap, "--model", m, "--preset", preset],
-                           check=True)
-            subprocess.run([TQ, "decode-kvdump", snap, "-q", "-o", d / "x.ggsn"], check=True)
-            bits = 8 * snap.stat().st_size / values
-            kl, top1 = compare(ref, kv_long.run(llm, d / "x.ggsn", cont))
+            bits, kl, top1 = restored(llm, state, cont, ref, m, d, values, "--preset", preset)
             print(f"{preset:8s} {bits:.3f} bits  KL {kl:.5f} ({kl / floor:.2f}x floor)  top-1 {top1:.1%}")
-            plan = subprocess.run([TQ, "encode-kvdump", state, "--dry-run", "--model", m, "--preset", preset],
-                                  capture_output=True, text=True, check=True).stdout
-            rows = [ln for ln in plan.splitlines() if ln.startswith("  state")]
+            plan, rows = plan_rows(state, m, preset)
             k_rows = [ln for ln in rows if " K " in ln]
             v_rows = [ln for ln in rows if " V " in ln]
             assert len(k_rows) == 30 and all("klt(" in ln for ln in k_rows), "K not transform-coded:\n" + plan
