@@ -21,22 +21,13 @@ static void vmsg(const char *fmt, va_list ap)
     fputc('\n', stderr);
 }
 
-int cli_usage_error(const char *fmt, ...)
+int cli_error(int exit_code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vmsg(fmt, ap);
     va_end(ap);
-    return TQ_EXIT_USAGE;
-}
-
-int cli_runtime_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vmsg(fmt, ap);
-    va_end(ap);
-    return TQ_EXIT_RUNTIME;
+    return exit_code;
 }
 
 int cli_lib_error(const tq_ctx *ctx) { return cli_runtime_error("%s", tq_ctx_error(ctx)); }

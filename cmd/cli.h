@@ -11,8 +11,11 @@ enum { TQ_EXIT_OK = 0, TQ_EXIT_RUNTIME = 1, TQ_EXIT_USAGE = 2 };
 
 /* Every message is one line on stderr: "tq SUB: message". */
 void cli_set_command(const char *name);
-int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* returns 2 */
-int cli_runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* returns 1 */
+/* The message, then exit_code to return: cli_usage_error's TQ_EXIT_USAGE (2), cli_runtime_error's
+ * TQ_EXIT_RUNTIME (1). */
+int cli_error(int exit_code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define cli_usage_error(...) cli_error(TQ_EXIT_USAGE, __VA_ARGS__)
+#define cli_runtime_error(...) cli_error(TQ_EXIT_RUNTIME, __VA_ARGS__)
 /* A context for a subcommand with --threads N (0: all cores), OpenMP's
  * own loops included; NULL (the message printed) when out of memory. */
 tq_ctx *cli_ctx_new(long threads);

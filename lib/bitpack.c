@@ -105,42 +105,47 @@ static inline __attribute__((always_inline)) void unpack8(const uint8_t *in, siz
     }
 }
 
+/* pack8 and unpack8 made for each width they serve, so that the compiler unrolls the loops
+ * over the bits */
+#define AT_WIDTH(b)                                                                                \
+    static void pack8_##b(const uint8_t *idx, size_t n, uint8_t *out) { pack8(idx, n, out, b); }   \
+    static void unpack8_##b(const uint8_t *in, size_t n, uint8_t *idx) { unpack8(in, n, idx, b); }
+AT_WIDTH(1)
+AT_WIDTH(3)
+AT_WIDTH(5)
+AT_WIDTH(6)
+AT_WIDTH(7)
+#undef AT_WIDTH
+static void pack8_2(const uint8_t *idx, size_t n, uint8_t *out) { pack8(idx, n, out, 2); }
+static void copy_bytes(const uint8_t *from, size_t n, uint8_t *to) { memcpy(to, from, n); }
+
+/* Each width's routine, by bits: 8 indices a step at 1, 2 (packing), 3, 5, 6 and 7 bits, where
+ * n is a multiple of 8; the shuffles at 4 and 2 (unpacking) and a copy at 8, for any n. */
+typedef void (*pack_fn)(const uint8_t *from, size_t n, uint8_t *to);
+static const pack_fn pack_at[9] = {NULL,  pack8_1, pack8_2, pack8_3,   pack4,
+                                   pack8_5, pack8_6, pack8_7, copy_bytes};
+static const pack_fn unpack_at[9] = {NULL,      unpack8_1, unpack2,   unpack8_3, unpack4,
+                                     unpack8_5, unpack8_6, unpack8_7, copy_bytes};
+enum { PACK_ANY_N = 1 << 4 | 1 << 8, UNPACK_ANY_N = 1 << 2 | 1 << 4 | 1 << 8 };
+
+/* The routine for n fields of `bits` bits, or NULL: the bit stream's loop does it. */
+static pack_fn routine(const pack_fn *at, unsigned any_n, uint32_t bits, size_t n)
+{
+    if (bits > 8 || (n % 8 && !(any_n >> bits & 1))) return NULL;
+    return at[bits];
+}
+
 size_t tq_packed_bytes(size_t n, uint32_t bits) { return (n * bits + 7) / 8; }
 
 void tq_pack_bits(const uint8_t *idx, size_t n, uint32_t bits, uint8_t *out)
 {
     size_t nbytes = tq_packed_bytes(n, bits);
-    if (bits == 8) {
-        memcpy(out, idx, n);
-        return;
-    }
-    if (bits == 4) {
-        pack4(idx, n, out);
+    pack_fn whole = routine(pack_at, PACK_ANY_N, bits, n);
+    if (whole) {
+        whole(idx, n, out);
         return;
     }
     uint32_t mask = (1u << bits) - 1;
-    if (n % 8 == 0) { /* 8 indices fill exactly `bits` bytes */
-        switch (bits) {
-            case 1:
-                pack8(idx, n, out, 1);
-                return;
-            case 2:
-                pack8(idx, n, out, 2);
-                return;
-            case 3:
-                pack8(idx, n, out, 3);
-                return;
-            case 5:
-                pack8(idx, n, out, 5);
-                return;
-            case 6:
-                pack8(idx, n, out, 6);
-                return;
-            default:
-                pack8(idx, n, out, 7);
-                return;
-        }
-    }
     memset(out, 0, nbytes);
     size_t bitpos = 0;
     for (size_t j = 0; j < n; j++, bitpos += bits) {
@@ -153,38 +158,12 @@ void tq_pack_bits(const uint8_t *idx, size_t n, uint32_t bits, uint8_t *out)
 
 void tq_unpack_bits(const uint8_t *in, size_t n, uint32_t bits, uint8_t *idx)
 {
-    if (bits == 8) {
-        memcpy(idx, in, n);
-        return;
-    }
-    if (bits == 4) {
-        unpack4(in, n, idx);
-        return;
-    }
-    if (bits == 2) {
-        unpack2(in, n, idx);
+    pack_fn whole = routine(unpack_at, UNPACK_ANY_N, bits, n);
+    if (whole) {
+        whole(in, n, idx);
         return;
     }
     uint32_t mask = (1u << bits) - 1;
-    if (n % 8 == 0) {
-        switch (bits) {
-            case 1:
-                unpack8(in, n, idx, 1);
-                return;
-            case 3:
-                unpack8(in, n, idx, 3);
-                return;
-            case 5:
-                unpack8(in, n, idx, 5);
-                return;
-            case 6:
-                unpack8(in, n, idx, 6);
-                return;
-            default:
-                unpack8(in, n, idx, 7);
-                return;
-        }
-    }
     size_t bitpos = 0, nbytes = tq_packed_bytes(n, bits);
     for (size_t j = 0; j < n; j++, bitpos += bits) {
         size_t b = bitpos / 8;

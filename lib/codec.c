@@ -111,32 +111,23 @@ static tq_status shape_prod(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
     return TQ_OK;
 }
 
+/* Each kind's shape (its blocks, rotation and codebooks), by tq_codec_kind. */
+typedef tq_status (*shape_fn)(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s);
+/* clang-format off */
+static const shape_fn shape_of_kind[] = {
+    [TQ_CODEC_TURBO2] = shape_turbo, [TQ_CODEC_TURBO3] = shape_turbo,
+    [TQ_CODEC_TURBO4] = shape_turbo, [TQ_CODEC_TQ] = shape_tq, [TQ_CODEC_TQ3_1S] = shape_weights,
+    [TQ_CODEC_TQ4_1S] = shape_weights, [TQ_CODEC_ANGLE] = shape_angle, [TQ_CODEC_PROD] = shape_prod,
+};
+/* clang-format on */
+
 static tq_status shape_of(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
 {
-    tq_status st;
     memset(s, 0, sizeof *s);
-    switch (d->kind) {
-        case TQ_CODEC_TURBO2:
-        case TQ_CODEC_TURBO3:
-        case TQ_CODEC_TURBO4:
-            st = shape_turbo(ctx, d, s);
-            break;
-        case TQ_CODEC_TQ:
-            st = shape_tq(ctx, d, s);
-            break;
-        case TQ_CODEC_TQ3_1S:
-        case TQ_CODEC_TQ4_1S:
-            st = shape_weights(ctx, d, s);
-            break;
-        case TQ_CODEC_ANGLE:
-            st = shape_angle(ctx, d, s);
-            break;
-        case TQ_CODEC_PROD:
-            st = shape_prod(ctx, d, s);
-            break;
-        default:
-            return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown codec kind %d", (int)d->kind);
-    }
+    size_t k = (size_t)d->kind;
+    if (k >= sizeof shape_of_kind / sizeof shape_of_kind[0] || !shape_of_kind[k])
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown codec kind %d", (int)d->kind);
+    tq_status st = shape_of_kind[k](ctx, d, s);
     if (!st && d->kind != TQ_CODEC_ANGLE && d->radius_bits)
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "radius_bits is for the angle codec only");
     if (!st && d->kind != TQ_CODEC_TQ && d->uniform)

@@ -159,6 +159,9 @@ int tq_test_base_cells_alike(const uint8_t *base, size_t base_len, const uint8_t
  * fail with one line that says want. */
 void tq_test_snapshot_refused_after(const uint8_t *snap, size_t n,
                                     void (*edit)(uint8_t *meta, uint64_t ml), const char *want);
+/* A llama.cpp session file's head (version 9): its n_tokens tokens, first_token counting up, and
+ * the architecture's name, as its stream layout begins; b is appended to. */
+void tq_test_ggsn_head(tq_test_buf *b, uint32_t n_tokens, uint32_t first_token, const char *arch);
 /* GGUF pieces: a string (u64 length, bytes) and a key with its uint32 value. */
 void tq_test_gguf_str(tq_test_buf *b, const char *s);
 void tq_test_gguf_u32(tq_test_buf *b, const char *key, uint32_t v);

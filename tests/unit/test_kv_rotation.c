@@ -31,12 +31,7 @@ static uint8_t *make_state(int rotated, size_t *len)
 {
     tq_ctx *ctx = tq_test_ctx();
     tq_test_buf b = {0};
-    tq_test_u32(&b, TQ_GGSN_MAGIC);
-    tq_test_u32(&b, 9);
-    tq_test_u32(&b, CELLS);
-    for (uint32_t i = 0; i < CELLS; i++) tq_test_u32(&b, 5 + i);
-    tq_test_u32(&b, 5);
-    tq_test_put(&b, "llama", 5);
+    tq_test_ggsn_head(&b, CELLS, 5, "llama");
     tq_test_u32(&b, 1); /* one stream */
     tq_test_u32(&b, CELLS);
     for (uint32_t c = 0; c < CELLS; c++) {

@@ -292,9 +292,7 @@ typedef tq_test_buf sb;
 static sb session(int vtrans, int32_t last)
 {
     sb b = {0};
-    tq_test_u32(&b, TQ_GGSN_MAGIC), tq_test_u32(&b, 9), tq_test_u32(&b, 4);
-    for (int i = 0; i < 4; i++) tq_test_u32(&b, (uint32_t)(20 + i));
-    tq_test_u32(&b, 5), tq_test_put(&b, "llama", 5);
+    tq_test_ggsn_head(&b, 4, 20, "llama");
     tq_test_u32(&b, 1), tq_test_u32(&b, 4);
     for (int c = 0; c < 4; c++) tq_test_u32(&b, (uint32_t)(c == 3 ? last : c)), tq_test_u32(&b, 1), tq_test_u32(&b, 0);
     tq_test_u32(&b, (uint32_t)vtrans), tq_test_u32(&b, 1);

@@ -23,12 +23,7 @@ enum { CELLS = 40, WINDOW = 8, WIDTH = 64, GLOBAL = 3, SLIDING = 15 };
 static uint8_t *make_session_of(uint32_t cells, uint32_t n_seq, size_t *len)
 {
     tq_test_buf b = {0};
-    tq_test_u32(&b, TQ_GGSN_MAGIC);
-    tq_test_u32(&b, 9);
-    tq_test_u32(&b, cells);
-    for (uint32_t i = 0; i < cells; i++) tq_test_u32(&b, 7 + i);
-    tq_test_u32(&b, 6);
-    tq_test_put(&b, "gemma3", 6);
+    tq_test_ggsn_head(&b, cells, 7, "gemma3");
     for (uint32_t s = 0; s < 2; s++) {
         uint32_t layers = s ? SLIDING : GLOBAL;
         tq_test_u32(&b, 1); /* one stream */

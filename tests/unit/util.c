@@ -203,6 +203,16 @@ tq_gguf *tq_test_open_stories(tq_ctx *ctx)
     return g;
 }
 
+void tq_test_ggsn_head(tq_test_buf *b, uint32_t n_tokens, uint32_t first_token, const char *arch)
+{
+    tq_test_u32(b, TQ_GGSN_MAGIC);
+    tq_test_u32(b, 9);
+    tq_test_u32(b, n_tokens);
+    for (uint32_t i = 0; i < n_tokens; i++) tq_test_u32(b, first_token + i);
+    tq_test_u32(b, (uint32_t)strlen(arch));
+    tq_test_put(b, arch, strlen(arch));
+}
+
 /* ---- hand-built llama.cpp sequence files */
 
 #define PUT(v)                                                                                     \
