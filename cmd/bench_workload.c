@@ -141,7 +141,7 @@ int bw_from_file(tq_ctx *ctx, bworkload *w, const char *path, const tq_model *mo
         snprintf(err, el, "%s", tq_ctx_error(ctx));
         return -1;
     }
-    uint32_t d = tq_kv_head_size(0, model, tq_kv_view_head_dim(v), tq_kv_view_arch(v), NULL);
+    uint32_t d = tq_arch_head_size(0, model, tq_kv_view_head_dim(v), tq_kv_view_arch(v), NULL);
     const char *dsrc = "guessed (no --model)";
     if (d) dsrc = model ? "the model" : "the source";
     uint32_t max_heads = quick ? 8 : 32, m = quick ? 8 : 16, cap = quick ? 512 : 2048;
@@ -152,13 +152,13 @@ int bw_from_file(tq_ctx *ctx, bworkload *w, const char *path, const tq_model *mo
             for (uint32_t l = 0; st->cell_count > m + 8 && l < st->n_layer; l++) {
                 uint64_t wd = st->k[l].width;
                 int guessed; /* the snapshot plan's guess: the largest power of two <= 128 */
-                if (!d) d = tq_kv_group_for_width(wd, 0, &guessed);
+                if (!d) d = tq_arch_group_for_width(wd, 0, &guessed);
                 if (!d) continue;
                 if (wd % d == 0 && st->v[l].width == wd) total += wd / d;
             }
         }
     if (!total) {
-        tq_kv_close(v);
+        tq_kv_view_close(v);
         snprintf(err, el, "%s: no layer with more than %u cells whose rows are whole heads%s", path,
                  m + 8, d ? "" : " (no head size: give --model)");
         return -1;
@@ -179,8 +179,8 @@ int bw_from_file(tq_ctx *ctx, bworkload *w, const char *path, const tq_model *mo
                 rk = malloc((size_t)cells * wd * 4);
                 rv = malloc((size_t)cells * wd * 4);
                 if (!rk || !rv ||
-                    tq_kv_tensor_read_rows(ctx, &st->k[l], st->cell_count, 0, cells, rk) ||
-                    tq_kv_tensor_read_rows(ctx, &st->v[l], st->cell_count, 0, cells, rv)) {
+                    tq_kv_view_read_rows(ctx, &st->k[l], st->cell_count, 0, cells, rk) ||
+                    tq_kv_view_read_rows(ctx, &st->v[l], st->cell_count, 0, cells, rv)) {
                     snprintf(err, el, "%s: %s", path, tq_ctx_error(ctx));
                     rc = -1;
                     break;
@@ -198,7 +198,7 @@ int bw_from_file(tq_ctx *ctx, bworkload *w, const char *path, const tq_model *mo
              "%s: %zu of %zu heads of %u (head size from %s), up to %u keys; queries: the last "
              "%u cells' keys (proxies)",
              path, w->n_heads, total, d, dsrc, cap, m);
-    tq_kv_close(v);
+    tq_kv_view_close(v);
     if (rc && !err[0]) snprintf(err, el, "out of memory");
     return rc;
 }

@@ -175,7 +175,7 @@ static int gather(tq_ctx *ctx, const ci_opts *o, const tq_model *model, const tq
         if (tq_kvsnap_open_any(ctx, o->dumps[i], o->c.profile, &v)) return cli_lib_error(ctx);
         has_fp = tq_kv_view_fingerprint(v, &fp);
         uint32_t shown = tq_kv_view_head_dim(v); /* a NumPy dump's [.., heads, head_dim] */
-        if (!hd) hd = tq_kv_head_size(0, NULL, shown, tq_kv_view_arch(v), NULL);
+        if (!hd) hd = tq_arch_head_size(0, NULL, shown, tq_kv_view_arch(v), NULL);
         if (has_fp && first_fp < 0) {
             first_fp = i;
             fp0 = fp;
@@ -198,7 +198,7 @@ static int gather(tq_ctx *ctx, const ci_opts *o, const tq_model *model, const tq
         if (!rc && tq_innerq_stats_add(ctx, *st, v, model))
             rc = cli_runtime_error("%s", tq_ctx_error(ctx));
         hashes[i] = rc ? 0 : tq_kv_view_xxh64(v);
-        tq_kv_close(v);
+        tq_kv_view_close(v);
         if (rc) return rc;
     }
     if (am &&

@@ -197,7 +197,7 @@ static void map_options(const enc_opts *o, tq_kvsnap_options *so)
     static const int cells[] = {TQ_CELLS_AUTO, TQ_CELLS_LLOYD_MAX, TQ_CELLS_UNIFORM};
     static const int transforms[] = {TQ_TC_AUTO, TQ_TC_ON, TQ_TC_OFF};
     tq_kvsnap_options_init(so);
-    so->preset = (tq_kv_preset)pick(preset_names, o->preset, TQ_KV_PRESET_BALANCED);
+    so->preset = (tq_kvsnap_preset)pick(preset_names, o->preset, TQ_KVSNAP_PRESET_BALANCED);
     so->k_bits = (int)o->k_bits;
     so->v_bits = (int)o->v_bits;
     so->boundary_layers = (int)o->boundary;
@@ -238,7 +238,7 @@ static void run_free(enc_run *r)
 {
     tq_kvsnap_prepared_free(r->prep);
     tqkv_close(r->base);
-    tq_kv_close(r->view);
+    tq_kv_view_close(r->view);
     tq_model_free(&r->model);
     tq_gguf_close(r->gguf);
     tq_ctx_free(r->ctx);
@@ -254,7 +254,7 @@ static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
         return cli_lib_error(ctx);
     so->model = r->gguf ? &r->model : NULL;
     if (tq_kvsnap_options_check(ctx, so)) return cli_usage_error("%s", tq_ctx_error(ctx));
-    if (tq_kv_open(ctx, o->in, o->c.profile, &r->view)) return cli_lib_error(ctx);
+    if (tq_kv_view_open(ctx, o->in, o->c.profile, &r->view)) return cli_lib_error(ctx);
     if (o->append && tqkv_open(ctx, o->append, &r->base)) return cli_lib_error(ctx);
     so->base = r->base;
     if (tq_kvsnap_prepare(ctx, r->view, so, &r->prep))
@@ -286,11 +286,11 @@ static void print_plan(const enc_opts *o, const tq_kvsnap_plan *p)
         printf(", \"preset\": \"%s\", \"k_bits\": %d, \"v_bits\": %d, \"group\": %u, "
                "\"group_guessed\": %s, "
                "\"tensors\": [\n",
-               tq_kv_preset_name(p->preset), p->k_bits, p->v_bits, p->group,
+               tq_kvsnap_preset_name(p->preset), p->k_bits, p->v_bits, p->group,
                guessed_group(p->group, p->group_source) ? "true" : "false");
     } else
         printf("plan for %s: preset %s, K %d / V %d bits, rotation group %u%s\n", o->in,
-               tq_kv_preset_name(p->preset), p->k_bits, p->v_bits, p->group,
+               tq_kvsnap_preset_name(p->preset), p->k_bits, p->v_bits, p->group,
                p->group ? group_note(p->group_source) : "");
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         const tqkv_record *t = &m->t[i];
@@ -321,7 +321,7 @@ static void report(const enc_opts *o, const tq_kvsnap_prepared *pp, const tq_kvs
                    uint32_t n_tokens, double dt)
 {
     const tq_kvsnap_plan *p = pp->plan;
-    int lossless = p->preset == TQ_KV_PRESET_LOSSLESS;
+    int lossless = p->preset == TQ_KVSNAP_PRESET_LOSSLESS;
     const char *innerq_why = pp->innerq_why;
     if (pp->rotated && !lossless)
         cli_log("%u K/V tensors stored Hadamard-rotated (llama.cpp's quantized cache): coded in "
@@ -344,7 +344,7 @@ static void report(const enc_opts *o, const tq_kvsnap_prepared *pp, const tq_kvs
             rep->snapshot_bytes / 1e6,
             (double)rep->source_bytes / (double)(rep->snapshot_bytes ? rep->snapshot_bytes : 1),
             rep->kv_values ? 8.0 * (double)rep->snapshot_bytes / (double)rep->kv_values : 0.0,
-            tq_kv_preset_name(p->preset), p->k_bits, p->v_bits,
+            tq_kvsnap_preset_name(p->preset), p->k_bits, p->v_bits,
             lossless ? ", unused: lossless" : "", dt);
 }
 

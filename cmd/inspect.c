@@ -532,7 +532,7 @@ int cmd_inspect(int argc, char **argv)
         nm = fread(magic, 1, sizeof magic, mf);
         fclose(mf);
     }
-    if (nm >= 4 && tq_kv_probe(magic, nm)) {
+    if (nm >= 4 && tq_kv_view_probe(magic, nm)) {
         if (o.stats) return cli_usage_error("--stats is for GGUF models");
         return inspect_state(o.path, o.json, o.gopt.profile);
     }

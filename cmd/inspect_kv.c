@@ -40,7 +40,7 @@ int inspect_state(const char *path, int json, tq_type_profile prof)
 {
     tq_ctx *ctx = tq_ctx_new();
     tq_kv_view *s;
-    if (tq_kv_open(ctx, path, prof, &s)) {
+    if (tq_kv_view_open(ctx, path, prof, &s)) {
         int rc = cli_lib_error(ctx);
         tq_ctx_free(ctx);
         return rc;
@@ -106,7 +106,7 @@ int inspect_state(const char *path, int json, tq_type_profile prof)
         }
     }
     if (json) printf("\n ]}\n");
-    tq_kv_close(s);
+    tq_kv_view_close(s);
     tq_ctx_free(ctx);
     return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
 }

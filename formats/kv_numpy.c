@@ -590,6 +590,6 @@ const tq_kv_source tq_kv_source_numpy = {"NumPy", probe, open_numpy};
 tq_status tq_numpy_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label,
                                uint64_t max_bytes, tq_kv_view **out)
 {
-    return tq_kv_open_with(ctx, &tq_kv_source_numpy, data, size, label, TQ_PROFILE_DEFAULT,
+    return tq_kv_view_open_with(ctx, &tq_kv_source_numpy, data, size, label, TQ_PROFILE_DEFAULT,
                            max_bytes, out);
 }

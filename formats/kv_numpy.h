@@ -1,7 +1,7 @@
 /*
  * kv_numpy.h - NumPy K/V dumps.  A .npy or .npz holding per-layer K and V
  * arrays (PyTorch/vLLM-style dumps; names and shapes in NUMPY.md) is a KV
- * source behind tq_kv_open (kind TQ_KV_NUMPY); any KV view can be written
+ * source behind tq_kv_view_open (kind TQ_KV_NUMPY); any KV view can be written
  * out as an .npz.
  */
 #ifndef TQ_KV_NUMPY_H
@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-/* The NumPy reader alone (what tq_kv_open uses when the bytes are a dump or
+/* The NumPy reader alone (what tq_kv_view_open uses when the bytes are a dump or
  * a NumPy image): at most max_bytes of array data (0: no limit).  data must
  * outlive the view. */
 tq_status tq_numpy_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label,

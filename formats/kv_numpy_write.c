@@ -158,7 +158,7 @@ static tq_status npz_from_state(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_o
             const tq_kv_stream *sr = &kv->streams[j];
             uint32_t cells;
             if (!sr->cell_count ||
-                (st = tq_kv_stream_prefix(ctx, s, sr, o->max_tokens, &cells, NULL)))
+                (st = tq_kv_view_stream_prefix(ctx, s, sr, o->max_tokens, &cells, NULL)))
                 continue;
             int by_model = tq_kv_view_n_kv(s) == 2 && kv->n_stream == 1 && o->model_layer &&
                            o->model_layer[0] && o->model_layer[1];
@@ -204,7 +204,7 @@ static tq_status npz_from_state(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_o
                             st = zip_data(ctx, z, t->data + (uint64_t)c0 * t->row_size, nv * 2);
                             continue;
                         }
-                        st = tq_kv_tensor_read_rows(ctx, t, sr->cell_count, c0, nr, rows);
+                        st = tq_kv_view_read_rows(ctx, t, sr->cell_count, c0, nr, rows);
                         if (!st && f16) st = tq_quantize(ctx, TQ_DT_F16, rows, nv, half);
                         if (!st) st = zip_data(ctx, z, f16 ? (void *)half : (void *)rows, nv * es);
                     }

@@ -49,21 +49,21 @@ typedef struct tq_kv_source {
 extern const tq_kv_source tq_kv_source_llama_state; /* llama_state.c */
 extern const tq_kv_source tq_kv_source_numpy;       /* kv_numpy.c */
 
-/* The byte formats' bidders (what tq_kv_open asks); a layer above adds its
- * own (formats/snapshot/: .tqkv snapshots) through tq_kv_open_from. */
+/* The byte formats' bidders (what tq_kv_view_open asks); a layer above adds its
+ * own (formats/snapshot/: .tqkv snapshots) through tq_kv_view_open_from. */
 extern const tq_kv_source *const tq_kv_byte_sources[];
 extern const size_t tq_kv_n_byte_sources;
-/* tq_kv_open with these bidders (n of them); no bid: the llama.cpp state
+/* tq_kv_view_open with these bidders (n of them); no bid: the llama.cpp state
  * reader opens it anyway, for its precise message. */
-tq_status tq_kv_open_from(tq_ctx *ctx, const char *path, tq_type_profile profile,
+tq_status tq_kv_view_open_from(tq_ctx *ctx, const char *path, tq_type_profile profile,
                           const tq_kv_source *const *sources, size_t n, tq_kv_view **out);
 
 /* Frees the streams' tensor arrays of every state (for a source retrying
  * another reading of the same bytes). */
 void tq_kv_view_reset_states(tq_kv_view *v);
 /* A view over memory the caller keeps alive, for a source's own direct
- * entry point (fuzzing, tests); closed with tq_kv_close. */
-tq_status tq_kv_open_with(tq_ctx *ctx, const tq_kv_source *src, const void *data, size_t size,
+ * entry point (fuzzing, tests); closed with tq_kv_view_close. */
+tq_status tq_kv_view_open_with(tq_ctx *ctx, const tq_kv_source *src, const void *data, size_t size,
                           const char *label, tq_type_profile profile, uint64_t max_bytes,
                           tq_kv_view **out);
 

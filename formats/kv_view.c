@@ -28,7 +28,7 @@ static const tq_kv_source *pick(const tq_kv_source *const *sources, size_t n, co
     return best;
 }
 
-const char *tq_kv_probe(const void *data, size_t size)
+const char *tq_kv_view_probe(const void *data, size_t size)
 {
     const tq_kv_source *s = pick(tq_kv_byte_sources, tq_kv_n_byte_sources, data, size);
     return s ? s->name : NULL;
@@ -48,7 +48,7 @@ void tq_kv_view_reset_states(tq_kv_view *v)
     v->n_kv = 0;
 }
 
-void tq_kv_close(tq_kv_view *v)
+void tq_kv_view_close(tq_kv_view *v)
 {
     if (!v) return;
     tq_kv_view_reset_states(v);
@@ -81,14 +81,14 @@ static tq_status open_view(tq_ctx *ctx, const tq_kv_source *src, const tq_kv_sou
     if (!v->source) v->source = &tq_kv_source_llama_state;
     tq_status st = v->source->open(ctx, v, max_bytes);
     if (st) {
-        tq_kv_close(v);
+        tq_kv_view_close(v);
         return st;
     }
     *out = v;
     return TQ_OK;
 }
 
-tq_status tq_kv_open_with(tq_ctx *ctx, const tq_kv_source *src, const void *data, size_t size,
+tq_status tq_kv_view_open_with(tq_ctx *ctx, const tq_kv_source *src, const void *data, size_t size,
                           const char *label, tq_type_profile p, uint64_t max_bytes,
                           tq_kv_view **out)
 {
@@ -96,20 +96,21 @@ tq_status tq_kv_open_with(tq_ctx *ctx, const tq_kv_source *src, const void *data
                      out);
 }
 
-tq_status tq_kv_open_memory_limited(tq_ctx *ctx, const void *data, size_t size, const char *label,
-                                    tq_type_profile p, uint64_t max_bytes, tq_kv_view **out)
+tq_status tq_kv_view_open_memory_limited(tq_ctx *ctx, const void *data, size_t size,
+                                         const char *label, tq_type_profile p, uint64_t max_bytes,
+                                         tq_kv_view **out)
 {
     return open_view(ctx, NULL, tq_kv_byte_sources, tq_kv_n_byte_sources, data, size, 0,
                      label ? label : "(memory)", p, max_bytes, out);
 }
 
-tq_status tq_kv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label,
+tq_status tq_kv_view_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label,
                             tq_type_profile p, tq_kv_view **out)
 {
-    return tq_kv_open_memory_limited(ctx, data, size, label, p, 0, out);
+    return tq_kv_view_open_memory_limited(ctx, data, size, label, p, 0, out);
 }
 
-tq_status tq_kv_open_from(tq_ctx *ctx, const char *path, tq_type_profile p,
+tq_status tq_kv_view_open_from(tq_ctx *ctx, const char *path, tq_type_profile p,
                           const tq_kv_source *const *sources, size_t n, tq_kv_view **out)
 {
     *out = NULL;
@@ -120,9 +121,9 @@ tq_status tq_kv_open_from(tq_ctx *ctx, const char *path, tq_type_profile p,
     return open_view(ctx, NULL, sources, n, m, size, 1, path, p, 0, out);
 }
 
-tq_status tq_kv_open(tq_ctx *ctx, const char *path, tq_type_profile p, tq_kv_view **out)
+tq_status tq_kv_view_open(tq_ctx *ctx, const char *path, tq_type_profile p, tq_kv_view **out)
 {
-    return tq_kv_open_from(ctx, path, p, tq_kv_byte_sources, tq_kv_n_byte_sources, out);
+    return tq_kv_view_open_from(ctx, path, p, tq_kv_byte_sources, tq_kv_n_byte_sources, out);
 }
 
 int tq_kv_view_fingerprint(const tq_kv_view *v, uint64_t *fp)
@@ -180,7 +181,7 @@ static uint64_t cell_meta_len(const tq_kv_view *v, const uint8_t *p)
     return 8 + (v->has_ext ? 8 : 0) + 4ull * nseq;
 }
 
-tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stream *st,
+tq_status tq_kv_view_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stream *st,
                               uint32_t max_pos, uint32_t *n_cells, uint64_t *meta_len)
 {
     if (!max_pos) { /* no limit */
@@ -220,7 +221,7 @@ tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stre
     return TQ_OK;
 }
 
-void tq_kv_stream_positions(const tq_kv_view *v, const tq_kv_stream *st, int32_t *pos)
+void tq_kv_view_stream_positions(const tq_kv_view *v, const tq_kv_stream *st, int32_t *pos)
 {
     const uint8_t *p = v->map + st->meta_off; /* validated by the source */
     uint64_t off = 0;
@@ -234,7 +235,7 @@ void tq_kv_stream_positions(const tq_kv_view *v, const tq_kv_stream *st, int32_t
     }
 }
 
-int tq_kv_stream_one_sequence(const tq_kv_view *v, const tq_kv_stream *st)
+int tq_kv_view_one_sequence(const tq_kv_view *v, const tq_kv_stream *st)
 {
     const uint8_t *p = v->map + st->meta_off; /* validated by the source */
     uint64_t off = 0;
@@ -267,7 +268,7 @@ tq_status tq_kv_view_set_hadamard(tq_ctx *ctx, tq_kv_view *v, uint32_t state, ui
     return TQ_OK;
 }
 
-tq_status tq_kv_tensor_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t cells, uint32_t c0,
+tq_status tq_kv_view_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t cells, uint32_t c0,
                                  uint32_t n, float *out)
 {
     if (t->type->dtype < 0)

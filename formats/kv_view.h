@@ -11,7 +11,7 @@
  * everything which is not K/V rows can be kept verbatim (the snapshot
  * "skeleton"): tensor data_off are offsets into tq_kv_view_bytes().
  *
- * The front door: tq_kv_open() asks each registered source format to probe
+ * The front door: tq_kv_view_open() asks each registered source format to probe
  * the first bytes (as libarchive's format bidders do) and lets the one that
  * claims them open the view.  Sources and writers know this view, never each
  * other.
@@ -45,7 +45,7 @@ typedef struct tq_kv_tensor {
     uint64_t bytes;    /* cell_count * row_size */
     /* 0: rows as stored; n: stored as H_n times the model's values, in blocks
      * of n (llama.cpp's attention rotation of quantized caches, H_n the
-     * normalized Walsh-Hadamard matrix), which tq_kv_tensor_read_rows undoes
+     * normalized Walsh-Hadamard matrix), which tq_kv_view_read_rows undoes
      * (tq_hadamard_blocks; H_n is its own inverse).  Set by
      * tq_kv_view_set_hadamard. */
     uint32_t hadamard;
@@ -69,22 +69,23 @@ typedef struct tq_kv_view tq_kv_view;
 
 /* Opens a file through the front door.  Which source format claimed it:
  * tq_kv_view_format(). */
-tq_status tq_kv_open(tq_ctx *ctx, const char *path, tq_type_profile profile, tq_kv_view **out);
+tq_status tq_kv_view_open(tq_ctx *ctx, const char *path, tq_type_profile profile, tq_kv_view **out);
 /* 1 and *fp where the view is a snapshot that records its model's
  * fingerprint (encoded with --model); else 0 and *fp 0. */
 int tq_kv_view_fingerprint(const tq_kv_view *v, uint64_t *fp);
-tq_status tq_kv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label,
+tq_status tq_kv_view_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label,
                             tq_type_profile profile, tq_kv_view **out);
 /* The same, reading at most max_bytes of array data for sources that expand
  * their input (0: no limit), so that a small compressed .npz cannot claim
  * unbounded memory. */
-tq_status tq_kv_open_memory_limited(tq_ctx *ctx, const void *data, size_t size, const char *label,
-                                    tq_type_profile profile, uint64_t max_bytes, tq_kv_view **out);
-void tq_kv_close(tq_kv_view *v);
+tq_status tq_kv_view_open_memory_limited(tq_ctx *ctx, const void *data, size_t size,
+                                         const char *label, tq_type_profile profile,
+                                         uint64_t max_bytes, tq_kv_view **out);
+void tq_kv_view_close(tq_kv_view *v);
 
 /* The name of the source format that claims these leading bytes ("llama.cpp
  * state", "NumPy"), NULL if none does.  16 bytes are enough to decide. */
-const char *tq_kv_probe(const void *data, size_t size);
+const char *tq_kv_view_probe(const void *data, size_t size);
 
 const char *tq_kv_view_format(const tq_kv_view *v);
 const char *tq_kv_view_label(const tq_kv_view *v);
@@ -119,19 +120,19 @@ uint64_t tq_kv_view_kv_bytes(const tq_kv_view *v);
  * count and the length of their metadata (meta_len may be NULL).  Fails if
  * a later cell has such a position too, i.e. the cells are not in prompt
  * order.  max_pos 0: every cell. */
-tq_status tq_kv_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stream *st,
+tq_status tq_kv_view_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stream *st,
                               uint32_t max_pos, uint32_t *n_cells, uint64_t *meta_len);
 
 /* Each cell's position (pos: cell_count entries), from the cell metadata
  * (cell i at position i where the source has none).  M-RoPE cells
  * (tq_kv_view_has_ext) have more to their position than this. */
-void tq_kv_stream_positions(const tq_kv_view *v, const tq_kv_stream *st, int32_t *pos);
+void tq_kv_view_stream_positions(const tq_kv_view *v, const tq_kv_stream *st, int32_t *pos);
 /* 1 if every cell of the stream belongs to one sequence, the same for all (no metadata: 1). */
-int tq_kv_stream_one_sequence(const tq_kv_view *v, const tq_kv_stream *st);
+int tq_kv_view_one_sequence(const tq_kv_view *v, const tq_kv_stream *st);
 
 /* Reads cell-major rows [c0, c0+n) of a tensor as float32 (width values
  * each); handles the transposed layout.  Types: any with a tq_dtype decoder. */
-tq_status tq_kv_tensor_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t cell_count,
+tq_status tq_kv_view_read_rows(tq_ctx *ctx, const tq_kv_tensor *t, uint32_t cell_count,
                                  uint32_t c0, uint32_t n, float *out);
 
 #ifdef __cplusplus

@@ -3,7 +3,7 @@
  * the layouts with and without the old outputs section) and sequence files
  * ('ggsq' v2/v3, what llama-server's slot save writes).  See LLAMA_STATE.md.
  *
- * Reading: a KV source behind tq_kv_open (kv_view.h).  The reader maps the
+ * Reading: a KV source behind tq_kv_view_open (kv_view.h).  The reader maps the
  * file, parses all of it and refuses anything it does not fully understand.
  * Bytes that are not K/V rows (header, tokens, cell metadata, the old
  * outputs section) stay where they are in the view's bytes, so the writer

@@ -49,7 +49,7 @@ static void put_stream(wr *w, const tq_kv_view *s, const tq_kv_stream *st,
 {
     uint32_t n;
     uint64_t ml;
-    tq_kv_stream_prefix(w->ctx, s, st, o->max_tokens, &n, &ml); /* checked before */
+    tq_kv_view_stream_prefix(w->ctx, s, st, o->max_tokens, &n, &ml); /* checked before */
     put32(w, n);
     if (!n) return;
     put(w, s->map + st->meta_off, ml);
@@ -94,7 +94,7 @@ tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_
         for (uint32_t j = 0; j < s->kv[i].n_stream; j++) {
             const tq_kv_stream *st = &s->kv[i].streams[j];
             uint32_t n;
-            tq_status e = tq_kv_stream_prefix(ctx, s, st, o->max_tokens, &n, NULL);
+            tq_status e = tq_kv_view_stream_prefix(ctx, s, st, o->max_tokens, &n, NULL);
             if (!e && o->kind == TQ_KV_SEQUENCE && s->kind != TQ_KV_SEQUENCE)
                 e = check_single_seq(ctx, s, st, n);
             if (e) return e;

@@ -70,7 +70,7 @@ uint32_t tq_arch_swa_period(const char *arch)
     return a ? a->swa_period : 0;
 }
 
-uint32_t tq_kv_head_size(uint32_t given, const tq_model *model, uint32_t layout_head_dim,
+uint32_t tq_arch_head_size(uint32_t given, const tq_model *model, uint32_t layout_head_dim,
                          const char *arch, tq_head_source *from)
 {
     uint32_t d = 0;
@@ -89,7 +89,7 @@ uint32_t tq_kv_head_size(uint32_t given, const tq_model *model, uint32_t layout_
     return d;
 }
 
-uint32_t tq_kv_group_for_width(uint64_t width, uint32_t head_dim, int *guessed)
+uint32_t tq_arch_group_for_width(uint64_t width, uint32_t head_dim, int *guessed)
 {
     *guessed = 0;
     int valid = head_dim && tq_is_pow2(head_dim) && head_dim >= 8 && head_dim <= 512;

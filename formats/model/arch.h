@@ -36,9 +36,9 @@ tq_rope_pairs tq_arch_rope_pairs(const char *arch);
 uint32_t tq_arch_head_dim(const char *arch);   /* 0: not fixed by the architecture */
 uint32_t tq_arch_swa_period(const char *arch); /* 0: no iSWA */
 
-/* Where a head size came from (tq_kv_head_size). */
+/* Where a head size came from (tq_arch_head_size). */
 typedef enum tq_head_source {
-    TQ_HEAD_NONE = 0, /* nothing says: rows decide (tq_kv_group_for_width guesses) */
+    TQ_HEAD_NONE = 0, /* nothing says: rows decide (tq_arch_group_for_width guesses) */
     TQ_HEAD_GIVEN,    /* --head-dim */
     TQ_HEAD_MODEL,    /* the model's metadata */
     TQ_HEAD_LAYOUT,   /* the source's layout shows it (a NumPy dump's [.., heads, head_dim]) */
@@ -48,12 +48,12 @@ typedef enum tq_head_source {
 /* The one head-size rule: given, else the model's, else the source layout's
  * (layout_head_dim, 0 if none), else the architecture's; 0 and
  * TQ_HEAD_NONE when none says. */
-uint32_t tq_kv_head_size(uint32_t given, const tq_model *model, uint32_t layout_head_dim,
+uint32_t tq_arch_head_size(uint32_t given, const tq_model *model, uint32_t layout_head_dim,
                          const char *arch, tq_head_source *from);
 /* The rotation group for rows of `width`: the head size when it is a valid
  * group (a power of two, 8..512) that divides the row, else the largest
  * power of two up to 128 that does (*guessed = 1); 0 if none does. */
-uint32_t tq_kv_group_for_width(uint64_t width, uint32_t head_dim, int *guessed);
+uint32_t tq_arch_group_for_width(uint64_t width, uint32_t head_dim, int *guessed);
 
 #ifdef __cplusplus
 }

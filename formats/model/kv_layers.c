@@ -23,8 +23,8 @@ static int swa_layers(const char *arch, const tq_model *model, uint32_t n, uint8
     return 1;
 }
 
-tq_status tq_kv_layers_for(tq_ctx *ctx, const char *arch, const tq_model *model, uint32_t n_state,
-                           const uint32_t *n_layer, tq_kv_layers *out)
+tq_status tq_cache_layers_for(tq_ctx *ctx, const char *arch, const tq_model *model,
+                              uint32_t n_state, const uint32_t *n_layer, tq_cache_layers *out)
 {
     memset(out, 0, sizeof *out);
     if (n_state > 2)
@@ -74,23 +74,23 @@ tq_status tq_kv_layers_for(tq_ctx *ctx, const char *arch, const tq_model *model,
     if (n_state == 1 && fits && n_layer[0] == n_model)
         snprintf(out->rule, sizeof out->rule, "one cache, every layer");
     free(swa);
-    if (st) tq_kv_layers_free(out);
+    if (st) tq_cache_layers_free(out);
     return st;
 }
 
-tq_status tq_kv_layers_make(tq_ctx *ctx, const tq_kv_view *v, const tq_model *model,
-                            tq_kv_layers *out)
+tq_status tq_cache_layers_make(tq_ctx *ctx, const tq_kv_view *v, const tq_model *model,
+                            tq_cache_layers *out)
 {
     uint32_t n = tq_kv_view_n_kv(v), nl[2] = {0, 0};
     for (uint32_t s = 0; s < n && s < 2; s++) {
         const tq_kv_state *k = tq_kv_view_kv(v, s);
         nl[s] = k->n_stream ? k->streams[0].n_layer : 0;
     }
-    return tq_kv_layers_for(ctx, tq_kv_view_arch(v), model, n, nl, out);
+    return tq_cache_layers_for(ctx, tq_kv_view_arch(v), model, n, nl, out);
 }
 
-tq_status tq_kv_layers_of_snapshot(tq_ctx *ctx, const tqkv_meta *m, const tq_model *model,
-                                   tq_kv_layers *out)
+tq_status tq_cache_layers_of_snapshot(tq_ctx *ctx, const tqkv_meta *m, const tq_model *model,
+                                   tq_cache_layers *out)
 {
     uint32_t ns = 0, nl[2] = {0, 0};
     int recorded = 0;
@@ -103,12 +103,12 @@ tq_status tq_kv_layers_of_snapshot(tq_ctx *ctx, const tqkv_meta *m, const tq_mod
         if (t->stream == 0 && t->layer + 1 > nl[t->kv_state]) nl[t->kv_state] = t->layer + 1;
         recorded |= t->model_layer != TQKV_NO_MODEL_LAYER;
     }
-    tq_status st = tq_kv_layers_for(ctx, m->arch, model, ns, nl, out);
+    tq_status st = tq_cache_layers_for(ctx, m->arch, model, ns, nl, out);
     if (st || !recorded) return st;
     /* the records say; a model must agree with them */
     for (uint32_t i = 0; i < m->n_tensors && !st; i++) {
         const tqkv_record *t = &m->t[i];
-        uint32_t want = tq_kv_layers_model(out, t->kv_state, t->layer);
+        uint32_t want = tq_cache_layers_model(out, t->kv_state, t->layer);
         if (t->model_layer == TQKV_NO_MODEL_LAYER || want == t->model_layer) continue;
         if (model)
             st = tq_ctx_set_error(ctx, TQ_ERR_ARG,
@@ -132,24 +132,24 @@ tq_status tq_kv_layers_of_snapshot(tq_ctx *ctx, const tqkv_meta *m, const tq_mod
                     out->model[s][m->t[i].layer] = m->t[i].model_layer;
             snprintf(out->rule, sizeof out->rule, "as recorded in the snapshot");
         }
-    if (st) tq_kv_layers_free(out);
+    if (st) tq_cache_layers_free(out);
     return st;
 }
 
-uint32_t tq_kv_layers_model(const tq_kv_layers *m, uint32_t s, uint32_t l)
+uint32_t tq_cache_layers_model(const tq_cache_layers *m, uint32_t s, uint32_t l)
 {
     if (!m || s >= m->n_state || !m->model[s] || l >= m->n_layer[s]) return TQ_KV_LAYER_UNKNOWN;
     return m->model[s][l];
 }
 
-int tq_kv_layers_known(const tq_kv_layers *m)
+int tq_cache_layers_known(const tq_cache_layers *m)
 {
     for (uint32_t s = 0; s < m->n_state; s++)
         if (!m->model[s]) return 0;
     return m->n_state > 0;
 }
 
-void tq_kv_layers_free(tq_kv_layers *m)
+void tq_cache_layers_free(tq_cache_layers *m)
 {
     for (int s = 0; s < 2; s++) {
         free(m->model[s]);

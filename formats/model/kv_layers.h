@@ -23,33 +23,33 @@ extern "C" {
 
 #define TQ_KV_LAYER_UNKNOWN UINT32_MAX
 
-typedef struct tq_kv_layers {
+typedef struct tq_cache_layers {
     uint32_t n_state;
     uint32_t n_layer[2]; /* per state (the first stream's) */
     uint32_t *model[2];  /* model layer of state s's layer l; NULL when not known */
     char rule[192];      /* how the split was found, for messages */
-} tq_kv_layers;
+} tq_cache_layers;
 
 /* The model layers of v's states, from the model when given (NULL: from the
  * state's architecture).  Two states whose layer counts do not fit the
  * split are left unknown (model[] NULL), unless a model was given: then that
  * is an error (TQ_ERR_ARG), as the state cannot come from that model. */
-tq_status tq_kv_layers_make(tq_ctx *ctx, const tq_kv_view *v, const tq_model *model,
-                            tq_kv_layers *out);
+tq_status tq_cache_layers_make(tq_ctx *ctx, const tq_kv_view *v, const tq_model *model,
+                            tq_cache_layers *out);
 /* The same for a state description without a view: n_state states of
  * n_layer[s] layers, the architecture's name. */
-tq_status tq_kv_layers_for(tq_ctx *ctx, const char *arch, const tq_model *model, uint32_t n_state,
-                           const uint32_t *n_layer, tq_kv_layers *out);
+tq_status tq_cache_layers_for(tq_ctx *ctx, const char *arch, const tq_model *model,
+                              uint32_t n_state, const uint32_t *n_layer, tq_cache_layers *out);
 /* A snapshot's: the model layers its records carry (version 3), else as
- * tq_kv_layers_for finds them from the recorded architecture.  With a model,
+ * tq_cache_layers_for finds them from the recorded architecture.  With a model,
  * recorded layers that differ from the model's split are an error
  * (TQ_ERR_ARG). */
-tq_status tq_kv_layers_of_snapshot(tq_ctx *ctx, const tqkv_meta *m, const tq_model *model,
-                                   tq_kv_layers *out);
+tq_status tq_cache_layers_of_snapshot(tq_ctx *ctx, const tqkv_meta *m, const tq_model *model,
+                                   tq_cache_layers *out);
 /* The model layer of state s's layer l, TQ_KV_LAYER_UNKNOWN if not known. */
-uint32_t tq_kv_layers_model(const tq_kv_layers *m, uint32_t s, uint32_t l);
-int tq_kv_layers_known(const tq_kv_layers *m); /* 1 if every state is mapped */
-void tq_kv_layers_free(tq_kv_layers *m);
+uint32_t tq_cache_layers_model(const tq_cache_layers *m, uint32_t s, uint32_t l);
+int tq_cache_layers_known(const tq_cache_layers *m); /* 1 if every state is mapped */
+void tq_cache_layers_free(tq_cache_layers *m);
 
 #ifdef __cplusplus
 }

@@ -35,7 +35,7 @@ tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsna
 {
     memset(set, 0, sizeof *set);
     *why = "off";
-    if (!o->model || o->codec != TQKV_CODEC_TQ || o->base || o->preset == TQ_KV_PRESET_LOSSLESS)
+    if (!o->model || o->codec != TQKV_CODEC_TQ || o->base || o->preset == TQ_KVSNAP_PRESET_LOSSLESS)
         return TQ_OK;
     if (tq_kvsnap_k_transformed(plan)) {
         *why = "off (K is transform-coded: its basis decorrelates the channels)";
@@ -61,7 +61,7 @@ tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsna
         if (tq_innerq_stats_cells(st, l) < fewest) fewest = tq_innerq_stats_cells(st, l);
     char how[128];
     /* calibrate-innerq's rule with --model, at the preset's strength (kv_presets.c is, ic) */
-    const tq_kv_preset_row *row = tq_kv_preset_row_of(o->preset);
+    const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(o->preset);
     tq_innerq_derive_options derive = {.k_method = TQ_INNERQ_QK,
                                        .v_method = TQ_INNERQ_V_OFF,
                                        .strength = row->innerq_strength / 100.0};

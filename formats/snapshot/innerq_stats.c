@@ -62,8 +62,8 @@ static tq_status shape(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view *v, uin
 tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view *v,
                               const tq_model *model)
 {
-    tq_kv_layers L;
-    tq_status st = tq_kv_layers_make(ctx, v, model, &L);
+    tq_cache_layers L;
+    tq_status st = tq_cache_layers_make(ctx, v, model, &L);
     if (st) return st;
     uint32_t n_layer = 0, any = 0;
     uint64_t width = 0;
@@ -83,7 +83,7 @@ tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view 
     }
     if (!st && !any)
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "%s: no cells: an empty dump", tq_kv_view_label(v));
-    if (!st && tq_kv_view_n_kv(v) == 2 && !tq_kv_layers_known(&L))
+    if (!st && tq_kv_view_n_kv(v) == 2 && !tq_cache_layers_known(&L))
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG,
                               "%s: two caches (iSWA) whose layers cannot be matched to the model's "
                               "(give --model)",
@@ -97,7 +97,7 @@ tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view 
         for (uint32_t j = 0; !st && j < k->n_stream; j++) {
             const tq_kv_stream *sr = &k->streams[j];
             for (uint32_t l = 0; !st && l < sr->n_layer && sr->cell_count; l++) {
-                uint32_t ml = tq_kv_view_n_kv(v) == 2 ? tq_kv_layers_model(&L, i, l) : l;
+                uint32_t ml = tq_kv_view_n_kv(v) == 2 ? tq_cache_layers_model(&L, i, l) : l;
                 if (ml >= s->n_layer) {
                     st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT,
                                           "%s: cache %u layer %u has no model layer",
@@ -108,7 +108,7 @@ tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view 
                     double *acc = s->sum + ((size_t)ml * 2 + isv) * s->width;
                     for (uint32_t c0 = 0; !st && c0 < sr->cell_count; c0 += STEP) {
                         uint32_t n = sr->cell_count - c0 < STEP ? sr->cell_count - c0 : STEP;
-                        st = tq_kv_tensor_read_rows(ctx, isv ? &sr->v[l] : &sr->k[l],
+                        st = tq_kv_view_read_rows(ctx, isv ? &sr->v[l] : &sr->k[l],
                                                     sr->cell_count, c0, n, rows);
                         for (uint32_t r = 0; !st && r < n; r++)
                             for (uint64_t e = 0; e < width; e++)
@@ -120,7 +120,7 @@ tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view 
         }
     }
     free(rows);
-    tq_kv_layers_free(&L);
+    tq_cache_layers_free(&L);
     return st;
 }
 

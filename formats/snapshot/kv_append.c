@@ -124,7 +124,7 @@ tq_status tq_kvsnap_adopt_base_rope(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader
         if (!bt->rope_pos) continue;
         if (!(t->rope_pos = malloc(4ull * t->cells)))
             return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-        tq_kv_stream_positions(v, &tq_kv_view_kv(v, src[i].kv_state)->streams[src[i].stream],
+        tq_kv_view_stream_positions(v, &tq_kv_view_kv(v, src[i].kv_state)->streams[src[i].stream],
                                t->rope_pos);
         t->rope = bt->rope;
         if (memcmp(t->rope_pos, bt->rope_pos, 4ull * bt->cells))

@@ -81,7 +81,7 @@ static tq_status read_sample(tq_ctx *ctx, const tq_kv_tensor *kt, tqkv_record *t
     tq_status st = spos && mean ? TQ_OK : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (uint32_t k = 0; !st && k < ns; k++) {
         uint32_t row = t->sink_rows + (uint32_t)((uint64_t)k * every * coded / all);
-        st = tq_kv_tensor_read_rows(ctx, kt, t->cells, row, 1, x + (size_t)k * t->width);
+        st = tq_kv_view_read_rows(ctx, kt, t->cells, row, 1, x + (size_t)k * t->width);
         if (pos) spos[k] = pos[row];
     }
     if (!st && rope) st = tq_rope_unrotate(ctx, rope, x, ns, t->width, spos);

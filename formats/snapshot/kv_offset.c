@@ -37,7 +37,7 @@ static tq_status offset_pass1(tq_ctx *ctx, const src_tensor *s, const tqkv_recor
     tq_status st = TQ_OK;
     for (uint32_t c0 = t->sink_rows; !st && c0 < t->cells; c0 += OFFSET_STEP) {
         uint32_t nr = t->cells - c0 < OFFSET_STEP ? t->cells - c0 : OFFSET_STEP;
-        st = tq_kv_tensor_read_rows(ctx, s->kt, t->cells, c0, nr, rows);
+        st = tq_kv_view_read_rows(ctx, s->kt, t->cells, c0, nr, rows);
         for (uint32_t r = 0; !st && r < nr; r++) {
             const float *row = rows + (size_t)r * t->width;
             for (uint64_t j = 0; j < t->width; j++) {
@@ -68,7 +68,7 @@ static tq_status offset_pass2(tq_ctx *ctx, const src_tensor *s, const tqkv_recor
     for (uint32_t c0 = t->sink_rows; !st && c0 < t->cells; c0 += every * OFFSET_STEP) {
         uint32_t nr = t->cells - c0 < OFFSET_STEP ? t->cells - c0 : OFFSET_STEP;
         counted += nr;
-        st = tq_kv_tensor_read_rows(ctx, s->kt, t->cells, c0, nr, rows);
+        st = tq_kv_view_read_rows(ctx, s->kt, t->cells, c0, nr, rows);
         if (!st) st = tq_rope_add(ctx, rope, b, rows, nr, t->width, pos + c0, -1.0f);
         for (uint32_t r = 0; !st && r < nr; r++) {
             const float *row = rows + (size_t)r * t->width;
@@ -94,7 +94,7 @@ static double offset_energy(offset_sums *o, uint64_t width)
     return e;
 }
 
-tq_status tq_kvsnap_fit_offset(tq_ctx *ctx, const tq_kv_preset_row *row, const src_tensor *s,
+tq_status tq_kvsnap_fit_offset(tq_ctx *ctx, const tq_kvsnap_preset_row *row, const src_tensor *s,
                                tqkv_record *t, const tq_rope *rope, const int32_t *pos)
 {
     /* o.mean, o.pre: [width] sums; rows: [OFFSET_STEP][width]; b, t->offset: [width] */

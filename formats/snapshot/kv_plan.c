@@ -36,9 +36,9 @@ tq_status tq_kvsnap_check_model(tq_ctx *ctx, const tqkv_meta *m, const tq_model 
         return tq_ctx_set_error(
             ctx, TQ_ERR_ARG, "made for another model (fingerprint %016llx, %s has %016llx)",
             (unsigned long long)m->fingerprint, model_label, (unsigned long long)fp);
-    tq_kv_layers L; /* iSWA: the caches' layers must be the model's as recorded */
-    tq_status st = tq_kv_layers_of_snapshot(ctx, m, model, &L);
-    if (!st) tq_kv_layers_free(&L);
+    tq_cache_layers L; /* iSWA: the caches' layers must be the model's as recorded */
+    tq_status st = tq_cache_layers_of_snapshot(ctx, m, model, &L);
+    if (!st) tq_cache_layers_free(&L);
     return st;
 }
 
@@ -122,7 +122,7 @@ static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_options *o, const src_
 static void tq_block_coding(const tq_kvsnap_options *o, int b, uint32_t g, uint8_t *bits,
                             uint8_t *uniform, uint8_t *nc)
 {
-    const tq_kv_preset_row *row = tq_kv_preset_row_of(o->preset);
+    const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(o->preset);
     *bits = (uint8_t)b;
     *uniform = 0;
     *nc = b >= row->matched_norm_bits; /* matched norms cost quality at fewer bits */
@@ -177,9 +177,9 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
                        .hadamard = kt->hadamard,
                        .codec = TQKV_CODEC_RAW,
                        .model_layer = s->mapped ? s->model_layer : TQKV_NO_MODEL_LAYER};
-    int guessed = 0, lossless = p->preset == TQ_KV_PRESET_LOSSLESS,
+    int guessed = 0, lossless = p->preset == TQ_KVSNAP_PRESET_LOSSLESS,
         decodable = kt->type->dtype >= 0;
-    uint32_t g = tq_kv_group_for_width(kt->width, head_dim, &guessed);
+    uint32_t g = tq_arch_group_for_width(kt->width, head_dim, &guessed);
     if (o->codec == TQKV_CODEC_TURBO && !lossless && decodable && kt->width % 128 == 0) {
         t->codec = TQKV_CODEC_TURBO; /* the fork's blocks, for comparison and interchange */
         t->group = 128;
@@ -190,7 +190,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
         int boundary = (int)s->model_layer < o->boundary_layers ||
                        (int)s->model_layer >= (int)s->n_model - o->boundary_layers;
         int b = s->is_v ? p->v_bits : p->k_bits;
-        if (boundary) b = tq_kv_preset_row_of(o->preset)->boundary_bits;
+        if (boundary) b = tq_kvsnap_preset_row_of(o->preset)->boundary_bits;
         t->codec = TQKV_CODEC_TQ;
         t->group = g;
         t->seed = TQ_SEED_FORK;
@@ -226,7 +226,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
                                 "verbatim (a chunk holds at most 1 GiB); use a lossy preset",
                                 t->layer);
     uint64_t rs = kt->row_size ? kt->row_size : 1;
-    uint64_t chunk_bytes = (uint64_t)tq_kv_preset_row_of(o->preset)->chunk_kib << 10;
+    uint64_t chunk_bytes = (uint64_t)tq_kvsnap_preset_row_of(o->preset)->chunk_kib << 10;
     t->rows_per_chunk = (uint32_t)(rs >= chunk_bytes ? 1 : chunk_bytes / rs);
     if (t->codec == TQKV_CODEC_RAW && t->transposed) t->rows_per_chunk = t->cells; /* one piece */
     if (t->rows_per_chunk > t->cells) t->rows_per_chunk = t->cells;
@@ -250,7 +250,7 @@ static const tq_rope *tensor_rope(tq_ctx *ctx, const tq_kv_view *v, const tq_kvs
         tq_ctx_clear_error(ctx); /* not a failure: the plain mean serves */
         return NULL;
     }
-    tq_kv_stream_positions(v, &tq_kv_view_kv(v, s->kv_state)->streams[s->stream], *pos);
+    tq_kv_view_stream_positions(v, &tq_kv_view_kv(v, s->kv_state)->streams[s->stream], *pos);
     return r;
 }
 
@@ -270,7 +270,7 @@ static int transformable(const tq_kvsnap_plan *p, const tq_kvsnap_options *o,
     if (o->transform == TQ_TC_AUTO && t->coarse_end) return 0;
     return o->transform != TQ_TC_OFF && t->codec == TQKV_CODEC_TQ && !t->transposed &&
            t->group % 8 == 0 && rate > 0 && !o->base &&
-           t->cells >= t->sink_rows + (uint32_t)tq_kv_preset_row_of(o->preset)->transform_cells;
+           t->cells >= t->sink_rows + (uint32_t)tq_kvsnap_preset_row_of(o->preset)->transform_cells;
 }
 
 /* The bits per value tq's codec spends on t: its indices (uniform cells:
@@ -299,7 +299,7 @@ static tq_status blocks_bits(tq_ctx *ctx, const src_tensor *s, const tqkv_record
     if (!x || !blk || !planes) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (uint32_t k = 0; !st && k < ns; k++) {
         uint32_t row = t->sink_rows + (uint32_t)((uint64_t)k * coded / ns);
-        st = tq_kv_tensor_read_rows(ctx, s->kt, t->cells, row, 1, x + (size_t)k * t->width);
+        st = tq_kv_view_read_rows(ctx, s->kt, t->cells, row, 1, x + (size_t)k * t->width);
     }
     if (!st) st = tq_encode(ctx, c, x, nv, blk);
     if (!st && t->planes) tq_blocks_to_planes(t->group, t->bits, blk, nb, planes);
@@ -381,7 +381,7 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
     /* as few chunks as the preset's transform rows allow, alike in size: a tensor's chunks
        are coded side by side, and the longest holds up the next tensor */
     uint32_t coded = k.cells - k.sink_rows;
-    const tq_kv_preset_row *row = tq_kv_preset_row_of(o->preset);
+    const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(o->preset);
     uint32_t n_chunks = (coded + row->transform_rows - 1) / row->transform_rows;
     k.rows_per_chunk = n_chunks > 1 ? (coded + n_chunks - 1) / n_chunks : k.cells;
     k.klt_rate = fit.rate;
@@ -420,7 +420,7 @@ static tq_status plan_offsets(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kv_view *
             int taken = 0;
             tq_status st = wc ? TQ_OK : TQ_ERR_NOMEM;
             if (!st && tc) st = plan_transform(wc, p, o, &src[i], t, rope, pos, &taken);
-            const tq_kv_preset_row *row = tq_kv_preset_row_of(o->preset);
+            const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(o->preset);
             if (!st && !taken && !t->is_v && o->k_offset)
                 st = tq_kvsnap_fit_offset(wc, row, &src[i], t, rope, pos);
             if (st) tq_ctx_keep_first(ctx, &first, i, wc);
@@ -478,20 +478,20 @@ static tq_status plan_meta(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_opt
 static tq_status map_layers(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
                             src_tensor *src, size_t n, tq_kvsnap_plan *p)
 {
-    tq_kv_layers L;
-    tq_status st = tq_kv_layers_make(ctx, v, o->model, &L);
+    tq_cache_layers L;
+    tq_status st = tq_cache_layers_make(ctx, v, o->model, &L);
     if (st) return st;
     uint32_t total = 0;
     for (uint32_t s = 0; s < L.n_state; s++) total += L.n_layer[s];
-    int two = L.n_state == 2 && tq_kv_layers_known(&L);
+    int two = L.n_state == 2 && tq_cache_layers_known(&L);
     for (size_t i = 0; i < n; i++) {
-        uint32_t m = tq_kv_layers_model(&L, src[i].kv_state, src[i].layer);
+        uint32_t m = tq_cache_layers_model(&L, src[i].kv_state, src[i].layer);
         src[i].mapped = two && m != TQ_KV_LAYER_UNKNOWN;
         src[i].model_layer = src[i].mapped ? m : src[i].layer;
         src[i].n_model = src[i].mapped ? total : src[i].n_layer;
     }
     if (two) snprintf(p->layer_rule, sizeof p->layer_rule, "%s", L.rule);
-    tq_kv_layers_free(&L);
+    tq_cache_layers_free(&L);
     return TQ_OK;
 }
 
@@ -509,10 +509,10 @@ static tq_status plan_past_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsna
         const tq_kv_stream *st = &tq_kv_view_kv(v, 1)->streams[src[i].stream];
         /* iSWA: the SWA cache comes second; cells of several sequences each have their own
            newest cell: left alike */
-        if (src[i].kv_state != 1 || !tq_kv_stream_one_sequence(v, st)) continue;
+        if (src[i].kv_state != 1 || !tq_kv_view_one_sequence(v, st)) continue;
         int32_t *pos = malloc(4ull * src[i].cells + 4); /* [cells]: the cells' positions */
         if (!pos) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-        tq_kv_stream_positions(v, st, pos);
+        tq_kv_view_stream_positions(v, st, pos);
         int64_t newest = INT32_MIN;
         for (uint32_t r = 0; r < src[i].cells; r++) newest = pos[r] > newest ? pos[r] : newest;
         uint32_t r = 0;
@@ -529,8 +529,8 @@ static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_t
                       size_t n, uint32_t head_dim)
 {
     int guessed;
-    uint32_t g = n ? tq_kv_group_for_width(src[0].kt->width, head_dim, &guessed) : head_dim;
-    const tq_kv_preset_row *row = tq_kv_preset_row_of(p->preset);
+    uint32_t g = n ? tq_arch_group_for_width(src[0].kt->width, head_dim, &guessed) : head_dim;
+    const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(p->preset);
     int small = g && g <= (uint32_t)row->small_head;
     int kb = small ? row->k_bits_small : row->k_bits;
     int vb = small ? row->v_bits_small : row->v_bits;
@@ -586,7 +586,7 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     p->preset = o->preset;
     tq_head_source from;
     uint32_t head_dim =
-        tq_kv_head_size(o->head_dim, o->model, tq_kv_view_head_dim(v), tq_kv_view_arch(v), &from);
+        tq_arch_head_size(o->head_dim, o->model, tq_kv_view_head_dim(v), tq_kv_view_arch(v), &from);
     int from_arch = from == TQ_HEAD_ARCH;
     if (from_arch) snprintf(p->group_arch, sizeof p->group_arch, "%s", tq_kv_view_arch(v));
     src_tensor *src = NULL;
@@ -595,7 +595,7 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     if (!st) st = check_fit(ctx, v, o, head_dim, src, n);
     if (!st) st = map_layers(ctx, v, o, src, n, p);
     if (!st) st = plan_meta(ctx, v, o, src, n, &p->meta);
-    if (!st && p->preset != TQ_KV_PRESET_LOSSLESS) st = plan_past_rows(ctx, v, o, p, src, n);
+    if (!st && p->preset != TQ_KVSNAP_PRESET_LOSSLESS) st = plan_past_rows(ctx, v, o, p, src, n);
     if (!st) plan_bits(p, o, src, n, head_dim);
     if (!st && o->codec == TQKV_CODEC_PROD && (p->k_bits < 2 || p->v_bits < 2))
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG,

@@ -22,16 +22,16 @@
 extern "C" {
 #endif
 
-/* The presets; their defaults are one table in kv_plan.c (tq_kv_preset_row). */
-typedef enum tq_kv_preset {
-    TQ_KV_PRESET_BALANCED = 0,
-    TQ_KV_PRESET_LOSSLESS,
-    TQ_KV_PRESET_Q8,
-    TQ_KV_PRESET_SMALL
-} tq_kv_preset;
+/* The presets; their defaults are one table in kv_plan.c (tq_kvsnap_preset_row). */
+typedef enum tq_kvsnap_preset {
+    TQ_KVSNAP_PRESET_BALANCED = 0,
+    TQ_KVSNAP_PRESET_LOSSLESS,
+    TQ_KVSNAP_PRESET_Q8,
+    TQ_KVSNAP_PRESET_SMALL
+} tq_kvsnap_preset;
 
-int tq_kv_preset_parse(const char *name, tq_kv_preset *out); /* 0, or -1 if unknown */
-const char *tq_kv_preset_name(tq_kv_preset p);
+int tq_kvsnap_preset_parse(const char *name, tq_kvsnap_preset *out); /* 0, or -1 if unknown */
+const char *tq_kvsnap_preset_name(tq_kvsnap_preset p);
 
 /* An option left to the preset (tq_kvsnap_options_init sets every one). */
 #define TQ_KV_FROM_PRESET (-1)
@@ -49,7 +49,7 @@ enum { TQ_CELLS_LLOYD_MAX = 0, TQ_CELLS_UNIFORM = 1, TQ_CELLS_AUTO = 2 };
 enum { TQ_TC_OFF = 0, TQ_TC_ON = 1, TQ_TC_AUTO = 2 };
 
 typedef struct tq_kvsnap_options {
-    tq_kv_preset preset;
+    tq_kvsnap_preset preset;
     int k_bits, v_bits;   /* codec bits 1..8; TQ_KV_FROM_PRESET: the preset's */
     int boundary_layers;  /* first and last N layers at 8 bits */
     uint32_t head_dim;    /* rotation group; 0: the model's, else guessed from the row width */
@@ -102,7 +102,7 @@ typedef struct tq_kvsnap_plan {
     tqkv_meta meta;             /* what the snapshot will record: per tensor its coding */
     tq_kvsnap_options resolved; /* the options with the preset's defaults filled in */
     const tq_kv_tensor **src;   /* meta.t[i] is the view's src[i] */
-    tq_kv_preset preset;
+    tq_kvsnap_preset preset;
     int k_bits, v_bits;     /* resolved */
     double k_rate, v_rate;  /* transform coding's bits per value, resolved (0: not for K/V) */
     int past_bits;          /* resolved: the past-window cells' bits (0: none has any) */

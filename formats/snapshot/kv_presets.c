@@ -33,7 +33,7 @@
  *   is     automatic InnerQ (and calibrate-innerq's default): the exponent, in hundredths
  *   ic     automatic InnerQ: the fewest cells a layer is calibrated on */
 /* clang-format off */
-static const tq_kv_preset_row preset_table[] = {
+static const tq_kvsnap_preset_row preset_table[] = {
     /*name      k v ks vs sh bb  sk ko os oh ce ub ug nb zs  ck tc  kc vc   tr   rr tm pb pl is ic*/
     {"balanced",4,3, 5, 4,32, 8,  1,KR, 5,64,CA, 3,64, 3, 1,256,TA,125, 0,4096,1024,16, 2, 1,50,64},
     {"lossless",4,4, 4, 4,32, 8,  1,KR, 5,64,CA, 3,64, 3, 1,256,T0,  0, 0,4096,1024,16, 0, 0,50,64},
@@ -47,23 +47,23 @@ static const tq_kv_preset_row preset_table[] = {
 #undef T0
 #define N_PRESETS (sizeof preset_table / sizeof *preset_table)
 
-const tq_kv_preset_row *tq_kv_preset_row_of(tq_kv_preset p)
+const tq_kvsnap_preset_row *tq_kvsnap_preset_row_of(tq_kvsnap_preset p)
 {
-    return (unsigned)p < N_PRESETS ? &preset_table[p] : &preset_table[TQ_KV_PRESET_BALANCED];
+    return (unsigned)p < N_PRESETS ? &preset_table[p] : &preset_table[TQ_KVSNAP_PRESET_BALANCED];
 }
 
-int tq_kv_preset_parse(const char *name, tq_kv_preset *out)
+int tq_kvsnap_preset_parse(const char *name, tq_kvsnap_preset *out)
 {
     for (size_t i = 0; i < N_PRESETS; i++) {
         if (!strcmp(name, preset_table[i].name)) {
-            *out = (tq_kv_preset)i;
+            *out = (tq_kvsnap_preset)i;
             return 0;
         }
     }
     return -1;
 }
 
-const char *tq_kv_preset_name(tq_kv_preset p)
+const char *tq_kvsnap_preset_name(tq_kvsnap_preset p)
 {
     if ((unsigned)p >= N_PRESETS) return "?";
     return preset_table[p].name;
@@ -71,7 +71,7 @@ const char *tq_kv_preset_name(tq_kv_preset p)
 
 void tq_kvsnap_options_init(tq_kvsnap_options *o)
 {
-    *o = (tq_kvsnap_options){.preset = TQ_KV_PRESET_BALANCED,
+    *o = (tq_kvsnap_options){.preset = TQ_KVSNAP_PRESET_BALANCED,
                              .k_bits = TQ_KV_FROM_PRESET,
                              .v_bits = TQ_KV_FROM_PRESET,
                              .codec = TQKV_CODEC_TQ,
@@ -91,7 +91,7 @@ tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
 {
     if ((unsigned)o->preset >= N_PRESETS)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown preset %d", (int)o->preset);
-    int lossless = o->preset == TQ_KV_PRESET_LOSSLESS;
+    int lossless = o->preset == TQ_KVSNAP_PRESET_LOSSLESS;
     /* scales given (automatic ones are made only where these checks pass) */
     int given = o->innerq_file || o->innerq_path || o->innerq;
     if (given && o->model && o->model->innerq_folded)
@@ -121,7 +121,7 @@ tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
 
 void tq_kvsnap_resolve(const tq_kvsnap_options *o, tq_kvsnap_options *r)
 {
-    const tq_kv_preset_row *row = tq_kv_preset_row_of(o->preset);
+    const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(o->preset);
     *r = *o;
     if (r->sink_cells == TQ_KV_FROM_PRESET) r->sink_cells = row->sink_cells;
     if (r->k_offset == TQ_KV_FROM_PRESET) r->k_offset = row->k_offset;
@@ -135,7 +135,7 @@ void tq_kvsnap_resolve(const tq_kvsnap_options *o, tq_kvsnap_options *r)
 
 double tq_kvsnap_transform_rate(const tq_kvsnap_options *o, int is_v, int bits)
 {
-    const tq_kv_preset_row *row = tq_kv_preset_row_of(o->preset);
+    const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(o->preset);
     double given = is_v ? o->v_rate : o->k_rate;
     int cut = is_v ? row->v_rate_cut : row->k_rate_cut;
     if (given >= 0) return given;
@@ -144,7 +144,7 @@ double tq_kvsnap_transform_rate(const tq_kvsnap_options *o, int is_v, int bits)
 
 void tq_kvsnap_innerq_defaults(double *strength, uint32_t *min_cells)
 {
-    const tq_kv_preset_row *row = tq_kv_preset_row_of(TQ_KV_PRESET_BALANCED);
+    const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(TQ_KVSNAP_PRESET_BALANCED);
     *strength = row->innerq_strength / 100.0;
     *min_cells = (uint32_t)row->innerq_cells;
 }

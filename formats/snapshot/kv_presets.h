@@ -12,7 +12,7 @@ extern "C" {
 #endif
 
 /* A preset's row: kv_presets.c's legend says what each column holds. */
-typedef struct tq_kv_preset_row {
+typedef struct tq_kvsnap_preset_row {
     const char *name;
     int k_bits, v_bits, k_bits_small, v_bits_small, small_head, boundary_bits;
     int sink_cells, k_offset, offset_share, offset_head;
@@ -21,10 +21,10 @@ typedef struct tq_kv_preset_row {
     int transform, k_rate_cut, v_rate_cut, transform_rows, rans_rows, transform_cells;
     int past_bits, past_lift;
     int innerq_strength, innerq_cells;
-} tq_kv_preset_row;
+} tq_kvsnap_preset_row;
 
 /* The row of preset p (an unknown p: balanced's). */
-const tq_kv_preset_row *tq_kv_preset_row_of(tq_kv_preset p);
+const tq_kvsnap_preset_row *tq_kvsnap_preset_row_of(tq_kvsnap_preset p);
 
 /* The options with every default taken from the preset's row (options_init's
  * TQ_KV_FROM_PRESET and -1 rates). */

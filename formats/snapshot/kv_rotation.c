@@ -47,7 +47,7 @@ static tq_status looks_rotated(tq_ctx *ctx, const tq_kv_tensor *kt, uint32_t cel
     tq_status st = TQ_OK;
     for (uint32_t k = 0; k < rows && !st; k++) {
         uint32_t row = (uint32_t)((uint64_t)k * cells / rows);
-        st = tq_kv_tensor_read_rows(ctx, kt, cells, row, 1, x);
+        st = tq_kv_view_read_rows(ctx, kt, cells, row, 1, x);
         for (uint64_t j = 0; !st && j < kt->width; j++) e[j] += (double)x[j] * x[j];
         if (!st) st = tq_hadamard_blocks(ctx, n, x, kt->width);
         for (uint64_t j = 0; !st && j < kt->width; j++) e[kt->width + j] += (double)x[j] * x[j];
@@ -118,7 +118,7 @@ tq_status tq_kvsnap_find_rotation(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_op
     if (o->base) return take_base(ctx, v, tqkv_meta_of(o->base));
     tq_head_source from;
     uint32_t d =
-        tq_kv_head_size(o->head_dim, o->model, tq_kv_view_head_dim(v), tq_kv_view_arch(v), &from);
+        tq_arch_head_size(o->head_dim, o->model, tq_kv_view_head_dim(v), tq_kv_view_arch(v), &from);
     if (!d || d % 64) return TQ_OK; /* llama.cpp rotates heads of a multiple of 64 only */
     uint32_t yes, all;
     tq_status st = vote(ctx, v, 0, d, &yes, &all);

@@ -594,7 +594,7 @@ static int prefix_fits(tq_ctx *ctx, const tq_kv_view *v, uint32_t max_rows)
         for (uint32_t j = 0; j < tq_kv_view_kv(v, i)->n_stream; j++) {
             uint32_t n;
             const tq_kv_stream *sr = &tq_kv_view_kv(v, i)->streams[j];
-            if (sr->cell_count && !tq_kv_stream_prefix(ctx, v, sr, max_rows, &n, NULL) &&
+            if (sr->cell_count && !tq_kv_view_stream_prefix(ctx, v, sr, max_rows, &n, NULL) &&
                 n > max_rows)
                 return 0;
         }
@@ -614,12 +614,12 @@ static tq_status decode_to_view(tq_ctx *ctx, const tqkv_reader *r, const tqkv_re
         if (st) return st;
         st = tq_kvsnap_decode(ctx, r, base, &dopt, tf);
         if (fflush(tf) && !st) st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: writing failed", tmp);
-        if (!st) st = tq_kv_open(ctx, tmp, TQ_PROFILE_DEFAULT, out);
+        if (!st) st = tq_kv_view_open(ctx, tmp, TQ_PROFILE_DEFAULT, out);
         unlink(tmp); /* the mapping stays valid, and an unlinked file is not synced */
         fclose(tf);
         free(tmp);
         if (st || prefix_fits(ctx, *out, dopt.max_rows)) return st;
-        tq_kv_close(*out);
+        tq_kv_view_close(*out);
         *out = NULL;
         dopt.max_rows = 0; /* several sequences share positions: decode all */
     }
@@ -656,20 +656,20 @@ tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader
     tq_backend backend = tq_ctx_backend(ctx);
     tq_ctx_set_backend(ctx, TQ_BACKEND_CPU);
     if (ro->format == TQ_KV_NUMPY) {
-        tq_kv_layers L;
-        st = tq_kv_layers_of_snapshot(ctx, m, NULL, &L);
+        tq_cache_layers L;
+        st = tq_cache_layers_of_snapshot(ctx, m, NULL, &L);
         uint32_t hi = ro->has_layers ? ro->layer_hi : UINT32_MAX;
         tq_npz_options no = {ro->tokens, ro->has_layers ? ro->layer_lo : 0, hi, ro->head_dim,
-                             !st && tq_kv_layers_known(&L) ? L.model : NULL};
+                             !st && tq_cache_layers_known(&L) ? L.model : NULL};
         if (!st) {
             st = tq_npz_write(ctx, v, &no, out);
-            tq_kv_layers_free(&L);
+            tq_cache_layers_free(&L);
         }
     } else {
         tq_state_rewrite rw = {ro->format, ro->arch, ro->tokens};
         st = tq_llama_state_write(ctx, v, &rw, out);
     }
-    tq_kv_close(v);
+    tq_kv_view_close(v);
     if (backend != TQ_BACKEND_CPU && tq_ctx_set_backend(ctx, backend) && !st)
         st = TQ_ERR_UNSUPPORTED;
     return st;

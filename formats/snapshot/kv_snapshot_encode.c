@@ -30,7 +30,7 @@ static void encode_klt_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const
     o->p = malloc((t->klt_rans ? tqkv_klt_rans_bound(t, n) : bytes) + 1);
     tq_status st = x && ctx && o->p ? TQ_OK : TQ_ERR_NOMEM;
     if (!st && tq_ctx_backend(ctx) != TQ_BACKEND_CPU) st = tq_ctx_set_backend(ctx, TQ_BACKEND_CPU);
-    if (!st) st = tq_kv_tensor_read_rows(ctx, kt, t->cells, r0, n, x);
+    if (!st) st = tq_kv_view_read_rows(ctx, kt, t->cells, r0, n, x);
     if (!st) st = tq_kvsnap_klt_encode(ctx, t, x, r0, n, o->p, &o->len);
     if (st) chunk_fail(o, ctx, st);
     free(x);
@@ -66,7 +66,7 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
         chunk_fail(o, NULL, TQ_ERR_NOMEM);
         return;
     }
-    tq_status st = tq_kv_tensor_read_rows(ctx, kt, t->cells, r0, n, x);
+    tq_status st = tq_kv_view_read_rows(ctx, kt, t->cells, r0, n, x);
     if (!st && t->rope_pos)
         st = tq_rope_add(ctx, &t->rope, t->offset, x, n, t->width, t->rope_pos + r0, -1.0f);
     if (!st && t->innerq) st = tq_innerq_apply(ctx, x, nv, t->innerq, t->innerq_n, 0);

@@ -40,7 +40,7 @@ static tq_status open_snapshot(tq_ctx *ctx, tq_kv_view *v, uint64_t max_bytes)
     v->profile = outer.profile;
     v->has_fingerprint = has_fp;
     v->fingerprint = fp;
-    tq_kv_close(inner);
+    tq_kv_view_close(inner);
     return TQ_OK;
 }
 
@@ -53,5 +53,5 @@ tq_status tq_kvsnap_open_any(tq_ctx *ctx, const char *path, tq_type_profile prof
     size_t n = 0;
     for (size_t i = 0; i < tq_kv_n_byte_sources && n < 7; i++) sources[n++] = tq_kv_byte_sources[i];
     sources[n++] = &tq_kv_source_snapshot;
-    return tq_kv_open_from(ctx, path, profile, sources, n, out);
+    return tq_kv_view_open_from(ctx, path, profile, sources, n, out);
 }

@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int v = 0; v < 2; v++) {
             const tq_kv_tensor *t = v ? &st->v[l] : &st->k[l];
             float *row = malloc(t->width * sizeof(float));
-            if (tq_kv_tensor_read_rows(ctx, t, st->cell_count, st->cell_count - 1, 1, row) != TQ_OK) abort();
+            if (tq_kv_view_read_rows(ctx, t, st->cell_count, st->cell_count - 1, 1, row) != TQ_OK) abort();
             free(row);
         }
     FILE *f = fopen("/dev/null", "wb");
@@ -34,6 +34,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tq_state_rewrite rw = {TQ_KV_SESSION, "llama", 1};
     if (tq_llama_state_write(ctx, s, &rw, f) == TQ_OK) abort(); /* no cell metadata to rebuild from */
     fclose(f);
-    tq_kv_close(s);
+    tq_kv_view_close(s);
     return 0;
 }

@@ -9,7 +9,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static tq_ctx *ctx;
     if (!ctx) ctx = tq_ctx_new();
     tq_kv_view *s;
-    if (tq_kv_open_memory_limited(ctx, data, size, "fuzz", TQ_PROFILE_DEFAULT, 1 << 24, &s) != TQ_OK) {
+    if (tq_kv_view_open_memory_limited(ctx, data, size, "fuzz", TQ_PROFILE_DEFAULT, 1 << 24, &s) != TQ_OK) {
         if (!*tq_ctx_error(ctx)) abort();
         return 0;
     }
@@ -22,11 +22,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     const tq_kv_tensor *t = v ? &st->v[l] : &st->k[l];
                     if (t->width > 4096 || t->type->dtype < 0) continue;
                     float *row = malloc(t->width * sizeof(float));
-                    tq_kv_tensor_read_rows(ctx, t, st->cell_count, st->cell_count - 1, 1, row);
+                    tq_kv_view_read_rows(ctx, t, st->cell_count, st->cell_count - 1, 1, row);
                     free(row);
                 }
         }
     }
-    tq_kv_close(s);
+    tq_kv_view_close(s);
     return 0;
 }

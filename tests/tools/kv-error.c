@@ -21,8 +21,8 @@ static int add_errors(tq_ctx *ctx, const tq_kv_view *a, const tq_kv_view *b, int
                 size_t n = (size_t)ta->cell_count * x->width;
                 float *rx = malloc(n * sizeof *rx + 4), *ry = malloc(n * sizeof *ry + 4);
                 int bad = !rx || !ry ||
-                          tq_kv_tensor_read_rows(ctx, x, ta->cell_count, 0, ta->cell_count, rx) ||
-                          tq_kv_tensor_read_rows(ctx, y, tb->cell_count, 0, tb->cell_count, ry);
+                          tq_kv_view_read_rows(ctx, x, ta->cell_count, 0, ta->cell_count, rx) ||
+                          tq_kv_view_read_rows(ctx, y, tb->cell_count, 0, tb->cell_count, ry);
                 for (size_t i = 0; !bad && i < n; i++) {
                     *err += ((double)rx[i] - ry[i]) * ((double)rx[i] - ry[i]);
                     *energy += (double)rx[i] * rx[i];
@@ -44,8 +44,8 @@ int main(int argc, char **argv)
     }
     tq_ctx *ctx = tq_ctx_new();
     tq_kv_view *a = NULL, *b = NULL;
-    if (tq_kv_open(ctx, argv[1], TQ_PROFILE_DEFAULT, &a) ||
-        tq_kv_open(ctx, argv[2], TQ_PROFILE_DEFAULT, &b)) {
+    if (tq_kv_view_open(ctx, argv[1], TQ_PROFILE_DEFAULT, &a) ||
+        tq_kv_view_open(ctx, argv[2], TQ_PROFILE_DEFAULT, &b)) {
         fprintf(stderr, "kv-error: %s\n", tq_ctx_error(ctx));
         return 1;
     }
@@ -60,8 +60,8 @@ int main(int argc, char **argv)
     }
     printf("relative squared error: K %.5f, V %.5f\n", sk > 0 ? ek / sk : 0.0,
            sv > 0 ? ev / sv : 0.0);
-    tq_kv_close(a);
-    tq_kv_close(b);
+    tq_kv_view_close(a);
+    tq_kv_view_close(b);
     tq_ctx_free(ctx);
     return 0;
 }

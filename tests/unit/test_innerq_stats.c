@@ -30,10 +30,10 @@ TEST(innerq_stats_mean_squares)
     size_t la, lb, lc, ld;
     uint8_t *a = make(&la, 5, 8, 0), *b = make(&lb, 3, 8, 1), *c = make(&lc, 4, 16, 0), *d = make(&ld, 0, 8, 0);
     tq_kv_view *va, *vb, *vc, *vd;
-    CHECK(tq_kv_open_memory(ctx, a, la, "a", TQ_PROFILE_DEFAULT, &va) == TQ_OK, "%s", tq_ctx_error(ctx));
-    CHECK_EQ(tq_kv_open_memory(ctx, b, lb, "b", TQ_PROFILE_DEFAULT, &vb), TQ_OK);
-    CHECK_EQ(tq_kv_open_memory(ctx, c, lc, "c", TQ_PROFILE_DEFAULT, &vc), TQ_OK);
-    CHECK(tq_kv_open_memory(ctx, d, ld, "d", TQ_PROFILE_DEFAULT, &vd) == TQ_OK, "%s", tq_ctx_error(ctx));
+    CHECK(tq_kv_view_open_memory(ctx, a, la, "a", TQ_PROFILE_DEFAULT, &va) == TQ_OK, "%s", tq_ctx_error(ctx));
+    CHECK_EQ(tq_kv_view_open_memory(ctx, b, lb, "b", TQ_PROFILE_DEFAULT, &vb), TQ_OK);
+    CHECK_EQ(tq_kv_view_open_memory(ctx, c, lc, "c", TQ_PROFILE_DEFAULT, &vc), TQ_OK);
+    CHECK(tq_kv_view_open_memory(ctx, d, ld, "d", TQ_PROFILE_DEFAULT, &vd) == TQ_OK, "%s", tq_ctx_error(ctx));
     tq_innerq_stats *s;
     CHECK_EQ(tq_innerq_stats_new(ctx, 4, &s), TQ_OK);
     CHECK(tq_innerq_stats_add(ctx, s, va, NULL) == TQ_OK, "%s", tq_ctx_error(ctx));
@@ -59,7 +59,7 @@ TEST(innerq_stats_mean_squares)
           "%s", tq_ctx_error(ctx));
     CHECK(tq_innerq_stats_add(ctx, s, vd, NULL) == TQ_ERR_ARG && strstr(tq_ctx_error(ctx), "empty"), "%s", tq_ctx_error(ctx));
     tq_innerq_stats_free(s);
-    tq_kv_close(va), tq_kv_close(vb), tq_kv_close(vc), tq_kv_close(vd);
+    tq_kv_view_close(va), tq_kv_view_close(vb), tq_kv_view_close(vc), tq_kv_view_close(vd);
     free(a), free(b), free(c), free(d);
     tq_ctx_free(ctx);
 }

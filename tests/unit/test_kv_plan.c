@@ -30,13 +30,13 @@ static planned plan_for(uint32_t width, const tq_kvsnap_options *o)
     planned p = {tq_ctx_new(), NULL, NULL, NULL, TQ_OK};
     size_t len;
     p.state = make_state(width, &len);
-    p.st = tq_kv_open_memory(p.ctx, p.state, len, "s", TQ_PROFILE_DEFAULT, &p.view);
+    p.st = tq_kv_view_open_memory(p.ctx, p.state, len, "s", TQ_PROFILE_DEFAULT, &p.view);
     if (!p.st) p.st = tq_kvsnap_plan_make(p.ctx, p.view, o, &p.plan);
     return p;
 }
 
 /* The options of a preset with a head size given (0: found from the state). */
-static tq_kvsnap_options preset_options(tq_kv_preset preset, uint32_t head_dim)
+static tq_kvsnap_options preset_options(tq_kvsnap_preset preset, uint32_t head_dim)
 {
     tq_kvsnap_options o;
     tq_kvsnap_options_init(&o);
@@ -48,7 +48,7 @@ static tq_kvsnap_options preset_options(tq_kv_preset preset, uint32_t head_dim)
 static void planned_free(planned *p)
 {
     tq_kvsnap_plan_free(p->plan);
-    tq_kv_close(p->view);
+    tq_kv_view_close(p->view);
     free(p->state);
     tq_ctx_free(p->ctx);
 }
@@ -57,12 +57,12 @@ TEST(kv_preset_names_parse_back)
 {
     const char *names[] = {"balanced", "lossless", "q8", "small"};
     for (int i = 0; i < 4; i++) {
-        tq_kv_preset p;
-        CHECK_EQ(tq_kv_preset_parse(names[i], &p), 0);
-        CHECK_EQ_STR(tq_kv_preset_name(p), names[i]);
+        tq_kvsnap_preset p;
+        CHECK_EQ(tq_kvsnap_preset_parse(names[i], &p), 0);
+        CHECK_EQ_STR(tq_kvsnap_preset_name(p), names[i]);
     }
-    tq_kv_preset p;
-    CHECK_EQ(tq_kv_preset_parse("tiny", &p), -1);
+    tq_kvsnap_preset p;
+    CHECK_EQ(tq_kvsnap_preset_parse("tiny", &p), -1);
 }
 
 TEST(kv_options_left_to_the_preset_take_its_row)
@@ -83,7 +83,7 @@ TEST(kv_options_left_to_the_preset_take_its_row)
 /* The bits a plan codes K and V with: the preset's, one more for heads of 32
  * values or less, and the user's where given. */
 typedef struct {
-    tq_kv_preset preset;
+    tq_kvsnap_preset preset;
     uint32_t head_dim;
     int k_bits_given;
     int k_bits;
@@ -92,9 +92,9 @@ typedef struct {
 
 /* clang-format off */
 static const bits_case bits_cases[] = {
-    {TQ_KV_PRESET_BALANCED, 8,  TQ_KV_FROM_PRESET, 5, 4},
-    {TQ_KV_PRESET_BALANCED, 64, TQ_KV_FROM_PRESET, 4, 3},
-    {TQ_KV_PRESET_SMALL,    32, 6,                 6, 3},
+    {TQ_KVSNAP_PRESET_BALANCED, 8,  TQ_KV_FROM_PRESET, 5, 4},
+    {TQ_KVSNAP_PRESET_BALANCED, 64, TQ_KV_FROM_PRESET, 4, 3},
+    {TQ_KVSNAP_PRESET_SMALL,    32, 6,                 6, 3},
 };
 /* clang-format on */
 
@@ -113,7 +113,7 @@ TEST(kv_plan_bits_come_from_the_preset_the_head_size_and_the_user)
 
 TEST(kv_small_preset_codes_3_bits_as_uniform_cells_in_groups_of_64)
 {
-    tq_kvsnap_options o = preset_options(TQ_KV_PRESET_SMALL, 64);
+    tq_kvsnap_options o = preset_options(TQ_KVSNAP_PRESET_SMALL, 64);
     planned p = plan_for(128, &o);
     CHECK_OK(p.ctx, p.st);
     const tqkv_record *t = &p.plan->meta.t[0];
@@ -126,7 +126,7 @@ TEST(kv_small_preset_codes_3_bits_as_uniform_cells_in_groups_of_64)
 
 TEST(kv_lossless_preset_keeps_every_tensor)
 {
-    tq_kvsnap_options o = preset_options(TQ_KV_PRESET_LOSSLESS, 0);
+    tq_kvsnap_options o = preset_options(TQ_KVSNAP_PRESET_LOSSLESS, 0);
     planned p = plan_for(64, &o);
     CHECK_OK(p.ctx, p.st);
     CHECK_EQ(p.plan->n_coded, 0);
@@ -148,7 +148,7 @@ TEST(kv_plan_refuses_turbo_bits_outside_2_to_4_given_or_from_the_preset)
     CHECK(strstr(tq_ctx_error(p.ctx), "2..4") != NULL, "message: %s", tq_ctx_error(p.ctx));
     planned_free(&p);
     o.k_bits = TQ_KV_FROM_PRESET;
-    o.preset = TQ_KV_PRESET_Q8; /* 8 bits from the preset */
+    o.preset = TQ_KVSNAP_PRESET_Q8; /* 8 bits from the preset */
     p = plan_for(128, &o);
     CHECK_EQ(p.st, TQ_ERR_ARG);
     planned_free(&p);
@@ -161,9 +161,9 @@ TEST(kv_options_check_refuses_innerq_scales_where_nothing_is_tq_coded)
     tq_kvsnap_options_init(&o);
     o.innerq_file = 1;
     CHECK_OK(ctx, tq_kvsnap_options_check(ctx, &o));
-    o.preset = TQ_KV_PRESET_LOSSLESS;
+    o.preset = TQ_KVSNAP_PRESET_LOSSLESS;
     CHECK_STATUS(ctx, tq_kvsnap_options_check(ctx, &o), TQ_ERR_ARG);
-    o.preset = TQ_KV_PRESET_BALANCED;
+    o.preset = TQ_KVSNAP_PRESET_BALANCED;
     o.codec = TQKV_CODEC_PROD;
     CHECK_STATUS(ctx, tq_kvsnap_options_check(ctx, &o), TQ_ERR_ARG);
     CHECK(strstr(tq_ctx_error(ctx), "--codec prod") != NULL, "message: %s", tq_ctx_error(ctx));
@@ -189,26 +189,26 @@ TEST(kv_describe_names_a_record_in_both_styles)
 TEST(kv_head_size_rule_given_then_layout_then_architecture)
 {
     tq_head_source from;
-    CHECK_EQ(tq_kv_head_size(64, NULL, 32, "gemma3", &from), 64);
+    CHECK_EQ(tq_arch_head_size(64, NULL, 32, "gemma3", &from), 64);
     CHECK_EQ(from, TQ_HEAD_GIVEN);
-    CHECK_EQ(tq_kv_head_size(0, NULL, 32, "gemma3", &from), 32);
+    CHECK_EQ(tq_arch_head_size(0, NULL, 32, "gemma3", &from), 32);
     CHECK_EQ(from, TQ_HEAD_LAYOUT);
-    CHECK_EQ(tq_kv_head_size(0, NULL, 0, "gemma3", &from), 256);
+    CHECK_EQ(tq_arch_head_size(0, NULL, 0, "gemma3", &from), 256);
     CHECK_EQ(from, TQ_HEAD_ARCH);
-    CHECK_EQ(tq_kv_head_size(0, NULL, 0, "llama", &from), 0);
+    CHECK_EQ(tq_arch_head_size(0, NULL, 0, "llama", &from), 0);
     CHECK_EQ(from, TQ_HEAD_NONE);
 }
 
 TEST(kv_group_for_width_takes_the_head_size_or_guesses_a_power_of_two)
 {
     int guessed;
-    CHECK_EQ(tq_kv_group_for_width(512, 256, &guessed), 256);
+    CHECK_EQ(tq_arch_group_for_width(512, 256, &guessed), 256);
     CHECK_EQ(guessed, 0);
-    CHECK_EQ(tq_kv_group_for_width(96, 0, &guessed), 32);
+    CHECK_EQ(tq_arch_group_for_width(96, 0, &guessed), 32);
     CHECK_EQ(guessed, 1);
-    CHECK_EQ(tq_kv_group_for_width(384, 96, &guessed), 128); /* 96 is no power of two */
+    CHECK_EQ(tq_arch_group_for_width(384, 96, &guessed), 128); /* 96 is no power of two */
     CHECK_EQ(guessed, 1);
-    CHECK_EQ(tq_kv_group_for_width(12, 0, &guessed), 0);
+    CHECK_EQ(tq_arch_group_for_width(12, 0, &guessed), 0);
 }
 
 TEST(arch_table_knows_gemma3s_fixed_facts)

@@ -32,7 +32,7 @@ static void state_open(state *s)
     tq_test_seq seq = {CELLS, LAYERS, WIDTH, 1, 0, 100, tq_test_randn_value, &seed};
     size_t len;
     s->bytes = tq_test_seq_state(&seq, &len);
-    if (tq_kv_open_memory(s->ctx, s->bytes, len, "s", TQ_PROFILE_DEFAULT, &s->view))
+    if (tq_kv_view_open_memory(s->ctx, s->bytes, len, "s", TQ_PROFILE_DEFAULT, &s->view))
         tq_test_fail(__FILE__, __LINE__, " open: %s\n", tq_ctx_error(s->ctx));
     tq_test_gguf_head(&s->model_bytes, 5, "llama");
     tq_test_gguf_u32(&s->model_bytes, "llama.block_count", LAYERS);
@@ -49,7 +49,7 @@ static void state_close(state *s)
 {
     tq_model_free(&s->model);
     tq_gguf_close(s->gguf);
-    tq_kv_close(s->view);
+    tq_kv_view_close(s->view);
     free(s->model_bytes.p);
     free(s->bytes);
     tq_ctx_free(s->ctx);
@@ -101,15 +101,15 @@ TEST(k_transformed_is_the_plans_choice)
     state s;
     state_open(&s);
     struct {
-        tq_kv_preset preset;
+        tq_kvsnap_preset preset;
         int codec;
         int transform;
         int k_transformed;
     } cases[] = {
-        {TQ_KV_PRESET_BALANCED, TQKV_CODEC_TQ, TQ_TC_ON, 1},
-        {TQ_KV_PRESET_BALANCED, TQKV_CODEC_TQ, TQ_TC_OFF, 0},
-        {TQ_KV_PRESET_LOSSLESS, TQKV_CODEC_TQ, TQ_TC_AUTO, 0},
-        {TQ_KV_PRESET_BALANCED, TQKV_CODEC_TURBO, TQ_TC_AUTO, 0},
+        {TQ_KVSNAP_PRESET_BALANCED, TQKV_CODEC_TQ, TQ_TC_ON, 1},
+        {TQ_KVSNAP_PRESET_BALANCED, TQKV_CODEC_TQ, TQ_TC_OFF, 0},
+        {TQ_KVSNAP_PRESET_LOSSLESS, TQKV_CODEC_TQ, TQ_TC_AUTO, 0},
+        {TQ_KVSNAP_PRESET_BALANCED, TQKV_CODEC_TURBO, TQ_TC_AUTO, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         s.options.preset = cases[i].preset;

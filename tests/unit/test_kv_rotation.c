@@ -66,7 +66,7 @@ static tq_kv_view *open_found(tq_ctx *ctx, const uint8_t *state, size_t len, uin
     tq_kvsnap_options o;
     tq_kvsnap_options_init(&o);
     o.head_dim = HEAD;
-    if (tq_kv_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v) ||
+    if (tq_kv_view_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v) ||
         tq_kvsnap_find_rotation(ctx, v, &o, found))
         tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
     return v;
@@ -81,7 +81,7 @@ static double off_model(tq_ctx *ctx, const tq_kv_view *v)
     double top = 0;
     for (uint32_t l = 0; l < LAYERS; l++)
         for (int kv = 0; kv < 2; kv++) {
-            if (tq_kv_tensor_read_rows(ctx, kv ? &s->v[l] : &s->k[l], CELLS, 0, CELLS, rows))
+            if (tq_kv_view_read_rows(ctx, kv ? &s->v[l] : &s->k[l], CELLS, 0, CELLS, rows))
                 tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
             for (uint32_t c = 0; c < CELLS; c++)
                 for (uint32_t e = 0; e < WIDTH; e++) {
@@ -135,7 +135,7 @@ TEST(rotations_are_found_where_llama_cpp_made_them_and_nowhere_else)
         CHECK_EQ(s->v[1].hadamard, cases[i].v_hadamard);
         double off = off_model(ctx, v);
         CHECK(off < 0.02, "rows read %.4f of the largest value off the model's", off);
-        tq_kv_close(v);
+        tq_kv_view_close(v);
         free(state);
     }
 }
@@ -156,7 +156,7 @@ static uint8_t *encode_found(const uint8_t *state, size_t len, size_t *out_len)
     if (tq_kvsnap_encode(ctx, v, &o, f, &rep))
         tq_test_fail(__FILE__, __LINE__, " encode: %s\n", tq_ctx_error(ctx));
     fclose(f);
-    tq_kv_close(v);
+    tq_kv_view_close(v);
     *out_len = bl;
     return (uint8_t *)buf;
 }
@@ -194,14 +194,14 @@ static uint8_t *encode_as_opened(const uint8_t *state, size_t len, size_t *out_l
     tq_kvsnap_options o;
     tq_kvsnap_options_init(&o);
     o.head_dim = HEAD;
-    if (tq_kv_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v))
+    if (tq_kv_view_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v))
         tq_test_fail(__FILE__, __LINE__, " open: %s\n", tq_ctx_error(ctx));
     FILE *f = v ? open_memstream(&buf, &bl) : NULL;
     tq_kvsnap_report rep;
     if (f && tq_kvsnap_encode(ctx, v, &o, f, &rep))
         tq_test_fail(__FILE__, __LINE__, " encode: %s\n", tq_ctx_error(ctx));
     if (f) fclose(f);
-    tq_kv_close(v);
+    tq_kv_view_close(v);
     *out_len = bl;
     return (uint8_t *)buf;
 }
@@ -250,7 +250,7 @@ static tq_kv_view *decoded(tq_ctx *ctx, const uint8_t *snap, size_t n, const cha
         tq_test_fail(__FILE__, __LINE__, " decode: %s\n", tq_ctx_error(ctx));
     fclose(f);
     tqkv_close(r);
-    if (tq_kv_open_memory(ctx, (uint8_t *)*buf, bl, "back", TQ_PROFILE_DEFAULT, &v))
+    if (tq_kv_view_open_memory(ctx, (uint8_t *)*buf, bl, "back", TQ_PROFILE_DEFAULT, &v))
         tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
     return v;
 }
@@ -281,8 +281,8 @@ TEST(rotated_rows_decode_rotated_and_convert_to_f16_in_the_models_channels)
     /* 4-bit blocks: a tenth of the largest value; a rotated f16 row would be off by it */
     CHECK(off_same < 0.15, "q8_0 rows decoded %.4f of the largest value off", off_same);
     CHECK(off_f16 < 0.15, "f16 rows decoded %.4f of the largest value off", off_f16);
-    tq_kv_close(back);
-    tq_kv_close(conv);
+    tq_kv_view_close(back);
+    tq_kv_view_close(conv);
     free(same);
     free(f16);
     free(snap);

@@ -25,7 +25,7 @@ TEST(kv_probe_names_each_source)
         {"ns", 2, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        const char *got = tq_kv_probe(cases[i].bytes, cases[i].n);
+        const char *got = tq_kv_view_probe(cases[i].bytes, cases[i].n);
         CHECK(cases[i].want ? got && !strcmp(got, cases[i].want) : !got, "case %zu: %s", i, got ? got : "(none)");
     }
 }
@@ -41,13 +41,13 @@ TEST(kv_front_door_opens_and_refuses)
     fclose(f);
     tq_ctx *ctx = tq_ctx_new();
     tq_kv_view *v;
-    CHECK(tq_kv_open_memory(ctx, seed, len, "s", TQ_PROFILE_DEFAULT, &v) == TQ_OK, "%s", tq_ctx_error(ctx));
+    CHECK(tq_kv_view_open_memory(ctx, seed, len, "s", TQ_PROFILE_DEFAULT, &v) == TQ_OK, "%s", tq_ctx_error(ctx));
     CHECK(!strcmp(tq_kv_view_format(v), "llama.cpp state") && tq_kv_view_kind(v) == TQ_KV_SEQUENCE &&
           tq_kv_view_n_tokens(v) == 16);
-    tq_kv_close(v);
-    CHECK(tq_kv_open_memory(ctx, "GGUF\x03\0\0\0\0\0\0\0\0\0\0\0", 16, "m.gguf", TQ_PROFILE_DEFAULT, &v) == TQ_ERR_FORMAT &&
+    tq_kv_view_close(v);
+    CHECK(tq_kv_view_open_memory(ctx, "GGUF\x03\0\0\0\0\0\0\0\0\0\0\0", 16, "m.gguf", TQ_PROFILE_DEFAULT, &v) == TQ_ERR_FORMAT &&
           strstr(tq_ctx_error(ctx), "m.gguf: not a llama.cpp state file"), "%s", tq_ctx_error(ctx));
-    CHECK(tq_kv_open_memory(ctx, "PK\x05\x06", 4, "e.npz", TQ_PROFILE_DEFAULT, &v) != TQ_OK &&
+    CHECK(tq_kv_view_open_memory(ctx, "PK\x05\x06", 4, "e.npz", TQ_PROFILE_DEFAULT, &v) != TQ_OK &&
           strstr(tq_ctx_error(ctx), "e.npz"), "a cut zip: %s", tq_ctx_error(ctx));
     free(seed);
     tq_ctx_free(ctx);

@@ -61,7 +61,7 @@ static sb small_state(int vtrans, int ext, int session_old_outputs)
 static tq_status open_sb(const sb *b, tq_kv_view **s, char *msg, size_t n)
 {
     tq_ctx *ctx = tq_ctx_new();
-    tq_status st = tq_kv_open_memory(ctx, b->p, b->n, "s.ggsq", TQ_PROFILE_DEFAULT, s);
+    tq_status st = tq_kv_view_open_memory(ctx, b->p, b->n, "s.ggsq", TQ_PROFILE_DEFAULT, s);
     snprintf(msg, n, "%s", st ? tq_ctx_error(ctx) : "");
     tq_ctx_free(ctx);
     return st;
@@ -89,14 +89,14 @@ TEST(state_small_layouts_parse)
                 CHECK_EQ(st->v[0].transposed, v);
                 float rows[48];
                 tq_ctx *ctx = tq_ctx_new();
-                CHECK_EQ(tq_kv_tensor_read_rows(ctx, &st->v[1], 3, 0, 3, rows), TQ_OK);
+                CHECK_EQ(tq_kv_view_read_rows(ctx, &st->v[1], 3, 0, 3, rows), TQ_OK);
                 /* cell-major value (c, j): stored at c*16+j, or at j*3+c when transposed */
                 for (int c = 0; c < 3; c++)
                     for (int j = 0; j < 16; j++)
                         CHECK(rows[c * 16 + j] == (v ? (j * 3 + c) : (c * 16 + j)) * 0.5f, "v %d c %d j %d", v, c, j);
                 tq_ctx_free(ctx);
                 CHECK_EQ(tq_kv_view_kv_values(s), 2 * 2 * 3 * 16);
-                tq_kv_close(s);
+                tq_kv_view_close(s);
                 /* every truncation fails with a message */
                 for (size_t k = 0; k < b.n; k++) {
                     sb t = {b.p, k, 0};
@@ -142,7 +142,7 @@ TEST(state_fixtures_parse)
         snprintf(path, sizeof path, "%s/fixtures/llama-state/%s", tq_test_shared_dir(), fixtures[i]);
         tq_ctx *ctx = tq_ctx_new();
         tq_kv_view *s;
-        tq_status st = tq_kv_open(ctx, path, TQ_PROFILE_DEFAULT, &s);
+        tq_status st = tq_kv_view_open(ctx, path, TQ_PROFILE_DEFAULT, &s);
         if (st == TQ_ERR_IO) {
             tq_ctx_free(ctx); /* a skip must not leak: the sanitized run checks leaks */
             SKIP("../shared/fixtures not found");
@@ -157,7 +157,7 @@ TEST(state_fixtures_parse)
         CHECK(k->k[0].width == (turbo ? 512u : 32u), "%s width %llu", fixtures[i], (unsigned long long)k->k[0].width);
         CHECK(k->v_trans == (strstr(fixtures[i], "vtrans") != NULL));
         CHECK(!strcmp(tq_kv_view_arch(s), strstr(fixtures[i], "ggsn") ? "llama" : ""));
-        tq_kv_close(s);
+        tq_kv_view_close(s);
         tq_ctx_free(ctx);
     }
 }

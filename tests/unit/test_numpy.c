@@ -131,7 +131,7 @@ static mem make_npz(const arr *a, int n, int deflate)
 static tq_status open_mem(const mem *m, tq_kv_view **s, char *msg)
 {
     tq_ctx *ctx = tq_ctx_new();
-    tq_status st = tq_kv_open_memory_limited(ctx, m->p, m->n, "d.npz", TQ_PROFILE_DEFAULT, 1 << 24, s);
+    tq_status st = tq_kv_view_open_memory_limited(ctx, m->p, m->n, "d.npz", TQ_PROFILE_DEFAULT, 1 << 24, s);
     snprintf(msg, 512, "%s", st ? tq_ctx_error(ctx) : "");
     tq_ctx_free(ctx);
     return st;
@@ -183,9 +183,9 @@ TEST(numpy_dump_opens_as_kv_view)
         float row[H * D];
         for (int l = 0; l < 2; l++)
             for (uint32_t c = 0; c < T; c++) {
-                CHECK_EQ(tq_kv_tensor_read_rows(ctx, &st->k[l], T, c, 1, row), TQ_OK);
+                CHECK_EQ(tq_kv_view_read_rows(ctx, &st->k[l], T, c, 1, row), TQ_OK);
                 for (int j = 0; j < H * D; j++) CHECK(row[j] == tq_fp16_to_fp32(k16[l][c * H * D + j]));
-                CHECK_EQ(tq_kv_tensor_read_rows(ctx, &st->v[l], T, c, 1, row), TQ_OK);
+                CHECK_EQ(tq_kv_view_read_rows(ctx, &st->v[l], T, c, 1, row), TQ_OK);
                 /* cell c, head h, dim d sits at [h][c][d] in the PyTorch layout */
                 for (int h = 0; h < H; h++)
                     for (int d = 0; d < D; d++) CHECK(row[h * D + d] == v32[l][(h * T + c) * D + d], "l %d c %u h %d", l, c, h);
@@ -206,13 +206,13 @@ TEST(numpy_dump_opens_as_kv_view)
         f = open_memstream(&buf, &len);
         CHECK(tq_npz_write(ctx, s, &(tq_npz_options){4, 1, 1, 0, NULL}, f) == TQ_OK);
         fclose(f);
-        tq_kv_close(s2);
+        tq_kv_view_close(s2);
         free(m2.p);
         m2 = (mem){(uint8_t *)buf, len};
         CHECK(open_mem(&m2, &s2, msg) != TQ_OK && strstr(msg, "missing"), "layer 0 is gone: %s", msg);
         free(m2.p);
         tq_ctx_free(ctx);
-        tq_kv_close(s);
+        tq_kv_view_close(s);
         free(m.p);
     }
 }
@@ -262,7 +262,7 @@ TEST(numpy_dump_hostile_bytes)
         memcpy(c, m.p, m.n);
         c[k] ^= (uint8_t)(1 + (tq_test_randn(&seed) > 0 ? 0x80 : 0x10));
         mem t = {c, m.n};
-        if (open_mem(&t, &s, msg) == TQ_OK) tq_kv_close(s);
+        if (open_mem(&t, &s, msg) == TQ_OK) tq_kv_view_close(s);
         else CHECK(msg[0], "flip at %zu: an error without a message", k);
     }
     free(c);
@@ -277,7 +277,7 @@ TEST(numpy_dump_hostile_bytes)
     memcpy(npy + hl, st, sizeof st);
     mem t = {npy, hl + sizeof st};
     CHECK(open_mem(&t, &s, msg) == TQ_OK && tq_kv_view_kv(s, 0)->streams[0].n_layer == 3, "%s", msg);
-    tq_kv_close(s);
+    tq_kv_view_close(s);
     t.n -= 4;
     CHECK(open_mem(&t, &s, msg) != TQ_OK && strstr(msg, "data bytes"), "%s", msg);
     free(npy);
@@ -310,14 +310,14 @@ static tq_status rewrite(const sb *in, tq_state_rewrite o, sb *out, char *msg)
 {
     tq_ctx *ctx = tq_ctx_new();
     tq_kv_view *s;
-    tq_status st = tq_kv_open_memory(ctx, in->p, in->n, "s.ggsn", TQ_PROFILE_DEFAULT, &s);
+    tq_status st = tq_kv_view_open_memory(ctx, in->p, in->n, "s.ggsn", TQ_PROFILE_DEFAULT, &s);
     char *buf = NULL;
     size_t len = 0;
     if (!st) {
         FILE *f = open_memstream(&buf, &len);
         st = tq_llama_state_write(ctx, s, &o, f);
         fclose(f);
-        tq_kv_close(s);
+        tq_kv_view_close(s);
     }
     snprintf(msg, 512, "%s", st ? tq_ctx_error(ctx) : "");
     *out = (sb){(uint8_t *)buf, len, len};
@@ -342,16 +342,16 @@ TEST(state_rewrite_kind_and_prefix)
         CHECK(rewrite(&a, (tq_state_rewrite){TQ_KV_SESSION, NULL, 2}, &cut, msg) == TQ_OK, "%s", msg);
         tq_ctx *ctx = tq_ctx_new();
         tq_kv_view *s;
-        CHECK(tq_kv_open_memory(ctx, cut.p, cut.n, "cut", TQ_PROFILE_DEFAULT, &s) == TQ_OK, "%s", tq_ctx_error(ctx));
+        CHECK(tq_kv_view_open_memory(ctx, cut.p, cut.n, "cut", TQ_PROFILE_DEFAULT, &s) == TQ_OK, "%s", tq_ctx_error(ctx));
         const tq_kv_stream *st = &tq_kv_view_kv(s, 0)->streams[0];
         CHECK_EQ(tq_kv_view_n_tokens(s), 2);
         CHECK_EQ(st->cell_count, 2);
         CHECK_EQ(st->v[0].transposed, vt);
         float r[16];
-        CHECK_EQ(tq_kv_tensor_read_rows(ctx, &st->v[0], 2, 0, 2, r), TQ_OK);
+        CHECK_EQ(tq_kv_view_read_rows(ctx, &st->v[0], 2, 0, 2, r), TQ_OK);
         for (int c = 0; c < 2; c++)
             for (int j = 0; j < 8; j++) CHECK(r[c * 8 + j] == (float)(vt ? j * 4 + c : c * 8 + j), "c %d j %d", c, j);
-        tq_kv_close(s);
+        tq_kv_view_close(s);
         tq_ctx_free(ctx);
         free(a.p), free(q.p), free(back.p), free(cut.p);
         /* a cell below the prefix after one past it: refused, not cut wrong */

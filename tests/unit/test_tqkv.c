@@ -26,14 +26,14 @@ static uint8_t *encode_opts(const uint8_t *state, size_t len, const tq_kvsnap_op
     tq_ctx *ctx = tq_ctx_new();
     tq_kv_view *s;
     uint8_t *res = NULL;
-    if (tq_kv_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &s) == TQ_OK) {
+    if (tq_kv_view_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &s) == TQ_OK) {
         char *buf = NULL;
         size_t bl = 0;
         FILE *f = open_memstream(&buf, &bl);
         tq_kvsnap_report rep;
         tq_status st = tq_kvsnap_encode(ctx, s, o, f, &rep);
         fclose(f);
-        tq_kv_close(s);
+        tq_kv_view_close(s);
         if (!st) {
             res = (uint8_t *)buf;
             *out_len = bl;
@@ -51,7 +51,7 @@ static uint8_t *encode_opts(const uint8_t *state, size_t len, const tq_kvsnap_op
 static uint8_t *encode(const uint8_t *state, size_t len, int lossless, size_t *out_len)
 {
     char err[512];
-    tq_kvsnap_options o = {.preset = lossless ? TQ_KV_PRESET_LOSSLESS : TQ_KV_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32, .zstd_level = 1,
+    tq_kvsnap_options o = {.preset = lossless ? TQ_KVSNAP_PRESET_LOSSLESS : TQ_KVSNAP_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32, .zstd_level = 1,
                            .profile = "69d8e4be4", .threads = 1};
     return encode_opts(state, len, &o, out_len, err, sizeof err);
 }
@@ -79,21 +79,21 @@ TEST(tqkv_lossless_and_lossy_round_trips)
         /* everything but the K/V rows is identical, and the rows are close */
         tq_ctx *ctx = tq_ctx_new();
         tq_kv_view *a, *b;
-        CHECK_EQ(tq_kv_open_memory(ctx, state, sl, "a", TQ_PROFILE_DEFAULT, &a), TQ_OK);
-        CHECK(tq_kv_open_memory(ctx, back, dl, "b", TQ_PROFILE_DEFAULT, &b) == TQ_OK, "%s", tq_ctx_error(ctx));
+        CHECK_EQ(tq_kv_view_open_memory(ctx, state, sl, "a", TQ_PROFILE_DEFAULT, &a), TQ_OK);
+        CHECK(tq_kv_view_open_memory(ctx, back, dl, "b", TQ_PROFILE_DEFAULT, &b) == TQ_OK, "%s", tq_ctx_error(ctx));
         const tq_kv_stream *sa = &tq_kv_view_kv(a, 0)->streams[0], *sb = &tq_kv_view_kv(b, 0)->streams[0];
         CHECK(!memcmp(state, back, tq_kv_view_prefix_len(a)));
         float ra[40 * 64], rb[40 * 64];
         for (uint32_t l = 0; l < 3; l++)
             for (int kv = 0; kv < 2; kv++) {
-                tq_kv_tensor_read_rows(ctx, kv ? &sa->v[l] : &sa->k[l], 40, 0, 40, ra);
-                tq_kv_tensor_read_rows(ctx, kv ? &sb->v[l] : &sb->k[l], 40, 0, 40, rb);
+                tq_kv_view_read_rows(ctx, kv ? &sa->v[l] : &sa->k[l], 40, 0, 40, ra);
+                tq_kv_view_read_rows(ctx, kv ? &sb->v[l] : &sb->k[l], 40, 0, 40, rb);
                 double e = 0, s = 0;
                 for (int i = 0; i < 40 * 64; i++) e += (ra[i] - rb[i]) * (ra[i] - rb[i]), s += ra[i] * ra[i];
                 CHECK(e / s < (kv ? 0.02 : 0.006), "layer %u %s relative error %g", l, kv ? "V" : "K", e / s);
             }
-        tq_kv_close(a);
-        tq_kv_close(b);
+        tq_kv_view_close(a);
+        tq_kv_view_close(b);
         tq_ctx_free(ctx);
         free(snap), free(back), free(state);
     }
@@ -160,7 +160,7 @@ TEST(tqkv_append_equals_full_encode)
     size_t fl, pl, bl, al, gl, d1, d2;
     uint8_t *full = make_state(&fl, 0), *pre = prefix_state(full, &pl, 25);
     for (int lossless = 0; lossless < 2; lossless++) {
-        tq_kvsnap_options o = {.preset = lossless ? TQ_KV_PRESET_LOSSLESS : TQ_KV_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32, .zstd_level = 1,
+        tq_kvsnap_options o = {.preset = lossless ? TQ_KVSNAP_PRESET_LOSSLESS : TQ_KVSNAP_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32, .zstd_level = 1,
                            .profile = "69d8e4be4", .threads = 1};
         uint8_t *base = encode_opts(pre, pl, &o, &bl, err, sizeof err);
         CHECK(base, "%s", err);
@@ -211,7 +211,7 @@ TEST(tqkv_refuses_wrapping_sizes)
     size_t sl, nl;
     char err[512];
     /* no planes: their extension would follow the records this test finds from the end */
-    tq_kvsnap_options o = {.preset = TQ_KV_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32, .zstd_level = 1,
+    tq_kvsnap_options o = {.preset = TQ_KVSNAP_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32, .zstd_level = 1,
                            .profile = "69d8e4be4", .threads = 1, .no_planes = 1};
     uint8_t *state = make_state(&sl, 0), *snap = encode_opts(state, sl, &o, &nl, err, sizeof err);
     CHECK(snap != NULL);
@@ -290,7 +290,7 @@ TEST(tqkv_iswa_layers_are_model_layers)
     for (int l = 0; l < 18; l++)
         for (int j = 0; j < 64; j++)
             scales[(l * 2) * 64 + j] = 1 + (l + 1) / 32.0f, scales[(l * 2 + 1) * 64 + j] = 2 - l / 64.0f;
-    tq_kvsnap_options o = {.preset = TQ_KV_PRESET_BALANCED, .head_dim = 64, .boundary_layers = 1, .zstd_level = 1,
+    tq_kvsnap_options o = {.preset = TQ_KVSNAP_PRESET_BALANCED, .head_dim = 64, .boundary_layers = 1, .zstd_level = 1,
                            .profile = "69d8e4be4", .threads = 1, .innerq = scales, .innerq_layers = 18,
                            .innerq_dim = 64};
     uint8_t *snap = encode_opts(state, len, &o, &sl, err, sizeof err);
@@ -316,7 +316,7 @@ TEST(tqkv_iswa_layers_are_model_layers)
         tqkv_close(r);
     }
     /* lossless: the state comes back byte for byte through version 3 */
-    o.preset = TQ_KV_PRESET_LOSSLESS;
+    o.preset = TQ_KVSNAP_PRESET_LOSSLESS;
     o.innerq = NULL;
     free(snap);
     snap = encode_opts(state, len, &o, &sl, err, sizeof err);

@@ -56,7 +56,7 @@ static uint8_t *encode_klt_base(const uint8_t *state, size_t len, int threads,
     tq_kv_view *v;
     char *buf = NULL;
     size_t bl = 0;
-    if (tq_kv_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v)) {
+    if (tq_kv_view_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v)) {
         tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
         return NULL;
     }
@@ -64,7 +64,7 @@ static uint8_t *encode_klt_base(const uint8_t *state, size_t len, int threads,
     tq_kvsnap_report rep;
     tq_status st = tq_kvsnap_encode(ctx, v, &o, f, &rep);
     fclose(f);
-    tq_kv_close(v);
+    tq_kv_view_close(v);
     if (st) {
         tq_test_fail(__FILE__, __LINE__, " encode: %s\n", tq_ctx_error(ctx));
         free(buf);
@@ -89,8 +89,8 @@ static void close_both(tq_kv_view *a, tq_kv_view *b, tqkv_reader *r, float *ra, 
 {
     free(ra);
     free(rb);
-    tq_kv_close(a);
-    tq_kv_close(b);
+    tq_kv_view_close(a);
+    tq_kv_view_close(b);
     tqkv_close(r);
 }
 
@@ -116,14 +116,14 @@ TEST(klt_snapshot_round_trip_is_close_and_the_same_at_any_thread_count)
               "described as '%s'", d);
     }
     tq_kv_view *a, *b;
-    CHECK_OK(ctx, tq_kv_open_memory(ctx, state, sl, "a", TQ_PROFILE_DEFAULT, &a));
-    CHECK_OK(ctx, tq_kv_open_memory(ctx, back, dl, "b", TQ_PROFILE_DEFAULT, &b));
+    CHECK_OK(ctx, tq_kv_view_open_memory(ctx, state, sl, "a", TQ_PROFILE_DEFAULT, &a));
+    CHECK_OK(ctx, tq_kv_view_open_memory(ctx, back, dl, "b", TQ_PROFILE_DEFAULT, &b));
     const tq_kv_stream *sa = &tq_kv_view_kv(a, 0)->streams[0], *sb = &tq_kv_view_kv(b, 0)->streams[0];
     float *ra = malloc(sizeof(float) * CELLS * WIDTH), *rb = malloc(sizeof(float) * CELLS * WIDTH);
     for (uint32_t l = 0; l < LAYERS; l++)
         for (int kv = 0; kv < 2; kv++) {
-            CHECK_OK(ctx, tq_kv_tensor_read_rows(ctx, kv ? &sa->v[l] : &sa->k[l], CELLS, 0, CELLS, ra));
-            CHECK_OK(ctx, tq_kv_tensor_read_rows(ctx, kv ? &sb->v[l] : &sb->k[l], CELLS, 0, CELLS, rb));
+            CHECK_OK(ctx, tq_kv_view_read_rows(ctx, kv ? &sa->v[l] : &sa->k[l], CELLS, 0, CELLS, ra));
+            CHECK_OK(ctx, tq_kv_view_read_rows(ctx, kv ? &sb->v[l] : &sb->k[l], CELLS, 0, CELLS, rb));
             double e = 0, s = 0;
             for (int i = 0; i < CELLS * WIDTH; i++) {
                 e += (ra[i] - rb[i]) * (ra[i] - rb[i]);
@@ -267,12 +267,12 @@ static int auto_k_codec(float (*value)(void *, uint32_t, int, uint32_t, uint32_t
     o.head_dim = head;
     tq_kv_view *v = NULL;
     tq_kvsnap_plan *p = NULL;
-    tq_status st = tq_kv_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v);
+    tq_status st = tq_kv_view_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v);
     if (!st) st = tq_kvsnap_plan_make(ctx, v, &o, &p);
     if (!st) *codec = p->meta.t[0].is_v ? p->meta.t[1].codec : p->meta.t[0].codec;
     if (st) tq_test_fail(__FILE__, __LINE__, " plan: %s\n", tq_ctx_error(ctx));
     tq_kvsnap_plan_free(p);
-    tq_kv_close(v);
+    tq_kv_view_close(v);
     free(state);
     return st ? -1 : 0;
 }
@@ -326,12 +326,12 @@ TEST(klt_v_rows_keep_their_relative_error_whatever_their_length)
     for (uint32_t i = 0; i < m->n_tensors; i++) /* V's rows with their gains, K's without */
         CHECK_EQ(m->t[i].klt_gain, m->t[i].is_v);
     tq_kv_view *a, *b;
-    CHECK_OK(ctx, tq_kv_open_memory(ctx, state, sl, "a", TQ_PROFILE_DEFAULT, &a));
-    CHECK_OK(ctx, tq_kv_open_memory(ctx, back, dl, "b", TQ_PROFILE_DEFAULT, &b));
+    CHECK_OK(ctx, tq_kv_view_open_memory(ctx, state, sl, "a", TQ_PROFILE_DEFAULT, &a));
+    CHECK_OK(ctx, tq_kv_view_open_memory(ctx, back, dl, "b", TQ_PROFILE_DEFAULT, &b));
     const tq_kv_stream *sa = &tq_kv_view_kv(a, 0)->streams[0], *sb = &tq_kv_view_kv(b, 0)->streams[0];
     float *ra = malloc(sizeof(float) * CELLS * WIDTH), *rb = malloc(sizeof(float) * CELLS * WIDTH);
-    CHECK_OK(ctx, tq_kv_tensor_read_rows(ctx, &sa->v[0], CELLS, 0, CELLS, ra));
-    CHECK_OK(ctx, tq_kv_tensor_read_rows(ctx, &sb->v[0], CELLS, 0, CELLS, rb));
+    CHECK_OK(ctx, tq_kv_view_read_rows(ctx, &sa->v[0], CELLS, 0, CELLS, ra));
+    CHECK_OK(ctx, tq_kv_view_read_rows(ctx, &sb->v[0], CELLS, 0, CELLS, rb));
     /* each row's error against its distance from the coded cells' mean (what is coded) */
     double mean[WIDTH] = {0}, e[2] = {0, 0}, sq[2] = {0, 0}; /* the rows of 1/16, of 16 */
     for (uint32_t c = 1; c < CELLS; c++)

@@ -93,14 +93,14 @@ static uint8_t *encode(const uint8_t *state, size_t len, int threads, int past,
     tq_kv_view *v;
     char *buf = NULL;
     size_t bl = 0;
-    tq_status st = model ? tq_kv_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v)
+    tq_status st = model ? tq_kv_view_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v)
                          : TQ_ERR_ARG;
     if (!st) {
         FILE *f = open_memstream(&buf, &bl);
         tq_kvsnap_report rep;
         st = tq_kvsnap_encode(ctx, v, &o, f, &rep);
         fclose(f);
-        tq_kv_close(v);
+        tq_kv_view_close(v);
     }
     if (st) {
         tq_test_fail(__FILE__, __LINE__, " encode: %s\n", tq_ctx_error(ctx));
@@ -120,10 +120,10 @@ static double cache_error(tq_ctx *ctx, const uint8_t *a, size_t al, const uint8_
                           uint32_t s, uint32_t r0, uint32_t r1)
 {
     tq_kv_view *va = NULL, *vb = NULL;
-    if (tq_kv_open_memory(ctx, a, al, "a", TQ_PROFILE_DEFAULT, &va) ||
-        tq_kv_open_memory(ctx, b, bl, "b", TQ_PROFILE_DEFAULT, &vb)) {
+    if (tq_kv_view_open_memory(ctx, a, al, "a", TQ_PROFILE_DEFAULT, &va) ||
+        tq_kv_view_open_memory(ctx, b, bl, "b", TQ_PROFILE_DEFAULT, &vb)) {
         tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
-        tq_kv_close(va);
+        tq_kv_view_close(va);
         return -1;
     }
     const tq_kv_stream *sa = &tq_kv_view_kv(va, s)->streams[0];
@@ -135,10 +135,10 @@ static double cache_error(tq_ctx *ctx, const uint8_t *a, size_t al, const uint8_
     tq_status st = TQ_OK;
     for (uint32_t l = 0; l < sa->n_layer && !st; l++)
         for (int kv = 0; kv < 2 && !st; kv++) {
-            st = tq_kv_tensor_read_rows(ctx, kv ? &sa->v[l] : &sa->k[l], sa->cell_count, r0,
+            st = tq_kv_view_read_rows(ctx, kv ? &sa->v[l] : &sa->k[l], sa->cell_count, r0,
                                         r1 - r0, ra);
             if (!st)
-                st = tq_kv_tensor_read_rows(ctx, kv ? &sb->v[l] : &sb->k[l], sb->cell_count, r0,
+                st = tq_kv_view_read_rows(ctx, kv ? &sb->v[l] : &sb->k[l], sb->cell_count, r0,
                                             r1 - r0, rb);
             for (uint32_t i = 0; !st && i < (r1 - r0) * WIDTH; i++) {
                 e += (ra[i] - rb[i]) * (ra[i] - rb[i]);
@@ -148,8 +148,8 @@ static double cache_error(tq_ctx *ctx, const uint8_t *a, size_t al, const uint8_
     if (st) tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
     free(ra);
     free(rb);
-    tq_kv_close(va);
-    tq_kv_close(vb);
+    tq_kv_view_close(va);
+    tq_kv_view_close(vb);
     return st ? -1 : e / n;
 }
 

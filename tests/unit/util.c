@@ -311,8 +311,8 @@ static int rows_alike(tq_ctx *ctx, const tq_kv_view *vb, const tq_kv_view *va, u
     float *rb = malloc(bytes + 1); /* [cells][width] */
     float *ra = malloc(bytes + 1); /* [cells][width] */
     int rc = -1;
-    if (rb && ra && !tq_kv_tensor_read_rows(ctx, tb, sb->cell_count, 0, cells, rb) &&
-        !tq_kv_tensor_read_rows(ctx, ta, sa->cell_count, 0, cells, ra))
+    if (rb && ra && !tq_kv_view_read_rows(ctx, tb, sb->cell_count, 0, cells, rb) &&
+        !tq_kv_view_read_rows(ctx, ta, sa->cell_count, 0, cells, ra))
         rc = memcmp(ra, rb, bytes) ? -1 : 0;
     free(rb);
     free(ra);
@@ -332,8 +332,8 @@ int tq_test_base_cells_alike(const uint8_t *base, size_t base_len, const uint8_t
     tq_kv_view *vb = NULL;
     tq_kv_view *va = NULL;
     int rc = out_a && out_b ? 0 : -1;
-    if (!rc && (tq_kv_open_memory(ctx, out_b, lb, "b", TQ_PROFILE_DEFAULT, &vb) ||
-                tq_kv_open_memory(ctx, out_a, la, "a", TQ_PROFILE_DEFAULT, &va))) {
+    if (!rc && (tq_kv_view_open_memory(ctx, out_b, lb, "b", TQ_PROFILE_DEFAULT, &vb) ||
+                tq_kv_view_open_memory(ctx, out_a, la, "a", TQ_PROFILE_DEFAULT, &va))) {
         snprintf(err, errlen, "%s", tq_ctx_error(ctx));
         rc = -1;
     }
@@ -345,8 +345,8 @@ int tq_test_base_cells_alike(const uint8_t *base, size_t base_len, const uint8_t
                     snprintf(err, errlen, "cache %u layer %u %s: the base's cells differ", kv, l,
                              is_v ? "V" : "K");
             }
-    tq_kv_close(vb);
-    tq_kv_close(va);
+    tq_kv_view_close(vb);
+    tq_kv_view_close(va);
     tq_ctx_free(ctx);
     free(out_b);
     free(out_a);
