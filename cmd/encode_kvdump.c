@@ -103,7 +103,7 @@ typedef struct enc_opts {
     long k_bits, v_bits, boundary, head_dim, sink, past_bits;
     int turbo, dry_run, fsync;
     const char *codec, *k_offset, *planes, *cells, *transform;
-    double k_rate, v_rate; /* < 0: the preset's */
+    double k_rate, v_rate; /* TQ_KVSNAP_UNSET: the preset's */
 } enc_opts;
 
 static const char *const preset_names[] = {"balanced", "lossless", "q8", "small", NULL};
@@ -131,12 +131,12 @@ static int opt_v_rate(void *user, const char *v) { return opt_rate(user, "--v-ra
 
 static int parse(int argc, char **argv, enc_opts *o)
 {
-    o->sink = TQ_KV_FROM_PRESET;
-    o->k_bits = TQ_KV_FROM_PRESET;
-    o->v_bits = TQ_KV_FROM_PRESET;
-    o->k_rate = -1;
-    o->v_rate = -1;
-    o->past_bits = TQ_KV_FROM_PRESET;
+    o->sink = TQ_KVSNAP_UNSET;
+    o->k_bits = TQ_KVSNAP_UNSET;
+    o->v_bits = TQ_KVSNAP_UNSET;
+    o->k_rate = TQ_KVSNAP_UNSET;
+    o->v_rate = TQ_KVSNAP_UNSET;
+    o->past_bits = TQ_KVSNAP_UNSET;
     const cli_opt own[] = {
         CLI_OPT_CHOICE("--preset", &o->preset, preset_names,
                        "--preset: unknown preset '%s' (lossless, q8, balanced, small)"),
@@ -188,7 +188,7 @@ static int pick(const char *const *names, const char *v, int dflt)
 }
 
 /* The command line as the snapshot options; what the user left out stays
- * TQ_KV_FROM_PRESET (the defaults are kv_plan.c's preset table). */
+ * TQ_KVSNAP_UNSET (the defaults are kv_plan.c's preset table). */
 static void map_options(const enc_opts *o, tq_kvsnap_options *so)
 {
     static const int codecs[] = {TQKV_CODEC_TQ, TQKV_CODEC_TURBO, TQKV_CODEC_ANGLE,
@@ -201,9 +201,9 @@ static void map_options(const enc_opts *o, tq_kvsnap_options *so)
     so->k_bits = (int)o->k_bits;
     so->v_bits = (int)o->v_bits;
     so->boundary_layers = (int)o->boundary;
-    so->head_dim = (uint32_t)o->head_dim;
+    if (o->head_dim) so->head_dim = (int)o->head_dim;
     so->profile = tq_type_profile_name(o->c.profile);
-    so->codec = codecs[pick(codec_names, o->codec, 0)];
+    if (o->codec) so->codec = codecs[pick(codec_names, o->codec, 0)];
     so->threads = (int)o->c.threads;
     so->base_name = o->append;
     so->sink_cells = (int)o->sink;

@@ -35,7 +35,10 @@ tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsna
 {
     memset(set, 0, sizeof *set);
     *why = "off";
-    if (!o->model || o->codec != TQKV_CODEC_TQ || o->base || o->preset == TQ_KVSNAP_PRESET_LOSSLESS)
+    tq_kvsnap_options resolved;
+    tq_kvsnap_resolve(o, &resolved);
+    if (!o->model || resolved.codec != TQKV_CODEC_TQ || o->base ||
+        o->preset == TQ_KVSNAP_PRESET_LOSSLESS)
         return TQ_OK;
     if (tq_kvsnap_k_transformed(plan)) {
         *why = "off (K is transform-coded: its basis decorrelates the channels)";

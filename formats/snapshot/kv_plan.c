@@ -564,12 +564,13 @@ static tq_status check_fit(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_opt
                 "the state holds %u layers, the model %lld: not this model's state", layers,
                 (long long)blocks);
     }
-    for (size_t i = 0; head_dim && (o->head_dim || o->model) && i < n; i++)
+    uint32_t given = tq_kvsnap_given_head_dim(o);
+    for (size_t i = 0; head_dim && (given || o->model) && i < n; i++)
         if (src[i].kt->width % head_dim)
             return tq_ctx_set_error(
                 ctx, TQ_ERR_ARG, "layer %u %s: rows of %llu values are not whole heads of %u (%s)",
                 src[i].layer, src[i].is_v ? "V" : "K", (unsigned long long)src[i].kt->width,
-                head_dim, o->head_dim ? "--head-dim" : "the model's head size");
+                head_dim, given ? "--head-dim" : "the model's head size");
     return TQ_OK;
 }
 
@@ -585,8 +586,8 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     o = &p->resolved;
     p->preset = o->preset;
     tq_head_source from;
-    uint32_t head_dim =
-        tq_arch_head_size(o->head_dim, o->model, tq_kv_view_head_dim(v), tq_kv_view_arch(v), &from);
+    uint32_t head_dim = tq_arch_head_size(tq_kvsnap_given_head_dim(o), o->model,
+                                          tq_kv_view_head_dim(v), tq_kv_view_arch(v), &from);
     int from_arch = from == TQ_HEAD_ARCH;
     if (from_arch) snprintf(p->group_arch, sizeof p->group_arch, "%s", tq_kv_view_arch(v));
     src_tensor *src = NULL;

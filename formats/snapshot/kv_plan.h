@@ -33,8 +33,10 @@ typedef enum tq_kvsnap_preset {
 int tq_kvsnap_preset_parse(const char *name, tq_kvsnap_preset *out); /* 0, or -1 if unknown */
 const char *tq_kvsnap_preset_name(tq_kvsnap_preset p);
 
-/* An option left to the preset (tq_kvsnap_options_init sets every one). */
-#define TQ_KV_FROM_PRESET (-1)
+/* The one value of an option left unset: the preset's value, the model's head size, tq's block
+ * (tq_kvsnap_options_init sets every such option to it; 0 is a value: no sink cells, no rate,
+ * no zstd, Lloyd-Max cells...). */
+#define TQ_KVSNAP_UNSET (-1)
 
 /* K offsets (kv_plan.c): none, the per-channel mean of the rows, or the
  * pre-RoPE mean turned by each cell's position where the model's RoPE is
@@ -50,16 +52,16 @@ enum { TQ_TC_OFF = 0, TQ_TC_ON = 1, TQ_TC_AUTO = 2 };
 
 typedef struct tq_kvsnap_options {
     tq_kvsnap_preset preset;
-    int k_bits, v_bits;   /* codec bits 1..8; TQ_KV_FROM_PRESET: the preset's */
+    int k_bits, v_bits;   /* codec bits 1..8; TQ_KVSNAP_UNSET: the preset's */
     int boundary_layers;  /* first and last N layers at 8 bits */
-    uint32_t head_dim;    /* rotation group; 0: the model's, else guessed from the row width */
+    int head_dim;         /* rotation group; unset: the model's, else guessed from the width */
     const tq_model *model; /* NULL, or the model (model.h): head size, RoPE, layers, window, and
                               a fingerprint decode can check */
     const char *profile;  /* type-id profile name used to read the source */
     /* the block for coded tensors: TQKV_CODEC_TQ, _TURBO (the fork's turbo2/3/4 blocks: bits
        2..4, rows of 128s), _ANGLE (bits b give b+1 angle and b-1 radius bits; 8: 8 and 8) or
        _PROD (TurboQuant-prod, b = 2..8) */
-    int codec;
+    int codec; /* unset: TQKV_CODEC_TQ */
     /* InnerQ: per-channel scales s_j multiplied in before coding and divided
      * out after decoding, for tq-coded tensors: innerq holds
      * innerq_layers x 2 (K, V) x innerq_dim floats; innerq_layers 1 applies
@@ -79,7 +81,7 @@ typedef struct tq_kvsnap_options {
     int cells;       /* TQ_CELLS_*: tq blocks of uniform cells, b bits' distortion in b + 1-bit
                         fields that zstd entropy-codes to fewer bits than Lloyd-Max's b */
     int transform;           /* TQ_TC_*: transform-code K/V (kv_klt.h) */
-    double k_rate, v_rate;   /* its bits per value (0: none); < 0: the preset's */
+    double k_rate, v_rate;   /* its bits per value (0: none); unset: the preset's */
     int past_bits; /* bits of cells a sliding-window layer no longer attends to (0: as the rest) */
     const tqkv_reader *base; /* --append: store only the cells after the base's */
     const char *base_name;   /* the base's file name, recorded for decode */
@@ -90,8 +92,8 @@ typedef struct tq_kvsnap_options {
     void *progress_user;
 } tq_kvsnap_options;
 
-/* Every option that has a preset default set to TQ_KV_FROM_PRESET, the tq
- * codec, all threads; the caller sets what the user gave. */
+/* Every option that has a default set to TQ_KVSNAP_UNSET, all threads; the caller sets what
+ * the user gave. */
 void tq_kvsnap_options_init(tq_kvsnap_options *o);
 /* The options checked against each other before any file is read
  * (TQ_ERR_ARG with the reason: a usage error); tq_kvsnap_plan_make checks
@@ -145,6 +147,8 @@ tq_status tq_kvsnap_find_rotation(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_op
  * transform or InnerQ's scales, not both: a scales file turns the automatic
  * transform off, and a transform the plan takes turns automatic scales off. */
 int tq_kvsnap_k_transformed(const tq_kvsnap_plan *p);
+/* The head size the options give (o->head_dim), 0 where unset. */
+uint32_t tq_kvsnap_given_head_dim(const tq_kvsnap_options *o);
 /* Payload bytes tensor i will take before zstd (coded blocks, or kept rows). */
 uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i);
 

@@ -72,26 +72,32 @@ const char *tq_kvsnap_preset_name(tq_kvsnap_preset p)
 void tq_kvsnap_options_init(tq_kvsnap_options *o)
 {
     *o = (tq_kvsnap_options){.preset = TQ_KVSNAP_PRESET_BALANCED,
-                             .k_bits = TQ_KV_FROM_PRESET,
-                             .v_bits = TQ_KV_FROM_PRESET,
-                             .codec = TQKV_CODEC_TQ,
-                             .sink_cells = TQ_KV_FROM_PRESET,
-                             .k_offset = TQ_KV_FROM_PRESET,
-                             .cells = TQ_KV_FROM_PRESET,
-                             .transform = TQ_KV_FROM_PRESET,
-                             .k_rate = -1,
-                             .v_rate = -1,
-                             .past_bits = TQ_KV_FROM_PRESET,
-                             .zstd_level = TQ_KV_FROM_PRESET};
+                             .k_bits = TQ_KVSNAP_UNSET,
+                             .v_bits = TQ_KVSNAP_UNSET,
+                             .head_dim = TQ_KVSNAP_UNSET,
+                             .codec = TQ_KVSNAP_UNSET,
+                             .sink_cells = TQ_KVSNAP_UNSET,
+                             .k_offset = TQ_KVSNAP_UNSET,
+                             .cells = TQ_KVSNAP_UNSET,
+                             .transform = TQ_KVSNAP_UNSET,
+                             .k_rate = TQ_KVSNAP_UNSET,
+                             .v_rate = TQ_KVSNAP_UNSET,
+                             .past_bits = TQ_KVSNAP_UNSET,
+                             .zstd_level = TQ_KVSNAP_UNSET};
 }
 
-static int bits_in(int b, int lo, int hi) { return b == TQ_KV_FROM_PRESET || (b >= lo && b <= hi); }
+static int bits_in(int b, int lo, int hi) { return b == TQ_KVSNAP_UNSET || (b >= lo && b <= hi); }
 
 tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
 {
     if ((unsigned)o->preset >= N_PRESETS)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown preset %d", (int)o->preset);
     int lossless = o->preset == TQ_KVSNAP_PRESET_LOSSLESS;
+    if (o->head_dim != TQ_KVSNAP_UNSET && o->head_dim < 1)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "head size %d", o->head_dim);
+    if (o->codec != TQ_KVSNAP_UNSET && o->codec != TQKV_CODEC_TQ && o->codec != TQKV_CODEC_TURBO &&
+        o->codec != TQKV_CODEC_ANGLE && o->codec != TQKV_CODEC_PROD)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "no block codec %d", o->codec);
     /* scales given (automatic ones are made only where these checks pass) */
     int given = o->innerq_file || o->innerq_path || o->innerq;
     if (given && o->model && o->model->innerq_folded)
@@ -123,14 +129,14 @@ void tq_kvsnap_resolve(const tq_kvsnap_options *o, tq_kvsnap_options *r)
 {
     const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(o->preset);
     *r = *o;
-    if (r->sink_cells == TQ_KV_FROM_PRESET) r->sink_cells = row->sink_cells;
-    if (r->k_offset == TQ_KV_FROM_PRESET) r->k_offset = row->k_offset;
-    if (r->cells == TQ_KV_FROM_PRESET) r->cells = row->cells;
-    if (r->zstd_level == TQ_KV_FROM_PRESET) r->zstd_level = row->zstd_level;
-    if (r->transform == TQ_KV_FROM_PRESET) r->transform = row->transform;
-    if (r->past_bits == TQ_KV_FROM_PRESET) r->past_bits = row->past_bits;
-    if (r->codec != TQKV_CODEC_TQ && r->codec != TQKV_CODEC_RAW) r->transform = TQ_TC_OFF;
-    if (r->codec == TQKV_CODEC_RAW) r->codec = TQKV_CODEC_TQ; /* zero-initialized options: tq's */
+    if (r->sink_cells == TQ_KVSNAP_UNSET) r->sink_cells = row->sink_cells;
+    if (r->k_offset == TQ_KVSNAP_UNSET) r->k_offset = row->k_offset;
+    if (r->cells == TQ_KVSNAP_UNSET) r->cells = row->cells;
+    if (r->zstd_level == TQ_KVSNAP_UNSET) r->zstd_level = row->zstd_level;
+    if (r->transform == TQ_KVSNAP_UNSET) r->transform = row->transform;
+    if (r->past_bits == TQ_KVSNAP_UNSET) r->past_bits = row->past_bits;
+    if (r->codec == TQ_KVSNAP_UNSET) r->codec = TQKV_CODEC_TQ;
+    if (r->codec != TQKV_CODEC_TQ) r->transform = TQ_TC_OFF;
 }
 
 double tq_kvsnap_transform_rate(const tq_kvsnap_options *o, int is_v, int bits)
@@ -138,8 +144,13 @@ double tq_kvsnap_transform_rate(const tq_kvsnap_options *o, int is_v, int bits)
     const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(o->preset);
     double given = is_v ? o->v_rate : o->k_rate;
     int cut = is_v ? row->v_rate_cut : row->k_rate_cut;
-    if (given >= 0) return given;
+    if (given != TQ_KVSNAP_UNSET) return given;
     return cut ? bits - cut / 100.0 : 0.0;
+}
+
+uint32_t tq_kvsnap_given_head_dim(const tq_kvsnap_options *o)
+{
+    return o->head_dim > 0 ? (uint32_t)o->head_dim : 0;
 }
 
 void tq_kvsnap_innerq_defaults(double *strength, uint32_t *min_cells)

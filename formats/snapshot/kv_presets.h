@@ -27,7 +27,7 @@ typedef struct tq_kvsnap_preset_row {
 const tq_kvsnap_preset_row *tq_kvsnap_preset_row_of(tq_kvsnap_preset p);
 
 /* The options with every default taken from the preset's row (options_init's
- * TQ_KV_FROM_PRESET and -1 rates). */
+ * TQ_KVSNAP_UNSET and -1 rates). */
 void tq_kvsnap_resolve(const tq_kvsnap_options *o, tq_kvsnap_options *resolved);
 /* The transform's bits per value for K or V of tensors whose tq codec has `bits`: the
  * user's, else the preset's (0: not transformed). */

@@ -35,8 +35,8 @@ static planned plan_for(uint32_t width, const tq_kvsnap_options *o)
     return p;
 }
 
-/* The options of a preset with a head size given (0: found from the state). */
-static tq_kvsnap_options preset_options(tq_kvsnap_preset preset, uint32_t head_dim)
+/* The options of a preset with a head size given (TQ_KVSNAP_UNSET: found from the state). */
+static tq_kvsnap_options preset_options(tq_kvsnap_preset preset, int head_dim)
 {
     tq_kvsnap_options o;
     tq_kvsnap_options_init(&o);
@@ -69,7 +69,7 @@ TEST(kv_options_left_to_the_preset_take_its_row)
 {
     tq_kvsnap_options o;
     tq_kvsnap_options_init(&o);
-    CHECK_EQ(o.sink_cells, TQ_KV_FROM_PRESET);
+    CHECK_EQ(o.sink_cells, TQ_KVSNAP_UNSET);
     planned p = plan_for(64, &o);
     CHECK_OK(p.ctx, p.st);
     CHECK_EQ(p.plan->resolved.sink_cells, 1);
@@ -84,7 +84,7 @@ TEST(kv_options_left_to_the_preset_take_its_row)
  * values or less, and the user's where given. */
 typedef struct {
     tq_kvsnap_preset preset;
-    uint32_t head_dim;
+    int head_dim;
     int k_bits_given;
     int k_bits;
     int v_bits;
@@ -92,8 +92,8 @@ typedef struct {
 
 /* clang-format off */
 static const bits_case bits_cases[] = {
-    {TQ_KVSNAP_PRESET_BALANCED, 8,  TQ_KV_FROM_PRESET, 5, 4},
-    {TQ_KVSNAP_PRESET_BALANCED, 64, TQ_KV_FROM_PRESET, 4, 3},
+    {TQ_KVSNAP_PRESET_BALANCED, 8,  TQ_KVSNAP_UNSET, 5, 4},
+    {TQ_KVSNAP_PRESET_BALANCED, 64, TQ_KVSNAP_UNSET, 4, 3},
     {TQ_KVSNAP_PRESET_SMALL,    32, 6,                 6, 3},
 };
 /* clang-format on */
@@ -126,7 +126,7 @@ TEST(kv_small_preset_codes_3_bits_as_uniform_cells_in_groups_of_64)
 
 TEST(kv_lossless_preset_keeps_every_tensor)
 {
-    tq_kvsnap_options o = preset_options(TQ_KVSNAP_PRESET_LOSSLESS, 0);
+    tq_kvsnap_options o = preset_options(TQ_KVSNAP_PRESET_LOSSLESS, TQ_KVSNAP_UNSET);
     planned p = plan_for(64, &o);
     CHECK_OK(p.ctx, p.st);
     CHECK_EQ(p.plan->n_coded, 0);
@@ -147,7 +147,7 @@ TEST(kv_plan_refuses_turbo_bits_outside_2_to_4_given_or_from_the_preset)
     CHECK_EQ(p.st, TQ_ERR_ARG);
     CHECK(strstr(tq_ctx_error(p.ctx), "2..4") != NULL, "message: %s", tq_ctx_error(p.ctx));
     planned_free(&p);
-    o.k_bits = TQ_KV_FROM_PRESET;
+    o.k_bits = TQ_KVSNAP_UNSET;
     o.preset = TQ_KVSNAP_PRESET_Q8; /* 8 bits from the preset */
     p = plan_for(128, &o);
     CHECK_EQ(p.st, TQ_ERR_ARG);
