@@ -5,6 +5,7 @@
 #define TQ_KV_CHUNK_H
 
 #include "tq.h"
+#include "tqkv.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -52,5 +53,12 @@ static inline void chunk_offset(float *x, size_t rows, const float *off, uint64_
     for (size_t r = 0; r < rows; r++)
         for (uint64_t j = 0; j < width; j++) x[r * width + j] += sign * off[j];
 }
+
+/* A block-coded record's rows [row0, row0 + n) on their way into the codec (x: [n][width], in
+ * place) and back out of it (y), the one inverse of the other (kv_chain.c). */
+tq_status tq_kvsnap_rows_to_code(tq_ctx *ctx, const tqkv_record *t, uint32_t row0, uint32_t n,
+                                 float *x);
+tq_status tq_kvsnap_rows_from_code(tq_ctx *ctx, const tqkv_record *t, uint32_t row0, uint32_t n,
+                                   float *y);
 
 #endif

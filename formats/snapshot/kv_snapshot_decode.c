@@ -49,12 +49,7 @@ static tq_status coded_rows(const tqkv_record *t, const tq_codec *c, const tqkv_
     size_t nv = (size_t)ch->nrows * t->width;
     tq_status st = tq_decode(dev, c, raw, nv, y);
     if (st) return tq_ctx_set_error(local, st, "%s", tq_ctx_error(dev));
-    if (t->offset && !t->rope_pos) chunk_offset(y, ch->nrows, t->offset, t->width, 1.0f);
-    if (t->innerq) st = tq_innerq_apply(local, y, nv, t->innerq, t->innerq_n, 1);
-    if (!st && t->rope_pos)
-        st = tq_rope_add(local, &t->rope, t->offset, y, ch->nrows, t->width,
-                         t->rope_pos + ch->row0, 1.0f);
-    return st;
+    return tq_kvsnap_rows_from_code(local, t, ch->row0, ch->nrows, y);
 }
 
 /* Kept (or sink) rows as floats, y[nv]: element-major source bytes (a transposed V) gathered

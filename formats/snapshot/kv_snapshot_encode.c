@@ -67,10 +67,7 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
         return;
     }
     tq_status st = tq_kv_view_read_rows(ctx, kt, t->cells, r0, n, x);
-    if (!st && t->rope_pos)
-        st = tq_rope_add(ctx, &t->rope, t->offset, x, n, t->width, t->rope_pos + r0, -1.0f);
-    if (!st && t->innerq) st = tq_innerq_apply(ctx, x, nv, t->innerq, t->innerq_n, 0);
-    if (!st && t->offset && !t->rope_pos) chunk_offset(x, n, t->offset, t->width, -1.0f);
+    if (!st) st = tq_kvsnap_rows_to_code(ctx, t, r0, n, x);
     if (!st && (st = tq_encode(dev, c, x, nv, o->p)))
         tq_ctx_set_error(ctx, st, "%s", tq_ctx_error(dev));
     uint8_t *planes = !st && t->planes ? malloc(o->len) : NULL;
