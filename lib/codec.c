@@ -151,7 +151,7 @@ tq_status tq_codec_desc_sizes(tq_ctx *ctx, const tq_codec_desc *d, size_t *block
  * prod codec's sketch. */
 static tq_status make_tables(tq_ctx *ctx, tq_codec *c)
 {
-    tq_kv_params *p = &c->kv;
+    tq_block_params *p = &c->kv;
     const tq_codec_desc *d = &c->desc;
     if (!(c->signs = malloc(2 * p->g * sizeof(float))))
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory creating a codec");
@@ -196,7 +196,7 @@ tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
     c->block_values = s.block_values;
     c->block_bytes = s.block_bytes;
     snprintf(c->name, sizeof c->name, "%s", s.name);
-    tq_kv_params *p = &c->kv;
+    tq_block_params *p = &c->kv;
     p->g = s.g;
     p->bits = s.bits;
     p->norm_correction = s.norm_correction;
@@ -380,7 +380,7 @@ tq_status tq_scores(tq_ctx *ctx, const tq_codec *c, const float *q, const void *
                                 c->name);
     tq_status st = tq_require_cpu(ctx, "compressed-domain scores");
     if (st) return st;
-    const tq_kv_params *p = &c->kv;
+    const tq_block_params *p = &c->kv;
     float qr[512];
     memcpy(qr, q, p->g * sizeof(float));
     tq_rht_forward_raw(p->g, p->s1, p->s2, qr); /* <q, R'v> = <R q, v> */

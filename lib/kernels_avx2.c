@@ -14,7 +14,7 @@ typedef struct vtab {
     const float *p;
 } vtab;
 
-/* p holds 256 entries (tq_kv_params), so the 32 loaded here exist */
+/* p holds 256 entries (tq_block_params), so the 32 loaded here exist */
 static inline vtab vtab_load(const float *p)
 {
     vtab t = {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), _mm256_loadu_ps(p + 16),

@@ -8,7 +8,7 @@
 
 static void kv_encode_block(const tq_codec *c, const float *x, uint8_t *out)
 {
-    const tq_kv_params *p = &c->kv;
+    const tq_block_params *p = &c->kv;
     uint32_t g = p->g;
     float u[512];
     uint8_t idx[512];
@@ -39,7 +39,7 @@ static void kv_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out
 
 static void kv_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y, int rotated)
 {
-    const tq_kv_params *p = &c->kv;
+    const tq_block_params *p = &c->kv;
     uint8_t idx[512];
     for (size_t b = 0; b < nb; b++) {
         uint16_t h0, h1;
@@ -59,7 +59,7 @@ static float inv_or_zero(float d) { return d > 1e-10f ? 1.0f / d : 0.0f; }
 static float w_half(const tq_codec *c, const float *buf, int h, float dq, float fork_inv,
                     uint8_t *idx)
 {
-    const tq_kv_params *p = &c->kv;
+    const tq_block_params *p = &c->kv;
     const float *C = p->cb->centroids;
     float err = 0.0f, dqs = dq != 0.0f ? dq : 1.0f;
     for (int j = 16 * h; j < 16 * h + 16; j++) {
@@ -99,7 +99,7 @@ static void w_refine(const tq_codec *c, const float *buf, float *d)
  * lower error against the stored fp16 scale. */
 static void w_encode_block(const tq_codec *c, const float *x, uint8_t *out)
 {
-    const tq_kv_params *p = &c->kv;
+    const tq_block_params *p = &c->kv;
     const float *C = p->cb->centroids;
     float buf[32];
     uint8_t idx[32], alt_idx[32];
@@ -162,7 +162,7 @@ static void w_encode(const tq_codec *c, const float *x, size_t nb, uint8_t *out)
 
 static void w_decode(const tq_codec *c, const uint8_t *in, size_t nb, float *y)
 {
-    const tq_kv_params *p = &c->kv;
+    const tq_block_params *p = &c->kv;
     uint8_t idx[32];
     for (size_t b = 0; b < nb; b++) {
         uint16_t h0, h1;

@@ -83,7 +83,7 @@ typedef enum tq_layout {
 } tq_layout;
 
 /* Everything a kernel needs, resolved once at tq_codec_new. */
-typedef struct tq_kv_params {
+typedef struct tq_block_params {
     uint32_t g;
     uint32_t bits;
     uint32_t norm_correction;
@@ -94,7 +94,7 @@ typedef struct tq_kv_params {
      * vector kernels look entries up with register permutes. */
     float cen[256] __attribute__((aligned(64)));
     float thr[256] __attribute__((aligned(64)));
-} tq_kv_params;
+} tq_block_params;
 
 struct tq_codec {
     tq_codec_desc desc;
@@ -102,7 +102,7 @@ struct tq_codec {
     size_t block_values;
     size_t block_bytes;
     tq_weight_search wsearch;
-    tq_kv_params kv;
+    tq_block_params kv;
     float *signs; /* owned storage for s1|s2 (KV) or w32 (weights) */
     float *extra; /* ANGLE: radius centroids then thresholds;
                      PROD: the g x g sketch matrix             */
