@@ -149,6 +149,12 @@ uint8_t *tq_test_seq_state(const tq_test_seq *s, size_t *len);
 struct tqkv_reader;
 uint8_t *tq_test_snapshot_decode(const uint8_t *snap, size_t len, const struct tqkv_reader *base,
                                  size_t *out_len, char *err, size_t errlen);
+/* A state's snapshot made in memory with options o: malloc'd bytes, or NULL with the reason
+ * in err. */
+struct tq_kvsnap_options;
+uint8_t *tq_test_snapshot_encode(const uint8_t *state, size_t len,
+                                 const struct tq_kvsnap_options *o, size_t *out_len, char *err,
+                                 size_t errlen);
 /* The base snapshot and the one appended to it (base: its reader) decoded: 0 when the first
  * base_cells cells of every K and V of every cache decode alike in both, else -1 with where
  * they differ in err. */

@@ -20,32 +20,11 @@ static uint8_t *make_state(size_t *len, int vtrans)
     return tq_test_seq_state(&s, len);
 }
 
-static uint8_t *encode_opts(const uint8_t *state, size_t len, const tq_kvsnap_options *o, size_t *out_len, char *err,
-                            size_t errlen)
+static uint8_t *encode_opts(const uint8_t *state, size_t len, const tq_kvsnap_options *o,
+                            size_t *out_len, char *err, size_t errlen)
 {
-    tq_ctx *ctx = tq_ctx_new();
-    tq_kv_view *s;
-    uint8_t *res = NULL;
-    if (tq_kv_view_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &s) == TQ_OK) {
-        char *buf = NULL;
-        size_t bl = 0;
-        FILE *f = open_memstream(&buf, &bl);
-        tq_kvsnap_report rep;
-        tq_status st = tq_kvsnap_encode(ctx, s, o, f, &rep);
-        fclose(f);
-        tq_kv_view_close(s);
-        if (!st) {
-            res = (uint8_t *)buf;
-            *out_len = bl;
-        } else {
-            free(buf);
-        }
-    }
-    snprintf(err, errlen, "%s", tq_ctx_error(ctx));
-    tq_ctx_free(ctx);
-    return res;
+    return tq_test_snapshot_encode(state, len, o, out_len, err, errlen);
 }
-
 
 /* the options most tests use: K 5 / V 4 bits at head size 32, or lossless */
 static uint8_t *encode(const uint8_t *state, size_t len, int lossless, size_t *out_len)

@@ -274,6 +274,19 @@ float tq_test_randn_value(void *seed, uint32_t l, int is_v, uint32_t c, uint32_t
     return (float)tq_test_randn(seed);
 }
 
+/* A memory stream's bytes once closed (the stream sets *buf and *bl then): the caller's when
+ * st is TQ_OK, else freed (NULL). */
+static uint8_t *stream_bytes(FILE *f, char **buf, const size_t *bl, tq_status st, size_t *out_len)
+{
+    fclose(f);
+    if (st) {
+        free(*buf);
+        return NULL;
+    }
+    *out_len = *bl;
+    return (uint8_t *)*buf;
+}
+
 uint8_t *tq_test_snapshot_decode(const uint8_t *snap, size_t len, const tqkv_reader *base,
                                  size_t *out_len, char *err, size_t errlen)
 {
@@ -285,14 +298,28 @@ uint8_t *tq_test_snapshot_decode(const uint8_t *snap, size_t len, const tqkv_rea
         size_t bl = 0;
         FILE *f = open_memstream(&buf, &bl);
         tq_status st = tq_kvsnap_decode(ctx, r, base, &(tq_kvsnap_decode_options){.threads = 2}, f);
-        fclose(f);
+        out = stream_bytes(f, &buf, &bl, st, out_len);
         tqkv_close(r);
-        if (!st) {
-            out = (uint8_t *)buf;
-            *out_len = bl;
-        } else {
-            free(buf);
-        }
+    }
+    snprintf(err, errlen, "%s", tq_ctx_error(ctx));
+    tq_ctx_free(ctx);
+    return out;
+}
+
+uint8_t *tq_test_snapshot_encode(const uint8_t *state, size_t len, const tq_kvsnap_options *o,
+                                 size_t *out_len, char *err, size_t errlen)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tq_kv_view *v;
+    uint8_t *out = NULL;
+    if (tq_kv_view_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v) == TQ_OK) {
+        char *buf = NULL;
+        size_t bl = 0;
+        FILE *f = open_memstream(&buf, &bl);
+        tq_kvsnap_report rep;
+        tq_status st = tq_kvsnap_encode(ctx, v, o, f, &rep);
+        out = stream_bytes(f, &buf, &bl, st, out_len);
+        tq_kv_view_close(v);
     }
     snprintf(err, errlen, "%s", tq_ctx_error(ctx));
     tq_ctx_free(ctx);
