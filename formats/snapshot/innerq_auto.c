@@ -30,8 +30,7 @@ static int k_is_quantized(const tq_kv_view *v)
 }
 
 tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
-                                const tq_kvsnap_plan *plan, tq_innerq_set *set,
-                                const char **why)
+                                tq_innerq_set *set, const char **why)
 {
     memset(set, 0, sizeof *set);
     *why = "off";
@@ -40,10 +39,6 @@ tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsna
     if (!o->model || resolved.codec != TQKV_CODEC_TQ || o->base ||
         o->preset == TQ_KVSNAP_PRESET_LOSSLESS)
         return TQ_OK;
-    if (tq_kvsnap_k_transformed(plan)) {
-        *why = "off (K is transform-coded: its basis decorrelates the channels)";
-        return TQ_OK;
-    }
     if (k_is_quantized(v)) {
         *why = "off (K of a quantized cache, not in the model's channels)";
         return TQ_OK;

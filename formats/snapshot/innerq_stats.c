@@ -59,6 +59,61 @@ static tq_status shape(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view *v, uin
     return TQ_OK;
 }
 
+/* Layer l of a stream: each row's squares into the layer's K (and V) sums. */
+static tq_status add_layer(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_stream *sr, uint32_t l,
+                           uint32_t ml, float *rows)
+{
+    enum { STEP = 256 }; /* rows: [STEP][width] */
+    tq_status st = TQ_OK;
+    for (int isv = 0; !st && isv < 2 - s->k_only; isv++) {
+        double *acc = s->sum + ((size_t)ml * 2 + isv) * s->width;
+        for (uint32_t c0 = 0; !st && c0 < sr->cell_count; c0 += STEP) {
+            uint32_t n = sr->cell_count - c0 < STEP ? sr->cell_count - c0 : STEP;
+            st = tq_kv_view_read_rows(ctx, isv ? &sr->v[l] : &sr->k[l], sr->cell_count, c0, n,
+                                      rows);
+            for (uint32_t r = 0; !st && r < n; r++)
+                for (uint64_t e = 0; e < s->width; e++)
+                    acc[e] += (double)rows[r * s->width + e] * rows[r * s->width + e];
+        }
+    }
+    return st;
+}
+
+/* A stream's layers into the sums, a layer a worker: a stream's layers are distinct model
+ * layers, so each sum has one writer and takes its rows in the same order whatever the thread
+ * count. */
+static tq_status add_stream(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view *v,
+                            const tq_cache_layers *L, uint32_t i, const tq_kv_stream *sr)
+{
+    uint32_t n_layer = sr->cell_count ? sr->n_layer : 0;
+    uint32_t *ml = malloc((n_layer ? n_layer : 1) * sizeof *ml); /* [n_layer]: model layers */
+    if (!ml) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (uint32_t l = 0; l < n_layer; l++) {
+        ml[l] = tq_kv_view_n_kv(v) == 2 ? tq_cache_layers_model(L, i, l) : l;
+        if (ml[l] >= s->n_layer) {
+            free(ml);
+            return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: cache %u layer %u has no model layer",
+                                    tq_kv_view_label(v), i, l);
+        }
+    }
+    size_t first = SIZE_MAX;
+#pragma omp parallel num_threads(tq_ctx_threads(ctx)) if (n_layer > 1)
+    {
+        tq_ctx *wc = tq_ctx_clone(ctx);
+        float *rows = malloc(256 * s->width * sizeof *rows);
+#pragma omp for schedule(dynamic, 1)
+        for (uint32_t l = 0; l < n_layer; l++) {
+            tq_status st = wc && rows ? add_layer(wc, s, sr, l, ml[l], rows) : TQ_ERR_NOMEM;
+            if (st) tq_ctx_keep_first(ctx, &first, l, rows ? wc : NULL);
+        }
+        free(rows);
+        tq_ctx_free(wc);
+    }
+    for (uint32_t l = 0; first == SIZE_MAX && l < n_layer; l++) s->cells[ml[l]] += sr->cell_count;
+    free(ml);
+    return first == SIZE_MAX ? TQ_OK : tq_ctx_status(ctx);
+}
+
 tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view *v,
                               const tq_model *model)
 {
@@ -89,37 +144,9 @@ tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view 
                               "(give --model)",
                               tq_kv_view_label(v));
     if (!st) st = shape(ctx, s, v, n_layer, width);
-    enum { STEP = 256 };
-    float *rows = st ? NULL : malloc((size_t)STEP * width * sizeof *rows);
-    if (!st && !rows) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    for (uint32_t i = 0; !st && i < tq_kv_view_n_kv(v); i++) {
-        const tq_kv_state *k = tq_kv_view_kv(v, i);
-        for (uint32_t j = 0; !st && j < k->n_stream; j++) {
-            const tq_kv_stream *sr = &k->streams[j];
-            for (uint32_t l = 0; !st && l < sr->n_layer && sr->cell_count; l++) {
-                uint32_t ml = tq_kv_view_n_kv(v) == 2 ? tq_cache_layers_model(&L, i, l) : l;
-                if (ml >= s->n_layer) {
-                    st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT,
-                                          "%s: cache %u layer %u has no model layer",
-                                          tq_kv_view_label(v), i, l);
-                    break;
-                }
-                for (int isv = 0; !st && isv < 2 - s->k_only; isv++) {
-                    double *acc = s->sum + ((size_t)ml * 2 + isv) * s->width;
-                    for (uint32_t c0 = 0; !st && c0 < sr->cell_count; c0 += STEP) {
-                        uint32_t n = sr->cell_count - c0 < STEP ? sr->cell_count - c0 : STEP;
-                        st = tq_kv_view_read_rows(ctx, isv ? &sr->v[l] : &sr->k[l],
-                                                    sr->cell_count, c0, n, rows);
-                        for (uint32_t r = 0; !st && r < n; r++)
-                            for (uint64_t e = 0; e < width; e++)
-                                acc[e] += (double)rows[r * width + e] * rows[r * width + e];
-                    }
-                }
-                s->cells[ml] += sr->cell_count;
-            }
-        }
-    }
-    free(rows);
+    for (uint32_t i = 0; !st && i < tq_kv_view_n_kv(v); i++)
+        for (uint32_t j = 0; !st && j < tq_kv_view_kv(v, i)->n_stream; j++)
+            st = add_stream(ctx, s, v, &L, i, &tq_kv_view_kv(v, i)->streams[j]);
     tq_cache_layers_free(&L);
     return st;
 }

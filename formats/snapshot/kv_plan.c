@@ -18,9 +18,13 @@
 
 int tq_kvsnap_k_transformed(const tq_kvsnap_plan *p)
 {
-    for (uint32_t i = 0; i < p->meta.n_tensors; i++)
-        if (!p->meta.t[i].is_v && p->meta.t[i].codec == TQKV_CODEC_KLT) return 1;
-    return 0;
+    int klt = 0;
+    for (uint32_t i = 0; i < p->meta.n_tensors; i++) {
+        const tqkv_record *t = &p->meta.t[i];
+        if (!t->is_v && t->codec == TQKV_CODEC_TQ) return 0;
+        klt |= !t->is_v && t->codec == TQKV_CODEC_KLT;
+    }
+    return klt;
 }
 
 /* ------------------------------------------------------------ models */

@@ -131,21 +131,20 @@ void tq_kvsnap_plan_free(tq_kvsnap_plan *p);
 typedef enum tq_describe_style { TQ_DESCRIBE_PLAN, TQ_DESCRIBE_TABLE } tq_describe_style;
 const char *tq_kvsnap_describe(const tqkv_record *t, tq_describe_style style, char *buf, size_t n);
 /* --innerq auto: Q-aware K scales computed from this state where the model's
- * QK-norm gains give E[q^2] exactly and `plan`, made without scales, codes no
- * K by transform; none otherwise.  Fills *set (n_layer 0: none) and *why
- * (what was done, for the log). */
+ * QK-norm gains give E[q^2] exactly; none otherwise.  Fills *set (n_layer 0:
+ * none) and *why (what was done, for the log).  The plan keeps them for the K
+ * it codes with tq's blocks and drops them where it takes the transform. */
 tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
-                                const tq_kvsnap_plan *plan, tq_innerq_set *set,
-                                const char **why);
+                                tq_innerq_set *set, const char **why);
 /* Marks in v (tq_kv_view_set_hadamard) the quantized K/V tensors whose rows
  * are stored Hadamard-rotated (today's llama.cpp does that to quantized
  * caches), judged from the rows, so that they are read, planned and coded in
  * the model's channels; with o->base, the base's marks.  *found: how many. */
 tq_status tq_kvsnap_find_rotation(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options *o,
                                   uint32_t *found);
-/* 1 when the plan transform-codes K in some layer.  A snapshot's K takes the
- * transform or InnerQ's scales, not both: a scales file turns the automatic
- * transform off, and a transform the plan takes turns automatic scales off. */
+/* 1 when the plan transform-codes K and leaves no K to tq's blocks: InnerQ's
+ * scales would serve no tensor (the plan drops them where it takes the
+ * transform, whose basis decorrelates the channels). */
 int tq_kvsnap_k_transformed(const tq_kvsnap_plan *p);
 /* The head size the options give (o->head_dim), 0 where unset. */
 uint32_t tq_kvsnap_given_head_dim(const tq_kvsnap_options *o);

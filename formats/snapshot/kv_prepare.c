@@ -27,20 +27,29 @@ static tq_status load_scales(tq_ctx *ctx, tq_kvsnap_prepared *p, tq_kvsnap_optio
     return TQ_OK;
 }
 
-/* Q-aware K scales computed from the state, where the model and the plan made without them
- * allow (tq_kvsnap_auto_innerq): one vector a head; then the plan again, with them (the
- * transform's choice does not depend on scales, so only the scales change). */
+/* Q-aware K scales computed from the state, where the model allows (tq_kvsnap_auto_innerq):
+ * one vector a head. */
 static tq_status auto_scales(tq_ctx *ctx, tq_kv_view *v, tq_kvsnap_prepared *p,
                              tq_kvsnap_options *o)
 {
-    tq_status st = tq_kvsnap_auto_innerq(ctx, v, o, p->plan, &p->scales, &p->innerq_why);
+    tq_status st = tq_kvsnap_auto_innerq(ctx, v, o, &p->scales, &p->innerq_why);
     if (st || !p->scales.s) return st;
     o->innerq = p->scales.s;
     o->innerq_layers = p->scales.n_layer;
     o->innerq_dim = p->scales.head_dim;
-    tq_kvsnap_plan_free(p->plan);
-    p->plan = NULL;
-    return tq_kvsnap_plan_make(ctx, v, o, &p->plan);
+    return TQ_OK;
+}
+
+/* Automatic scales the plan dropped from every K (it transform-codes them all): none kept,
+ * and the log says why.  The transform's choice does not depend on the scales. */
+static void drop_unused_scales(tq_kvsnap_prepared *p)
+{
+    if (p->options.innerq_file || !p->scales.s || !tq_kvsnap_k_transformed(p->plan)) return;
+    tq_innerq_set_free(&p->scales);
+    p->options.innerq = NULL;
+    p->options.innerq_layers = 0;
+    p->options.innerq_dim = 0;
+    p->innerq_why = "off (K is transform-coded: its basis decorrelates the channels)";
 }
 
 tq_status tq_kvsnap_prepare(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options *given,
@@ -54,8 +63,9 @@ tq_status tq_kvsnap_prepare(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options 
     tq_status st = tq_kvsnap_options_check(ctx, o);
     if (!st && o->innerq_path) st = load_scales(ctx, p, o);
     if (!st) st = tq_kvsnap_find_rotation(ctx, v, o, &p->rotated);
-    if (!st) st = tq_kvsnap_plan_make(ctx, v, o, &p->plan);
     if (!st && !o->innerq && !o->innerq_off) st = auto_scales(ctx, v, p, o);
+    if (!st) st = tq_kvsnap_plan_make(ctx, v, o, &p->plan);
+    if (!st) drop_unused_scales(p);
     if (st) {
         tq_kvsnap_prepared_free(p);
         return st;

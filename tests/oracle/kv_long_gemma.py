@@ -7,7 +7,8 @@ tokens in one batch.  KL against the uncompressed restore, beside the floor
 (that restore fed one token a call: another summation order).  A guard, not
 the acceptance run (that is tests/bench/kv_long.py at 24,576 tokens): the sliding
 layers' cells past their window (15/18 of the tensors, 94% of their cells) must be coded
-coarser, every global layer's K transform-coded, and each preset must take at least 0.5 bits
+coarser, every global layer's K transform-coded (and without InnerQ scales; the sliding layers' K
+with them), and each preset must take at least 0.5 bits
 a value fewer than with every cell alike (--past-bits 0), the default within 1.5x the floor
 and small within 2.5x, at <= 2.8 and <= 2.0 bits per K/V value (measured here: 2.443 bits at
 0.98x, against 3.043 at 1.44x with every cell alike).  Exit 77 = oracle missing."""
@@ -44,9 +45,13 @@ def main():
                 assert bits < bits_of[True] - 0.5, f"{preset}: {bits} bits, every cell alike {bits_of[True]}"
                 plan, rows = plan_rows(state, g, preset)
                 sliding = [ln for ln in rows if ln.startswith("  state 1 ")]
+                sliding_k = [ln for ln in sliding if " K " in ln]
                 global_k = [ln for ln in rows if ln.startswith("  state 0 ") and " K " in ln]
                 assert len(sliding) == 30 and all("past(<" in ln for ln in sliding), "past cells:\n" + plan
                 assert len(global_k) == 3 and all("klt(" in ln for ln in global_k), "global K:\n" + plan
+                # automatic InnerQ: the scales where K keeps tq's blocks, none on the transform
+                assert all("+innerq" in ln for ln in sliding_k), "sliding K without scales:\n" + plan
+                assert not any("innerq" in ln for ln in global_k), "transform-coded K with scales:\n" + plan
                 assert bits <= max_bits and kl <= max_x * floor, (preset, bits, kl, floor)
 
 if __name__ == "__main__":

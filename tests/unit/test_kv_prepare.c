@@ -55,41 +55,38 @@ static void state_close(state *s)
     tq_ctx_free(s->ctx);
 }
 
-/* What automatic InnerQ says of the state under the options, after the plan they make. */
+/* What automatic InnerQ says of the state under the options. */
 static const char *auto_innerq_why(state *s, tq_innerq_set *set)
 {
     const char *why = "(not run)";
-    tq_kvsnap_plan *plan = NULL;
-    if (tq_kvsnap_plan_make(s->ctx, s->view, &s->options, &plan) ||
-        tq_kvsnap_auto_innerq(s->ctx, s->view, &s->options, plan, set, &why))
+    if (tq_kvsnap_auto_innerq(s->ctx, s->view, &s->options, set, &why))
         why = tq_ctx_error(s->ctx);
-    tq_kvsnap_plan_free(plan);
     return why;
 }
 
-/* Each reason automatic InnerQ gives for no scales, in the order it asks: no model, a K the
- * plan transform-codes, no QK-norm gains (the test model has none). */
+/* Each reason automatic InnerQ gives for no scales, in the order it asks: no model, a codec
+ * whose blocks take none, no QK-norm gains (the test model has none).  (Scales the plan drops
+ * from every K, all transform-coded: tests/oracle/kv_long_gemma.py, on Gemma's gains.) */
 TEST(auto_innerq_says_why_it_computes_no_scales)
 {
     state s;
     state_open(&s);
     struct {
         int with_model;
-        int transform;
+        int codec;
         const char *why;
     } cases[] = {
-        {0, TQ_TC_AUTO, "off"},
-        {1, TQ_TC_ON, "off (K is transform-coded"},
-        {1, TQ_TC_OFF, "off (the model has no QK-norm gains"},
+        {0, TQ_KVSNAP_UNSET, "off"},
+        {1, TQKV_CODEC_TURBO, "off"},
+        {1, TQ_KVSNAP_UNSET, "off (the model has no QK-norm gains: E[q^2] would be a guess)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         s.options.model = cases[i].with_model ? &s.model : NULL;
-        s.options.transform = cases[i].transform;
+        s.options.codec = cases[i].codec;
         tq_innerq_set set;
         const char *why = auto_innerq_why(&s, &set);
         CHECK(set.s == NULL, "case %zu: scales computed (%s)", i, why);
-        CHECK(!strncmp(why, cases[i].why, strlen(cases[i].why)), "case %zu: '%s', not '%s'", i,
-              why, cases[i].why);
+        CHECK_EQ_STR(why, cases[i].why);
     }
     state_close(&s);
 }
