@@ -42,7 +42,6 @@ static uint8_t *make_state(size_t *len) { return make_cells(len, CELLS); }
 static uint8_t *encode_klt_base(const uint8_t *state, size_t len, int threads,
                                 const tqkv_reader *base, size_t *out_len)
 {
-    tq_ctx *ctx = tq_test_ctx();
     tq_kvsnap_options o;
     tq_kvsnap_options_init(&o);
     o.transform = TQ_TC_ON;
@@ -53,25 +52,10 @@ static uint8_t *encode_klt_base(const uint8_t *state, size_t len, int threads,
     o.profile = "69d8e4be4";
     o.base = base;
     o.base_name = "base.tqkv";
-    tq_kv_view *v;
-    char *buf = NULL;
-    size_t bl = 0;
-    if (tq_kv_view_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v)) {
-        tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
-        return NULL;
-    }
-    FILE *f = open_memstream(&buf, &bl);
-    tq_kvsnap_report rep;
-    tq_status st = tq_kvsnap_encode(ctx, v, &o, f, &rep);
-    fclose(f);
-    tq_kv_view_close(v);
-    if (st) {
-        tq_test_fail(__FILE__, __LINE__, " encode: %s\n", tq_ctx_error(ctx));
-        free(buf);
-        return NULL;
-    }
-    *out_len = bl;
-    return (uint8_t *)buf;
+    char err[512];
+    uint8_t *snap = tq_test_snapshot_encode(state, len, &o, out_len, err, sizeof err);
+    if (!snap) tq_test_fail(__FILE__, __LINE__, " encode: %s\n", err);
+    return snap;
 }
 
 static uint8_t *encode_klt(const uint8_t *state, size_t len, int threads, size_t *out_len)

@@ -90,28 +90,14 @@ static uint8_t *encode(const uint8_t *state, size_t len, int threads, int past,
     o.past_bits = past;
     o.base = base;
     o.base_name = "base.tqkv";
-    tq_kv_view *v;
-    char *buf = NULL;
-    size_t bl = 0;
-    tq_status st = model ? tq_kv_view_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v)
-                         : TQ_ERR_ARG;
-    if (!st) {
-        FILE *f = open_memstream(&buf, &bl);
-        tq_kvsnap_report rep;
-        st = tq_kvsnap_encode(ctx, v, &o, f, &rep);
-        fclose(f);
-        tq_kv_view_close(v);
-    }
-    if (st) {
-        tq_test_fail(__FILE__, __LINE__, " encode: %s\n", tq_ctx_error(ctx));
-        free(buf);
-        buf = NULL;
-    }
+    char err[512] = "no model";
+    uint8_t *snap = NULL;
+    if (model) snap = tq_test_snapshot_encode(state, len, &o, out_len, err, sizeof err);
+    if (!snap) tq_test_fail(__FILE__, __LINE__, " encode: %s\n", err);
     tq_model_free(&facts);
     tq_gguf_close(model);
     free(mb.p);
-    *out_len = bl;
-    return (uint8_t *)buf;
+    return snap;
 }
 
 /* Squared error over rows [r0, r1) of every tensor of cache s, relative to the rows' energy
