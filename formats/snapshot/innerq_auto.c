@@ -59,7 +59,7 @@ tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsna
         if (tq_innerq_stats_cells(st, l) < fewest) fewest = tq_innerq_stats_cells(st, l);
     char how[128];
     /* calibrate-innerq's rule with --model, at the preset's strength (kv_presets.c is, ic) */
-    const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(o->preset);
+    const tq_kvsnap_innerq_row *row = tq_kvsnap_innerq_of(o->preset);
     tq_innerq_derive_options derive = {.k_method = TQ_INNERQ_QK,
                                        .v_method = TQ_INNERQ_V_OFF,
                                        .strength = row->innerq_strength / 100.0};

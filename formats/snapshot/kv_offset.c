@@ -94,7 +94,7 @@ static double offset_energy(offset_sums *o, uint64_t width)
     return e;
 }
 
-tq_status tq_kvsnap_fit_offset(tq_ctx *ctx, const tq_kvsnap_preset_row *row, const src_tensor *s,
+tq_status tq_kvsnap_fit_offset(tq_ctx *ctx, const tq_kvsnap_offset_row *row, const src_tensor *s,
                                tqkv_record *t, const tq_rope *rope, const int32_t *pos)
 {
     /* o.mean, o.pre: [width] sums; rows: [OFFSET_STEP][width]; b, t->offset: [width] */

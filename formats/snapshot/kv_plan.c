@@ -126,7 +126,7 @@ static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_options *o, const src_
 static void tq_block_coding(const tq_kvsnap_options *o, int b, uint32_t g, uint8_t *bits,
                             uint8_t *uniform, uint8_t *nc)
 {
-    const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(o->preset);
+    const tq_kvsnap_cells_row *row = tq_kvsnap_cells_of(o->preset);
     *bits = (uint8_t)b;
     *uniform = 0;
     *nc = b >= row->matched_norm_bits; /* matched norms cost quality at fewer bits */
@@ -194,7 +194,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
         int boundary = (int)s->model_layer < o->boundary_layers ||
                        (int)s->model_layer >= (int)s->n_model - o->boundary_layers;
         int b = s->is_v ? p->v_bits : p->k_bits;
-        if (boundary) b = tq_kvsnap_preset_row_of(o->preset)->boundary_bits;
+        if (boundary) b = tq_kvsnap_blocks_of(o->preset)->boundary_bits;
         t->codec = TQKV_CODEC_TQ;
         t->group = g;
         t->seed = TQ_SEED_FORK;
@@ -230,7 +230,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
                                 "verbatim (a chunk holds at most 1 GiB); use a lossy preset",
                                 t->layer);
     uint64_t rs = kt->row_size ? kt->row_size : 1;
-    uint64_t chunk_bytes = (uint64_t)tq_kvsnap_preset_row_of(o->preset)->chunk_kib << 10;
+    uint64_t chunk_bytes = (uint64_t)tq_kvsnap_chunks_of(o->preset)->chunk_kib << 10;
     t->rows_per_chunk = (uint32_t)(rs >= chunk_bytes ? 1 : chunk_bytes / rs);
     if (t->codec == TQKV_CODEC_RAW && t->transposed) t->rows_per_chunk = t->cells; /* one piece */
     if (t->rows_per_chunk > t->cells) t->rows_per_chunk = t->cells;
@@ -274,7 +274,7 @@ static int transformable(const tq_kvsnap_plan *p, const tq_kvsnap_options *o,
     if (o->transform == TQ_TC_AUTO && t->coarse_end) return 0;
     return o->transform != TQ_TC_OFF && t->codec == TQKV_CODEC_TQ && !t->transposed &&
            t->group % 8 == 0 && rate > 0 && !o->base &&
-           t->cells >= t->sink_rows + (uint32_t)tq_kvsnap_preset_row_of(o->preset)->transform_cells;
+           t->cells >= t->sink_rows + (uint32_t)tq_kvsnap_transform_of(o->preset)->transform_cells;
 }
 
 /* The bits per value tq's codec spends on t: its indices (uniform cells:
@@ -385,7 +385,7 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
     /* as few chunks as the preset's transform rows allow, alike in size: a tensor's chunks
        are coded side by side, and the longest holds up the next tensor */
     uint32_t coded = k.cells - k.sink_rows;
-    const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(o->preset);
+    const tq_kvsnap_transform_row *row = tq_kvsnap_transform_of(o->preset);
     uint32_t n_chunks = (coded + row->transform_rows - 1) / row->transform_rows;
     k.rows_per_chunk = n_chunks > 1 ? (coded + n_chunks - 1) / n_chunks : k.cells;
     k.klt_rate = fit.rate;
@@ -424,7 +424,7 @@ static tq_status plan_offsets(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kv_view *
             int taken = 0;
             tq_status st = wc ? TQ_OK : TQ_ERR_NOMEM;
             if (!st && tc) st = plan_transform(wc, p, o, &src[i], t, rope, pos, &taken);
-            const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(o->preset);
+            const tq_kvsnap_offset_row *row = tq_kvsnap_offset_of(o->preset);
             if (!st && !taken && !t->is_v && o->k_offset)
                 st = tq_kvsnap_fit_offset(wc, row, &src[i], t, rope, pos);
             if (st) tq_ctx_keep_first(ctx, &first, i, wc);
@@ -534,7 +534,8 @@ static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_t
 {
     int guessed;
     uint32_t g = n ? tq_arch_group_for_width(src[0].kt->width, head_dim, &guessed) : head_dim;
-    const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(p->preset);
+    const tq_kvsnap_blocks_row *row = tq_kvsnap_blocks_of(p->preset);
+    int lift = tq_kvsnap_past_of(p->preset)->past_lift;
     int small = g && g <= (uint32_t)row->small_head;
     int kb = small ? row->k_bits_small : row->k_bits;
     int vb = small ? row->v_bits_small : row->v_bits;
@@ -542,8 +543,8 @@ static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_t
     for (size_t i = 0; i < n; i++) past |= src[i].past_rows > (uint32_t)o->sink_cells;
     p->past_bits = past ? o->past_bits : 0;
     if (p->past_bits) {
-        kb += row->past_lift;
-        vb += row->past_lift;
+        kb += lift;
+        vb += lift;
     }
     p->k_bits = o->k_bits > 0 ? o->k_bits : kb;
     p->v_bits = o->v_bits > 0 ? o->v_bits : vb;

@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-/* The presets; their defaults are one table in kv_plan.c (tq_kvsnap_preset_row). */
+/* The presets; their defaults are a table a stage in kv_presets.c (kv_presets.h). */
 typedef enum tq_kvsnap_preset {
     TQ_KVSNAP_PRESET_BALANCED = 0,
     TQ_KVSNAP_PRESET_LOSSLESS,

@@ -3,59 +3,141 @@
 
 #include <string.h>
 
-#define KR TQ_KOFF_ROPE
-#define CA TQ_CELLS_AUTO
-#define TA TQ_TC_AUTO
-#define T0 TQ_TC_OFF
+/* The presets, in tq_kvsnap_preset's order; each stage's table has a row for each, in this
+ * order.  The figures behind each value: tests/bench/results/kv_presets.md. */
+static const char *const preset_names[] = {"balanced", "lossless", "q8", "small"};
+#define N_PRESETS (sizeof preset_names / sizeof *preset_names)
+#define ROW_OF(table, p) (&(table)[(unsigned)(p) < N_PRESETS ? (unsigned)(p) : 0])
 
-/* One row a preset; the figures behind each value: tests/bench/results/kv_presets.md.
- *   k v    tq codec bits of K and V (lossless: reported, unused: every byte is kept)
+/* clang-format off */
+/* blocks: tq's block codec (lossless: reported, unused: every byte is kept)
+ *   k v    bits of K and V
  *   ks vs  K's and V's bits at heads of `sh` values or fewer (an fp16 norm a head costs 16/g)
  *   sh     the largest head that takes ks and vs
  *   bb     bits of the first and last --boundary-layers layers
- *   sk     first cells of each coded K and V kept exact (attention sinks)
- *   ko     TQ_KOFF_*: the offset K loses before coding (KR: K's pre-RoPE mean, turned)
- *   os     hundredths of K's energy an offset must remove to be kept
- *   oh     the smallest head that takes an offset
+ *   sk     first cells of each coded K and V kept exact (attention sinks) */
+static const tq_kvsnap_blocks_row blocks_table[N_PRESETS] = {
+    /*              k  v ks vs  sh bb sk */
+    /* balanced */ { 4, 3, 5, 4, 32, 8, 1},
+    /* lossless */ { 4, 4, 4, 4, 32, 8, 1},
+    /* q8       */ { 8, 8, 8, 8, 32, 8, 1},
+    /* small    */ { 3, 3, 3, 3, 32, 8, 1},
+};
+
+/* cells: the blocks' codebook
  *   ce     TQ_CELLS_*: Lloyd-Max or uniform cells (CA: uniform at ub bits in groups >= ug)
  *   ub ug  where auto takes uniform cells: at ub bits, in groups of ug values or more
- *   nb     block norms matched to the cells (norm correction) from nb bits
- *   zs     the chunks' zstd level
- *   ck     KiB of source rows a block-coded chunk holds
- *   tc     TQ_TC_*: transform coding (kv_klt.h) where it takes fewer bits at tq's error
- *   kc vc  the transform's bits a K / V value: the tq bits less kc / vc hundredths (vc 0: V
+ *   nb     block norms matched to the cells (norm correction) from nb bits */
+#define CA TQ_CELLS_AUTO
+static const tq_kvsnap_cells_row cells_table[N_PRESETS] = {
+    /*              ce  ub  ug nb */
+    /* balanced */ {CA,  3, 64, 3},
+    /* lossless */ {CA,  3, 64, 3},
+    /* q8       */ {CA,  3, 64, 3},
+    /* small    */ {CA,  3, 64, 3},
+};
+#undef CA
+
+/* offset: what K loses before it is coded
+ *   ko     TQ_KOFF_*: the offset (KR: K's pre-RoPE mean, turned)
+ *   os     hundredths of K's energy an offset must remove to be kept
+ *   oh     the smallest head that takes an offset */
+#define KR TQ_KOFF_ROPE
+static const tq_kvsnap_offset_row offset_table[N_PRESETS] = {
+    /*              ko  os  oh */
+    /* balanced */ {KR,  5, 64},
+    /* lossless */ {KR,  5, 64},
+    /* q8       */ {KR,  5, 64},
+    /* small    */ {KR,  5, 64},
+};
+#undef KR
+
+/* transform: transform coding (kv_klt.h) where it takes fewer bits at tq's error
+ *   tc     TQ_TC_*: auto (TA) or off (T0)
+ *   kc vc  the transform's bits a K / V value: the block bits less kc / vc hundredths (vc 0: V
  *          keeps the blocks)
  *   tr     transform-coded rows a chunk holds at most (chunks alike in size)
  *   rr     transform-coded chunks of rr rows or more hold rANS streams (else zstd's bytes)
- *   tm     the fewest coded cells a transform is fitted on
- *   pb     bits of the cells a sliding-window layer no longer attends to (0: as the others)
- *   pl     bits added to K and V of the other cells where a state has such cells
- *   is     automatic InnerQ (and calibrate-innerq's default): the exponent, in hundredths
- *   ic     automatic InnerQ: the fewest cells a layer is calibrated on */
-/* clang-format off */
-static const tq_kvsnap_preset_row preset_table[] = {
-    /*name      k v ks vs sh bb  sk ko os oh ce ub ug nb zs  ck tc  kc vc   tr   rr tm pb pl is ic*/
-    {"balanced",4,3, 5, 4,32, 8,  1,KR, 5,64,CA, 3,64, 3, 1,256,TA,125, 0,4096,1024,16, 2, 1,50,64},
-    {"lossless",4,4, 4, 4,32, 8,  1,KR, 5,64,CA, 3,64, 3, 1,256,T0,  0, 0,4096,1024,16, 0, 0,50,64},
-    {"q8",      8,8, 8, 8,32, 8,  1,KR, 5,64,CA, 3,64, 3, 1,256,T0,  0, 0,4096,1024,16, 0, 0,50,64},
-    {"small",   3,3, 3, 3,32, 8,  1,KR, 5,64,CA, 3,64, 3, 1,256,TA,100,90,4096,1024,16, 1, 1,50,64},
+ *   tm     the fewest coded cells a transform is fitted on */
+#define TA TQ_TC_AUTO
+#define T0 TQ_TC_OFF
+static const tq_kvsnap_transform_row transform_table[N_PRESETS] = {
+    /*              tc   kc  vc    tr    rr  tm */
+    /* balanced */ {TA, 125,  0, 4096, 1024, 16},
+    /* lossless */ {T0,   0,  0, 4096, 1024, 16},
+    /* q8       */ {T0,   0,  0, 4096, 1024, 16},
+    /* small    */ {TA, 100, 90, 4096, 1024, 16},
 };
-/* clang-format on */
-#undef KR
-#undef CA
 #undef TA
 #undef T0
-#define N_PRESETS (sizeof preset_table / sizeof *preset_table)
 
-const tq_kvsnap_preset_row *tq_kvsnap_preset_row_of(tq_kvsnap_preset p)
+/* past: the cells a sliding-window layer no longer attends to
+ *   pb     their bits (0: as the others)
+ *   pl     bits added to K and V of the other cells where a state has such cells */
+static const tq_kvsnap_past_row past_table[N_PRESETS] = {
+    /*              pb pl */
+    /* balanced */ { 2, 1},
+    /* lossless */ { 0, 0},
+    /* q8       */ { 0, 0},
+    /* small    */ { 1, 1},
+};
+
+/* innerq: automatic InnerQ (and calibrate-innerq's default)
+ *   is     the exponent, in hundredths
+ *   ic     the fewest cells a layer is calibrated on */
+static const tq_kvsnap_innerq_row innerq_table[N_PRESETS] = {
+    /*              is  ic */
+    /* balanced */ {50, 64},
+    /* lossless */ {50, 64},
+    /* q8       */ {50, 64},
+    /* small    */ {50, 64},
+};
+
+/* chunks: the container
+ *   zs     the chunks' zstd level
+ *   ck     KiB of source rows a block-coded chunk holds */
+static const tq_kvsnap_chunks_row chunks_table[N_PRESETS] = {
+    /*              zs  ck */
+    /* balanced */ { 1, 256},
+    /* lossless */ { 1, 256},
+    /* q8       */ { 1, 256},
+    /* small    */ { 1, 256},
+};
+/* clang-format on */
+
+const tq_kvsnap_blocks_row *tq_kvsnap_blocks_of(tq_kvsnap_preset p)
 {
-    return (unsigned)p < N_PRESETS ? &preset_table[p] : &preset_table[TQ_KVSNAP_PRESET_BALANCED];
+    return ROW_OF(blocks_table, p);
+}
+
+const tq_kvsnap_cells_row *tq_kvsnap_cells_of(tq_kvsnap_preset p) { return ROW_OF(cells_table, p); }
+
+const tq_kvsnap_offset_row *tq_kvsnap_offset_of(tq_kvsnap_preset p)
+{
+    return ROW_OF(offset_table, p);
+}
+
+const tq_kvsnap_transform_row *tq_kvsnap_transform_of(tq_kvsnap_preset p)
+{
+    return ROW_OF(transform_table, p);
+}
+
+const tq_kvsnap_past_row *tq_kvsnap_past_of(tq_kvsnap_preset p) { return ROW_OF(past_table, p); }
+
+const tq_kvsnap_innerq_row *tq_kvsnap_innerq_of(tq_kvsnap_preset p)
+{
+    return ROW_OF(innerq_table, p);
+}
+
+const tq_kvsnap_chunks_row *tq_kvsnap_chunks_of(tq_kvsnap_preset p)
+{
+    return ROW_OF(chunks_table, p);
 }
 
 int tq_kvsnap_preset_parse(const char *name, tq_kvsnap_preset *out)
 {
     for (size_t i = 0; i < N_PRESETS; i++) {
-        if (!strcmp(name, preset_table[i].name)) {
+        if (!strcmp(name, preset_names[i])) {
             *out = (tq_kvsnap_preset)i;
             return 0;
         }
@@ -66,7 +148,7 @@ int tq_kvsnap_preset_parse(const char *name, tq_kvsnap_preset *out)
 const char *tq_kvsnap_preset_name(tq_kvsnap_preset p)
 {
     if ((unsigned)p >= N_PRESETS) return "?";
-    return preset_table[p].name;
+    return preset_names[p];
 }
 
 void tq_kvsnap_options_init(tq_kvsnap_options *o)
@@ -127,21 +209,21 @@ tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
 
 void tq_kvsnap_resolve(const tq_kvsnap_options *o, tq_kvsnap_options *r)
 {
-    const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(o->preset);
+    tq_kvsnap_preset p = o->preset;
     *r = *o;
-    if (r->sink_cells == TQ_KVSNAP_UNSET) r->sink_cells = row->sink_cells;
-    if (r->k_offset == TQ_KVSNAP_UNSET) r->k_offset = row->k_offset;
-    if (r->cells == TQ_KVSNAP_UNSET) r->cells = row->cells;
-    if (r->zstd_level == TQ_KVSNAP_UNSET) r->zstd_level = row->zstd_level;
-    if (r->transform == TQ_KVSNAP_UNSET) r->transform = row->transform;
-    if (r->past_bits == TQ_KVSNAP_UNSET) r->past_bits = row->past_bits;
+    if (r->sink_cells == TQ_KVSNAP_UNSET) r->sink_cells = tq_kvsnap_blocks_of(p)->sink_cells;
+    if (r->k_offset == TQ_KVSNAP_UNSET) r->k_offset = tq_kvsnap_offset_of(p)->k_offset;
+    if (r->cells == TQ_KVSNAP_UNSET) r->cells = tq_kvsnap_cells_of(p)->cells;
+    if (r->zstd_level == TQ_KVSNAP_UNSET) r->zstd_level = tq_kvsnap_chunks_of(p)->zstd_level;
+    if (r->transform == TQ_KVSNAP_UNSET) r->transform = tq_kvsnap_transform_of(p)->transform;
+    if (r->past_bits == TQ_KVSNAP_UNSET) r->past_bits = tq_kvsnap_past_of(p)->past_bits;
     if (r->codec == TQ_KVSNAP_UNSET) r->codec = TQKV_CODEC_TQ;
     if (r->codec != TQKV_CODEC_TQ) r->transform = TQ_TC_OFF;
 }
 
 double tq_kvsnap_transform_rate(const tq_kvsnap_options *o, int is_v, int bits)
 {
-    const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(o->preset);
+    const tq_kvsnap_transform_row *row = tq_kvsnap_transform_of(o->preset);
     double given = is_v ? o->v_rate : o->k_rate;
     int cut = is_v ? row->v_rate_cut : row->k_rate_cut;
     if (given != TQ_KVSNAP_UNSET) return given;
@@ -155,7 +237,7 @@ uint32_t tq_kvsnap_given_head_dim(const tq_kvsnap_options *o)
 
 void tq_kvsnap_innerq_defaults(double *strength, uint32_t *min_cells)
 {
-    const tq_kvsnap_preset_row *row = tq_kvsnap_preset_row_of(TQ_KVSNAP_PRESET_BALANCED);
+    const tq_kvsnap_innerq_row *row = tq_kvsnap_innerq_of(TQ_KVSNAP_PRESET_BALANCED);
     *strength = row->innerq_strength / 100.0;
     *min_cells = (uint32_t)row->innerq_cells;
 }

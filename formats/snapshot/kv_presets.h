@@ -1,5 +1,5 @@
-/* kv_presets.h - the snapshot presets: every default and constant of a plan, one row a preset,
- * in kv_presets.c (zstd's lib/compress/clevels.h).  kv_plan.c and the files it is cut into read
+/* kv_presets.h - the snapshot presets: every default and constant of a plan, a table a stage and
+ * one row a preset in each, in kv_presets.c (zstd's lib/compress/clevels.h).  kv_plan.c and the files it is cut into read
  * their numbers here and nowhere else; why each value is what it is, and the figure that
  * decided it, is in tests/bench/results/kv_presets.md. */
 #ifndef TQ_KV_PRESETS_H
@@ -11,20 +11,39 @@
 extern "C" {
 #endif
 
-/* A preset's row: kv_presets.c's legend says what each column holds. */
-typedef struct tq_kvsnap_preset_row {
-    const char *name;
-    int k_bits, v_bits, k_bits_small, v_bits_small, small_head, boundary_bits;
-    int sink_cells, k_offset, offset_share, offset_head;
+/* A preset is one row in each stage's table (kv_presets.c, whose legends say what each column
+ * holds): the blocks, their cells, K's offset, the transform, the past cells, InnerQ and the
+ * chunks. */
+typedef struct tq_kvsnap_blocks_row {
+    int k_bits, v_bits, k_bits_small, v_bits_small, small_head, boundary_bits, sink_cells;
+} tq_kvsnap_blocks_row;
+typedef struct tq_kvsnap_cells_row {
     int cells, uniform_bits, uniform_group, matched_norm_bits;
-    int zstd_level, chunk_kib;
+} tq_kvsnap_cells_row;
+typedef struct tq_kvsnap_offset_row {
+    int k_offset, offset_share, offset_head;
+} tq_kvsnap_offset_row;
+typedef struct tq_kvsnap_transform_row {
     int transform, k_rate_cut, v_rate_cut, transform_rows, rans_rows, transform_cells;
+} tq_kvsnap_transform_row;
+typedef struct tq_kvsnap_past_row {
     int past_bits, past_lift;
+} tq_kvsnap_past_row;
+typedef struct tq_kvsnap_innerq_row {
     int innerq_strength, innerq_cells;
-} tq_kvsnap_preset_row;
+} tq_kvsnap_innerq_row;
+typedef struct tq_kvsnap_chunks_row {
+    int zstd_level, chunk_kib;
+} tq_kvsnap_chunks_row;
 
-/* The row of preset p (an unknown p: balanced's). */
-const tq_kvsnap_preset_row *tq_kvsnap_preset_row_of(tq_kvsnap_preset p);
+/* Preset p's row of each stage (an unknown p: balanced's). */
+const tq_kvsnap_blocks_row *tq_kvsnap_blocks_of(tq_kvsnap_preset p);
+const tq_kvsnap_cells_row *tq_kvsnap_cells_of(tq_kvsnap_preset p);
+const tq_kvsnap_offset_row *tq_kvsnap_offset_of(tq_kvsnap_preset p);
+const tq_kvsnap_transform_row *tq_kvsnap_transform_of(tq_kvsnap_preset p);
+const tq_kvsnap_past_row *tq_kvsnap_past_of(tq_kvsnap_preset p);
+const tq_kvsnap_innerq_row *tq_kvsnap_innerq_of(tq_kvsnap_preset p);
+const tq_kvsnap_chunks_row *tq_kvsnap_chunks_of(tq_kvsnap_preset p);
 
 /* The options with every default taken from the preset's row (options_init's
  * TQ_KVSNAP_UNSET and -1 rates). */
