@@ -535,7 +535,7 @@ static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_t
     int guessed;
     uint32_t g = n ? tq_arch_group_for_width(src[0].kt->width, head_dim, &guessed) : head_dim;
     const tq_kvsnap_blocks_row *row = tq_kvsnap_blocks_of(p->preset);
-    int lift = tq_kvsnap_past_of(p->preset)->past_lift;
+    const tq_kvsnap_past_row *lift = tq_kvsnap_past_of(p->preset);
     int small = g && g <= (uint32_t)row->small_head;
     int kb = small ? row->k_bits_small : row->k_bits;
     int vb = small ? row->v_bits_small : row->v_bits;
@@ -543,8 +543,8 @@ static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_t
     for (size_t i = 0; i < n; i++) past |= src[i].past_rows > (uint32_t)o->sink_cells;
     p->past_bits = past ? o->past_bits : 0;
     if (p->past_bits) {
-        kb += lift;
-        vb += lift;
+        kb += lift->k_lift;
+        vb += lift->v_lift;
     }
     p->k_bits = o->k_bits > 0 ? o->k_bits : kb;
     p->v_bits = o->v_bits > 0 ? o->v_bits : vb;

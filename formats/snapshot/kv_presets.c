@@ -73,13 +73,13 @@ static const tq_kvsnap_transform_row transform_table[N_PRESETS] = {
 
 /* past: the cells a sliding-window layer no longer attends to
  *   pb     their bits (0: as the others)
- *   pl     bits added to K and V of the other cells where a state has such cells */
+ *   kl vl  bits added to K's and V's other cells where a state has such cells */
 static const tq_kvsnap_past_row past_table[N_PRESETS] = {
-    /*              pb pl */
-    /* balanced */ { 2, 1},
-    /* lossless */ { 0, 0},
-    /* q8       */ { 0, 0},
-    /* small    */ { 1, 1},
+    /*              pb kl vl */
+    /* balanced */ { 2, 1, 1},
+    /* lossless */ { 0, 0, 0},
+    /* q8       */ { 0, 0, 0},
+    /* small    */ { 1, 1, 1},
 };
 
 /* innerq: automatic InnerQ (and calibrate-innerq's default)

@@ -27,7 +27,7 @@ typedef struct tq_kvsnap_transform_row {
     int transform, k_rate_cut, v_rate_cut, transform_rows, rans_rows, transform_cells;
 } tq_kvsnap_transform_row;
 typedef struct tq_kvsnap_past_row {
-    int past_bits, past_lift;
+    int past_bits, k_lift, v_lift;
 } tq_kvsnap_past_row;
 typedef struct tq_kvsnap_innerq_row {
     int innerq_strength, innerq_cells;
