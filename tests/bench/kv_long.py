@@ -1,7 +1,8 @@
-"""kv_long.py [--model=gemma|smollm2] [--steps=128] [--sessions=docs,code] [NAME:SWITCHES ...] -
+"""kv_long.py [--model=gemma|smollm2] [--steps=128] [--sessions=judge|choose|all|NAME,...] [NAME:SWITCHES ...] -
 snapshot settings judged at long context (a benchmark, not a test): the sessions of
-tests/bench/long_sessions.py (Gemma 3 270M: 24576 tokens, SmolLM2-135M: 7168, of two texts
-of our own, cached under ~/.cache/tq/long), each restored in llama.cpp after an
+tests/bench/long_sessions.py (Gemma 3 270M: 24576 tokens, SmolLM2-135M: 7168, of the text
+set's held-out texts by default, cached under ~/.cache/tq/long; kv_texts.py reports the worst
+text at 128 and 512 steps), each restored in llama.cpp after an
 encode/decode round trip, its last cell dropped and re-fed with the next
 `steps` tokens in one batch (teacher forcing).  KL and top-1 against the
 uncompressed restore fed the same way; the floor is that restore fed one
@@ -30,7 +31,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
 from _env import TQ  # noqa: E402
-from long_sessions import MODELS, session_path  # noqa: E402
+from long_sessions import MODELS, session_path, text_names  # noqa: E402
 from _llama_util import compare  # noqa: E402
 import llama_cpp  # noqa: E402
 
@@ -39,7 +40,7 @@ STEPS = int(OPTS.get("--steps", 128))
 MODEL = OPTS.get("--model", "gemma")
 TOKENS = int(OPTS.get("--tokens", MODELS[MODEL]["tokens"]))
 N_CTX = MODELS[MODEL]["n_ctx"]
-SESSIONS = OPTS.get("--sessions", "docs,code").split(",")
+SESSIONS = text_names(OPTS.get("--sessions", "judge"))
 ARGS = [a.split(":", 1) if ":" in a else (a, "") for a in sys.argv[1:] if not a.startswith("--")]
 SETTINGS = ARGS or ([] if "--rows-from" in OPTS else [("default", "")])
 

@@ -1,4 +1,4 @@
-"""kv_long_speed.py [--model=gemma|smollm2] [--reps=5] [--sessions=docs,code] [SWITCHES] -
+"""kv_long_speed.py [--model=gemma|smollm2] [--reps=5] [--sessions=judge|choose|all|NAME,...] [SWITCHES] -
 snapshot speed and memory on the long sessions of tests/bench/long_sessions.py (Gemma 3 270M
 at 24,576 tokens, SmolLM2-135M at 7,168)
 (a benchmark, not a test): `tq encode-kvdump --model` against `zstd -3 -T2`
@@ -18,11 +18,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
 from _env import TQ  # noqa: E402
-from long_sessions import MODELS, session_path, split_options, table_head  # noqa: E402
+from long_sessions import MODELS, session_path, text_names, split_options, table_head  # noqa: E402
 
 OPTS, SWITCHES = split_options(("--reps=", "--sessions=", "--model="))
 REPS = int(OPTS.get("--reps", 5))
-SESSIONS = OPTS.get("--sessions", "docs,code").split(",")
+SESSIONS = text_names(OPTS.get("--sessions", "judge"))
 MODEL = OPTS.get("--model", "gemma")
 
 

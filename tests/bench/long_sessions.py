@@ -1,16 +1,17 @@
-"""long_sessions.py [--model gemma|smollm2] [--tokens N] - long sessions of the two real
-models on two texts of this project's own, saved once under ~/.cache/tq/long (TQ_CACHE's
-parent: see tests/oracle/_env.py) for the long-context benchmarks, with the next 128 tokens
-of each text for teacher forcing:
-  gemma    Gemma 3 270M, 24576 tokens (its window is 32K; iSWA, heads of 256)
+"""long_sessions.py [--model gemma|smollm2] [--tokens N] [--texts all|choose|judge|NAME,...] - long
+sessions of the two real models on the text set of tests/oracle/_texts.py (eight texts of eight
+kinds from what PyPI packages ship, split once into four to choose on and four held out), saved
+once under ~/.cache/tq/long (TQ_CACHE's parent: see tests/oracle/_env.py) for the long-context
+benchmarks, with the next 512 tokens of each text for teacher forcing:
+  gemma    Gemma 3 270M, 24576 tokens (its window is 32K; iSWA, heads of 256); --tokens 1536
+           for the short set
   smollm2  SmolLM2-135M-Instruct, 7168 tokens (its window is 8192; dense GQA, 3 KV heads of
            64, no sliding window: the shape most deployed models have)
-The texts: `docs` (prose: README, formats/ and lib/ specs, man pages) and `code` (the C
-sources of lib/, formats/ and cmd/), read from the git history at TEXT_REV, so anyone with a
-clone rebuilds the same sessions whatever the checkout holds now (read from the checkout,
-they changed with every edit of a README line).  Prefill with flash attention on, as
-llama.cpp's server saves; about 5 minutes a Gemma session and 1 a SmolLM2 one on 2 cores.
-Prints each session's path, tokens, size and prefill time."""
+`docs` and `code`, two texts of this project's own read from the git history at TEXT_REV, are
+kept for the lab notes measured on them (tests/bench/results); no default is chosen or judged on
+them now (issue 36).  Prefill with flash attention on, as llama.cpp's server saves; about 5
+minutes a Gemma session and 1 a SmolLM2 one on 2 cores.  Prints each session's path, tokens,
+size and prefill time."""
 import argparse
 import fnmatch
 import subprocess
@@ -23,6 +24,7 @@ from _env import CACHE, ROOT, gemma, need, smollm2  # noqa: E402
 
 np, llama_cpp = need("numpy", "llama_cpp")
 from _llama_util import cached_session  # noqa: E402
+import _texts  # noqa: E402
 
 TEXTS = {
     "docs": ["README.md", "formats/*.md", "formats/*/*.md", "lib/*.md", "man/*.1"],
@@ -81,10 +83,25 @@ def text_of(name):
     return "\n\n".join(git("show", f"{TEXT_REV}:{f}").decode() for f in files)
 
 
+def text_names(spec):
+    """The texts a --texts/--sessions value names: all, choose, judge or NAME,..."""
+    if spec in ("all", "choose", "judge"):
+        return _texts.names(spec)
+    return spec.split(",")
+
+
+def text_tokens(llm, name):
+    """A text's tokens as the model reads it (BOS first)."""
+    if name in TEXTS:
+        return llm.tokenize(text_of(name).encode(), add_bos=True)
+    return _texts.tokens(llm, name)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", choices=sorted(MODELS), default="gemma")
     ap.add_argument("--tokens", type=int)
+    ap.add_argument("--texts", default="all")
     args = ap.parse_args()
     m = MODELS[args.model]
     tokens = args.tokens or m["tokens"]
@@ -93,9 +110,9 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     llm = llama_cpp.Llama(model_path=str(model), n_ctx=m["n_ctx"], n_batch=512, logits_all=False,
                           verbose=False, flash_attn=True)
-    for name in TEXTS:
+    for name in text_names(args.texts):
         state = session_path(name, tokens, args.model)
-        toks = llm.tokenize(text_of(name).encode(), add_bos=True)
+        toks = text_tokens(llm, name)
         t0 = time.time()
         fresh = not state.exists()
         cached_session(llm, toks, tokens, CONT, state)
