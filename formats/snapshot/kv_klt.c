@@ -103,10 +103,41 @@ static tq_status read_sample(tq_ctx *ctx, const tq_kv_tensor *kt, tqkv_record *t
     return st;
 }
 
+/* The distortion byte bases add to a head's coefficients over the quantizer's own, as a share
+ * of it: each kept component's variance times its rounded row's squared error, against the
+ * step's error on the kept components and the dropped components' variance.  Gemma 3 270M's
+ * global K (heads of 256) measured 0.5-6.6, SmolLM2's heads of 64 0.004-0.25
+ * (tests/bench/results/kv_texts.md). */
+static double basis8_share(const float *basis, const double *vec, const float *y, uint32_t nr,
+                           uint32_t d, const tqkv_klt *k)
+{
+    double added = 0;
+    double own = 0;
+    for (uint32_t r = 0; r < d; r++) {
+        double var = 0;
+        for (uint32_t i = 0; i < nr; i++) var += (double)y[(size_t)i * d + r] * y[(size_t)i * d + r];
+        var /= nr ? nr : 1;
+        if (r >= k->m) {
+            own += var;
+            continue;
+        }
+        double dv = 0;
+        for (uint32_t j = 0; j < d; j++) {
+            double e = basis[(size_t)r * d + j] - vec[(size_t)r * d + j];
+            dv += e * e;
+        }
+        added += var * dv;
+        own += (double)k->step * k->step / 12.0;
+    }
+    return own > 0 ? added / own : 0.0;
+}
+
 /* One head's transform from the centered sample's columns [h*d, h*d+d) and the eigenvectors
- * of their covariance (vec[d][d], rows). */
+ * of their covariance (vec[d][d], rows); with basis8, the share of distortion the byte bases
+ * add (basis8_share) into *share. */
 static tq_status fit_head(tq_ctx *ctx, const float *x, uint32_t ns, uint64_t width, uint32_t d,
-                          const double *vec, int basis8, double rate, tqkv_klt *k, double *bits)
+                          const double *vec, int basis8, double rate, tqkv_klt *k, double *bits,
+                          double *share)
 {
     float *basis = malloc((size_t)d * d * sizeof *basis); /* [d][d]: as stored (f16) */
     float *y = malloc((size_t)ns * d * sizeof *y);        /* [ns][d]: the sample's coefficients */
@@ -118,11 +149,50 @@ static tq_status fit_head(tq_ctx *ctx, const float *x, uint32_t ns, uint64_t wid
     uint32_t every = ns > RATE_ROWS ? ns / RATE_ROWS : 1, nr = ns / every;
     if (!st) st = tq_klt_project(ctx, basis, d, d, x, nr, width * every, y);
     if (!st) st = tq_klt_rate_step(ctx, y, nr, d, rate, KLT_MIN_BITS, &k->step, &k->m, bits);
+    *share = !st && basis8 ? basis8_share(basis, vec, y, nr, d, k) : 0.0;
     if (!st && !(k->basis = malloc(((size_t)k->m * d + 1) * sizeof *k->basis)))
         st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     if (!st) memcpy(k->basis, basis, (size_t)k->m * d * sizeof *basis);
     free(basis);
     free(y);
+    return st;
+}
+
+/* A basis row's bits: fp16 values, or a byte a value and the row's exponent. */
+static double basis_row_bits(int basis8, uint32_t d) { return basis8 ? 8.0 * d + 8 : 16.0 * d; }
+
+/* Every head's transform (t->klt[nh]) into fit's rate and components; where t asks for byte
+ * bases, kept only where the bits they save a value outweigh the rate their added distortion
+ * is worth (half a bit per doubling: 0.5 log2(1 + share), the heads' mean), else fitted again
+ * with fp16 bases: a per-tensor choice from measured cost (issue 36: byte bases cost Gemma 3
+ * 270M's global K 2x the floor on texts they were not chosen on; SmolLM2's heads of 64 keep
+ * them). */
+static tq_status fit_heads(tq_ctx *ctx, const float *x, uint32_t ns, tqkv_record *t,
+                           const double *vec, double rate, tq_klt_fit *fit)
+{
+    uint32_t d = t->group;
+    uint64_t nh = t->width / d;
+    tq_status st = TQ_OK;
+    for (int pass = 0; pass < 2; pass++) {
+        double share = 0;
+        fit->rate = 0;
+        fit->m = 0;
+        for (uint64_t h = 0; !st && h < nh; h++) {
+            double bits = 0;
+            double head_share = 0;
+            free(t->klt[h].basis);
+            t->klt[h].basis = NULL;
+            st = fit_head(ctx, x + h * d, ns, t->width, d, vec + h * d * d, t->klt_basis8, rate,
+                          &t->klt[h], &bits, &head_share);
+            fit->rate += bits / (double)nh;
+            fit->m += t->klt[h].m;
+            share += head_share / (double)nh;
+        }
+        double values = (double)(t->cells - t->sink_rows) * (double)t->width;
+        double saved = (basis_row_bits(0, d) - basis_row_bits(1, d)) * fit->m / values;
+        if (st || !t->klt_basis8 || saved >= 0.5 * log2(1.0 + share)) return st;
+        t->klt_basis8 = 0;
+    }
     return st;
 }
 
@@ -200,13 +270,7 @@ tq_status tq_kvsnap_klt_fit(tq_ctx *ctx, const tq_kv_tensor *kt, tqkv_record *t,
     if (!st && !fit->skipped) st = screen(ctx, x, ns, t->width, t, rival, cov, val, vec, fit);
     for (uint64_t h = 0; !st && !fit->skipped && !rival && h < nh; h++)
         st = tq_sym_eigen(ctx, d, cov + h * d * d, val, vec + h * d * d);
-    for (uint64_t h = 0; !st && !fit->skipped && h < nh; h++) {
-        double bits = 0;
-        st = fit_head(ctx, x + h * d, ns, t->width, d, vec + h * d * d, t->klt_basis8, rate,
-                      &t->klt[h], &bits);
-        fit->rate += bits / (double)nh;
-        fit->m += t->klt[h].m;
-    }
+    if (!st && !fit->skipped) st = fit_heads(ctx, x, ns, t, vec, rate, fit);
     free(x);
     free(cov);
     free(val);
@@ -218,8 +282,8 @@ tq_status tq_kvsnap_klt_fit(tq_ctx *ctx, const tq_kv_tensor *kt, tqkv_record *t,
         memcpy(t->rope_pos, pos, 4ull * t->cells);
         t->rope = *rope;
     }
-    double per_row = t->klt_basis8 ? 8.0 * d + 8 : 16.0 * d; /* a basis row's bits */
-    fit->basis_bits = per_row * fit->m / ((double)(t->cells - t->sink_rows) * (double)t->width);
+    double values = (double)(t->cells - t->sink_rows) * (double)t->width;
+    fit->basis_bits = basis_row_bits(t->klt_basis8, d) * fit->m / values;
     return st;
 }
 

@@ -238,9 +238,9 @@ static float white_value(void *user, uint32_t l, int is_v, uint32_t c, uint32_t 
 }
 
 /* The codec auto gives the K tensor of `cells` cells of `width` values (heads of `head`) from
- * value(). */
-static int auto_k_codec(float (*value)(void *, uint32_t, int, uint32_t, uint32_t),
-                        uint32_t cells, uint32_t width, uint32_t head, int *codec)
+ * value(), and whether its bases are a byte a value (basis8, where not NULL). */
+static int auto_k_record(float (*value)(void *, uint32_t, int, uint32_t, uint32_t),
+                         uint32_t cells, uint32_t width, uint32_t head, int *codec, int *basis8)
 {
     tq_ctx *ctx = tq_test_ctx();
     size_t len;
@@ -253,12 +253,20 @@ static int auto_k_codec(float (*value)(void *, uint32_t, int, uint32_t, uint32_t
     tq_kvsnap_plan *p = NULL;
     tq_status st = tq_kv_view_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v);
     if (!st) st = tq_kvsnap_plan_make(ctx, v, &o, &p);
-    if (!st) *codec = p->meta.t[0].is_v ? p->meta.t[1].codec : p->meta.t[0].codec;
+    const tqkv_record *k = st ? NULL : &p->meta.t[p->meta.t[0].is_v ? 1 : 0];
+    if (k) *codec = k->codec;
+    if (k && basis8) *basis8 = k->klt_basis8;
     if (st) tq_test_fail(__FILE__, __LINE__, " plan: %s\n", tq_ctx_error(ctx));
     tq_kvsnap_plan_free(p);
     tq_kv_view_close(v);
     free(state);
     return st ? -1 : 0;
+}
+
+static int auto_k_codec(float (*value)(void *, uint32_t, int, uint32_t, uint32_t),
+                        uint32_t cells, uint32_t width, uint32_t head, int *codec)
+{
+    return auto_k_record(value, cells, width, head, codec, NULL);
 }
 
 TEST(klt_auto_transforms_k_where_it_costs_fewer_bits_at_tqs_error)
@@ -285,6 +293,45 @@ TEST(klt_auto_keeps_tqs_codec_where_the_bases_cost_more_than_they_save)
     int codec;
     if (auto_k_codec(factor_value, 120, WIDTH, HEAD, &codec)) return;
     CHECK_EQ(codec, TQKV_CODEC_TQ);
+}
+
+/* factor_value's rows plus one direction across every channel of a head whose variance is 10^6
+ * times the rest (Gemma 3's global K: a few components hold nearly all the energy): rounding
+ * its basis row to a byte a value errs by more than the quantizer at the rate. */
+static float dominant_value(void *user, uint32_t l, int is_v, uint32_t c, uint32_t e)
+{
+    unsigned long long seed = 1000003ull * l + 7919ull * (uint64_t)is_v + 31ull * c + e / HEAD + 77;
+    double j = e % HEAD;
+    return factor_value(user, l, is_v, c, e) + (float)(1000.0 * tq_test_randn(&seed) * cos(j * 0.37 + 0.1));
+}
+
+/* Two factors across a head over white noise a quarter as strong: no component so strong that a
+ * byte a basis value errs by much against the quantizer's step. */
+static float mild_value(void *user, uint32_t l, int is_v, uint32_t c, uint32_t e)
+{
+    double j = e % HEAD;
+    unsigned long long seed = 1000003ull * l + 7919ull * (uint64_t)is_v + 31ull * c + e / HEAD + 5;
+    double g0 = tq_test_randn(&seed);
+    double g1 = tq_test_randn(&seed);
+    return (float)(2.0 * g0 * cos(j * 0.3) + g1 * sin(j * 0.7) + 0.5 * white_value(user, l, is_v, c, e));
+}
+
+TEST(klt_bases_keep_a_byte_a_value_where_rounding_adds_little_error)
+{
+    int codec = -1;
+    int basis8 = -1;
+    if (auto_k_record(mild_value, 4000, WIDTH, HEAD, &codec, &basis8)) return;
+    CHECK_EQ(codec, TQKV_CODEC_KLT);
+    CHECK_EQ(basis8, 1);
+}
+
+TEST(klt_bases_take_fp16_where_a_byte_a_value_would_add_more_error_than_it_saves_bits)
+{
+    int codec = -1;
+    int basis8 = -1;
+    if (auto_k_record(dominant_value, 4000, WIDTH, HEAD, &codec, &basis8)) return;
+    CHECK_EQ(codec, TQKV_CODEC_KLT);
+    CHECK_EQ(basis8, 0);
 }
 
 /* factor_value's rows, each cell's V scaled by a factor from 1/16 to 16 (V rows of a real
