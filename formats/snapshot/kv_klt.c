@@ -115,7 +115,10 @@ static double basis8_share(const float *basis, const double *vec, const float *y
     double own = 0;
     for (uint32_t r = 0; r < d; r++) {
         double var = 0;
-        for (uint32_t i = 0; i < nr; i++) var += (double)y[(size_t)i * d + r] * y[(size_t)i * d + r];
+        for (uint32_t i = 0; i < nr; i++) {
+            double c = y[(size_t)i * d + r];
+            var += c * c;
+        }
         var /= nr ? nr : 1;
         if (r >= k->m) {
             own += var;

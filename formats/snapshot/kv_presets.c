@@ -18,7 +18,7 @@ static const char *const preset_names[] = {"balanced", "lossless", "q8", "small"
  *   sk     first cells of each coded K and V kept exact (attention sinks) */
 static const tq_kvsnap_blocks_row blocks_table[N_PRESETS] = {
     /*              k  v ks vs  sh bb sk */
-    /* balanced */ { 4, 3, 5, 4, 32, 8, 1},
+    /* balanced */ { 4, 4, 5, 4, 32, 8, 1},
     /* lossless */ { 4, 4, 4, 4, 32, 8, 1},
     /* q8       */ { 8, 8, 8, 8, 32, 8, 1},
     /* small    */ { 3, 3, 3, 3, 32, 8, 1},
@@ -63,7 +63,7 @@ static const tq_kvsnap_offset_row offset_table[N_PRESETS] = {
 #define T0 TQ_TC_OFF
 static const tq_kvsnap_transform_row transform_table[N_PRESETS] = {
     /*              tc   kc  vc    tr    rr  tm */
-    /* balanced */ {TA, 125,  0, 4096, 1024, 16},
+    /* balanced */ {TA, 125, 125, 4096, 1024, 16},
     /* lossless */ {T0,   0,  0, 4096, 1024, 16},
     /* q8       */ {T0,   0,  0, 4096, 1024, 16},
     /* small    */ {TA, 100, 90, 4096, 1024, 16},

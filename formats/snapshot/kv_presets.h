@@ -1,7 +1,7 @@
-/* kv_presets.h - the snapshot presets: every default and constant of a plan, a table a stage and
- * one row a preset in each, in kv_presets.c (zstd's lib/compress/clevels.h).  kv_plan.c and the files it is cut into read
- * their numbers here and nowhere else; why each value is what it is, and the figure that
- * decided it, is in tests/bench/results/kv_presets.md. */
+/* kv_presets.h - the snapshot presets: every default and constant of a plan, a table a stage
+ * and one row a preset in each, in kv_presets.c (zstd's lib/compress/clevels.h).  kv_plan.c
+ * and the files it is cut into read their numbers here and nowhere else; why each value is
+ * what it is, and the figure that decided it, is in tests/bench/results/kv_presets.md. */
 #ifndef TQ_KV_PRESETS_H
 #define TQ_KV_PRESETS_H
 

@@ -14,7 +14,7 @@ $tq encode-kvdump "$st" --model "$M" --dry-run >"$tmp/plan" || fail "dry run"
 n=$(grep -c 'past(<8,b=2)' "$tmp/plan")
 [ "$n" = 2 ] || fail "$n tensors with past(<8,b=2), not the sliding layer's K and V: $(cat "$tmp/plan")"
 grep 'state 0 ' "$tmp/plan" | grep -q past && fail "a global layer has past cells: $(cat "$tmp/plan")"
-grep -q 'K 5 / V 4 bits' "$tmp/plan" || fail "the rest not one bit finer: $(head -1 "$tmp/plan")"
+grep -q 'K 5 / V 5 bits' "$tmp/plan" || fail "the rest not one bit finer: $(head -1 "$tmp/plan")"
 
 behaviour past_cells_round_trip_to_a_state_of_the_same_size
 $tq encode-kvdump "$st" --model "$M" -q -o "$tmp/x.tqkv" || fail "encode"

@@ -93,7 +93,7 @@ typedef struct {
 /* clang-format off */
 static const bits_case bits_cases[] = {
     {TQ_KVSNAP_PRESET_BALANCED, 8,  TQ_KVSNAP_UNSET, 5, 4},
-    {TQ_KVSNAP_PRESET_BALANCED, 64, TQ_KVSNAP_UNSET, 4, 3},
+    {TQ_KVSNAP_PRESET_BALANCED, 64, TQ_KVSNAP_UNSET, 4, 4},
     {TQ_KVSNAP_PRESET_SMALL,    32, 6,                 6, 3},
 };
 /* clang-format on */

@@ -153,8 +153,8 @@ TEST(past_window_cells_of_sliding_layers_are_coded_coarser)
     const tqkv_meta *m = tqkv_meta_of(r);
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         const tqkv_record *t = &m->t[i];
-        /* the balanced preset: K and V one bit finer (5 and 4) where past cells are coded at 2 */
-        CHECK_EQ(t->bits, t->is_v ? 4 : 5);
+        /* the balanced preset: K and V one bit finer (5 and 5) where past cells are coded at 2 */
+        CHECK_EQ(t->bits, 5);
         if (t->kv_state == 0) {
             CHECK_EQ(t->coarse_end, 0);
             continue;
