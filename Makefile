@@ -186,7 +186,7 @@ sanitize: $(B)/tests/unit-runner-san
 
 # The main job at a realistic size: a generated Llama-8B-shaped session (nothing downloaded),
 # then SmolLM2's real 7,168-token session where tests/bench/long_sessions.py has cached it.
-DEMO_LONG := $(HOME)/.cache/tq/long/smollm2-135m-docs-7168.ggsn
+DEMO_LONG := $(HOME)/.cache/tq/long/smollm2-135m-cpp-7168.ggsn
 DEMO_SMOL := $(HOME)/.cache/tq/models/SmolLM2-135M-Instruct.Q4_1.gguf
 # seconds a command takes, printed after it (dash has no `time`)
 demo_time = t0=$$(date +%s.%N); $(1); t1=$$(date +%s.%N); \
@@ -203,7 +203,7 @@ demo: all $(B)/tests/kv-state $(B)/tests/kv-error
 	@$(call demo_time,./tq decode-kvdump $(B)/demo-8b.tqkv -o $(B)/demo-8b-back.ggsn -q)
 	./$(B)/tests/kv-error $(B)/demo-8b.ggsn $(B)/demo-8b-back.ggsn
 	@if [ -f $(DEMO_LONG) ] && [ -f $(DEMO_SMOL) ]; then \
-	  echo; echo "== SmolLM2-135M's real session (7,168 tokens of prose, cached by tests/bench/long_sessions.py) =="; \
+	  echo; echo "== SmolLM2-135M's real session (7,168 tokens of C++ source, cached by tests/bench/long_sessions.py) =="; \
 	  ./tq encode-kvdump $(DEMO_LONG) -o $(B)/demo-smol.tqkv --model $(DEMO_SMOL) && \
 	  ./tq decode-kvdump $(B)/demo-smol.tqkv -o $(B)/demo-smol.ggsn -q && \
 	  ./$(B)/tests/kv-error $(DEMO_LONG) $(B)/demo-smol.ggsn; \

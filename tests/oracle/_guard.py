@@ -1,33 +1,28 @@
 """What the long-context guards (kv_long_gemma.py, kv_long_smollm2.py) share, not a test
-itself: a session of our own texts cached once, its reference restore and floor, a snapshot's
-restore against it, and the plan's rows."""
-import hashlib
+itself: a session of a held-out text (tests/oracle/_texts.py) cached once, its reference
+restore and floor, a snapshot's restore against it, and the plan's rows."""
 import subprocess
 
 import llama_cpp
 
-from _env import CACHE, ROOT, TQ
+from _env import CACHE, TQ
 from _llama_util import cached_session, compare
 from kv_long import run as restore_logits  # (restore, drop the last cell, re-feed)
-
-# the prompts of the oracle and bench tests, then the man pages
-FILES = sorted((ROOT / "tests" / "oracle" / "prompts").glob("*.txt")) + \
-    sorted((ROOT / "tests" / "bench" / "prompts").glob("*.txt")) + sorted((ROOT / "man").glob("*.1"))
+import _texts
 
 
-def guard_session(model, prefix, tokens, steps):
-    """A context of `model`, the session of the texts' first `tokens` tokens (cached as
-    PREFIX-HASH.ggsn, keyed by the text's hash), the next `steps` tokens, the uncompressed
-    restore's logits and the floor (that restore fed one token a call)."""
+def guard_session(model, prefix, text, tokens, steps):
+    """A context of `model`, the session of held-out text `text`'s first `tokens` tokens
+    (cached as PREFIX-TEXT-TOKENS.ggsn), the next `steps` tokens, the uncompressed restore's
+    logits and the floor (that restore fed one token a call)."""
+    assert _texts.split(text) == "judge", f"{text} is a text to choose on, not a held-out one"
     llm = llama_cpp.Llama(model_path=str(model), n_ctx=tokens + 256, n_batch=512, logits_all=False,
                           verbose=False, flash_attn=True)
-    text = "\n\n".join(f.read_text() for f in FILES)
-    key = hashlib.sha256(text.encode()).hexdigest()[:12]
-    state = CACHE.parent / "long" / f"{prefix}-{key}.ggsn"
-    cont = cached_session(llm, llm.tokenize(text.encode(), add_bos=True), tokens, steps, state)
+    state = CACHE.parent / "long" / f"{prefix}-{text}-{tokens}.ggsn"
+    cont = cached_session(llm, _texts.tokens(llm, text), tokens, steps, state)
     ref = restore_logits(llm, state, cont)
     floor = compare(ref, restore_logits(llm, state, cont, one_by_one=True))[0]
-    print(f"{tokens} tokens, {steps} steps: floor (one token a call) KL {floor:.5f}")
+    print(f"{text}, {tokens} tokens, {steps} steps: floor (one token a call) KL {floor:.5f}")
     return llm, state, cont, ref, floor
 
 

@@ -1,15 +1,17 @@
 """Long context guard on the shape most deployed models have (issue 29): SmolLM2-135M-Instruct
 (llama: 30 layers, 3 KV heads of 64, dense GQA, no sliding window, so no cells a resumed
-session never reads again), a session of 4096 tokens of our own texts (the prompts of the
-oracle and bench tests, then the man pages), saved once under the model cache (keyed by the
-text's hash: about 25 s of prefill on 2 cores), encoded with the default preset and the small
+session never reads again), a session of the first 4096 tokens of a held-out text of the
+text set (tests/oracle/_texts.py: TEXT, never chosen on), saved once under the model cache
+(about 25 s of prefill on 2 cores), encoded with the default preset and the small
 one, decoded, restored in llama.cpp, its last cell re-fed with the next 256 tokens in one
 batch.  KL against the uncompressed restore, beside the floor (that restore fed one token a
 call: another summation order).  A guard, not the acceptance run (that is
-tests/bench/kv_long.py --model=smollm2 at 7168 tokens): every K tensor transform-coded (auto
+tests/bench/kv_texts.py --model=smollm2 at 7168 tokens on every held-out text): every K tensor transform-coded (auto
 finds it pays at this length), V's first cell kept (the attention sink's V is far shorter than
 the others, and an error there reaches every step), the small preset's V transform-coded at
-unit norm, and the presets within their bounds.
+unit norm (where its blocks cost more: 19 of 30 on the C++ text, whose V rows repeat), and the
+presets within their bounds (measured on the C++ text: balanced 2.918 bits at 0.93x the floor,
+small 2.146 at 1.64x).
 Exit 77 = oracle missing."""
 import sys
 import tempfile
@@ -23,14 +25,14 @@ need("numpy", "llama_cpp")
 from _guard import guard_session, plan_rows, restored  # noqa: E402
 from long_sessions import MODELS  # noqa: E402
 
-TOKENS, STEPS = 4096, 256
+TEXT, TOKENS, STEPS = "cpp", 4096, 256  # the held-out text the default restored worst
 # preset: (most bits per K/V value, most KL / floor)
 LIMITS = {"balanced": (3.1, 2.0), "small": (2.3, 4.5)}
 
 
 def main():
     m = smollm2()
-    llm, state, cont, ref, floor = guard_session(m, f"smollm2-135m-guard-{TOKENS}-{STEPS}", TOKENS, STEPS)
+    llm, state, cont, ref, floor = guard_session(m, "smollm2-135m-guard", TEXT, TOKENS, STEPS)
     values = MODELS["smollm2"]["kv_values"] * TOKENS
     with tempfile.TemporaryDirectory() as td:
         d = Path(td)
@@ -44,7 +46,7 @@ def main():
             assert len(v_rows) == 30 and all("+sink" in ln for ln in v_rows), "V's first cell not kept:\n" + plan
             if preset == "small":  # V transform-coded at unit norm, but where its blocks cost less
                 gains = sum("klt(" in ln and "+gains" in ln for ln in v_rows)
-                assert gains >= 20, f"small: {gains} of 30 V tensors transform-coded with gains:\n" + plan
+                assert gains >= 15, f"small: {gains} of 30 V tensors transform-coded with gains:\n" + plan
             assert bits <= max_bits, f"{preset}: {bits:.3f} bits, more than {max_bits}"
             assert kl <= max_x * floor, f"{preset}: KL {kl:.5f}, {kl / floor:.2f}x the floor {floor:.5f}"
 
