@@ -548,8 +548,8 @@ static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_t
     }
     p->k_bits = o->k_bits > 0 ? o->k_bits : kb;
     p->v_bits = o->v_bits > 0 ? o->v_bits : vb;
-    p->k_rate = tq_kvsnap_transform_rate(o, 0, p->k_bits);
-    p->v_rate = tq_kvsnap_transform_rate(o, 1, p->v_bits);
+    p->k_rate = tq_kvsnap_transform_rate(o, 0, p->k_bits, small);
+    p->v_rate = tq_kvsnap_transform_rate(o, 1, p->v_bits, small);
 }
 
 /* A head size given (--head-dim) or the model's must cut every row into

@@ -56,6 +56,8 @@ static const tq_kvsnap_offset_row offset_table[N_PRESETS] = {
  *   tc     TQ_TC_*: auto (TA) or off (T0)
  *   kc vc  the transform's bits a K / V value: the block bits less kc / vc hundredths (vc 0: V
  *          keeps the blocks)
+ *   vs     vc at heads of the blocks' `sh` values or fewer (balanced's V there was never judged
+ *          transform-coded: stories260K's heads of 8 restored worse with it)
  *   tr     transform-coded rows a chunk holds at most (chunks alike in size)
  *   rr     transform-coded chunks of rr rows or more hold rANS streams (else zstd's bytes)
  *   tm     the fewest coded cells a transform is fitted on */
@@ -63,10 +65,10 @@ static const tq_kvsnap_offset_row offset_table[N_PRESETS] = {
 #define T0 TQ_TC_OFF
 static const tq_kvsnap_transform_row transform_table[N_PRESETS] = {
     /*              tc   kc  vc    tr    rr  tm */
-    /* balanced */ {TA, 125, 125, 4096, 1024, 16},
-    /* lossless */ {T0,   0,  0, 4096, 1024, 16},
-    /* q8       */ {T0,   0,  0, 4096, 1024, 16},
-    /* small    */ {TA, 100, 90, 4096, 1024, 16},
+    /* balanced */ {TA, 125, 125,  0, 4096, 1024, 16},
+    /* lossless */ {T0,   0,   0,  0, 4096, 1024, 16},
+    /* q8       */ {T0,   0,   0,  0, 4096, 1024, 16},
+    /* small    */ {TA, 100,  90, 90, 4096, 1024, 16},
 };
 #undef TA
 #undef T0
@@ -221,11 +223,12 @@ void tq_kvsnap_resolve(const tq_kvsnap_options *o, tq_kvsnap_options *r)
     if (r->codec != TQKV_CODEC_TQ) r->transform = TQ_TC_OFF;
 }
 
-double tq_kvsnap_transform_rate(const tq_kvsnap_options *o, int is_v, int bits)
+double tq_kvsnap_transform_rate(const tq_kvsnap_options *o, int is_v, int bits, int small_head)
 {
     const tq_kvsnap_transform_row *row = tq_kvsnap_transform_of(o->preset);
     double given = is_v ? o->v_rate : o->k_rate;
-    int cut = is_v ? row->v_rate_cut : row->k_rate_cut;
+    int v_cut = small_head ? row->v_rate_cut_small : row->v_rate_cut;
+    int cut = is_v ? v_cut : row->k_rate_cut;
     if (given != TQ_KVSNAP_UNSET) return given;
     return cut ? bits - cut / 100.0 : 0.0;
 }

@@ -24,7 +24,8 @@ typedef struct tq_kvsnap_offset_row {
     int k_offset, offset_share, offset_head;
 } tq_kvsnap_offset_row;
 typedef struct tq_kvsnap_transform_row {
-    int transform, k_rate_cut, v_rate_cut, transform_rows, rans_rows, transform_cells;
+    int transform, k_rate_cut, v_rate_cut, v_rate_cut_small, transform_rows, rans_rows;
+    int transform_cells;
 } tq_kvsnap_transform_row;
 typedef struct tq_kvsnap_past_row {
     int past_bits, k_lift, v_lift;
@@ -49,8 +50,8 @@ const tq_kvsnap_chunks_row *tq_kvsnap_chunks_of(tq_kvsnap_preset p);
  * TQ_KVSNAP_UNSET and -1 rates). */
 void tq_kvsnap_resolve(const tq_kvsnap_options *o, tq_kvsnap_options *resolved);
 /* The transform's bits per value for K or V of tensors whose tq codec has `bits`: the
- * user's, else the preset's (0: not transformed). */
-double tq_kvsnap_transform_rate(const tq_kvsnap_options *o, int is_v, int bits);
+ * user's, else the preset's (0: not transformed); small_head: heads of the blocks' small size. */
+double tq_kvsnap_transform_rate(const tq_kvsnap_options *o, int is_v, int bits, int small_head);
 
 #ifdef __cplusplus
 }

@@ -20,9 +20,8 @@
 # rANS streams (issue 29; lossless, --turbo, quantize-tq4, rotate-weights kept their hashes);
 # the transform-coded snapshots and what they decode to again when the step search became regula
 # falsi, KLT chunks alike in size, bases a byte a value and V's transform rows at unit norm;
-# balanced's transform-coded snapshots (snap-klt-balanced, snap-npy), what they decode to and
-# their inspect tables when balanced's V came to be transform-coded at unit norm (issue 36; every
-# other line, old-*.out among them, kept its hash);
+# snap-npy (heads of 128) when balanced's V came to be transform-coded at unit norm above heads
+# of 32 (issue 36; every other line, old-*.out among them, kept its hash);
 # `RECORD=1 sh tests/cli/output_hashes.sh`
 # prints the table for the code as it is.  Snapshot bytes depend on the zstd
 # build too: recorded with Debian 12's libzstd 1.5.4.
