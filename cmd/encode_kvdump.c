@@ -41,6 +41,7 @@ void help_encode_kvdump(void)
         "  --past-bits B         bits of the cells a sliding-window layer no longer attends to\n"
         "                        (older than its window; --model gives it): balanced 2, small\n"
         "                        1, the other cells one bit finer; 0 codes them as the rest\n"
+        "  --recent-cells N --recent-bits B  the newest N cells of a layer B bits finer\n"
         "  --sink-cells N        keep the first N cells of every tq-coded K and V exact\n"
         "                        (attention sinks; default 1)\n"
         "  --k-offset rope|mean|off  subtract K's offset before coding and add it back after "
@@ -100,7 +101,7 @@ void help_encode_kvdump(void)
 typedef struct enc_opts {
     cli_common c;
     const char *in, *preset, *append, *innerq;
-    long k_bits, v_bits, boundary, head_dim, sink, past_bits;
+    long k_bits, v_bits, boundary, head_dim, sink, past_bits, recent_cells, recent_bits;
     int turbo, dry_run, fsync;
     const char *codec, *k_offset, *planes, *cells, *transform;
     double k_rate, v_rate; /* TQ_KVSNAP_UNSET: the preset's */
@@ -137,6 +138,8 @@ static int parse(int argc, char **argv, enc_opts *o)
     o->k_rate = TQ_KVSNAP_UNSET;
     o->v_rate = TQ_KVSNAP_UNSET;
     o->past_bits = TQ_KVSNAP_UNSET;
+    o->recent_cells = TQ_KVSNAP_UNSET;
+    o->recent_bits = TQ_KVSNAP_UNSET;
     const cli_opt own[] = {
         CLI_OPT_CHOICE("--preset", &o->preset, preset_names,
                        "--preset: unknown preset '%s' (lossless, q8, balanced, small)"),
@@ -144,6 +147,8 @@ static int parse(int argc, char **argv, enc_opts *o)
         CLI_OPT_LONG("--v-bits", &o->v_bits, 1, 8),
         CLI_OPT_LONG("--boundary-layers", &o->boundary, 0, 4096),
         CLI_OPT_LONG("--past-bits", &o->past_bits, 0, 8),
+        CLI_OPT_LONG("--recent-cells", &o->recent_cells, 0, 1 << 30),
+        CLI_OPT_LONG("--recent-bits", &o->recent_bits, 0, 7),
         CLI_OPT_LONG("--sink-cells", &o->sink, 0, 65535),
         CLI_OPT_CHOICE("--k-offset", &o->k_offset, offset_names,
                        "--k-offset: '%s' is not rope, mean or off"),
@@ -214,6 +219,8 @@ static void map_options(const enc_opts *o, tq_kvsnap_options *so)
     so->k_rate = o->k_rate;
     so->v_rate = o->v_rate;
     so->past_bits = (int)o->past_bits;
+    so->recent_cells = (int)o->recent_cells;
+    so->recent_bits = (int)o->recent_bits;
     int named = o->innerq && strcmp(o->innerq, "auto") && strcmp(o->innerq, "off");
     so->innerq_path = named ? o->innerq : NULL;
     so->innerq_off = o->innerq && !strcmp(o->innerq, "off");

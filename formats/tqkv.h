@@ -103,6 +103,10 @@ typedef struct tqkv_record {
     tqkv_klt *klt;         /* KLT codec: width / group heads' transforms (owned by the meta) */
     uint8_t klt_rans;      /* KLT codec: chunks hold each component's indices as a rANS stream
                               (extension flag bit 6; 0: a byte an index, for zstd) */
+    uint8_t klt_rans_coarse; /* KLT codec with klt_rans: only the chunks of coarse rows hold
+                                rANS streams, the others index bytes for zstd (extension flag
+                                bit 9: the newest rows, finer, are too few to pay for a model
+                                a component) */
     uint8_t klt_basis8;    /* KLT codec: bases stored as a byte a value, a power of two a row
                               (tqkv_basis_round; extension flag bit 8; 0: fp16 values) */
     uint8_t klt_gain;      /* KLT codec: each head's rows coded at unit norm, their gains (a
@@ -165,6 +169,8 @@ uint8_t tqkv_gain_code(float norm);
 int tqkv_chunk_is_sink(const tqkv_record *t, uint32_t row0);
 /* Whether a chunk starting at row0 holds coarse rows (below coarse_end, past the sinks). */
 int tqkv_chunk_is_coarse(const tqkv_record *t, uint32_t row0);
+/* Whether a KLT chunk of t starting at row0 holds rANS streams (klt_rans, klt_rans_coarse). */
+int tqkv_chunk_rans(const tqkv_record *t, uint32_t row0);
 /* The record the coarse rows of t are coded by: t with the coarse bits, cells, norm correction
  * and planes (block codecs) or steps (KLT) and no coarse rows of its own; pointers shared. */
 void tqkv_record_coarse(const tqkv_record *t, tqkv_record *out);

@@ -284,8 +284,9 @@ static tq_status get_klt(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t)
     return TQ_OK;
 }
 
-/* The coarse rows' coding (put_coarse): an end past the sinks and the base's rows, within
- * the cells; block codecs: a valid block of other bits; KLT: a finite step scale >= 1. */
+/* The coarse rows' coding (put_coarse): an end past the sinks, within the cells, and not
+ * before the base's rows (at their end: none of this snapshot's, the base's coarse coding kept
+ * for its chunks); block codecs: a valid block of other bits; KLT: a finite step scale >= 1. */
 static tq_status get_coarse(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t)
 {
     uint64_t at = HDR_LEN + c->pos;
@@ -296,7 +297,7 @@ static tq_status get_coarse(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t
     t->coarse_uniform = f[1];
     t->coarse_nc = f[2];
     t->coarse_planes = f[3];
-    if (t->coarse_end <= t->sink_rows || t->coarse_end <= t->row_start ||
+    if (t->coarse_end <= t->sink_rows || t->coarse_end < t->row_start ||
         t->coarse_end > t->cells || t->codec == TQKV_CODEC_RAW)
         return bad(ctx, r, "bad coarse rows (their end)", at);
     tqkv_record v;
@@ -336,8 +337,8 @@ static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
         if (mget(c, &t->sink_rows, 4) || mget(c, &flags, 4))
             return bad(ctx, r, "tensor extension truncated", HDR_LEN + c->pos);
         if (t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows) ||
-            flags > 511 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
-            ((flags & 448) && !(flags & 8)) ||
+            flags > 1023 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
+            ((flags & 960) && !(flags & 8)) || ((flags & 512) && !(flags & 64)) ||
             ((flags & 4) && (t->codec != TQKV_CODEC_TQ || t->bits < 2 || t->group % 8)) ||
             !(flags & 8) != (t->codec != TQKV_CODEC_KLT) ||
             (t->codec == TQKV_CODEC_RAW && (t->sink_rows || flags != 32))) /* kept: a rotation */
@@ -346,6 +347,7 @@ static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
         t->klt_rans = (flags & 64) != 0;
         t->klt_gain = (flags & 128) != 0;
         t->klt_basis8 = (flags & 256) != 0;
+        t->klt_rans_coarse = (flags & 512) != 0;
         tq_status st = TQ_OK;
         if (flags & 1) st = get_offset(ctx, r, c, t, flags);
         if (!st && (flags & 8)) st = get_klt(ctx, r, c, t);
@@ -446,10 +448,11 @@ static tq_status check_chunk_rows(tq_ctx *ctx, const tqkv_reader *r, const tqkv_
     int ok;
     uint64_t want = expected_raw(ctx, ct, ch->row0, ch->nrows, &ok);
     int klt = ok && t->codec == TQKV_CODEC_KLT && !tqkv_chunk_is_sink(t, ch->row0);
-    if (klt && !t->klt_rans && ch->raw_len >= want && (ch->raw_len - want) % 2 == 0 &&
+    int rans = tqkv_chunk_rans(t, ch->row0);
+    if (klt && !rans && ch->raw_len >= want && (ch->raw_len - want) % 2 == 0 &&
         ch->raw_len - want <= 2 * want)
         want = ch->raw_len; /* one byte an index, then 2 bytes per escaped one */
-    if (klt && t->klt_rans && ch->raw_len <= tqkv_klt_rans_bound(t, ch->nrows))
+    if (klt && rans && ch->raw_len <= tqkv_klt_rans_bound(t, ch->nrows))
         want = ch->raw_len; /* a stream a component: its own checks when it is decoded */
     if (ch->raw_len != want || !ok || ch->raw_len > MAX_PIECE ||
         (!ch->zstd && ch->stored_len != ch->raw_len) ||

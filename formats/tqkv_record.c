@@ -195,10 +195,16 @@ int tqkv_chunk_is_coarse(const tqkv_record *t, uint32_t row0)
     return t->codec != TQKV_CODEC_RAW && row0 >= t->sink_rows && row0 < t->coarse_end;
 }
 
+int tqkv_chunk_rans(const tqkv_record *t, uint32_t row0)
+{
+    return t->klt_rans && (!t->klt_rans_coarse || tqkv_chunk_is_coarse(t, row0));
+}
+
 void tqkv_record_coarse(const tqkv_record *t, tqkv_record *out)
 {
     *out = *t;
     out->coarse_end = 0;
+    out->klt_rans_coarse = 0; /* its chunks are all coarse */
     if (t->codec == TQKV_CODEC_KLT) {
         out->klt_step_scale = t->coarse_scale;
         return;

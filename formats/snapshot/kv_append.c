@@ -16,7 +16,7 @@ static const struct {
 } coding_fields[] = {
     CODING(codec), CODING(bits), CODING(norm_correction), CODING(group), CODING(seed),
     CODING(rows_per_chunk), CODING(sink_rows), CODING(planes), CODING(uniform),
-    CODING(klt_rans), CODING(klt_gain), CODING(klt_basis8),
+    CODING(klt_rans), CODING(klt_rans_coarse), CODING(klt_gain), CODING(klt_basis8),
     CODING(coarse_bits), CODING(coarse_uniform), CODING(coarse_nc), CODING(coarse_planes),
     CODING(coarse_scale),
 };
@@ -85,7 +85,9 @@ tq_status tq_kvsnap_adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *bas
             memcpy((char *)t + coding_fields[f].offset, (const char *)bt + coding_fields[f].offset,
                    coding_fields[f].bytes);
         t->row_start = t->codec == TQKV_CODEC_RAW && t->transposed ? 0 : bt->cells;
-        if (!bt->coarse_end || t->coarse_end <= t->row_start) t->coarse_end = 0;
+        /* the base's coarse coding is stored for its chunks where none of ours are coarse */
+        if (!bt->coarse_end) t->coarse_end = 0;
+        if (bt->coarse_end && t->coarse_end < t->row_start) t->coarse_end = t->row_start;
         free(t->innerq); /* the base's scales, as for its codec */
         t->innerq = NULL;
         if (bt->innerq) {

@@ -497,8 +497,9 @@ tq_status tq_kvsnap_klt_encode(tq_ctx *ctx, const tqkv_record *t, float *x, uint
         st = tq_klt_encode(ctx, &k, x + h * d, n, t->width, idx + c0 * n);
         c0 += t->klt[h].m;
     }
-    if (!st && codes) st = gains_pack(ctx, codes, nh, n, t->klt_rans, payload, &g_len);
-    if (!st && t->klt_rans)
+    int rans = tqkv_chunk_rans(t, row0);
+    if (!st && codes) st = gains_pack(ctx, codes, nh, n, rans, payload, &g_len);
+    if (!st && rans)
         st = rans_pack(ctx, idx, nc, n, payload + g_len, &i_len);
     else if (!st)
         bytes_pack(idx, nc * n, payload + g_len, &i_len);
@@ -540,9 +541,10 @@ tq_status tq_kvsnap_klt_decode(tq_ctx *ctx, const tqkv_record *t, const uint8_t 
     tq_status st = idx && (codes || !t->klt_gain)
                        ? TQ_OK
                        : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    if (!st && codes) st = gains_unpack(ctx, payload, len, nh, n, t->klt_rans, codes, &g_len);
+    int rans = tqkv_chunk_rans(t, row0);
+    if (!st && codes) st = gains_unpack(ctx, payload, len, nh, n, rans, codes, &g_len);
     if (!st)
-        st = t->klt_rans ? rans_unpack(ctx, payload + g_len, len - g_len, nc, n, idx)
+        st = rans ? rans_unpack(ctx, payload + g_len, len - g_len, nc, n, idx)
                          : bytes_unpack(ctx, payload + g_len, len - g_len, nc * n, idx);
     uint64_t c0 = 0;
     for (uint64_t h = 0; !st && h < nh; h++) {

@@ -82,6 +82,7 @@ static tq_status collect(tq_ctx *ctx, const tq_kv_view *s, src_tensor **out, siz
                                             0,
                                             0,
                                             0,
+                                            0,
                                             0};
         }
     qsort(src, n, sizeof *src, cmp_off);
@@ -164,6 +165,13 @@ static void other_block(int codec, int b, tqkv_record *t)
     }
 }
 
+/* Whether s is in the first or last --boundary-layers layers (coded at the blocks' bb bits). */
+static int is_boundary(const tq_kvsnap_options *o, const src_tensor *s)
+{
+    return (int)s->model_layer < o->boundary_layers ||
+           (int)s->model_layer >= (int)s->n_model - o->boundary_layers;
+}
+
 static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_options *o,
                              uint32_t head_dim, const src_tensor *s, tqkv_record *t)
 {
@@ -191,8 +199,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
         t->norm_correction = 1;
         p->group = 128;
     } else if (!lossless && decodable && g && o->codec != TQKV_CODEC_TURBO) {
-        int boundary = (int)s->model_layer < o->boundary_layers ||
-                       (int)s->model_layer >= (int)s->n_model - o->boundary_layers;
+        int boundary = is_boundary(o, s);
         int b = s->is_v ? p->v_bits : p->k_bits;
         if (boundary) b = tq_kvsnap_blocks_of(o->preset)->boundary_bits;
         t->codec = TQKV_CODEC_TQ;
@@ -499,34 +506,6 @@ static tq_status map_layers(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_op
     return TQ_OK;
 }
 
-/* Rows of the sliding-window layers' tensors that the next token cannot attend to: those
- * before the first cell within the window of the newest (llama.cpp masks a cell at p0 from a
- * query at p1 once p1 - p0 >= window; the newest cell's query is the one a restore re-feeds).
- * Measured on Gemma 3 270M (1200 tokens, window 512, 58% of its cells): coded at 1 or 2 bits
- * instead of 3 the restore's KL did not move (0.00840 both). */
-static tq_status plan_past_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
-                                tq_kvsnap_plan *p, src_tensor *src, size_t n)
-{
-    p->swa_window = o->model && tq_kv_view_n_kv(v) == 2 ? o->model->swa_window : 0;
-    if (!p->swa_window || !o->past_bits || tq_kv_view_has_ext(v)) return TQ_OK;
-    for (size_t i = 0; i < n; i++) {
-        const tq_kv_stream *st = &tq_kv_view_kv(v, 1)->streams[src[i].stream];
-        /* iSWA: the SWA cache comes second; cells of several sequences each have their own
-           newest cell: left alike */
-        if (src[i].kv_state != 1 || !tq_kv_view_one_sequence(v, st)) continue;
-        int32_t *pos = malloc(4ull * src[i].cells + 4); /* [cells]: the cells' positions */
-        if (!pos) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-        tq_kv_view_stream_positions(v, st, pos);
-        int64_t newest = INT32_MIN;
-        for (uint32_t r = 0; r < src[i].cells; r++) newest = pos[r] > newest ? pos[r] : newest;
-        uint32_t r = 0;
-        while (r < src[i].cells && (int64_t)pos[r] <= newest - (int64_t)p->swa_window) r++;
-        src[i].past_rows = r;
-        free(pos);
-    }
-    return TQ_OK;
-}
-
 /* Bits from the preset, for the group the first K tensor gets; lifted where cells past a
  * sliding window are coded at the preset's fewer past bits. */
 static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_tensor *src,
@@ -550,6 +529,32 @@ static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_t
     p->v_bits = o->v_bits > 0 ? o->v_bits : vb;
     p->k_rate = tq_kvsnap_transform_rate(o, 0, p->k_bits, small);
     p->v_rate = tq_kvsnap_transform_rate(o, 1, p->v_bits, small);
+}
+
+/* The newest rows of t (s->recent_rows) coded o->recent_bits finer than the rest, which become
+ * its coarse rows: blocks of more bits, or transform steps 2^recent_bits times finer. */
+static void plan_recent(const tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_tensor *s,
+                        tqkv_record *t)
+{
+    if (!s->recent_rows || t->coarse_end || t->transposed || is_boundary(o, s)) return;
+    if (t->codec == TQKV_CODEC_KLT) {
+        t->coarse_end = t->cells - s->recent_rows;
+        t->coarse_scale = ldexpf(1.0f, o->recent_bits);
+        t->klt_rans_coarse = t->klt_rans && s->recent_rows < t->rows_per_chunk;
+        for (uint64_t h = 0; h < t->width / t->group; h++)
+            t->klt[h].step = ldexpf(t->klt[h].step, -o->recent_bits);
+        return;
+    }
+    int b = s->is_v ? p->v_bits : p->k_bits;
+    int fine = b + o->recent_bits > 8 ? 8 : b + o->recent_bits;
+    if (t->codec != TQKV_CODEC_TQ || fine <= b) return;
+    t->coarse_end = t->cells - s->recent_rows;
+    t->coarse_bits = t->bits;
+    t->coarse_uniform = t->uniform;
+    t->coarse_nc = t->norm_correction;
+    t->coarse_planes = t->planes;
+    tq_block_coding(o, fine, t->group, &t->bits, &t->uniform, &t->norm_correction);
+    t->planes = tq_block_planes(o, t->codec, t->bits);
 }
 
 /* A head size given (--head-dim) or the model's must cut every row into
@@ -601,7 +606,9 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     if (!st) st = check_fit(ctx, v, o, head_dim, src, n);
     if (!st) st = map_layers(ctx, v, o, src, n, p);
     if (!st) st = plan_meta(ctx, v, o, src, n, &p->meta);
-    if (!st && p->preset != TQ_KVSNAP_PRESET_LOSSLESS) st = plan_past_rows(ctx, v, o, p, src, n);
+    int lossy = p->preset != TQ_KVSNAP_PRESET_LOSSLESS;
+    if (!st && lossy) st = tq_kvsnap_past_rows(ctx, v, o, p, src, n);
+    if (!st && lossy) st = tq_kvsnap_recent_rows(ctx, v, o, src, n);
     if (!st) plan_bits(p, o, src, n, head_dim);
     if (!st && o->codec == TQKV_CODEC_PROD && (p->k_bits < 2 || p->v_bits < 2))
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG,
@@ -621,6 +628,7 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
         st = tq_kvsnap_adopt_base_rope(ctx, &p->meta, o->base, v, src);
     else if (!st && (o->k_offset || o->transform != TQ_TC_OFF))
         st = plan_offsets(ctx, p, v, o, src, n);
+    for (size_t i = 0; !st && i < n; i++) plan_recent(p, o, &src[i], &p->meta.t[i]);
     for (size_t i = 0; !st && i < n; i++) p->n_transformed += p->meta.t[i].codec == TQKV_CODEC_KLT;
     if (!st && !(p->src = malloc((n ? n : 1) * sizeof *p->src)))
         st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");

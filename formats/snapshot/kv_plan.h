@@ -83,6 +83,7 @@ typedef struct tq_kvsnap_options {
     int transform;           /* TQ_TC_*: transform-code K/V (kv_klt.h) */
     double k_rate, v_rate;   /* its bits per value (0: none); unset: the preset's */
     int past_bits; /* bits of cells a sliding-window layer no longer attends to (0: as the rest) */
+    int recent_cells, recent_bits; /* a layer's newest cells, coded recent_bits finer */
     const tqkv_reader *base; /* --append: store only the cells after the base's */
     const char *base_name;   /* the base's file name, recorded for decode */
     /* execution only (tq_kvsnap_execute) */

@@ -17,6 +17,7 @@ typedef struct src_tensor {
     uint32_t model_layer, n_model;
     int mapped; /* model_layer is known from a split of two caches: recorded */
     uint32_t past_rows; /* rows before the first one within the sliding window (0: none) */
+    uint32_t recent_rows; /* the last rows, the newest cells, to be coded finer (0: none) */
 } src_tensor;
 
 /* --append: the base's coding taken over by the tensors of m, which must be the base's with
@@ -31,5 +32,13 @@ tq_status tq_kvsnap_adopt_base_rope(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader
  * kept only where it pays by the preset's row (kv_offset.c). */
 tq_status tq_kvsnap_fit_offset(tq_ctx *ctx, const tq_kvsnap_offset_row *row, const src_tensor *s,
                                tqkv_record *t, const tq_rope *rope, const int32_t *pos);
+
+/* The rows of the sliding-window layers' tensors that the next token cannot attend to
+ * (src[].past_rows; p->swa_window set) and the rows to be coded finer as the newest
+ * (src[].recent_rows) (kv_rows.c). */
+tq_status tq_kvsnap_past_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+                              tq_kvsnap_plan *p, src_tensor *src, size_t n);
+tq_status tq_kvsnap_recent_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+                                src_tensor *src, size_t n);
 
 #endif

@@ -84,6 +84,18 @@ static const tq_kvsnap_past_row past_table[N_PRESETS] = {
     /* small    */ { 1, 1, 1},
 };
 
+/* recent: the newest cells of a layer that has no past cells, which the next tokens attend to
+ * most
+ *   rc     how many (0: none)
+ *   rb     bits they take beyond the others' */
+static const tq_kvsnap_recent_row recent_table[N_PRESETS] = {
+    /*               rc rb */
+    /* balanced */ {  0, 0},
+    /* lossless */ {  0, 0},
+    /* q8       */ {  0, 0},
+    /* small    */ {  0, 0},
+};
+
 /* innerq: automatic InnerQ (and calibrate-innerq's default)
  *   is     the exponent, in hundredths
  *   ic     the fewest cells a layer is calibrated on */
@@ -126,6 +138,11 @@ const tq_kvsnap_transform_row *tq_kvsnap_transform_of(tq_kvsnap_preset p)
 
 const tq_kvsnap_past_row *tq_kvsnap_past_of(tq_kvsnap_preset p) { return ROW_OF(past_table, p); }
 
+const tq_kvsnap_recent_row *tq_kvsnap_recent_of(tq_kvsnap_preset p)
+{
+    return ROW_OF(recent_table, p);
+}
+
 const tq_kvsnap_innerq_row *tq_kvsnap_innerq_of(tq_kvsnap_preset p)
 {
     return ROW_OF(innerq_table, p);
@@ -167,6 +184,8 @@ void tq_kvsnap_options_init(tq_kvsnap_options *o)
                              .k_rate = TQ_KVSNAP_UNSET,
                              .v_rate = TQ_KVSNAP_UNSET,
                              .past_bits = TQ_KVSNAP_UNSET,
+                             .recent_cells = TQ_KVSNAP_UNSET,
+                             .recent_bits = TQ_KVSNAP_UNSET,
                              .zstd_level = TQ_KVSNAP_UNSET};
 }
 
@@ -206,6 +225,13 @@ tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
     if (o->past_bits > 0 && lossless)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                                 "--past-bits codes cells coarser: not with --preset lossless");
+    if (!bits_in(o->recent_bits, 0, 7))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "--recent-bits must be 0..7 (0: none finer)");
+    if (o->recent_cells != TQ_KVSNAP_UNSET && o->recent_cells < 0)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "--recent-cells %d", o->recent_cells);
+    if (o->recent_bits > 0 && o->recent_cells > 0 && lossless)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "--recent-bits codes cells finer: not with --preset lossless");
     return TQ_OK; /* the bits a codec takes are checked once resolved (tq_kvsnap_plan_make) */
 }
 
@@ -219,6 +245,8 @@ void tq_kvsnap_resolve(const tq_kvsnap_options *o, tq_kvsnap_options *r)
     if (r->zstd_level == TQ_KVSNAP_UNSET) r->zstd_level = tq_kvsnap_chunks_of(p)->zstd_level;
     if (r->transform == TQ_KVSNAP_UNSET) r->transform = tq_kvsnap_transform_of(p)->transform;
     if (r->past_bits == TQ_KVSNAP_UNSET) r->past_bits = tq_kvsnap_past_of(p)->past_bits;
+    if (r->recent_cells == TQ_KVSNAP_UNSET) r->recent_cells = tq_kvsnap_recent_of(p)->recent_cells;
+    if (r->recent_bits == TQ_KVSNAP_UNSET) r->recent_bits = tq_kvsnap_recent_of(p)->recent_bits;
     if (r->codec == TQ_KVSNAP_UNSET) r->codec = TQKV_CODEC_TQ;
     if (r->codec != TQKV_CODEC_TQ) r->transform = TQ_TC_OFF;
 }

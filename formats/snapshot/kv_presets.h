@@ -30,6 +30,9 @@ typedef struct tq_kvsnap_transform_row {
 typedef struct tq_kvsnap_past_row {
     int past_bits, k_lift, v_lift;
 } tq_kvsnap_past_row;
+typedef struct tq_kvsnap_recent_row {
+    int recent_cells, recent_bits;
+} tq_kvsnap_recent_row;
 typedef struct tq_kvsnap_innerq_row {
     int innerq_strength, innerq_cells;
 } tq_kvsnap_innerq_row;
@@ -43,6 +46,7 @@ const tq_kvsnap_cells_row *tq_kvsnap_cells_of(tq_kvsnap_preset p);
 const tq_kvsnap_offset_row *tq_kvsnap_offset_of(tq_kvsnap_preset p);
 const tq_kvsnap_transform_row *tq_kvsnap_transform_of(tq_kvsnap_preset p);
 const tq_kvsnap_past_row *tq_kvsnap_past_of(tq_kvsnap_preset p);
+const tq_kvsnap_recent_row *tq_kvsnap_recent_of(tq_kvsnap_preset p);
 const tq_kvsnap_innerq_row *tq_kvsnap_innerq_of(tq_kvsnap_preset p);
 const tq_kvsnap_chunks_row *tq_kvsnap_chunks_of(tq_kvsnap_preset p);
 

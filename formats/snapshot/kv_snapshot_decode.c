@@ -157,6 +157,7 @@ typedef struct djob {
     tq_codec *c, *c_coarse; /* the rows' block codec, the coarse rows' (NULL: none) */
     tqkv_record coarse;     /* the coarse rows' record (tqkv_record_coarse) */
     const tqkv_record *bt;  /* the base's record of the tensor (NULL: no rows there) */
+    tqkv_record base_fine;  /* the record the base's fine rows decode by: its coarse end */
     uint64_t nb, bfirst, first, nch;
     uint32_t head_dim;
     chunk_out *co;
@@ -183,6 +184,8 @@ static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof
         return tq_ctx_status(ctx);
     }
     if (j->t->row_start) j->bt = &tqkv_meta_of(base)->t[i];
+    j->base_fine = *j->t;
+    if (j->bt) j->base_fine.coarse_end = j->bt->coarse_end; /* which chunks hold rANS streams */
     /* the base's chunks for rows below row_start, then ours */
     if (j->t->row_start) {
         while (j->bfirst < tqkv_n_chunks(base) && tqkv_chunk_at(base, j->bfirst)->tensor < i)
@@ -452,7 +455,8 @@ static void decode_one(dqueue *q, uint64_t g)
     } else {
         /* coarse by the record of the snapshot the chunk is in */
         int coarse = tqkv_chunk_is_coarse(from == q->base ? j->bt : j->t, ch->row0);
-        decode_chunk(from, coarse ? &j->coarse : j->t, coarse ? j->c_coarse : j->c, j->ty, j->oty,
+        const tqkv_record *fine = from == q->base ? &j->base_fine : j->t;
+        decode_chunk(from, coarse ? &j->coarse : fine, coarse ? j->c_coarse : j->c, j->ty, j->oty,
                      j->head_dim, at, skip, local, dev, &j->co[k]);
     }
     chunk_ctxs_free(local, dev);

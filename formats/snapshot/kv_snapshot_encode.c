@@ -27,7 +27,7 @@ static void encode_klt_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const
        2 bytes per escaped index; with gains, a stream or n bytes a head first */
     uint64_t gains = t->klt_gain ? t->width / t->group * n : 0;
     uint64_t bytes = gains + 3 * tqkv_klt_components(t) * n;
-    o->p = malloc((t->klt_rans ? tqkv_klt_rans_bound(t, n) : bytes) + 1);
+    o->p = malloc((tqkv_chunk_rans(t, r0) ? tqkv_klt_rans_bound(t, n) : bytes) + 1);
     tq_status st = x && ctx && o->p ? TQ_OK : TQ_ERR_NOMEM;
     if (!st && tq_ctx_backend(ctx) != TQ_BACKEND_CPU) st = tq_ctx_set_backend(ctx, TQ_BACKEND_CPU);
     if (!st) st = tq_kv_view_read_rows(ctx, kt, t->cells, r0, n, x);
@@ -122,7 +122,7 @@ static tq_status start_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, uint32_t i, 
                 uint64_t cuts[KLT_MAX_CUTS] = {2 * nb, 2 * nb + nb * t->group / 8};
                 int sink = tqkv_chunk_is_sink(t, r0), n_cuts = ct->planes && !sink ? 2 : 0;
                 if (t->codec == TQKV_CODEC_KLT && !sink) n_cuts = tq_kvsnap_klt_cuts(t, nr, cuts);
-                int zl = t->codec == TQKV_CODEC_KLT && t->klt_rans && !sink ? 0 : level;
+                int zl = t->codec == TQKV_CODEC_KLT && tqkv_chunk_rans(t, r0) && !sink ? 0 : level;
                 co->st = tqkv_chunk_pack(i, r0, nr, co->p, co->len, zl, cuts, n_cuts, &pk, &pl);
                 free(co->p);
                 co->p = co->st ? NULL : pk;
