@@ -257,6 +257,33 @@ TEST(past_append_decodes_the_bases_cells_as_the_base_coded_them)
     free(app);
 }
 
+/* Appended by fewer cells than the window, none of the new cells is past it: the base's
+ * coarse coding is still stored, for the base's chunks (it was not, and the decode failed). */
+TEST(past_append_of_fewer_cells_than_the_window_decodes_the_bases_cells)
+{
+    size_t pl, fl, bl, al;
+    uint8_t *pre = make_session(24, &pl), *full = make_session(28, &fl);
+    uint8_t *base = encode(pre, pl, 1, -1, NULL, &bl);
+    tq_ctx *ctx = tq_test_ctx();
+    tqkv_reader *br, *ar;
+    CHECK_OK(ctx, tqkv_open_memory(ctx, base, bl, "base.tqkv", &br));
+    uint8_t *app = encode(full, fl, 1, -1, br, &al);
+    CHECK_OK(ctx, tqkv_open_memory(ctx, app, al, "app.tqkv", &ar));
+    const tqkv_meta *am = tqkv_meta_of(ar);
+    for (uint32_t i = 0; i < am->n_tensors; i++) {
+        CHECK_EQ(am->t[i].coarse_end, am->t[i].kv_state ? 24 : 0);
+        if (am->t[i].kv_state) CHECK_EQ(am->t[i].coarse_bits, 2);
+    }
+    char err[512];
+    CHECK(!tq_test_base_cells_alike(base, bl, app, al, br, 24, err, sizeof err), "%s", err);
+    tqkv_close(br);
+    tqkv_close(ar);
+    free(pre);
+    free(full);
+    free(base);
+    free(app);
+}
+
 /* The metadata ends with the last tensor's (the last sliding layer's V) coarse rows: u32
  * end, u8 bits, cells, norm correction, planes, f32 step scale. */
 static void end_past_cells(uint8_t *meta, uint64_t ml)
