@@ -22,6 +22,9 @@
 # falsi, KLT chunks alike in size, bases a byte a value and V's transform rows at unit norm;
 # snap-npy (heads of 128) when balanced's V came to be transform-coded at unit norm above heads
 # of 32 (issue 36; every other line, old-*.out among them, kept its hash);
+# the lossy snapshots of 256 cells or more, what they decode to and their inspect tables when
+# balanced and small came to code a layer's newest 128 cells 2 bits finer (issue 36; lossless,
+# q8, --turbo, old-*.out, quantize-tq4 and rotate-weights kept their hashes);
 # `RECORD=1 sh tests/cli/output_hashes.sh`
 # prints the table for the code as it is.  Snapshot bytes depend on the zstd
 # build too: recorded with Debian 12's libzstd 1.5.4.

@@ -45,6 +45,8 @@ static uint8_t *encode_klt_base(const uint8_t *state, size_t len, int threads,
     tq_kvsnap_options o;
     tq_kvsnap_options_init(&o);
     o.transform = TQ_TC_ON;
+    o.recent_cells = 0; /* every cell alike: the metadata ends with the bases (recent cells:
+                           test_tqkv_recent.c) */
     o.k_rate = 2.0;
     o.v_rate = 2.0;
     o.head_dim = HEAD;
