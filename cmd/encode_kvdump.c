@@ -41,7 +41,7 @@ void help_encode_kvdump(void)
         "  --past-bits B         bits of the cells a sliding-window layer no longer attends to\n"
         "                        (older than its window; --model gives it): balanced 2, small\n"
         "                        1, the other cells one bit finer; 0 codes them as the rest\n"
-        "  --recent-cells N --recent-bits B  the newest N cells of a layer B bits finer\n"
+        "  --recent-cells N --recent-bits B  a layer's newest N cells B bits finer (128, 2)\n"
         "  --sink-cells N        keep the first N cells of every tq-coded K and V exact\n"
         "                        (attention sinks; default 1)\n"
         "  --k-offset rope|mean|off  subtract K's offset before coding and add it back after "

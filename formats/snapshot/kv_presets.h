@@ -31,7 +31,7 @@ typedef struct tq_kvsnap_past_row {
     int past_bits, k_lift, v_lift;
 } tq_kvsnap_past_row;
 typedef struct tq_kvsnap_recent_row {
-    int recent_cells, recent_bits;
+    int recent_cells, recent_bits, with_window;
 } tq_kvsnap_recent_row;
 typedef struct tq_kvsnap_innerq_row {
     int innerq_strength, innerq_cells;

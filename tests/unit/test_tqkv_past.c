@@ -284,6 +284,45 @@ TEST(past_append_of_fewer_cells_than_the_window_decodes_the_bases_cells)
     free(app);
 }
 
+/* The global layers' newest 16 cells (recent_cells) in a state whose sliding layers lift
+ * their window, under `preset`: the coarse end each global tensor gets. */
+static uint32_t global_coarse_end(tq_kvsnap_preset preset)
+{
+    size_t sl, n;
+    uint8_t *state = make_session(CELLS, &sl);
+    tq_ctx *ctx = tq_test_ctx();
+    tq_test_buf mb;
+    tq_gguf *model = make_model(ctx, &mb);
+    tq_model facts = {0};
+    if (model && tq_model_read(ctx, model, &facts))
+        tq_test_fail(__FILE__, __LINE__, " model: %s\n", tq_ctx_error(ctx));
+    tq_kvsnap_options o;
+    tq_kvsnap_options_init(&o);
+    o.model = &facts;
+    o.preset = preset;
+    o.recent_cells = 16;
+    char err[512] = "no model";
+    uint8_t *snap = model ? tq_test_snapshot_encode(state, sl, &o, &n, err, sizeof err) : NULL;
+    if (!snap) tq_test_fail(__FILE__, __LINE__, " encode: %s\n", err);
+    tqkv_reader *r = NULL;
+    if (snap && tqkv_open_memory(ctx, snap, n, "x.tqkv", &r))
+        tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
+    uint32_t end = r ? tqkv_meta_of(r)->t[0].coarse_end : UINT32_MAX;
+    tqkv_close(r);
+    tq_model_free(&facts);
+    tq_gguf_close(model);
+    free(mb.p);
+    free(snap);
+    free(state);
+    return end;
+}
+
+TEST(balanced_leaves_the_newest_cells_to_the_window_lift_and_small_adds_them)
+{
+    CHECK_EQ(global_coarse_end(TQ_KVSNAP_PRESET_BALANCED), 0);
+    CHECK_EQ(global_coarse_end(TQ_KVSNAP_PRESET_SMALL), CELLS - 16);
+}
+
 /* The metadata ends with the last tensor's (the last sliding layer's V) coarse rows: u32
  * end, u8 bits, cells, norm correction, planes, f32 step scale. */
 static void end_past_cells(uint8_t *meta, uint64_t ml)
