@@ -90,8 +90,9 @@ run prefix decode-kvdump "$o/snap-lossless.tqkv" -o "$o/prefix.ggsn" --tokens 60
     "$OLDPWD/$tq" decode-kvdump snap-append.tqkv -o dec-append.ggsn -q) 2>"$tmp/e" || fail "append: $(cat "$tmp/e")"
 # snapshots an earlier build wrote (the fuzz seeds: fp16 bases, byte and rANS indices, past
 # cells, iSWA, InnerQ) decode as they did: recorded where this build's decode of each matched
-# the previous release's (de67c24) by cmp
-for f in v3-klt v3-klt-rans balanced v3-past iswa_v3 innerq_v2; do
+# the previous release's (de67c24) by cmp; v3-recent (the newest cells finer, extension flag bit
+# 9) as its first build decoded it
+for f in v3-klt v3-klt-rans balanced v3-past iswa_v3 innerq_v2 v3-recent; do
     run old-$f decode-kvdump "tests/fuzz/seeds/fuzz_tqkv_read/$f.tqkv" -o "$o/old-$f.out"
 done
 run q-config-i quantize-tq4 "$M" "$o/q-config-i.gguf"
