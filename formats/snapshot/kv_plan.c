@@ -358,11 +358,13 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
         st = tq_codec_gauss_cost(ctx, t->group, t->bits, t->uniform, &rival.rel_mse, &index_bits);
         rival.bits = index_bits + 16.0 / t->group;
     }
-    /* V is not screened at the blocks' error: its rate was chosen below it, by KL
-       (kv_long_smollm2.md); what decides for V is what the blocks measure below */
+    /* V where the preset says so (sv) is screened at the blocks' error as K is, though its rate
+       was chosen below it, by KL (kv_long_smollm2.md); what else decides for V is what the
+       blocks measure below */
+    int screened = !forced && (!t->is_v || tq_kvsnap_transform_of(o->preset)->v_screen);
     if (!st)
         st = tq_kvsnap_klt_fit(ctx, s->kt, &k, rope, pos, t->is_v ? p->v_rate : p->k_rate,
-                               forced || t->is_v ? NULL : &rival, &fit);
+                               screened ? &rival : NULL, &fit);
     double fit_bits = fit.rate + fit.basis_bits + fit.gain_bits;
     *taken = !st && !fit.skipped && (forced || fit_bits < tq_codec_bits(t));
     /* V's blocks measured where the transform would take them: rows that repeat (SmolLM2's

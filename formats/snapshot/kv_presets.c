@@ -58,17 +58,21 @@ static const tq_kvsnap_offset_row offset_table[N_PRESETS] = {
  *          keeps the blocks)
  *   vs     vc at heads of the blocks' `sh` values or fewer (balanced's V there was never judged
  *          transform-coded: stories260K's heads of 8 restored worse with it)
+ *   sv     V screened as K is: transform-coded only where, at its blocks' error, it would take
+ *          fewer bits than they (the Llama-8B-shaped Gaussian V did not, and cost 4x the
+ *          encode; SmolLM2's and Gemma 3's real V pass: their 20 sessions' balanced bytes as
+ *          unscreened; small's V at 2.1 failed it on 2 of SmolLM2's 8, so small does not screen)
  *   tr     transform-coded rows a chunk holds at most (chunks alike in size)
  *   rr     transform-coded chunks of rr rows or more hold rANS streams (else zstd's bytes)
  *   tm     the fewest coded cells a transform is fitted on */
 #define TA TQ_TC_AUTO
 #define T0 TQ_TC_OFF
 static const tq_kvsnap_transform_row transform_table[N_PRESETS] = {
-    /*              tc   kc  vc    tr    rr  tm */
-    /* balanced */ {TA, 125, 125,  0, 4096, 1024, 16},
-    /* lossless */ {T0,   0,   0,  0, 4096, 1024, 16},
-    /* q8       */ {T0,   0,   0,  0, 4096, 1024, 16},
-    /* small    */ {TA, 100,  90, 90, 4096, 1024, 16},
+    /*              tc   kc  vc  vs sv    tr    rr  tm */
+    /* balanced */ {TA, 125, 125,  0, 1, 4096, 1024, 16},
+    /* lossless */ {T0,   0,   0,  0, 0, 4096, 1024, 16},
+    /* q8       */ {T0,   0,   0,  0, 0, 4096, 1024, 16},
+    /* small    */ {TA, 100,  90, 90, 0, 4096, 1024, 16},
 };
 #undef TA
 #undef T0

@@ -24,7 +24,7 @@ typedef struct tq_kvsnap_offset_row {
     int k_offset, offset_share, offset_head;
 } tq_kvsnap_offset_row;
 typedef struct tq_kvsnap_transform_row {
-    int transform, k_rate_cut, v_rate_cut, v_rate_cut_small, transform_rows, rans_rows;
+    int transform, k_rate_cut, v_rate_cut, v_rate_cut_small, v_screen, transform_rows, rans_rows;
     int transform_cells;
 } tq_kvsnap_transform_row;
 typedef struct tq_kvsnap_past_row {

@@ -427,3 +427,35 @@ TEST(tqkv_basis_round_keeps_a_byte_a_value_within_half_a_step_and_is_exact_again
     tqkv_basis_round(1, zero, 8);
     CHECK_EQ_DBL(zero[3], 0.0f);
 }
+
+/* The codec of the first V of a state of independent normal values (nothing a transform can
+ * gather: the Llama-8B-shaped session's V) planned with `preset`. */
+static int gaussian_v_codec(tq_kvsnap_preset preset)
+{
+    unsigned long long seed = 9;
+    tq_test_seq q = {2048, 1, 128, 1, 0, 0, tq_test_randn_value, &seed};
+    size_t sl, n;
+    uint8_t *state = tq_test_seq_state(&q, &sl);
+    tq_kvsnap_options o;
+    tq_kvsnap_options_init(&o);
+    o.preset = preset;
+    o.head_dim = 128;
+    char err[512];
+    uint8_t *snap = tq_test_snapshot_encode(state, sl, &o, &n, err, sizeof err);
+    if (!snap) tq_test_fail(__FILE__, __LINE__, " encode: %s\n", err);
+    tq_ctx *ctx = tq_test_ctx();
+    tqkv_reader *r = NULL;
+    if (snap && tqkv_open_memory(ctx, snap, n, "x.tqkv", &r))
+        tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
+    int codec = r ? tqkv_meta_of(r)->t[1].codec : -1;
+    tqkv_close(r);
+    free(snap);
+    free(state);
+    return codec;
+}
+
+TEST(balanced_screens_v_at_its_blocks_error_and_small_does_not)
+{
+    CHECK_EQ(gaussian_v_codec(TQ_KVSNAP_PRESET_BALANCED), TQKV_CODEC_TQ);
+    CHECK_EQ(gaussian_v_codec(TQ_KVSNAP_PRESET_SMALL), TQKV_CODEC_KLT);
+}
