@@ -53,7 +53,7 @@ behaviour snapshots_keep_the_scales_and_decode_removes_them
 # snapshots with the scales: per layer (version 2 or 3) and per KV head (version 3, flag bit 6)
 $tq calibrate-innerq --model "$M" "$st" --per head -o "$tmp/h.gguf" -q || fail "--per head"
 for sc in s h; do
-    $tq encode-kvdump "$st" --model "$M" --innerq "$tmp/$sc.gguf" --sink-cells 0 --planes off -q -o "$tmp/$sc.tqkv" || fail "encode --innerq $sc"
+    $tq encode-kvdump "$st" --model "$M" --innerq "$tmp/$sc.gguf" --sink-cells 0 --planes off --recent-cells 0 -q -o "$tmp/$sc.tqkv" || fail "encode --innerq $sc"
     $tq inspect --json "$tmp/$sc.tqkv" | grep -q '"innerq": true' || fail "$sc: scales not recorded"
     $tq decode-kvdump "$tmp/$sc.tqkv" -q -o "$tmp/$sc.ggsn" || fail "decode $sc"
     $tq decode-kvdump "$tmp/$sc.tqkv" --format npz --head-dim 8 -q -o "$tmp/$sc.npz" || fail "decode $sc to npz"
