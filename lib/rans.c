@@ -19,15 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The four-lane loops also built for x86-64-v3 where the compiler can dispatch at load time:
- * its leading-zero count, shifts by a register and flag-free multiplies spare each step a
- * few operations (tests/bench/results/kv_long_speed.md) */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__)
-#define TQ_RANS_CLONES __attribute__((target_clones("default", "arch=x86-64-v3")))
-#else
-#define TQ_RANS_CLONES
-#endif
+/* The four-lane loops also built for x86-64-v3 (TQ_CLONES_V3): its leading-zero count, shifts
+ * by a register and flag-free multiplies spare each step a few operations
+ * (tests/bench/results/kv_long_speed.md) */
+#define TQ_RANS_CLONES TQ_CLONES_V3
 
 #define RANS_BITS 12                  /* frequencies in units of 2^-12 */
 #define RANS_TOTAL (1u << RANS_BITS)

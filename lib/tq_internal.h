@@ -10,6 +10,16 @@
 
 #define TQ_MSG_MAX 512
 
+/* A loop-heavy function also built for x86-64-v3 (AVX2), chosen at load time where the
+ * compiler can dispatch: the same IEEE operations a lane on twice the lanes (-ffp-contract=off
+ * keeps FMA out), so the same bits on every machine */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__)
+#define TQ_CLONES_V3 __attribute__((target_clones("default", "arch=x86-64-v3")))
+#else
+#define TQ_CLONES_V3
+#endif
+
 struct tq_ctx {
     tq_status status;
     char msg[TQ_MSG_MAX];

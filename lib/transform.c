@@ -14,10 +14,14 @@
  * kept as rows so that every rotation combines two contiguous rows. */
 enum { QL_ITERATIONS = 64 };
 
+/* The Householder and QL loops are each a row times a scalar: TQ_CLONES_V3 doubles their lanes
+ * (the same bits; a tenth of the plan's CPU time on the Llama-8B-shaped state,
+ * tests/bench/results/kv_vs_zstd.md). */
+
 /* Column k of a below the diagonal turned to (alpha, 0, ...) by the Householder reflector
  * H = I - 2 v v^T (v[d - k - 1], unit), applied to the trailing block from both sides; 0 where
  * the column is tridiagonal already (no reflector). */
-static int reflect_column(uint32_t d, double *a, uint32_t k, double *v, double *p)
+TQ_CLONES_V3 static int reflect_column(uint32_t d, double *a, uint32_t k, double *v, double *p)
 {
     uint32_t len = d - k - 1; /* the column below the diagonal: a[k+1..d-1][k] */
     double norm = 0;
@@ -61,7 +65,7 @@ static int reflect_column(uint32_t d, double *a, uint32_t k, double *v, double *
  * inside out: H_k M = M - 2 v (v^T M) touches rows and columns k+1.. only; w = v^T M and the
  * update are both rows times scalars (vectorized).  Then q = Q^T: rows of Q^T are what QL
  * rotates.  w: d scratch values. */
-static tq_status reflectors_to_q(uint32_t d, const double *vs, double *w, double *q)
+TQ_CLONES_V3 static tq_status reflectors_to_q(uint32_t d, const double *vs, double *w, double *q)
 {
     double *mq = calloc((size_t)d * d, sizeof *mq); /* [d][d]: Q */
     if (!mq) return TQ_ERR_NOMEM;
@@ -132,7 +136,7 @@ static void turn_rows(uint32_t d, double *z, uint32_t i, double c, double s)
 /* Eigenvalues of the tridiagonal (diag, off) into diag, their vectors into
  * the rows of z (which holds Q^T on entry; NULL: values only).  0, or -1 when an eigenvalue
  * does not converge. */
-static int tridiagonal_ql(uint32_t d, double *diag, double *off, double *z)
+TQ_CLONES_V3 static int tridiagonal_ql(uint32_t d, double *diag, double *off, double *z)
 {
     for (uint32_t l = 0; l < d; l++) {
         for (int iter = 0;; iter++) {
