@@ -161,6 +161,10 @@ uint8_t *tq_test_snapshot_encode(const uint8_t *state, size_t len,
 int tq_test_base_cells_alike(const uint8_t *base, size_t base_len, const uint8_t *app,
                              size_t app_len, const struct tqkv_reader *base_reader,
                              uint32_t base_cells, char *err, size_t errlen);
+/* Squared error between two states' rows [r0, r1) over every K and V of cache `cache`'s first
+ * stream, relative to the first's energy (-1, the test failed, where one does not read). */
+double tq_test_rows_error(const uint8_t *a, size_t al, const uint8_t *b, size_t bl,
+                          uint32_t cache, uint32_t r0, uint32_t r1);
 /* The snapshot with its metadata changed by edit() and its checksums redone: decoding it must
  * fail with one line that says want. */
 void tq_test_snapshot_refused_after(const uint8_t *snap, size_t n,

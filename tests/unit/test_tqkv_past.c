@@ -72,10 +72,9 @@ static tq_gguf *make_model(tq_ctx *ctx, tq_test_buf *b)
     return g;
 }
 
-/* The session encoded with the balanced preset, the model, and `past` bits (-1: the
- * preset's). */
-static uint8_t *encode(const uint8_t *state, size_t len, int threads, int past,
-                       const tqkv_reader *base, size_t *out_len)
+/* The session encoded with options o and the model (o->model is set for the call). */
+static uint8_t *encode_with(const uint8_t *state, size_t len, tq_kvsnap_options *o,
+                            size_t *out_len)
 {
     tq_ctx *ctx = tq_test_ctx();
     tq_test_buf mb;
@@ -83,60 +82,30 @@ static uint8_t *encode(const uint8_t *state, size_t len, int threads, int past,
     tq_model facts = {0};
     if (model && tq_model_read(ctx, model, &facts))
         tq_test_fail(__FILE__, __LINE__, " model: %s\n", tq_ctx_error(ctx));
-    tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
-    o.model = &facts;
-    o.threads = threads;
-    o.past_bits = past;
-    o.base = base;
-    o.base_name = "base.tqkv";
+    o->model = &facts;
     char err[512] = "no model";
     uint8_t *snap = NULL;
-    if (model) snap = tq_test_snapshot_encode(state, len, &o, out_len, err, sizeof err);
+    if (model) snap = tq_test_snapshot_encode(state, len, o, out_len, err, sizeof err);
     if (!snap) tq_test_fail(__FILE__, __LINE__, " encode: %s\n", err);
+    o->model = NULL;
     tq_model_free(&facts);
     tq_gguf_close(model);
     free(mb.p);
     return snap;
 }
 
-/* Squared error over rows [r0, r1) of every tensor of cache s, relative to the rows' energy
- * (-1 where a state does not open). */
-static double cache_error(tq_ctx *ctx, const uint8_t *a, size_t al, const uint8_t *b, size_t bl,
-                          uint32_t s, uint32_t r0, uint32_t r1)
+/* The session encoded with the balanced preset, the model, and `past` bits (-1: the
+ * preset's). */
+static uint8_t *encode(const uint8_t *state, size_t len, int threads, int past,
+                       const tqkv_reader *base, size_t *out_len)
 {
-    tq_kv_view *va = NULL, *vb = NULL;
-    if (tq_kv_view_open_memory(ctx, a, al, "a", TQ_PROFILE_DEFAULT, &va) ||
-        tq_kv_view_open_memory(ctx, b, bl, "b", TQ_PROFILE_DEFAULT, &vb)) {
-        tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
-        tq_kv_view_close(va);
-        return -1;
-    }
-    const tq_kv_stream *sa = &tq_kv_view_kv(va, s)->streams[0];
-    const tq_kv_stream *sb = &tq_kv_view_kv(vb, s)->streams[0];
-    float *ra = malloc(sizeof(float) * (r1 - r0) * WIDTH); /* [r1 - r0][WIDTH] */
-    float *rb = malloc(sizeof(float) * (r1 - r0) * WIDTH);
-    double e = 0;
-    double n = 0;
-    tq_status st = TQ_OK;
-    for (uint32_t l = 0; l < sa->n_layer && !st; l++)
-        for (int kv = 0; kv < 2 && !st; kv++) {
-            st = tq_kv_view_read_rows(ctx, kv ? &sa->v[l] : &sa->k[l], sa->cell_count, r0,
-                                        r1 - r0, ra);
-            if (!st)
-                st = tq_kv_view_read_rows(ctx, kv ? &sb->v[l] : &sb->k[l], sb->cell_count, r0,
-                                            r1 - r0, rb);
-            for (uint32_t i = 0; !st && i < (r1 - r0) * WIDTH; i++) {
-                e += (ra[i] - rb[i]) * (ra[i] - rb[i]);
-                n += ra[i] * ra[i];
-            }
-        }
-    if (st) tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
-    free(ra);
-    free(rb);
-    tq_kv_view_close(va);
-    tq_kv_view_close(vb);
-    return st ? -1 : e / n;
+    tq_kvsnap_options o;
+    tq_kvsnap_options_init(&o);
+    o.threads = threads;
+    o.past_bits = past;
+    o.base = base;
+    o.base_name = "base.tqkv";
+    return encode_with(state, len, &o, out_len);
 }
 
 TEST(past_window_cells_of_sliding_layers_are_coded_coarser)
@@ -171,9 +140,9 @@ TEST(past_window_cells_of_sliding_layers_are_coded_coarser)
     uint8_t *back = tq_test_snapshot_decode(one, n1, NULL, &dl, err, sizeof err);
     CHECK(back != NULL, "%s", err);
     CHECK_EQ_U64(dl, sl);
-    double past = cache_error(ctx, state, sl, back, dl, 1, 1, CELLS - WINDOW);
-    double window = cache_error(ctx, state, sl, back, dl, 1, CELLS - WINDOW, CELLS);
-    double global = cache_error(ctx, state, sl, back, dl, 0, 1, CELLS - WINDOW);
+    double past = tq_test_rows_error(state, sl, back, dl, 1, 1, CELLS - WINDOW);
+    double window = tq_test_rows_error(state, sl, back, dl, 1, CELLS - WINDOW, CELLS);
+    double global = tq_test_rows_error(state, sl, back, dl, 0, 1, CELLS - WINDOW);
     /* 2 bits' error against 5 bits': at least twice as large */
     CHECK(past > 2 * window, "past cells' error %g, the window's %g", past, window);
     CHECK(past > 2 * global, "past cells' error %g, the global layers' same cells' %g", past,
@@ -290,28 +259,17 @@ static uint32_t global_coarse_end(tq_kvsnap_preset preset)
 {
     size_t sl, n;
     uint8_t *state = make_session(CELLS, &sl);
-    tq_ctx *ctx = tq_test_ctx();
-    tq_test_buf mb;
-    tq_gguf *model = make_model(ctx, &mb);
-    tq_model facts = {0};
-    if (model && tq_model_read(ctx, model, &facts))
-        tq_test_fail(__FILE__, __LINE__, " model: %s\n", tq_ctx_error(ctx));
     tq_kvsnap_options o;
     tq_kvsnap_options_init(&o);
-    o.model = &facts;
     o.preset = preset;
     o.recent_cells = 16;
-    char err[512] = "no model";
-    uint8_t *snap = model ? tq_test_snapshot_encode(state, sl, &o, &n, err, sizeof err) : NULL;
-    if (!snap) tq_test_fail(__FILE__, __LINE__, " encode: %s\n", err);
+    uint8_t *snap = encode_with(state, sl, &o, &n);
+    tq_ctx *ctx = tq_test_ctx();
     tqkv_reader *r = NULL;
     if (snap && tqkv_open_memory(ctx, snap, n, "x.tqkv", &r))
         tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
     uint32_t end = r ? tqkv_meta_of(r)->t[0].coarse_end : UINT32_MAX;
     tqkv_close(r);
-    tq_model_free(&facts);
-    tq_gguf_close(model);
-    free(mb.p);
     free(snap);
     free(state);
     return end;

@@ -48,42 +48,6 @@ static uint8_t *encode(const uint8_t *state, size_t len, int threads, int transf
     return snap;
 }
 
-/* Squared error over rows [r0, r1) of every K and V, relative to the rows' energy (-1 where
- * a state does not read). */
-static double rows_error(const uint8_t *a, size_t al, const uint8_t *b, size_t bl, uint32_t r0,
-                         uint32_t r1)
-{
-    tq_ctx *ctx = tq_test_ctx();
-    tq_kv_view *va = NULL;
-    tq_kv_view *vb = NULL;
-    tq_status st = tq_kv_view_open_memory(ctx, a, al, "a", TQ_PROFILE_DEFAULT, &va);
-    if (!st) st = tq_kv_view_open_memory(ctx, b, bl, "b", TQ_PROFILE_DEFAULT, &vb);
-    float *ra = malloc(sizeof(float) * (r1 - r0) * WIDTH); /* [r1 - r0][WIDTH] */
-    float *rb = malloc(sizeof(float) * (r1 - r0) * WIDTH);
-    double e = 0;
-    double n = 0;
-    for (uint32_t l = 0; !st && l < LAYERS; l++)
-        for (int kv = 0; !st && kv < 2; kv++) {
-            const tq_kv_stream *sa = &tq_kv_view_kv(va, 0)->streams[0];
-            const tq_kv_stream *sb = &tq_kv_view_kv(vb, 0)->streams[0];
-            st = tq_kv_view_read_rows(ctx, kv ? &sa->v[l] : &sa->k[l], sa->cell_count, r0,
-                                      r1 - r0, ra);
-            if (!st)
-                st = tq_kv_view_read_rows(ctx, kv ? &sb->v[l] : &sb->k[l], sb->cell_count, r0,
-                                          r1 - r0, rb);
-            for (uint32_t i = 0; !st && i < (r1 - r0) * WIDTH; i++) {
-                e += (ra[i] - rb[i]) * (ra[i] - rb[i]);
-                n += ra[i] * ra[i];
-            }
-        }
-    if (st) tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
-    free(ra);
-    free(rb);
-    tq_kv_view_close(va);
-    tq_kv_view_close(vb);
-    return st ? -1 : e / n;
-}
-
 /* The newest cells' error against the older ones' (past the sink) in the decoded state. */
 static void check_newest_finer(const uint8_t *state, size_t sl, const uint8_t *snap, size_t n,
                                uint32_t cells)
@@ -93,8 +57,8 @@ static void check_newest_finer(const uint8_t *state, size_t sl, const uint8_t *s
     uint8_t *back = tq_test_snapshot_decode(snap, n, NULL, &dl, err, sizeof err);
     CHECK(back != NULL, "%s", err);
     if (!back) return;
-    double older = rows_error(state, sl, back, dl, 1, cells - RECENT);
-    double newest = rows_error(state, sl, back, dl, cells - RECENT, cells);
+    double older = tq_test_rows_error(state, sl, back, dl, 0, 1, cells - RECENT);
+    double newest = tq_test_rows_error(state, sl, back, dl, 0, cells - RECENT, cells);
     /* two bits finer: a quarter of the step, a sixteenth of the error; at least a quarter */
     CHECK(newest * 4 < older, "the newest cells' error %g, the older ones' %g", newest, older);
     free(back);

@@ -380,6 +380,50 @@ int tq_test_base_cells_alike(const uint8_t *base, size_t base_len, const uint8_t
     return rc;
 }
 
+/* One tensor's rows [r0, r1) of both views: their squared difference and the first's energy
+ * added to *e and *n. */
+static tq_status add_rows_error(tq_ctx *ctx, const tq_kv_tensor *ta, const tq_kv_tensor *tb,
+                                uint32_t ca, uint32_t cb, uint32_t r0, uint32_t r1, double *e,
+                                double *n)
+{
+    size_t nv = (size_t)(r1 - r0) * ta->width;
+    float *ra = malloc(sizeof(float) * nv + 1); /* [r1 - r0][width] */
+    float *rb = malloc(sizeof(float) * nv + 1);
+    tq_status st = ra && rb ? TQ_OK : TQ_ERR_NOMEM;
+    if (!st) st = tq_kv_view_read_rows(ctx, ta, ca, r0, r1 - r0, ra);
+    if (!st) st = tq_kv_view_read_rows(ctx, tb, cb, r0, r1 - r0, rb);
+    for (size_t i = 0; !st && i < nv; i++) {
+        *e += ((double)ra[i] - rb[i]) * ((double)ra[i] - rb[i]);
+        *n += (double)ra[i] * ra[i];
+    }
+    free(ra);
+    free(rb);
+    return st;
+}
+
+double tq_test_rows_error(const uint8_t *a, size_t al, const uint8_t *b, size_t bl,
+                          uint32_t cache, uint32_t r0, uint32_t r1)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tq_kv_view *va = NULL;
+    tq_kv_view *vb = NULL;
+    tq_status st = tq_kv_view_open_memory(ctx, a, al, "a", TQ_PROFILE_DEFAULT, &va);
+    if (!st) st = tq_kv_view_open_memory(ctx, b, bl, "b", TQ_PROFILE_DEFAULT, &vb);
+    double e = 0;
+    double n = 0;
+    const tq_kv_stream *sa = st ? NULL : &tq_kv_view_kv(va, cache)->streams[0];
+    const tq_kv_stream *sb = st ? NULL : &tq_kv_view_kv(vb, cache)->streams[0];
+    for (uint32_t l = 0; !st && l < sa->n_layer; l++)
+        for (int kv = 0; !st && kv < 2; kv++)
+            st = add_rows_error(ctx, kv ? &sa->v[l] : &sa->k[l], kv ? &sb->v[l] : &sb->k[l],
+                                sa->cell_count, sb->cell_count, r0, r1, &e, &n);
+    if (st) tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
+    tq_kv_view_close(va);
+    tq_kv_view_close(vb);
+    tq_ctx_free(ctx);
+    return st ? -1 : e / n;
+}
+
 void tq_test_snapshot_refused_after(const uint8_t *snap, size_t n,
                                     void (*edit)(uint8_t *meta, uint64_t ml), const char *want)
 {
