@@ -610,8 +610,8 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     if (!st) st = plan_meta(ctx, v, o, src, n, &p->meta);
     int lossy = p->preset != TQ_KVSNAP_PRESET_LOSSLESS;
     if (!st && lossy) st = tq_kvsnap_past_rows(ctx, v, o, p, src, n);
-    if (!st && lossy) st = tq_kvsnap_recent_rows(ctx, v, o, src, n);
     if (!st) plan_bits(p, o, src, n, head_dim);
+    if (!st && lossy) st = tq_kvsnap_recent_rows(ctx, v, o, p, src, n);
     if (!st && o->codec == TQKV_CODEC_PROD && (p->k_bits < 2 || p->v_bits < 2))
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG,
                               "TurboQuant-prod needs 2..8 bits (b-1 MSE bits and the sketch bit)");

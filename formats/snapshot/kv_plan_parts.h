@@ -34,11 +34,11 @@ tq_status tq_kvsnap_fit_offset(tq_ctx *ctx, const tq_kvsnap_offset_row *row, con
                                tqkv_record *t, const tq_rope *rope, const int32_t *pos);
 
 /* The rows of the sliding-window layers' tensors that the next token cannot attend to
- * (src[].past_rows; p->swa_window set) and the rows to be coded finer as the newest
- * (src[].recent_rows) (kv_rows.c). */
+ * (src[].past_rows; p->swa_window set) and, once the plan's bits are set, the rows to be
+ * coded finer as the newest (src[].recent_rows) (kv_rows.c). */
 tq_status tq_kvsnap_past_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
                               tq_kvsnap_plan *p, src_tensor *src, size_t n);
 tq_status tq_kvsnap_recent_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
-                                src_tensor *src, size_t n);
+                                const tq_kvsnap_plan *p, src_tensor *src, size_t n);
 
 #endif

@@ -47,17 +47,14 @@ static int newest_last(const int32_t *pos, uint32_t cells, uint32_t recent)
 /* The newest cells, which the tokens that follow a restore attend to most: the last
  * o->recent_cells rows of a tensor of one sequence with no past rows, where they are its
  * newest cells and at most half its cells (a short state is coded alike); in a state whose
- * sliding-window layers lift their window (cells past it coarser, the rest finer) only where
- * the preset's recent row says so. */
+ * sliding-window layers lift their window (p->past_bits: cells past it coarser, the rest
+ * finer) only where the preset's recent row says so. */
 tq_status tq_kvsnap_recent_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
-                                src_tensor *src, size_t n)
+                                const tq_kvsnap_plan *p, src_tensor *src, size_t n)
 {
     if (o->recent_cells <= 0 || o->recent_bits <= 0 || o->base || tq_kv_view_has_ext(v))
         return TQ_OK;
-    int lifted = 0; /* as kv_plan.c's plan_bits decides the lift */
-    for (size_t i = 0; o->past_bits && i < n; i++)
-        lifted |= src[i].past_rows > (uint32_t)o->sink_cells;
-    if (lifted && !tq_kvsnap_recent_of(o->preset)->with_window) return TQ_OK;
+    if (p->past_bits && !tq_kvsnap_recent_of(o->preset)->with_window) return TQ_OK;
     uint32_t recent = (uint32_t)o->recent_cells;
     for (size_t i = 0; i < n; i++) {
         const tq_kv_stream *st = &tq_kv_view_kv(v, src[i].kv_state)->streams[src[i].stream];
