@@ -116,25 +116,35 @@ static const float gain_frac[8] = {1.0f,        1.09050773f, 1.18920712f, 1.2968
 static const float gain_mid[8] = {1.04427378f, 1.13878863f, 1.24185781f, 1.35425503f,
                                   1.47682615f, 1.61049033f, 1.75625216f, 1.91520656f};
 
+/* 2^e for e in [-126, 127], built from its exponent bits: exact, as ldexpf's, without its
+ * call, which with the codes' search was a tenth of SmolLM2's encode (kv_long_speed.md) */
+static float pow2f(int e)
+{
+    uint32_t bits = (uint32_t)(e + 127) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
 float tqkv_gain(uint8_t code)
 {
     if (!code) return 0.0f;
-    return ldexpf(gain_frac[code % 8], code / 8 - 16);
+    return gain_frac[code % 8] * pow2f(code / 8 - 16);
 }
 
 uint8_t tqkv_gain_code(float norm)
 {
     if (!(norm > 0.0f)) return 0;
-    uint32_t lo = 1, hi = 255; /* the largest code whose lower border norm reaches */
-    while (lo < hi) {
-        uint32_t c = (lo + hi + 1) / 2;
-        float below = ldexpf(gain_mid[(c - 1) % 8], (int)(c - 1) / 8 - 16);
-        if (norm >= below)
-            lo = c;
-        else
-            hi = c - 1;
-    }
-    return (uint8_t)lo;
+    if (isinf(norm)) return 255;
+    /* the largest code whose lower border reaches norm: norm = m 2^e, m in [1, 2), and the
+       borders of exponent e (gain_mid[k] 2^e, the codes 8 (e + 16) + k + 1) scale m's
+       compares exactly; below gain_mid[0] it is the code of exponent e - 1's last border */
+    int e;
+    float m = 2.0f * frexpf(norm, &e);
+    int code = 8 * (e - 1 + 16);
+    for (int k = 0; k < 8; k++) code += m >= gain_mid[k];
+    if (code < 1) return 1;
+    return (uint8_t)(code > 255 ? 255 : code);
 }
 
 uint64_t tqkv_klt_components(const tqkv_record *t)

@@ -407,6 +407,27 @@ TEST(tqkv_gain_code_picks_the_nearest_gain_in_log_scale)
     CHECK_EQ(tqkv_gain_code(1e-30f), 1);
 }
 
+TEST(tqkv_gain_code_changes_exactly_at_the_borders_between_gains)
+{
+    /* the border below code c: the geometric mid of gains c - 1 and c, 2^((c - 1/2) / 8 - 16)
+       (a float constant within 4 ulps of it).  From it the code steps from c - 1 to c between
+       two neighbouring floats, as the search it replaced did (the snapshots' bytes hang on
+       it) */
+    for (int c = 2; c < 256; c++) {
+        float ideal = ldexpf((float)exp2(((c - 1) % 8 + 0.5) / 8), (c - 1) / 8 - 16);
+        float border = ideal;
+        for (int ulps = 0; ulps < 8; ulps++) border = nextafterf(border, 0.0f);
+        for (int ulps = 0; ulps < 16 && tqkv_gain_code(border) < c; ulps++)
+            border = nextafterf(border, 1e30f);
+        CHECK_EQ(tqkv_gain_code(border), c);
+        CHECK_EQ(tqkv_gain_code(nextafterf(border, 0.0f)), c - 1);
+    }
+    CHECK_EQ(tqkv_gain_code(INFINITY), 255);
+    CHECK_EQ(tqkv_gain_code(NAN), 0);
+    CHECK_EQ(tqkv_gain_code(-1.0f), 0);
+    CHECK_EQ(tqkv_gain_code(1e-45f), 1); /* subnormal */
+}
+
 TEST(tqkv_basis_round_keeps_a_byte_a_value_within_half_a_step_and_is_exact_again)
 {
     float row[64], again[64];
