@@ -9,11 +9,12 @@
 #include <string.h>
 
 void tq_klt_matmul_avx2(const float *a, size_t rs, size_t ks, size_t n, size_t kd,
-                        const float *m, size_t nc, int lower, float *out);
+                        const float *m, size_t nc, int lower, float *out, size_t os);
 int tq_klt_have_avx2(void);
 /* klt_avx2.c: the first multiple of 8 of round_index's values; the rest is the caller's */
 size_t tq_klt_round_avx2(const float *y, size_t n, float inv, int32_t bias, int32_t *q);
 size_t tq_klt_round16_avx2(const float *y, size_t n, float inv, int16_t *q);
+void tq_klt_columns8_avx2(const float *x, size_t stride, uint32_t d, float *panel, size_t w);
 
 /* m[kd][nc] (row-major, nc % 8 == 0) into panels of 16 columns (the last
  * of 8 where nc % 16 == 8): columns [c0, c0 + w) as kd x w floats at
@@ -58,15 +59,15 @@ static float *basis_panels(const float *basis, uint32_t m, uint32_t d, uint32_t 
 /* out[n][nc] = a[n][kd] . m (packed), nc % 8 == 0, a[r][k] at a[r * rs + k * ks]: each
  * output a chain of fused multiply-adds over k ascending, as the AVX2 version computes it,
  * so that every SIMD level writes the same bytes; lower: only out[r][c] with c <= r is needed
- * (others may be left). */
+ * (others may be left); out's rows os floats apart. */
 static void matmul_scalar(const float *a, size_t rs, size_t ks, size_t n, size_t kd,
-                          const float *m, size_t nc, int lower, float *out)
+                          const float *m, size_t nc, int lower, float *out, size_t os)
 {
     for (size_t r = 0; r < n; r++)
         for (size_t c0 = 0; c0 < nc && (!lower || c0 <= r); c0 += 16) {
             size_t w = nc - c0 >= 16 ? 16 : 8;
             const float *p = m + kd * c0;
-            float *o = out + r * nc + c0;
+            float *o = out + r * os + c0;
             memset(o, 0, w * sizeof *o);
             for (size_t k = 0; k < kd; k++) {
                 float x = a[r * rs + k * ks];
@@ -97,18 +98,18 @@ static int use_avx2(const tq_ctx *ctx)
 }
 
 static void matmul_part(const tq_ctx *ctx, const float *a, size_t rs, size_t ks, size_t n,
-                        size_t kd, const float *m, size_t nc, int lower, float *out)
+                        size_t kd, const float *m, size_t nc, int lower, float *out, size_t os)
 {
     if (use_avx2(ctx))
-        tq_klt_matmul_avx2(a, rs, ks, n, kd, m, nc, lower, out);
+        tq_klt_matmul_avx2(a, rs, ks, n, kd, m, nc, lower, out, os);
     else
-        matmul_scalar(a, rs, ks, n, kd, m, nc, lower, out);
+        matmul_scalar(a, rs, ks, n, kd, m, nc, lower, out, os);
 }
 
 static void matmul(const tq_ctx *ctx, const float *a, size_t rs, size_t ks, size_t n, size_t kd,
                    const float *m, size_t nc, float *out)
 {
-    matmul_part(ctx, a, rs, ks, n, kd, m, nc, 0, out);
+    matmul_part(ctx, a, rs, ks, n, kd, m, nc, 0, out, nc);
 }
 
 static uint32_t pad8(uint32_t m) { return (m + 7) / 8 * 8; }
@@ -184,9 +185,15 @@ tq_status tq_klt_encode(tq_ctx *ctx, const tq_klt *k, const float *x, size_t n, 
         for (size_t c0 = 0; c0 < np; c0 += 16) { /* panels of 16 rows (the last of 8) */
             size_t w = np - c0 >= 16 ? 16 : 8;
             float *panel = xp + (size_t)d * c0;
-            for (size_t r = c0; r < c0 + w; r++)
-                for (uint32_t j = 0; j < d; j++)
-                    panel[j * w + r - c0] = r < nr ? x[(r0 + r) * stride + j] : 0.0f;
+            for (size_t h = 0; h < w; h += 8) { /* eight rows at a time */
+                if (avx2 && d % 8 == 0 && c0 + h + 8 <= nr) {
+                    tq_klt_columns8_avx2(x + (r0 + c0 + h) * stride, stride, d, panel + h, w);
+                    continue;
+                }
+                for (size_t r = c0 + h; r < c0 + h + 8; r++)
+                    for (uint32_t j = 0; j < d; j++)
+                        panel[j * w + r - c0] = r < nr ? x[(r0 + r) * stride + j] : 0.0f;
+            }
         }
         matmul(ctx, k->basis, d, 1, k->m, d, xp, np, yt);
         for (uint32_t c = 0; c < k->m; c++)
@@ -209,11 +216,9 @@ tq_status tq_klt_decode(tq_ctx *ctx, const tq_klt *k, const int16_t *idx, size_t
         return TQ_OK;
     }
     float *ct = calloc((size_t)mp * TILE, sizeof *ct);   /* [mp][TILE]: coefficients, padded */
-    float *xt = malloc((size_t)TILE * d * sizeof *xt);  /* [TILE][d]: the rows they make */
     float *bp = basis_panels(k->basis, k->m, d, mp, 0); /* [mp][d] in panels */
-    if (!ct || !xt || !bp) {
+    if (!ct || !bp) {
         free(ct);
-        free(xt);
         free(bp);
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
@@ -224,11 +229,10 @@ tq_status tq_klt_decode(tq_ctx *ctx, const tq_klt *k, const int16_t *idx, size_t
         for (uint32_t c = 0; c < k->m; c++)
             for (size_t r = 0; r < nr; r++)
                 ct[c * TILE + r] = (float)idx[(size_t)c * n + r0 + r] * k->step;
-        matmul(ctx, ct, 1, TILE, nr, mp, bp, d, xt);
-        for (size_t r = 0; r < nr; r++) memcpy(x + (r0 + r) * stride, xt + r * d, d * sizeof *x);
+        /* the rows straight into x: through a tile, their copy was 5% of the decode */
+        matmul_part(ctx, ct, 1, TILE, nr, mp, bp, d, 0, x + r0 * stride, stride);
     }
     free(ct);
-    free(xt);
     free(bp);
     return TQ_OK;
 }
@@ -273,7 +277,7 @@ tq_status tq_covariance(tq_ctx *ctx, const float *x, size_t n, uint32_t d, size_
     for (size_t r = 0; r < n; r++) memcpy(xr + r * d, x + r * stride, d * sizeof *xr);
     pack_panels(xr, n, d, xp);
     /* x^T x, x's columns read as the product's rows: its lower triangle (the half it needs) */
-    matmul_part(ctx, xr, 1, d, d, n, xp, d, 1, c);
+    matmul_part(ctx, xr, 1, d, d, n, xp, d, 1, c, d);
     free(xp);
     /* symmetric to the bit: the product's two triangles sum in one order */
     for (uint32_t i = 0; i < d; i++)
