@@ -5,6 +5,20 @@
 #include <math.h>
 #include <stdlib.h>
 
+/* x[n] times (or over) scales[dim] channel by channel; vectorized (-O3) and also built for
+ * x86-64-v3, eight lanes at a time: a scalar division a value was 8% of Gemma 3's decode, and
+ * the lanes' quotients are the same IEEE ones */
+TQ_CLONES_V3 static void apply_scales(float *x, size_t n, const float *scales, uint32_t dim,
+                                      int divide)
+{
+    if (divide)
+        for (size_t i = 0; i < n; i += dim)
+            for (uint32_t j = 0; j < dim; j++) x[i + j] /= scales[j];
+    else
+        for (size_t i = 0; i < n; i += dim)
+            for (uint32_t j = 0; j < dim; j++) x[i + j] *= scales[j];
+}
+
 tq_status tq_innerq_apply(tq_ctx *ctx, float *x, size_t n, const float *scales, uint32_t dim,
                           int divide)
 {
@@ -12,12 +26,7 @@ tq_status tq_innerq_apply(tq_ctx *ctx, float *x, size_t n, const float *scales, 
     if (!dim || n % dim)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                                 "%zu values are not whole groups of %u InnerQ channels", n, dim);
-    if (divide)
-        for (size_t i = 0; i < n; i += dim)
-            for (uint32_t j = 0; j < dim; j++) x[i + j] /= scales[j];
-    else
-        for (size_t i = 0; i < n; i += dim)
-            for (uint32_t j = 0; j < dim; j++) x[i + j] *= scales[j];
+    apply_scales(x, n, scales, dim, divide);
     return TQ_OK;
 }
 

@@ -47,8 +47,10 @@ static double *angle_table(const tq_rope *r)
     return cs;
 }
 
-/* cs's angles for row k of rows at positions pos */
-static void angles(const tq_rope *r, const int32_t *pos, size_t k, double *cs)
+/* cs's angles for row k of rows at positions pos (also built for x86-64-v3, as the loops that
+ * turn rows: four doubles a lane set where SSE2 takes two; with no fused multiply-add, the same
+ * bits) */
+TQ_CLONES_V3 static void angles(const tq_rope *r, const int32_t *pos, size_t k, double *cs)
 {
     uint32_t h = r->n_rot / 2;
     double *c = cs, *s = cs + h;
@@ -79,7 +81,8 @@ static void angles(const tq_rope *r, const int32_t *pos, size_t k, double *cs)
 /* One row turned by the angles cs: pairs (i, i + n_rot/2) or (2i, 2i+1),
  * each layout its own loop so that the compiler vectorizes it (the same
  * double products either way). */
-static void turn_row(const tq_rope *r, float *x, uint64_t width, const double *cs, double dir)
+TQ_CLONES_V3 static void turn_row(const tq_rope *r, float *x, uint64_t width, const double *cs,
+                                  double dir)
 {
     uint32_t h = r->n_rot / 2;
     for (uint64_t o = 0; o < width; o += r->head_dim) {
@@ -129,6 +132,29 @@ tq_status tq_rope_rotate(tq_ctx *ctx, const tq_rope *r, float *x, size_t rows, u
     return turn(ctx, r, x, rows, width, pos, 1.0);
 }
 
+/* y[width] += sign * b turned by the angles cs, head by head. */
+TQ_CLONES_V3 static void add_row(const tq_rope *r, const float *b, float *y, uint64_t width,
+                                 const double *cs, float sign)
+{
+    uint32_t half = r->n_rot / 2;
+    for (uint64_t h = 0; h < width; h += r->head_dim) {
+        for (uint32_t j = r->n_rot; j < r->head_dim; j++)
+            y[h + j] += sign * b[h + j]; /* not turned */
+        if (r->pairs == TQ_PAIRS_HALVES) /* each layout its own loop: it vectorizes */
+            for (uint32_t i = 0; i < half; i++) {
+                double c = cs[i], s = cs[half + i], b0 = b[h + i], b1 = b[h + half + i];
+                y[h + i] += sign * (float)(b0 * c - b1 * s);
+                y[h + half + i] += sign * (float)(b0 * s + b1 * c);
+            }
+        else
+            for (uint32_t i = 0; i < half; i++) {
+                double c = cs[i], s = cs[half + i], b0 = b[h + 2 * i], b1 = b[h + 2 * i + 1];
+                y[h + 2 * i] += sign * (float)(b0 * c - b1 * s);
+                y[h + 2 * i + 1] += sign * (float)(b0 * s + b1 * c);
+            }
+    }
+}
+
 tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, size_t rows,
                       uint64_t width, const int32_t *pos, float sign)
 {
@@ -136,26 +162,9 @@ tq_status tq_rope_add(tq_ctx *ctx, const tq_rope *r, const float *b, float *x, s
     tq_status st = tq_rope_check(ctx, r, width);
     double *cs = st ? NULL : angle_table(r);
     if (st || !cs) return st ? st : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    uint32_t half = r->n_rot / 2;
     for (size_t k = 0; k < rows; k++) {
-        float *y = x + k * width;
         angles(r, pos, k, cs);
-        for (uint64_t h = 0; h < width; h += r->head_dim) {
-            for (uint32_t j = r->n_rot; j < r->head_dim; j++)
-                y[h + j] += sign * b[h + j]; /* not turned */
-            if (r->pairs == TQ_PAIRS_HALVES) /* each layout its own loop: it vectorizes */
-                for (uint32_t i = 0; i < half; i++) {
-                    double c = cs[i], s = cs[half + i], b0 = b[h + i], b1 = b[h + half + i];
-                    y[h + i] += sign * (float)(b0 * c - b1 * s);
-                    y[h + half + i] += sign * (float)(b0 * s + b1 * c);
-                }
-            else
-                for (uint32_t i = 0; i < half; i++) {
-                    double c = cs[i], s = cs[half + i], b0 = b[h + 2 * i], b1 = b[h + 2 * i + 1];
-                    y[h + 2 * i] += sign * (float)(b0 * c - b1 * s);
-                    y[h + 2 * i + 1] += sign * (float)(b0 * s + b1 * c);
-                }
-        }
+        add_row(r, b, x + k * width, width, cs, sign);
     }
     free(cs);
     return TQ_OK;
