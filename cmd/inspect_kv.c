@@ -36,6 +36,70 @@ static const char *kind_long(unsigned k)
     return names[k < 2 ? k : 2];
 }
 
+/* One stream's layers: a table, or its --json object (first: no comma before it). */
+static void print_stream(const tq_kv_stream *st, uint32_t i, uint32_t j, int json, int first)
+{
+    if (json) {
+        printf("%s\n  {\"kv_state\": %u, \"stream\": %u, \"cells\": %u, \"v_trans\": %u, "
+               "\"mla\": %s, \"layers\": [",
+               first ? "" : ",", i, j, st->cell_count, st->v_trans, st->v ? "false" : "true");
+    } else {
+        printf("\nKV state %u, stream %u: %u cells, v_trans %u, %u layers%s\n", i, j,
+               st->cell_count, st->v_trans, st->n_layer,
+               st->v ? "" : ", MLA (one latent a cell in K, no V)");
+        if (st->cell_count)
+            printf("  %5s %-8s %7s %-8s %7s %12s\n", "layer", "K type", "K width", "V type",
+                   "V width", "bytes");
+    }
+    for (uint32_t l = 0; st->cell_count && l < st->n_layer; l++) {
+        const tq_kv_tensor *kt = &st->k[l], *vt = st->v ? &st->v[l] : NULL;
+        const char *vname = vt ? vt->type->name : "-";
+        uint64_t vw = vt ? vt->width : 0, bytes = kt->bytes + (vt ? vt->bytes : 0);
+        if (json)
+            printf("%s{\"layer\": %u, \"k_type\": \"%s\", \"k_width\": %" PRIu64
+                   ", \"v_type\": \"%s\", \"v_width\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
+                   l ? ", " : "", l, kt->type->name, kt->width, vname, vw, bytes);
+        else
+            printf("  %5u %-8s %7" PRIu64 " %-8s %7" PRIu64 " %12" PRIu64 "\n", l,
+                   kt->type->name, kt->width, vname, vw, bytes);
+    }
+    if (json) printf("]}");
+}
+
+/* The recurrent memory's state, after the KV states: a line, or its --json member. */
+static void print_recurrent(const tq_kv_view *s, int json)
+{
+    const tq_kv_recurrent *r = tq_kv_view_recurrent(s);
+    if (json && !r) {
+        printf(",\n \"recurrent\": null");
+        return;
+    }
+    if (!r) return;
+    if (json) {
+        printf(",\n \"recurrent\": {\"cells\": %u, \"layers\": %u, \"layers_with_state\": %u, "
+               "\"bytes\": %" PRIu64 ", \"state_bytes\": %" PRIu64 "}",
+               r->cell_count, r->n_layer, r->n_records / 2, r->len, r->state_bytes);
+        return;
+    }
+    printf("\nrecurrent state: %u cell%s, %u of %u layers with a state (convolution and "
+           "state-space rows), %" PRIu64 " bytes, kept exactly\n",
+           r->cell_count, r->cell_count == 1 ? "" : "s", r->n_records / 2, r->n_layer, r->len);
+}
+
+/* The layout line: the memory's parts. */
+static void print_layout(const tq_kv_view *s)
+{
+    const tq_kv_recurrent *r = tq_kv_view_recurrent(s);
+    uint32_t n = tq_kv_view_n_kv(s);
+    if (n)
+        printf("layout:        %u KV state%s", n, n > 1 ? "s (iSWA)" : "");
+    else
+        printf("layout:        no KV state");
+    printf("%s%s%s\n", r ? (n ? ", then a recurrent state (hybrid)" : ", a recurrent state") : "",
+           tq_kv_view_has_outputs(s) ? ", old outputs section" : "",
+           tq_kv_view_has_ext(s) ? ", M-RoPE cell extensions" : "");
+}
+
 int inspect_state(const char *path, int json, tq_type_profile prof)
 {
     tq_ctx *ctx = tq_ctx_new();
@@ -57,18 +121,17 @@ int inspect_state(const char *path, int json, tq_type_profile prof)
                tq_kv_view_version(s), tq_kv_view_size(s), tq_kv_view_n_tokens(s));
         json_cstr(stdout, tq_kv_view_arch(s));
         printf(", \"outputs_section\": %s, \"mrope_extensions\": %s, \"type_profile\": \"%s\", "
-               "\"kv_values\": %" PRIu64 ", \"kv_bytes\": %" PRIu64 ",\n \"kv_states\": [",
+               "\"kv_values\": %" PRIu64 ", \"kv_bytes\": %" PRIu64,
                tq_kv_view_has_outputs(s) ? "true" : "false",
                tq_kv_view_has_ext(s) ? "true" : "false", tq_type_profile_name(prof), vals, kvb);
+        print_recurrent(s, 1);
+        printf(",\n \"kv_states\": [");
     } else {
         printf("file:          %s (%" PRIu64 " bytes%s, %s v%u)\n", path, tq_kv_view_size(s),
                kind == TQ_KV_NUMPY ? " as arrays" : "", kind_long(kind), tq_kv_view_version(s));
         if (session) printf("architecture:  %s\n", tq_kv_view_arch(s));
         printf("tokens:        %u\n", tq_kv_view_n_tokens(s));
-        printf("layout:        %u KV state%s%s%s\n", tq_kv_view_n_kv(s),
-               tq_kv_view_n_kv(s) > 1 ? "s (iSWA)" : "",
-               tq_kv_view_has_outputs(s) ? ", old outputs section" : "",
-               tq_kv_view_has_ext(s) ? ", M-RoPE cell extensions" : "");
+        print_layout(s);
         printf("K/V data:      %" PRIu64 " bytes, %" PRIu64
                " values, %.3f bits per value (%.1f%% of the file)\n",
                kvb, vals, vals ? 8.0 * (double)kvb / (double)vals : 0.0,
@@ -76,36 +139,10 @@ int inspect_state(const char *path, int json, tq_type_profile prof)
     }
     for (uint32_t i = 0; i < tq_kv_view_n_kv(s); i++) {
         const tq_kv_state *k = tq_kv_view_kv(s, i);
-        for (uint32_t j = 0; j < k->n_stream; j++) {
-            const tq_kv_stream *st = &k->streams[j];
-            if (json) {
-                printf("%s\n  {\"kv_state\": %u, \"stream\": %u, \"cells\": %u, \"v_trans\": %u, "
-                       "\"layers\": [",
-                       i + j ? "," : "", i, j, st->cell_count, st->v_trans);
-            } else {
-                printf("\nKV state %u, stream %u: %u cells, v_trans %u, %u layers\n", i, j,
-                       st->cell_count, st->v_trans, st->n_layer);
-                if (st->cell_count)
-                    printf("  %5s %-8s %7s %-8s %7s %12s\n", "layer", "K type", "K width", "V type",
-                           "V width", "bytes");
-            }
-            for (uint32_t l = 0; st->cell_count && l < st->n_layer; l++) {
-                const tq_kv_tensor *kt = &st->k[l], *vt = &st->v[l];
-                if (json)
-                    printf("%s{\"layer\": %u, \"k_type\": \"%s\", \"k_width\": %" PRIu64
-                           ", \"v_type\": \"%s\", \"v_width\": %" PRIu64 ", \"bytes\": %" PRIu64
-                           "}",
-                           l ? ", " : "", l, kt->type->name, kt->width, vt->type->name, vt->width,
-                           kt->bytes + vt->bytes);
-                else
-                    printf("  %5u %-8s %7" PRIu64 " %-8s %7" PRIu64 " %12" PRIu64 "\n", l,
-                           kt->type->name, kt->width, vt->type->name, vt->width,
-                           kt->bytes + vt->bytes);
-            }
-            if (json) printf("]}");
-        }
+        for (uint32_t j = 0; j < k->n_stream; j++) print_stream(&k->streams[j], i, j, json, !(i + j));
     }
     if (json) printf("\n ]}\n");
+    if (!json) print_recurrent(s, 0);
     tq_kv_view_close(s);
     tq_ctx_free(ctx);
     return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;

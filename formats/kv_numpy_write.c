@@ -163,7 +163,7 @@ static tq_status npz_from_state(tq_ctx *ctx, const tq_kv_view *s, const tq_npz_o
             int by_model = tq_kv_view_n_kv(s) == 2 && kv->n_stream == 1 && o->model_layer &&
                            o->model_layer[0] && o->model_layer[1];
             for (uint32_t l = 0; l < sr->n_layer && !st; l++)
-                for (int v = 0; v < 2 && !st; v++) {
+                for (int v = 0; v < (sr->v ? 2 : 1) && !st; v++) {
                     uint32_t ml = by_model ? o->model_layer[i][l] : l;
                     if (!in_range(o, ml)) continue;
                     const tq_kv_tensor *t = v ? &sr->v[l] : &sr->k[l];

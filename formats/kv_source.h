@@ -28,7 +28,10 @@ struct tq_kv_view {
     uint32_t head_dim;   /* the head size the source's layout shows, 0 if it does not */
     int has_fingerprint; /* a snapshot made with --model: that model's fingerprint */
     uint64_t fingerprint;
-    int has_outputs, has_ext;
+    int has_outputs;
+    int has_ext; /* the bytes of each cell's extension: 0, 8 (older M-RoPE) or 12 (x, y, tok) */
+    int has_recurrent;
+    tq_kv_recurrent rec; /* a recurrent memory's state (has_recurrent), kept verbatim */
     uint64_t prefix_len;
     uint32_t n_kv;
     tq_kv_state kv[TQ_KV_MAX_STATES];

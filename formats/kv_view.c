@@ -143,6 +143,10 @@ const char *tq_kv_view_arch(const tq_kv_view *v) { return v->arch; }
 uint32_t tq_kv_view_head_dim(const tq_kv_view *v) { return v->head_dim; }
 int tq_kv_view_has_outputs(const tq_kv_view *v) { return v->has_outputs; }
 int tq_kv_view_has_ext(const tq_kv_view *v) { return v->has_ext; }
+const tq_kv_recurrent *tq_kv_view_recurrent(const tq_kv_view *v)
+{
+    return v->has_recurrent ? &v->rec : NULL;
+}
 uint32_t tq_kv_view_n_kv(const tq_kv_view *v) { return v->n_kv; }
 const tq_kv_state *tq_kv_view_kv(const tq_kv_view *v, uint32_t i)
 {
@@ -162,9 +166,10 @@ static uint64_t sum_kv(const tq_kv_view *v, int values)
     for (uint32_t i = 0; i < v->n_kv; i++)
         for (uint32_t j = 0; j < v->kv[i].n_stream; j++) {
             const tq_kv_stream *st = &v->kv[i].streams[j];
-            for (uint32_t l = 0; l < st->n_layer; l++)
-                t += values ? (st->k[l].width + st->v[l].width) * st->cell_count
-                            : st->k[l].bytes + st->v[l].bytes;
+            for (uint32_t l = 0; l < st->n_layer; l++) {
+                t += values ? st->k[l].width * st->cell_count : st->k[l].bytes;
+                if (st->v) t += values ? st->v[l].width * st->cell_count : st->v[l].bytes;
+            }
         }
     return t;
 }
@@ -172,13 +177,13 @@ static uint64_t sum_kv(const tq_kv_view *v, int values)
 uint64_t tq_kv_view_kv_values(const tq_kv_view *v) { return sum_kv(v, 1); }
 uint64_t tq_kv_view_kv_bytes(const tq_kv_view *v) { return sum_kv(v, 0); }
 
-/* Bytes of one cell's metadata at p: i32 pos, u32 n_seq, [8 bytes of M-RoPE
+/* Bytes of one cell's metadata at p: i32 pos, u32 n_seq, [8 or 12 bytes of M-RoPE
  * extension], n_seq x i32 seq id. */
 static uint64_t cell_meta_len(const tq_kv_view *v, const uint8_t *p)
 {
     uint32_t nseq;
     memcpy(&nseq, p + 4, 4);
-    return 8 + (v->has_ext ? 8 : 0) + 4ull * nseq;
+    return 8 + (uint64_t)v->has_ext + 4ull * nseq;
 }
 
 tq_status tq_kv_view_stream_prefix(tq_ctx *ctx, const tq_kv_view *v, const tq_kv_stream *st,
@@ -245,7 +250,7 @@ int tq_kv_view_one_sequence(const tq_kv_view *v, const tq_kv_stream *st)
         int32_t seq;
         memcpy(&nseq, p + off + 4, 4);
         if (nseq != 1) return 0;
-        memcpy(&seq, p + off + 8 + (v->has_ext ? 8 : 0), 4);
+        memcpy(&seq, p + off + 8 + v->has_ext, 4);
         if (i == 0) first = seq;
         if (seq != first) return 0;
         off += cell_meta_len(v, p + off);
@@ -260,6 +265,7 @@ tq_status tq_kv_view_set_hadamard(tq_ctx *ctx, tq_kv_view *v, uint32_t state, ui
         layer >= v->kv[state].streams[stream].n_layer)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "no tensor %u/%u/%u", state, stream, layer);
     tq_kv_stream *s = &v->kv[state].streams[stream];
+    if (is_v && !s->v) return tq_ctx_set_error(ctx, TQ_ERR_ARG, "an MLA cache has no V");
     tq_kv_tensor *t = is_v ? &s->v[layer] : &s->k[layer];
     if (n && (n & (n - 1) || n < TQ_RHT_MIN || n > TQ_RHT_MAX || t->width % n || t->transposed))
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "a rotation in blocks of %u values does not fit "

@@ -62,8 +62,19 @@ typedef struct tq_kv_stream {
 
 typedef struct tq_kv_state { /* one KV memory state */
     uint32_t n_stream;
-    tq_kv_stream *streams;
+    tq_kv_stream *streams; /* an MLA cache's: v NULL (one latent a cell, in K) */
 } tq_kv_state;
+
+/* A recurrent memory's state (mamba, rwkv, the other half of a hybrid model's memory):
+ * per-sequence rows of each layer's convolution (R) and state-space (S) tensors, which tq
+ * keeps byte for byte.  llama.cpp writes it after the KV state(s), or alone. */
+typedef struct tq_kv_recurrent {
+    uint32_t cell_count;  /* sequences with a state (cells) */
+    uint32_t n_layer;     /* the model's layers, with state or not, as written */
+    uint32_t n_records;   /* tensor records: R then S of each layer that has state */
+    uint64_t off, len;    /* where it lies in the source bytes */
+    uint64_t state_bytes; /* the records' rows */
+} tq_kv_recurrent;
 
 typedef struct tq_kv_view tq_kv_view;
 
@@ -98,7 +109,9 @@ const char *tq_kv_view_arch(const tq_kv_view *v); /* "" when the source does not
  * head_dim] arrays), 0 when it shows none (state files, [tokens, width]). */
 uint32_t tq_kv_view_head_dim(const tq_kv_view *v);
 int tq_kv_view_has_outputs(const tq_kv_view *v); /* old llama.cpp session layout */
-int tq_kv_view_has_ext(const tq_kv_view *v);     /* M-RoPE cell extensions */
+int tq_kv_view_has_ext(const tq_kv_view *v);     /* M-RoPE cell extensions: their bytes */
+/* The recurrent memory's state, NULL where the source has none. */
+const tq_kv_recurrent *tq_kv_view_recurrent(const tq_kv_view *v);
 uint32_t tq_kv_view_n_kv(const tq_kv_view *v);   /* KV memory states */
 const tq_kv_state *tq_kv_view_kv(const tq_kv_view *v, uint32_t i);
 uint64_t tq_kv_view_size(const tq_kv_view *v);

@@ -17,7 +17,7 @@
 
 #define MAX_STREAMS      4096
 #define MAX_LAYERS       4096
-#define MAX_SEQ_PER_CELL 4096
+#define MAX_SEQ          256 /* LLAMA_MAX_SEQ (src/llama-cparams.h): seq ids below it */
 
 typedef struct cur {
     const uint8_t *p;
@@ -55,6 +55,22 @@ static int skip(cur *c, uint64_t n, const char *what)
         return fail(c, "truncated: %s needs %" PRIu64 " bytes, %" PRIu64 " left", what, n,
                     c->size - c->pos);
     c->pos += n;
+    return 0;
+}
+
+/* A cell's n_seq sequence ids: each below MAX_SEQ and after the one before, as llama.cpp
+ * writes them (state_write_meta: ascending) */
+static int seq_ids(cur *c, uint32_t nseq, const char *what, uint32_t cell)
+{
+    int32_t last = -1;
+    for (uint32_t k = 0; k < nseq; k++) {
+        int32_t id = 0;
+        if (get(c, &id, 4, what)) return -1;
+        if (id <= last || id >= MAX_SEQ)
+            return fail(c, "cell %u: sequence id %d after %d (ids ascend below %d)", cell, id,
+                        last, MAX_SEQ);
+        last = id;
+    }
     return 0;
 }
 
@@ -111,7 +127,9 @@ static int parse_vtrans(cur *c, tq_type_profile prof, uint32_t cells, int il, tq
     return 0;
 }
 
-static int parse_kv_state(cur *c, tq_type_profile prof, int ext, tq_kv_state *k)
+/* One KV memory state: ext the bytes of each cell's extension, no_v an MLA cache's (K
+ * records alone: llama.cpp writes no V for a latent cache, and nothing says so). */
+static int parse_kv_state(cur *c, tq_type_profile prof, int ext, int no_v, tq_kv_state *k)
 {
     uint32_t ns = 0;
     if (get(c, &ns, 4, "n_stream")) return -1;
@@ -130,9 +148,10 @@ static int parse_kv_state(cur *c, tq_type_profile prof, int ext, tq_kv_state *k)
             int32_t pos = 0;
             uint32_t nseq = 0;
             if (get(c, &pos, 4, "cell pos") || get(c, &nseq, 4, "cell seq count")) return -1;
-            if (nseq > MAX_SEQ_PER_CELL)
+            if (nseq > MAX_SEQ)
                 return fail(c, "stream %u cell %u: %u sequence ids", s, i, nseq);
-            if ((ext && skip(c, 8, "cell extension")) || skip(c, 4ull * nseq, "cell seq ids"))
+            if ((ext && skip(c, (uint64_t)ext, "cell extension")) ||
+                seq_ids(c, nseq, "cell seq ids", i))
                 return -1;
         }
         st->meta_len = c->pos - st->meta_off;
@@ -141,11 +160,11 @@ static int parse_kv_state(cur *c, tq_type_profile prof, int ext, tq_kv_state *k)
         if (!st->n_layer || st->n_layer > MAX_LAYERS)
             return fail(c, "stream %u: %u layers", s, st->n_layer);
         st->k = calloc(st->n_layer, sizeof *st->k);
-        st->v = calloc(st->n_layer, sizeof *st->v);
-        if (!st->k || !st->v) return fail(c, "out of memory");
+        st->v = no_v ? NULL : calloc(st->n_layer, sizeof *st->v);
+        if (!st->k || (!no_v && !st->v)) return fail(c, "out of memory");
         for (uint32_t il = 0; il < st->n_layer; il++)
             if (parse_tensor(c, prof, st->cell_count, (int)il, "K", &st->k[il])) return -1;
-        for (uint32_t il = 0; il < st->n_layer; il++) {
+        for (uint32_t il = 0; !no_v && il < st->n_layer; il++) {
             if (st->v_trans ? parse_vtrans(c, prof, st->cell_count, (int)il, &st->v[il])
                             : parse_tensor(c, prof, st->cell_count, (int)il, "V", &st->v[il]))
                 return -1;
@@ -154,17 +173,103 @@ static int parse_kv_state(cur *c, tq_type_profile prof, int ext, tq_kv_state *k)
     return 0;
 }
 
-/* KV states from c->pos to the end of the file, exactly. */
-static int parse_memory(cur *c, tq_kv_view *s, int ext)
+/* A recurrent memory's state (llama-memory-recurrent.cpp, state_write): u32 cell count; per
+ * cell i32 pos, u32 n_seq, n_seq x i32 seq id; u32 s_trans (0); u32 n_layer (all the model's
+ * layers); then a record (i32 type, u64 row size, cell count rows) for the R tensor of each
+ * layer with state, then one for its S tensor (row size 0: none, as lfm2's convolutions).
+ * Which layers have state the file does not say: the records run to the end of the file,
+ * two a layer. */
+static int parse_recurrent(cur *c, tq_type_profile prof, tq_kv_recurrent *r)
+{
+    r->off = c->pos;
+    if (get(c, &r->cell_count, 4, "recurrent cell count")) return -1;
+    if (r->cell_count > (c->size - c->pos) / 8)
+        return fail(c, "recurrent state: cell count %u cannot fit in the file", r->cell_count);
+    for (uint32_t i = 0; i < r->cell_count; i++) {
+        int32_t pos = 0;
+        uint32_t nseq = 0;
+        if (get(c, &pos, 4, "recurrent cell pos") || get(c, &nseq, 4, "recurrent seq count"))
+            return -1;
+        if (nseq > MAX_SEQ)
+            return fail(c, "recurrent cell %u: %u sequence ids", i, nseq);
+        if (seq_ids(c, nseq, "recurrent seq ids", i)) return -1;
+    }
+    uint32_t trans = 0;
+    if (get(c, &trans, 4, "s_trans") || get(c, &r->n_layer, 4, "recurrent n_layer")) return -1;
+    if (trans) return fail(c, "recurrent state: s_trans %u (llama.cpp writes 0)", trans);
+    if (!r->n_layer || r->n_layer > MAX_LAYERS)
+        return fail(c, "recurrent state: %u layers", r->n_layer);
+    while (c->pos < c->size) {
+        int32_t type = 0;
+        uint64_t rs = 0;
+        if (get(c, &type, 4, "recurrent type") || get(c, &rs, 8, "recurrent row size")) return -1;
+        const tq_ggml_type *t = tq_ggml_type_get(prof, type);
+        if (!t) return fail(c, "recurrent record %u: type id %d unknown", r->n_records, type);
+        if (t->dtype != TQ_DT_F32) /* llama.cpp keeps r and s in f32 (llama-model.cpp) */
+            return fail(c, "recurrent record %u: %s rows (llama.cpp writes f32)", r->n_records,
+                        t->name);
+        if (rs % t->bytes)
+            return fail(c, "recurrent record %u: row size %" PRIu64 " is not whole %s blocks",
+                        r->n_records, rs, t->name);
+        if (r->cell_count && rs > (c->size - c->pos) / r->cell_count)
+            return fail(c, "recurrent record %u: rows run past the end", r->n_records);
+        c->pos += rs * r->cell_count;
+        r->state_bytes += rs * r->cell_count;
+        r->n_records++;
+    }
+    if (!r->n_records || r->n_records % 2 || r->n_records / 2 > r->n_layer)
+        return fail(c, "recurrent state: %u tensor records for %u layers", r->n_records,
+                    r->n_layer);
+    r->len = c->pos - r->off;
+    return 0;
+}
+
+/* The memory from c->pos to the end of the file, exactly: KV states (two for iSWA), then a
+ * recurrent state (hybrid models), or a recurrent state alone. */
+static int parse_memory(cur *c, tq_kv_view *s, int ext, int no_v)
 {
     s->n_kv = 0;
+    s->has_recurrent = 0;
+    memset(&s->rec, 0, sizeof s->rec);
     while (c->pos < c->size) {
-        if (s->n_kv == TQ_KV_MAX_STATES)
+        uint64_t at = c->pos;
+        if (s->n_kv < TQ_KV_MAX_STATES &&
+            !parse_kv_state(c, s->profile, ext, no_v, &s->kv[s->n_kv])) {
+            s->n_kv++;
+            continue;
+        }
+        char kv_err[256];
+        memcpy(kv_err, c->err, sizeof kv_err);
+        c->pos = at;
+        c->err[0] = 0;
+        if (!parse_recurrent(c, s->profile, &s->rec)) {
+            s->has_recurrent = 1;
+            /* a hybrid model's layers are attention or recurrent: two records for every
+               layer the KV states do not hold (which a cut at a record's end would break) */
+            uint32_t kv_layers = 0;
+            int known = 1; /* alone, every layer is recurrent */
+            for (uint32_t i = 0; i < s->n_kv; i++) {
+                const tq_kv_stream *st = &s->kv[i].streams[0];
+                known &= st->cell_count > 0;
+                kv_layers += st->n_layer;
+            }
+            if (known && (kv_layers > s->rec.n_layer ||
+                          s->rec.n_records != 2 * (s->rec.n_layer - kv_layers)))
+                return fail(c,
+                            "recurrent state: %u tensor records where %u layers, %u of them "
+                            "attention, leave %u",
+                            s->rec.n_records, s->rec.n_layer, kv_layers,
+                            kv_layers > s->rec.n_layer ? 0 : 2 * (s->rec.n_layer - kv_layers));
+            break;
+        }
+        /* neither: the KV reading's complaint, unless a recurrent state was the better fit */
+        if (s->n_kv == TQ_KV_MAX_STATES && !kv_err[0])
             return fail(c, "%" PRIu64 " bytes after the KV state(s) that tq does not understand",
-                        c->size - c->pos);
-        if (parse_kv_state(c, s->profile, ext, &s->kv[s->n_kv++])) return -1;
+                        c->size - at);
+        if (kv_err[0] && (!s->n_kv || s->n_kv < TQ_KV_MAX_STATES)) memcpy(c->err, kv_err, 256);
+        return -1;
     }
-    if (!s->n_kv) return fail(c, "no KV state");
+    if (!s->n_kv && !s->has_recurrent) return fail(c, "no KV state");
     return 0;
 }
 
@@ -234,14 +339,17 @@ static tq_status parse(tq_ctx *ctx, tq_kv_view *s)
     }
     uint64_t start = c.pos;
     char first_err[256] = "";
-    /* hypotheses, most common first: new layout; M-RoPE extensions; old outputs section */
-    for (int h = 0; h < 4; h++) {
-        int ext = h & 1, outputs = h >> 1;
+    /* hypotheses, most common first: the plain layout; M-RoPE extensions of 12 bytes (x, y,
+       tok: current llama.cpp) or 8 (older); an MLA cache's K without V; the old outputs
+       section */
+    static const int exts[3] = {0, 12, 8};
+    for (int h = 0; h < 12; h++) {
+        int ext = exts[h % 3], no_v = (h / 3) & 1, outputs = h / 6;
         if (outputs && s->kind != TQ_KV_SESSION) break;
         c.pos = start;
         c.err[0] = 0;
         tq_kv_view_reset_states(s);
-        if ((outputs && parse_outputs(&c, s->n_tokens)) || parse_memory(&c, s, ext)) {
+        if ((outputs && parse_outputs(&c, s->n_tokens)) || parse_memory(&c, s, ext, no_v)) {
             if (!first_err[0]) memcpy(first_err, c.err, sizeof first_err);
             continue;
         }

@@ -37,7 +37,7 @@ static tq_status check_single_seq(tq_ctx *ctx, const tq_kv_view *s, const tq_kv_
                 ctx, TQ_ERR_UNSUPPORTED,
                 "%s: cell %u belongs to %u sequences; a sequence file holds one", s->label, i,
                 nseq);
-        off += 8 + (s->has_ext ? 8 : 0) + 4ull * nseq;
+        off += 8 + (uint64_t)s->has_ext + 4ull * nseq;
     }
     return TQ_OK;
 }
@@ -55,7 +55,7 @@ static void put_stream(wr *w, const tq_kv_view *s, const tq_kv_stream *st,
     put(w, s->map + st->meta_off, ml);
     put32(w, st->v_trans);
     put32(w, st->n_layer);
-    for (int v = 0; v < 2; v++)
+    for (int v = 0; v < (st->v ? 2 : 1); v++) /* an MLA cache: K alone */
         for (uint32_t l = 0; l < st->n_layer; l++) {
             const tq_kv_tensor *t = v ? &st->v[l] : &st->k[l];
             put32(w, (uint32_t)t->type->id);
@@ -89,6 +89,18 @@ tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_
             ctx, TQ_ERR_ARG,
             "a session file names the model architecture; a sequence file does not: "
             "give the model (--model)");
+    /* a recurrent state holds what every token made of it: it is kept whole or not at all */
+    uint32_t keep = o->max_tokens && o->max_tokens < s->n_tokens ? o->max_tokens : s->n_tokens;
+    if (s->has_recurrent && keep < s->n_tokens)
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                "a recurrent state (a hybrid or recurrent model's) sums up all "
+                                "%u tokens: it cannot be cut to the first %u",
+                                s->n_tokens, keep);
+    if (s->has_recurrent && o->kind != s->kind)
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                "a recurrent state is written as it was saved: a %s file stays "
+                                "one",
+                                s->kind == TQ_KV_SESSION ? "session" : "sequence");
     /* every stream's prefix and seq-id check first: nothing half-written */
     for (uint32_t i = 0; i < s->n_kv; i++)
         for (uint32_t j = 0; j < s->kv[i].n_stream; j++) {
@@ -127,5 +139,6 @@ tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_
         put32(&w, s->kv[i].n_stream);
         for (uint32_t j = 0; j < s->kv[i].n_stream; j++) put_stream(&w, s, &s->kv[i].streams[j], o);
     }
+    if (s->has_recurrent) put(&w, s->map + s->rec.off, s->rec.len);
     return w.st;
 }

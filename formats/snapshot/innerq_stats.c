@@ -65,7 +65,7 @@ static tq_status add_layer(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_stream *
 {
     enum { STEP = 256 }; /* rows: [STEP][width] */
     tq_status st = TQ_OK;
-    for (int isv = 0; !st && isv < 2 - s->k_only; isv++) {
+    for (int isv = 0; !st && isv < (sr->v ? 2 - s->k_only : 1); isv++) {
         double *acc = s->sum + ((size_t)ml * 2 + isv) * s->width;
         for (uint32_t c0 = 0; !st && c0 < sr->cell_count; c0 += STEP) {
             uint32_t n = sr->cell_count - c0 < STEP ? sr->cell_count - c0 : STEP;
@@ -129,7 +129,7 @@ tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view 
             any += k->streams[j].cell_count > 0;
             for (uint32_t l = 0; l < k->streams[j].n_layer && k->streams[j].cell_count; l++) {
                 uint64_t w = k->streams[j].k[l].width;
-                if ((width && w != width) || k->streams[j].v[l].width != w)
+                if ((width && w != width) || !k->streams[j].v || k->streams[j].v[l].width != w)
                     st = tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: layers of different widths",
                                           tq_kv_view_label(v));
                 width = w;

@@ -62,7 +62,7 @@ static tq_status collect(tq_ctx *ctx, const tq_kv_view *s, src_tensor **out, siz
     for (uint32_t i = 0; i < tq_kv_view_n_kv(s); i++)
         for (uint32_t j = 0; j < tq_kv_view_kv(s, i)->n_stream; j++) {
             const tq_kv_stream *st = &tq_kv_view_kv(s, i)->streams[j];
-            if (st->cell_count) n += 2ull * st->n_layer;
+            if (st->cell_count) n += (st->v ? 2ull : 1ull) * st->n_layer;
         }
     src_tensor *src = calloc(n ? n : 1, sizeof *src);
     if (!src) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
@@ -71,7 +71,7 @@ static tq_status collect(tq_ctx *ctx, const tq_kv_view *s, src_tensor **out, siz
         for (uint32_t j = 0; j < tq_kv_view_kv(s, i)->n_stream; j++) {
             const tq_kv_stream *st = &tq_kv_view_kv(s, i)->streams[j];
             for (uint32_t l = 0; st->cell_count && l < st->n_layer; l++)
-                for (int v = 0; v < 2; v++)
+                for (int v = 0; v < (st->v ? 2 : 1); v++) /* an MLA cache: K alone */
                     src[n++] = (src_tensor){v ? &st->v[l] : &st->k[l],
                                             st->cell_count,
                                             i,

@@ -76,6 +76,7 @@ static tq_status take_base(tq_ctx *ctx, tq_kv_view *v, const tqkv_meta *b)
  * block, 0 when it would not (or the tensor cannot tell). */
 static uint32_t block_of(const tq_kv_stream *sr, uint32_t l, int is_v, uint32_t d)
 {
+    if (is_v && !sr->v) return 0; /* an MLA cache: no V */
     const tq_kv_tensor *kt = is_v ? &sr->v[l] : &sr->k[l];
     uint32_t n = is_v ? 64 : d & (~d + 1); /* K: the largest power of two in d; V: 64 */
     if (n > TQ_RHT_MAX) n = TQ_RHT_MAX;

@@ -76,7 +76,8 @@ TEST(state_small_layouts_parse)
                 sb b = small_state(v, e, o);
                 tq_kv_view *s;
                 CHECK(open_sb(&b, &s, m, sizeof m) == TQ_OK, "vtrans %d ext %d outputs %d: %s", v, e, o, m);
-                CHECK_EQ(tq_kv_view_has_ext(s), e);
+                CHECK_EQ(tq_kv_view_has_ext(s), e ? 8 : 0);
+                CHECK(tq_kv_view_recurrent(s) == NULL);
                 CHECK_EQ(tq_kv_view_has_outputs(s), o);
                 CHECK_EQ(tq_kv_view_n_tokens(s), 3);
                 CHECK_EQ(tq_kv_view_tokens(s)[2], 12);
@@ -97,14 +98,149 @@ TEST(state_small_layouts_parse)
                 tq_ctx_free(ctx);
                 CHECK_EQ(tq_kv_view_kv_values(s), 2 * 2 * 3 * 16);
                 tq_kv_view_close(s);
-                /* every truncation fails with a message */
+                /* every truncation fails with a message, but one: cut where V begins, the
+                   file is an MLA cache's (K alone), which nothing in the format tells apart */
+                int mla_reads = 0;
                 for (size_t k = 0; k < b.n; k++) {
                     sb t = {b.p, k, 0};
-                    CHECK(open_sb(&t, &s, m, sizeof m) != TQ_OK, "cut at %zu of %zu accepted", k, b.n);
+                    if (open_sb(&t, &s, m, sizeof m) == TQ_OK) {
+                        CHECK(tq_kv_view_kv(s, 0)->streams[0].v == NULL, "cut at %zu of %zu accepted", k, b.n);
+                        mla_reads++;
+                        tq_kv_view_close(s);
+                        continue;
+                    }
                     CHECK(strstr(m, "s.ggsq: ") == m, "%s", m);
                 }
+                CHECK_EQ(mla_reads, 1);
                 free(b.p);
             }
+}
+
+/* A sequence file of the layouts current llama.cpp writes for newer models: cells with the
+ * 12-byte M-RoPE extension (x, y, tok), one attention layer (K f16 rows of 16, V unless mla),
+ * then, with rec_layers, a recurrent state of that many layers with state out of
+ * rec_layers + 1 (R rows of 24 f32, S rows of 8 f32, one cell); kv 0: the recurrent state
+ * alone. */
+static sb newer_state(int ext12, int mla, int kv, uint32_t rec_layers)
+{
+    sb b = {0};
+    tq_test_u32(&b, TQ_GGSQ_MAGIC);
+    tq_test_u32(&b, 3);
+    tq_test_u32(&b, 2);
+    tq_test_u32(&b, 7);
+    tq_test_u32(&b, 8);
+    uint16_t h[32];
+    for (int i = 0; i < 32; i++) h[i] = tq_fp32_to_fp16((float)i * 0.25f);
+    if (kv) {
+        tq_test_u32(&b, 1); /* n_stream */
+        tq_test_u32(&b, 2); /* cells */
+        for (int c = 0; c < 2; c++) {
+            tq_test_u32(&b, (uint32_t)c);
+            tq_test_u32(&b, 1);
+            if (ext12) {
+                tq_test_u32(&b, 0); /* x, y, tok */
+                tq_test_u32(&b, 0);
+                tq_test_u32(&b, (uint32_t)(7 + c));
+            }
+            tq_test_u32(&b, 0);
+        }
+        tq_test_u32(&b, 0); /* v_trans */
+        tq_test_u32(&b, 1);
+        for (int v = 0; v < (mla ? 1 : 2); v++) {
+            tq_test_u32(&b, 1);
+            tq_test_u64(&b, 32);
+            tq_test_put(&b, h, 64);
+        }
+    }
+    if (!rec_layers) return b;
+    tq_test_u32(&b, 1); /* one cell: the sequence's state */
+    tq_test_u32(&b, 1);
+    tq_test_u32(&b, 0); /* no seq ids in a sequence save */
+    tq_test_u32(&b, 0); /* s_trans */
+    tq_test_u32(&b, rec_layers + (uint32_t)(kv != 0));
+    float f[24];
+    for (int i = 0; i < 24; i++) f[i] = (float)i;
+    for (int rs = 0; rs < 2; rs++)
+        for (uint32_t l = 0; l < rec_layers; l++) {
+            tq_test_u32(&b, 0); /* f32 */
+            tq_test_u64(&b, rs ? 32 : 96);
+            tq_test_put(&b, f, rs ? 32 : 96);
+        }
+    return b;
+}
+
+TEST(state_reads_twelve_byte_cell_extensions)
+{
+    char m[512];
+    tq_kv_view *s;
+    sb b = newer_state(1, 0, 1, 0);
+    CHECK(open_sb(&b, &s, m, sizeof m) == TQ_OK, "%s", m);
+    CHECK_EQ(tq_kv_view_has_ext(s), 12);
+    int32_t pos[2];
+    tq_kv_view_stream_positions(s, &tq_kv_view_kv(s, 0)->streams[0], pos);
+    CHECK(pos[0] == 0 && pos[1] == 1, "positions %d %d", pos[0], pos[1]);
+    tq_kv_view_close(s);
+    free(b.p);
+}
+
+TEST(state_reads_an_mla_cache_as_k_without_v)
+{
+    char m[512];
+    tq_kv_view *s;
+    sb b = newer_state(0, 1, 1, 0);
+    CHECK(open_sb(&b, &s, m, sizeof m) == TQ_OK, "%s", m);
+    const tq_kv_stream *st = &tq_kv_view_kv(s, 0)->streams[0];
+    CHECK(st->v == NULL, "V present");
+    CHECK_EQ(st->k[0].width, 16);
+    CHECK_EQ(tq_kv_view_kv_values(s), 2 * 16);
+    tq_kv_view_close(s);
+    free(b.p);
+}
+
+TEST(state_reads_a_hybrid_models_recurrent_state_after_its_kv_state)
+{
+    char m[512];
+    tq_kv_view *s;
+    sb b = newer_state(1, 0, 1, 3);
+    CHECK(open_sb(&b, &s, m, sizeof m) == TQ_OK, "%s", m);
+    const tq_kv_recurrent *r = tq_kv_view_recurrent(s);
+    CHECK(r != NULL, "no recurrent state");
+    CHECK_EQ(tq_kv_view_n_kv(s), 1);
+    CHECK_EQ(r->cell_count, 1);
+    CHECK_EQ(r->n_layer, 4);
+    CHECK_EQ(r->n_records, 6);
+    CHECK_EQ(r->state_bytes, 3 * (96 + 32));
+    CHECK_EQ(r->off + r->len, b.n);
+    tq_kv_view_close(s);
+    /* cut anywhere, at a record's end too (two records short), it fails; but two cuts read
+       as whole files of other models, which nothing in the format tells apart (a --model
+       does): where V begins, an MLA cache's K alone; where the recurrent state begins, an
+       attention model's KV state */
+    int other_reads = 0;
+    for (size_t k = 0; k < b.n; k++) {
+        sb t = {b.p, k, 0};
+        if (open_sb(&t, &s, m, sizeof m) == TQ_OK) {
+            CHECK(!tq_kv_view_recurrent(s), "cut at %zu of %zu accepted", k, b.n);
+            other_reads++;
+            tq_kv_view_close(s);
+        }
+    }
+    CHECK_EQ(other_reads, 2);
+    free(b.p);
+}
+
+TEST(state_reads_a_recurrent_state_alone)
+{
+    char m[512];
+    tq_kv_view *s;
+    sb b = newer_state(0, 0, 0, 2);
+    CHECK(open_sb(&b, &s, m, sizeof m) == TQ_OK, "%s", m);
+    CHECK_EQ(tq_kv_view_n_kv(s), 0);
+    CHECK(tq_kv_view_recurrent(s) != NULL, "no recurrent state");
+    CHECK_EQ(tq_kv_view_recurrent(s)->n_records, 4);
+    CHECK_EQ(tq_kv_view_kv_values(s), 0);
+    tq_kv_view_close(s);
+    free(b.p);
 }
 
 TEST(state_rejects_bad_fields)
