@@ -218,7 +218,8 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
             s->cells > (uint32_t)o->sink_cells)
             t->sink_rows =
                 (uint32_t)o->sink_cells; /* the first cells, which attention keeps returning to */
-        t->planes = tq_block_planes(o, t->codec, t->bits);
+        /* planes are a v3 extension, which a transposed V cannot carry (TQKV.md) */
+        t->planes = !kt->transposed && tq_block_planes(o, t->codec, t->bits);
         if (p->past_bits && t->codec == TQKV_CODEC_TQ && !boundary && !kt->transposed &&
             s->past_rows > t->sink_rows && p->past_bits < b) { /* coarse rows: kv_plan.h */
             t->coarse_end = s->past_rows;

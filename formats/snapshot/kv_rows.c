@@ -20,6 +20,7 @@ tq_status tq_kvsnap_past_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
         /* iSWA: the SWA cache comes second; cells of several sequences each have their own
            newest cell: left alike */
         if (src[i].kv_state != 1 || !tq_kv_view_one_sequence(v, st)) continue;
+        if (src[i].kt->transposed) continue; /* rows apart need rows: V stored by columns */
         int32_t *pos = malloc(4ull * src[i].cells + 4); /* [cells]: the cells' positions */
         if (!pos) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
         tq_kv_view_stream_positions(v, st, pos);
