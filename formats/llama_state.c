@@ -240,6 +240,7 @@ static int parse_memory(cur *c, tq_kv_view *s, int ext, int no_v)
         }
         char kv_err[256];
         memcpy(kv_err, c->err, sizeof kv_err);
+        uint64_t kv_pos = c->pos;
         c->pos = at;
         c->err[0] = 0;
         if (!parse_recurrent(c, s->profile, &s->rec)) {
@@ -262,11 +263,18 @@ static int parse_memory(cur *c, tq_kv_view *s, int ext, int no_v)
                             kv_layers > s->rec.n_layer ? 0 : 2 * (s->rec.n_layer - kv_layers));
             break;
         }
-        /* neither: the KV reading's complaint, unless a recurrent state was the better fit */
-        if (s->n_kv == TQ_KV_MAX_STATES && !kv_err[0])
+        /* neither: the complaint of the reading that got further (a truncated hybrid file:
+           the recurrent one's) */
+        if (kv_err[0] && kv_pos >= c->pos) {
+            memcpy(c->err, kv_err, sizeof kv_err);
+            c->pos = kv_pos;
+        }
+        if (!kv_err[0] && c->pos <= at + 12) { /* two KV states and then what is not one */
+            c->err[0] = 0;
+            c->pos = at;
             return fail(c, "%" PRIu64 " bytes after the KV state(s) that tq does not understand",
                         c->size - at);
-        if (kv_err[0] && (!s->n_kv || s->n_kv < TQ_KV_MAX_STATES)) memcpy(c->err, kv_err, 256);
+        }
         return -1;
     }
     if (!s->n_kv && !s->has_recurrent) return fail(c, "no KV state");
@@ -338,7 +346,8 @@ static tq_status parse(tq_ctx *ctx, tq_kv_view *s)
         s->arch = strdup("");
     }
     uint64_t start = c.pos;
-    char first_err[256] = "";
+    char best_err[256] = ""; /* the complaint of the reading that got furthest (below) */
+    uint64_t best_at = 0;
     /* hypotheses, most common first: the plain layout; M-RoPE extensions of 12 bytes (x, y,
        tok: current llama.cpp) or 8 (older); an MLA cache's K without V; the old outputs
        section */
@@ -350,7 +359,12 @@ static tq_status parse(tq_ctx *ctx, tq_kv_view *s)
         c.err[0] = 0;
         tq_kv_view_reset_states(s);
         if ((outputs && parse_outputs(&c, s->n_tokens)) || parse_memory(&c, s, ext, no_v)) {
-            if (!first_err[0]) memcpy(first_err, c.err, sizeof first_err);
+            /* another reading's complaint wins only well past the plain one's: a wrong
+               reading soon fails (a few cells), the right one of a cut file gets far */
+            if (!best_err[0] || c.pos > best_at + 64) {
+                memcpy(best_err, c.err, sizeof best_err);
+                best_at = c.pos;
+            }
             continue;
         }
         s->has_ext = ext;
@@ -365,7 +379,7 @@ static tq_status parse(tq_ctx *ctx, tq_kv_view *s)
     }
     tq_kv_view_reset_states(s);
     return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: KV state not understood: %s", s->label,
-                            first_err);
+                            best_err);
 }
 
 static int probe(const uint8_t *p, uint64_t size)

@@ -13,30 +13,77 @@
  *          width of one KV head cannot tell 256 from 2 x 128; 0: metadata)
  *   rope   H: NeoX halves, A: adjacent pairs, as llama.cpp's graph runs it
  *   swa    iSWA period: layer il slides when il % swa < swa - 1 (llama.cpp's
- *          default when the GGUF has no sliding_window_pattern)
+ *          default when the GGUF has no sliding_window_pattern; gpt-oss's and
+ *          llama4's are set in code: openai-moe.cpp, llama4.cpp load_swa_pattern)
  *   base   RoPE base of the sliding layers without rope.freq_base_swa
  *   qkn    QK-norm: E[q_j^2] is attn_q_norm's gain squared, exactly
  *   sand   sandwich (post) norms, which do not commute with a rotation of
  *          the residual stream
- *   rot    rotate-weights: 1 R1 and R2, 2 R2 only, 0 not supported */
+ *   rot    rotate-weights: 1 R1 and R2, 2 R2 only, 0 not supported
+ *   mem    KV: K/V of every layer; HH: hybrid, head_count_kv 0 marks a recurrent layer
+ *          (granite-hybrid.cpp, lfm2.cpp); HE: hybrid, every 4th layer attention
+ *          (qwen35.cpp, qwen3next.cpp); RE: recurrent only (mamba, rwkv)
+ *   nope   layer il has no RoPE when (il + 1) % nope == 0, set in code (smollm3.cpp
+ *          n_no_rope_layer_step, llama4.cpp's default 4); 0: every layer has RoPE */
+#define KV TQ_MEM_KV
+#define HH TQ_MEM_HYBRID_HEADS
+#define HE TQ_MEM_HYBRID_EVERY
+#define RE TQ_MEM_RECURRENT
+/* clang-format off */
 static const tq_arch arch_table[] = {
-    /* name        head rope swa  base    qkn sand rot */
-    {"llama", 0, A, 0, 0, 0, 0, 1},        {"mistral", 0, A, 0, 0, 0, 0, 1},
-    {"qwen2", 0, H, 0, 0, 0, 0, 1},        {"qwen3", 0, H, 0, 0, 1, 0, 1},
-    {"gemma", 0, H, 0, 0, 0, 0, 0},        {"gemma2", 0, H, 2, 0, 0, 1, 2},
-    {"gemma3", 256, H, 6, 10000, 1, 1, 2}, {"gemma3n", 0, H, 0, 0, 0, 0, 0},
-    {"cohere2", 0, A, 4, 0, 0, 0, 0},      {"qwen", 0, H, 0, 0, 0, 0, 0},
-    {"qwen2moe", 0, H, 0, 0, 0, 0, 0},     {"qwen3moe", 0, H, 0, 0, 1, 0, 0},
-    {"phi2", 0, H, 0, 0, 0, 0, 0},         {"phi3", 0, H, 0, 0, 0, 0, 0},
-    {"phimoe", 0, H, 0, 0, 0, 0, 0},       {"stablelm", 0, H, 0, 0, 0, 0, 0},
-    {"starcoder2", 0, H, 0, 0, 0, 0, 0},   {"gptneox", 0, H, 0, 0, 0, 0, 0},
-    {"falcon", 0, H, 0, 0, 0, 0, 0},       {"olmo2", 0, H, 0, 0, 0, 0, 0},
-    {"olmoe", 0, H, 0, 0, 0, 0, 0},        {"openelm", 0, H, 0, 0, 0, 0, 0},
-    {"exaone", 0, H, 0, 0, 0, 0, 0},       {"nemotron", 0, H, 0, 0, 0, 0, 0},
-    {"codeshell", 0, H, 0, 0, 0, 0, 0},    {"orion", 0, H, 0, 0, 0, 0, 0},
-    {"minicpm3", 0, H, 0, 0, 0, 0, 0},     {"bitnet", 0, H, 0, 0, 0, 0, 0},
-    {"dbrx", 0, H, 0, 0, 0, 0, 0},         {"plamo", 0, H, 0, 0, 0, 0, 0},
+    /* name          head rope swa base   qkn sand rot mem nope */
+    {"llama",         0,  A,   0,  0,     0,  0,   1,  KV, 0},
+    {"mistral",       0,  A,   0,  0,     0,  0,   1,  KV, 0},
+    {"mistral3",      0,  A,   0,  0,     0,  0,   0,  KV, 0},
+    {"smollm3",       0,  A,   0,  0,     0,  0,   0,  KV, 4},
+    {"qwen2",         0,  H,   0,  0,     0,  0,   1,  KV, 0},
+    {"qwen3",         0,  H,   0,  0,     1,  0,   1,  KV, 0},
+    {"qwen35",        0,  H,   0,  0,     1,  0,   0,  HE, 0},
+    {"qwen35moe",     0,  H,   0,  0,     1,  0,   0,  HE, 0},
+    {"qwen3next",     0,  H,   0,  0,     1,  0,   0,  HE, 0},
+    {"gpt-oss",       0,  H,   2,  0,     0,  0,   0,  KV, 0},
+    {"llama4",        0,  A,   4,  0,     0,  0,   0,  KV, 4},
+    {"deepseek2",     0,  A,   0,  0,     0,  0,   0,  KV, 0},
+    {"granitehybrid", 0,  A,   0,  0,     0,  0,   0,  HH, 0},
+    {"lfm2",          0,  H,   0,  0,     1,  0,   0,  HH, 0},
+    {"lfm2moe",       0,  H,   0,  0,     1,  0,   0,  HH, 0},
+    {"mamba",         0,  A,   0,  0,     0,  0,   0,  RE, 0},
+    {"mamba2",        0,  A,   0,  0,     0,  0,   0,  RE, 0},
+    {"rwkv6",         0,  A,   0,  0,     0,  0,   0,  RE, 0},
+    {"rwkv7",         0,  A,   0,  0,     0,  0,   0,  RE, 0},
+    {"gemma",         0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"gemma2",        0,  H,   2,  0,     0,  1,   2,  KV, 0},
+    {"gemma3",        256, H,  6,  10000, 1,  1,   2,  KV, 0},
+    {"gemma3n",       0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"gemma4",        0,  H,   0,  10000, 1,  1,   0,  KV, 0},
+    {"cohere2",       0,  A,   4,  0,     0,  0,   0,  KV, 0},
+    {"qwen",          0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"qwen2moe",      0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"qwen3moe",      0,  H,   0,  0,     1,  0,   0,  KV, 0},
+    {"phi2",          0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"phi3",          0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"phimoe",        0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"stablelm",      0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"starcoder2",    0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"gptneox",       0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"falcon",        0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"olmo2",         0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"olmoe",         0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"openelm",       0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"exaone",        0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"nemotron",      0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"codeshell",     0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"orion",         0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"minicpm3",      0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"bitnet",        0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"dbrx",          0,  H,   0,  0,     0,  0,   0,  KV, 0},
+    {"plamo",         0,  H,   0,  0,     0,  0,   0,  KV, 0},
 };
+/* clang-format on */
+#undef KV
+#undef HH
+#undef HE
+#undef RE
 #undef H
 #undef A
 

@@ -13,6 +13,15 @@
 extern "C" {
 #endif
 
+/* A model's memory as llama.cpp builds it (create_memory, llama-model.cpp). */
+typedef enum tq_arch_memory {
+    TQ_MEM_KV = 0,       /* a KV cache of every layer (one, or iSWA's two) */
+    TQ_MEM_HYBRID_HEADS, /* hybrid: layers with attention.head_count_kv 0 are recurrent */
+    TQ_MEM_HYBRID_EVERY, /* hybrid: every full_attention_interval-th layer (4) has attention,
+                            unless attention.recurrent_layers lists them */
+    TQ_MEM_RECURRENT     /* a recurrent state of every layer, no KV cache */
+} tq_arch_memory;
+
 typedef struct tq_arch {
     const char *name;    /* general.architecture */
     uint32_t head_dim;   /* every model of it has this head size (0: the metadata says) */
@@ -22,6 +31,8 @@ typedef struct tq_arch {
     int qk_norm;         /* Q and K RMS-normalized per head with learned gains */
     int sandwich_norms;  /* RMSNorms on the attention and FFN outputs too */
     int rotate;          /* rotate-weights: 0 no, 1 R1 and R2, 2 R2 only (sandwich norms) */
+    tq_arch_memory mem;  /* which layers keep K/V and which a recurrent state */
+    uint32_t nope;       /* layer il has no RoPE when (il + 1) % nope == 0 (0: every layer has) */
 } tq_arch;
 
 typedef struct tq_model tq_model; /* model.h: a model's facts */

@@ -41,12 +41,28 @@ tq_status tq_cache_layers_for(tq_ctx *ctx, const char *arch, const tq_model *mod
         snprintf(a, sizeof a, "%s", model->arch);
     else if (arch)
         snprintf(a, sizeof a, "%s", arch);
-    uint32_t n_model = model && model->n_layer ? model->n_layer : total;
-    uint8_t *swa = calloc(n_model ? n_model : 1, 1);
-    if (!swa) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    int known = swa_layers(a, model, n_model, swa, out->rule, sizeof out->rule);
+    uint32_t n_all = model && model->n_layer ? model->n_layer : total;
+    uint8_t *swa_all = calloc(n_all ? n_all : 1, 1);
+    uint32_t *own = malloc((n_all ? n_all : 1) * sizeof *own); /* the layers that keep K/V */
+    uint8_t *swa = calloc(n_all ? n_all : 1, 1);                /* [n_model]: theirs */
+    if (!swa_all || !own || !swa) {
+        free(swa_all);
+        free(own);
+        free(swa);
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    int known = swa_layers(a, model, n_all, swa_all, out->rule, sizeof out->rule);
+    /* a hybrid model's recurrent layers, layers that reuse another's K/V and MTP layers keep
+       none in these caches (model.h, 6.) */
+    uint32_t n_model = 0;
+    for (uint32_t il = 0; il < n_all; il++)
+        if (!model || !model->kv_layer || model->kv_layer[il]) {
+            own[n_model] = il;
+            swa[n_model++] = swa_all[il];
+        }
+    free(swa_all);
     uint32_t n_swa = 0;
-    for (uint32_t il = 0; known && il < n_model; il++) n_swa += swa[il];
+    for (uint32_t i = 0; known && i < n_model; i++) n_swa += swa[i];
     tq_status st = TQ_OK;
     /* which states hold which layers: one state holds them all (or, for a
      * partial iSWA save, just the SWA ones); two are base then SWA */
@@ -68,12 +84,14 @@ tq_status tq_cache_layers_for(tq_ctx *ctx, const char *arch, const tq_model *mod
         /* state s keeps the layers whose swa flag is `want`, in model order */
         int all = n_state == 1 && n_layer[0] == n_model, want = n_state == 2 ? s == 1 : 1;
         uint32_t l = 0;
-        for (uint32_t il = 0; il < n_model && l < n_layer[s]; il++)
-            if (all || swa[il] == want) out->model[s][l++] = il;
+        for (uint32_t i = 0; i < n_model && l < n_layer[s]; i++)
+            if (all || swa[i] == want) out->model[s][l++] = own[i];
     }
     if (n_state == 1 && fits && n_layer[0] == n_model)
-        snprintf(out->rule, sizeof out->rule, "one cache, every layer");
+        snprintf(out->rule, sizeof out->rule, n_model < n_all ? "one cache, every attention layer"
+                                                             : "one cache, every layer");
     free(swa);
+    free(own);
     if (st) tq_cache_layers_free(out);
     return st;
 }

@@ -105,6 +105,57 @@ static void read_rope(tq_model *m)
     m->rope_swa_known = swa_factor > 0 && swa_base > 0;
 }
 
+/* Entry i of the array key {arch}.{name}, or the scalar's value for every i; fallback where
+ * the key is absent or not a number. */
+static int64_t arch_int_at(const tq_model *m, const char *name, uint64_t i, int64_t fallback)
+{
+    char key[160];
+    int64_t k = tq_gguf_find_key(m->gguf, arch_key(m, name, key, sizeof key));
+    int64_t v = fallback;
+    if (k < 0) return fallback;
+    if (tq_gguf_kv_type(m->gguf, k) != TQ_GGUF_ARRAY) return arch_int(m, name, fallback);
+    if (i >= tq_gguf_kv_count(m->gguf, k) || tq_gguf_kv_get_int(m->gguf, k, i, &v)) return fallback;
+    return v;
+}
+
+/* Which layers keep K/V and which a recurrent state (model.h, 6.). */
+static tq_status read_memory(tq_ctx *ctx, tq_model *m)
+{
+    uint32_t n = m->n_layer;
+    if (!(m->kv_layer = malloc(n ? n : 1))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    tq_arch_memory mem = m->row ? m->row->mem : TQ_MEM_KV;
+    int64_t nextn = arch_int(m, "nextn_predict_layers", 0);
+    int64_t shared = arch_int(m, "attention.shared_kv_layers", 0);
+    int64_t every = arch_int(m, "full_attention_interval", 4);
+    char key[160];
+    int listed = tq_gguf_find_key(m->gguf, arch_key(m, "attention.recurrent_layers", key,
+                                                    sizeof key)) >= 0;
+    if (nextn < 0 || (uint64_t)nextn > n || shared < 0 || (uint64_t)shared > n || every < 1)
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: nextn_predict_layers %lld, "
+                                "shared_kv_layers %lld, full_attention_interval %lld",
+                                m->arch, (long long)nextn, (long long)shared, (long long)every);
+    for (uint32_t il = 0; il < n; il++) {
+        int trunk = il < n - (uint32_t)nextn, recurrent = 0;
+        if (mem == TQ_MEM_RECURRENT)
+            recurrent = 1;
+        else if (mem == TQ_MEM_HYBRID_HEADS)
+            recurrent = arch_int_at(m, "attention.head_count_kv", il, 1) == 0;
+        else if (mem == TQ_MEM_HYBRID_EVERY && listed)
+            recurrent = arch_int_at(m, "attention.recurrent_layers", il, 0) != 0;
+        else if (mem == TQ_MEM_HYBRID_EVERY)
+            recurrent = (il + 1) % (uint64_t)every != 0;
+        recurrent &= trunk;
+        m->kv_layer[il] = trunk && !recurrent && il < n - (uint32_t)shared;
+        m->n_kv_layer += m->kv_layer[il];
+        m->n_recurrent += (uint32_t)recurrent;
+    }
+    m->mla = arch_int(m, "attention.key_length_mla", 0) > 0 &&
+             arch_int(m, "attention.value_length_mla", 0) > 0;
+    int64_t swa = arch_int(m, "attention.key_length_swa", 0);
+    m->head_k_swa = swa > 0 && swa <= (int64_t)UINT32_MAX ? (uint32_t)swa : 0;
+    return TQ_OK;
+}
+
 tq_status tq_model_read(tq_ctx *ctx, const tq_gguf *g, tq_model *m)
 {
     memset(m, 0, sizeof *m);
@@ -134,12 +185,14 @@ tq_status tq_model_read(tq_ctx *ctx, const tq_gguf *g, tq_model *m)
     read_rope(m);
     m->innerq_folded = tq_gguf_find_key(g, "tq.innerq.folded") >= 0;
     m->fingerprint = tq_model_fingerprint(g);
-    return read_swa_pattern(ctx, m);
+    st = read_swa_pattern(ctx, m);
+    return st ? st : read_memory(ctx, m);
 }
 
 void tq_model_free(tq_model *m)
 {
     free(m->swa_pattern);
+    free(m->kv_layer);
     memset(m, 0, sizeof *m);
 }
 

@@ -11,7 +11,12 @@
  *   5. rope.dimension_count (else the K head size), rope.freq_base (10000), linear scaling
  *      (rope.scaling.type "linear" with .factor, or the older rope.scale_linear), and for the
  *      sliding layers rope.freq_base_swa, else the base llama.cpp fixes for the architecture
- *      (the table's), else the global layers' RoPE. */
+ *      (the table's), else the global layers' RoPE;
+ *   6. the memory: which layers keep K/V (all; a hybrid's attention layers, by
+ *      head_count_kv 0 or by full_attention_interval (4) / attention.recurrent_layers; not
+ *      the last attention.shared_kv_layers, which reuse another's; not the
+ *      nextn_predict_layers), which a recurrent state, and an MLA latent
+ *      (attention.key_length_mla and value_length_mla, deepseek2). */
 #ifndef TQ_MODEL_H
 #define TQ_MODEL_H
 
@@ -41,6 +46,12 @@ typedef struct tq_model {
     int rope_known;          /* where tq rebuilds them (no YaRN, LongRoPE, ...) */
     int rope_swa_known;
     int innerq_folded;    /* tq.innerq.folded: InnerQ scales folded in already */
+    /* the memory (model.h, 6.): which layers keep K/V in the attention cache(s) */
+    uint8_t *kv_layer;   /* [n_layer]: 1 where the layer keeps its own K/V */
+    uint32_t n_kv_layer; /* how many do */
+    uint32_t n_recurrent;  /* layers with a recurrent state instead (hybrid, recurrent) */
+    int mla;               /* K is one latent a cell and there is no V (key_length_mla) */
+    uint32_t head_k_swa;   /* the sliding layers' K head size (key_length_swa; 0: head_k) */
     uint64_t fingerprint; /* tq_model_fingerprint */
 } tq_model;
 

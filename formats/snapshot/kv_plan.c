@@ -560,6 +560,46 @@ static void plan_recent(const tq_kvsnap_plan *p, const tq_kvsnap_options *o, con
     t->planes = tq_block_planes(o, t->codec, t->bits);
 }
 
+/* The state's memory against the model's (model.h, 6.): its KV layers, a recurrent state
+ * where the model keeps one (a hybrid model's file cut where that state begins reads as an
+ * attention model's), V where the model is not MLA. */
+static tq_status check_memory(tq_ctx *ctx, const tq_kv_view *v, const tq_model *m)
+{
+    uint32_t layers = 0;
+    int no_v = 0;
+    for (uint32_t i = 0; i < tq_kv_view_n_kv(v); i++) {
+        const tq_kv_state *k = tq_kv_view_kv(v, i);
+        if (!k->n_stream || !k->streams[0].cell_count) continue;
+        layers += k->streams[0].n_layer;
+        no_v |= k->streams[0].v == NULL;
+    }
+    const tq_kv_recurrent *r = tq_kv_view_recurrent(v);
+    if (m->n_layer && layers && layers != m->n_kv_layer)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "the state holds %u layers, the model keeps K/V in %u (of %u): "
+                                "not this model's state",
+                                layers, m->n_kv_layer, m->n_layer);
+    if (m->n_recurrent && (!r || r->n_records / 2 != m->n_recurrent))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "%s keeps a recurrent state of %u layers; the state holds %s%u: "
+                                "not this model's state, or cut short",
+                                m->arch, m->n_recurrent, r ? "one of " : "none of ",
+                                r ? r->n_records / 2 : 0);
+    if (!m->n_recurrent && r)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "the state holds a recurrent state; %s keeps none: not this "
+                                "model's state",
+                                m->arch);
+    if (layers && no_v != m->mla)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                no_v ? "the state holds K without V (an MLA cache); %s is not "
+                                       "MLA: not this model's state, or cut short"
+                                     : "the state holds V; %s caches an MLA latent: not this "
+                                       "model's state",
+                                m->arch);
+    return TQ_OK;
+}
+
 /* A head size given (--head-dim) or the model's must cut every row into
  * whole heads, and the model must have the state's layers: otherwise the
  * state is not this model's, or the size is wrong. */
@@ -567,15 +607,8 @@ static tq_status check_fit(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_opt
                            uint32_t head_dim, const src_tensor *src, size_t n)
 {
     if (o->model) {
-        int64_t blocks = o->model->n_layer;
-        uint32_t layers = 0;
-        for (uint32_t i = 0; i < tq_kv_view_n_kv(v); i++)
-            if (tq_kv_view_kv(v, i)->n_stream) layers += tq_kv_view_kv(v, i)->streams[0].n_layer;
-        if (blocks > 0 && layers && (int64_t)layers != blocks)
-            return tq_ctx_set_error(
-                ctx, TQ_ERR_ARG,
-                "the state holds %u layers, the model %lld: not this model's state", layers,
-                (long long)blocks);
+        tq_status st = check_memory(ctx, v, o->model);
+        if (st) return st;
     }
     uint32_t given = tq_kvsnap_given_head_dim(o);
     for (size_t i = 0; head_dim && (given || o->model) && i < n; i++)
