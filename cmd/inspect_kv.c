@@ -95,8 +95,9 @@ static void print_layout(const tq_kv_view *s)
         printf("layout:        %u KV state%s", n, n > 1 ? "s (iSWA)" : "");
     else
         printf("layout:        no KV state");
-    printf("%s%s%s\n", r ? (n ? ", then a recurrent state (hybrid)" : ", a recurrent state") : "",
-           tq_kv_view_has_outputs(s) ? ", old outputs section" : "",
+    const char *rec = "";
+    if (r) rec = n ? ", then a recurrent state (hybrid)" : ", a recurrent state";
+    printf("%s%s%s\n", rec, tq_kv_view_has_outputs(s) ? ", old outputs section" : "",
            tq_kv_view_has_ext(s) ? ", M-RoPE cell extensions" : "");
 }
 
@@ -139,7 +140,8 @@ int inspect_state(const char *path, int json, tq_type_profile prof)
     }
     for (uint32_t i = 0; i < tq_kv_view_n_kv(s); i++) {
         const tq_kv_state *k = tq_kv_view_kv(s, i);
-        for (uint32_t j = 0; j < k->n_stream; j++) print_stream(&k->streams[j], i, j, json, !(i + j));
+        for (uint32_t j = 0; j < k->n_stream; j++)
+            print_stream(&k->streams[j], i, j, json, !(i + j));
     }
     if (json) printf("\n ]}\n");
     if (!json) print_recurrent(s, 0);

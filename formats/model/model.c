@@ -122,7 +122,8 @@ static int64_t arch_int_at(const tq_model *m, const char *name, uint64_t i, int6
 static tq_status read_memory(tq_ctx *ctx, tq_model *m)
 {
     uint32_t n = m->n_layer;
-    if (!(m->kv_layer = malloc(n ? n : 1))) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!(m->kv_layer = malloc(n ? n : 1)))
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     tq_arch_memory mem = m->row ? m->row->mem : TQ_MEM_KV;
     int64_t nextn = arch_int(m, "nextn_predict_layers", 0);
     int64_t shared = arch_int(m, "attention.shared_kv_layers", 0);
