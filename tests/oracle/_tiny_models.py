@@ -1,0 +1,526 @@
+"""Tiny random-weight models of the architectures llama.cpp (as llama-cpp-python 0.3.36 vendors
+it) builds memories of every kind for: mistral3, smollm3 (NoPE every 4th layer), qwen35 and
+qwen3next (hybrid: gated DeltaNet layers, every 4th layer attention), gpt-oss (sinks, sliding
+window on alternate layers, set in code), gemma4 (per-layer head sizes), llama4 (chunked
+attention, NoPE), deepseek2 (MLA), granitehybrid (Mamba2 layers where head_count_kv is 0) and
+lfm2 (short convolutions) - for the oracle tests (not a test itself).
+
+Hyperparameters and tensors are those llama.cpp's loaders ask for (src/llama-model.cpp,
+src/models/*.cpp; shapes in GGUF order, ne0 first); weights ~ N(0, 1/fan_in), token embeddings
+std 1, norm gains 1 +- 0.1; the 512-token SPM vocabulary of _models.py.  Pitfalls met: every
+tensor written must be used (llama.cpp counts them); qwen35's attn_qkv/attn_gate and
+granitehybrid's ssm_conv1d.bias are "not required" at load but needed to run; convolution
+kernels stay f32; gpt-oss needs output.weight; lfm2's final norm is token_embd_norm."""
+import os
+
+import numpy as np
+import gguf
+
+from _models import spm_vocab as _spm_vocab
+
+VOCAB = 512
+
+
+def spm_vocab(n=VOCAB):
+    return _spm_vocab(n)
+
+
+class Tiny:
+    """Collects hparams and tensors for one arch, then writes the GGUF."""
+
+    def __init__(self, arch, seed=0, f16=False):
+        self.arch, self.f16 = arch, f16
+        self.rng = np.random.default_rng(seed)
+        self.kv = []       # (kind, key, value)
+        self.tensors = []  # (name, np array)
+
+    # ---- hparams ----------------------------------------------------------
+    def u32(self, key, v):
+        self.kv.append(("u32", key.replace("{a}", self.arch), v))
+
+    def f32(self, key, v):
+        self.kv.append(("f32", key.replace("{a}", self.arch), v))
+
+    def bool(self, key, v):
+        self.kv.append(("bool", key.replace("{a}", self.arch), v))
+
+    def str(self, key, v):
+        self.kv.append(("str", key.replace("{a}", self.arch), v))
+
+    def arr(self, key, v):
+        self.kv.append(("arr", key.replace("{a}", self.arch), v))
+
+    def common(self, n_embd, n_layer, n_head, n_head_kv, n_ff, head_dim=None, ctx=2048, eps=1e-5, rope_base=10000.0):
+        self.u32("{a}.context_length", ctx)
+        self.u32("{a}.embedding_length", n_embd)
+        self.u32("{a}.block_count", n_layer)
+        if n_ff is not None:
+            (self.arr if isinstance(n_ff, list) else self.u32)("{a}.feed_forward_length", n_ff)
+        (self.arr if isinstance(n_head, list) else self.u32)("{a}.attention.head_count", n_head)
+        if n_head_kv is not None:
+            (self.arr if isinstance(n_head_kv, list) else self.u32)("{a}.attention.head_count_kv", n_head_kv)
+        if head_dim is not None:
+            self.u32("{a}.attention.key_length", head_dim)
+            self.u32("{a}.attention.value_length", head_dim)
+        self.f32("{a}.attention.layer_norm_rms_epsilon", eps)
+        self.f32("{a}.rope.freq_base", rope_base)
+
+    # ---- tensors ----------------------------------------------------------
+    def _put(self, name, ne, arr):
+        assert arr.shape == tuple(reversed(ne)), (name, ne, arr.shape)
+        self.tensors.append((name, arr))
+
+    def w(self, name, ne, scale=None):
+        """Weight matrix / 3-D expert stack, ne in GGUF order (ne0 = input dim)."""
+        scale = (1.0 / np.sqrt(ne[0])) if scale is None else scale
+        a = (self.rng.standard_normal(tuple(reversed(ne))) * scale)
+        # conv kernels must stay f32 (ggml_ssm_conv asserts src1 is f32), as the HF converter keeps them
+        half = self.f16 and len(ne) >= 2 and "conv1d" not in name and "shortconv.conv" not in name
+        self._put(name, ne, a.astype(np.float16 if half else np.float32))
+
+    def norm(self, name, ne, jitter=0.1):
+        ne = ne if isinstance(ne, (list, tuple)) else [ne]
+        self._put(name, ne, (1.0 + jitter * self.rng.standard_normal(tuple(reversed(ne)))).astype(np.float32))
+
+    def vec(self, name, ne, scale=0.1, offset=0.0):
+        ne = ne if isinstance(ne, (list, tuple)) else [ne]
+        self._put(name, ne, (offset + scale * self.rng.standard_normal(tuple(reversed(ne)))).astype(np.float32))
+
+    def const(self, name, ne, values):
+        ne = ne if isinstance(ne, (list, tuple)) else [ne]
+        self._put(name, ne, np.asarray(values, dtype=np.float32).reshape(tuple(reversed(ne))))
+
+    def embd(self, n_embd, output=True, output_norm="output_norm.weight", scale=1.0):
+        self.w("token_embd.weight", [n_embd, VOCAB], scale=scale)
+        self.norm(output_norm, n_embd)
+        if output:
+            self.w("output.weight", [n_embd, VOCAB])
+
+    def qkv(self, i, n_embd, q, k, v, bias=False):
+        p = f"blk.{i}."
+        self.w(p + "attn_q.weight", [n_embd, q])
+        self.w(p + "attn_k.weight", [n_embd, k])
+        self.w(p + "attn_v.weight", [n_embd, v])
+        if bias:
+            self.vec(p + "attn_q.bias", q)
+            self.vec(p + "attn_k.bias", k)
+            self.vec(p + "attn_v.bias", v)
+
+    def ffn(self, i, n_embd, n_ff, suffix=""):
+        p = f"blk.{i}."
+        self.w(p + f"ffn_gate{suffix}.weight", [n_embd, n_ff])
+        self.w(p + f"ffn_up{suffix}.weight", [n_embd, n_ff])
+        self.w(p + f"ffn_down{suffix}.weight", [n_ff, n_embd])
+
+    def experts(self, i, n_embd, n_ff_exp, n_expert, router=True):
+        p = f"blk.{i}."
+        if router:
+            self.w(p + "ffn_gate_inp.weight", [n_embd, n_expert])
+        self.w(p + "ffn_gate_exps.weight", [n_embd, n_ff_exp, n_expert])
+        self.w(p + "ffn_up_exps.weight", [n_embd, n_ff_exp, n_expert])
+        self.w(p + "ffn_down_exps.weight", [n_ff_exp, n_embd, n_expert])
+
+    # ---- output -----------------------------------------------------------
+    def write(self, path):
+        w = gguf.GGUFWriter(path, self.arch)
+        w.add_name(f"tiny-{self.arch}")
+        tokens, scores, types = spm_vocab()
+        w.add_string("tokenizer.ggml.model", "llama")
+        w.add_array("tokenizer.ggml.tokens", tokens)
+        w.add_array("tokenizer.ggml.scores", scores)
+        w.add_array("tokenizer.ggml.token_type", types)
+        w.add_uint32("tokenizer.ggml.bos_token_id", 1)
+        w.add_uint32("tokenizer.ggml.eos_token_id", 2)
+        w.add_uint32("tokenizer.ggml.unknown_token_id", 0)
+        w.add_file_type(1 if self.f16 else 0)
+        for kind, key, v in self.kv:
+            if kind == "u32":
+                w.add_uint32(key, int(v))
+            elif kind == "f32":
+                w.add_float32(key, float(v))
+            elif kind == "bool":
+                w.add_bool(key, bool(v))
+            elif kind == "str":
+                w.add_string(key, v)
+            else:
+                w.add_array(key, list(v))
+        for name, a in self.tensors:
+            w.add_tensor(name, a)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+
+
+# =========================================================================
+# per-architecture recipes
+# =========================================================================
+
+def mistral3(m):
+    # Ministral-3 style: llama block, explicit head_dim != n_embd/n_head, YaRN + llama4-style attn temperature
+    E, L, H, KV, D, FF = 64, 2, 4, 2, 32, 128
+    m.common(E, L, H, KV, FF, head_dim=D, rope_base=1e6)
+    m.u32("{a}.rope.dimension_count", D)
+    m.str("{a}.rope.scaling.type", "yarn")
+    m.f32("{a}.rope.scaling.factor", 16.0)
+    m.u32("{a}.rope.scaling.original_context_length", 128)
+    m.f32("{a}.rope.scaling.yarn_beta_fast", 32.0)
+    m.f32("{a}.rope.scaling.yarn_beta_slow", 1.0)
+    m.f32("{a}.rope.scaling.yarn_log_multiplier", 1.0)
+    m.f32("{a}.attention.temperature_scale", 0.1)
+    m.embd(E)
+    for i in range(L):
+        p = f"blk.{i}."
+        m.norm(p + "attn_norm.weight", E)
+        m.qkv(i, E, H * D, KV * D, KV * D)
+        m.w(p + "attn_output.weight", [H * D, E])
+        m.norm(p + "ffn_norm.weight", E)
+        m.ffn(i, E, FF)
+
+
+def smollm3(m):
+    # llama block; every 4th layer (il+1)%4==0 skips RoPE (hard-coded n_no_rope_layer_step = 4)
+    E, L, H, KV, FF = 64, 4, 4, 2, 128
+    D = E // H
+    m.common(E, L, H, KV, FF)
+    m.u32("{a}.rope.dimension_count", D)
+    m.embd(E, output=False)  # tied embeddings, like SmolLM3
+    for i in range(L):
+        p = f"blk.{i}."
+        m.norm(p + "attn_norm.weight", E)
+        m.qkv(i, E, H * D, KV * D, KV * D)
+        m.w(p + "attn_output.weight", [H * D, E])
+        m.norm(p + "ffn_norm.weight", E)
+        m.ffn(i, E, FF)
+
+
+def _gdn_hparams(m, L, S, NK, NV, K=4):
+    m.u32("{a}.ssm.conv_kernel", K)
+    m.u32("{a}.ssm.state_size", S)         # head_k_dim == head_v_dim
+    m.u32("{a}.ssm.group_count", NK)       # linear key heads
+    m.u32("{a}.ssm.time_step_rank", NV)    # linear value heads
+    m.u32("{a}.ssm.inner_size", S * NV)    # value_dim
+    m.u32("{a}.full_attention_interval", 4)
+
+
+def _gdn_layer(m, i, E, S, NK, NV, K=4, qwen35=True):
+    p = f"blk.{i}."
+    key_dim, value_dim = S * NK, S * NV
+    m.w(p + "attn_qkv.weight", [E, 2 * key_dim + value_dim])
+    m.w(p + "attn_gate.weight", [E, value_dim])
+    m.w(p + "ssm_conv1d.weight", [K, 2 * key_dim + value_dim], scale=0.5)
+    m.vec(p + "ssm_dt.bias", NV, scale=0.5)
+    m.const(p + "ssm_a", [NV], -np.exp(m.rng.uniform(-1, 1, NV)))   # -exp(A_log), no ".weight"
+    if qwen35:
+        m.w(p + "ssm_beta.weight", [E, NV])
+        m.w(p + "ssm_alpha.weight", [E, NV])
+    else:
+        m.w(p + "ssm_ba.weight", [E, 2 * NV])
+    m.norm(p + "ssm_norm.weight", S)
+    m.w(p + "ssm_out.weight", [value_dim, E])
+
+
+def _gated_attn_layer(m, i, E, H, KV, D):
+    p = f"blk.{i}."
+    m.qkv(i, E, 2 * H * D, KV * D, KV * D)   # Q projection carries query + gate
+    m.w(p + "attn_output.weight", [H * D, E])
+    m.norm(p + "attn_q_norm.weight", D)
+    m.norm(p + "attn_k_norm.weight", D)
+
+
+def qwen35(m):
+    # Qwen3.5 dense (arch string "qwen35"; MoE variant is "qwen35moe"): 3 Gated-DeltaNet layers + 1 gated attention layer
+    E, L, H, KV, D, FF = 64, 4, 4, 2, 32, 128
+    S, NK, NV = 16, 2, 4
+    m.common(E, L, H, KV, FF, head_dim=D, rope_base=1e7, eps=1e-6)
+    m.u32("{a}.rope.dimension_count", 8)              # partial_rotary_factor 0.25
+    m.arr("{a}.rope.dimension_sections", [2, 1, 1, 0])  # required (4 ints), sum = n_rot/2
+    _gdn_hparams(m, L, S, NK, NV)
+    m.embd(E)
+    for i in range(L):
+        p = f"blk.{i}."
+        m.norm(p + "attn_norm.weight", E)
+        m.norm(p + "post_attention_norm.weight", E)
+        if (i + 1) % 4 == 0:
+            _gated_attn_layer(m, i, E, H, KV, D)
+        else:
+            _gdn_layer(m, i, E, S, NK, NV, qwen35=True)
+        m.ffn(i, E, FF)
+
+
+def qwen3next(m):
+    E, L, H, KV, D, FF = 64, 4, 4, 2, 32, 128
+    S, NK, NV = 16, 2, 4
+    NE, NU, FFE, FFS = 4, 2, 32, 32
+    m.common(E, L, H, KV, FF, head_dim=D, rope_base=1e7, eps=1e-6)
+    m.u32("{a}.rope.dimension_count", 8)
+    m.u32("{a}.expert_count", NE)
+    m.u32("{a}.expert_used_count", NU)
+    m.u32("{a}.expert_feed_forward_length", FFE)
+    m.u32("{a}.expert_shared_feed_forward_length", FFS)
+    _gdn_hparams(m, L, S, NK, NV)
+    m.embd(E)
+    for i in range(L):
+        p = f"blk.{i}."
+        m.norm(p + "attn_norm.weight", E)
+        m.norm(p + "post_attention_norm.weight", E)
+        if (i + 1) % 4 == 0:
+            _gated_attn_layer(m, i, E, H, KV, D)
+        else:
+            _gdn_layer(m, i, E, S, NK, NV, qwen35=False)
+        m.experts(i, E, FFE, NE)
+        m.w(p + "ffn_gate_inp_shexp.weight", [E])    # 1-D: one sigmoid gate per token
+        m.ffn(i, E, FFS, suffix="_shexp")
+
+
+def gpt_oss(m):
+    E, L, H, KV, D = 64, 2, 4, 2, 64  # heads of 64, as gpt-oss's
+    NE, NU, FFE = 4, 2, 32
+    m.common(E, L, H, KV, FFE, head_dim=D, rope_base=150000.0)
+    m.u32("{a}.rope.dimension_count", D)  # head size is n_rot here
+    m.u32("{a}.expert_count", NE)
+    m.u32("{a}.expert_used_count", NU)
+    m.u32("{a}.expert_feed_forward_length", FFE)
+    m.u32("{a}.attention.sliding_window", 16)  # layers alternate SWA / full (pattern 2)
+    m.str("{a}.rope.scaling.type", "yarn")
+    m.f32("{a}.rope.scaling.factor", 32.0)
+    m.u32("{a}.rope.scaling.original_context_length", 64)
+    m.embd(E)  # output.weight is REQUIRED for gpt-oss
+    for i in range(L):
+        p = f"blk.{i}."
+        m.norm(p + "attn_norm.weight", E)
+        m.norm(p + "post_attention_norm.weight", E)
+        m.qkv(i, E, H * D, KV * D, KV * D, bias=True)
+        m.w(p + "attn_output.weight", [H * D, E])
+        m.vec(p + "attn_output.bias", E)
+        m.vec(p + "attn_sinks.weight", H, scale=1.0)
+        m.experts(i, E, FFE, NE)
+        m.vec(p + "ffn_gate_inp.bias", NE)
+        m.vec(p + "ffn_gate_exps.bias", [FFE, NE])
+        m.vec(p + "ffn_up_exps.bias", [FFE, NE])
+        m.vec(p + "ffn_down_exps.bias", [E, NE])
+
+
+def gemma4(m, moe=False, ple=True):
+    # E2B-like: per-layer embeddings (PLE); 26B-A4B-like: moe=True (dense MLP as shared expert + routed experts)
+    E, L, FF = 64, 4, 128
+    H, KV_SWA, KV_FULL = 4, 2, 1
+    D_SWA, D_FULL = 16, 32
+    PL = 8 if ple else 0
+    NE, NU, FFE = 4, 2, 32
+    swa = [True, True, True, False]  # 3 sliding + 1 full
+    kv = [KV_SWA if s else KV_FULL for s in swa]
+    m.common(E, L, H, kv, FF, head_dim=D_FULL, eps=1e-6, rope_base=1e6)
+    m.u32("{a}.attention.key_length_swa", D_SWA)
+    m.u32("{a}.attention.value_length_swa", D_SWA)
+    m.u32("{a}.rope.dimension_count", D_FULL)
+    m.u32("{a}.rope.dimension_count_swa", D_SWA)
+    m.f32("{a}.rope.freq_base_swa", 10000.0)
+    m.u32("{a}.attention.sliding_window", 16)
+    m.arr("{a}.attention.sliding_window_pattern", swa)
+    m.u32("{a}.attention.shared_kv_layers", 0)
+    m.u32("{a}.embedding_length_per_layer_input", PL)
+    m.f32("{a}.final_logit_softcapping", 30.0)
+    if moe:
+        m.u32("{a}.expert_count", NE)
+        m.u32("{a}.expert_used_count", NU)
+        m.u32("{a}.expert_feed_forward_length", FFE)
+    m.embd(E, output=False)
+    if PL:
+        m.w("per_layer_token_embd.weight", [PL * L, VOCAB], scale=1.0)
+        m.w("per_layer_model_proj.weight", [E, PL * L])
+        m.norm("per_layer_proj_norm.weight", PL)
+    n_rot_pairs = D_FULL // 8  # partial_rotary_factor 0.25 ("proportional" rope): rest get freq factor 1e30
+    m.const("rope_freqs.weight", [D_FULL // 2], [1.0] * n_rot_pairs + [1e30] * (D_FULL // 2 - n_rot_pairs))
+    for i in range(L):
+        p = f"blk.{i}."
+        D = D_SWA if swa[i] else D_FULL
+        m.norm(p + "attn_norm.weight", E)
+        m.qkv(i, E, H * D, kv[i] * D, kv[i] * D)
+        m.w(p + "attn_output.weight", [H * D, E])
+        m.norm(p + "attn_q_norm.weight", D)
+        m.norm(p + "attn_k_norm.weight", D)
+        m.norm(p + "post_attention_norm.weight", E)
+        m.const(p + "layer_output_scale.weight", [1], [0.9])
+        m.norm(p + "ffn_norm.weight", E)
+        m.ffn(i, E, FF)
+        m.norm(p + "post_ffw_norm.weight", E)
+        if moe:
+            m.w(p + "ffn_gate_inp.weight", [E, NE])
+            m.norm(p + "ffn_gate_inp.scale", E)
+            m.norm(p + "pre_ffw_norm_2.weight", E)
+            m.norm(p + "post_ffw_norm_1.weight", E)
+            m.norm(p + "post_ffw_norm_2.weight", E)
+            m.experts(i, E, FFE, NE, router=False)
+            m.norm(p + "ffn_down_exps.scale", NE)
+        if PL:
+            m.w(p + "inp_gate.weight", [E, PL])
+            m.w(p + "proj.weight", [PL, E])
+            m.norm(p + "post_norm.weight", E)
+
+
+def llama4(m):
+    # Scout-like: chunked attention (3 chunked : 1 full, no-RoPE on full layers), MoE every 2nd layer with shared expert
+    E, L, H, KV, FF = 64, 4, 4, 2, 128
+    D = E // H
+    NE, NU, FFE = 4, 1, 32
+    m.common(E, L, H, KV, FF, rope_base=500000.0)
+    m.u32("{a}.rope.dimension_count", D)
+    m.u32("{a}.expert_count", NE)
+    m.u32("{a}.expert_used_count", NU)
+    m.u32("{a}.expert_feed_forward_length", FFE)
+    m.u32("{a}.interleave_moe_layer_step", 2)
+    m.embd(E)
+    for i in range(L):
+        p = f"blk.{i}."
+        m.norm(p + "attn_norm.weight", E)
+        m.qkv(i, E, H * D, KV * D, KV * D)
+        m.w(p + "attn_output.weight", [H * D, E])
+        m.norm(p + "ffn_norm.weight", E)
+        if (i + 1) % 2 == 0:
+            m.experts(i, E, FFE, NE)
+            m.ffn(i, E, FFE, suffix="_shexp")  # shared expert width == expert width
+        else:
+            m.ffn(i, E, FF)
+
+
+def deepseek2(m):
+    # DeepSeek-V3-like MLA (q_lora, split attn_k_b/attn_v_b) + 1 dense lead layer + sigmoid-gated MoE with bias & shared expert
+    E, L, H, FF = 64, 2, 4, 128
+    QR, KVR, ROPE, NOPE, VD = 32, 64, 16, 32, 32
+    NE, NU, FFE, NS = 4, 2, 32, 1
+    # MLA-as-MQA cache: n_head_kv 1, key_length = kv_lora_rank + rope dim, value_length = kv_lora_rank
+    m.common(E, L, H, 1, FF, eps=1e-6)
+    m.u32("{a}.attention.key_length", KVR + ROPE)
+    m.u32("{a}.attention.value_length", KVR)
+    m.u32("{a}.attention.key_length_mla", NOPE + ROPE)
+    m.u32("{a}.attention.value_length_mla", VD)
+    m.u32("{a}.rope.dimension_count", ROPE)
+    m.u32("{a}.attention.q_lora_rank", QR)    # required unless n_layer in {26,27} ("lite")
+    m.u32("{a}.attention.kv_lora_rank", KVR)
+    m.u32("{a}.leading_dense_block_count", 1)
+    m.u32("{a}.expert_count", NE)
+    m.u32("{a}.expert_used_count", NU)
+    m.u32("{a}.expert_feed_forward_length", FFE)
+    m.u32("{a}.expert_shared_count", NS)
+    m.f32("{a}.expert_weights_scale", 2.5)
+    m.bool("{a}.expert_weights_norm", True)
+    m.u32("{a}.expert_gating_func", 2)  # 1 softmax, 2 sigmoid
+    m.embd(E)
+    for i in range(L):
+        p = f"blk.{i}."
+        m.norm(p + "attn_norm.weight", E)
+        m.norm(p + "attn_q_a_norm.weight", QR)
+        m.norm(p + "attn_kv_a_norm.weight", KVR)
+        m.w(p + "attn_q_a.weight", [E, QR])
+        m.w(p + "attn_q_b.weight", [QR, H * (NOPE + ROPE)])
+        m.w(p + "attn_kv_a_mqa.weight", [E, KVR + ROPE])
+        m.w(p + "attn_k_b.weight", [NOPE, KVR, H])
+        m.w(p + "attn_v_b.weight", [KVR, VD, H])
+        m.w(p + "attn_output.weight", [H * VD, E])
+        m.norm(p + "ffn_norm.weight", E)
+        if i < 1:
+            m.ffn(i, E, FF)
+        else:
+            m.experts(i, E, FFE, NE)
+            m.vec(p + "exp_probs_b.bias", NE)
+            m.ffn(i, E, FFE * NS, suffix="_shexp")
+
+
+def granitehybrid(m, moe=True):
+    # Granite-4.0-H-tiny-like: Mamba2 layers (head_count_kv 0) + attention layers, MoE + shared expert
+    # (moe=False: Granite-4.0-H-micro-like dense FFN)
+    E, L, H, FF = 64, 4, 4, 64
+    kv = [0, 2, 0, 0]  # layer 1 is attention; 0 marks a recurrent (mamba2) layer
+    D = E // H
+    DI, DS, NH, NG, K = 2 * E, 16, 4, 1, 4   # d_inner must be 2*n_embd
+    NE, NU, FFS = 4, 2, 64
+    m.common(E, L, H, kv, FF)
+    m.u32("{a}.rope.dimension_count", D)
+    m.u32("{a}.ssm.conv_kernel", K)
+    m.u32("{a}.ssm.inner_size", DI)
+    m.u32("{a}.ssm.state_size", DS)
+    m.u32("{a}.ssm.time_step_rank", NH)
+    m.u32("{a}.ssm.group_count", NG)
+    m.f32("{a}.logit_scale", 4.0)
+    m.f32("{a}.residual_scale", 0.22)
+    m.f32("{a}.embedding_scale", 12.0)
+    m.f32("{a}.attention.scale", 0.0625)
+    if moe:
+        m.u32("{a}.expert_count", NE)
+        m.u32("{a}.expert_used_count", NU)
+        m.u32("{a}.expert_shared_feed_forward_length", FFS)
+    m.embd(E, output=False, scale=1.0 / 12)  # embedding_scale 12 would otherwise swamp the residual stream
+    for i in range(L):
+        p = f"blk.{i}."
+        m.norm(p + "attn_norm.weight", E)
+        if kv[i] == 0:
+            m.w(p + "ssm_in.weight", [E, 2 * DI + 2 * NG * DS + NH])
+            m.w(p + "ssm_conv1d.weight", [K, DI + 2 * NG * DS], scale=0.5)
+            m.vec(p + "ssm_conv1d.bias", DI + 2 * NG * DS)
+            m.vec(p + "ssm_dt.bias", NH, scale=0.5)
+            m.const(p + "ssm_a", [1, NH], -np.exp(m.rng.uniform(-1, 1, NH)))  # no ".weight"
+            m.const(p + "ssm_d", [1, NH], np.ones(NH))
+            m.norm(p + "ssm_norm.weight", [DI // NG, NG])
+            m.w(p + "ssm_out.weight", [DI, E])
+        else:
+            m.qkv(i, E, H * D, kv[i] * D, kv[i] * D)
+            m.w(p + "attn_output.weight", [H * D, E])
+        m.norm(p + "ffn_norm.weight", E)
+        if moe:
+            m.experts(i, E, FF, NE)     # expert width is feed_forward_length
+            m.ffn(i, E, FFS, suffix="_shexp")
+        else:
+            m.ffn(i, E, FF)
+
+
+def lfm2(m):
+    # LFM2: short-conv layers (head_count_kv 0) + GQA attention layers with QK-norm; final norm is "token_embd_norm"
+    E, L, H, FF, LC = 64, 4, 4, 128, 3
+    kv = [0, 0, 2, 0]
+    D = E // H
+    m.common(E, L, H, kv, FF)
+    m.u32("{a}.rope.dimension_count", D)
+    m.u32("{a}.shortconv.l_cache", LC)
+    m.embd(E, output=False, output_norm="token_embd_norm.weight")
+    for i in range(L):
+        p = f"blk.{i}."
+        m.norm(p + "attn_norm.weight", E)
+        m.norm(p + "ffn_norm.weight", E)
+        m.ffn(i, E, FF)
+        if kv[i]:
+            m.norm(p + "attn_q_norm.weight", D)
+            m.norm(p + "attn_k_norm.weight", D)
+            m.qkv(i, E, E, kv[i] * D, kv[i] * D)
+            m.w(p + "attn_output.weight", [E, E])
+        else:
+            m.w(p + "shortconv.conv.weight", [LC, E], scale=0.5)
+            m.w(p + "shortconv.in_proj.weight", [E, 3 * E])
+            m.w(p + "shortconv.out_proj.weight", [E, E])
+
+
+RECIPES = {
+    "mistral3": ("mistral3", mistral3),
+    "smollm3": ("smollm3", smollm3),
+    "qwen35": ("qwen35", qwen35),
+    "qwen3next": ("qwen3next", qwen3next),
+    "gpt-oss": ("gpt-oss", gpt_oss),
+    "gemma4": ("gemma4", lambda m: gemma4(m, moe=False, ple=True)),
+    "gemma4-moe": ("gemma4", lambda m: gemma4(m, moe=True, ple=False)),
+    "llama4": ("llama4", llama4),
+    "deepseek2": ("deepseek2", deepseek2),
+    "granitehybrid": ("granitehybrid", lambda m: granitehybrid(m, moe=True)),
+    "granitehybrid-dense": ("granitehybrid", lambda m: granitehybrid(m, moe=False)),
+    "lfm2": ("lfm2", lfm2),
+}
+
+
+def build(name, out_dir, f16=False):
+    """Writes RECIPES[name]'s model into out_dir; returns its path."""
+    arch, fn = RECIPES[name]
+    m = Tiny(arch, f16=f16)
+    fn(m)
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(str(out_dir), f"tiny-{name}{'-f16' if f16 else ''}.gguf")
+    m.write(path)
+    return path

@@ -1,0 +1,119 @@
+"""Every model family llama.cpp serves, through llama.cpp (issue 37): a tiny model of each
+architecture in _tiny_models.RECIPES (hybrid, MLA, sinks, NoPE layers, per-layer head sizes,
+chunked attention) saves a session file and a slot file after a 160-token prompt; each goes
+through tq with and without --model:
+  - the lossless preset decodes to the identical file;
+  - the default preset decodes to a file llama.cpp restores and continues (32 teacher-forced
+    steps), and with --model its mean KL against the uncompressed restore is no higher than
+    without (beside the spread of the same KL over the continuation's four quarters, the
+    noise of 32 steps on one state).
+flash_attn is off, so llama.cpp stores V transposed, the layout llama-cpp-python's default
+gives.  Exit 77 = oracle missing."""
+import ctypes
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _env import TQ, need  # noqa: E402
+
+np, gguf, llama_cpp = need("numpy", "gguf", "llama_cpp")
+from _llama_util import log_softmax  # noqa: E402
+import _tiny_models  # noqa: E402
+
+ARCHS = ["mistral3", "smollm3", "qwen35", "qwen3next", "gpt-oss", "gemma4", "llama4", "deepseek2",
+         "granitehybrid", "lfm2"]
+PROMPT, CONT = 160, 32
+
+
+def llm_of(model):
+    return llama_cpp.Llama(model_path=str(model), n_ctx=512, n_batch=256, n_threads=1, n_threads_batch=1,
+                           logits_all=True, verbose=False, flash_attn=False)
+
+
+def save(llm, prompt, session, slot):
+    llm.reset()
+    llm.eval(prompt)
+    arr = (llama_cpp.llama_token * len(prompt))(*prompt)
+    assert llama_cpp.llama_state_save_file(llm._ctx.ctx, str(session).encode(), arr, len(prompt))
+    assert llama_cpp.llama_state_seq_save_file(llm._ctx.ctx, str(slot).encode(), 0, arr, len(prompt)) > 0
+
+
+def continuation(llm, path, slot, cont):
+    """Restore a session (or slot) file and feed `cont`: logits of each step."""
+    llm.reset()
+    ctx = llm._ctx.ctx
+    mem = llama_cpp.llama_get_memory(ctx)
+    llama_cpp.llama_memory_clear(mem, True)
+    toks = (llama_cpp.llama_token * 1024)()
+    n = ctypes.c_size_t(0)
+    if slot:
+        ok = llama_cpp.llama_state_seq_load_file(ctx, str(path).encode(), 0, toks, 1024, ctypes.byref(n)) > 0
+    else:
+        ok = llama_cpp.llama_state_load_file(ctx, str(path).encode(), toks, 1024, ctypes.byref(n))
+    assert ok, f"llama.cpp did not restore {path.name}"
+    n = n.value
+    llm.n_tokens = n
+    llm.input_ids[:n] = list(toks[:n])
+    llm.eval(list(cont))
+    return np.array(llm.scores[n : n + len(cont)], dtype=np.float64)
+
+
+def step_kl(ref, test):
+    lp, lq = log_softmax(ref), log_softmax(test)
+    return (np.exp(lp) * (lp - lq)).sum(axis=1)
+
+
+def tq(*args):
+    r = subprocess.run([TQ, *map(str, args), "-q"], capture_output=True, text=True)
+    assert r.returncode == 0, f"tq {' '.join(map(str, args))}: {r.stderr.strip()}"
+
+
+def check(d, name, fails):
+    model = Path(_tiny_models.build(name, d))
+    llm = llm_of(model)
+    rng = np.random.default_rng(len(name))
+    toks = [1] + rng.integers(3, _tiny_models.VOCAB, PROMPT + CONT).tolist()
+    prompt, cont = toks[:PROMPT], toks[PROMPT:]
+    files = {"session": d / f"{name}.ggsn", "slot": d / f"{name}.ggsq"}
+    save(llm, prompt, files["session"], files["slot"])
+    for kind, src in files.items():
+        slot = kind == "slot"
+        ref = continuation(llm, src, slot, cont)
+        kl = {}
+        for with_model in (0, 1):
+            m = ["--model", model] if with_model else []
+            snap, back = d / f"{name}-{kind}-{with_model}.tqkv", d / f"{name}-{kind}-{with_model}.out"
+            tq("encode-kvdump", src, "-o", snap, "--preset", "lossless", *m)
+            tq("decode-kvdump", snap, "-o", back)
+            if back.read_bytes() != src.read_bytes():
+                fails.append(f"{name} {kind}{' --model' if with_model else ''}: lossless not identical")
+            tq("encode-kvdump", src, "-o", snap, *m)
+            tq("decode-kvdump", snap, "-o", back)
+            kl[with_model] = step_kl(ref, continuation(llm, back, slot, cont))
+        quarters = [float(q.mean()) for q in np.array_split(kl[0], 4)]
+        noise = float(np.std(quarters)) / 2  # the spread of a mean over 32 steps (4 quarters of 8)
+        a, b = float(kl[0].mean()), float(kl[1].mean())
+        print(f"{name:14s} {kind:7s} mean KL without --model {a:.3g}, with {b:.3g} (noise {noise:.2g})")
+        if b > a + 2 * noise + 1e-9:
+            fails.append(f"{name} {kind}: with --model KL {b:.5f} over {a:.5f} + 2 x noise {noise:.5f}")
+    del llm
+
+
+def main():
+    failed = 0
+    with tempfile.TemporaryDirectory() as td:
+        for name in ARCHS:  # one behaviour an architecture
+            fails = []
+            try:
+                check(Path(td), name, fails)
+            except AssertionError as e:
+                fails.append(str(e))
+            print(f"FAIL: {name}: " + "; ".join(fails) if fails else f"ok {name}", flush=True)
+            failed += bool(fails)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
