@@ -305,6 +305,23 @@ static int parse_outputs(cur *c, uint32_t n_tokens)
     return 0;
 }
 
+/* Whether p starts as llama_state_get_data writes (llama-context.cpp, state_write_data): u32
+ * length and an architecture name of letters, digits, '-' and '_', then the memory: what
+ * Llama.save_state() keeps, which has no magic. */
+static int looks_like_state_data(const uint8_t *p, uint64_t size)
+{
+    uint32_t len;
+    if (size < 8) return 0;
+    memcpy(&len, p, 4);
+    if (!len || len > 64) return 0;
+    for (uint32_t i = 0; i < len && 4 + i < size; i++) { /* the name's bytes at hand */
+        uint8_t ch = p[4 + i];
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_';
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
 static tq_status parse(tq_ctx *ctx, tq_kv_view *s)
 {
     cur c = {s->map, s->size, 0, ""};
@@ -322,8 +339,17 @@ static tq_status parse(tq_ctx *ctx, tq_kv_view *s)
             "%s: %s version %u is not supported (session v9-10 and sequence v2-3 are)", s->label,
             magic == TQ_GGSN_MAGIC ? "session" : "sequence", s->version);
     else
+    {
+        if (looks_like_state_data(s->map, s->size))
+            return tq_ctx_set_error(
+                ctx, TQ_ERR_FORMAT,
+                "%s: a llama_state_get_data buffer (what llama-cpp-python's Llama.save_state() "
+                "holds: the architecture and the memory, no header or tokens), not a state "
+                "file: save it with llama_state_save_file or llama_state_seq_save_file",
+                s->label);
         return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a llama.cpp state file (magic %08x)",
                                 s->label, magic);
+    }
     if (get(&c, &s->n_tokens, 4, "token count"))
         return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %s", s->label, c.err);
     if (s->n_tokens > (c.size - c.pos) / 4)
@@ -387,7 +413,8 @@ static int probe(const uint8_t *p, uint64_t size)
     uint32_t magic;
     if (size < 4) return 0;
     memcpy(&magic, p, 4);
-    return magic == TQ_GGSN_MAGIC || magic == TQ_GGSQ_MAGIC ? 100 : 0;
+    if (magic == TQ_GGSN_MAGIC || magic == TQ_GGSQ_MAGIC) return 100;
+    return looks_like_state_data(p, size) ? 10 : 0; /* to name it in the error */
 }
 
 static tq_status open_state(tq_ctx *ctx, tq_kv_view *v, uint64_t max_bytes)

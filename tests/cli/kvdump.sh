@@ -196,7 +196,7 @@ PY
 behaviour head_sizes_and_models_that_do_not_fit_are_refused
 # a head size that does not cut the rows into whole heads, a model with other layers: refused, nothing written
 expect_err 1 "rows of 32 values are not whole heads of 12 (--head-dim)" encode-kvdump $seed -o "$tmp/hd.tqkv" --head-dim 12
-expect_err 1 "the state holds 5 layers, the model 1" encode-kvdump $seed -o "$tmp/hd.tqkv" --model tests/fuzz/seeds/fuzz_gguf_read/tiny.gguf
+expect_err 1 "the state holds 5 layers, the model keeps K/V in 1" encode-kvdump $seed -o "$tmp/hd.tqkv" --model tests/fuzz/seeds/fuzz_gguf_read/tiny.gguf
 [ -e "$tmp/hd.tqkv" ] && fail "output after a refused head size or model"
 
 behaviour inspect_reads_states_and_snapshots

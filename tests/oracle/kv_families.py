@@ -101,6 +101,35 @@ def check(d, name, fails):
     del llm
 
 
+def refuse(args, want, fails, out):
+    r = subprocess.run([TQ, *map(str, args)], capture_output=True, text=True)
+    lines = r.stderr.strip().splitlines()
+    if r.returncode != 1 or len(lines) != 1 or want not in r.stderr or out.exists():
+        fails.append(f"tq {' '.join(map(str, args[:2]))}: exit {r.returncode}, {r.stderr.strip()!r}, "
+                     f"output {'left' if out.exists() else 'none'} (wanted {want!r})")
+
+
+def refusals(d, fails):
+    """A state for another model's memory, and Llama.save_state()'s buffer (llama_state_get_data:
+    no header), are refused in one line that names what was found, with nothing written."""
+    models = {n: Path(_tiny_models.build(n, d)) for n in ("mistral3", "qwen35", "deepseek2")}
+    states = {n: d / f"{n}.ggsn" for n in models}  # saved by check()
+    out = d / "refused.tqkv"
+    refuse(["encode-kvdump", states["qwen35"], "-o", out, "--model", models["mistral3"]],
+           "the model keeps K/V in 2", fails, out)
+    refuse(["encode-kvdump", states["mistral3"], "-o", out, "--model", models["qwen35"]],
+           "the model keeps K/V in 1", fails, out)
+    refuse(["encode-kvdump", states["deepseek2"], "-o", out, "--model", models["mistral3"]],
+           "an MLA cache", fails, out)
+    llm = llm_of(models["mistral3"])
+    llm.eval([1, 5, 6, 7])
+    buf = d / "buffer.bin"
+    buf.write_bytes(bytes(llm.save_state().llama_state))
+    del llm
+    for cmd in (["inspect", buf], ["encode-kvdump", buf, "-o", out]):
+        refuse(cmd, "a llama_state_get_data buffer", fails, out)
+
+
 def main():
     failed = 0
     with tempfile.TemporaryDirectory() as td:
@@ -112,6 +141,10 @@ def main():
                 fails.append(str(e))
             print(f"FAIL: {name}: " + "; ".join(fails) if fails else f"ok {name}", flush=True)
             failed += bool(fails)
+        fails = []
+        refusals(Path(td), fails)
+        print("FAIL: refusals: " + "; ".join(fails) if fails else "ok refusals", flush=True)
+        failed += bool(fails)
     sys.exit(1 if failed else 0)
 
 
