@@ -72,18 +72,13 @@ static tq_status collect(tq_ctx *ctx, const tq_kv_view *s, src_tensor **out, siz
             const tq_kv_stream *st = &tq_kv_view_kv(s, i)->streams[j];
             for (uint32_t l = 0; st->cell_count && l < st->n_layer; l++)
                 for (int v = 0; v < (st->v ? 2 : 1); v++) /* an MLA cache: K alone */
-                    src[n++] = (src_tensor){v ? &st->v[l] : &st->k[l],
-                                            st->cell_count,
-                                            i,
-                                            j,
-                                            l,
-                                            st->n_layer,
-                                            v,
-                                            0,
-                                            0,
-                                            0,
-                                            0,
-                                            0};
+                    src[n++] = (src_tensor){.kt = v ? &st->v[l] : &st->k[l],
+                                            .cells = st->cell_count,
+                                            .kv_state = i,
+                                            .stream = j,
+                                            .layer = l,
+                                            .n_layer = st->n_layer,
+                                            .is_v = v};
         }
     qsort(src, n, sizeof *src, cmp_off);
     *out = src;
@@ -254,6 +249,7 @@ static const tq_rope *tensor_rope(tq_ctx *ctx, const tq_kv_view *v, const tq_kvs
                                   int32_t **pos)
 {
     *pos = NULL;
+    if (s->no_rope) return NULL;
     int swa = tq_kv_view_n_kv(v) == 2 && s->kv_state == 1; /* iSWA: the SWA cache comes second */
     int known = o->model && (swa ? o->model->rope_swa_known : o->model->rope_known);
     if (known) *r = swa ? o->model->rope_swa : o->model->rope;
@@ -503,6 +499,11 @@ static tq_status map_layers(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_op
         src[i].mapped = two && m != TQ_KV_LAYER_UNKNOWN;
         src[i].model_layer = src[i].mapped ? m : src[i].layer;
         src[i].n_model = src[i].mapped ? total : src[i].n_layer;
+        /* the table's NoPE layers (smollm3, llama4: every 4th) and an MLA latent, whose RoPE
+           part is not where a head's rotary dimensions are, have no RoPE tq can undo */
+        uint32_t nope = o->model && o->model->row ? o->model->row->nope : 0;
+        src[i].no_rope = (o->model && o->model->mla) ||
+                         (nope && m != TQ_KV_LAYER_UNKNOWN && (m + 1) % nope == 0);
     }
     if (two) snprintf(p->layer_rule, sizeof p->layer_rule, "%s", L.rule);
     tq_cache_layers_free(&L);

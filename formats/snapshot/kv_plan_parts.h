@@ -18,6 +18,7 @@ typedef struct src_tensor {
     int mapped; /* model_layer is known from a split of two caches: recorded */
     uint32_t past_rows; /* rows before the first one within the sliding window (0: none) */
     uint32_t recent_rows; /* the last rows, the newest cells, to be coded finer (0: none) */
+    int no_rope; /* its K has no RoPE to undo: a NoPE layer, or an MLA latent (model.h) */
 } src_tensor;
 
 /* --append: the base's coding taken over by the tensors of m, which must be the base's with

@@ -28,8 +28,11 @@ def spm_vocab(n=VOCAB):
 class Tiny:
     """Collects hparams and tensors for one arch, then writes the GGUF."""
 
-    def __init__(self, arch, seed=0, f16=False):
+    def __init__(self, arch, seed=0, f16=False, k_bias=0.0, wide=False):
         self.arch, self.f16 = arch, f16
+        self.k_bias = k_bias  # a K bias of this spread on every layer (a constant pre-RoPE offset)
+        self.wide = wide      # mistral3, smollm3, llama4, lfm2: embeddings of 256 (heads of 64)
+        self.e = 256 if wide else 64
         self.rng = np.random.default_rng(seed)
         self.kv = []       # (kind, key, value)
         self.tensors = []  # (name, np array)
@@ -103,8 +106,10 @@ class Tiny:
         self.w(p + "attn_v.weight", [n_embd, v])
         if bias:
             self.vec(p + "attn_q.bias", q)
-            self.vec(p + "attn_k.bias", k)
+            self.vec(p + "attn_k.bias", k, scale=self.k_bias or 0.1)
             self.vec(p + "attn_v.bias", v)
+        elif self.k_bias:
+            self.vec(p + "attn_k.bias", k, scale=self.k_bias)
 
     def ffn(self, i, n_embd, n_ff, suffix=""):
         p = f"blk.{i}."
@@ -158,9 +163,19 @@ class Tiny:
 
 def mistral3(m):
     # Ministral-3 style: llama block, explicit head_dim != n_embd/n_head, YaRN + llama4-style attn temperature
-    E, L, H, KV, D, FF = 64, 2, 4, 2, 32, 128
+    E, L, H, KV, D, FF = m.e, 2, 4, 2, m.e // 2, 128
     m.common(E, L, H, KV, FF, head_dim=D, rope_base=1e6)
     m.u32("{a}.rope.dimension_count", D)
+    if m.wide:  # plain RoPE (Mistral Small 3's), which tq rebuilds
+        m.embd(E)
+        for i in range(L):
+            p = f"blk.{i}."
+            m.norm(p + "attn_norm.weight", E)
+            m.qkv(i, E, H * D, KV * D, KV * D)
+            m.w(p + "attn_output.weight", [H * D, E])
+            m.norm(p + "ffn_norm.weight", E)
+            m.ffn(i, E, FF)
+        return
     m.str("{a}.rope.scaling.type", "yarn")
     m.f32("{a}.rope.scaling.factor", 16.0)
     m.u32("{a}.rope.scaling.original_context_length", 128)
@@ -180,7 +195,7 @@ def mistral3(m):
 
 def smollm3(m):
     # llama block; every 4th layer (il+1)%4==0 skips RoPE (hard-coded n_no_rope_layer_step = 4)
-    E, L, H, KV, FF = 64, 4, 4, 2, 128
+    E, L, H, KV, FF = m.e, 4, 4, 2, 128
     D = E // H
     m.common(E, L, H, KV, FF)
     m.u32("{a}.rope.dimension_count", D)
@@ -361,7 +376,7 @@ def gemma4(m, moe=False, ple=True):
 
 def llama4(m):
     # Scout-like: chunked attention (3 chunked : 1 full, no-RoPE on full layers), MoE every 2nd layer with shared expert
-    E, L, H, KV, FF = 64, 4, 4, 2, 128
+    E, L, H, KV, FF = m.e, 4, 4, 2, 128
     D = E // H
     NE, NU, FFE = 4, 1, 32
     m.common(E, L, H, KV, FF, rope_base=500000.0)
@@ -476,7 +491,7 @@ def granitehybrid(m, moe=True):
 
 def lfm2(m):
     # LFM2: short-conv layers (head_count_kv 0) + GQA attention layers with QK-norm; final norm is "token_embd_norm"
-    E, L, H, FF, LC = 64, 4, 4, 128, 3
+    E, L, H, FF, LC = m.e, 4, 4, 128, 3
     kv = [0, 0, 2, 0]
     D = E // H
     m.common(E, L, H, kv, FF)
@@ -515,12 +530,13 @@ RECIPES = {
 }
 
 
-def build(name, out_dir, f16=False):
-    """Writes RECIPES[name]'s model into out_dir; returns its path."""
+def build(name, out_dir, f16=False, k_bias=0.0, wide=False):
+    """Writes RECIPES[name]'s model into out_dir (k_bias: with attn_k.bias of that spread;
+    wide: Tiny.wide); returns its path."""
     arch, fn = RECIPES[name]
-    m = Tiny(arch, f16=f16)
+    m = Tiny(arch, f16=f16, k_bias=k_bias, wide=wide)
     fn(m)
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(str(out_dir), f"tiny-{name}{'-f16' if f16 else ''}.gguf")
+    path = os.path.join(str(out_dir), f"tiny-{name}{'-f16' if f16 else ''}{'-kb' if k_bias else ''}{'-wide' if wide else ''}.gguf")
     m.write(path)
     return path
