@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (uint32_t j = 0; j < k->n_stream; j++) {
             const tq_kv_stream *st = &k->streams[j];
             for (uint32_t l = 0; l < st->n_layer && st->cell_count; l++)
-                for (int v = 0; v < 2; v++) {
+                for (int v = 0; v < (st->v ? 2 : 1); v++) { /* an MLA cache: K alone */
                     const tq_kv_tensor *t = v ? &st->v[l] : &st->k[l];
                     if (t->width > 4096 || t->type->dtype < 0) continue;
                     float *row = malloc(t->width * sizeof(float));
@@ -27,6 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 }
         }
     }
+    const tq_kv_recurrent *r = tq_kv_view_recurrent(s); /* within the bytes it came from */
+    if (r && (r->off > size || r->len > size - r->off || r->state_bytes > r->len)) abort();
     tq_kv_view_close(s);
     return 0;
 }
