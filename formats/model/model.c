@@ -101,8 +101,14 @@ static void read_rope(tq_model *m)
         swa_base = m->row->swa_rope_base;
         swa_factor = 1;
     }
-    m->rope_swa = (tq_rope){m->head_k, n_rot, pairs, (float)swa_base, (float)(1.0 / swa_factor)};
-    m->rope_swa_known = swa_factor > 0 && swa_base > 0;
+    /* sliding layers of their own head size and rotary dimensions (gemma4: key_length_swa,
+       rope.dimension_count_swa, which defaults to the global layers') */
+    uint32_t swa_head = m->head_k_swa ? m->head_k_swa : m->head_k;
+    int64_t swa_rot = arch_int(m, "rope.dimension_count_swa", n_rot);
+    m->rope_swa = (tq_rope){swa_head, (uint32_t)swa_rot, pairs, (float)swa_base,
+                            (float)(1.0 / swa_factor)};
+    m->rope_swa_known = swa_factor > 0 && swa_base > 0 && swa_rot > 0 && swa_rot % 2 == 0 &&
+                        swa_rot <= (int64_t)swa_head;
 }
 
 /* Entry i of the array key {arch}.{name}, or the scalar's value for every i; fallback where
@@ -152,8 +158,6 @@ static tq_status read_memory(tq_ctx *ctx, tq_model *m)
     }
     m->mla = arch_int(m, "attention.key_length_mla", 0) > 0 &&
              arch_int(m, "attention.value_length_mla", 0) > 0;
-    int64_t swa = arch_int(m, "attention.key_length_swa", 0);
-    m->head_k_swa = swa > 0 && swa <= (int64_t)UINT32_MAX ? (uint32_t)swa : 0;
     return TQ_OK;
 }
 
@@ -181,6 +185,8 @@ tq_status tq_model_read(tq_ctx *ctx, const tq_gguf *g, tq_model *m)
     m->swa_window = w > 0 && w < INT32_MAX ? (uint32_t)w : 0;
     m->head_k = head_size(m, 0);
     m->head_v = head_size(m, 1);
+    int64_t swa_k = arch_int(m, "attention.key_length_swa", 0);
+    m->head_k_swa = swa_k > 0 && swa_k <= (int64_t)UINT32_MAX ? (uint32_t)swa_k : 0;
     int64_t n_rot = arch_int(m, "rope.dimension_count", m->head_k);
     m->n_rot = n_rot > 0 && n_rot <= (int64_t)UINT32_MAX ? (uint32_t)n_rot : 0;
     read_rope(m);

@@ -346,6 +346,9 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
        7K tokens, and K's error at the same rate grew 2% where the bits fell 0.035
        (tests/bench/results/kv_long_smollm2.md) */
     k.klt_basis8 = 1;
+    /* an MLA latent is one vector a cell that every head reads (its RoPE part too): one
+       transform over all of it, not one a head of K */
+    if (s->latent && t->width % 8 == 0 && t->width <= 4096) k.group = (uint32_t)t->width;
     tq_klt_fit fit;
     int forced = o->transform == TQ_TC_ON;
     tq_klt_rival rival = {0, tq_codec_bits(t)};
@@ -504,6 +507,7 @@ static tq_status map_layers(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_op
         uint32_t nope = o->model && o->model->row ? o->model->row->nope : 0;
         src[i].no_rope = (o->model && o->model->mla) ||
                          (nope && m != TQ_KV_LAYER_UNKNOWN && (m + 1) % nope == 0);
+        src[i].latent = o->model && o->model->mla && !src[i].is_v;
     }
     if (two) snprintf(p->layer_rule, sizeof p->layer_rule, "%s", L.rule);
     tq_cache_layers_free(&L);
@@ -605,19 +609,19 @@ static tq_status check_memory(tq_ctx *ctx, const tq_kv_view *v, const tq_model *
  * whole heads, and the model must have the state's layers: otherwise the
  * state is not this model's, or the size is wrong. */
 static tq_status check_fit(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
-                           uint32_t head_dim, const src_tensor *src, size_t n)
+                           const src_tensor *src, size_t n)
 {
     if (o->model) {
         tq_status st = check_memory(ctx, v, o->model);
         if (st) return st;
     }
     uint32_t given = tq_kvsnap_given_head_dim(o);
-    for (size_t i = 0; head_dim && (given || o->model) && i < n; i++)
-        if (src[i].kt->width % head_dim)
+    for (size_t i = 0; (given || o->model) && i < n; i++)
+        if (src[i].head && src[i].kt->width % src[i].head)
             return tq_ctx_set_error(
                 ctx, TQ_ERR_ARG, "layer %u %s: rows of %llu values are not whole heads of %u (%s)",
                 src[i].layer, src[i].is_v ? "V" : "K", (unsigned long long)src[i].kt->width,
-                head_dim, given ? "--head-dim" : "the model's head size");
+                src[i].head, given ? "--head-dim" : "the model's head size");
     return TQ_OK;
 }
 
@@ -640,7 +644,13 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     src_tensor *src = NULL;
     size_t n = 0;
     tq_status st = collect(ctx, v, &src, &n);
-    if (!st) st = check_fit(ctx, v, o, head_dim, src, n);
+    /* the sliding layers' own head size (gemma4's key_length_swa) for the SWA cache's tensors */
+    uint32_t swa_head = o->model && o->model->head_k_swa && !tq_kvsnap_given_head_dim(o) &&
+                                tq_kv_view_n_kv(v) == 2
+                            ? o->model->head_k_swa
+                            : head_dim;
+    for (size_t i = 0; i < n; i++) src[i].head = src[i].kv_state == 1 ? swa_head : head_dim;
+    if (!st) st = check_fit(ctx, v, o, src, n);
     if (!st) st = map_layers(ctx, v, o, src, n, p);
     if (!st) st = plan_meta(ctx, v, o, src, n, &p->meta);
     int lossy = p->preset != TQ_KVSNAP_PRESET_LOSSLESS;
@@ -659,7 +669,7 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
                               "(give --k-bits/--v-bits)");
     p->group_source = from; /* until a tensor's group is guessed from its width */
     for (size_t i = 0; !st && i < n; i++)
-        st = plan_tensor(ctx, p, o, head_dim, &src[i], &p->meta.t[i]);
+        st = plan_tensor(ctx, p, o, src[i].head, &src[i], &p->meta.t[i]);
     if (!st && o->base) st = tq_kvsnap_adopt_base(ctx, &p->meta, o->base, o->base_name);
     if (!st && o->base)
         st = tq_kvsnap_adopt_base_rope(ctx, &p->meta, o->base, v, src);

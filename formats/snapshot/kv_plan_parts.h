@@ -19,6 +19,8 @@ typedef struct src_tensor {
     uint32_t past_rows; /* rows before the first one within the sliding window (0: none) */
     uint32_t recent_rows; /* the last rows, the newest cells, to be coded finer (0: none) */
     int no_rope; /* its K has no RoPE to undo: a NoPE layer, or an MLA latent (model.h) */
+    int latent;  /* an MLA cache's K: one latent a cell, shared by every head */
+    uint32_t head; /* its head size: the model's, the sliding layers' own where they differ */
 } src_tensor;
 
 /* --append: the base's coding taken over by the tensors of m, which must be the base's with

@@ -97,6 +97,17 @@ def check(d, name, fails):
             tq("encode-kvdump", src, "-o", snap, *m)
             tq("decode-kvdump", snap, "-o", back)
             kl[with_model] = step_kl(ref, continuation(llm, back, slot, cont))
+        if name == "deepseek2":  # the MLA latent in a transform of its own, whole
+            snap, back = d / f"{name}-{kind}-latent.tqkv", d / f"{name}-{kind}-latent.out"
+            tq("encode-kvdump", src, "-o", snap, "--model", model, "--transform", "on")
+            tq("decode-kvdump", snap, "-o", back)
+            info = subprocess.run([TQ, "inspect", "--json", snap], capture_output=True, text=True).stdout
+            lat = step_kl(ref, continuation(llm, back, slot, cont))
+            print(f"{name:14s} {kind:7s} the latent transform-coded: mean KL {lat.mean():.3g}")
+            if '"klt"' not in info or '"group": 80' not in info:
+                fails.append(f"{name} {kind}: the latent was not transform-coded whole (80 values)")
+            if not lat.mean() < 4 * kl[1].mean():
+                fails.append(f"{name} {kind}: latent transform KL {lat.mean():.3g}, over 4x {kl[1].mean():.3g}")
         quarters = [float(q.mean()) for q in np.array_split(kl[0], 4)]
         noise = float(np.std(quarters)) / 2  # the spread of a mean over 32 steps (4 quarters of 8)
         a, b = float(kl[0].mean()), float(kl[1].mean())
