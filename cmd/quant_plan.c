@@ -122,12 +122,24 @@ static int ends_with(const char *s, const char *suf)
     return a >= b && !strcmp(s + a - b, suf);
 }
 
+/* llama-quantize's tensors that are never quantized (src/llama-quant.cpp,
+ * tensor_allows_quantization): norms, routers, positional tables, convolution kernels
+ * (mamba's ssm_conv1d, lfm2's shortconv.conv), T5's relative bias, RWKV's small mixing
+ * tensors, gemma3n's altup and laurel, per-layer projections and the DSA indexer's */
 int qp_eligible(const char *name, uint32_t n_dims)
 {
     if (n_dims < 2 || !ends_with(name, "weight")) return 0;
-    static const char *const never[] = {"_norm.weight", "ffn_gate_inp.weight", "position_embd",
-                                        "pos_embd",     "token_types",         "ssm_conv1d",
-                                        "rel_attn_b",   "norm.weight"};
+    static const char *const never[] = {
+        "_norm.weight",          "norm.weight",           "ffn_gate_inp.weight",
+        "ffn_gate_tid2eid",      "position_embd",         "pos_embd",
+        "token_types",           "ssm_conv1d",            "shortconv.conv.weight",
+        "attn_rel_b",            "altup",                 "laurel",
+        "per_layer_model_proj",  "indexer.k_proj.weight", "indexer.q_proj.weight",
+        "time_mix_first.weight", "time_mix_w0.weight",    "time_mix_w1.weight",
+        "time_mix_w2.weight",    "time_mix_v0.weight",    "time_mix_v1.weight",
+        "time_mix_v2.weight",    "time_mix_a0.weight",    "time_mix_a1.weight",
+        "time_mix_a2.weight",    "time_mix_g1.weight",    "time_mix_g2.weight",
+        "time_mix_decay_w1.weight", "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight"};
     for (size_t i = 0; i < sizeof never / sizeof *never; i++)
         if (strstr(name, never[i])) return 0;
     return 1;
@@ -151,10 +163,23 @@ static const char *role_of(const char *name)
 
 static int starts(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
 
+/* A layer's token mixer, the attention role of the policies: attention's Q/K/V/O, an MLA
+ * cache's projections (deepseek2), a linear-attention or state-space mixer's (qwen35 and
+ * qwen3next's gated DeltaNet, mamba's, granitehybrid's), lfm2's short convolution's and
+ * RWKV's time mixing, each as llama-quantize gives it the type (its rules, then only the
+ * 2-D weights of qp_eligible) */
 static int is_attn(const char *r)
 {
-    return starts(r, "attn_q.") || starts(r, "attn_k.") || starts(r, "attn_v.") ||
-           starts(r, "attn_output.") || starts(r, "attn_qkv.");
+    static const char *const mixers[] = {
+        "attn_q.",         "attn_k.",     "attn_v.",     "attn_output.",  "attn_qkv.",
+        "attn_q_a.",       "attn_q_b.",   "attn_kv_a_mqa.", "attn_kv_b.", "attn_k_b.",
+        "attn_v_b.",       "attn_gate.",  "ssm_in.",     "ssm_out.",      "ssm_x.",
+        "ssm_dt.",         "ssm_beta.",   "ssm_alpha.",  "ssm_ba.",       "shortconv.in_proj.",
+        "shortconv.out_proj.", "time_mix_key.", "time_mix_value.", "time_mix_receptance.",
+        "time_mix_output.", "time_mix_gate."};
+    for (size_t i = 0; i < sizeof mixers / sizeof *mixers; i++)
+        if (starts(r, mixers[i])) return 1;
+    return 0;
 }
 
 static int64_t block_of(int t) { return (int64_t)tq_dtype_block_values((tq_dtype)t); }

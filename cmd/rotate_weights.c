@@ -27,12 +27,11 @@ void help_rotate_weights(void)
 {
     printf(
         "usage: tq rotate-weights [options] IN.gguf OUT.gguf\n\n"
-        "Folds exact orthogonal rotations into a llama/mistral/qwen2/qwen3 model, or (R2 only) a\n"
-        "gemma2/gemma3 one: the output computes the same function in stock llama.cpp, and its\n"
-        "weights lose their outlier channels, so it quantizes better.  Quantized inputs (Q8_0,\n"
-        "K-quants, ...) are dequantized; the tensors a rotation changes are written in "
-        "--out-type,\n"
-        "the others copied as they are.\n\n"
+        "Folds exact orthogonal rotations into a llama, mistral, mistral3, smollm3, qwen2 or\n"
+        "qwen3 model, or (R2 only) a gemma2/gemma3 one: the output computes the same function in\n"
+        "stock llama.cpp, and its weights lose their outlier channels, so it quantizes better.\n"
+        "Quantized inputs (Q8_0, K-quants, ...) are dequantized; the tensors a rotation\n"
+        "changes are written in --out-type, the others copied as they are.\n\n"
         "  --r1 on|off|auto  residual-stream rotation of size n_embd, RMSNorm gains folded in\n"
         "                    (default auto: on where the graph allows it, else off with the "
         "reason)\n"

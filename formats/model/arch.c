@@ -34,8 +34,8 @@ static const tq_arch arch_table[] = {
     /* name          head rope swa base   qkn sand rot mem nope */
     {"llama",         0,  A,   0,  0,     0,  0,   1,  KV, 0},
     {"mistral",       0,  A,   0,  0,     0,  0,   1,  KV, 0},
-    {"mistral3",      0,  A,   0,  0,     0,  0,   0,  KV, 0},
-    {"smollm3",       0,  A,   0,  0,     0,  0,   0,  KV, 4},
+    {"mistral3",      0,  A,   0,  0,     0,  0,   1,  KV, 0},
+    {"smollm3",       0,  A,   0,  0,     0,  0,   1,  KV, 4},
     {"qwen2",         0,  H,   0,  0,     0,  0,   1,  KV, 0},
     {"qwen3",         0,  H,   0,  0,     1,  0,   1,  KV, 0},
     {"qwen35",        0,  H,   0,  0,     1,  0,   0,  HE, 0},
