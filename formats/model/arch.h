@@ -33,6 +33,10 @@ typedef struct tq_arch {
     int rotate;          /* rotate-weights: 0 no, 1 R1 and R2, 2 R2 only (sandwich norms) */
     tq_arch_memory mem;  /* which layers keep K/V and which a recurrent state */
     uint32_t nope;       /* layer il has no RoPE when (il + 1) % nope == 0 (0: every layer has) */
+    uint32_t chunk;      /* the sliding layers attend within chunks of this many positions
+                            instead of a window (llama4's chunked attention; 0: a window) */
+    int mrope;           /* multi-section RoPE (M-RoPE, IMROPE): tq does not rebuild it */
+    int sinks;           /* learned attention sinks (in the weights, not the cache) */
 } tq_arch;
 
 typedef struct tq_model tq_model; /* model.h: a model's facts */

@@ -90,6 +90,7 @@ static void read_rope(tq_model *m)
         factor = v;
     uint32_t n_rot = m->n_rot;
     if (!n_rot || n_rot > m->head_k || n_rot % 2) return;
+    if (m->row && m->row->mrope) return; /* M-RoPE's sections: not rebuilt */
     tq_rope_pairs pairs = m->row ? m->row->rope : TQ_PAIRS_ADJACENT;
     m->rope = (tq_rope){m->head_k, n_rot, pairs, (float)base, (float)(1.0 / factor)};
     m->rope_known = factor > 0 && base > 0;

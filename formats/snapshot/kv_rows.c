@@ -13,7 +13,9 @@
 tq_status tq_kvsnap_past_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
                               tq_kvsnap_plan *p, src_tensor *src, size_t n)
 {
+    uint32_t chunk = o->model && o->model->row ? o->model->row->chunk : 0;
     p->swa_window = o->model && tq_kv_view_n_kv(v) == 2 ? o->model->swa_window : 0;
+    if (chunk && tq_kv_view_n_kv(v) == 2) p->swa_window = chunk;
     if (!p->swa_window || !o->past_bits || tq_kv_view_has_ext(v)) return TQ_OK;
     for (size_t i = 0; i < n; i++) {
         const tq_kv_stream *st = &tq_kv_view_kv(v, 1)->streams[src[i].stream];
@@ -26,8 +28,12 @@ tq_status tq_kvsnap_past_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
         tq_kv_view_stream_positions(v, st, pos);
         int64_t newest = INT32_MIN;
         for (uint32_t r = 0; r < src[i].cells; r++) newest = pos[r] > newest ? pos[r] : newest;
+        /* a chunked layer (llama4) attends to its chunk's positions: those before the newest
+           cell's chunk are past; a sliding one to the window before the newest */
+        int64_t first = newest - (int64_t)p->swa_window + 1;
+        if (chunk) first = newest - newest % (int64_t)chunk;
         uint32_t r = 0;
-        while (r < src[i].cells && (int64_t)pos[r] <= newest - (int64_t)p->swa_window) r++;
+        while (r < src[i].cells && (int64_t)pos[r] < first) r++;
         src[i].past_rows = r;
         free(pos);
     }
