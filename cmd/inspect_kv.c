@@ -215,6 +215,9 @@ static void header_text(const tqkv_reader *r, const tqkv_meta *m, const char *pa
     printf("size:          %.2fx smaller than the source, %.3f bits per K/V value (%" PRIu64
            " values)\n",
            (double)m->source_size / (double)tqkv_size(r), bpv, vals);
+    printf("kept exactly:  %" PRIu64 " bytes of the source that are not K/V rows (header, "
+           "tokens, cell metadata, a recurrent state)\n",
+           m->skeleton_len);
     int guessed = 0, mapped = 0;
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         guessed |= m->t[i].group_guessed;
