@@ -336,6 +336,11 @@ static void report(const enc_opts *o, const tq_kvsnap_prepared *pp, const tq_kvs
                 pp->rotated);
     if (o->c.model && !lossless && innerq_why && (!o->innerq || !strcmp(o->innerq, "auto")))
         cli_log("InnerQ: %s", innerq_why);
+    const tq_model *model = pp->options.model;
+    if (model && !model->kv_row && !lossless)
+        cli_log("note: %s: its KV facts (RoPE, layers, memory) are not verified through "
+                "llama.cpp by tq's tests: coded as without them",
+                model->arch[0] ? model->arch : "the model");
     if (rep->group_used && rep->group_source == TQ_HEAD_ARCH && !lossless)
         cli_log("note: rotation group %u, the head size of every %s model; pass --model or "
                 "--head-dim to set it",

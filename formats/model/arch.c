@@ -28,60 +28,64 @@
  *   chunk  the sliding layers attend to the positions of their chunk (llama4.cpp: 8192, set
  *          in code over the GGUF's value) instead of a window
  *   mr     M-RoPE sections (llama_model_rope_type MROPE/IMROPE: qwen35): not rebuilt
- *   sk     learned attention sinks (openai-moe.cpp attn_sinks): weights, nothing cached */
+ *   sk     learned attention sinks (openai-moe.cpp attn_sinks): weights, nothing cached
+ *   ok     its KV facts verified through llama.cpp: a tiny model's session and slot files
+ *          round-trip and restore (tests/oracle/kv_families.py; gemma3: kv_gemma.py), its RoPE
+ *          facts where tq rebuilds them (kv_rope_facts.py); 0: tq uses none of them for
+ *          snapshots (the rows stay for rotate-weights) */
 #define KV TQ_MEM_KV
 #define HH TQ_MEM_HYBRID_HEADS
 #define HE TQ_MEM_HYBRID_EVERY
 #define RE TQ_MEM_RECURRENT
 /* clang-format off */
 static const tq_arch arch_table[] = {
-    /* name          head rope swa base   qkn sand rot mem nope chunk mr sk */
-    {"llama",         0,  A,   0,  0,     0,  0,   1,  KV, 0,    0,     0,  0},
-    {"mistral",       0,  A,   0,  0,     0,  0,   1,  KV, 0,    0,     0,  0},
-    {"mistral3",      0,  A,   0,  0,     0,  0,   1,  KV, 0,    0,     0,  0},
-    {"smollm3",       0,  A,   0,  0,     0,  0,   1,  KV, 4,    0,     0,  0},
-    {"qwen2",         0,  H,   0,  0,     0,  0,   1,  KV, 0,    0,     0,  0},
-    {"qwen3",         0,  H,   0,  0,     1,  0,   1,  KV, 0,    0,     0,  0},
-    {"qwen35",        0,  H,   0,  0,     1,  0,   0,  HE, 0,    0,     1,  0},
-    {"qwen35moe",     0,  H,   0,  0,     1,  0,   0,  HE, 0,    0,     1,  0},
-    {"qwen3next",     0,  H,   0,  0,     1,  0,   0,  HE, 0,    0,     0,  0},
-    {"gpt-oss",       0,  H,   2,  0,     0,  0,   0,  KV, 0,    0,     0,  1},
-    {"llama4",        0,  A,   4,  0,     0,  0,   0,  KV, 4,    8192,  0,  0},
-    {"deepseek2",     0,  A,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"granitehybrid", 0,  A,   0,  0,     0,  0,   0,  HH, 0,    0,     0,  0},
-    {"lfm2",          0,  H,   0,  0,     1,  0,   0,  HH, 0,    0,     0,  0},
-    {"lfm2moe",       0,  H,   0,  0,     1,  0,   0,  HH, 0,    0,     0,  0},
-    {"mamba",         0,  A,   0,  0,     0,  0,   0,  RE, 0,    0,     0,  0},
-    {"mamba2",        0,  A,   0,  0,     0,  0,   0,  RE, 0,    0,     0,  0},
-    {"rwkv6",         0,  A,   0,  0,     0,  0,   0,  RE, 0,    0,     0,  0},
-    {"rwkv7",         0,  A,   0,  0,     0,  0,   0,  RE, 0,    0,     0,  0},
-    {"gemma",         0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"gemma2",        0,  H,   2,  0,     0,  1,   2,  KV, 0,    0,     0,  0},
-    {"gemma3",        256, H,  6,  10000, 1,  1,   2,  KV, 0,    0,     0,  0},
-    {"gemma3n",       0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"gemma4",        0,  H,   0,  10000, 1,  1,   0,  KV, 0,    0,     0,  0},
-    {"cohere2",       0,  A,   4,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"qwen",          0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"qwen2moe",      0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"qwen3moe",      0,  H,   0,  0,     1,  0,   0,  KV, 0,    0,     0,  0},
-    {"phi2",          0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"phi3",          0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"phimoe",        0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"stablelm",      0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"starcoder2",    0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"gptneox",       0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"falcon",        0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"olmo2",         0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"olmoe",         0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"openelm",       0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"exaone",        0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"nemotron",      0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"codeshell",     0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"orion",         0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"minicpm3",      0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"bitnet",        0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"dbrx",          0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
-    {"plamo",         0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0},
+    /* name          head rope swa base   qkn sand rot mem nope chunk mr sk ok */
+    {"llama",         0,  A,   0,  0,     0,  0,   1,  KV, 0,    0,     0,  0,  1},
+    {"mistral",       0,  A,   0,  0,     0,  0,   1,  KV, 0,    0,     0,  0,  0},
+    {"mistral3",      0,  A,   0,  0,     0,  0,   1,  KV, 0,    0,     0,  0,  1},
+    {"smollm3",       0,  A,   0,  0,     0,  0,   1,  KV, 4,    0,     0,  0,  1},
+    {"qwen2",         0,  H,   0,  0,     0,  0,   1,  KV, 0,    0,     0,  0,  1},
+    {"qwen3",         0,  H,   0,  0,     1,  0,   1,  KV, 0,    0,     0,  0,  1},
+    {"qwen35",        0,  H,   0,  0,     1,  0,   0,  HE, 0,    0,     1,  0,  1},
+    {"qwen35moe",     0,  H,   0,  0,     1,  0,   0,  HE, 0,    0,     1,  0,  0},
+    {"qwen3next",     0,  H,   0,  0,     1,  0,   0,  HE, 0,    0,     0,  0,  1},
+    {"gpt-oss",       0,  H,   2,  0,     0,  0,   0,  KV, 0,    0,     0,  1,  1},
+    {"llama4",        0,  A,   4,  0,     0,  0,   0,  KV, 4,    8192,  0,  0,  1},
+    {"deepseek2",     0,  A,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  1},
+    {"granitehybrid", 0,  A,   0,  0,     0,  0,   0,  HH, 0,    0,     0,  0,  1},
+    {"lfm2",          0,  H,   0,  0,     1,  0,   0,  HH, 0,    0,     0,  0,  1},
+    {"lfm2moe",       0,  H,   0,  0,     1,  0,   0,  HH, 0,    0,     0,  0,  0},
+    {"mamba",         0,  A,   0,  0,     0,  0,   0,  RE, 0,    0,     0,  0,  0},
+    {"mamba2",        0,  A,   0,  0,     0,  0,   0,  RE, 0,    0,     0,  0,  0},
+    {"rwkv6",         0,  A,   0,  0,     0,  0,   0,  RE, 0,    0,     0,  0,  0},
+    {"rwkv7",         0,  A,   0,  0,     0,  0,   0,  RE, 0,    0,     0,  0,  0},
+    {"gemma",         0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"gemma2",        0,  H,   2,  0,     0,  1,   2,  KV, 0,    0,     0,  0,  0},
+    {"gemma3",        256, H,  6,  10000, 1,  1,   2,  KV, 0,    0,     0,  0,  1},
+    {"gemma3n",       0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"gemma4",        0,  H,   0,  10000, 1,  1,   0,  KV, 0,    0,     0,  0,  1},
+    {"cohere2",       0,  A,   4,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"qwen",          0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"qwen2moe",      0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"qwen3moe",      0,  H,   0,  0,     1,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"phi2",          0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"phi3",          0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"phimoe",        0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"stablelm",      0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"starcoder2",    0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"gptneox",       0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"falcon",        0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"olmo2",         0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"olmoe",         0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"openelm",       0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"exaone",        0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"nemotron",      0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"codeshell",     0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"orion",         0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"minicpm3",      0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"bitnet",        0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"dbrx",          0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
+    {"plamo",         0,  H,   0,  0,     0,  0,   0,  KV, 0,    0,     0,  0,  0},
 };
 /* clang-format on */
 #undef KV
@@ -103,21 +107,27 @@ const tq_arch *tq_arch_at(size_t i)
     return i < sizeof arch_table / sizeof *arch_table ? &arch_table[i] : NULL;
 }
 
+const tq_arch *tq_arch_kv(const char *name)
+{
+    const tq_arch *a = tq_arch_find(name);
+    return a && a->verified ? a : NULL;
+}
+
 tq_rope_pairs tq_arch_rope_pairs(const char *arch)
 {
-    const tq_arch *a = tq_arch_find(arch);
+    const tq_arch *a = tq_arch_kv(arch);
     return a ? a->rope : TQ_PAIRS_ADJACENT;
 }
 
 uint32_t tq_arch_head_dim(const char *arch)
 {
-    const tq_arch *a = tq_arch_find(arch);
+    const tq_arch *a = tq_arch_kv(arch);
     return a ? a->head_dim : 0;
 }
 
 uint32_t tq_arch_swa_period(const char *arch)
 {
-    const tq_arch *a = tq_arch_find(arch);
+    const tq_arch *a = tq_arch_kv(arch);
     return a ? a->swa_period : 0;
 }
 

@@ -37,6 +37,7 @@ typedef struct tq_arch {
                             instead of a window (llama4's chunked attention; 0: a window) */
     int mrope;           /* multi-section RoPE (M-RoPE, IMROPE): tq does not rebuild it */
     int sinks;           /* learned attention sinks (in the weights, not the cache) */
+    int verified;        /* its KV facts checked through llama.cpp by tests/oracle */
 } tq_arch;
 
 typedef struct tq_model tq_model; /* model.h: a model's facts */
@@ -44,6 +45,9 @@ typedef struct tq_model tq_model; /* model.h: a model's facts */
 /* The row of an architecture; NULL for one llama.cpp runs that tq knows
  * nothing particular of (then: adjacent RoPE pairs, no iSWA, no rotation). */
 const tq_arch *tq_arch_find(const char *name);
+/* The row where its KV facts are verified through llama.cpp (column ok), else NULL: what the
+ * snapshots use; an architecture not verified is coded as one tq knows nothing of. */
+const tq_arch *tq_arch_kv(const char *name);
 /* The i-th row (NULL past the last): for lists of what a column allows. */
 const tq_arch *tq_arch_at(size_t i);
 /* Table facts with their defaults for an unknown (or NULL) name. */

@@ -90,16 +90,16 @@ static void read_rope(tq_model *m)
         factor = v;
     uint32_t n_rot = m->n_rot;
     if (!n_rot || n_rot > m->head_k || n_rot % 2) return;
-    if (m->row && m->row->mrope) return; /* M-RoPE's sections: not rebuilt */
-    tq_rope_pairs pairs = m->row ? m->row->rope : TQ_PAIRS_ADJACENT;
+    if (!m->kv_row || m->kv_row->mrope) return; /* unverified, or M-RoPE's sections */
+    tq_rope_pairs pairs = m->kv_row->rope;
     m->rope = (tq_rope){m->head_k, n_rot, pairs, (float)base, (float)(1.0 / factor)};
     m->rope_known = factor > 0 && base > 0;
     double swa_base = base, swa_factor = factor;
     if (arch_float(m, "rope.freq_base_swa", &v)) {
         swa_base = v;
         swa_factor = 1;
-    } else if (m->row && m->row->swa_rope_base > 0) { /* llama.cpp's fixed base for these */
-        swa_base = m->row->swa_rope_base;
+    } else if (m->kv_row->swa_rope_base > 0) { /* llama.cpp's fixed base for these */
+        swa_base = m->kv_row->swa_rope_base;
         swa_factor = 1;
     }
     /* sliding layers of their own head size and rotary dimensions (gemma4: key_length_swa,
@@ -131,7 +131,7 @@ static tq_status read_memory(tq_ctx *ctx, tq_model *m)
     uint32_t n = m->n_layer;
     if (!(m->kv_layer = malloc(n ? n : 1)))
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    tq_arch_memory mem = m->row ? m->row->mem : TQ_MEM_KV;
+    tq_arch_memory mem = m->kv_row ? m->kv_row->mem : TQ_MEM_KV;
     int64_t nextn = arch_int(m, "nextn_predict_layers", 0);
     int64_t shared = arch_int(m, "attention.shared_kv_layers", 0);
     int64_t every = arch_int(m, "full_attention_interval", 4);
@@ -173,6 +173,7 @@ tq_status tq_model_read(tq_ctx *ctx, const tq_gguf *g, tq_model *m)
                                 (unsigned long long)alen);
     memcpy(m->arch, a, alen);
     m->row = tq_arch_find(m->arch);
+    m->kv_row = tq_arch_kv(m->arch);
     char key[160];
     int64_t kv = tq_gguf_find_key(g, arch_key(m, "attention.head_count_kv", key, sizeof key));
     m->head_kv_per_layer = kv >= 0 && tq_gguf_kv_type(g, kv) == TQ_GGUF_ARRAY;

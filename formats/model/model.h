@@ -31,6 +31,7 @@ typedef struct tq_model {
     const tq_gguf *gguf;     /* the file the facts come from: its tensors */
     char arch[64];           /* general.architecture ("": none) */
     const tq_arch *row;      /* its row of arch.c's table (NULL: none tq knows of) */
+    const tq_arch *kv_row;   /* the row where its KV facts are verified (tq_arch_kv), else NULL */
     uint32_t n_layer;        /* block_count (0: absent) */
     uint32_t n_embd;         /* embedding_length (0: absent) */
     uint32_t n_head;         /* attention.head_count (0: absent) */

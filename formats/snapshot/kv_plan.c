@@ -504,7 +504,7 @@ static tq_status map_layers(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_op
         src[i].n_model = src[i].mapped ? total : src[i].n_layer;
         /* the table's NoPE layers (smollm3, llama4: every 4th) and an MLA latent, whose RoPE
            part is not where a head's rotary dimensions are, have no RoPE tq can undo */
-        uint32_t nope = o->model && o->model->row ? o->model->row->nope : 0;
+        uint32_t nope = o->model && o->model->kv_row ? o->model->kv_row->nope : 0;
         src[i].no_rope = (o->model && o->model->mla) ||
                          (nope && m != TQ_KV_LAYER_UNKNOWN && (m + 1) % nope == 0);
         src[i].latent = o->model && o->model->mla && !src[i].is_v;
@@ -570,6 +570,7 @@ static void plan_recent(const tq_kvsnap_plan *p, const tq_kvsnap_options *o, con
  * attention model's), V where the model is not MLA. */
 static tq_status check_memory(tq_ctx *ctx, const tq_kv_view *v, const tq_model *m)
 {
+    if (!m->kv_row) return TQ_OK; /* facts not verified: coded as without them */
     uint32_t layers = 0;
     int no_v = 0;
     for (uint32_t i = 0; i < tq_kv_view_n_kv(v); i++) {

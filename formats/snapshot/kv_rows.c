@@ -13,7 +13,7 @@
 tq_status tq_kvsnap_past_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
                               tq_kvsnap_plan *p, src_tensor *src, size_t n)
 {
-    uint32_t chunk = o->model && o->model->row ? o->model->row->chunk : 0;
+    uint32_t chunk = o->model && o->model->kv_row ? o->model->kv_row->chunk : 0;
     p->swa_window = o->model && tq_kv_view_n_kv(v) == 2 ? o->model->swa_window : 0;
     if (chunk && tq_kv_view_n_kv(v) == 2) p->swa_window = chunk;
     if (!p->swa_window || !o->past_bits || tq_kv_view_has_ext(v)) return TQ_OK;

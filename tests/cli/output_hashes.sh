@@ -25,6 +25,8 @@
 # the lossy snapshots of 256 cells or more, what they decode to and their inspect tables when
 # balanced and small came to code a layer's newest 128 cells 2 bits finer (issue 36; lossless,
 # q8, --turbo, old-*.out, quantize-tq4 and rotate-weights kept their hashes);
+# the snapshots' inspect tables when they came to show the bytes kept exactly (issue 37: a
+# line added; every snapshot and decoded output kept its hash);
 # `RECORD=1 sh tests/cli/output_hashes.sh`
 # prints the table for the code as it is.  Snapshot bytes depend on the zstd
 # build too: recorded with Debian 12's libzstd 1.5.4.

@@ -1,6 +1,6 @@
 /* test_kv_layers.c - which model layer each cache layer is: one cache maps
  * layer to layer; gemma3's two iSWA caches (every 6th layer global, base
- * cache first) and gemma2's (every 2nd) split as llama.cpp splits them;
+ * cache first) and gpt-oss's (every 2nd) split as llama.cpp splits them;
  * counts that do not fit leave the map unknown; a snapshot's recorded model
  * layers win over the architecture's rule. */
 #include "harness.h"
@@ -27,11 +27,15 @@ TEST(kv_layers_split_like_llama_cpp)
           "the SWA cache the others, in order");
     CHECK(strstr(L.rule, "gemma3") != NULL, "%s", L.rule);
     tq_cache_layers_free(&L);
-    uint32_t g2[2] = {13, 13};
-    CHECK(tq_cache_layers_for(ctx, "gemma2", NULL, 2, g2, &L) == TQ_OK);
+    uint32_t g2[2] = {13, 13}; /* gpt-oss: every 2nd layer global, set in llama.cpp's code */
+    CHECK(tq_cache_layers_for(ctx, "gpt-oss", NULL, 2, g2, &L) == TQ_OK);
     CHECK_EQ(tq_cache_layers_model(&L, 0, 0), 1);
     CHECK_EQ(tq_cache_layers_model(&L, 1, 0), 0);
     CHECK_EQ(tq_cache_layers_model(&L, 1, 12), 24);
+    tq_cache_layers_free(&L);
+    /* gemma2's row is not verified through llama.cpp (arch.c, column ok): its rule unused */
+    CHECK(tq_cache_layers_for(ctx, "gemma2", NULL, 2, g2, &L) == TQ_OK && !tq_cache_layers_known(&L),
+          "an unverified architecture's split");
     tq_cache_layers_free(&L);
     uint32_t odd[2] = {4, 14}; /* not gemma3's split of 18 */
     CHECK(tq_cache_layers_for(ctx, "gemma3", NULL, 2, odd, &L) == TQ_OK && !tq_cache_layers_known(&L), "no model: unknown");
