@@ -3,14 +3,19 @@ it) builds memories of every kind for: mistral3, smollm3 (NoPE every 4th layer),
 qwen3next (hybrid: gated DeltaNet layers, every 4th layer attention), gpt-oss (sinks, sliding
 window on alternate layers, set in code), gemma4 (per-layer head sizes), llama4 (chunked
 attention, NoPE), deepseek2 (MLA), granitehybrid (Mamba2 layers where head_count_kv is 0) and
-lfm2 (short convolutions) - for the oracle tests (not a test itself).
+lfm2 (short convolutions); also the purely recurrent mamba, mamba2, rwkv6 and rwkv7, the MoE hybrids
+qwen35moe and lfm2moe, and gemma4-shared (gemma4 whose last 2 of 6 layers reuse earlier layers' KV cache) -
+for the oracle tests (not a test itself).
 
 Hyperparameters and tensors are those llama.cpp's loaders ask for (src/llama-model.cpp,
 src/models/*.cpp; shapes in GGUF order, ne0 first); weights ~ N(0, 1/fan_in), token embeddings
 std 1, norm gains 1 +- 0.1; the 512-token SPM vocabulary of _models.py.  Pitfalls met: every
 tensor written must be used (llama.cpp counts them); qwen35's attn_qkv/attn_gate and
 granitehybrid's ssm_conv1d.bias are "not required" at load but needed to run; convolution
-kernels stay f32; gpt-oss needs output.weight; lfm2's final norm is token_embd_norm."""
+kernels stay f32; gpt-oss needs output.weight; lfm2's final norm is token_embd_norm; rwkv6/rwkv7 need
+output.weight and layer-norm biases (token_embd_norm is their "ln0"); mamba needs d_inner == 2*n_embd;
+lfm2moe needs expert_feed_forward_length and expert_gating_func; gemma4 KV sharing needs layer
+n_layer-shared-2 sliding and n_layer-shared-1 full."""
 import os
 
 import numpy as np
@@ -514,6 +519,260 @@ def lfm2(m):
             m.w(p + "shortconv.out_proj.weight", [E, E])
 
 
+# ---- recurrent-only and further hybrid archs -----------------------------
+
+def _no_attn(m, E, L, n_ff=None, ctx=2048):
+    # recurrent archs: no attention; head_count 0 ("required by llama.cpp, unused", as the converters write it)
+    m.u32("{a}.context_length", ctx)
+    m.u32("{a}.embedding_length", E)
+    m.u32("{a}.block_count", L)
+    m.u32("{a}.attention.head_count", 0)
+    if n_ff is not None:
+        m.u32("{a}.feed_forward_length", n_ff)
+
+
+def mamba(m):
+    # Mamba-1: d_inner must be 2*n_embd; ssm_a is [d_state, d_inner] (S4D-real init: -(1..d_state))
+    E, L, DS, DTR, K = 64, 2, 16, 4, 4
+    DI = 2 * E
+    _no_attn(m, E, L)
+    m.u32("{a}.ssm.conv_kernel", K)
+    m.u32("{a}.ssm.inner_size", DI)
+    m.u32("{a}.ssm.state_size", DS)
+    m.u32("{a}.ssm.time_step_rank", DTR)
+    m.f32("{a}.attention.layer_norm_rms_epsilon", 1e-5)
+    m.embd(E, output=False)  # tied, like the state-spaces checkpoints
+    for i in range(L):
+        p = f"blk.{i}."
+        m.norm(p + "attn_norm.weight", E)
+        m.w(p + "ssm_in.weight", [E, 2 * DI])
+        m.w(p + "ssm_conv1d.weight", [K, DI], scale=0.5)
+        m.vec(p + "ssm_conv1d.bias", DI)
+        m.w(p + "ssm_x.weight", [DI, DTR + 2 * DS])
+        m.w(p + "ssm_dt.weight", [DTR, DI])
+        m.vec(p + "ssm_dt.bias", DI, scale=0.5, offset=-2.0)    # softplus(dt) ~ 0.1
+        a = -np.tile(np.arange(1, DS + 1, dtype=np.float64), (DI, 1)) * np.exp(0.1 * m.rng.standard_normal((DI, DS)))
+        m.const(p + "ssm_a", [DS, DI], a)                        # -exp(A_log), no ".weight"
+        m.const(p + "ssm_d", [DI], np.ones(DI))
+        m.w(p + "ssm_out.weight", [DI, E])
+
+
+def mamba2(m):
+    # Mamba-2: NH heads of DI/NH, NG groups; ssm_in packs z, xBC, dt
+    E, L, DS, NH, NG, K = 64, 2, 16, 4, 1, 4
+    DI = 2 * E
+    _no_attn(m, E, L)
+    m.u32("{a}.ssm.conv_kernel", K)
+    m.u32("{a}.ssm.inner_size", DI)
+    m.u32("{a}.ssm.state_size", DS)
+    m.u32("{a}.ssm.time_step_rank", NH)
+    m.u32("{a}.ssm.group_count", NG)
+    m.f32("{a}.attention.layer_norm_rms_epsilon", 1e-5)
+    m.embd(E, output=False)
+    for i in range(L):
+        p = f"blk.{i}."
+        m.norm(p + "attn_norm.weight", E)
+        m.w(p + "ssm_in.weight", [E, 2 * DI + 2 * NG * DS + NH])
+        m.w(p + "ssm_conv1d.weight", [K, DI + 2 * NG * DS], scale=0.5)
+        m.vec(p + "ssm_conv1d.bias", DI + 2 * NG * DS)
+        m.vec(p + "ssm_dt.bias", NH, scale=0.5)
+        m.const(p + "ssm_a", [1, NH], -np.exp(m.rng.uniform(-1, 1, NH)))  # no ".weight"
+        m.const(p + "ssm_d", [1, NH], np.ones(NH))
+        m.norm(p + "ssm_norm.weight", [DI // NG, NG])
+        m.w(p + "ssm_out.weight", [DI, E])
+
+
+def _rwkv_common(m, E, L, HS, FF):
+    _no_attn(m, E, L, n_ff=FF, ctx=1048576)
+    m.f32("{a}.attention.layer_norm_epsilon", 1e-5)
+    m.u32("{a}.wkv.head_size", HS)
+    m.embd(E)  # output.weight is REQUIRED (no tying)
+    m.norm("token_embd_norm.weight", E)      # "ln0" after the embedding, with bias
+    m.vec("token_embd_norm.bias", E)
+    m.vec("output_norm.bias", E)
+
+
+def _rwkv_ln(m, i, E):
+    p = f"blk.{i}."
+    for n in ("attn_norm", "attn_norm_2"):
+        m.norm(p + n + ".weight", E)
+        m.vec(p + n + ".bias", E)
+
+
+def rwkv6(m):
+    # RWKV-6 "Finch": time mix (data-dependent lerp via LoRA w1/w2, decay LoRA), channel mix; lerps fused as the converter does
+    E, L, HS, FF, TM, TD = 64, 2, 32, 224, 32, 64
+    _rwkv_common(m, E, L, HS, FF)
+    m.u32("{a}.time_mix_extra_dim", TM)
+    m.u32("{a}.time_decay_extra_dim", TD)
+    m.u32("{a}.rescale_every_n_layers", 6)
+    for i in range(L):
+        p = f"blk.{i}."
+        _rwkv_ln(m, i, E)
+        m.w(p + "time_mix_w1.weight", [E, TM * 5], scale=0.1)
+        m.w(p + "time_mix_w2.weight", [TM, E, 5], scale=0.1)
+        m.vec(p + "time_mix_lerp_x.weight", [E, 1, 1], scale=0.2, offset=0.5)
+        m.vec(p + "time_mix_lerp_fused.weight", [E, 1, 1, 5], scale=0.2, offset=0.5)
+        m.vec(p + "time_mix_first.weight", [HS, E // HS], scale=0.5)   # "u" bonus
+        m.vec(p + "time_mix_decay.weight", E, scale=0.5, offset=-1.0)  # w = exp(-exp(decay))
+        m.w(p + "time_mix_decay_w1.weight", [E, TD], scale=0.1)
+        m.w(p + "time_mix_decay_w2.weight", [TD, E], scale=0.1)
+        for n in ("key", "value", "receptance", "gate"):
+            m.w(p + f"time_mix_{n}.weight", [E, E])
+        m.norm(p + "time_mix_ln.weight", E)
+        m.vec(p + "time_mix_ln.bias", E)
+        m.w(p + "time_mix_output.weight", [E, E])
+        m.vec(p + "channel_mix_lerp_k.weight", [E, 1, 1], scale=0.2, offset=0.5)
+        m.vec(p + "channel_mix_lerp_r.weight", [E, 1, 1], scale=0.2, offset=0.5)
+        m.w(p + "channel_mix_key.weight", [E, FF])
+        m.w(p + "channel_mix_value.weight", [FF, E])
+        m.w(p + "channel_mix_receptance.weight", [E, E])
+
+
+def rwkv7(m):
+    # RWKV-7 "Goose": LoRAs for decay (w), in-context LR (a), value-residual mix (v; layer 0's is a dummy) and gate (g)
+    E, L, HS, FF = 64, 2, 32, 256
+    RD, RA, RV, RG = 32, 32, 32, 32
+    _rwkv_common(m, E, L, HS, FF)
+    m.u32("{a}.attention.decay_lora_rank", RD)
+    m.u32("{a}.attention.iclr_lora_rank", RA)
+    m.u32("{a}.attention.value_residual_mix_lora_rank", RV)
+    m.u32("{a}.attention.gate_lora_rank", RG)
+    for i in range(L):
+        p = f"blk.{i}."
+        _rwkv_ln(m, i, E)
+        for n, r in (("w", RD), ("a", RA), ("v", RA if i == 0 else RV)):
+            m.vec(p + f"time_mix_{n}0.weight", E, scale=0.5)
+            m.w(p + f"time_mix_{n}1.weight", [E, r], scale=0.1)
+            m.w(p + f"time_mix_{n}2.weight", [r, E], scale=0.1)
+        m.w(p + "time_mix_g1.weight", [E, RG], scale=0.1)
+        m.w(p + "time_mix_g2.weight", [RG, E])
+        m.vec(p + "time_mix_lerp_fused.weight", [E, 1, 1, 6], scale=0.2, offset=0.5)  # r w k v a g
+        m.vec(p + "time_mix_k_k.weight", E, scale=0.1, offset=0.85)
+        m.vec(p + "time_mix_k_a.weight", E, scale=0.1, offset=1.0)
+        m.vec(p + "time_mix_r_k.weight", E, scale=0.5)   # [head_size * n_head], flattened
+        for n in ("key", "value", "receptance"):
+            m.w(p + f"time_mix_{n}.weight", [E, E])
+        m.norm(p + "time_mix_ln.weight", E)
+        m.vec(p + "time_mix_ln.bias", E)
+        m.w(p + "time_mix_output.weight", [E, E])
+        m.vec(p + "channel_mix_lerp_k.weight", [E, 1, 1], scale=0.2, offset=0.5)
+        m.w(p + "channel_mix_key.weight", [E, FF])
+        m.w(p + "channel_mix_value.weight", [FF, E])
+
+
+def qwen35moe(m):
+    # Qwen3.5-MoE (35B-A3B-like): qwen35's GDN/gated-attention stack, every FFN routed experts + sigmoid-gated shared expert
+    E, L, H, KV, D, FF = 64, 4, 4, 2, 32, 128
+    S, NK, NV = 16, 2, 4
+    NE, NU, FFE, FFS = 4, 2, 32, 32
+    m.common(E, L, H, KV, FF, head_dim=D, rope_base=1e7, eps=1e-6)
+    m.u32("{a}.rope.dimension_count", 8)
+    m.arr("{a}.rope.dimension_sections", [2, 1, 1, 0])  # required
+    m.u32("{a}.expert_count", NE)
+    m.u32("{a}.expert_used_count", NU)
+    m.u32("{a}.expert_feed_forward_length", FFE)
+    m.u32("{a}.expert_shared_feed_forward_length", FFS)
+    _gdn_hparams(m, L, S, NK, NV)
+    m.embd(E)
+    for i in range(L):
+        p = f"blk.{i}."
+        m.norm(p + "attn_norm.weight", E)
+        m.norm(p + "post_attention_norm.weight", E)
+        if (i + 1) % 4 == 0:
+            _gated_attn_layer(m, i, E, H, KV, D)
+        else:
+            _gdn_layer(m, i, E, S, NK, NV, qwen35=True)
+        m.experts(i, E, FFE, NE)
+        m.w(p + "ffn_gate_inp_shexp.weight", [E])
+        m.ffn(i, E, FFS, suffix="_shexp")
+
+
+def lfm2moe(m):
+    # LFM2-8B-A1B-like: lfm2's conv/attention stack; 1 dense lead layer, then sigmoid-routed experts with selection bias
+    E, L, H, FF, LC = 64, 4, 4, 128, 3
+    NE, NU, FFE = 4, 2, 32
+    kv = [0, 0, 2, 0]
+    D = E // H
+    m.common(E, L, H, kv, FF)
+    m.u32("{a}.rope.dimension_count", D)
+    m.u32("{a}.shortconv.l_cache", LC)
+    m.u32("{a}.leading_dense_block_count", 1)
+    m.u32("{a}.expert_count", NE)
+    m.u32("{a}.expert_used_count", NU)
+    m.u32("{a}.expert_feed_forward_length", FFE)   # required
+    m.u32("{a}.expert_gating_func", 2)             # required; 2 = sigmoid
+    m.bool("{a}.expert_weights_norm", True)
+    m.embd(E, output=False, output_norm="token_embd_norm.weight")
+    for i in range(L):
+        p = f"blk.{i}."
+        m.norm(p + "attn_norm.weight", E)
+        m.norm(p + "ffn_norm.weight", E)
+        if i < 1:
+            m.ffn(i, E, FF)
+        else:
+            m.experts(i, E, FFE, NE)
+            m.vec(p + "exp_probs_b.bias", NE)
+        if kv[i]:
+            m.norm(p + "attn_q_norm.weight", D)
+            m.norm(p + "attn_k_norm.weight", D)
+            m.qkv(i, E, E, kv[i] * D, kv[i] * D)
+            m.w(p + "attn_output.weight", [E, E])
+        else:
+            m.w(p + "shortconv.conv.weight", [LC, E], scale=0.5)
+            m.w(p + "shortconv.in_proj.weight", [E, 3 * E])
+            m.w(p + "shortconv.out_proj.weight", [E, E])
+
+
+def gemma4_shared(m):
+    # E2B-like KV sharing: the last NS layers have no K/V of their own; llama.cpp points each at the KV cache of the
+    # last non-shared layer of the same kind (layer n_kv-2 for sliding, n_kv-1 for full), so those must be SWA then full
+    E, L, FF, NS = 64, 6, 128, 2
+    H, KV_SWA, KV_FULL = 4, 2, 1
+    D_SWA, D_FULL = 16, 32
+    PL = 8
+    swa = [True, True, True, False, True, False]
+    n_kv = L - NS
+    assert swa[n_kv - 2] and not swa[n_kv - 1]
+    kv = [KV_SWA if s else KV_FULL for s in swa]
+    m.common(E, L, H, kv, FF, head_dim=D_FULL, eps=1e-6, rope_base=1e6)
+    m.u32("{a}.attention.key_length_swa", D_SWA)
+    m.u32("{a}.attention.value_length_swa", D_SWA)
+    m.u32("{a}.rope.dimension_count", D_FULL)
+    m.u32("{a}.rope.dimension_count_swa", D_SWA)
+    m.f32("{a}.rope.freq_base_swa", 10000.0)
+    m.u32("{a}.attention.sliding_window", 16)
+    m.arr("{a}.attention.sliding_window_pattern", swa)
+    m.u32("{a}.attention.shared_kv_layers", NS)
+    m.u32("{a}.embedding_length_per_layer_input", PL)
+    m.f32("{a}.final_logit_softcapping", 30.0)
+    m.embd(E, output=False)
+    m.w("per_layer_token_embd.weight", [PL * L, VOCAB], scale=1.0)
+    m.w("per_layer_model_proj.weight", [E, PL * L])
+    m.norm("per_layer_proj_norm.weight", PL)
+    n_rot_pairs = D_FULL // 8
+    m.const("rope_freqs.weight", [D_FULL // 2], [1.0] * n_rot_pairs + [1e30] * (D_FULL // 2 - n_rot_pairs))
+    for i in range(L):
+        p = f"blk.{i}."
+        D = D_SWA if swa[i] else D_FULL
+        m.norm(p + "attn_norm.weight", E)
+        m.w(p + "attn_q.weight", [E, H * D])
+        m.norm(p + "attn_q_norm.weight", D)
+        if i < n_kv:  # shared layers: no attn_k / attn_v / attn_k_norm (not required there, and unused)
+            m.w(p + "attn_k.weight", [E, kv[i] * D])
+            m.w(p + "attn_v.weight", [E, kv[i] * D])
+            m.norm(p + "attn_k_norm.weight", D)
+        m.w(p + "attn_output.weight", [H * D, E])
+        m.norm(p + "post_attention_norm.weight", E)
+        m.const(p + "layer_output_scale.weight", [1], [0.9])
+        m.norm(p + "ffn_norm.weight", E)
+        m.ffn(i, E, FF)
+        m.norm(p + "post_ffw_norm.weight", E)
+        m.w(p + "inp_gate.weight", [E, PL])
+        m.w(p + "proj.weight", [PL, E])
+        m.norm(p + "post_norm.weight", E)
+
+
 RECIPES = {
     "mistral3": ("mistral3", mistral3),
     "smollm3": ("smollm3", smollm3),
@@ -527,6 +786,13 @@ RECIPES = {
     "granitehybrid": ("granitehybrid", lambda m: granitehybrid(m, moe=True)),
     "granitehybrid-dense": ("granitehybrid", lambda m: granitehybrid(m, moe=False)),
     "lfm2": ("lfm2", lfm2),
+    "mamba": ("mamba", mamba),
+    "mamba2": ("mamba2", mamba2),
+    "rwkv6": ("rwkv6", rwkv6),
+    "rwkv7": ("rwkv7", rwkv7),
+    "qwen35moe": ("qwen35moe", qwen35moe),
+    "lfm2moe": ("lfm2moe", lfm2moe),
+    "gemma4-shared": ("gemma4", gemma4_shared),
 }
 
 
