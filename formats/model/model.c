@@ -91,6 +91,9 @@ static void read_rope(tq_model *m)
     uint32_t n_rot = m->n_rot;
     if (!n_rot || n_rot > m->head_k || n_rot % 2) return;
     if (!m->kv_row || m->kv_row->mrope) return; /* unverified, or M-RoPE's sections */
+    /* per-frequency factors (Llama 3.1's long-context scaling, gemma4's proportional RoPE:
+       ggml_rope_ext's freq_factors) turn some pairs slower: not rebuilt */
+    if (tq_gguf_find_tensor(m->gguf, "rope_freqs.weight") >= 0) return;
     tq_rope_pairs pairs = m->kv_row->rope;
     m->rope = (tq_rope){m->head_k, n_rot, pairs, (float)base, (float)(1.0 / factor)};
     m->rope_known = factor > 0 && base > 0;

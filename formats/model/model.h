@@ -9,7 +9,8 @@
  *   3. attention.key_length / value_length, else embedding_length / head_count;
  *   4. attention.sliding_window, attention.sliding_window_pattern (a bool per layer);
  *   5. rope.dimension_count (else the K head size), rope.freq_base (10000), linear scaling
- *      (rope.scaling.type "linear" with .factor, or the older rope.scale_linear), and for the
+ *      (rope.scaling.type "linear" with .factor, or the older rope.scale_linear; no RoPE
+ *      where the model has rope_freqs.weight, per-pair factors tq does not rebuild), and for the
  *      sliding layers rope.freq_base_swa, else the base llama.cpp fixes for the architecture
  *      (the table's), else the global layers' RoPE;
  *   6. the memory: which layers keep K/V (all; a hybrid's attention layers, by
