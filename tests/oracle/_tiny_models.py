@@ -269,11 +269,12 @@ def qwen35(m):
 
 
 def qwen3next(m):
-    E, L, H, KV, D, FF = 64, 4, 4, 2, 32, 128
+    E, L, H, KV, D, FF = m.e, 4, 4, 2, 64 if m.wide else 32, 128
     S, NK, NV = 16, 2, 4
     NE, NU, FFE, FFS = 4, 2, 32, 32
-    m.common(E, L, H, KV, FF, head_dim=D, rope_base=1e7, eps=1e-6)
-    m.u32("{a}.rope.dimension_count", 8)
+    # wide: a base of 1e4, so that a few hundred positions turn every pair (at 1e7 most barely move)
+    m.common(E, L, H, KV, FF, head_dim=D, rope_base=1e4 if m.wide else 1e7, eps=1e-6)
+    m.u32("{a}.rope.dimension_count", D // 4)  # partial RoPE, a quarter of the head as Qwen3-Next's
     m.u32("{a}.expert_count", NE)
     m.u32("{a}.expert_used_count", NU)
     m.u32("{a}.expert_feed_forward_length", FFE)
@@ -450,7 +451,7 @@ def deepseek2(m):
 def granitehybrid(m, moe=True):
     # Granite-4.0-H-tiny-like: Mamba2 layers (head_count_kv 0) + attention layers, MoE + shared expert
     # (moe=False: Granite-4.0-H-micro-like dense FFN)
-    E, L, H, FF = 64, 4, 4, 64
+    E, L, H, FF = m.e, 4, 4, 64
     kv = [0, 2, 0, 0]  # layer 1 is attention; 0 marks a recurrent (mamba2) layer
     D = E // H
     DI, DS, NH, NG, K = 2 * E, 16, 4, 1, 4   # d_inner must be 2*n_embd
