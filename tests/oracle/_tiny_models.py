@@ -272,9 +272,10 @@ def qwen3next(m):
     E, L, H, KV, D, FF = m.e, 4, 4, 2, 64 if m.wide else 32, 128
     S, NK, NV = 16, 2, 4
     NE, NU, FFE, FFS = 4, 2, 32, 32
-    # wide: a base of 1e4, so that a few hundred positions turn every pair (at 1e7 most barely move)
+    # wide (kv_rope_facts.py): half the head turns, at a base of 1e4, so that a few hundred
+    # positions turn every pair (at 1e7 most barely move)
     m.common(E, L, H, KV, FF, head_dim=D, rope_base=1e4 if m.wide else 1e7, eps=1e-6)
-    m.u32("{a}.rope.dimension_count", D // 4)  # partial RoPE, a quarter of the head as Qwen3-Next's
+    m.u32("{a}.rope.dimension_count", D // 2 if m.wide else D // 4)  # partial RoPE (Qwen3-Next: a quarter)
     m.u32("{a}.expert_count", NE)
     m.u32("{a}.expert_used_count", NU)
     m.u32("{a}.expert_feed_forward_length", FFE)

@@ -7,9 +7,10 @@ its pairs (halves or adjacent), base and rotary dimensions, and the layers that 
 with the offset must be well under its error without (--k-offset off), where b's norm swamps
 the blocks; a wrong fact leaves b's residue on the layers it touches.  Transform-coded (--transform on), K is turned
 back before RoPE on the layers that have it, and a layer a wrong fact turns errs more than the
-others.  Each of smollm3's and llama4's NoPE facts and smollm3's, lfm2's, mistral3's and
-granitehybrid's pairs, changed in the table, fails this; qwen3next's pairs do not (a quarter
-of its head turns, and the offset falls back to the plain mean: 0.0375 against 0.0287).
+others.  Each of smollm3's and llama4's NoPE facts and smollm3's, lfm2's, mistral3's,
+granitehybrid's and qwen3next's pairs, changed in the table, fails this (qwen3next's tiny model
+turns half its head at base 1e4: with a quarter turning at 1e7, as the real model's, the
+offset's fallback to the plain mean leaves too little of b to tell wrong pairs apart).
 Exit 77 = oracle missing."""
 import subprocess
 import sys
@@ -24,7 +25,7 @@ import _tiny_models  # noqa: E402
 
 # architectures whose RoPE tq rebuilds (no YaRN, no M-RoPE cells, no MLA latent, no per-pair
 # factors), with heads of 64 (an offset's smallest, kv_presets.c): adjacent pairs, NoPE layers,
-# NeoX halves in two hybrids, partial RoPE (qwen3next: a quarter of the head)
+# NeoX halves in two hybrids, partial RoPE (qwen3next)
 ARCHS = ["mistral3", "smollm3", "llama4", "lfm2", "qwen3next", "granitehybrid"]
 PROMPT = 300
 
