@@ -148,6 +148,20 @@ def refusals(d, fails):
     del llm
     for cmd in (["inspect", buf], ["encode-kvdump", buf, "-o", out]):
         refuse(cmd, "a llama_state_get_data buffer", fails, out)
+    # an architecture whose facts are not verified (arch.c, column ok 0): --model says so in one
+    # line and codes the state as without the model's facts
+    m = Path(_tiny_models.build("lfm2moe", d))
+    llm = llm_of(m)
+    llm.eval([1] + list(range(5, 40)))
+    state = d / "lfm2moe.ggsn"
+    arr = (llama_cpp.llama_token * 36)(*([1] + list(range(5, 40))))
+    assert llama_cpp.llama_state_save_file(llm._ctx.ctx, str(state).encode(), arr, 36)
+    del llm
+    r = subprocess.run([TQ, "encode-kvdump", state, "-o", out, "--model", m], capture_output=True, text=True)
+    notes = [ln for ln in r.stderr.splitlines() if "not verified" in ln]
+    if r.returncode or len(notes) != 1 or "lfm2moe" not in notes[0]:
+        fails.append(f"unverified lfm2moe: exit {r.returncode}, {r.stderr.strip()!r}")
+    out.unlink(missing_ok=True)
 
 
 def main():
