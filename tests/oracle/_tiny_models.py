@@ -21,6 +21,7 @@ import os
 import numpy as np
 import gguf
 
+from _models import add_spm_tokenizer as _add_spm_tokenizer
 from _models import spm_vocab as _spm_vocab
 
 VOCAB = 512
@@ -134,14 +135,7 @@ class Tiny:
     def write(self, path):
         w = gguf.GGUFWriter(path, self.arch)
         w.add_name(f"tiny-{self.arch}")
-        tokens, scores, types = spm_vocab()
-        w.add_string("tokenizer.ggml.model", "llama")
-        w.add_array("tokenizer.ggml.tokens", tokens)
-        w.add_array("tokenizer.ggml.scores", scores)
-        w.add_array("tokenizer.ggml.token_type", types)
-        w.add_uint32("tokenizer.ggml.bos_token_id", 1)
-        w.add_uint32("tokenizer.ggml.eos_token_id", 2)
-        w.add_uint32("tokenizer.ggml.unknown_token_id", 0)
+        _add_spm_tokenizer(w, VOCAB)
         w.add_file_type(1 if self.f16 else 0)
         for kind, key, v in self.kv:
             if kind == "u32":
@@ -268,7 +262,7 @@ def qwen35(m):
         m.ffn(i, E, FF)
 
 
-def qwen3next(m):
+def qwen3next(m, qwen35=False):
     E, L, H, KV, D, FF = m.e, 4, 4, 2, 64 if m.wide else 32, 128
     S, NK, NV = 16, 2, 4
     NE, NU, FFE, FFS = 4, 2, 32, 32
@@ -276,6 +270,8 @@ def qwen3next(m):
     # positions turn every pair (at 1e7 most barely move)
     m.common(E, L, H, KV, FF, head_dim=D, rope_base=1e4 if m.wide else 1e7, eps=1e-6)
     m.u32("{a}.rope.dimension_count", D // 2 if m.wide else D // 4)  # partial RoPE (Qwen3-Next: a quarter)
+    if qwen35:
+        m.arr("{a}.rope.dimension_sections", [2, 1, 1, 0])  # required
     m.u32("{a}.expert_count", NE)
     m.u32("{a}.expert_used_count", NU)
     m.u32("{a}.expert_feed_forward_length", FFE)
@@ -289,7 +285,7 @@ def qwen3next(m):
         if (i + 1) % 4 == 0:
             _gated_attn_layer(m, i, E, H, KV, D)
         else:
-            _gdn_layer(m, i, E, S, NK, NV, qwen35=False)
+            _gdn_layer(m, i, E, S, NK, NV, qwen35=qwen35)
         m.experts(i, E, FFE, NE)
         m.w(p + "ffn_gate_inp_shexp.weight", [E])    # 1-D: one sigmoid gate per token
         m.ffn(i, E, FFS, suffix="_shexp")
@@ -664,30 +660,9 @@ def rwkv7(m):
 
 
 def qwen35moe(m):
-    # Qwen3.5-MoE (35B-A3B-like): qwen35's GDN/gated-attention stack, every FFN routed experts + sigmoid-gated shared expert
-    E, L, H, KV, D, FF = 64, 4, 4, 2, 32, 128
-    S, NK, NV = 16, 2, 4
-    NE, NU, FFE, FFS = 4, 2, 32, 32
-    m.common(E, L, H, KV, FF, head_dim=D, rope_base=1e7, eps=1e-6)
-    m.u32("{a}.rope.dimension_count", 8)
-    m.arr("{a}.rope.dimension_sections", [2, 1, 1, 0])  # required
-    m.u32("{a}.expert_count", NE)
-    m.u32("{a}.expert_used_count", NU)
-    m.u32("{a}.expert_feed_forward_length", FFE)
-    m.u32("{a}.expert_shared_feed_forward_length", FFS)
-    _gdn_hparams(m, L, S, NK, NV)
-    m.embd(E)
-    for i in range(L):
-        p = f"blk.{i}."
-        m.norm(p + "attn_norm.weight", E)
-        m.norm(p + "post_attention_norm.weight", E)
-        if (i + 1) % 4 == 0:
-            _gated_attn_layer(m, i, E, H, KV, D)
-        else:
-            _gdn_layer(m, i, E, S, NK, NV, qwen35=True)
-        m.experts(i, E, FFE, NE)
-        m.w(p + "ffn_gate_inp_shexp.weight", [E])
-        m.ffn(i, E, FFS, suffix="_shexp")
+    # Qwen3.5-MoE (35B-A3B-like): qwen35's GDN/gated-attention stack, every FFN routed experts +
+    # sigmoid-gated shared expert: qwen3next's stack with qwen35's M-RoPE sections
+    qwen3next(m, qwen35=True)
 
 
 def lfm2moe(m):

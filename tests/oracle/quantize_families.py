@@ -21,7 +21,7 @@ from _env import TQ, need  # noqa: E402
 
 np, gguf, llama_cpp = need("numpy", "gguf", "llama_cpp")
 import _tiny_models  # noqa: E402
-from _llama_util import compare  # noqa: E402
+from _llama_util import compare, prompt_logits  # noqa: E402
 
 ARCHS = ["mistral3", "smollm3", "qwen35", "qwen3next", "gpt-oss", "gemma4", "llama4", "deepseek2",
          "granitehybrid", "lfm2"]
@@ -30,15 +30,6 @@ MIXERS = ("attn_q.", "attn_k.", "attn_v.", "attn_output.", "attn_qkv.", "attn_q_
           "ssm_alpha.", "ssm_ba.", "shortconv.in_proj.", "shortconv.out_proj.")
 LOAD = ("import llama_cpp, sys; llama_cpp.Llama(model_path=sys.argv[1], n_ctx=64, verbose=False, "
         "n_threads=1)")
-
-
-def logits(model, toks):
-    llm = llama_cpp.Llama(model_path=str(model), n_ctx=128, logits_all=True, verbose=False, n_threads=1,
-                          n_threads_batch=1)
-    llm.eval(toks)
-    out = np.array(llm.scores[: len(toks)], dtype=np.float64)
-    del llm
-    return out
 
 
 def check(d, name, toks):
@@ -55,7 +46,7 @@ def check(d, name, toks):
         two_d = sum(1 for x in t["shape"] if x > 1) >= 2
         if role.startswith(MIXERS) and two_d and t["to"] in ("f32", "f16", "bf16"):
             bad.append(f"{t['name']} kept as {t['to']}")
-    kl, top1 = compare(logits(src, toks), logits(sim, toks))
+    kl, top1 = compare(prompt_logits(src, toks), prompt_logits(sim, toks))
     print(f"{name:14s} config-i, simulated: mean KL {kl:.4f} against F32, top-1 {top1:.1%}")
     if not kl < 0.05:
         bad.append(f"simulated KL {kl:.4f}")

@@ -14,18 +14,9 @@ from _env import TQ, need  # noqa: E402
 
 np, gguf, llama_cpp = need("numpy", "gguf", "llama_cpp")
 import _tiny_models  # noqa: E402
-from _llama_util import compare  # noqa: E402
+from _llama_util import compare, prompt_logits  # noqa: E402
 
 ARCHS = ["mistral3", "smollm3"]
-
-
-def logits(model, toks):
-    llm = llama_cpp.Llama(model_path=str(model), n_ctx=128, logits_all=True, verbose=False, type_k=0, type_v=0,
-                          n_threads=1, n_threads_batch=1)
-    llm.eval(toks)
-    out = np.array(llm.scores[: len(toks)], dtype=np.float64)
-    del llm
-    return out
 
 
 def main():
@@ -40,7 +31,7 @@ def main():
                 print(f"FAIL: {name}: rotate-weights: {r.stderr.strip()}")
                 failed += 1
                 continue
-            kl, top1 = compare(logits(src, toks), logits(rot, toks))
+            kl, top1 = compare(prompt_logits(src, toks, f32_cache=True), prompt_logits(rot, toks, f32_cache=True))
             print(f"{name}: rotated against unrotated, mean KL {kl:.2e}, top-1 {top1:.1%}")
             ok = kl < 1e-5 and top1 == 1.0
             print(f"ok {name}" if ok else f"FAIL: {name}: KL {kl:.2e}, top-1 {top1:.1%}")
