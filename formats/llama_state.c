@@ -322,6 +322,33 @@ static int looks_like_state_data(const uint8_t *p, uint64_t size)
     return 1;
 }
 
+/* The file's kind from its magic and version, or the message for what it is instead. */
+static tq_status read_kind(tq_ctx *ctx, tq_kv_view *s, uint32_t magic)
+{
+    if (magic == TQ_GGSN_MAGIC && (s->version == 9 || s->version == 10)) {
+        s->kind = TQ_KV_SESSION;
+        return TQ_OK;
+    }
+    if (magic == TQ_GGSQ_MAGIC && (s->version == 2 || s->version == 3)) {
+        s->kind = TQ_KV_SEQUENCE;
+        return TQ_OK;
+    }
+    if (magic == TQ_GGSN_MAGIC || magic == TQ_GGSQ_MAGIC)
+        return tq_ctx_set_error(
+            ctx, TQ_ERR_FORMAT,
+            "%s: %s version %u is not supported (session v9-10 and sequence v2-3 are)", s->label,
+            magic == TQ_GGSN_MAGIC ? "session" : "sequence", s->version);
+    if (looks_like_state_data(s->map, s->size))
+        return tq_ctx_set_error(
+            ctx, TQ_ERR_FORMAT,
+            "%s: a llama_state_get_data buffer (what llama-cpp-python's Llama.save_state() "
+            "holds: the architecture and the memory, no header or tokens), not a state "
+            "file: save it with llama_state_save_file or llama_state_seq_save_file",
+            s->label);
+    return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a llama.cpp state file (magic %08x)",
+                            s->label, magic);
+}
+
 static tq_status parse(tq_ctx *ctx, tq_kv_view *s)
 {
     cur c = {s->map, s->size, 0, ""};
@@ -329,27 +356,8 @@ static tq_status parse(tq_ctx *ctx, tq_kv_view *s)
     if (get(&c, &magic, 4, "magic") || get(&c, &s->version, 4, "version"))
         return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a llama.cpp state file (%s)", s->label,
                                 c.err);
-    if (magic == TQ_GGSN_MAGIC && (s->version == 9 || s->version == 10))
-        s->kind = TQ_KV_SESSION;
-    else if (magic == TQ_GGSQ_MAGIC && (s->version == 2 || s->version == 3))
-        s->kind = TQ_KV_SEQUENCE;
-    else if (magic == TQ_GGSN_MAGIC || magic == TQ_GGSQ_MAGIC)
-        return tq_ctx_set_error(
-            ctx, TQ_ERR_FORMAT,
-            "%s: %s version %u is not supported (session v9-10 and sequence v2-3 are)", s->label,
-            magic == TQ_GGSN_MAGIC ? "session" : "sequence", s->version);
-    else
-    {
-        if (looks_like_state_data(s->map, s->size))
-            return tq_ctx_set_error(
-                ctx, TQ_ERR_FORMAT,
-                "%s: a llama_state_get_data buffer (what llama-cpp-python's Llama.save_state() "
-                "holds: the architecture and the memory, no header or tokens), not a state "
-                "file: save it with llama_state_save_file or llama_state_seq_save_file",
-                s->label);
-        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a llama.cpp state file (magic %08x)",
-                                s->label, magic);
-    }
+    tq_status kst = read_kind(ctx, s, magic);
+    if (kst) return kst;
     if (get(&c, &s->n_tokens, 4, "token count"))
         return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %s", s->label, c.err);
     if (s->n_tokens > (c.size - c.pos) / 4)

@@ -36,6 +36,12 @@ tq_status tq_kvsnap_adopt_base_rope(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader
 tq_status tq_kvsnap_fit_offset(tq_ctx *ctx, const tq_kvsnap_offset_row *row, const src_tensor *s,
                                tqkv_record *t, const tq_rope *rope, const int32_t *pos);
 
+/* Whether the state fits the model and the head size (kv_fit.c): with a model whose facts are
+ * verified, its memory (the layers that keep K/V, a recurrent state, V or an MLA latent); a
+ * head size given or the model's must cut every row (src[].head) into whole heads. */
+tq_status tq_kvsnap_check_fit(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+                              const src_tensor *src, size_t n);
+
 /* The rows of the sliding-window layers' tensors that the next token cannot attend to
  * (src[].past_rows; p->swa_window set) and, once the plan's bits are set, the rows to be
  * coded finer as the newest (src[].recent_rows) (kv_rows.c). */
