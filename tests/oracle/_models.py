@@ -40,7 +40,8 @@ def add_spm_tokenizer(w, n=512):
 
 
 def make_model(path, tokenizer_gguf, head_dim, n_head=8, n_head_kv=2, n_layer=2, seed=0, arch="llama", n_embd=None,
-               n_ff=512, tied=False, gains=False, outliers=0, dtype=np.float32, k_outliers=0, stories_order=False):
+               n_ff=512, tied=False, gains=False, outliers=0, dtype=np.float32, k_outliers=0, stories_order=False,
+               k_bias=0.0):
     """Returns (vocab size, K+V values per cell).  n_ff: one width, or one
     per layer (llama.cpp reads an array).  gains: RMSNorm weights
     around 1 instead of ones; outliers: that many residual channels scaled
@@ -49,7 +50,9 @@ def make_model(path, tokenizer_gguf, head_dim, n_head=8, n_head_kv=2, n_layer=2,
     the matching Q rows 8x smaller (the same attention, K with the outlier
     channels trained models' caches have).  stories_order: the tensors in
     stories260K's order (q, k, v, output, attn_norm, gate, down, up,
-    ffn_norm per layer), as the tests that read its logs expect."""
+    ffn_norm per layer), as the tests that read its logs expect.  k_bias: a
+    K bias of that spread (a constant pre-RoPE offset; qwen2's own biases
+    take it for K)."""
     rng = np.random.default_rng(seed)
     n_embd = n_embd or n_head * head_dim
     w = gguf.GGUFWriter(str(path), arch)
@@ -117,7 +120,10 @@ def make_model(path, tokenizer_gguf, head_dim, n_head=8, n_head_kv=2, n_layer=2,
         put(p + "attn_v.weight", mat(kv_out, n_embd))
         if arch == "qwen2":
             for n, o in (("q", q_out), ("k", kv_out), ("v", kv_out)):
-                put(p + f"attn_{n}.bias", (0.5 * rng.standard_normal(o)).astype(np.float32))
+                put(p + f"attn_{n}.bias", ((k_bias if n == "k" and k_bias else 0.5) *
+                                            rng.standard_normal(o)).astype(np.float32))
+        elif k_bias:  # a K bias of that spread (llama.cpp loads attn_k.bias where present)
+            put(p + "attn_k.bias", (k_bias * rng.standard_normal(kv_out)).astype(np.float32))
         if arch == "qwen3":
             put(p + "attn_q_norm.weight", (1 + 0.2 * rng.standard_normal(head_dim)).astype(np.float32))
             put(p + "attn_k_norm.weight", (1 + 0.2 * rng.standard_normal(head_dim)).astype(np.float32))

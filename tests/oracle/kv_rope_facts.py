@@ -7,8 +7,8 @@ its pairs (halves or adjacent), base and rotary dimensions, and the layers that 
 with the offset must be well under its error without (--k-offset off), where b's norm swamps
 the blocks; a wrong fact leaves b's residue on the layers it touches.  Transform-coded (--transform on), K is turned
 back before RoPE on the layers that have it, and a layer a wrong fact turns errs more than the
-others.  Each of smollm3's and llama4's NoPE facts and smollm3's, lfm2's, mistral3's,
-granitehybrid's and qwen3next's pairs, changed in the table, fails this (qwen3next's tiny model
+others.  Each of smollm3's and llama4's NoPE facts and llama's, qwen3's, smollm3's, lfm2's,
+mistral3's, granitehybrid's and qwen3next's pairs, changed in the table, fails this (qwen3next's tiny model
 turns half its head at base 1e4: with a quarter turning at 1e7, as the real model's, the
 offset's fallback to the plain mean leaves too little of b to tell wrong pairs apart).
 Exit 77 = oracle missing."""
@@ -21,12 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _env import TQ, need  # noqa: E402
 
 np, gguf, llama_cpp = need("numpy", "gguf", "llama_cpp")
+import _models  # noqa: E402
 import _tiny_models  # noqa: E402
 
 # architectures whose RoPE tq rebuilds (no YaRN, no M-RoPE cells, no MLA latent, no per-pair
 # factors), with heads of 64 (an offset's smallest, kv_presets.c): adjacent pairs, NoPE layers,
 # NeoX halves in two hybrids, partial RoPE (qwen3next)
-ARCHS = ["mistral3", "smollm3", "llama4", "lfm2", "qwen3next", "granitehybrid"]
+ARCHS = ["llama", "qwen2", "qwen3", "mistral3", "smollm3", "llama4", "lfm2", "qwen3next", "granitehybrid"]
 PROMPT = 300
 
 
@@ -65,7 +66,11 @@ def tq(*args):
 
 
 def check(d, name):
-    model = Path(_tiny_models.build(name, d, k_bias=3.0, wide=True))
+    if name in ("llama", "qwen2", "qwen3"):  # _models.py's: heads of 64
+        model = d / f"tiny-{name}-kb.gguf"
+        _models.make_model(model, None, 64, arch=name, k_bias=6.0)  # its K spreads twice as wide
+    else:
+        model = Path(_tiny_models.build(name, d, k_bias=3.0, wide=True))
     llm = llama_cpp.Llama(model_path=str(model), n_ctx=512, n_batch=512, n_threads=1, n_threads_batch=1,
                           verbose=False, flash_attn=True)
     rng = np.random.default_rng(7)
