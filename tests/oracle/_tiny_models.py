@@ -243,26 +243,12 @@ def _gated_attn_layer(m, i, E, H, KV, D):
 
 
 def qwen35(m):
-    # Qwen3.5 dense (arch string "qwen35"; MoE variant is "qwen35moe"): 3 Gated-DeltaNet layers + 1 gated attention layer
-    E, L, H, KV, D, FF = 64, 4, 4, 2, 32, 128
-    S, NK, NV = 16, 2, 4
-    m.common(E, L, H, KV, FF, head_dim=D, rope_base=1e7, eps=1e-6)
-    m.u32("{a}.rope.dimension_count", 8)              # partial_rotary_factor 0.25
-    m.arr("{a}.rope.dimension_sections", [2, 1, 1, 0])  # required (4 ints), sum = n_rot/2
-    _gdn_hparams(m, L, S, NK, NV)
-    m.embd(E)
-    for i in range(L):
-        p = f"blk.{i}."
-        m.norm(p + "attn_norm.weight", E)
-        m.norm(p + "post_attention_norm.weight", E)
-        if (i + 1) % 4 == 0:
-            _gated_attn_layer(m, i, E, H, KV, D)
-        else:
-            _gdn_layer(m, i, E, S, NK, NV, qwen35=True)
-        m.ffn(i, E, FF)
+    # Qwen3.5 dense (arch string "qwen35"; MoE variant is "qwen35moe"): 3 Gated-DeltaNet layers + 1
+    # gated attention layer, a dense FFN: qwen3next's stack with M-RoPE sections
+    qwen3next(m, qwen35=True, moe=False)
 
 
-def qwen3next(m, qwen35=False):
+def qwen3next(m, qwen35=False, moe=True):
     E, L, H, KV, D, FF = m.e, 4, 4, 2, 64 if m.wide else 32, 128
     S, NK, NV = 16, 2, 4
     NE, NU, FFE, FFS = 4, 2, 32, 32
@@ -272,10 +258,11 @@ def qwen3next(m, qwen35=False):
     m.u32("{a}.rope.dimension_count", D // 2 if m.wide else D // 4)  # partial RoPE (Qwen3-Next: a quarter)
     if qwen35:
         m.arr("{a}.rope.dimension_sections", [2, 1, 1, 0])  # required
-    m.u32("{a}.expert_count", NE)
-    m.u32("{a}.expert_used_count", NU)
-    m.u32("{a}.expert_feed_forward_length", FFE)
-    m.u32("{a}.expert_shared_feed_forward_length", FFS)
+    if moe:
+        m.u32("{a}.expert_count", NE)
+        m.u32("{a}.expert_used_count", NU)
+        m.u32("{a}.expert_feed_forward_length", FFE)
+        m.u32("{a}.expert_shared_feed_forward_length", FFS)
     _gdn_hparams(m, L, S, NK, NV)
     m.embd(E)
     for i in range(L):
@@ -286,6 +273,9 @@ def qwen3next(m, qwen35=False):
             _gated_attn_layer(m, i, E, H, KV, D)
         else:
             _gdn_layer(m, i, E, S, NK, NV, qwen35=qwen35)
+        if not moe:
+            m.ffn(i, E, FF)
+            continue
         m.experts(i, E, FFE, NE)
         m.w(p + "ffn_gate_inp_shexp.weight", [E])    # 1-D: one sigmoid gate per token
         m.ffn(i, E, FFS, suffix="_shexp")
