@@ -11,11 +11,11 @@ B       := build
 CFLAGS  ?= -O2 -g
 # -fvisibility=hidden: libtq.so exports tq.h's functions alone (TQ_API)
 CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -fvisibility=hidden \
-           -Ilib -Iformats -Iformats/model -Iformats/snapshot
+           -Ilib -Iformats -Iformats/io -Iformats/model -Iformats/snapshot
 # every object records the headers it includes (build/**/*.d)
 DEPFLAGS := -MMD -MP
 # the link libraries, once: CPU builds (sanitizers, fuzzers) use BASE_LIBS
-BASE_LIBS := -lzstd -lxxhash -larchive -lm -lpthread
+BASE_LIBS := -lzstd -lxxhash -larchive -lcurl -lexpat -lm -lpthread
 LDLIBS  += $(BASE_LIBS)
 
 AVX2_FLAGS   := -O3 -mavx2
@@ -23,9 +23,9 @@ AVX512_FLAGS := -O3 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mprefer-vector-w
 
 LIB_SRC := $(filter-out lib/cuda_stub.c,$(wildcard lib/*.c))
 CMD_SRC := $(wildcard cmd/*.c)
-# formats/: bytes; formats/model/: what llama.cpp makes of a GGUF;
-# formats/snapshot/: the snapshot pipeline
-FMT_SRC := $(wildcard formats/*.c formats/model/*.c formats/snapshot/*.c)
+# formats/: bytes; formats/io/: pipes and object stores; formats/model/: what llama.cpp makes
+# of a GGUF; formats/snapshot/: the snapshot pipeline
+FMT_SRC := $(wildcard formats/*.c formats/io/*.c formats/model/*.c formats/snapshot/*.c)
 
 ifeq ($(CUDA),)
   CUDA := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
@@ -61,8 +61,8 @@ all: deps $(TQ_EXE) $(LIBTQ_A) $(LIBTQ_SO)
 
 # ---- dependencies: libraries later subcommands link (checked now so a fresh
 # machine learns the exact command once).
-DEB_PKGS := libzstd-dev libarchive-dev libxxhash-dev
-DEB_HDRS := zstd.h archive.h xxhash.h
+DEB_PKGS := libzstd-dev libarchive-dev libxxhash-dev libcurl4-openssl-dev libexpat1-dev
+DEB_HDRS := zstd.h archive.h xxhash.h curl/curl.h expat.h
 deps:
 	@missing=""; set -- $(DEB_PKGS); for h in $(DEB_HDRS); do \
 	  printf '#include <%s>\n' $$h | $(CC) -E -x c - >/dev/null 2>&1 || missing="$$missing $$1"; shift; done; \
@@ -232,7 +232,7 @@ bench: all $(TOOLS)
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -ffp-contract=off -Ilib -Iformats \
-                -Iformats/model -Iformats/snapshot
+                -Iformats/io -Iformats/model -Iformats/snapshot
 $(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c $(wildcard lib/*.h formats/*.h formats/*/*.h) lib/kernels_lanes.inc
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fopenmp=libgomp -o $@ \

@@ -1,6 +1,11 @@
 /* cli.c - shared CLI helpers. */
 #include "cli.h"
 
+#include "io.h"
+#include "kv_view.h"
+#include "s3.h"
+#include "tqkv.h"
+
 #include <errno.h>
 #include <omp.h>
 #include <stdarg.h>
@@ -12,7 +17,48 @@
 
 static const char *command = "tq";
 
-void cli_set_command(const char *name) { command = name; }
+/* An object store's retries, told as they happen. */
+static void s3_note(void *user, const char *msg)
+{
+    (void)user;
+    cli_log("%s", msg);
+}
+
+void cli_set_command(const char *name)
+{
+    command = name;
+    tq_s3_set_note(s3_note, NULL);
+}
+
+tq_status cli_open_snapshot(tq_ctx *ctx, const char *name, tqkv_reader **out)
+{
+    tq_src *src;
+    if (!tq_io_is_stream(name)) return tqkv_open(ctx, name, out);
+    tq_status st = tq_src_open(ctx, name, &src);
+    return st ? st : tqkv_open_src(ctx, src, out);
+}
+
+tq_status cli_open_view(tq_ctx *ctx, const char *name, int profile, struct tq_kv_view **out)
+{
+    char *tmp;
+    const char *path;
+    tq_status st = tq_io_local(ctx, name, &tmp, &path);
+    if (!st) st = tq_kv_view_open_as(ctx, path, name, (tq_type_profile)profile, out);
+    if (tmp) unlink(tmp);
+    free(tmp);
+    return st;
+}
+
+tq_status cli_open_snapshot_mapped(tq_ctx *ctx, const char *name, tqkv_reader **out)
+{
+    char *tmp;
+    const char *path;
+    tq_status st = tq_io_local(ctx, name, &tmp, &path);
+    if (!st) st = tqkv_open(ctx, path, out);
+    if (tmp) unlink(tmp); /* mapped: the bytes stay while it is open */
+    free(tmp);
+    return st;
+}
 
 static void vmsg(const char *fmt, va_list ap)
 {

@@ -26,6 +26,18 @@ void cli_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Parses a decimal integer in [lo, hi] from an option's argument. */
 int cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out);
 
+/* A snapshot from a file (mapped, every chunk verified), or from "-" or s3:// (streamed:
+ * tqkv_open_src). */
+struct tqkv_reader;
+tq_status cli_open_snapshot(tq_ctx *ctx, const char *name, struct tqkv_reader **out);
+/* The same, mapped whatever the name: "-" and s3:// copied to a temporary file first (a base
+ * snapshot, whose whole bytes are hashed). */
+tq_status cli_open_snapshot_mapped(tq_ctx *ctx, const char *name, struct tqkv_reader **out);
+/* A llama.cpp state or NumPy dump (tq_kv_view_open): "-" and s3:// copied to a temporary
+ * file first (the plan reads the whole state), named as given in messages. */
+struct tq_kv_view;
+tq_status cli_open_view(tq_ctx *ctx, const char *name, int profile, struct tq_kv_view **out);
+
 double cli_now(void); /* monotonic seconds */
 int cli_is_tty(int fd);
 

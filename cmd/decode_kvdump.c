@@ -5,6 +5,7 @@
 #include "cli_opts.h"
 #include "device.h"
 #include "gguf.h"
+#include "io.h"
 #include "kv_snapshot.h"
 #include "output.h"
 #include "progress.h"
@@ -118,7 +119,7 @@ static int open_inputs(tq_ctx *ctx, dec_opts *o, const tqkv_meta *m, char *arch,
                      m->base_name);
             o->base = found;
         }
-        if (tqkv_open(ctx, o->base, base)) return cli_lib_error(ctx);
+        if (cli_open_snapshot_mapped(ctx, o->base, base)) return cli_lib_error(ctx);
     }
     o->ro.head_dim = (uint32_t)o->head_dim;
     if (!o->c.model) return 0;
@@ -149,7 +150,7 @@ static int restore(tq_ctx *ctx, dec_opts *o, const tqkv_reader *r, const tqkv_re
     if (rc) return rc;
     char near[4096];
     const char *dir = getenv("TMPDIR");
-    if (!strcmp(o->c.out, "-"))
+    if (tq_io_is_stream(o->c.out))
         snprintf(near, sizeof near, "%s/tq-decode", dir && *dir ? dir : "/tmp");
     else
         snprintf(near, sizeof near, "%s", o->c.out);
@@ -194,7 +195,7 @@ int cmd_decode_kvdump(int argc, char **argv)
     tq_ctx *ctx = tq_ctx_new();
     tqkv_reader *r = NULL, *base = NULL;
     char arch[257] = "";
-    if (tqkv_open(ctx, o.in, &r)) rc = cli_lib_error(ctx);
+    if (cli_open_snapshot(ctx, o.in, &r)) rc = cli_lib_error(ctx);
     if (!rc && (int)o.ro.format < 0) o.ro.format = (tq_kv_kind)tqkv_meta_of(r)->source_kind;
     if (!rc && o.ro.has_layers && o.ro.format != TQ_KV_NUMPY)
         rc = cli_usage_error("%s", layers_npz_only);

@@ -261,8 +261,9 @@ static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
         return cli_lib_error(ctx);
     so->model = r->gguf ? &r->model : NULL;
     if (tq_kvsnap_options_check(ctx, so)) return cli_usage_error("%s", tq_ctx_error(ctx));
-    if (tq_kv_view_open(ctx, o->in, o->c.profile, &r->view)) return cli_lib_error(ctx);
-    if (o->append && tqkv_open(ctx, o->append, &r->base)) return cli_lib_error(ctx);
+    if (cli_open_view(ctx, o->in, o->c.profile, &r->view)) return cli_lib_error(ctx);
+    if (o->append && cli_open_snapshot_mapped(ctx, o->append, &r->base))
+        return cli_lib_error(ctx);
     so->base = r->base;
     if (tq_kvsnap_prepare(ctx, r->view, so, &r->prep))
         return cli_runtime_error("%s: %s", o->in, tq_ctx_error(ctx));

@@ -7,6 +7,7 @@
 #include "gguf.h"
 #include "inspect.h"
 #include "innerq_scales.h"
+#include "io.h"
 #include "kv_view.h"
 #include "tqkv.h"
 #include "json.h"
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -518,6 +520,66 @@ static int parse(int argc, char **argv, inspect_opts *o)
     return 0;
 }
 
+/* The first bytes of the input, for the readers to bid on: a file's, or a pipe's or an object's
+ * through *src (opened: the bytes stay to be read). */
+static int peek(tq_ctx *ctx, const char *name, tq_src **src, unsigned char *magic, size_t *nm)
+{
+    uint64_t got = 0;
+    *src = NULL;
+    if (!tq_io_is_stream(name)) {
+        FILE *mf = fopen(name, "rb");
+        if (mf) {
+            *nm = fread(magic, 1, 16, mf);
+            fclose(mf);
+        }
+        return 0;
+    }
+    if (tq_src_open(ctx, name, src) || tq_src_peek(ctx, *src, magic, 16, &got)) {
+        tq_src_close(*src);
+        *src = NULL;
+        return cli_lib_error(ctx);
+    }
+    *nm = (size_t)got;
+    return 0;
+}
+
+/* A pipe's or an object's copy removed; rc passed through. */
+static int unlink_copy(char *tmp, int rc)
+{
+    if (tmp) unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+/* --stats: each tensor's statistics, measured in parallel; 0 or an exit code. */
+static int gguf_stats(tq_ctx *ctx, tq_gguf *g, const inspect_opts *o, tstats **out)
+{
+    int rc = 0;
+    int64_t n = tq_gguf_n_tensors(g);
+    tstats *st = calloc((size_t)(n ? n : 1), sizeof *st);
+    progress pr;
+    progress_init(&pr, o->quiet);
+    double t0 = cli_now(), bytes = 0;
+    int threads = o->threads ? o->threads : tq_ctx_threads(ctx);
+    for (int64_t i = 0; st && i < n; i++) {
+        progress_update(&pr, (uint64_t)i, (uint64_t)n, tq_gguf_tensor_name(g, i));
+        if (tensor_stats(tq_gguf_tensor_data(g, i), tq_gguf_tensor_type(g, i),
+                         tq_gguf_tensor_nelements(g, i), threads, &st[i])) {
+            rc = cli_runtime_error("%s: tensor '%s': statistics failed", o->path,
+                                   tq_gguf_tensor_name(g, i));
+            break;
+        }
+        if (st[i].have) bytes += (double)tq_gguf_tensor_nbytes(g, i);
+    }
+    progress_end(&pr);
+    double dt = cli_now() - t0;
+    if (!o->quiet && !rc)
+        cli_log("stats over %.1f MB of tensor data in %.2f s (%.2f GB/s, %d threads)",
+                bytes / 1e6, dt, dt > 0 ? bytes / dt / 1e9 : 0.0, threads);
+    *out = st;
+    return rc;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
     inspect_opts o = {0};
@@ -527,55 +589,46 @@ int cmd_inspect(int argc, char **argv)
      * first bytes; anything else goes to the GGUF reader */
     unsigned char magic[16] = {0};
     size_t nm = 0;
-    FILE *mf = fopen(o.path, "rb");
-    if (mf) {
-        nm = fread(magic, 1, sizeof magic, mf);
-        fclose(mf);
-    }
-    if (nm >= 4 && tq_kv_view_probe(magic, nm)) {
-        if (o.stats) return cli_usage_error("--stats is for GGUF models");
-        return inspect_state(o.path, o.json, o.gopt.profile);
-    }
-    if (tqkv_is_snapshot(magic, nm)) {
-        if (o.stats) return cli_usage_error("--stats is for GGUF models");
-        return inspect_snapshot(o.path, o.json);
-    }
+    tq_src *src = NULL;
+    char *tmp = NULL;
+    const char *path = o.path;
     tq_ctx *ctx = tq_ctx_new();
     if (!ctx) return cli_runtime_error("out of memory");
-    tq_gguf *g;
-    if (tq_gguf_open(ctx, o.path, &o.gopt, &g)) {
-        int rc = cli_lib_error(ctx);
+    if ((rc = peek(ctx, o.path, &src, magic, &nm))) {
         tq_ctx_free(ctx);
         return rc;
     }
+    if (tqkv_is_snapshot(magic, nm)) {
+        tq_ctx_free(ctx);
+        if (o.stats) {
+            tq_src_close(src);
+            return cli_usage_error("--stats is for GGUF models");
+        }
+        return inspect_snapshot(o.path, src, o.json);
+    }
+    /* anything else from a pipe or an object is read from a copy */
+    if (src && tq_src_spool(ctx, src, &tmp)) rc = cli_lib_error(ctx);
+    tq_src_close(src);
+    if (tmp) path = tmp;
+    if (!rc && nm >= 4 && tq_kv_view_probe(magic, nm)) {
+        rc = o.stats ? cli_usage_error("--stats is for GGUF models")
+                     : inspect_state(path, o.path, o.json, o.gopt.profile);
+        tq_ctx_free(ctx);
+        return unlink_copy(tmp, rc);
+    }
+    tq_gguf *g;
+    if (rc || tq_gguf_open(ctx, path, &o.gopt, &g)) {
+        rc = rc ? rc : cli_lib_error(ctx);
+        tq_ctx_free(ctx);
+        return unlink_copy(tmp, rc);
+    }
+    unlink_copy(tmp, 0); /* mapped: the bytes stay while it is open */
     if (tq_gguf_profile_assumed(g))
         cli_log("%s: warning: type ids 41 and up differ between ggml revisions and the file "
                 "records none; read with profile %s (choose with --type-profile)",
                 o.path, tq_type_profile_name(tq_gguf_profile(g)));
     tstats *st = NULL;
-    if (o.stats) {
-        int64_t n = tq_gguf_n_tensors(g);
-        st = calloc((size_t)(n ? n : 1), sizeof *st);
-        progress pr;
-        progress_init(&pr, o.quiet);
-        double t0 = cli_now(), bytes = 0;
-        int threads = o.threads ? o.threads : tq_ctx_threads(ctx);
-        for (int64_t i = 0; st && i < n; i++) {
-            progress_update(&pr, (uint64_t)i, (uint64_t)n, tq_gguf_tensor_name(g, i));
-            if (tensor_stats(tq_gguf_tensor_data(g, i), tq_gguf_tensor_type(g, i),
-                             tq_gguf_tensor_nelements(g, i), threads, &st[i])) {
-                rc = cli_runtime_error("%s: tensor '%s': statistics failed", o.path,
-                                       tq_gguf_tensor_name(g, i));
-                break;
-            }
-            if (st[i].have) bytes += (double)tq_gguf_tensor_nbytes(g, i);
-        }
-        progress_end(&pr);
-        double dt = cli_now() - t0;
-        if (!o.quiet && !rc)
-            cli_log("stats over %.1f MB of tensor data in %.2f s (%.2f GB/s, %d threads)",
-                    bytes / 1e6, dt, dt > 0 ? bytes / dt / 1e9 : 0.0, threads);
-    }
+    if (o.stats) rc = gguf_stats(ctx, g, &o, &st);
     if (!rc) {
         if (o.json)
             print_json(g, &o, st);

@@ -101,11 +101,11 @@ static void print_layout(const tq_kv_view *s)
            tq_kv_view_has_ext(s) ? ", M-RoPE cell extensions" : "");
 }
 
-int inspect_state(const char *path, int json, tq_type_profile prof)
+int inspect_state(const char *path, const char *label, int json, tq_type_profile prof)
 {
     tq_ctx *ctx = tq_ctx_new();
     tq_kv_view *s;
-    if (tq_kv_view_open(ctx, path, prof, &s)) {
+    if (tq_kv_view_open_as(ctx, path, label, prof, &s)) {
         int rc = cli_lib_error(ctx);
         tq_ctx_free(ctx);
         return rc;
@@ -115,7 +115,7 @@ int inspect_state(const char *path, int json, tq_type_profile prof)
     uint64_t vals = tq_kv_view_kv_values(s), kvb = tq_kv_view_kv_bytes(s);
     if (json) {
         printf("{\"file\": ");
-        json_cstr(stdout, path);
+        json_cstr(stdout, label);
         printf(", \"format\": \"%s\", \"kind\": \"%s\", \"version\": %u, \"size\": %" PRIu64
                ", \"tokens\": %u, \"architecture\": ",
                kind == TQ_KV_NUMPY ? "numpy" : "llama-state", kind_name(kind),
@@ -128,7 +128,7 @@ int inspect_state(const char *path, int json, tq_type_profile prof)
         print_recurrent(s, 1);
         printf(",\n \"kv_states\": [");
     } else {
-        printf("file:          %s (%" PRIu64 " bytes%s, %s v%u)\n", path, tq_kv_view_size(s),
+        printf("file:          %s (%" PRIu64 " bytes%s, %s v%u)\n", label, tq_kv_view_size(s),
                kind == TQ_KV_NUMPY ? " as arrays" : "", kind_long(kind), tq_kv_view_version(s));
         if (session) printf("architecture:  %s\n", tq_kv_view_arch(s));
         printf("tokens:        %u\n", tq_kv_view_n_tokens(s));
@@ -157,10 +157,11 @@ static void header_json(const tqkv_reader *r, const tqkv_meta *m, const char *pa
     printf("{\"file\": ");
     json_cstr(stdout, path);
     printf(", \"format\": \"tqkv\", \"version\": %d, \"size\": %" PRIu64
-           ", \"verified\": true, \"chunks\": %" PRIu64
+           ", \"verified\": %s, \"chunks\": %" PRIu64
            ", \"source\": {\"kind\": \"%s\", \"version\": %u, \"size\": %" PRIu64
            ", \"tokens\": %u, \"architecture\": ",
-           tqkv_version(r), tqkv_size(r), tqkv_n_chunks(r), kind_name(m->source_kind),
+           tqkv_version(r), tqkv_size(r), tqkv_streamed(r) == 2 ? "false" : "true",
+           tqkv_n_chunks(r), kind_name(m->source_kind),
            m->state_version, m->source_size, m->n_tokens);
     json_cstr(stdout, m->arch);
     printf("}, \"base\": ");
@@ -199,9 +200,14 @@ static int codec_width(const tqkv_meta *m)
 static void header_text(const tqkv_reader *r, const tqkv_meta *m, const char *path, uint64_t vals,
                         double bpv)
 {
-    printf("file:          %s (%" PRIu64
-           " bytes, .tqkv v%d; integrity verified: header, metadata, index, %" PRIu64 " chunks)\n",
-           path, tqkv_size(r), tqkv_version(r), tqkv_n_chunks(r));
+    if (tqkv_streamed(r) == 2) /* an object: its chunks were not fetched */
+        printf("file:          %s (%" PRIu64 " bytes, .tqkv v%d; integrity verified: header, "
+               "metadata, index; %" PRIu64 " chunks not read)\n",
+               path, tqkv_size(r), tqkv_version(r), tqkv_n_chunks(r));
+    else
+        printf("file:          %s (%" PRIu64 " bytes, .tqkv v%d; integrity verified: header, "
+               "metadata, index, %" PRIu64 " chunks)\n",
+               path, tqkv_size(r), tqkv_version(r), tqkv_n_chunks(r));
     printf("source:        %s v%u, %" PRIu64 " bytes, %u tokens%s%s\n", kind_long(m->source_kind),
            m->state_version, m->source_size, m->n_tokens, m->arch[0] ? ", architecture " : "",
            m->arch);
@@ -285,11 +291,15 @@ static void record_row(const tqkv_meta *m, uint32_t i, uint64_t stored, int json
                b);
 }
 
-int inspect_snapshot(const char *path, int json)
+int inspect_snapshot(const char *path, struct tq_src *src, int json)
 {
     tq_ctx *ctx = tq_ctx_new();
     tqkv_reader *r;
-    if (tqkv_open(ctx, path, &r)) {
+    /* a pipe is read to its end (every chunk verified); an object's header, metadata and
+     * index alone are fetched */
+    tq_status st = src ? tqkv_open_src(ctx, src, &r) : tqkv_open(ctx, path, &r);
+    if (!st && src && (st = tqkv_finish(ctx, r))) tqkv_close(r);
+    if (st) {
         int rc = cli_lib_error(ctx);
         tq_ctx_free(ctx);
         return rc;

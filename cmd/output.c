@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "file_io.h"
+#include "io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,19 @@ int cli_out_open(cli_out *o, const char *path, const char *const *inputs, size_t
     return cli_out_open_ex(o, path, inputs, n, 1);
 }
 
+/* An object: uploaded as it is written, in place when committed. */
+static int open_object(cli_out *o, const char *path, const char *const *inputs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(path, inputs[i]))
+            return cli_usage_error("%s: the output would overwrite the input %s", path, inputs[i]);
+    tq_ctx *ctx = tq_ctx_new();
+    if (!ctx) return cli_runtime_error("out of memory");
+    int rc = tq_sink_open(ctx, path, &o->sink, &o->f) ? cli_lib_error(ctx) : 0;
+    tq_ctx_free(ctx);
+    return rc;
+}
+
 int cli_out_open_ex(cli_out *o, const char *path, const char *const *inputs, size_t n, int durable)
 {
     memset(o, 0, sizeof *o);
@@ -26,6 +40,7 @@ int cli_out_open_ex(cli_out *o, const char *path, const char *const *inputs, siz
         o->is_stdout = 1;
         return 0;
     }
+    if (tq_io_is_object(path)) return open_object(o, path, inputs, n);
     for (size_t i = 0; i < n; i++)
         if (tq_same_file(path, inputs[i]))
             return cli_usage_error("%s: the output would overwrite the input %s", path, inputs[i]);
@@ -62,6 +77,14 @@ static int put_in_place(const cli_out *o)
 
 int cli_out_commit(cli_out *o)
 {
+    if (o->sink) {
+        tq_ctx *ctx = tq_ctx_new();
+        int rc = !ctx ? cli_runtime_error("out of memory") : 0;
+        if (ctx && tq_sink_commit(ctx, o->sink)) rc = cli_lib_error(ctx);
+        tq_ctx_free(ctx);
+        memset(o, 0, sizeof *o);
+        return rc;
+    }
     if (o->is_stdout)
         return fflush(stdout) ? cli_runtime_error("writing to stdout failed: %s", strerror(errno))
                               : 0;
@@ -81,6 +104,11 @@ int cli_out_commit(cli_out *o)
 
 void cli_out_abort(cli_out *o)
 {
+    if (o->sink) {
+        tq_sink_abort(o->sink);
+        memset(o, 0, sizeof *o);
+        return;
+    }
     if (o->is_stdout) return;
     if (o->tmp) unlink(o->tmp); /* first: a discarded output is not synced */
     if (o->f) fclose(o->f);

@@ -1,16 +1,20 @@
 /* output.h - an output file that appears only when complete: written to a
  * temporary file beside the destination, renamed into place on commit (or
  * exchanged with the file there, which is then removed),
- * removed on abort.  "-" writes to stdout.  An output that is one of the
- * inputs (same device and inode) is refused. */
+ * removed on abort.  "-" writes to stdout; s3://bucket/key uploads an object
+ * that appears on commit (formats/io/io.h).  An output that is one of the
+ * inputs (same device and inode, or the same object) is refused. */
 #ifndef TQ_OUTPUT_H
 #define TQ_OUTPUT_H
 
 #include <stddef.h>
 #include <stdio.h>
 
+struct tq_sink;
+
 typedef struct cli_out {
     FILE *f;
+    struct tq_sink *sink; /* an object being uploaded */
     char *path, *tmp;
     int is_stdout;
     int durable; /* fsynced before it is put in place */

@@ -121,6 +121,18 @@ tq_status tq_kv_view_open_from(tq_ctx *ctx, const char *path, tq_type_profile p,
     return open_view(ctx, NULL, sources, n, m, size, 1, path, p, 0, out);
 }
 
+tq_status tq_kv_view_open_as(tq_ctx *ctx, const char *path, const char *label, tq_type_profile p,
+                            tq_kv_view **out)
+{
+    *out = NULL;
+    const uint8_t *m;
+    uint64_t size;
+    tq_status st = tq_map_file(ctx, path, 12, "too short for a llama.cpp state file", &m, &size);
+    if (st) return st;
+    return open_view(ctx, NULL, tq_kv_byte_sources, tq_kv_n_byte_sources, m, size, 1, label, p, 0,
+                     out);
+}
+
 tq_status tq_kv_view_open(tq_ctx *ctx, const char *path, tq_type_profile p, tq_kv_view **out)
 {
     return tq_kv_view_open_from(ctx, path, p, tq_kv_byte_sources, tq_kv_n_byte_sources, out);

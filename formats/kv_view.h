@@ -81,6 +81,9 @@ typedef struct tq_kv_view tq_kv_view;
 /* Opens a file through the front door.  Which source format claimed it:
  * tq_kv_view_format(). */
 tq_status tq_kv_view_open(tq_ctx *ctx, const char *path, tq_type_profile profile, tq_kv_view **out);
+/* The same, named label in messages (a copy of a pipe or an object in a temporary file). */
+tq_status tq_kv_view_open_as(tq_ctx *ctx, const char *path, const char *label,
+                            tq_type_profile profile, tq_kv_view **out);
 /* 1 and *fp where the view is a snapshot that records its model's
  * fingerprint (encoded with --model); else 0 and *fp 0. */
 int tq_kv_view_fingerprint(const tq_kv_view *v, uint64_t *fp);

@@ -34,6 +34,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+struct tq_src;
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -223,6 +225,25 @@ tq_status tqkv_open(tq_ctx *ctx, const char *path, tqkv_reader **out);
 tq_status tqkv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label,
                            tqkv_reader **out);
 void tqkv_close(tqkv_reader *r);
+
+/* A snapshot from a byte source (io.h: a pipe, read once front to back with no seek, or an
+ * object read by ranges).  It opens once the header and metadata verify (an object's trailer
+ * and index too); the chunk list comes from the metadata (and an object's index).  Chunks are
+ * fetched as a pass asks for them, each verified as it arrives, and held until released, so
+ * memory stays bounded by what a decode has in flight.  The reader takes the source. */
+tq_status tqkv_open_src(tq_ctx *ctx, struct tq_src *src, tqkv_reader **out);
+/* 0: mapped, every chunk verified at open; 1: from a pipe; 2: from an object. */
+int tqkv_streamed(const tqkv_reader *r);
+/* A pass over the chunks wanted[i] != 0 (NULL: all) in order: an object's are fetched as few
+ * streamed ranges.  A pipe takes one pass, reading every chunk. */
+tq_status tqkv_fetch_plan(tq_ctx *ctx, const tqkv_reader *r, const uint8_t *wanted);
+/* Chunk i's stored bytes at hand (tqkv_chunk_at(r, i)->stored), read and verified; chunks
+ * before it that the pass wants are held for their turn.  Thread-safe; a no-op when mapped. */
+tq_status tqkv_chunk_fetch(tq_ctx *ctx, const tqkv_reader *r, uint64_t i);
+void tqkv_chunk_release(const tqkv_reader *r, uint64_t i);
+/* A pipe: every chunk left read and verified, then the index and trailer, then its end.  A
+ * no-op otherwise (an object's index and trailer verify at open). */
+tq_status tqkv_finish(tq_ctx *ctx, const tqkv_reader *r);
 const tqkv_meta *tqkv_meta_of(const tqkv_reader *r);
 uint64_t tqkv_n_chunks(const tqkv_reader *r);
 uint32_t tqkv_version(const tqkv_reader *r);

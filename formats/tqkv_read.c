@@ -3,6 +3,7 @@
 #include "file_io.h"
 #include "gguf.h"
 #include "tqkv_bytes.h"
+#include "tqkv_read_impl.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -16,17 +17,6 @@
 
 /* ------------------------------------------------------------ reader */
 
-struct tqkv_reader {
-    const uint8_t *map;
-    uint64_t size;
-    int mapped;
-    char *label;
-    tqkv_meta meta;
-    tqkv_chunk *chunks;
-    uint64_t n_chunks;
-    uint32_t version;
-};
-
 int tqkv_is_snapshot(const void *data, size_t size) { return size >= 4 && !memcmp(data, MAGIC, 4); }
 const tqkv_meta *tqkv_meta_of(const tqkv_reader *r) { return &r->meta; }
 uint64_t tqkv_n_chunks(const tqkv_reader *r) { return r->n_chunks; }
@@ -38,6 +28,7 @@ void tqkv_close(tqkv_reader *r)
 {
     if (!r) return;
     if (r->mapped) tq_unmap_file(r->map, r->size);
+    tqkv_stream_free(r);
     tqkv_meta_free(&r->meta);
     free(r->chunks);
     free(r->label);
@@ -58,8 +49,8 @@ static int mget(mcur *c, void *v, uint64_t n)
 }
 
 /* payload bytes a chunk of nrows of tensor t must decode to */
-static uint64_t expected_raw(tq_ctx *ctx, const tqkv_record *t, uint32_t row0, uint32_t nrows,
-                             int *ok)
+uint64_t tqkv_expected_raw(tq_ctx *ctx, const tqkv_record *t, uint32_t row0, uint32_t nrows,
+                           int *ok)
 {
     *ok = 1;
     if (tqkv_chunk_is_sink(t, row0)) { /* exactly the sink rows, in the source type */
@@ -85,7 +76,7 @@ static uint64_t expected_raw(tq_ctx *ctx, const tqkv_record *t, uint32_t row0, u
     return all;
 }
 
-static tq_status bad(tq_ctx *ctx, const tqkv_reader *r, const char *what, uint64_t at)
+tq_status tqkv_bad(tq_ctx *ctx, const tqkv_reader *r, const char *what, uint64_t at)
 {
     return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "%s: %s: at offset %" PRIu64, r->label, what, at);
 }
@@ -99,19 +90,19 @@ static tq_status get_rope(tq_ctx *ctx, const tqkv_reader *r, mcur *c, tqkv_recor
     uint64_t at = HDR_LEN + c->pos;
     if (mget(c, &t->rope.head_dim, 4) || mget(c, &t->rope.n_rot, 4) || mget(c, &pairs, 4) ||
         mget(c, &t->rope.freq_base, 4) || mget(c, &t->rope.freq_scale, 4) || mget(c, &runs, 4))
-        return bad(ctx, r, "RoPE offset truncated", at);
+        return tqkv_bad(ctx, r, "RoPE offset truncated", at);
     t->rope.pairs = pairs == TQ_PAIRS_ADJACENT ? TQ_PAIRS_ADJACENT : TQ_PAIRS_HALVES;
     if (pairs != t->rope.pairs || tq_rope_check(ctx, &t->rope, t->width) || t->group < 2 || !runs ||
         runs > t->cells)
-        return bad(ctx, r, "bad RoPE offset", at);
+        return tqkv_bad(ctx, r, "bad RoPE offset", at);
     if (!(t->rope_pos = malloc(4ull * t->cells)))
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (uint32_t k = 0; k < runs; k++) {
         at = HDR_LEN + c->pos;
         if (mget(c, &row, 4) || mget(c, &pos, 4))
-            return bad(ctx, r, "RoPE positions truncated", at);
+            return tqkv_bad(ctx, r, "RoPE positions truncated", at);
         if (k ? row < prev || row >= t->cells : row != 0)
-            return bad(ctx, r, "RoPE position runs out of order", at);
+            return tqkv_bad(ctx, r, "RoPE position runs out of order", at);
         for (uint32_t q = prev; k && q < row; q++)
             t->rope_pos[q] = (int32_t)((uint32_t)t->rope_pos[q - 1] + 1);
         t->rope_pos[row] = pos;
@@ -156,34 +147,34 @@ static tq_status parse_tensor_rec(tq_ctx *ctx, tqkv_reader *r, mcur *cp, tq_type
     if (!ty || !t->cells || !t->width || !t->rows_per_chunk || t->row_start > t->cells ||
         (t->row_start && !m->base_id) ||
         (t->row_start && t->transposed && t->codec == TQKV_CODEC_RAW))
-        return bad(ctx, r, "bad tensor record", at);
+        return tqkv_bad(ctx, r, "bad tensor record", at);
     if (t->file_off < prev_end || t->bytes > m->source_size ||
         t->file_off > m->source_size - t->bytes)
-        return bad(ctx, r, "tensor placement outside the source", at);
+        return tqkv_bad(ctx, r, "tensor placement outside the source", at);
     uint64_t row_bytes, total_bytes;
     if (t->is_v > 1 || t->transposed > 1 || t->width % ty->block ||
         __builtin_mul_overflow(t->width / ty->block, (uint64_t)ty->bytes, &row_bytes) ||
         __builtin_mul_overflow(row_bytes, (uint64_t)t->cells, &total_bytes) ||
         total_bytes != t->bytes)
-        return bad(ctx, r, "tensor size inconsistent with its type", at);
+        return tqkv_bad(ctx, r, "tensor size inconsistent with its type", at);
     if (t->transposed && (ty->block != 1 || !t->is_v)) /* llama.cpp transposes only float V */
-        return bad(ctx, r, "a transposed tensor of a block type", at);
+        return tqkv_bad(ctx, r, "a transposed tensor of a block type", at);
     if (t->codec == TQKV_CODEC_KLT) { /* one transform per head of `group` values */
         if (!v3 || ty->dtype < 0 || t->group < 8 || t->group > 4096 || t->group % 8 ||
             t->width % t->group || t->bits || t->norm_correction || t->seed || !t->has_ext ||
             t->width > (1u << 20))
-            return bad(ctx, r, "bad codec parameters", at);
+            return tqkv_bad(ctx, r, "bad codec parameters", at);
     } else if (t->codec != TQKV_CODEC_RAW) {
         tq_codec_desc d;
         if (ty->dtype < 0 || tqkv_codec_desc(t, &d) || t->width % t->group)
-            return bad(ctx, r, "bad codec parameters", at);
+            return tqkv_bad(ctx, r, "bad codec parameters", at);
     }
     if (extra || (!v3 && (rec_flags[1] || rec_flags[2])) ||
         (innerq && (r->version < 2 || t->codec != TQKV_CODEC_TQ)) ||
         (!v3 && t->codec > TQKV_CODEC_TURBO) || (t->radius_bits && t->codec != TQKV_CODEC_ANGLE) ||
         (per_head && (!innerq || t->width > (1u << 20))) ||
         (t->has_ext && (t->transposed || t->width > (1u << 20))))
-        return bad(ctx, r, "bad InnerQ, group, radius or model-layer field", at);
+        return tqkv_bad(ctx, r, "bad InnerQ, group, radius or model-layer field", at);
     t->innerq_n = 0;
     if (innerq) t->innerq_n = per_head ? (uint32_t)t->width : t->group;
     if (innerq && !(t->innerq = malloc(4ull * t->innerq_n)))
@@ -200,11 +191,11 @@ static tq_status parse_scales(tq_ctx *ctx, tqkv_reader *r, mcur *c)
         tqkv_record *t = &m->t[i];
         if (!t->innerq) continue;
         if (mget(c, t->innerq, 4ull * t->innerq_n))
-            return bad(ctx, r, "InnerQ scales truncated", HDR_LEN + c->pos);
+            return tqkv_bad(ctx, r, "InnerQ scales truncated", HDR_LEN + c->pos);
         for (uint32_t j = 0; j < t->innerq_n; j++)
             if (!(t->innerq[j] > 0.0f) || isinf(t->innerq[j]))
-                return bad(ctx, r, "an InnerQ scale that is not finite and positive",
-                           HDR_LEN + c->pos);
+                return tqkv_bad(ctx, r, "an InnerQ scale that is not finite and positive",
+                                HDR_LEN + c->pos);
     }
     return TQ_OK;
 }
@@ -215,10 +206,10 @@ static tq_status get_offset(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t
     if (!(t->offset = malloc(4ull * t->width)))
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     if (mget(c, t->offset, 4ull * t->width))
-        return bad(ctx, r, "offsets truncated", HDR_LEN + c->pos);
+        return tqkv_bad(ctx, r, "offsets truncated", HDR_LEN + c->pos);
     for (uint64_t j = 0; j < t->width; j++)
         if (!isfinite(t->offset[j]))
-            return bad(ctx, r, "an offset that is not finite", HDR_LEN + c->pos);
+            return tqkv_bad(ctx, r, "an offset that is not finite", HDR_LEN + c->pos);
     return flags & 2 ? get_rope(ctx, r, c, t) : TQ_OK;
 }
 
@@ -233,7 +224,8 @@ static tq_status get_basis16(tq_ctx *ctx, tqkv_reader *r, mcur *c, const tqkv_re
         mget(c, &v, 2); /* fits: checked by the caller */
         k->basis[i] = tq_fp16_to_fp32(v);
         if (!(fabsf(k->basis[i]) <= 1.0f))
-            return bad(ctx, r, "a basis value that is not finite or above 1", HDR_LEN + c->pos - 2);
+            return tqkv_bad(ctx, r, "a basis value that is not finite or above 1",
+                            HDR_LEN + c->pos - 2);
     }
     return TQ_OK;
 }
@@ -247,15 +239,15 @@ static tq_status get_basis8(tq_ctx *ctx, tqkv_reader *r, mcur *c, const tqkv_rec
         int8_t e = 0;
         mget(c, &e, 1); /* fits: checked by the caller */
         if (e < TQKV_BASIS8_MIN_EXP - 1 || e > 1)
-            return bad(ctx, r, "a basis row's exponent out of range", HDR_LEN + c->pos - 1);
+            return tqkv_bad(ctx, r, "a basis row's exponent out of range", HDR_LEN + c->pos - 1);
         for (uint32_t j = 0; j < t->group; j++) {
             int8_t q = 0;
             mget(c, &q, 1);
             float v = e < TQKV_BASIS8_MIN_EXP ? 0.0f : ldexpf((float)q, e - 7);
             k->basis[(size_t)row * t->group + j] = v;
             if (q == -128 || (e < TQKV_BASIS8_MIN_EXP && q) || !(fabsf(v) <= 1.0f))
-                return bad(ctx, r, "a basis value that is not finite or above 1",
-                           HDR_LEN + c->pos - 1);
+                return tqkv_bad(ctx, r, "a basis value that is not finite or above 1",
+                                HDR_LEN + c->pos - 1);
         }
     }
     return TQ_OK;
@@ -270,12 +262,12 @@ static tq_status get_klt(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t)
         tqkv_klt *k = &t->klt[h];
         uint64_t at = HDR_LEN + c->pos;
         if (mget(c, &k->m, 4) || mget(c, &k->step, 4))
-            return bad(ctx, r, "transform truncated", at);
+            return tqkv_bad(ctx, r, "transform truncated", at);
         if (k->m > t->group || !(k->step > 0) || !isfinite(k->step))
-            return bad(ctx, r, "bad transform (components or step)", at);
+            return tqkv_bad(ctx, r, "bad transform (components or step)", at);
         uint64_t nv = (uint64_t)k->m * t->group;
         uint64_t bytes = t->klt_basis8 ? nv + k->m : 2 * nv;
-        if (bytes > c->n - c->pos) return bad(ctx, r, "transform basis truncated", at);
+        if (bytes > c->n - c->pos) return tqkv_bad(ctx, r, "transform basis truncated", at);
         if (!(k->basis = malloc((nv ? nv : 1) * sizeof *k->basis)))
             return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
         tq_status st = t->klt_basis8 ? get_basis8(ctx, r, c, t, k) : get_basis16(ctx, r, c, t, k);
@@ -292,14 +284,14 @@ static tq_status get_coarse(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t
     uint64_t at = HDR_LEN + c->pos;
     uint8_t f[4];
     if (mget(c, &t->coarse_end, 4) || mget(c, f, 4) || mget(c, &t->coarse_scale, 4))
-        return bad(ctx, r, "coarse rows truncated", at);
+        return tqkv_bad(ctx, r, "coarse rows truncated", at);
     t->coarse_bits = f[0];
     t->coarse_uniform = f[1];
     t->coarse_nc = f[2];
     t->coarse_planes = f[3];
     if (t->coarse_end <= t->sink_rows || t->coarse_end < t->row_start ||
         t->coarse_end > t->cells || t->codec == TQKV_CODEC_RAW)
-        return bad(ctx, r, "bad coarse rows (their end)", at);
+        return tqkv_bad(ctx, r, "bad coarse rows (their end)", at);
     tqkv_record v;
     tqkv_record_coarse(t, &v);
     tq_codec_desc d;
@@ -309,7 +301,7 @@ static tq_status get_coarse(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t
                  : t->coarse_scale == 0.0f && f[1] <= 1 && f[2] <= 1 && f[3] <= 1 &&
                        !tqkv_codec_desc(&v, &d) &&
                        (!f[3] || (t->codec == TQKV_CODEC_TQ && f[0] >= 2 && t->group % 8 == 0));
-    if (!ok) return bad(ctx, r, "bad coarse rows (their coding)", at);
+    if (!ok) return tqkv_bad(ctx, r, "bad coarse rows (their coding)", at);
     return TQ_OK;
 }
 
@@ -318,10 +310,10 @@ static tq_status get_coarse(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t
 static tq_status get_hadamard(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t)
 {
     uint64_t at = HDR_LEN + c->pos;
-    if (mget(c, &t->hadamard, 4)) return bad(ctx, r, "rotation block truncated", at);
+    if (mget(c, &t->hadamard, 4)) return tqkv_bad(ctx, r, "rotation block truncated", at);
     uint32_t n = t->hadamard;
     if (n & (n - 1) || n < TQ_RHT_MIN || n > TQ_RHT_MAX || t->width % n || t->transposed)
-        return bad(ctx, r, "bad rotation block", at);
+        return tqkv_bad(ctx, r, "bad rotation block", at);
     return TQ_OK;
 }
 
@@ -335,14 +327,14 @@ static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
         if (!t->has_ext) continue;
         uint32_t flags;
         if (mget(c, &t->sink_rows, 4) || mget(c, &flags, 4))
-            return bad(ctx, r, "tensor extension truncated", HDR_LEN + c->pos);
+            return tqkv_bad(ctx, r, "tensor extension truncated", HDR_LEN + c->pos);
         if (t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows) ||
             flags > 1023 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
             ((flags & 960) && !(flags & 8)) || ((flags & 512) && !(flags & 64)) ||
             ((flags & 4) && (t->codec != TQKV_CODEC_TQ || t->bits < 2 || t->group % 8)) ||
             !(flags & 8) != (t->codec != TQKV_CODEC_KLT) ||
             (t->codec == TQKV_CODEC_RAW && (t->sink_rows || flags != 32))) /* kept: a rotation */
-            return bad(ctx, r, "bad tensor extension", HDR_LEN + c->pos);
+            return tqkv_bad(ctx, r, "bad tensor extension", HDR_LEN + c->pos);
         t->planes = (flags & 4) != 0;
         t->klt_rans = (flags & 64) != 0;
         t->klt_gain = (flags & 128) != 0;
@@ -358,7 +350,7 @@ static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
     return TQ_OK;
 }
 
-static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint64_t n)
+tq_status tqkv_parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint64_t n)
 {
     mcur c = {p, n, 0};
     tqkv_meta *m = &r->meta;
@@ -368,51 +360,51 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
     if (mget(&c, &m->source_kind, 1) || mget(&c, &fp, 1) || mget(&c, &pad, 2) ||
         mget(&c, &m->state_version, 4) || mget(&c, &m->source_size, 8) ||
         mget(&c, &m->fingerprint, 8) || mget(&c, &m->n_tokens, 4))
-        return bad(ctx, r, "metadata truncated", HDR_LEN + c.pos);
+        return tqkv_bad(ctx, r, "metadata truncated", HDR_LEN + c.pos);
     m->has_fingerprint = fp;
-    if (m->source_kind > 2) return bad(ctx, r, "unknown source kind", HDR_LEN);
+    if (m->source_kind > 2) return tqkv_bad(ctx, r, "unknown source kind", HDR_LEN);
     if (m->n_tokens > (n - c.pos) / 4)
-        return bad(ctx, r, "token count does not fit", HDR_LEN + c.pos);
+        return tqkv_bad(ctx, r, "token count does not fit", HDR_LEN + c.pos);
     m->tokens = malloc(4ull * m->n_tokens + 4);
     if (!m->tokens) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     mget(&c, m->tokens, 4ull * m->n_tokens);
     if (mget(&c, &al, 4) || al > 256 || al > n - c.pos)
-        return bad(ctx, r, "bad architecture field", HDR_LEN + c.pos);
+        return tqkv_bad(ctx, r, "bad architecture field", HDR_LEN + c.pos);
     m->arch = malloc(al + 1);
     if (!m->arch) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     mget(&c, m->arch, al);
     m->arch[al] = 0;
     if (mget(&c, &pl, 4) || pl >= sizeof m->profile || mget(&c, m->profile, pl))
-        return bad(ctx, r, "bad profile field", HDR_LEN + c.pos);
+        return tqkv_bad(ctx, r, "bad profile field", HDR_LEN + c.pos);
     m->profile[pl] = 0;
     uint32_t bl;
     if (mget(&c, &m->base_id, 8) || mget(&c, &bl, 4) || bl > 4096 || bl > n - c.pos ||
         (bl && !m->base_id) || (!bl && m->base_id))
-        return bad(ctx, r, "bad base field", HDR_LEN + c.pos);
+        return tqkv_bad(ctx, r, "bad base field", HDR_LEN + c.pos);
     m->base_name = malloc(bl + 1);
     if (!m->base_name) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     mget(&c, m->base_name, bl);
     m->base_name[bl] = 0;
     if (memchr(m->base_name, 0, bl) || memchr(m->base_name, '/', bl))
-        return bad(ctx, r, "bad base name", HDR_LEN + c.pos);
+        return tqkv_bad(ctx, r, "bad base name", HDR_LEN + c.pos);
     tq_type_profile prof;
     if (tq_type_profile_parse(m->profile, &prof))
-        return bad(ctx, r, "unknown type-id profile", HDR_LEN + c.pos);
+        return tqkv_bad(ctx, r, "unknown type-id profile", HDR_LEN + c.pos);
     uint64_t sl, sz;
     if (mget(&c, &sl, 8) || mget(&c, &sz, 8) || sz > n - c.pos || sl > m->source_size ||
         sl > MAX_PIECE || ZSTD_getFrameContentSize(p + c.pos, sz) != sl)
-        return bad(ctx, r, "bad skeleton field", HDR_LEN + c.pos);
+        return tqkv_bad(ctx, r, "bad skeleton field", HDR_LEN + c.pos);
     m->skeleton = malloc(sl ? sl : 1);
     if (!m->skeleton) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     size_t got = ZSTD_decompress(m->skeleton, sl, p + c.pos, sz);
     if (ZSTD_isError(got) || got != sl)
-        return bad(ctx, r, "skeleton does not decompress", HDR_LEN + c.pos);
+        return tqkv_bad(ctx, r, "skeleton does not decompress", HDR_LEN + c.pos);
     m->skeleton_len = sl;
     c.pos += sz;
     if (mget(&c, &m->n_tensors, 4) || m->n_tensors > (n - c.pos) / TENSOR_REC)
-        return bad(ctx, r, "bad tensor count", HDR_LEN + c.pos);
+        return tqkv_bad(ctx, r, "bad tensor count", HDR_LEN + c.pos);
     if (c.pos + (uint64_t)m->n_tensors * TENSOR_REC > n)
-        return bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);
+        return tqkv_bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);
     m->t = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *m->t);
     if (!m->t) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     uint64_t prev_end = 0, total = 0;
@@ -424,29 +416,29 @@ static tq_status parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint6
         total += t->bytes;
     }
     if (total + sl != m->source_size)
-        return bad(ctx, r, "skeleton and tensors do not add up to the source", HDR_LEN);
+        return tqkv_bad(ctx, r, "skeleton and tensors do not add up to the source", HDR_LEN);
     tq_status st = parse_scales(ctx, r, &c);
     if (!st) st = parse_extensions(ctx, r, &c);
     if (st) return st;
-    if (c.pos != n) return bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);
+    if (c.pos != n) return tqkv_bad(ctx, r, "metadata length mismatch", HDR_LEN + c.pos);
     return TQ_OK;
 }
 
 /* A chunk's rows within one part of its tensor (coarse rows or not) and its length what that
  * part's coding makes of them. */
-static tq_status check_chunk_rows(tq_ctx *ctx, const tqkv_reader *r, const tqkv_record *t,
+tq_status tqkv_check_chunk_rows(tq_ctx *ctx, const tqkv_reader *r, const tqkv_record *t,
                                   const tqkv_chunk *ch)
 {
     const tqkv_record *ct = t;
     tqkv_record coarse;
     if (tqkv_chunk_is_coarse(t, ch->row0)) {
         if (ch->nrows > t->coarse_end - ch->row0)
-            return bad(ctx, r, "chunk crosses the end of the coarse rows", ch->offset);
+            return tqkv_bad(ctx, r, "chunk crosses the end of the coarse rows", ch->offset);
         tqkv_record_coarse(t, &coarse);
         ct = &coarse;
     }
     int ok;
-    uint64_t want = expected_raw(ctx, ct, ch->row0, ch->nrows, &ok);
+    uint64_t want = tqkv_expected_raw(ctx, ct, ch->row0, ch->nrows, &ok);
     int klt = ok && t->codec == TQKV_CODEC_KLT && !tqkv_chunk_is_sink(t, ch->row0);
     int rans = tqkv_chunk_rans(t, ch->row0);
     if (klt && !rans && ch->raw_len >= want && (ch->raw_len - want) % 2 == 0 &&
@@ -457,12 +449,12 @@ static tq_status check_chunk_rows(tq_ctx *ctx, const tqkv_reader *r, const tqkv_
     if (ch->raw_len != want || !ok || ch->raw_len > MAX_PIECE ||
         (!ch->zstd && ch->stored_len != ch->raw_len) ||
         (ch->zstd && ZSTD_getFrameContentSize(ch->stored, ch->stored_len) != ch->raw_len))
-        return bad(ctx, r, "chunk length", ch->offset);
+        return tqkv_bad(ctx, r, "chunk length", ch->offset);
     return TQ_OK;
 }
 
 /* XXH64 of two pieces one after the other. */
-static uint64_t hash2(const void *a, size_t an, const void *b, size_t bn)
+uint64_t tqkv_hash2(const void *a, size_t an, const void *b, size_t bn)
 {
     XXH64_state_t *xs = XXH64_createState();
     XXH64_reset(xs, 0);
@@ -486,16 +478,17 @@ static tq_status parse_head(tq_ctx *ctx, tqkv_reader *r, uint64_t *meta_len)
     memcpy(&ml, p + 8, 8);
     memcpy(&mh, p + 16, 8);
     memcpy(&hh, p + 24, 8);
-    if (XXH64(p, 24, 0) != hh) return bad(ctx, r, "header checksum mismatch", 0);
+    if (XXH64(p, 24, 0) != hh) return tqkv_bad(ctx, r, "header checksum mismatch", 0);
     if (ver < 1 || ver > TQKV_VERSION)
         return tq_ctx_set_error(ctx, TQ_ERR_FORMAT,
                                 "%s: snapshot version %u (this tq reads 1 to %d)", r->label, ver,
                                 TQKV_VERSION);
     r->version = ver;
-    if (ml > n - HDR_LEN - TRAILER_LEN) return bad(ctx, r, "metadata runs past the end", 8);
-    if (XXH64(p + HDR_LEN, ml, 0) != mh) return bad(ctx, r, "metadata checksum mismatch", HDR_LEN);
+    if (ml > n - HDR_LEN - TRAILER_LEN) return tqkv_bad(ctx, r, "metadata runs past the end", 8);
+    if (XXH64(p + HDR_LEN, ml, 0) != mh)
+        return tqkv_bad(ctx, r, "metadata checksum mismatch", HDR_LEN);
     *meta_len = ml;
-    return parse_meta(ctx, r, p + HDR_LEN, ml);
+    return tqkv_parse_meta(ctx, r, p + HDR_LEN, ml);
 }
 
 /* The trailer and the index it locates (checksum first): *index_off, *n_chunks. */
@@ -510,11 +503,12 @@ static tq_status parse_trailer(tq_ctx *ctx, const tqkv_reader *r, uint64_t data0
     memcpy(&ioff, tr + 8, 8);
     memcpy(&ih, tr + 16, 8);
     if (memcmp(tr + 24, END_MAGIC, 8))
-        return bad(ctx, r, "trailer missing (truncated snapshot?)", n - TRAILER_LEN);
+        return tqkv_bad(ctx, r, "trailer missing (truncated snapshot?)", n - TRAILER_LEN);
     if (ioff < data0 || ioff > n - TRAILER_LEN || nc != (n - TRAILER_LEN - ioff) / 8 ||
         (n - TRAILER_LEN - ioff) % 8)
-        return bad(ctx, r, "index placement", n - TRAILER_LEN);
-    if (hash2(p + ioff, nc * 8, tr, 16) != ih) return bad(ctx, r, "index checksum mismatch", ioff);
+        return tqkv_bad(ctx, r, "index placement", n - TRAILER_LEN);
+    if (tqkv_hash2(p + ioff, nc * 8, tr, 16) != ih)
+        return tqkv_bad(ctx, r, "index checksum mismatch", ioff);
     *index_off = ioff;
     *n_chunks = nc;
     return TQ_OK;
@@ -528,7 +522,7 @@ static tq_status parse_chunk_header(tq_ctx *ctx, const tqkv_reader *r, uint64_t 
     const uint8_t *p = r->map;
     memcpy(&ch->offset, p + ioff + 8 * i, 8);
     if (ch->offset != expect_off || ch->offset > ioff || ioff - ch->offset < CHUNK_HDR)
-        return bad(ctx, r, "chunk index entry", ioff + 8 * i);
+        return tqkv_bad(ctx, r, "chunk index entry", ioff + 8 * i);
     const uint8_t *h = p + ch->offset;
     uint32_t magic;
     uint64_t hash;
@@ -541,10 +535,10 @@ static tq_status parse_chunk_header(tq_ctx *ctx, const tqkv_reader *r, uint64_t 
     memcpy(&ch->stored_len, h + 28, 8);
     memcpy(&hash, h + 36, 8);
     if (magic != CHUNK_MAGIC || ch->stored_len > ioff - ch->offset - CHUNK_HDR)
-        return bad(ctx, r, "chunk header", ch->offset);
+        return tqkv_bad(ctx, r, "chunk header", ch->offset);
     ch->stored = h + CHUNK_HDR;
-    if (hash2(h, 36, ch->stored, ch->stored_len) != hash)
-        return bad(ctx, r, "chunk checksum mismatch", ch->offset);
+    if (tqkv_hash2(h, 36, ch->stored, ch->stored_len) != hash)
+        return tqkv_bad(ctx, r, "chunk checksum mismatch", ch->offset);
     return TQ_OK;
 }
 
@@ -570,17 +564,17 @@ static tq_status parse(tq_ctx *ctx, tqkv_reader *r)
             if (++ti < m->n_tensors) next_row = m->t[ti].row_start;
         if (ch->tensor != ti || ti >= m->n_tensors || ch->row0 != next_row || !ch->nrows ||
             ch->nrows > m->t[ti].cells - next_row || ch->zstd > 1)
-            return bad(ctx, r, "chunk out of order", ch->offset);
+            return tqkv_bad(ctx, r, "chunk out of order", ch->offset);
         if (m->t[ti].transposed && m->t[ti].codec == TQKV_CODEC_RAW && ch->nrows != m->t[ti].cells)
-            return bad(ctx, r, "chunk out of order", ch->offset);
-        if ((st = check_chunk_rows(ctx, r, &m->t[ti], ch))) return st;
+            return tqkv_bad(ctx, r, "chunk out of order", ch->offset);
+        if ((st = tqkv_check_chunk_rows(ctx, r, &m->t[ti], ch))) return st;
         next_row += ch->nrows;
         expect_off = ch->offset + CHUNK_HDR + ch->stored_len;
     }
     while (ti < m->n_tensors && next_row == m->t[ti].cells)
         if (++ti < m->n_tensors) next_row = m->t[ti].row_start;
     if (ti != m->n_tensors || expect_off != ioff)
-        return bad(ctx, r, "chunks do not cover every tensor", ioff);
+        return tqkv_bad(ctx, r, "chunks do not cover every tensor", ioff);
     return TQ_OK;
 }
 
@@ -646,6 +640,6 @@ tq_status tqkv_chunk_read(tq_ctx *ctx, const tqkv_reader *r, uint64_t i, void *o
     }
     size_t got = ZSTD_decompress(out, c->raw_len, c->stored, c->stored_len);
     if (ZSTD_isError(got) || got != c->raw_len)
-        return bad(ctx, r, "chunk does not decompress", c->offset);
+        return tqkv_bad(ctx, r, "chunk does not decompress", c->offset);
     return TQ_OK;
 }

@@ -54,6 +54,8 @@ typedef struct tq_kvsnap_decode_options {
     void *progress_user;
 } tq_kvsnap_decode_options;
 
+/* An appended snapshot's base is given and is the one it records (TQ_OK without a base id). */
+tq_status tq_kvsnap_check_base(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reader *base);
 /* Rebuilds the source file in its exact layout (opt may be NULL). */
 tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
                            const tq_kvsnap_decode_options *opt, FILE *out);

@@ -1,6 +1,6 @@
-/* kv_snapshot_decode.c - a snapshot back into the file it was made from,
- * or (tq_kvsnap_restore) into another kind of file, a token prefix or a
- * layer range.  Every chunk was verified when the snapshot was opened. */
+/* kv_snapshot_decode.c - a snapshot back into the file it was made from, whole or with rows and
+ * layers left out (kv_snapshot_restore.c builds the other outputs on it).  A mapped snapshot's
+ * chunks were verified when it was opened; a streamed one's are as they arrive. */
 #include "file_io.h"
 #include "kv_numpy.h"
 #include "kv_chunk.h"
@@ -294,7 +294,7 @@ static tq_status job_write_whole(tq_ctx *ctx, const tqkv_reader *r, const tqkv_r
 }
 
 /* An appended snapshot needs its own base. */
-static tq_status check_base(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reader *base)
+tq_status tq_kvsnap_check_base(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reader *base)
 {
     if (!m->base_id) return TQ_OK;
     if (!base)
@@ -438,27 +438,58 @@ static uint64_t take(dqueue *q)
     }
 }
 
+/* Whether chunk g (file order) is left out: past the token prefix or outside the layers. */
+static int chunk_skipped(const dqueue *q, uint64_t g)
+{
+    const djob *j = &q->jobs[q->job_of[g]];
+    uint64_t k = g - q->first[q->job_of[g]];
+    const tqkv_reader *from = k < j->nb ? q->base : q->r;
+    uint64_t at = k < j->nb ? j->bfirst + k : j->first + k - j->nb;
+    const tqkv_chunk *ch = tqkv_chunk_at(from, at);
+    const tq_kvsnap_decode_options *o = q->o;
+    return (o->max_rows && ch->row0 >= o->max_rows && !j->t->transposed) ||
+           (o->layer_hi && (layer_of(j->t) < o->layer_lo || layer_of(j->t) >= o->layer_hi));
+}
+
+/* A streamed snapshot's pass: the chunks of its own the decode will read. */
+static tq_status plan_fetches(tq_ctx *ctx, const dqueue *q)
+{
+    if (!tqkv_streamed(q->r)) return TQ_OK;
+    uint64_t n = tqkv_n_chunks(q->r);
+    uint8_t *wanted = calloc(n ? n : 1, 1); /* [n]: by the snapshot's chunk */
+    if (!wanted) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (uint64_t g = 0; g < q->n; g++) {
+        const djob *j = &q->jobs[q->job_of[g]];
+        uint64_t k = g - q->first[q->job_of[g]];
+        if (k >= j->nb) wanted[j->first + k - j->nb] = !chunk_skipped(q, g);
+    }
+    tq_status st = tqkv_fetch_plan(ctx, q->r, wanted);
+    free(wanted);
+    return st;
+}
+
 static void decode_one(dqueue *q, uint64_t g)
 {
     djob *j = &q->jobs[q->job_of[g]];
     uint64_t k = g - q->first[q->job_of[g]];
     const tqkv_reader *from = k < j->nb ? q->base : q->r;
     uint64_t at = k < j->nb ? j->bfirst + k : j->first + k - j->nb;
-    const tqkv_chunk *ch = tqkv_chunk_at(from, at);
-    const tq_kvsnap_decode_options *o = q->o;
-    int skip = (o->max_rows && ch->row0 >= o->max_rows && !j->t->transposed) ||
-               (o->layer_hi && (layer_of(j->t) < o->layer_lo || layer_of(j->t) >= o->layer_hi));
+    int skip = chunk_skipped(q, g);
     tq_ctx *local, *dev;
     if (!chunk_ctxs(q->ctx, &local, &dev)) {
         j->co[k].st = TQ_ERR_NOMEM;
         snprintf(j->co[k].err, sizeof j->co[k].err, "out of memory");
+    } else if (!skip && (j->co[k].st = tqkv_chunk_fetch(local, from, at))) {
+        snprintf(j->co[k].err, sizeof j->co[k].err, "%s", tq_ctx_error(local));
     } else {
+        const tqkv_chunk *ch = tqkv_chunk_at(from, at);
         /* coarse by the record of the snapshot the chunk is in */
         int coarse = tqkv_chunk_is_coarse(from == q->base ? j->bt : j->t, ch->row0);
         const tqkv_record *fine = from == q->base ? &j->base_fine : j->t;
         decode_chunk(from, coarse ? &j->coarse : fine, coarse ? j->c_coarse : j->c, j->ty, j->oty,
                      j->head_dim, at, skip, local, dev, &j->co[k]);
     }
+    tqkv_chunk_release(from, at);
     chunk_ctxs_free(local, dev);
     __atomic_store_n(&q->done[g], 1, __ATOMIC_RELEASE);
     wake(q);
@@ -548,7 +579,7 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader 
     const tqkv_meta *m = tqkv_meta_of(r);
     tq_type_profile prof;
     const tq_ggml_type *want;
-    tq_status st = check_base(ctx, m, base);
+    tq_status st = tq_kvsnap_check_base(ctx, m, base);
     if (st) return st;
     if (tq_type_profile_parse(m->profile, &prof))
         return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "unknown type-id profile");
@@ -556,7 +587,7 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader 
     dqueue q = {.ctx = ctx, .r = r, .base = base, .o = o};
     pthread_mutex_init(&q.mu, NULL);
     pthread_cond_init(&q.moved, NULL);
-    if ((st = queue_setup(ctx, m, prof, want, &q))) {
+    if ((st = queue_setup(ctx, m, prof, want, &q)) || (st = plan_fetches(ctx, &q))) {
         queue_free(&q, m->n_tensors);
         return st;
     }
@@ -579,97 +610,6 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader 
     }
     queue_free(&q, m->n_tensors);
     if (!st) st = put(ctx, out, m->skeleton + sk, m->skeleton_len - sk);
-    return st;
-}
-
-/* ------------------------------------------------------------ restore */
-
-/* Rows past a token prefix were left out on the guess that cell i holds at
- * most position i (one sequence, as after a prompt): does the view bear it
- * out? */
-static int prefix_fits(tq_ctx *ctx, const tq_kv_view *v, uint32_t max_rows)
-{
-    for (uint32_t i = 0; max_rows && i < tq_kv_view_n_kv(v); i++)
-        for (uint32_t j = 0; j < tq_kv_view_kv(v, i)->n_stream; j++) {
-            uint32_t n;
-            const tq_kv_stream *sr = &tq_kv_view_kv(v, i)->streams[j];
-            if (sr->cell_count && !tq_kv_view_stream_prefix(ctx, v, sr, max_rows, &n, NULL) &&
-                n > max_rows)
-                return 0;
-        }
-    return 1;
-}
-
-/* The snapshot decoded into an intermediate file and opened as a view. */
-static tq_status decode_to_view(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
-                                const tq_kvsnap_decode_options *d, const char *near,
-                                tq_kv_view **out)
-{
-    tq_kvsnap_decode_options dopt = *d;
-    for (;;) {
-        char *tmp = NULL;
-        FILE *tf;
-        tq_status st = tq_temp_create(ctx, near, &tmp, &tf);
-        if (st) return st;
-        st = tq_kvsnap_decode(ctx, r, base, &dopt, tf);
-        if (fflush(tf) && !st) st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: writing failed", tmp);
-        if (!st) st = tq_kv_view_open(ctx, tmp, TQ_PROFILE_DEFAULT, out);
-        unlink(tmp); /* the mapping stays valid, and an unlinked file is not synced */
-        fclose(tf);
-        free(tmp);
-        if (st || prefix_fits(ctx, *out, dopt.max_rows)) return st;
-        tq_kv_view_close(*out);
-        *out = NULL;
-        dopt.max_rows = 0; /* several sequences share positions: decode all */
-    }
-}
-
-tq_status tq_kvsnap_open_view(tq_ctx *ctx, const tqkv_reader *r, const char *tmp_near,
-                              tq_kv_view **out)
-{
-    tq_kvsnap_decode_options d = {.threads = 0};
-    tq_status st = check_base(ctx, tqkv_meta_of(r), NULL);
-    return st ? st : decode_to_view(ctx, r, NULL, &d, tmp_near, out);
-}
-
-tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
-                            const tq_kvsnap_decode_options *d, const tq_kvsnap_restore_options *ro,
-                            FILE *out)
-{
-    const tqkv_meta *m = tqkv_meta_of(r);
-    if ((int)ro->format == m->source_kind && m->source_kind != TQ_KV_NUMPY && !ro->tokens)
-        return tq_kvsnap_decode(ctx, r, base, d,
-                                out); /* the source as it was: streamed straight out */
-    tq_kvsnap_decode_options dopt = *d;
-    /* chunks past a token prefix are not decoded; NumPy rows are tokens, and
-     * in state files the prefix's cells come first (checked when writing) */
-    dopt.max_rows = ro->tokens;
-    if (ro->has_layers) {
-        dopt.layer_lo = ro->layer_lo;
-        dopt.layer_hi = ro->layer_hi + 1;
-    }
-    tq_kv_view *v;
-    tq_status st = decode_to_view(ctx, r, base, &dopt, ro->tmp_near, &v);
-    if (st) return st;
-    /* the writers convert elements: CPU work, whatever backend decoded */
-    tq_backend backend = tq_ctx_backend(ctx);
-    tq_ctx_set_backend(ctx, TQ_BACKEND_CPU);
-    if (ro->format == TQ_KV_NUMPY) {
-        tq_cache_layers L;
-        st = tq_cache_layers_of_snapshot(ctx, m, NULL, &L);
-        uint32_t hi = ro->has_layers ? ro->layer_hi : UINT32_MAX;
-        tq_npz_options no = {ro->tokens, ro->has_layers ? ro->layer_lo : 0, hi, ro->head_dim,
-                             !st && tq_cache_layers_known(&L) ? L.model : NULL};
-        if (!st) {
-            st = tq_npz_write(ctx, v, &no, out);
-            tq_cache_layers_free(&L);
-        }
-    } else {
-        tq_state_rewrite rw = {ro->format, ro->arch, ro->tokens};
-        st = tq_llama_state_write(ctx, v, &rw, out);
-    }
-    tq_kv_view_close(v);
-    if (backend != TQ_BACKEND_CPU && tq_ctx_set_backend(ctx, backend) && !st)
-        st = TQ_ERR_UNSUPPORTED;
+    if (!st) st = tqkv_finish(ctx, r); /* a pipe: the rest read, the index and trailer checked */
     return st;
 }

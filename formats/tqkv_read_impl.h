@@ -1,0 +1,33 @@
+/* tqkv_read_impl.h - what the mapped reader (tqkv_read.c) and the streamed one (tqkv_stream.c)
+ * share: the reader's state and the checks every chunk and the metadata pass; not an API. */
+#ifndef TQ_TQKV_READ_IMPL_H
+#define TQ_TQKV_READ_IMPL_H
+
+#include "tqkv.h"
+
+typedef struct tqkv_stream tqkv_stream;
+
+struct tqkv_reader {
+    const uint8_t *map; /* the whole snapshot (NULL when streamed) */
+    uint64_t size;
+    int mapped;
+    char *label;
+    tqkv_meta meta;
+    tqkv_chunk *chunks;
+    uint64_t n_chunks;
+    uint32_t version;
+    tqkv_stream *stream; /* read from a source (tqkv_open_src), else NULL */
+};
+
+/* payload bytes a chunk of nrows of tensor t must decode to (*ok 0: none can) */
+uint64_t tqkv_expected_raw(tq_ctx *ctx, const tqkv_record *t, uint32_t row0, uint32_t nrows,
+                           int *ok);
+tq_status tqkv_bad(tq_ctx *ctx, const tqkv_reader *r, const char *what, uint64_t at);
+tq_status tqkv_parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint64_t n);
+/* A chunk's rows and lengths as its tensor's coding makes them (its stored bytes at hand). */
+tq_status tqkv_check_chunk_rows(tq_ctx *ctx, const tqkv_reader *r, const tqkv_record *t,
+                                const tqkv_chunk *ch);
+uint64_t tqkv_hash2(const void *a, size_t an, const void *b, size_t bn);
+void tqkv_stream_free(tqkv_reader *r);
+
+#endif
