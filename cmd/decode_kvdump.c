@@ -46,7 +46,11 @@ void help_decode_kvdump(void)
         "  --fsync          flush the output to disk before it is renamed into place (default: "
         "not;\n"
         "                   a decoded state can be made again from its snapshot)\n"
-        "  -o -             write to stdout\n");
+        "  -o -             write to stdout\n\n"
+        "IN and OUT may be - (a pipe: the snapshot streams, each chunk verified as it arrives)\n"
+        "or s3://bucket/key (an object: only the chunks the decode needs are fetched), with\n"
+        "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION and\n"
+        "AWS_ENDPOINT_URL (another store's endpoint: path-style) from the environment.\n");
 }
 
 static void show_progress(void *user, uint64_t done, uint64_t total)
@@ -174,6 +178,11 @@ static int restore(tq_ctx *ctx, dec_opts *o, const tqkv_reader *r, const tqkv_re
     }
     tq_status st = tq_kvsnap_restore(ctx, r, base, &dopt, &o->ro, out.f);
     progress_end(&pr);
+    if (st && cli_out_error(&out)) {
+        rc = cli_runtime_error("%s", cli_out_error(&out));
+        cli_out_abort(&out);
+        return rc;
+    }
     if (st) {
         cli_out_abort(&out);
         return cli_runtime_error("%s: %s", o->in, tq_ctx_error(ctx));

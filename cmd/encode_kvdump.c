@@ -17,6 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void help_streams(void)
+{
+    printf("  -o -                  write to stdout\n\n"
+           "IN, OUT and --append may be - (a pipe) or s3://bucket/key (an object: written as a\n"
+           "multipart upload that appears only when complete), with AWS_ACCESS_KEY_ID,\n"
+           "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL (another\n"
+           "store's endpoint: path-style) from the environment.\n");
+}
+
 void help_encode_kvdump(void)
 {
     printf(
@@ -94,8 +103,8 @@ void help_encode_kvdump(void)
         "  --dry-run             print the plan (each tensor's codec, bits, group and payload);\n"
         "                        nothing is written (--json: as JSON)\n"
         "  --fsync               flush the snapshot to disk before it is renamed into place\n"
-        "                        (default: not, as zstd; the state it comes from stays)\n"
-        "  -o -                  write to stdout\n");
+        "                        (default: not, as zstd; the state it comes from stays)\n");
+    help_streams();
 }
 
 typedef struct enc_opts {
@@ -391,7 +400,10 @@ int cmd_encode_kvdump(int argc, char **argv)
     eo->progress_user = &pr;
     tq_status est = tq_kvsnap_execute(r.ctx, r.view, r.prep->plan, eo, out.f, &rep);
     progress_end(&pr);
-    if (est) {
+    if (est && cli_out_error(&out)) {
+        rc = cli_runtime_error("%s", cli_out_error(&out));
+        cli_out_abort(&out);
+    } else if (est) {
         rc = cli_runtime_error("%s: %s", o.in, tq_ctx_error(r.ctx));
         cli_out_abort(&out);
     } else {

@@ -45,7 +45,10 @@ void help_inspect(void)
         "  --type-profile NAME  how to read tensor type ids the file does not record:\n"
         "                       69d8e4be4 (default), 00910b10, 45f8a066, upstream\n"
         "  --threads N          threads for --stats (default: all cores)\n"
-        "  --quiet              no progress display\n");
+        "  --quiet              no progress display\n\n"
+        "FILE may be - (a pipe) or s3://bucket/key (an object: of a snapshot only the header,\n"
+        "metadata and index are fetched), with AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,\n"
+        "AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL from the environment.\n");
 }
 
 /* ------------------------------------------------------------ stats */

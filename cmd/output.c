@@ -102,6 +102,12 @@ int cli_out_commit(cli_out *o)
     return 0;
 }
 
+const char *cli_out_error(const cli_out *o)
+{
+    const char *e = o->sink ? tq_sink_error(o->sink) : "";
+    return *e ? e : NULL;
+}
+
 void cli_out_abort(cli_out *o)
 {
     if (o->sink) {

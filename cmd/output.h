@@ -24,6 +24,9 @@ int cli_out_open(cli_out *o, const char *path, const char *const *inputs,
                  size_t n_inputs); /* 0 or exit code */
 int cli_out_commit(cli_out *o);    /* 0 or exit code */
 void cli_out_abort(cli_out *o);
+/* Why a write to an object failed (the store's answer), NULL when none did: the message to
+ * give instead of the writer's "writing failed". */
+const char *cli_out_error(const cli_out *o);
 /* durable 0: no fsync before the rename (outputs derived from an input that stays). */
 int cli_out_open_ex(cli_out *o, const char *path, const char *const *inputs, size_t n_inputs,
                     int durable);

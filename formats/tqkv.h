@@ -44,6 +44,8 @@ extern "C" {
     3 /* 2 adds InnerQ scales, 3 model layers and the group-guessed flag; files                    \
          without them are written as the lowest version that holds them */
 #define TQKV_NO_MODEL_LAYER UINT32_MAX
+/* A growing tensor's first chunk of each part (tqkv_record.chunks_grow). */
+#define TQKV_GROW_ROWS 1024u
 
 /* source_kind holds the view's tq_kv_kind (kv_view.h): its values are the
  * codes on disk (0 session, 1 sequence, 2 NumPy) and must not change. */
@@ -105,6 +107,9 @@ typedef struct tqkv_record {
     tqkv_klt *klt;         /* KLT codec: width / group heads' transforms (owned by the meta) */
     uint8_t klt_rans;      /* KLT codec: chunks hold each component's indices as a rANS stream
                               (extension flag bit 6; 0: a byte an index, for zstd) */
+    uint8_t chunks_grow; /* KLT codec: each part's chunks (coarse rows, the others) grow from
+                            TQKV_GROW_ROWS rows, doubling, to rows_per_chunk (extension flag bit
+                            10): a token prefix is read from few of the bytes */
     uint8_t klt_rans_coarse; /* KLT codec with klt_rans: only the chunks of coarse rows hold
                                 rANS streams, the others index bytes for zstd (extension flag
                                 bit 9: the newest rows, finer, are too few to pay for a model

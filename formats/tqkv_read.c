@@ -329,8 +329,8 @@ static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
         if (mget(c, &t->sink_rows, 4) || mget(c, &flags, 4))
             return tqkv_bad(ctx, r, "tensor extension truncated", HDR_LEN + c->pos);
         if (t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows) ||
-            flags > 1023 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
-            ((flags & 960) && !(flags & 8)) || ((flags & 512) && !(flags & 64)) ||
+            flags > 2047 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
+            ((flags & 1984) && !(flags & 8)) || ((flags & 512) && !(flags & 64)) ||
             ((flags & 4) && (t->codec != TQKV_CODEC_TQ || t->bits < 2 || t->group % 8)) ||
             !(flags & 8) != (t->codec != TQKV_CODEC_KLT) ||
             (t->codec == TQKV_CODEC_RAW && (t->sink_rows || flags != 32))) /* kept: a rotation */
@@ -340,6 +340,7 @@ static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
         t->klt_gain = (flags & 128) != 0;
         t->klt_basis8 = (flags & 256) != 0;
         t->klt_rans_coarse = (flags & 512) != 0;
+        t->chunks_grow = (flags & 1024) != 0;
         tq_status st = TQ_OK;
         if (flags & 1) st = get_offset(ctx, r, c, t, flags);
         if (!st && (flags & 8)) st = get_klt(ctx, r, c, t);

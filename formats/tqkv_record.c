@@ -169,13 +169,41 @@ static void record_parts(const tqkv_record *t, uint32_t *from, uint32_t *fine)
     if (*fine > t->cells) *fine = t->cells;
 }
 
+/* Chunk j of a part (rows_per_chunk R each, or growing from TQKV_GROW_ROWS, doubling, to R):
+ * its rows. */
+static uint32_t part_chunk_rows(const tqkv_record *t, uint32_t j)
+{
+    uint32_t r = t->rows_per_chunk;
+    if (!t->chunks_grow || r <= TQKV_GROW_ROWS) return r;
+    if (j >= 31 || (TQKV_GROW_ROWS << j) >= r) return r;
+    return TQKV_GROW_ROWS << j;
+}
+
+/* The chunks of a part of n rows; with *row0 (may be NULL) the first row of its chunk k, from
+ * 0, and *nrows its rows. */
+static uint32_t part_chunks(const tqkv_record *t, uint32_t n, uint32_t k, uint32_t *row0,
+                            uint32_t *nrows)
+{
+    uint32_t j = 0;
+    uint32_t at = 0;
+    for (; at < n; j++) {
+        uint32_t len = part_chunk_rows(t, j);
+        if (len > n - at) len = n - at;
+        if (row0 && j == k) {
+            *row0 = at;
+            *nrows = len;
+        }
+        at += len;
+    }
+    return j;
+}
+
 uint32_t tqkv_record_n_chunks(const tqkv_record *t)
 {
     uint32_t from, fine, sink = t->row_start < t->sink_rows;
     record_parts(t, &from, &fine);
     uint32_t rows = t->cells > fine ? t->cells - fine : 0;
-    return sink + (fine - from + t->rows_per_chunk - 1) / t->rows_per_chunk +
-           (rows + t->rows_per_chunk - 1) / t->rows_per_chunk;
+    return sink + part_chunks(t, fine - from, 0, NULL, NULL) + part_chunks(t, rows, 0, NULL, NULL);
 }
 
 void tqkv_record_chunk_rows(const tqkv_record *t, uint32_t k, uint32_t *row0, uint32_t *nrows)
@@ -187,7 +215,7 @@ void tqkv_record_chunk_rows(const tqkv_record *t, uint32_t k, uint32_t *row0, ui
         *nrows = t->sink_rows;
         return;
     }
-    uint32_t n_coarse = (fine - from + t->rows_per_chunk - 1) / t->rows_per_chunk;
+    uint32_t n_coarse = part_chunks(t, fine - from, 0, NULL, NULL);
     uint32_t end = t->cells;
     k -= sink;
     if (k < n_coarse) {
@@ -196,8 +224,10 @@ void tqkv_record_chunk_rows(const tqkv_record *t, uint32_t k, uint32_t *row0, ui
         from = fine;
         k -= n_coarse;
     }
-    *row0 = from + k * t->rows_per_chunk;
-    *nrows = end - *row0 < t->rows_per_chunk ? end - *row0 : t->rows_per_chunk;
+    *row0 = 0;
+    *nrows = 0;
+    part_chunks(t, end - from, k, row0, nrows);
+    *row0 += from;
 }
 
 int tqkv_chunk_is_coarse(const tqkv_record *t, uint32_t row0)

@@ -13,7 +13,7 @@
 #include <zstd.h>
 
 /* What an object's first ranged GET asks for: the header and, mostly, the whole metadata. */
-enum { FIRST_GET = 1 << 20 };
+enum { FIRST_GET = 64 << 10 };
 /* The metadata a pipe may claim: a skeleton of up to MAX_PIECE and the tensors' records. */
 #define MAX_META (2 * MAX_PIECE)
 
@@ -136,14 +136,12 @@ static tq_status head_of_pipe(tq_ctx *ctx, tqkv_reader *r)
 static tq_status head_of_object(tq_ctx *ctx, tqkv_reader *r)
 {
     tqkv_stream *s = r->stream;
-    uint64_t size, ml;
-    tq_status st = tq_src_size(ctx, s->src, &size);
-    if (st) return st;
-    if (size < HDR_LEN + TRAILER_LEN)
-        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot", r->label);
-    uint64_t first = size < FIRST_GET ? size : FIRST_GET;
-    uint8_t *buf = malloc(first); /* [first], then [HDR_LEN + ml] */
-    st = buf ? tq_src_read_at(ctx, s->src, 0, buf, first) : TQ_ERR_NOMEM;
+    uint64_t size = 0, ml, first = 0;
+    uint8_t *buf = malloc(FIRST_GET); /* [FIRST_GET], then [HDR_LEN + ml] */
+    tq_status st = buf ? tq_src_read_head(ctx, s->src, buf, FIRST_GET, &first) : TQ_ERR_NOMEM;
+    if (!st) st = tq_src_size(ctx, s->src, &size);
+    if (!st && size < HDR_LEN + TRAILER_LEN)
+        st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot", r->label);
     if (!st) st = check_header(ctx, r, buf, first, &ml);
     if (!st && ml > size - HDR_LEN - TRAILER_LEN)
         st = tqkv_bad(ctx, r, "metadata runs past the end", 8);

@@ -185,7 +185,8 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
                          (t->planes ? 4 : 0) | (t->klt ? 8 : 0) | (t->coarse_end ? 16 : 0) |
                          (t->hadamard ? 32 : 0) | (t->klt && t->klt_rans ? 64 : 0) |
                          (t->klt && t->klt_gain ? 128 : 0) | (t->klt && t->klt_basis8 ? 256 : 0) |
-                         (t->klt && t->klt_rans && t->klt_rans_coarse ? 512 : 0);
+                         (t->klt && t->klt_rans && t->klt_rans_coarse ? 512 : 0) |
+                         (t->klt && t->chunks_grow ? 1024 : 0);
         PUTV(b, t->sink_rows);
         PUTV(b, flags);
         if (t->offset) bput(b, t->offset, 4ull * t->width);

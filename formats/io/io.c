@@ -15,10 +15,14 @@ int tq_io_is_stream(const char *name) { return !strcmp(name, "-") || tq_s3_is_ur
 
 struct tq_src {
     char *name;
-    tq_s3 *obj;           /* NULL: standard input */
+    tq_s3 *obj;           /* NULL: standard input, or memory */
     tq_s3_stream *stream; /* the object's bytes being streamed */
-    uint64_t size;        /* an object's, once known (UINT64_MAX before) */
-    uint8_t peeked[64];   /* standard input: bytes peeked and not yet read */
+    const uint8_t *mem;   /* tq_src_open_memory's bytes */
+    uint64_t mem_size;
+    int mem_ranged;
+    uint64_t mem_at, mem_end; /* memory: the next byte in order, the end of the range */
+    uint64_t size;            /* an object's, once known (UINT64_MAX before) */
+    uint8_t peeked[64];       /* standard input: bytes peeked and not yet read */
     uint64_t n_peeked, peek_at;
     uint64_t received;
 };
@@ -43,6 +47,22 @@ tq_status tq_src_open(tq_ctx *ctx, const char *name, tq_src **out)
     return TQ_OK;
 }
 
+tq_status tq_src_open_memory(tq_ctx *ctx, const void *data, uint64_t size, const char *label,
+                             int ranged, tq_src **out)
+{
+    tq_src *s = calloc(1, sizeof *s);
+    *out = NULL;
+    if (!s || !(s->name = strdup(label))) {
+        free(s);
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    s->mem = data ? data : (const uint8_t *)"";
+    s->mem_size = s->size = s->mem_end = size;
+    s->mem_ranged = ranged;
+    *out = s;
+    return TQ_OK;
+}
+
 void tq_src_close(tq_src *s)
 {
     if (!s) return;
@@ -53,13 +73,28 @@ void tq_src_close(tq_src *s)
 }
 
 const char *tq_src_name(const tq_src *s) { return s->name; }
-int tq_src_ranged(const tq_src *s) { return s->obj != NULL; }
+int tq_src_ranged(const tq_src *s) { return s->obj != NULL || s->mem_ranged; }
 
 uint64_t tq_src_received(const tq_src *s) { return s->obj ? tq_s3_bytes_in(s->obj) : s->received; }
 
+static tq_status not_ranged(tq_ctx *ctx, const tq_src *s)
+{
+    return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: a pipe", s->name);
+}
+
+/* Memory: bytes [at, end) of it, at most n. */
+static uint64_t mem_take(tq_src *s, uint8_t *b, uint64_t n)
+{
+    uint64_t k = s->mem_end - s->mem_at < n ? s->mem_end - s->mem_at : n;
+    memcpy(b, s->mem + s->mem_at, k);
+    s->mem_at += k;
+    s->received += k;
+    return k;
+}
+
 tq_status tq_src_size(tq_ctx *ctx, tq_src *s, uint64_t *size)
 {
-    if (!s->obj) return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: a pipe", s->name);
+    if (!tq_src_ranged(s)) return not_ranged(ctx, s);
     if (s->size == UINT64_MAX) {
         tq_status st = tq_s3_size(ctx, s->obj, &s->size);
         if (st) return st;
@@ -71,16 +106,48 @@ tq_status tq_src_size(tq_ctx *ctx, tq_src *s, uint64_t *size)
 tq_status tq_src_read_at(tq_ctx *ctx, tq_src *s, uint64_t off, void *buf, uint64_t n)
 {
     uint64_t size;
-    if (!s->obj) return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: a pipe", s->name);
+    if (!tq_src_ranged(s)) return not_ranged(ctx, s);
     if (!n) return TQ_OK;
-    tq_status st = tq_s3_get(ctx, s->obj, off, n, buf, &size);
+    if (s->mem) {
+        if (off > s->mem_size || n > s->mem_size - off)
+            return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: a range past the end", s->name);
+        memcpy(buf, s->mem + off, n);
+        s->received += n;
+        return TQ_OK;
+    }
+    uint64_t got;
+    tq_status st = tq_s3_get(ctx, s->obj, off, n, buf, &got, &size);
+    if (!st) s->size = size;
+    if (!st && got != n)
+        st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: a range past the end", s->name);
+    return st;
+}
+
+tq_status tq_src_read_head(tq_ctx *ctx, tq_src *s, void *buf, uint64_t n, uint64_t *got)
+{
+    if (!tq_src_ranged(s)) return not_ranged(ctx, s);
+    if (s->mem) {
+        *got = n < s->mem_size ? n : s->mem_size;
+        memcpy(buf, s->mem, *got);
+        return TQ_OK;
+    }
+    uint64_t size;
+    tq_status st = n ? tq_s3_get(ctx, s->obj, 0, n, buf, got, &size) : tq_src_size(ctx, s, &size);
+    if (!n) *got = 0;
     if (!st) s->size = size;
     return st;
 }
 
 tq_status tq_src_stream(tq_ctx *ctx, tq_src *s, uint64_t off, uint64_t n)
 {
-    if (!s->obj) return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "%s: a pipe", s->name);
+    if (!tq_src_ranged(s)) return not_ranged(ctx, s);
+    if (s->mem) {
+        if (off > s->mem_size || n > s->mem_size - off)
+            return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: a range past the end", s->name);
+        s->mem_at = off;
+        s->mem_end = off + n;
+        return TQ_OK;
+    }
     tq_s3_stream_close(s->stream);
     s->stream = NULL;
     return tq_s3_stream_open(ctx, s->obj, off, n, &s->stream);
@@ -110,6 +177,10 @@ static tq_status read_stdin(tq_ctx *ctx, tq_src *s, uint8_t *b, uint64_t n, uint
 tq_status tq_src_read(tq_ctx *ctx, tq_src *s, void *buf, uint64_t n, uint64_t *got)
 {
     uint8_t *b = buf;
+    if (s->mem) {
+        *got = mem_take(s, b, n);
+        return TQ_OK;
+    }
     if (!s->obj) return read_stdin(ctx, s, b, n, got);
     if (!s->stream) {
         uint64_t size;
@@ -131,12 +202,7 @@ tq_status tq_src_read(tq_ctx *ctx, tq_src *s, void *buf, uint64_t n, uint64_t *g
 tq_status tq_src_peek(tq_ctx *ctx, tq_src *s, void *buf, uint64_t n, uint64_t *got)
 {
     if (n > sizeof s->peeked) n = sizeof s->peeked;
-    if (s->obj) {
-        uint64_t size;
-        tq_status st = tq_src_size(ctx, s, &size);
-        *got = n < size ? n : size;
-        return st ? st : tq_src_read_at(ctx, s, 0, buf, *got);
-    }
+    if (tq_src_ranged(s)) return tq_src_read_head(ctx, s, buf, n, got);
     if (!s->n_peeked) {
         tq_status st = read_stdin(ctx, s, s->peeked, n, &s->n_peeked);
         s->peek_at = 0;

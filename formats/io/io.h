@@ -25,6 +25,9 @@ int tq_io_is_object(const char *name);
 typedef struct tq_src tq_src;
 
 tq_status tq_src_open(tq_ctx *ctx, const char *name, tq_src **out); /* "-" or s3:// */
+/* Bytes in memory as a source (tests, fuzzing): read in order, or by ranges when ranged. */
+tq_status tq_src_open_memory(tq_ctx *ctx, const void *data, uint64_t size, const char *label,
+                             int ranged, tq_src **out);
 void tq_src_close(tq_src *s);
 const char *tq_src_name(const tq_src *s);
 /* 1: ranged reads (an object); 0: read once in order (a pipe). */
@@ -33,6 +36,8 @@ int tq_src_ranged(const tq_src *s);
 tq_status tq_src_size(tq_ctx *ctx, tq_src *s, uint64_t *size);
 /* Ranged sources: bytes [off, off + n). */
 tq_status tq_src_read_at(tq_ctx *ctx, tq_src *s, uint64_t off, void *buf, uint64_t n);
+/* Ranged sources: the first n bytes, or all when shorter (*got); the size is learnt. */
+tq_status tq_src_read_head(tq_ctx *ctx, tq_src *s, void *buf, uint64_t n, uint64_t *got);
 /* Ranged sources: from now on tq_src_read delivers bytes [off, off + n), streamed. */
 tq_status tq_src_stream(tq_ctx *ctx, tq_src *s, uint64_t off, uint64_t n);
 /* The next bytes in order: n of them, *got less only at the end. */

@@ -248,7 +248,6 @@ static struct curl_slist *request_headers(const tq_s3 *s, const s3_req *r)
     /* curl 7.88 signs the x-amz- headers it is given; radosgw and AWS want the payload's
      * hash among them (UNSIGNED-PAYLOAD: the chunks carry their own checksums) */
     struct curl_slist *l = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-    l = curl_slist_append(l, "Expect:"); /* no 100-continue round trip before a part */
     if (s->token) l = curl_slist_append(l, s->token);
     if (r->n) {
         uint64_t from = r->off + r->got;
@@ -286,6 +285,9 @@ static void attempt(tq_s3 *s, s3_req *r)
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+    /* no wait for 100-continue before a part (an empty Expect: header would be signed too,
+     * and radosgw refuses the signature) */
+    curl_easy_setopt(h, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
     /* a server that stops answering mid-transfer: given up after 30 s under 1 byte/s */
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 30L);
@@ -358,7 +360,10 @@ void s3_xml_read(const char *body, size_t n, xml_pick *x)
     XML_ParserFree(p);
 }
 
-static int ok_answer(const s3_req *r) { return r->cc == CURLE_OK && r->status / 100 == 2; }
+static int ok_answer(const s3_req *r)
+{
+    return r->cc == CURLE_OK && (r->status / 100 == 2 || (r->status == 416 && r->empty_ok));
+}
 
 /* What S3 clients retry: a connection refused, cut or timed out, a 5xx, throttling. */
 static int retryable(const s3_req *r)
@@ -417,14 +422,22 @@ static void sleep_ms(long ms)
 tq_status s3_call(tq_ctx *ctx, tq_s3 *s, s3_req *r)
 {
     char why[400];
+    char first[400] = "";
+    const char *what = r->query ? r->query : "";
     r->s = s;
     if (!r->h) r->h = s->h;
     for (int a = 1;; a++) {
         attempt(s, r);
-        if (ok_answer(r)) return TQ_OK;
+        if (ok_answer(r)) {
+            /* told once it worked: a failure's one line says how often it was tried */
+            if (a > 1)
+                note("%s: %s%s%s retried after %s: done at attempt %d of %d", s->url, r->method,
+                     *what ? " ?" : "", what, first, a, S3_TRIES);
+            return TQ_OK;
+        }
         describe(s, r, why, sizeof why);
+        if (a == 1) snprintf(first, sizeof first, "%s", why);
         if (!retryable(r) || a == S3_TRIES) {
-            const char *what = r->query ? r->query : "";
             free(r->err);
             r->err = NULL;
             if (r->cancelled) return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cancelled", s->url);
@@ -434,11 +447,8 @@ tq_status s3_call(tq_ctx *ctx, tq_s3 *s, s3_req *r)
             return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: %s%s%s: %s", s->url, r->method,
                                     *what ? " ?" : "", what, why);
         }
-        long wait = (long)S3_WAIT_MS << (a - 1);
-        note("%s: %s: %s; retrying in %ld ms (attempt %d of %d)", s->url, r->method, why, wait,
-             a + 1, S3_TRIES);
         if (strcmp(r->method, "GET")) r->got = 0; /* a body goes again from its start */
-        sleep_ms(wait);
+        sleep_ms((long)S3_WAIT_MS << (a - 1));
     }
 }
 
@@ -450,26 +460,32 @@ void s3_req_done(s3_req *r)
 
 tq_status tq_s3_size(tq_ctx *ctx, tq_s3 *s, uint64_t *size)
 {
-    s3_req r = {.method = "HEAD"};
-    tq_status st = s3_call(ctx, s, &r);
-    s3_req_done(&r);
-    if (!st && !s->etag[0]) snprintf(s->etag, sizeof s->etag, "%s", r.etag);
-    *size = r.total;
-    return st;
+    uint64_t got;
+    uint8_t byte;
+    return tq_s3_get(ctx, s, 0, 1, &byte, &got, size);
 }
 
-tq_status tq_s3_get(tq_ctx *ctx, tq_s3 *s, uint64_t off, uint64_t n, void *buf, uint64_t *size)
+tq_status tq_s3_get(tq_ctx *ctx, tq_s3 *s, uint64_t off, uint64_t n, void *buf, uint64_t *got,
+                    uint64_t *size)
 {
-    s3_req r = {.method = "GET", .off = off, .n = n, .buf = buf, .cap = n, .if_match = 1};
+    /* a GET, not a HEAD, so that a missing bucket or key is named by the answer's XML */
+    s3_req r = {.method = "GET", .off = off, .n = n, .buf = buf, .cap = n, .if_match = 1,
+                .empty_ok = off == 0};
     tq_status st = s3_call(ctx, s, &r);
     s3_req_done(&r);
     if (st) return st;
-    if (r.status != 206 && !(r.status == 200 && off == 0 && r.total == n))
+    if (r.status == 416) { /* an empty object: no byte 0 */
+        *got = 0;
+        if (size) *size = 0;
+        return TQ_OK;
+    }
+    if (r.status != 206 && !(r.status == 200 && off == 0 && r.total <= n))
         return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: the server ignored a byte range", s->url);
-    if (r.got != n)
+    if (r.got != n && off + r.got != r.total)
         return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: %llu bytes where %llu were asked", s->url,
                                 (unsigned long long)r.got, (unsigned long long)n);
     if (!s->etag[0]) snprintf(s->etag, sizeof s->etag, "%s", r.etag);
+    *got = r.got;
     if (size) *size = r.total;
     return TQ_OK;
 }

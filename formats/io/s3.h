@@ -34,12 +34,14 @@ uint64_t tq_s3_bytes_out(const tq_s3 *s);
 /* Where retries are told (the library never prints): msg is one line without a newline. */
 void tq_s3_set_note(void (*note)(void *user, const char *msg), void *user);
 
-/* The object's size (HEAD). */
+/* The object's size (a GET of its first byte: a missing bucket or key is named). */
 tq_status tq_s3_size(tq_ctx *ctx, tq_s3 *s, uint64_t *size);
-/* Bytes [off, off + n) of the object, n > 0, into buf; *size (may be NULL) its whole size.
- * Later reads of the same object are made on condition that it has not changed (If-Match its
- * ETag): a racing writer fails them rather than mixing two objects. */
-tq_status tq_s3_get(tq_ctx *ctx, tq_s3 *s, uint64_t off, uint64_t n, void *buf, uint64_t *size);
+/* Bytes [off, off + n) of the object, n > 0, into buf, or those up to its end: *got of them;
+ * *size (may be NULL) its whole size.  Later reads of the same object are made on condition
+ * that it has not changed (If-Match its ETag): a racing writer fails them rather than mixing
+ * two objects. */
+tq_status tq_s3_get(tq_ctx *ctx, tq_s3 *s, uint64_t off, uint64_t n, void *buf, uint64_t *got,
+                    uint64_t *size);
 
 /* One streamed GET of bytes [off, off + n), resumed where it stopped on a cut connection. */
 typedef struct tq_s3_stream tq_s3_stream;

@@ -27,6 +27,7 @@ typedef struct s3_req {
     const uint8_t *body;
     uint64_t body_len;
     int if_match; /* the object's ETag must be the one seen */
+    int empty_ok; /* a 416 answer (no byte at off 0: an empty object) is an answer */
     /* a 2xx answer's body: into buf (cap bytes at most), else to sink (0 stops the transfer) */
     uint8_t *buf;
     uint64_t cap;

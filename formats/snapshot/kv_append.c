@@ -17,6 +17,7 @@ static const struct {
     CODING(codec), CODING(bits), CODING(norm_correction), CODING(group), CODING(seed),
     CODING(rows_per_chunk), CODING(sink_rows), CODING(planes), CODING(uniform),
     CODING(klt_rans), CODING(klt_rans_coarse), CODING(klt_gain), CODING(klt_basis8),
+    CODING(chunks_grow),
     CODING(coarse_bits), CODING(coarse_uniform), CODING(coarse_nc), CODING(coarse_planes),
     CODING(coarse_scale),
 };

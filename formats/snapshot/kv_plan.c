@@ -330,6 +330,26 @@ static tq_status blocks_bits(tq_ctx *ctx, const src_tensor *s, const tqkv_record
  * transform's error is far lower at the same rate: ../shared/reference/
  * real-models.md; on K/V without such structure it is not, and the bases
  * cost: tests/bench/results/kv_vs_zstd.md), else leaves t as it was. */
+/* A transform-coded tensor's chunks: as few as the preset's transform rows allow, alike in
+ * size (a tensor's chunks are coded side by side, and the longest holds up the next tensor).
+ * Past TQKV_GROW_ROWS coded rows they grow from that many, doubling: a token prefix's decode
+ * reads few of the bytes (a 1,024-token prefix of SmolLM2's 7,168-token session 0.18 of
+ * them, where two halves made it 0.52) for one or two chunks more a tensor (0.8% more bytes
+ * on SmolLM2's session: tests/bench/results/kv_s3.md). */
+static void transform_chunks(const tq_kvsnap_options *o, tqkv_record *k)
+{
+    uint32_t coded = k->cells - k->sink_rows;
+    const tq_kvsnap_transform_row *row = tq_kvsnap_transform_of(o->preset);
+    uint32_t n_chunks = (coded + row->transform_rows - 1) / row->transform_rows;
+    k->rows_per_chunk = n_chunks > 1 ? (coded + n_chunks - 1) / n_chunks : k->cells;
+    k->chunks_grow = coded > TQKV_GROW_ROWS;
+    if (k->chunks_grow) k->rows_per_chunk = (uint32_t)row->transform_rows;
+    if (k->rows_per_chunk > k->cells) k->rows_per_chunk = k->cells;
+    /* each component its own model (lib/rans.c) where chunks are long enough for a model's
+       bytes to cost less than zstd's shared Huffman tables lose */
+    k->klt_rans = k->rows_per_chunk >= (uint32_t)row->rans_rows;
+}
+
 static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
                                 const tq_kvsnap_options *o, const src_tensor *s, tqkv_record *t,
                                 const tq_rope *rope, const int32_t *pos, int *taken)
@@ -390,16 +410,8 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
     k.seed = 0;
     k.uniform = 0;
     k.planes = 0;
-    /* as few chunks as the preset's transform rows allow, alike in size: a tensor's chunks
-       are coded side by side, and the longest holds up the next tensor */
-    uint32_t coded = k.cells - k.sink_rows;
-    const tq_kvsnap_transform_row *row = tq_kvsnap_transform_of(o->preset);
-    uint32_t n_chunks = (coded + row->transform_rows - 1) / row->transform_rows;
-    k.rows_per_chunk = n_chunks > 1 ? (coded + n_chunks - 1) / n_chunks : k.cells;
+    transform_chunks(o, &k);
     k.klt_rate = fit.rate;
-    /* each component its own model (lib/rans.c) where chunks are long enough for a model's
-       bytes to cost less than zstd's shared Huffman tables lose */
-    k.klt_rans = k.rows_per_chunk >= (uint32_t)row->rans_rows;
     if (k.coarse_end) { /* a step 2^d times as large: d bits fewer a component that keeps bits */
         k.coarse_scale = ldexpf(1.0f, (t->is_v ? p->v_bits : p->k_bits) - p->past_bits);
         k.coarse_bits = 0;

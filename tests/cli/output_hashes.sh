@@ -27,6 +27,9 @@
 # q8, --turbo, old-*.out, quantize-tq4 and rotate-weights kept their hashes);
 # the snapshots' inspect tables when they came to show the bytes kept exactly (issue 37: a
 # line added; every snapshot and decoded output kept its hash);
+# the transform-coded snapshots and their inspect tables when their chunks came to grow from
+# 1,024 rows (issue 38: a token prefix read from an object fetches few bytes; every decoded
+# output kept its hash);
 # `RECORD=1 sh tests/cli/output_hashes.sh`
 # prints the table for the code as it is.  Snapshot bytes depend on the zstd
 # build too: recorded with Debian 12's libzstd 1.5.4.

@@ -59,6 +59,13 @@ cmp -s "$tmp/f.out" "$tmp/p.out" || fail "the bytes differ"
 cat "$tmp/base.tqkv" | $tq encode-kvdump "$tmp/8b.ggsn" --append - -q -o "$tmp/tail2.tqkv" ||
     fail "a base from stdin"
 
+behaviour every_kind_of_snapshot_decodes_through_a_pipe_as_from_its_file
+for s in $SEEDS/fuzz_tqkv_read/*.tqkv; do
+    $tq decode-kvdump "$s" -q -o "$tmp/f.out" 2>/dev/null || continue # a seed for other checks
+    $tq decode-kvdump - -q -o "$tmp/p.out" <"$s" || fail "$s: from a pipe"
+    cmp -s "$tmp/f.out" "$tmp/p.out" || fail "$s: the bytes differ"
+done
+
 behaviour a_pipe_decode_holds_a_window_not_the_snapshot
 ./build/tests/kv-state "$tmp/big.ggsn" 12000 8 || fail "kv-state"
 $tq encode-kvdump "$tmp/big.ggsn" --preset lossless -q -o "$tmp/big.tqkv" || fail "encode"

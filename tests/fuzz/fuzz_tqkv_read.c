@@ -6,53 +6,11 @@
  * fuzzed too. */
 #include "kv_snapshot.h"
 #include "tqkv.h"
+#include "tqkv_fix.inc"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
-
-static uint64_t rd64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static void fix_checksums(uint8_t *p, size_t n)
-{
-    if (n < 64) return;
-    uint64_t ml = rd64(p + 8), h;
-    if (ml > n - 64) return;
-    h = XXH64(p + 32, ml, 0);
-    memcpy(p + 16, &h, 8);
-    h = XXH64(p, 24, 0);
-    memcpy(p + 24, &h, 8);
-    uint64_t pos = 32 + ml;
-    while (pos + 44 <= n - 32) {
-        uint64_t sl = rd64(p + pos + 28);
-        if (sl > n - 32 - pos - 44) break;
-        XXH64_state_t *xs = XXH64_createState();
-        XXH64_reset(xs, 0);
-        XXH64_update(xs, p + pos, 36);
-        XXH64_update(xs, p + pos + 44, sl);
-        h = XXH64_digest(xs);
-        XXH64_freeState(xs);
-        memcpy(p + pos + 36, &h, 8);
-        pos += 44 + sl;
-    }
-    uint8_t *tr = p + n - 32;
-    uint64_t ioff = rd64(tr + 8);
-    if (ioff <= n - 32 && (n - 32 - ioff) % 8 == 0) {
-        XXH64_state_t *xs = XXH64_createState();
-        XXH64_reset(xs, 0);
-        XXH64_update(xs, p + ioff, n - 32 - ioff);
-        XXH64_update(xs, tr, 16);
-        h = XXH64_digest(xs);
-        XXH64_freeState(xs);
-        memcpy(tr + 16, &h, 8);
-    }
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
