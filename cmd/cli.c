@@ -30,11 +30,12 @@ void cli_set_command(const char *name)
     tq_s3_set_note(s3_note, NULL);
 }
 
-tq_status cli_open_snapshot(tq_ctx *ctx, const char *name, tqkv_reader **out)
+tq_status cli_open_snapshot(tq_ctx *ctx, const char *name, int whole, tqkv_reader **out)
 {
     tq_src *src;
     if (!tq_io_is_stream(name)) return tqkv_open(ctx, name, out);
     tq_status st = tq_src_open(ctx, name, &src);
+    if (!st && whole) tq_src_sequential(src);
     return st ? st : tqkv_open_src(ctx, src, out);
 }
 

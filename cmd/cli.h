@@ -27,9 +27,10 @@ void cli_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out);
 
 /* A snapshot from a file (mapped, every chunk verified), or from "-" or s3:// (streamed:
- * tqkv_open_src). */
+ * tqkv_open_src); whole: it will be read whole (an object as one streamed GET), else an
+ * object is read by ranges, its index first. */
 struct tqkv_reader;
-tq_status cli_open_snapshot(tq_ctx *ctx, const char *name, struct tqkv_reader **out);
+tq_status cli_open_snapshot(tq_ctx *ctx, const char *name, int whole, struct tqkv_reader **out);
 /* The same, mapped whatever the name: "-" and s3:// copied to a temporary file first (a base
  * snapshot, whose whole bytes are hashed). */
 tq_status cli_open_snapshot_mapped(tq_ctx *ctx, const char *name, struct tqkv_reader **out);

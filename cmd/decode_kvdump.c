@@ -184,8 +184,11 @@ static int restore(tq_ctx *ctx, dec_opts *o, const tqkv_reader *r, const tqkv_re
         return rc;
     }
     if (st) {
+        /* a streamed snapshot's reader names its source already */
+        const char *msg = tq_ctx_error(ctx);
+        int named = strstr(msg, strcmp(o->in, "-") ? o->in : "stdin") != NULL;
         cli_out_abort(&out);
-        return cli_runtime_error("%s: %s", o->in, tq_ctx_error(ctx));
+        return named ? cli_runtime_error("%s", msg) : cli_runtime_error("%s: %s", o->in, msg);
     }
     if ((rc = cli_out_commit(&out)) || o->c.quiet) return rc;
     static const char *const what[] = {"session file", "sequence file", "NumPy .npz"};
@@ -204,7 +207,10 @@ int cmd_decode_kvdump(int argc, char **argv)
     tq_ctx *ctx = tq_ctx_new();
     tqkv_reader *r = NULL, *base = NULL;
     char arch[257] = "";
-    if (cli_open_snapshot(ctx, o.in, &r)) rc = cli_lib_error(ctx);
+    /* a whole decode reads an object front to back as one streamed GET; a part of it (a token
+       prefix, a layer range) by ranges, the index first */
+    int whole = !o.tokens && !o.ro.has_layers;
+    if (cli_open_snapshot(ctx, o.in, whole, &r)) rc = cli_lib_error(ctx);
     if (!rc && (int)o.ro.format < 0) o.ro.format = (tq_kv_kind)tqkv_meta_of(r)->source_kind;
     if (!rc && o.ro.has_layers && o.ro.format != TQ_KV_NUMPY)
         rc = cli_usage_error("%s", layers_npz_only);

@@ -3,7 +3,7 @@
 
     python3 tests/s3_proxy.py --to 127.0.0.1:PORT [--port-file F] [--count-file C]
                               [--cut-up N] [--cut-down N] [--cuts K]
-                              [--status CODE --fail K]
+                              [--status CODE --fail K] [--gate FILE [--hold-after K]]
 
 The object-store tests point the client at this proxy instead of at radosgw
 (tests/setup_s3.sh) to see how it copes with what a real network and a real S3 do:
@@ -29,6 +29,9 @@ start over.
   request head has arrived, an HTTP/1.1 answer with that status and an S3 XML
   error body (SlowDown for 503, InternalError otherwise), "Connection: close",
   and is closed; the server never sees it.  Later connections are forwarded.
+- --gate FILE: connections from the --hold-after'th on (default 1: all but the first) wait,
+  once accepted, until FILE exists; FILE.held appears when one waits.  A test changes the
+  store in between (a racing writer) while the client holds what it read before.
 - Runs until SIGTERM or SIGINT.  A line per connection goes to stderr.
 """
 
@@ -122,6 +125,8 @@ class Proxy:
         task = asyncio.current_task()
         self.tasks[task] = [cwriter]
         try:
+            if self.args.gate and n >= self.args.hold_after:
+                await self.hold(n)
             if self.args.status and n < self.args.fail:
                 await self.inject(n, creader, cwriter)
             else:
@@ -131,6 +136,15 @@ class Proxy:
             if not cwriter.transport.is_closing():
                 cwriter.transport.abort()
             self.write_counts()
+
+    async def hold(self, n):
+        """--gate: say that connection n is held (GATE.held), then wait for GATE to exist, so
+        that a test can change the store between a client's requests."""
+        with open(f"{self.args.gate}.held", "w"):
+            pass
+        log(f"connection {n} held until {self.args.gate} exists")
+        while not os.path.exists(self.args.gate):
+            await asyncio.sleep(0.01)
 
     async def inject(self, n, creader, cwriter):
         try:
@@ -254,6 +268,10 @@ def main():
                    help="answer the first --fail connections with this HTTP status")
     p.add_argument("--fail", type=int, default=0, metavar="K",
                    help="how many connections get the --status answer")
+    p.add_argument("--gate", metavar="FILE",
+                   help="hold connections from the --hold-after'th until FILE exists")
+    p.add_argument("--hold-after", type=int, default=1, metavar="K",
+                   help="connections before the K'th (from 0) pass the gate at once")
     args = p.parse_args()
     if (args.status is None) != (args.fail == 0):
         p.error("--status and --fail go together")

@@ -20,6 +20,7 @@ struct tq_src {
     const uint8_t *mem;   /* tq_src_open_memory's bytes */
     uint64_t mem_size;
     int mem_ranged;
+    int sequential;           /* an object read as a pipe: one streamed GET from byte 0 */
     uint64_t mem_at, mem_end; /* memory: the next byte in order, the end of the range */
     uint64_t size;            /* an object's, once known (UINT64_MAX before) */
     uint8_t peeked[64];       /* standard input: bytes peeked and not yet read */
@@ -73,7 +74,9 @@ void tq_src_close(tq_src *s)
 }
 
 const char *tq_src_name(const tq_src *s) { return s->name; }
-int tq_src_ranged(const tq_src *s) { return s->obj != NULL || s->mem_ranged; }
+int tq_src_ranged(const tq_src *s) { return (s->obj != NULL || s->mem_ranged) && !s->sequential; }
+
+void tq_src_sequential(tq_src *s) { s->sequential = 1; }
 
 uint64_t tq_src_received(const tq_src *s) { return s->obj ? tq_s3_bytes_in(s->obj) : s->received; }
 
@@ -125,7 +128,7 @@ tq_status tq_src_read_at(tq_ctx *ctx, tq_src *s, uint64_t off, void *buf, uint64
 
 tq_status tq_src_read_head(tq_ctx *ctx, tq_src *s, void *buf, uint64_t n, uint64_t *got)
 {
-    if (!tq_src_ranged(s)) return not_ranged(ctx, s);
+    if (!s->obj && !s->mem) return not_ranged(ctx, s);
     if (s->mem) {
         *got = n < s->mem_size ? n : s->mem_size;
         memcpy(buf, s->mem, *got);
@@ -182,10 +185,8 @@ tq_status tq_src_read(tq_ctx *ctx, tq_src *s, void *buf, uint64_t n, uint64_t *g
         return TQ_OK;
     }
     if (!s->obj) return read_stdin(ctx, s, b, n, got);
-    if (!s->stream) {
-        uint64_t size;
-        tq_status st = tq_src_size(ctx, s, &size);
-        if (!st) st = tq_src_stream(ctx, s, 0, size);
+    if (!s->stream) { /* the whole object, streamed (its size comes with it) */
+        tq_status st = tq_s3_stream_open(ctx, s->obj, 0, UINT64_MAX, &s->stream);
         if (st) return st;
     }
     *got = 0;
@@ -202,7 +203,7 @@ tq_status tq_src_read(tq_ctx *ctx, tq_src *s, void *buf, uint64_t n, uint64_t *g
 tq_status tq_src_peek(tq_ctx *ctx, tq_src *s, void *buf, uint64_t n, uint64_t *got)
 {
     if (n > sizeof s->peeked) n = sizeof s->peeked;
-    if (tq_src_ranged(s)) return tq_src_read_head(ctx, s, buf, n, got);
+    if (s->obj || s->mem) return tq_src_read_head(ctx, s, buf, n, got);
     if (!s->n_peeked) {
         tq_status st = read_stdin(ctx, s, s->peeked, n, &s->n_peeked);
         s->peek_at = 0;

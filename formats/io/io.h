@@ -32,11 +32,15 @@ void tq_src_close(tq_src *s);
 const char *tq_src_name(const tq_src *s);
 /* 1: ranged reads (an object); 0: read once in order (a pipe). */
 int tq_src_ranged(const tq_src *s);
+/* An object to be read once, front to back, as one streamed GET: from now on it is read as a
+ * pipe (tq_src_ranged 0), with no request before the first byte. */
+void tq_src_sequential(tq_src *s);
 /* A ranged source's size (its first read learns it). */
 tq_status tq_src_size(tq_ctx *ctx, tq_src *s, uint64_t *size);
 /* Ranged sources: bytes [off, off + n). */
 tq_status tq_src_read_at(tq_ctx *ctx, tq_src *s, uint64_t off, void *buf, uint64_t n);
-/* Ranged sources: the first n bytes, or all when shorter (*got); the size is learnt. */
+/* Objects (and memory), sequential or not: the first n bytes, or all when shorter (*got); the
+ * size is learnt. */
 tq_status tq_src_read_head(tq_ctx *ctx, tq_src *s, void *buf, uint64_t n, uint64_t *got);
 /* Ranged sources: from now on tq_src_read delivers bytes [off, off + n), streamed. */
 tq_status tq_src_stream(tq_ctx *ctx, tq_src *s, uint64_t off, uint64_t n);

@@ -43,7 +43,8 @@ tq_status tq_s3_size(tq_ctx *ctx, tq_s3 *s, uint64_t *size);
 tq_status tq_s3_get(tq_ctx *ctx, tq_s3 *s, uint64_t off, uint64_t n, void *buf, uint64_t *got,
                     uint64_t *size);
 
-/* One streamed GET of bytes [off, off + n), resumed where it stopped on a cut connection. */
+/* One streamed GET of bytes [off, off + n) (n UINT64_MAX, off 0: the whole object, whatever its
+ * size), resumed where it stopped on a cut connection. */
 typedef struct tq_s3_stream tq_s3_stream;
 tq_status tq_s3_stream_open(tq_ctx *ctx, tq_s3 *s, uint64_t off, uint64_t n, tq_s3_stream **out);
 /* Up to n bytes; *got 0 at the end of the range. */

@@ -24,6 +24,7 @@ typedef struct s3_req {
     const char *method; /* GET, HEAD, PUT, POST, DELETE */
     const char *query;  /* the query string ("uploads=", ...), NULL for none */
     uint64_t off, n;    /* GET: Range bytes off..off+n-1 when n */
+    int whole;          /* GET of the whole object (n 0): a retry resumes with bytes=got- */
     const uint8_t *body;
     uint64_t body_len;
     int if_match; /* the object's ETag must be the one seen */
@@ -38,7 +39,7 @@ typedef struct s3_req {
     long status;
     uint64_t got;  /* 2xx body bytes taken, over every attempt (a retry resumes after them) */
     uint64_t sent; /* of body, this attempt */
-    uint64_t total;
+    uint64_t total;  /* the object's size: Content-Range's, else a whole answer's length */
     int cancelled;  /* the sink stopped it */
     char etag[128]; /* of this answer */
     char *err;      /* a non-2xx answer's body, at most 16 KiB */

@@ -12,12 +12,16 @@ tests/s3_proxy.py between tq and the server, which also counts the bytes on the 
 - every fault ends in one line and exit 1, with no output file, no object (an older object of
   the name unchanged) and no upload left in progress: bad credentials, no such bucket or key,
   the server unreachable, the connection cut mid-upload and mid-download, a corrupted object,
-  throttling and 5xx answers; a fault that clears within the retries costs a note, not the job.
+  throttling and 5xx answers; a fault that clears within the retries costs a note, not the job;
+- a writer that replaces the object while a decode reads it by ranges fails that decode in
+  one line (If-Match), and two writers at once leave one whole snapshot.
 """
 import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -282,8 +286,12 @@ def corrupt(c):
     c.s.put_bytes(f"{c.bucket}/flip.tqkv", bytes(flip))
     c.s.put_bytes(f"{c.bucket}/short.tqkv", snap[: len(snap) - 100])
     out = c.d / "fault.out"
-    for key, needle in (("flip.tqkv", "checksum mismatch"), ("short.tqkv", "trailer")):
-        if expect_fault(c, name, ["decode-kvdump", c.url(key), "-o", out], needle):
+    # a whole decode streams the object, a token prefix reads it by ranges: both find the fault
+    for key, args, needle in (("flip.tqkv", [], "checksum mismatch"),
+                              ("short.tqkv", [], "truncated"),
+                              ("flip.tqkv", ["--tokens", "3000"], "checksum mismatch"),
+                              ("short.tqkv", ["--tokens", "5"], "trailer")):
+        if expect_fault(c, name, ["decode-kvdump", c.url(key), *args, "-o", out], needle):
             return
     ok(name)
 
@@ -315,11 +323,50 @@ def throttled(c):
     ok(name)
 
 
+def racing_writers(c):
+    name = "a_racing_writer_costs_one_line_never_a_mixed_object"
+    snap_a, _ = c.file_route(c.state)
+    snap_b, _ = c.file_route(c.small)
+    run(c.env, "encode-kvdump", c.state, "-q", "-o", c.url("race.tqkv"))
+    gate = c.d / "gate"
+    gate.unlink(missing_ok=True)
+    # the reader's first connection reads the header and index; its chunks' (the second) waits
+    # while another writer replaces the object
+    with c.s.proxy("--gate", gate, "--hold-after", 1) as p:
+        env = c.s.tq_env(AWS_ENDPOINT_URL=p.endpoint)
+        out = c.d / "fault.out"
+        out.unlink(missing_ok=True)
+        result = {}
+        t = threading.Thread(target=lambda: result.update(
+            r=run(env, "decode-kvdump", c.url("race.tqkv"), "--tokens", "1024", "-o", out)))
+        t.start()
+        for _ in range(1000):
+            if Path(f"{gate}.held").exists():
+                break
+            time.sleep(0.01)
+        rc, _, err = run(c.env, "encode-kvdump", c.small, "-q", "-o", c.url("race.tqkv"))
+        gate.write_text("")
+        t.join()
+    rc, _, err = result["r"]
+    why = one_line_failure(rc, err, "changed while it was read")
+    if why or out.exists():
+        return fail(name, why or "an output file was left")
+    # two writers at once: the object is one of their snapshots, whole
+    jobs = [subprocess.Popen([TQ, "encode-kvdump", src, "-q", "-o", c.url("both.tqkv")],
+                             env=c.env, stderr=subprocess.PIPE) for src in (c.state, c.small)]
+    if any(j.wait() for j in jobs):
+        return fail(name, "a concurrent encode failed")
+    if c.s.object_bytes(f"{c.bucket}/both.tqkv") not in (snap_a, snap_b):
+        return fail(name, "two writers left an object that is neither snapshot")
+    ok(name)
+
+
 def main():
     with Store() as store, tempfile.TemporaryDirectory() as td:
         c = Case(store, Path(td))
         for behaviour in (round_trips, parts, prefix, inspect_index_only, pipes_and_objects,
-                          faults_of_requests, cut_upload, cut_download, corrupt, throttled):
+                          faults_of_requests, cut_upload, cut_download, corrupt, throttled,
+                          racing_writers):
             behaviour(c)
     sys.exit(1 if FAILED else 0)
 
