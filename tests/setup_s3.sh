@@ -205,6 +205,12 @@ rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT
 rgw init timeout = 60
 # Path-style requests (http://127.0.0.1:PORT/bucket/key).
 rgw dns name = localhost
+# An overwritten or deleted object's data is freed by radosgw's garbage collector, by default
+# hours later: in memstore it stays in the OSD's memory meanwhile, and a benchmark that
+# rewrites a key slowed 3x after a few hundred MB (uploads 0.9 -> 1.9 s).  Collect at once.
+rgw gc obj min wait = 0
+rgw gc processor period = 1
+rgw gc processor max time = 1
 EOF
 }
 
