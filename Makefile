@@ -11,11 +11,12 @@ B       := build
 CFLAGS  ?= -O2 -g
 # -fvisibility=hidden: libtq.so exports tq.h's functions alone (TQ_API)
 CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -fvisibility=hidden \
-           -Ilib -Iformats -Iformats/io -Iformats/model -Iformats/snapshot
+           -Ilib -Iformats -Iformats/io -Iformats/model -Iformats/snapshot \
+           -Iformats/store
 # every object records the headers it includes (build/**/*.d)
 DEPFLAGS := -MMD -MP
 # the link libraries, once: CPU builds (sanitizers, fuzzers) use BASE_LIBS
-BASE_LIBS := -lzstd -lxxhash -larchive -lcurl -lexpat -lm -lpthread
+BASE_LIBS := -lzstd -lxxhash -larchive -lcurl -lexpat -ljansson -lm -lpthread
 LDLIBS  += $(BASE_LIBS)
 
 AVX2_FLAGS   := -O3 -mavx2
@@ -25,7 +26,8 @@ LIB_SRC := $(filter-out lib/cuda_stub.c,$(wildcard lib/*.c))
 CMD_SRC := $(wildcard cmd/*.c)
 # formats/: bytes; formats/io/: pipes and object stores; formats/model/: what llama.cpp makes
 # of a GGUF; formats/snapshot/: the snapshot pipeline
-FMT_SRC := $(wildcard formats/*.c formats/io/*.c formats/model/*.c formats/snapshot/*.c)
+FMT_SRC := $(wildcard formats/*.c formats/io/*.c formats/model/*.c formats/snapshot/*.c \
+                     formats/store/*.c)
 
 ifeq ($(CUDA),)
   CUDA := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
@@ -61,8 +63,9 @@ all: deps $(TQ_EXE) $(LIBTQ_A) $(LIBTQ_SO)
 
 # ---- dependencies: libraries later subcommands link (checked now so a fresh
 # machine learns the exact command once).
-DEB_PKGS := libzstd-dev libarchive-dev libxxhash-dev libcurl4-openssl-dev libexpat1-dev
-DEB_HDRS := zstd.h archive.h xxhash.h curl/curl.h expat.h
+DEB_PKGS := libzstd-dev libarchive-dev libxxhash-dev libcurl4-openssl-dev libexpat1-dev \
+            libjansson-dev
+DEB_HDRS := zstd.h archive.h xxhash.h curl/curl.h expat.h jansson.h
 deps:
 	@missing=""; set -- $(DEB_PKGS); for h in $(DEB_HDRS); do \
 	  printf '#include <%s>\n' $$h | $(CC) -E -x c - >/dev/null 2>&1 || missing="$$missing $$1"; shift; done; \

@@ -50,6 +50,8 @@ typedef struct cli_command {
 } cli_command;
 
 int cmd_bench(int argc, char **argv);
+int cmd_slot(int argc, char **argv);
+void help_slot(void);
 void help_bench(void);
 int cmd_inspect(int argc, char **argv);
 void help_inspect(void);

@@ -18,6 +18,8 @@ static const cli_command commands[] = {
      help_decode_kvdump},
     {"inspect", "describe GGUF models, llama.cpp state files and .tqkv snapshots", cmd_inspect,
      help_inspect},
+    {"slot", "llama-server's slots saved to a snapshot store and the longest prefix restored",
+     cmd_slot, help_slot},
     {"bench", "every codec measured: reconstruction, attention, speed", cmd_bench, help_bench},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

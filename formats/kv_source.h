@@ -24,6 +24,8 @@ struct tq_kv_view {
     tq_kv_kind kind;
     uint32_t version, n_tokens;
     int32_t *tokens;
+    int tokens_packed; /* the file holds llama-server's packed token list (LLAMA_STATE.md):
+                          tokens are the prompt's, unpacked; writers pack them again */
     char *arch;
     uint32_t head_dim;   /* the head size the source's layout shows, 0 if it does not */
     int has_fingerprint; /* a snapshot made with --model: that model's fingerprint */

@@ -282,6 +282,21 @@ static int parse_memory(cur *c, tq_kv_view *s, int ext, int no_v)
 }
 
 /* The old (pre-February-2026) outputs section of session files. */
+/* llama-server (since its multimodal prompts) saves a slot's tokens packed: LLAMA_TOKEN_NULL
+ * (-1), the version 1, the count c, the c tokens, the count of media chunks, then the chunks
+ * (LLAMA_STATE.md, "llama-server's packed tokens").  A text prompt's (no media) are unpacked:
+ * the view's tokens are the prompt's, so that a token prefix and an appended snapshot count
+ * them; the writer packs them again. */
+static void unpack_server_tokens(tq_kv_view *s)
+{
+    uint32_t n = s->n_tokens;
+    const int32_t *t = s->tokens;
+    if (n < 4 || t[0] != -1 || t[1] != 1 || (uint32_t)t[2] != n - 4 || t[n - 1] != 0) return;
+    memmove(s->tokens, s->tokens + 3, 4ull * (n - 4));
+    s->n_tokens = n - 4;
+    s->tokens_packed = 1;
+}
+
 static int parse_outputs(cur *c, uint32_t n_tokens)
 {
     int32_t n_out = 0;
@@ -366,6 +381,7 @@ static tq_status parse(tq_ctx *ctx, tq_kv_view *s)
     s->tokens = malloc(4ull * s->n_tokens + 4);
     if (!s->tokens) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     get(&c, s->tokens, 4ull * s->n_tokens, "tokens");
+    unpack_server_tokens(s);
     if (s->kind == TQ_KV_SESSION) {
         uint32_t len = 0;
         if (get(&c, &len, 4, "architecture") || len > 256 || len > c.size - c.pos)

@@ -118,14 +118,24 @@ tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_
     uint32_t session_version = v10 ? 10 : 9;
     uint32_t sequence_version = v10 ? 3 : 2;
     put32(&w, o->kind == TQ_KV_SESSION ? session_version : sequence_version);
-    put32(&w, nt);
-    put(&w, s->tokens, 4ull * nt);
+    if (s->tokens_packed) { /* llama-server's packing, around the prefix's tokens */
+        put32(&w, nt + 4);
+        put32(&w, UINT32_MAX);
+        put32(&w, 1);
+        put32(&w, nt);
+        put(&w, s->tokens, 4ull * nt);
+        put32(&w, 0);
+    } else {
+        put32(&w, nt);
+        put(&w, s->tokens, 4ull * nt);
+    }
     if (o->kind == TQ_KV_SESSION) {
         put32(&w, (uint32_t)strlen(arch));
         put(&w, arch, strlen(arch));
         if (s->has_outputs) { /* old layout: the section must be there; logits of a cut prompt are
                                  not */
-            uint64_t at = 12 + 4ull * s->n_tokens + 4 + strlen(s->arch);
+            uint64_t in_file = s->n_tokens + (s->tokens_packed ? 4u : 0u); /* the packing's */
+            uint64_t at = 12 + 4 * in_file + 4 + strlen(s->arch);
             if (nt == s->n_tokens)
                 put(&w, s->map + at, s->prefix_len - at);
             else {

@@ -1,0 +1,399 @@
+/* slot.c - tq slot: llama-server's slots kept in a snapshot store (formats/store/store.h) and
+ * brought back: save (the server saves the slot, tq encodes it into the store, appended to the
+ * longest stored snapshot it extends, and removes the raw file), restore (the stored snapshot
+ * that shares the longest prefix with a prompt, decoded to that prefix, restored by the
+ * server), ls. */
+#include "cli.h"
+#include "cli_opts.h"
+#include "gguf.h"
+#include "kv_snapshot.h"
+#include "llama_server.h"
+#include "model.h"
+#include "output.h"
+#include "store.h"
+#include "tqkv.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void help_slot(void)
+{
+    printf(
+        "usage: tq slot save    --slot-dir DIR --store STORE [--server URL] [--slot N]\n"
+        "                       [--model M.gguf] [--name NAME] [--preset P] [--quiet]\n"
+        "       tq slot restore --slot-dir DIR --store STORE (--prompt FILE | --name NAME)\n"
+        "                       [--server URL] [--slot N] [--model M.gguf] [--quiet]\n"
+        "       tq slot ls STORE [--json]\n\n"
+        "Keeps llama-server's slots in a snapshot store (a directory many servers share):\n"
+        "save asks the server to save slot N into its --slot-save-path (DIR), encodes the file\n"
+        "into the store under a name made of the model's fingerprint and the tokens' hash\n"
+        "(appended to the longest stored snapshot whose tokens it extends), and removes the\n"
+        "file. restore finds the stored snapshot that shares the longest token prefix with the\n"
+        "prompt (an index at every 256 tokens; the winner's tokens compared exactly), decodes\n"
+        "that prefix into DIR, asks the server to restore it, and removes the file.\n\n"
+        "  --server URL     the server (default http://127.0.0.1:8080)\n"
+        "  --slot N         its slot (default 0)\n"
+        "  --slot-dir DIR   the server's --slot-save-path\n"
+        "  --store STORE    the store's directory\n"
+        "  --model M.gguf   the server's model (default: /props' model_path)\n"
+        "  --prompt FILE    restore: the prompt's text, tokenized by the server\n"
+        "  --name NAME      save: a name for the snapshot too; restore: the snapshot of that name\n"
+        "  --preset P       save: balanced (default), small, q8 or lossless\n"
+        "  --json           ls: JSON on stdout\n");
+}
+
+typedef struct slot_opts {
+    cli_common c;
+    const char *pos[2];
+    const char *server, *slot_dir, *store, *prompt, *name, *preset;
+    long slot;
+} slot_opts;
+
+static const char *const actions[] = {"save", "restore", "ls", NULL};
+/* indexed by tq_kvsnap_preset */
+static const char *const presets[] = {"balanced", "lossless", "q8", "small", NULL};
+
+static int parse(int argc, char **argv, slot_opts *o)
+{
+    const cli_opt own[] = {
+        CLI_OPT_STR("--server", &o->server),
+        CLI_OPT_LONG("--slot", &o->slot, 0, 65535),
+        CLI_OPT_STR("--slot-dir", &o->slot_dir),
+        CLI_OPT_STR("--store", &o->store),
+        CLI_OPT_STR("--prompt", &o->prompt),
+        CLI_OPT_STR("--name", &o->name),
+        CLI_OPT_CHOICE("--preset", &o->preset, presets,
+                       "--preset: '%s' is not balanced, lossless, q8 or small"),
+        {NULL},
+    };
+    const cli_spec spec = {"slot", CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_MODEL, own, 2};
+    int n = 0;
+    int rc = cli_parse(&spec, argc, argv, &o->c, o->pos, &n);
+    if (rc) return rc;
+    int a = 0;
+    while (o->pos[0] && actions[a] && strcmp(actions[a], o->pos[0])) a++;
+    if (!o->pos[0] || !actions[a])
+        return cli_usage_error("save, restore or ls? (see tq help slot)");
+    if (!o->server) o->server = "http://127.0.0.1:8080";
+    if (a == 2) {
+        if (!o->pos[1]) return cli_usage_error("ls: which store?");
+        o->store = o->pos[1];
+        return 0;
+    }
+    if (o->pos[1]) return cli_usage_error("%s: unexpected '%s'", o->pos[0], o->pos[1]);
+    if (!o->slot_dir || !o->store)
+        return cli_usage_error("%s needs --slot-dir (the server's --slot-save-path) and --store",
+                               o->pos[0]);
+    if (a == 1 && !o->prompt == !o->name)
+        return cli_usage_error("restore: give --prompt FILE or --name NAME");
+    return 0;
+}
+
+/* What a save or restore holds open. */
+typedef struct slot_run {
+    tq_ctx *ctx;
+    tq_store *store;
+    char *model_path;
+    uint64_t fp;
+    char raw[4096]; /* the slot file in the server's folder */
+} slot_run;
+
+/* The server's model and its fingerprint: 0 or an exit code. */
+static int open_model(slot_run *r, const slot_opts *o)
+{
+    tq_gguf *g;
+    if (o->c.model) r->model_path = strdup(o->c.model);
+    if (!o->c.model && llama_server_model(r->ctx, o->server, &r->model_path))
+        return cli_lib_error(r->ctx);
+    if (!r->model_path) return cli_runtime_error("out of memory");
+    if (tq_gguf_open(r->ctx, r->model_path, NULL, &g)) return cli_lib_error(r->ctx);
+    r->fp = tq_model_fingerprint(g);
+    tq_gguf_close(g);
+    return 0;
+}
+
+/* A file name in the server's folder no other save or restore uses. */
+static void raw_name(slot_run *r, const slot_opts *o, const char *what, char *file, size_t n)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(file, n, "tq-%s-%d-%ld%09ld.bin", what, (int)getpid(), (long)ts.tv_sec, ts.tv_nsec);
+    snprintf(r->raw, sizeof r->raw, "%s/%s", o->slot_dir, file);
+}
+
+/* Encodes the slot file into the store as name (appended to base when given). */
+static int encode(slot_run *r, const slot_opts *o, tq_kv_view *v, const char *name,
+                  const tq_store_match *base, tq_kvsnap_report *rep)
+{
+    char entry[96];
+    tq_gguf *g = NULL;
+    tq_model model;
+    tqkv_reader *b = NULL;
+    tq_kvsnap_options so;
+    tq_kvsnap_options_init(&so);
+    so.preset = TQ_KVSNAP_PRESET_BALANCED;
+    for (int p = 0; o->preset && presets[p]; p++)
+        if (!strcmp(o->preset, presets[p])) so.preset = (tq_kvsnap_preset)p;
+    so.threads = (int)o->c.threads;
+    int rc = 0;
+    if (tq_gguf_open(r->ctx, r->model_path, NULL, &g) || tq_model_read(r->ctx, g, &model)) {
+        tq_gguf_close(g);
+        return cli_lib_error(r->ctx);
+    }
+    so.model = &model;
+    char base_file[64];
+    if (base->common) {
+        snprintf(entry, sizeof entry, "snap/%s.tqkv", base->name);
+        snprintf(base_file, sizeof base_file, "%s.tqkv", base->name);
+        char *path = tq_store_path(r->store, entry);
+        if (!path || tqkv_open(r->ctx, path, &b)) rc = cli_lib_error(r->ctx);
+        free(path);
+        so.base = b;
+        so.base_name = base_file;
+    }
+    snprintf(entry, sizeof entry, "snap/%s.tqkv", name);
+    char *out_path = tq_store_path(r->store, entry);
+    cli_out out;
+    const char *inputs[1] = {r->raw};
+    if (!rc) rc = out_path ? cli_out_open(&out, out_path, inputs, 1) : 1;
+    if (!rc && tq_kvsnap_encode(r->ctx, v, &so, out.f, rep)) {
+        rc = cli_runtime_error("%s: %s", r->raw, tq_ctx_error(r->ctx));
+        cli_out_abort(&out);
+    } else if (!rc) {
+        rc = cli_out_commit(&out);
+    }
+    free(out_path);
+    tqkv_close(b);
+    tq_model_free(&model);
+    tq_gguf_close(g);
+    return rc;
+}
+
+static int do_save(slot_run *r, const slot_opts *o)
+{
+    char file[128];
+    char name[40];
+    uint32_t n_saved = 0;
+    uint32_t skipped = 0;
+    tq_kv_view *v = NULL;
+    tq_store_match base;
+    tq_kvsnap_report rep = {0};
+    double t0 = cli_now();
+    raw_name(r, o, "save", file, sizeof file);
+    if (llama_server_slot(r->ctx, o->server, o->slot, "save", file, &n_saved))
+        return cli_lib_error(r->ctx);
+    if (access(r->raw, R_OK))
+        return cli_runtime_error("the server saved slot %ld, but not into %s: give its "
+                                 "--slot-save-path as --slot-dir",
+                                 o->slot, o->slot_dir);
+    int rc = tq_kv_view_open(r->ctx, r->raw, TQ_PROFILE_DEFAULT, &v) ? cli_lib_error(r->ctx) : 0;
+    const int32_t *tokens = rc ? NULL : tq_kv_view_tokens(v);
+    uint32_t n = rc ? 0 : tq_kv_view_n_tokens(v);
+    if (!rc) tq_store_name(r->fp, tokens, n, name);
+    if (!rc && tq_store_find_base(r->ctx, r->store, r->fp, tokens, n, &base, &skipped))
+        rc = cli_lib_error(r->ctx);
+    if (!rc && skipped) cli_log("warning: %u stored snapshots could not be read", skipped);
+    if (!rc && !strcmp(base.name, name)) { /* stored already: used again */
+        rc = tq_store_touch(r->ctx, r->store, name) ? cli_lib_error(r->ctx) : 0;
+    } else if (!rc) {
+        rc = encode(r, o, v, name, &base, &rep);
+        if (!rc && tq_store_index(r->ctx, r->store, r->fp, name, tokens, n))
+            rc = cli_lib_error(r->ctx);
+    }
+    if (!rc && o->name) {
+        char entry[300];
+        snprintf(entry, sizeof entry, "names/%s", o->name);
+        if (tq_store_put(r->ctx, r->store, entry, name, strlen(name))) rc = cli_lib_error(r->ctx);
+    }
+    tq_kv_view_close(v);
+    unlink(r->raw);
+    if (!rc && !o->c.quiet)
+        cli_log("slot %ld: %u tokens stored as %s%s%s (%.2f MB) in %.2f s", o->slot, n, name,
+                base.common && strcmp(base.name, name) ? ", appended to " : "",
+                base.common && strcmp(base.name, name) ? base.name : "", rep.snapshot_bytes / 1e6,
+                cli_now() - t0);
+    return rc;
+}
+
+/* The prompt's tokens: the text of --prompt through the server's tokenizer, or the tokens of
+ * the snapshot --name names (*name set to it). */
+static int prompt_tokens(slot_run *r, const slot_opts *o, int32_t **tokens, uint32_t *n,
+                         char *name)
+{
+    char *text;
+    uint64_t len;
+    int found;
+    if (o->name) {
+        char entry[300];
+        snprintf(entry, sizeof entry, "names/%s", o->name);
+        if (tq_store_get(r->ctx, r->store, entry, &text, &len, &found))
+            return cli_lib_error(r->ctx);
+        if (!found) return cli_runtime_error("%s: no snapshot named '%s'", o->store, o->name);
+        snprintf(name, 40, "%s", text);
+        free(text);
+        snprintf(entry, sizeof entry, "snap/%s.tqkv", name);
+        char *path = tq_store_path(r->store, entry);
+        tqkv_reader *s;
+        if (!path || tqkv_open(r->ctx, path, &s)) {
+            free(path);
+            return cli_lib_error(r->ctx);
+        }
+        free(path);
+        *n = tqkv_meta_of(s)->n_tokens;
+        *tokens = malloc(4ull * *n + 4);
+        if (*tokens) memcpy(*tokens, tqkv_meta_of(s)->tokens, 4ull * *n);
+        tqkv_close(s);
+        return *tokens ? 0 : cli_runtime_error("out of memory");
+    }
+    FILE *f = fopen(o->prompt, "rb");
+    if (!f) return cli_runtime_error("%s: cannot open the prompt", o->prompt);
+    text = NULL;
+    len = 0;
+    char buf[65536];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) {
+        char *t = realloc(text, len + k + 1);
+        if (!t) break;
+        memcpy(t + len, buf, k);
+        text = t;
+        len += k;
+        text[len] = 0;
+    }
+    fclose(f);
+    if (!text) return cli_runtime_error("%s: an empty prompt", o->prompt);
+    int rc = llama_server_tokenize(r->ctx, o->server, text, tokens, n) ? cli_lib_error(r->ctx) : 0;
+    free(text);
+    return rc;
+}
+
+/* The stored snapshot's first `tokens` tokens into the server's folder as a slot file. */
+static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t tokens)
+{
+    char entry[96];
+    tqkv_reader *s = NULL;
+    tqkv_reader *base = NULL;
+    snprintf(entry, sizeof entry, "snap/%s.tqkv", name);
+    char *path = tq_store_path(r->store, entry);
+    int rc = !path || tqkv_open(r->ctx, path, &s) ? cli_lib_error(r->ctx) : 0;
+    const tqkv_meta *m = rc ? NULL : tqkv_meta_of(s);
+    if (!rc && m->base_id) { /* an appended snapshot: its base beside it */
+        snprintf(entry, sizeof entry, "snap/%s", m->base_name);
+        char *bp = tq_store_path(r->store, entry);
+        if (!bp || tqkv_open(r->ctx, bp, &base)) rc = cli_lib_error(r->ctx);
+        free(bp);
+    }
+    cli_out out;
+    const char *inputs[1] = {path};
+    if (!rc) rc = cli_out_open_ex(&out, r->raw, inputs, 1, 0);
+    if (!rc) {
+        tq_kvsnap_decode_options d = {.threads = (int)o->c.threads};
+        tq_kvsnap_restore_options ro = {.format = (tq_kv_kind)m->source_kind,
+                                        .tokens = tokens < m->n_tokens ? tokens : 0,
+                                        .tmp_near = r->raw};
+        if (tq_kvsnap_restore(r->ctx, s, base, &d, &ro, out.f)) {
+            rc = cli_runtime_error("%s: %s", path, tq_ctx_error(r->ctx));
+            cli_out_abort(&out);
+        } else {
+            rc = cli_out_commit(&out);
+        }
+    }
+    free(path);
+    tqkv_close(base);
+    tqkv_close(s);
+    return rc;
+}
+
+static int do_restore(slot_run *r, const slot_opts *o)
+{
+    char file[128];
+    char named[40] = "";
+    int32_t *tokens = NULL;
+    uint32_t n = 0;
+    uint32_t skipped = 0;
+    uint32_t n_restored = 0;
+    tq_store_match best;
+    double t0 = cli_now();
+    int rc = prompt_tokens(r, o, &tokens, &n, named);
+    if (!rc && tq_store_find(r->ctx, r->store, r->fp, tokens, n, &best, &skipped))
+        rc = cli_lib_error(r->ctx);
+    free(tokens);
+    if (rc) return rc;
+    if (skipped) cli_log("warning: %u stored snapshots could not be read; skipped", skipped);
+    if (!best.common) {
+        if (!o->c.quiet)
+            cli_log("slot %ld: no stored snapshot of this model shares the prompt's first %u "
+                    "tokens; the server will process the whole prompt",
+                    o->slot, TQ_STORE_STRIDE);
+        return 0;
+    }
+    raw_name(r, o, "restore", file, sizeof file);
+    rc = decode(r, o, best.name, best.common);
+    if (!rc && llama_server_slot(r->ctx, o->server, o->slot, "restore", file, &n_restored))
+        rc = cli_lib_error(r->ctx);
+    unlink(r->raw);
+    if (!rc && tq_store_touch(r->ctx, r->store, best.name)) rc = cli_lib_error(r->ctx);
+    if (!rc && !o->c.quiet)
+        cli_log("slot %ld: %u of the prompt's %u tokens restored from %s in %.2f s", o->slot,
+                n_restored, n, best.name, cli_now() - t0);
+    return rc;
+}
+
+/* ls: one line (or JSON object) a stored snapshot. */
+static int do_ls(slot_run *r, const slot_opts *o)
+{
+    char **names;
+    uint32_t count;
+    if (tq_store_list(r->ctx, r->store, "snap", &names, &count)) return cli_lib_error(r->ctx);
+    if (o->c.json) printf("[");
+    for (uint32_t i = 0; i < count; i++) {
+        char entry[300];
+        snprintf(entry, sizeof entry, "snap/%s", names[i]);
+        char *path = tq_store_path(r->store, entry);
+        tqkv_reader *s;
+        struct stat sb;
+        if (!path || stat(path, &sb) || tqkv_open(r->ctx, path, &s)) {
+            cli_log("warning: %s: %s", names[i], tq_ctx_error(r->ctx));
+            free(path);
+            continue;
+        }
+        const tqkv_meta *m = tqkv_meta_of(s);
+        const char *base = m->base_id ? m->base_name : "";
+        if (o->c.json)
+            printf("%s\n {\"name\": \"%.*s\", \"tokens\": %u, \"bytes\": %lld, \"base\": \"%s\", "
+                   "\"modified\": %lld}",
+                   i ? "," : "", (int)(strlen(names[i]) - 5), names[i], m->n_tokens,
+                   (long long)sb.st_size, base, (long long)sb.st_mtime);
+        else
+            printf("%-33.*s %8u tokens %12lld bytes%s%s\n", (int)(strlen(names[i]) - 5),
+                   names[i], m->n_tokens, (long long)sb.st_size, *base ? "  on " : "", base);
+        tqkv_close(s);
+        free(path);
+    }
+    if (o->c.json) printf("\n]\n");
+    tq_store_names_free(names, count);
+    return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
+}
+
+int cmd_slot(int argc, char **argv)
+{
+    slot_opts o = {0};
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc < 0 ? TQ_EXIT_OK : rc;
+    slot_run r = {.ctx = cli_ctx_new(o.c.threads)};
+    if (!r.ctx) return TQ_EXIT_RUNTIME;
+    rc = tq_store_open(r.ctx, o.store, &r.store) ? cli_lib_error(r.ctx) : 0;
+    int ls = !strcmp(o.pos[0], "ls");
+    if (!rc && !ls) rc = open_model(&r, &o);
+    if (!rc && ls) rc = do_ls(&r, &o);
+    if (!rc && !strcmp(o.pos[0], "save")) rc = do_save(&r, &o);
+    if (!rc && !strcmp(o.pos[0], "restore")) rc = do_restore(&r, &o);
+    free(r.model_path);
+    tq_store_close(r.store);
+    tq_ctx_free(r.ctx);
+    return rc;
+}

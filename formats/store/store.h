@@ -1,0 +1,73 @@
+/*
+ * store.h - a snapshot store (STORE.md): a directory that many tq processes share, holding
+ * snapshots under content-derived names, an index of their token prefixes, and their last use.
+ * Every change is one entry written whole and renamed into place, so that racing writers cost
+ * at most a miss and a reader never sees half an entry.
+ *
+ * The entries, under the store's root:
+ *   1. snap/NAME.tqkv          a snapshot; NAME = FP-HASH: the model fingerprint and the XXH64
+ *                              of its tokens, 16 hex digits each
+ *   2. idx/FP/PHASH/NAME       an empty entry: NAME's tokens begin with the prefix whose hash is
+ *                              PHASH, one at every TQ_STORE_STRIDE tokens
+ *   3. used/NAME               the time NAME was last saved or restored (decimal seconds)
+ *   4. names/ALIAS             a user's name for a snapshot: NAME
+ */
+#ifndef TQ_STORE_H
+#define TQ_STORE_H
+
+#include "tq.h"
+
+#include <stdint.h>
+
+/* Token-prefix boundaries the index keeps, as LMCache's chunks of 256 tokens. */
+#define TQ_STORE_STRIDE 256u
+
+typedef struct tq_store tq_store;
+
+/* A store in a directory (made if missing). */
+tq_status tq_store_open(tq_ctx *ctx, const char *where, tq_store **out);
+void tq_store_close(tq_store *s);
+const char *tq_store_root(const tq_store *s);
+
+/* The path of an entry (malloc'd): what the snapshot readers and writers take. */
+char *tq_store_path(const tq_store *s, const char *entry);
+/* An entry written whole, atomically (a temporary beside it, renamed into place). */
+tq_status tq_store_put(tq_ctx *ctx, tq_store *s, const char *entry, const void *p, uint64_t n);
+/* An entry's bytes (malloc'd, NUL-terminated); *found 0 when there is none. */
+tq_status tq_store_get(tq_ctx *ctx, tq_store *s, const char *entry, char **p, uint64_t *n,
+                       int *found);
+/* The entries directly under a folder of entries (malloc'd names, sorted); none if missing. */
+tq_status tq_store_list(tq_ctx *ctx, tq_store *s, const char *folder, char ***names,
+                        uint32_t *n);
+void tq_store_names_free(char **names, uint32_t n);
+tq_status tq_store_remove(tq_ctx *ctx, tq_store *s, const char *entry);
+
+/* The content-derived name of a snapshot of these tokens for a model (buf: 34 bytes). */
+void tq_store_name(uint64_t fingerprint, const int32_t *tokens, uint32_t n, char *buf);
+/* The hash of a token prefix as the index keys it. */
+uint64_t tq_store_prefix_hash(const int32_t *tokens, uint32_t n);
+
+/* A stored snapshot whose tokens begin like a prompt's. */
+typedef struct tq_store_match {
+    char name[40];
+    uint32_t n_tokens; /* the snapshot's */
+    uint32_t common;   /* tokens it shares with the prompt from the first (checked exactly) */
+} tq_store_match;
+
+/* The snapshot for model fp whose tokens share the longest prefix with tokens[0..n) (its
+ * first TQ_STORE_STRIDE tokens at least): found through the index, from the longest boundary
+ * down, its tokens read and compared.  A candidate that cannot be read is skipped, and *skipped
+ * counts it.  best->common 0: none. */
+tq_status tq_store_find(tq_ctx *ctx, tq_store *s, uint64_t fp, const int32_t *tokens, uint32_t n,
+                        tq_store_match *best, uint32_t *skipped);
+/* The same among snapshots that can be a base for these tokens (--append): whole snapshots
+ * (not appended ones) all of whose tokens the prompt begins with. */
+tq_status tq_store_find_base(tq_ctx *ctx, tq_store *s, uint64_t fp, const int32_t *tokens,
+                             uint32_t n, tq_store_match *best, uint32_t *skipped);
+/* Records a stored snapshot: its index entries and its use now. */
+tq_status tq_store_index(tq_ctx *ctx, tq_store *s, uint64_t fp, const char *name,
+                         const int32_t *tokens, uint32_t n);
+/* Marks a snapshot used now (what gc evicts last). */
+tq_status tq_store_touch(tq_ctx *ctx, tq_store *s, const char *name);
+
+#endif

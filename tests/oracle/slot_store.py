@@ -1,0 +1,169 @@
+"""tq slot (issue 39), against the real llama-server (tests/setup_server.sh) with SmolLM2-135M:
+slots saved to a store in a temporary directory and restored into another server.
+
+- lossless: `tq slot save --preset lossless`, then `tq slot restore --prompt` into a fresh
+  server continues as the server's own slot file does (tokens and probabilities), with one
+  prompt token processed again;
+- the default preset restores from the stored cells (one prompt token processed again);
+- prefix: a 2,048-token document is saved; the document and 100 new tokens restore its cells
+  into another server, which then processes at most 101 prompt tokens;
+- chain: ten sessions that share the document and differ after it store the document's cells
+  once: each is appended to the document's snapshot, and the store holds less than 1.5 times
+  one session's snapshot plus the ten tails.
+Every server is stopped at the end, also on failure."""
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _env import ROOT, TQ, smollm2  # noqa: E402
+from _server import Server, left_behind, server_binary  # noqa: E402
+
+TEXT = "\n\n".join(p.read_text() for p in sorted((ROOT / "tests" / "oracle" / "prompts").glob("*.txt")))
+STEPS = 16
+FAILED = []
+
+
+def ok(name):
+    print(f"ok {name}", flush=True)
+
+
+def fail(name, why):
+    print(f"FAIL: {name}: {why}", flush=True)
+    FAILED.append(name)
+
+
+def slot(*args):
+    """tq slot ARGS: (exit status, stderr)."""
+    p = subprocess.run([TQ, "slot", *map(str, args)], capture_output=True, text=True)
+    return p.returncode, p.stderr.strip()
+
+
+def texts(s):
+    """The document (about 2,048 tokens of our prompts' text) and ten tails of a few dozen
+    tokens each, as texts whose tokens the server makes the same every time."""
+    toks = s.tokenize(TEXT)
+    # ends with a full stop; a continuation starts with a space, which begins a token of its own
+    # (a paragraph break at the end would be one token alone and two before a word)
+    doc = s.post("/detokenize", {"tokens": toks[1:2048]})["content"].rstrip() + "."
+    tails = []
+    for i in range(10):
+        piece = s.post("/detokenize", {"tokens": toks[2100 + 60 * i:2100 + 60 * i + 60]})["content"]
+        tails.append(f"{doc} Question {i}: {piece.strip()}")
+    d = s.tokenize(doc)
+    for t in tails:
+        assert s.tokenize(t)[:len(d)] == d, "the document's tokens are not a prefix of a session's"
+    return doc, tails
+
+
+def prefill(s, tokens):
+    """Slot 0 holds the prompt and nothing after it (no token generated)."""
+    s.post("/completion", {"prompt": tokens, "n_predict": 0, "id_slot": 0, "cache_prompt": True})
+
+
+def store_bytes(store):
+    return sum(p.stat().st_size for p in (store / "snap").glob("*.tqkv"))
+
+
+def main():
+    binary = server_binary()
+    model = smollm2()
+    with tempfile.TemporaryDirectory() as td:
+        work = Path(td)
+        a_dir, b_dir = work / "a", work / "b"
+        a_dir.mkdir()
+        b_dir.mkdir()
+        with Server(binary, model, a_dir) as a, Server(binary, model, b_dir) as b:
+            doc, tails = texts(a)
+            docfile = work / "doc.txt"
+            docfile.write_text(doc)
+            doc_toks = a.tokenize(doc)
+            prefill(a, doc_toks)
+            a.slot("save", "ref.bin")
+            (b_dir / "ref.bin").write_bytes((a_dir / "ref.bin").read_bytes())
+            ref = b.resume("ref.bin", doc_toks, STEPS)
+
+            name = "lossless_save_and_restore_continue_identically"
+            lossless = work / "lossless"
+            rc, err = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir,
+                           "--store", lossless, "--preset", "lossless", "--model", model)
+            b.slot("erase")
+            rc2, err2 = slot("restore", "--server", f"http://127.0.0.1:{b.port}", "--slot-dir",
+                             b_dir, "--store", lossless, "--prompt", docfile, "--model", model)
+            got = b.complete(doc_toks, STEPS) if not rc and not rc2 else None
+            left = sorted(p.name for p in list(a_dir.iterdir()) + list(b_dir.iterdir())
+                          if p.name.startswith("tq-"))
+            if rc or rc2:
+                fail(name, f"save: {err} / restore: {err2}")
+            elif got["steps"] != ref["steps"] or got["processed"] != 1 or left:
+                fail(name, f"processed {got['processed']}, same steps {got['steps'] == ref['steps']}"
+                           f", raw files left {left}")
+            else:
+                ok(name)
+
+            name = "the_default_preset_restores_the_stored_cells"
+            store = work / "store"
+            rc, err = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir,
+                           "--store", store, "--model", model)
+            b.slot("erase")
+            rc2, err2 = slot("restore", "--server", f"http://127.0.0.1:{b.port}", "--slot-dir",
+                             b_dir, "--store", store, "--prompt", docfile, "--model", model)
+            got = b.complete(doc_toks, STEPS) if not rc and not rc2 else None
+            if rc or rc2 or got["processed"] != 1 or not got["content"].strip():
+                fail(name, f"save: {err} / restore: {err2} / {got and got['processed']}")
+            else:
+                ok(name)
+
+            name = "a_document_and_100_new_tokens_process_at_most_101"
+            longer = work / "longer.txt"
+            longer.write_text(tails[0])
+            long_toks = b.tokenize(tails[0])
+            b.slot("erase")
+            rc, err = slot("restore", "--server", f"http://127.0.0.1:{b.port}", "--slot-dir",
+                           b_dir, "--store", store, "--prompt", longer, "--model", model)
+            got = b.complete(long_toks, 1) if not rc else None
+            new = len(long_toks) - len(doc_toks)
+            if rc or new > 100 or got["processed"] > new + 1:
+                fail(name, f"{err}: {new} new tokens, the server processed "
+                           f"{got and got['processed']}")
+            else:
+                print(f"  {len(long_toks)} prompt tokens, {new} new: the server processed "
+                      f"{got['processed']}", flush=True)
+                ok(name)
+
+            name = "ten_sessions_on_one_document_store_it_once"
+            chain = work / "chain"
+            rc, err = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir,
+                           "--store", chain, "--model", model)
+            doc_bytes = store_bytes(chain)
+            said = []
+            for t in tails:
+                prefill(a, a.tokenize(t))
+                rc_i, err_i = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir",
+                                   a_dir, "--store", chain, "--model", model)
+                rc |= rc_i
+                said.append(err_i)
+            one = work / "one"
+            slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir, "--store",
+                 one, "--model", model)
+            session = store_bytes(one)
+            total = store_bytes(chain)
+            tail_bytes = total - doc_bytes
+            appended = sum("appended to" in s for s in said)
+            print(f"  document {doc_bytes / 1e6:.2f} MB, one session alone {session / 1e6:.2f} MB, "
+                  f"the store after ten {total / 1e6:.2f} MB ({appended} appended)", flush=True)
+            if rc or appended != 10 or total >= 1.5 * session + tail_bytes or \
+                    tail_bytes > 10 * 0.25 * session:
+                fail(name, f"exit {rc}, {appended} of 10 appended, store {total} bytes, one "
+                           f"session {session}, tails {tail_bytes}: {said[-1]}")
+            else:
+                ok(name)
+        left = left_behind()
+        if left:
+            fail("servers_are_stopped", ", ".join(left))
+    sys.exit(1 if FAILED else 0)
+
+
+if __name__ == "__main__":
+    main()
