@@ -28,7 +28,8 @@ void help_slot(void)
         "                       [--model M.gguf] [--name NAME] [--preset P] [--quiet]\n"
         "       tq slot restore --slot-dir DIR --store STORE (--prompt FILE | --name NAME)\n"
         "                       [--server URL] [--slot N] [--model M.gguf] [--quiet]\n"
-        "       tq slot ls STORE [--json]\n\n"
+        "       tq slot ls STORE [--json]\n"
+        "       tq slot gc STORE --max-size SIZE\n\n"
         "Keeps llama-server's slots in a snapshot store (a directory many servers share):\n"
         "save asks the server to save slot N into its --slot-save-path (DIR), encodes the file\n"
         "into the store under a name made of the model's fingerprint and the tokens' hash\n"
@@ -44,7 +45,10 @@ void help_slot(void)
         "  --prompt FILE    restore: the prompt's text, tokenized by the server\n"
         "  --name NAME      save: a name for the snapshot too; restore: the snapshot of that name\n"
         "  --preset P       save: balanced (default), small, q8 or lossless\n"
-        "  --json           ls: JSON on stdout\n");
+        "  --json           ls: JSON on stdout\n"
+        "  --max-size SIZE  gc: evict the least recently used snapshots until the store holds\n"
+        "                   at most SIZE (bytes, or 500M, 20G: powers of 1024); a base goes\n"
+        "                   only after every snapshot appended to it\n");
 }
 
 typedef struct slot_opts {
@@ -52,9 +56,29 @@ typedef struct slot_opts {
     const char *pos[2];
     const char *server, *slot_dir, *store, *prompt, *name, *preset;
     long slot;
+    uint64_t max_size; /* gc: --max-size in bytes */
+    int has_max_size;
 } slot_opts;
 
-static const char *const actions[] = {"save", "restore", "ls", NULL};
+/* --max-size SIZE: bytes, or with K, M, G or T (powers of 1024; "B" or "iB" may follow). */
+static int parse_size(void *user, const char *v)
+{
+    slot_opts *o = user;
+    char *end;
+    double x = strtod(v, &end);
+    static const char units[] = "KMGT";
+    const char *u = *end ? strchr(units, *end) : NULL;
+    if (u) x *= (double)(1ull << (10 * (u - units + 1)));
+    if (u) end++;
+    if (!strcmp(end, "B") || !strcmp(end, "iB")) end += strlen(end);
+    if (end == v || *end || !(x >= 0) || x > 1e18)
+        return cli_usage_error("--max-size: '%s' is not a size (bytes, or 500M, 20G, ...)", v);
+    o->max_size = (uint64_t)x;
+    o->has_max_size = 1;
+    return 0;
+}
+
+static const char *const actions[] = {"save", "restore", "ls", "gc", NULL};
 /* indexed by tq_kvsnap_preset */
 static const char *const presets[] = {"balanced", "lossless", "q8", "small", NULL};
 
@@ -67,6 +91,7 @@ static int parse(int argc, char **argv, slot_opts *o)
         CLI_OPT_STR("--store", &o->store),
         CLI_OPT_STR("--prompt", &o->prompt),
         CLI_OPT_STR("--name", &o->name),
+        CLI_OPT_FN("--max-size", parse_size, o),
         CLI_OPT_CHOICE("--preset", &o->preset, presets,
                        "--preset: '%s' is not balanced, lossless, q8 or small"),
         {NULL},
@@ -80,8 +105,9 @@ static int parse(int argc, char **argv, slot_opts *o)
     if (!o->pos[0] || !actions[a])
         return cli_usage_error("save, restore or ls? (see tq help slot)");
     if (!o->server) o->server = "http://127.0.0.1:8080";
-    if (a == 2) {
-        if (!o->pos[1]) return cli_usage_error("ls: which store?");
+    if (a >= 2) {
+        if (!o->pos[1]) return cli_usage_error("%s: which store?", o->pos[0]);
+        if (a == 3 && !o->has_max_size) return cli_usage_error("gc: give --max-size SIZE");
         o->store = o->pos[1];
         return 0;
     }
@@ -236,6 +262,10 @@ static int prompt_tokens(slot_run *r, const slot_opts *o, int32_t **tokens, uint
         if (!found) return cli_runtime_error("%s: no snapshot named '%s'", o->store, o->name);
         snprintf(name, 40, "%s", text);
         free(text);
+        if (strtoull(name, NULL, 16) != r->fp)
+            return cli_runtime_error("%s: '%s' is a snapshot of another model (fingerprint "
+                                     "%.16s; the server's model has %016" PRIx64 ")",
+                                     o->store, o->name, name, r->fp);
         snprintf(entry, sizeof entry, "snap/%s.tqkv", name);
         char *path = tq_store_path(r->store, entry);
         tqkv_reader *s;
@@ -379,6 +409,19 @@ static int do_ls(slot_run *r, const slot_opts *o)
     return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
 }
 
+/* gc: the least recently used snapshots evicted down to --max-size, chains kept whole. */
+static int do_gc(slot_run *r, const slot_opts *o)
+{
+    tq_store_gc_report rep;
+    if (tq_store_gc(r->ctx, r->store, o->max_size, &rep)) return cli_lib_error(r->ctx);
+    if (!o->c.quiet)
+        cli_log("%s: %u snapshots evicted, %u kept: %.2f MB -> %.2f MB (at most %.2f MB)%s",
+                o->store, rep.evicted, rep.kept, rep.bytes_before / 1e6, rep.bytes_after / 1e6,
+                o->max_size / 1e6,
+                rep.bytes_after > o->max_size ? "; the rest are bases of kept snapshots" : "");
+    return 0;
+}
+
 int cmd_slot(int argc, char **argv)
 {
     slot_opts o = {0};
@@ -388,8 +431,10 @@ int cmd_slot(int argc, char **argv)
     if (!r.ctx) return TQ_EXIT_RUNTIME;
     rc = tq_store_open(r.ctx, o.store, &r.store) ? cli_lib_error(r.ctx) : 0;
     int ls = !strcmp(o.pos[0], "ls");
-    if (!rc && !ls) rc = open_model(&r, &o);
+    int gc = !strcmp(o.pos[0], "gc");
+    if (!rc && !ls && !gc) rc = open_model(&r, &o);
     if (!rc && ls) rc = do_ls(&r, &o);
+    if (!rc && gc) rc = do_gc(&r, &o);
     if (!rc && !strcmp(o.pos[0], "save")) rc = do_save(&r, &o);
     if (!rc && !strcmp(o.pos[0], "restore")) rc = do_restore(&r, &o);
     free(r.model_path);

@@ -302,6 +302,13 @@ static tq_status find_at(tq_ctx *ctx, tq_store *s, const char *folder, const int
         uint32_t common = 0;
         uint32_t total = 0;
         int whole = 0;
+        char entry[64];
+        struct stat sb;
+        snprintf(entry, sizeof entry, "snap/%s.tqkv", c[i].name);
+        char *path = tq_store_path(s, entry);
+        int there = path && !stat(path, &sb);
+        free(path);
+        if (!there) continue; /* evicted since it was indexed: a miss, not a fault */
         if (compare(ctx, s, c[i].name, tokens, n, &common, &total, &whole)) {
             (*skipped)++; /* gone (evicted, or a lost race) or unreadable: the next one */
             continue;

@@ -67,6 +67,19 @@ tq_status tq_store_find_base(tq_ctx *ctx, tq_store *s, uint64_t fp, const int32_
 /* Records a stored snapshot: its index entries and its use now. */
 tq_status tq_store_index(tq_ctx *ctx, tq_store *s, uint64_t fp, const char *name,
                          const int32_t *tokens, uint32_t n);
+/* What gc did. */
+typedef struct tq_store_gc_report {
+    uint32_t kept, evicted;
+    uint64_t bytes_before, bytes_after;
+} tq_store_gc_report;
+
+/* Evicts least recently used snapshots until the store's snapshots take at most max_bytes.
+ * A base goes only after every snapshot appended to it (a chain is never broken: a base counts
+ * as used when its latest dependent was); each eviction removes the index entries first, so a
+ * racing restore sees a snapshot or no entry, at worst an entry whose snapshot is gone (a
+ * miss).  Snapshots that cannot be read are left alone. */
+tq_status tq_store_gc(tq_ctx *ctx, tq_store *s, uint64_t max_bytes, tq_store_gc_report *rep);
+
 /* Marks a snapshot used now (what gc evicts last). */
 tq_status tq_store_touch(tq_ctx *ctx, tq_store *s, const char *name);
 

@@ -11,6 +11,7 @@ slots saved to a store in a temporary directory and restored into another server
   once: each is appended to the document's snapshot, and the store holds less than 1.5 times
   one session's snapshot plus the ten tails.
 Every server is stopped at the end, also on failure."""
+import json
 import subprocess
 import sys
 import tempfile
@@ -64,6 +65,97 @@ def prefill(s, tokens):
 
 def store_bytes(store):
     return sum(p.stat().st_size for p in (store / "snap").glob("*.tqkv"))
+
+
+def listing(store):
+    return sorted(str(p.relative_to(store)) for p in store.rglob("*") if p.is_file())
+
+
+def chains_whole(store):
+    """Every appended snapshot's base is there ('' when so, else the first missing one)."""
+    for p in (store / "snap").glob("*.tqkv"):
+        info = subprocess.run([TQ, "inspect", "--json", p], capture_output=True, text=True).stdout
+        base = json.loads(info).get("base")
+        if base and not (store / "snap" / base).exists():
+            return f"{p.name} needs {base}"
+    return ""
+
+
+def gc(chain, doc_bytes):
+    name = "gc_holds_max_size_and_keeps_chains_whole"
+    snaps = sorted((chain / "snap").glob("*.tqkv"), key=lambda p: p.stat().st_size)
+    tail = max(p.stat().st_size for p in snaps if p.stat().st_size < doc_bytes)
+    limit = doc_bytes + 3 * tail
+    rc, err = slot("gc", chain, "--max-size", limit)
+    after = sum(p.stat().st_size for p in (chain / "snap").glob("*.tqkv"))
+    left = len(list((chain / "snap").glob("*.tqkv")))
+    broken = chains_whole(chain)
+    if rc or after > limit or left != 4 or broken:
+        return fail(name, f"exit {rc} ({err}): {after} bytes for at most {limit}, {left} left "
+                          f"(the document and 3 tails), {broken}")
+    rc, err = slot("gc", chain, "--max-size", "1")  # the tails first, then their base
+    if rc or list((chain / "snap").glob("*.tqkv")) or list((chain / "idx").rglob("*-*")):
+        return fail(name, f"emptying: exit {rc} ({err}): {listing(chain)[:5]}")
+    ok(name)
+
+
+def faults(a, b, a_dir, b_dir, work, model, docfile, tails):
+    """Each error one line and exit 1, the store as it was (and no raw file left)."""
+    name = "faults_are_one_line_and_leave_the_store_as_it_was"
+    store = work / "faulty"
+    server_a = f"http://127.0.0.1:{a.port}"
+    server_b = f"http://127.0.0.1:{b.port}"
+    prefill(a, a.tokenize(tails[1]))
+    slot("save", "--server", server_a, "--slot-dir", a_dir, "--store", store, "--model", model,
+         "--name", "session")
+    before = listing(store)
+    other = work / "other.gguf"
+    subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'tests/oracle');"
+                    "from _models import make_model; make_model(sys.argv[1], None, head_dim=64)",
+                    other], cwd=ROOT, check=True, capture_output=True)
+    cases = [
+        (["save", "--server", "http://127.0.0.1:9", "--slot-dir", a_dir, "--store", store,
+          "--model", model], "did not answer"),
+        (["restore", "--server", "http://127.0.0.1:9", "--slot-dir", b_dir, "--store", store,
+          "--prompt", docfile], "did not answer"),
+        (["save", "--server", server_a, "--slot-dir", work, "--store", store, "--model", model],
+         "give its --slot-save-path as --slot-dir"),
+        (["restore", "--server", server_b, "--slot-dir", b_dir, "--store", store,
+          "--name", "session", "--model", other], "a snapshot of another model"),
+        (["restore", "--server", server_b, "--slot-dir", b_dir, "--store", store,
+          "--name", "nobody", "--model", model], "no snapshot named"),
+        (["save", "--server", server_a, "--slot-dir", a_dir, "--store", "/proc/tq-store",
+          "--model", model], "not a directory tq can use"),
+    ]
+    for args, needle in cases:
+        rc, err = slot(*args)
+        if "--slot-save-path" in needle:  # the server saved into its own folder, not the one given
+            for p in a_dir.glob("tq-save-*"):
+                p.unlink()
+        raw = [p.name for p in list(a_dir.iterdir()) + list(b_dir.iterdir())
+               if p.name.startswith("tq-")]
+        if rc != 1 or len(err.splitlines()) != 1 or needle not in err or \
+                listing(store) != before or raw:
+            return fail(name, f"{args[0]} {args[-1]}: exit {rc}, '{err}', store changed "
+                              f"{listing(store) != before}, raw files {raw}")
+    # a corrupt snapshot is skipped with a warning: the next-best prefix (the document) is used
+    prefill(a, a.tokenize(docfile.read_text()))  # the document: the next-best prefix
+    slot("save", "--server", server_a, "--slot-dir", a_dir, "--store", store, "--model", model)
+    session = json.loads(subprocess.run([TQ, "slot", "ls", store, "--json"], capture_output=True,
+                                        text=True).stdout)
+    biggest = max(session, key=lambda e: e["tokens"])
+    p = store / "snap" / f"{biggest['name']}.tqkv"
+    data = bytearray(p.read_bytes())
+    data[len(data) // 2] ^= 1
+    p.write_bytes(bytes(data))
+    longer = work / "session.txt"
+    longer.write_text(tails[1])
+    b.slot("erase")
+    rc, err = slot("restore", "--server", server_b, "--slot-dir", b_dir, "--store", store,
+                   "--prompt", longer, "--model", model)
+    if rc or "could not be read" not in err or "restored from" not in err:
+        return fail(name, f"a corrupt snapshot: exit {rc}: {err}")
+    ok(name)
 
 
 def main():
@@ -159,6 +251,8 @@ def main():
                            f"session {session}, tails {tail_bytes}: {said[-1]}")
             else:
                 ok(name)
+            gc(chain, doc_bytes)
+            faults(a, b, a_dir, b_dir, work, model, docfile, tails)
         left = left_behind()
         if left:
             fail("servers_are_stopped", ", ".join(left))

@@ -1,0 +1,138 @@
+/* store_gc.c - the store's eviction (store.h, tq_store_gc; STORE.md, "Eviction"). */
+#define _GNU_SOURCE
+#include "store.h"
+
+#include "tqkv.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* One stored snapshot as gc sees it. */
+typedef struct gc_snap {
+    char name[40];
+    char base[40]; /* "" for a whole snapshot */
+    uint64_t bytes, fp;
+    double used;   /* its own last use, raised to its dependents' latest */
+    uint32_t dependents;
+    int32_t *tokens; /* for its index entries */
+    uint32_t n_tokens;
+    int gone;
+} gc_snap;
+
+static double used_time(tq_ctx *ctx, tq_store *s, const char *name)
+{
+    char entry[64];
+    char *p;
+    uint64_t n;
+    int found;
+    snprintf(entry, sizeof entry, "used/%s", name);
+    if (tq_store_get(ctx, s, entry, &p, &n, &found) || !found) return 0;
+    double t = strtod(p, NULL);
+    free(p);
+    return t;
+}
+
+/* Reads one snapshot's facts; 0 when it cannot be read (left alone). */
+static int gc_read(tq_ctx *ctx, tq_store *s, const char *file, gc_snap *g)
+{
+    char entry[300];
+    struct stat sb;
+    tqkv_reader *r;
+    size_t len = strlen(file);
+    if (len < 6 || len - 5 >= sizeof g->name || strcmp(file + len - 5, ".tqkv")) return 0;
+    snprintf(g->name, sizeof g->name, "%.*s", (int)(len - 5), file);
+    snprintf(entry, sizeof entry, "snap/%s", file);
+    char *path = tq_store_path(s, entry);
+    int ok = path && !stat(path, &sb) && !tqkv_open(ctx, path, &r);
+    free(path);
+    if (!ok) return 0;
+    const tqkv_meta *m = tqkv_meta_of(r);
+    g->bytes = (uint64_t)sb.st_size;
+    g->fp = strtoull(g->name, NULL, 16);
+    if (m->base_id)
+        snprintf(g->base, sizeof g->base, "%.*s", (int)strcspn(m->base_name, "."), m->base_name);
+    g->n_tokens = m->n_tokens;
+    g->tokens = malloc(4ull * m->n_tokens + 4);
+    if (g->tokens) memcpy(g->tokens, m->tokens, 4ull * m->n_tokens);
+    tqkv_close(r);
+    g->used = used_time(ctx, s, g->name);
+    return g->tokens != NULL;
+}
+
+/* Its index entries, its name entries, its use, then the snapshot. */
+static tq_status evict(tq_ctx *ctx, tq_store *s, const gc_snap *g)
+{
+    char entry[300];
+    tq_status st = TQ_OK;
+    for (uint32_t k = TQ_STORE_STRIDE; k <= g->n_tokens && !st; k += TQ_STORE_STRIDE) {
+        snprintf(entry, sizeof entry, "idx/%016" PRIx64 "/%016" PRIx64 "/%s", g->fp,
+                 tq_store_prefix_hash(g->tokens, k), g->name);
+        st = tq_store_remove(ctx, s, entry);
+    }
+    char **names;
+    uint32_t n = 0;
+    if (!st) st = tq_store_list(ctx, s, "names", &names, &n);
+    for (uint32_t i = 0; !st && i < n; i++) {
+        char *p;
+        uint64_t len;
+        int found;
+        snprintf(entry, sizeof entry, "names/%s", names[i]);
+        if (!tq_store_get(ctx, s, entry, &p, &len, &found) && found && !strcmp(p, g->name))
+            st = tq_store_remove(ctx, s, entry);
+        free(p);
+    }
+    if (n) tq_store_names_free(names, n);
+    snprintf(entry, sizeof entry, "used/%s", g->name);
+    if (!st) st = tq_store_remove(ctx, s, entry);
+    snprintf(entry, sizeof entry, "snap/%s.tqkv", g->name);
+    if (!st) st = tq_store_remove(ctx, s, entry);
+    return st;
+}
+
+/* The next to evict: the least recently used with no dependents left; -1 if none. */
+static long next_victim(const gc_snap *g, uint32_t n)
+{
+    long v = -1;
+    for (uint32_t i = 0; i < n; i++)
+        if (!g[i].gone && !g[i].dependents && (v < 0 || g[i].used < g[v].used)) v = (long)i;
+    return v;
+}
+
+tq_status tq_store_gc(tq_ctx *ctx, tq_store *s, uint64_t max_bytes, tq_store_gc_report *rep)
+{
+    char **files;
+    uint32_t nf;
+    memset(rep, 0, sizeof *rep);
+    tq_status st = tq_store_list(ctx, s, "snap", &files, &nf);
+    gc_snap *g = st ? NULL : calloc(nf ? nf : 1, sizeof *g); /* [nf] */
+    uint32_t n = 0;
+    if (!st && !g) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; !st && i < nf; i++)
+        if (gc_read(ctx, s, files[i], &g[n])) rep->bytes_before += g[n++].bytes;
+    for (uint32_t i = 0; g && i < n; i++) /* each base: used when its latest dependent was */
+        for (uint32_t j = 0; j < n; j++)
+            if (g[i].base[0] && !strcmp(g[i].base, g[j].name)) {
+                g[j].dependents++;
+                if (g[i].used > g[j].used) g[j].used = g[i].used;
+            }
+    uint64_t total = rep->bytes_before;
+    while (!st && total > max_bytes) {
+        long v = next_victim(g, n);
+        if (v < 0) break;
+        st = evict(ctx, s, &g[v]);
+        g[v].gone = 1;
+        total -= g[v].bytes;
+        rep->evicted++;
+        for (uint32_t j = 0; g[v].base[0] && j < n; j++)
+            if (!strcmp(g[v].base, g[j].name)) g[j].dependents--;
+    }
+    rep->bytes_after = total;
+    rep->kept = n - rep->evicted;
+    for (uint32_t i = 0; g && i < n; i++) free(g[i].tokens);
+    free(g);
+    if (nf) tq_store_names_free(files, nf);
+    return st;
+}
