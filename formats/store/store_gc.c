@@ -107,7 +107,8 @@ tq_status tq_store_gc(tq_ctx *ctx, tq_store *s, uint64_t max_bytes, tq_store_gc_
     uint32_t nf;
     memset(rep, 0, sizeof *rep);
     tq_status st = tq_store_list(ctx, s, "snap", &files, &nf);
-    gc_snap *g = st ? NULL : calloc(nf ? nf : 1, sizeof *g); /* [nf] */
+    gc_snap *g = NULL;
+    if (!st) g = calloc(nf ? nf : 1, sizeof *g); /* [nf] */
     uint32_t n = 0;
     if (!st && !g) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; !st && i < nf; i++)
