@@ -9,12 +9,19 @@ slots saved to a store in a temporary directory and restored into another server
   into another server, which then processes at most 101 prompt tokens;
 - chain: ten sessions that share the document and differ after it store the document's cells
   once: each is appended to the document's snapshot, and the store holds less than 1.5 times
-  one session's snapshot plus the ten tails.
+  one session's snapshot plus the ten tails;
+- gc: --max-size holds, and an appended snapshot's base stays while it does;
+- pool: two servers and one store, each saving five sessions and restoring the other's latest
+  in parallel: every restore continues as the saving server did, and no save is lost;
+- faults: the server unreachable, a --slot-dir that is not the server's, a snapshot of another
+  model, no such name, an unwritable store: one line, exit 1, the store as it was; a corrupt
+  snapshot is skipped with a warning and the next-best prefix restored.
 Every server is stopped at the end, also on failure."""
 import json
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -158,6 +165,56 @@ def faults(a, b, a_dir, b_dir, work, model, docfile, tails):
     ok(name)
 
 
+def pool(a, b, a_dir, b_dir, work, model, tails):
+    """Two servers, one store: each saves five sessions (lossless) and restores the other's
+    latest, in parallel; every restore continues as the saving server did, none is lost."""
+    name = "two_servers_one_store_lose_nothing"
+    store = work / "pool"
+    saved = []  # (server index, prompt file, tokens, reference steps)
+    lock = threading.Lock()
+    errors = []
+
+    def worker(x, s, d, sessions):
+        server = f"http://127.0.0.1:{s.port}"
+        for i, text in enumerate(sessions):
+            toks = s.tokenize(text)
+            prompt = work / f"pool-{x}-{i}.txt"
+            prompt.write_text(text)
+            prefill(s, toks)
+            rc, err = slot("save", "--server", server, "--slot-dir", d, "--store", store,
+                           "--preset", "lossless", "--model", model)
+            ref = s.complete(toks, 4)
+            if rc:
+                errors.append(f"server {x} save {i}: {err}")
+                continue
+            with lock:
+                saved.append((x, prompt, toks, ref["steps"]))
+                theirs = [e for e in saved if e[0] != x]
+            if not theirs:
+                continue
+            _, p, t, want = theirs[-1]
+            s.slot("erase")
+            rc, err = slot("restore", "--server", server, "--slot-dir", d, "--store", store,
+                           "--prompt", p, "--model", model)
+            got = s.complete(t, 4) if not rc else None
+            if rc or f"{len(t)} of the prompt's {len(t)} tokens" not in err or \
+                    got["processed"] != 1 or got["steps"] != want:
+                errors.append(f"server {x} restore {i}: exit {rc} ({err}): processed "
+                              f"{got and got['processed']}, same {got and got['steps'] == want}")
+
+    threads = [threading.Thread(target=worker, args=(0, a, a_dir, tails[0:5])),
+               threading.Thread(target=worker, args=(1, b, b_dir, tails[5:10]))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stored = json.loads(subprocess.run([TQ, "slot", "ls", store, "--json"], capture_output=True,
+                                       text=True).stdout or "[]")
+    if errors or len(stored) != 10:
+        return fail(name, f"{len(stored)} of 10 saves stored; {'; '.join(errors[:3])}")
+    ok(name)
+
+
 def main():
     binary = server_binary()
     model = smollm2()
@@ -252,6 +309,7 @@ def main():
             else:
                 ok(name)
             gc(chain, doc_bytes)
+            pool(a, b, a_dir, b_dir, work, model, tails)
             faults(a, b, a_dir, b_dir, work, model, docfile, tails)
         left = left_behind()
         if left:
