@@ -177,7 +177,7 @@ static int encode(slot_run *r, const slot_opts *o, tq_kv_view *v, const char *na
         snprintf(entry, sizeof entry, "snap/%s.tqkv", base->name);
         snprintf(base_file, sizeof base_file, "%s.tqkv", base->name);
         char *path = tq_store_path(r->store, entry);
-        if (!path || tqkv_open(r->ctx, path, &b)) rc = cli_lib_error(r->ctx);
+        if (!path || cli_open_snapshot_mapped(r->ctx, path, &b)) rc = cli_lib_error(r->ctx);
         free(path);
         so.base = b;
         so.base_name = base_file;
@@ -266,14 +266,8 @@ static int prompt_tokens(slot_run *r, const slot_opts *o, int32_t **tokens, uint
             return cli_runtime_error("%s: '%s' is a snapshot of another model (fingerprint "
                                      "%.16s; the server's model has %016" PRIx64 ")",
                                      o->store, o->name, name, r->fp);
-        snprintf(entry, sizeof entry, "snap/%s.tqkv", name);
-        char *path = tq_store_path(r->store, entry);
         tqkv_reader *s;
-        if (!path || tqkv_open(r->ctx, path, &s)) {
-            free(path);
-            return cli_lib_error(r->ctx);
-        }
-        free(path);
+        if (tq_store_snapshot(r->ctx, r->store, name, &s)) return cli_lib_error(r->ctx);
         *n = tqkv_meta_of(s)->n_tokens;
         *tokens = malloc(4ull * *n + 4);
         if (*tokens) memcpy(*tokens, tqkv_meta_of(s)->tokens, 4ull * *n);
@@ -309,12 +303,13 @@ static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t to
     tqkv_reader *base = NULL;
     snprintf(entry, sizeof entry, "snap/%s.tqkv", name);
     char *path = tq_store_path(r->store, entry);
-    int rc = !path || tqkv_open(r->ctx, path, &s) ? cli_lib_error(r->ctx) : 0;
+    /* an object by ranges: a prefix's chunks alone are fetched */
+    int rc = !path || cli_open_snapshot(r->ctx, path, 0, &s) ? cli_lib_error(r->ctx) : 0;
     const tqkv_meta *m = rc ? NULL : tqkv_meta_of(s);
-    if (!rc && m->base_id) { /* an appended snapshot: its base beside it */
+    if (!rc && m->base_id) { /* an appended snapshot: its base beside it, read whole */
         snprintf(entry, sizeof entry, "snap/%s", m->base_name);
         char *bp = tq_store_path(r->store, entry);
-        if (!bp || tqkv_open(r->ctx, bp, &base)) rc = cli_lib_error(r->ctx);
+        if (!bp || cli_open_snapshot_mapped(r->ctx, bp, &base)) rc = cli_lib_error(r->ctx);
         free(bp);
     }
     cli_out out;
@@ -383,26 +378,28 @@ static int do_ls(slot_run *r, const slot_opts *o)
     for (uint32_t i = 0; i < count; i++) {
         char entry[300];
         snprintf(entry, sizeof entry, "snap/%s", names[i]);
-        char *path = tq_store_path(r->store, entry);
         tqkv_reader *s;
-        struct stat sb;
-        if (!path || stat(path, &sb) || tqkv_open(r->ctx, path, &s)) {
-            cli_log("warning: %s: %s", names[i], tq_ctx_error(r->ctx));
-            free(path);
+        uint64_t size = 0;
+        int found = 0;
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(strlen(names[i]) - 5), names[i]);
+        if (tq_store_size(r->ctx, r->store, entry, &size, &found) || !found ||
+            tq_store_snapshot(r->ctx, r->store, name, &s)) {
+            cli_log("warning: %s: %s", names[i], found ? tq_ctx_error(r->ctx) : "gone");
             continue;
         }
         const tqkv_meta *m = tqkv_meta_of(s);
         const char *base = m->base_id ? m->base_name : "";
+        double used = tq_store_last_used(r->ctx, r->store, name);
+        double age = used > 0 ? (double)time(NULL) - used : -1;
         if (o->c.json)
-            printf("%s\n {\"name\": \"%.*s\", \"tokens\": %u, \"bytes\": %lld, \"base\": \"%s\", "
-                   "\"modified\": %lld}",
-                   i ? "," : "", (int)(strlen(names[i]) - 5), names[i], m->n_tokens,
-                   (long long)sb.st_size, base, (long long)sb.st_mtime);
+            printf("%s\n {\"name\": \"%s\", \"model\": \"%.16s\", \"tokens\": %u, "
+                   "\"bytes\": %llu, \"age_s\": %.0f, \"base\": \"%s\"}",
+                   i ? "," : "", name, name, m->n_tokens, (unsigned long long)size, age, base);
         else
-            printf("%-33.*s %8u tokens %12lld bytes%s%s\n", (int)(strlen(names[i]) - 5),
-                   names[i], m->n_tokens, (long long)sb.st_size, *base ? "  on " : "", base);
+            printf("%-33s %8u tokens %12llu bytes %8.0f s ago%s%s\n", name, m->n_tokens,
+                   (unsigned long long)size, age, *base ? "  on " : "", base);
         tqkv_close(s);
-        free(path);
     }
     if (o->c.json) printf("\n]\n");
     tq_store_names_free(names, count);

@@ -464,6 +464,7 @@ tq_status s3_call(tq_ctx *ctx, tq_s3 *s, s3_req *r)
             return TQ_OK;
         }
         describe(s, r, why, sizeof why);
+        s->missing = r->cc == CURLE_OK && r->status == 404 && !strstr(why, "no such bucket");
         if (a == 1) snprintf(first, sizeof first, "%s", why);
         if (!retryable(r) || a == S3_TRIES) {
             free(r->err);

@@ -43,6 +43,15 @@ tq_status tq_s3_size(tq_ctx *ctx, tq_s3 *s, uint64_t *size);
 tq_status tq_s3_get(tq_ctx *ctx, tq_s3 *s, uint64_t off, uint64_t n, void *buf, uint64_t *got,
                     uint64_t *size);
 
+/* Whether the last failed request failed for want of the object (HTTP 404, the bucket there). */
+int tq_s3_missing(const tq_s3 *s);
+/* DELETE: the object gone (none there is no error). */
+tq_status tq_s3_delete(tq_ctx *ctx, tq_s3 *s);
+/* The objects under s3://bucket/PREFIX (url), one level: cb(user, name after the prefix, size)
+ * for each, in key order (ListObjectsV2, every page). */
+tq_status tq_s3_list(tq_ctx *ctx, const char *url,
+                     int (*cb)(void *user, const char *name, uint64_t size), void *user);
+
 /* One streamed GET of bytes [off, off + n) (n UINT64_MAX, off 0: the whole object, whatever its
  * size), resumed where it stopped on a cut connection. */
 typedef struct tq_s3_stream tq_s3_stream;

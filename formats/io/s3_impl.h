@@ -18,6 +18,7 @@ struct tq_s3 {
     char etag[128]; /* the object's, once a read has seen it: later reads are If-Match */
     CURL *h;        /* the caller's thread's handle: its connection is kept */
     uint64_t in, out;
+    int missing;    /* the last request failed for want of the object (404, not the bucket) */
 };
 
 typedef struct s3_req {

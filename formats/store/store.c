@@ -4,6 +4,8 @@
 #include "store.h"
 
 #include "file_io.h"
+#include "io.h"
+#include "s3.h"
 #include "tqkv.h"
 
 #include <dirent.h>
@@ -23,8 +25,11 @@ enum { FIND_CANDIDATES = 16 };
 #define PREFIX_SEED 0x7470726566697821ull
 
 struct tq_store {
-    char *root;
+    char *root; /* a directory, or s3://bucket/prefix */
+    int remote;
 };
+
+int tq_store_remote(const tq_store *s) { return s->remote; }
 
 const char *tq_store_root(const tq_store *s) { return s->root; }
 
@@ -44,15 +49,43 @@ static int make_dirs(const char *dir)
     return rc;
 }
 
+static int count_one(void *user, const char *name, uint64_t size)
+{
+    (void)name;
+    (void)size;
+    (*(uint32_t *)user)++;
+    return 0; /* one is enough */
+}
+
+/* A store under s3://bucket/prefix: the bucket answers a listing, or the store is refused. */
+static tq_status open_remote(tq_ctx *ctx, const char *where, tq_store **out)
+{
+    tq_store *s = calloc(1, sizeof *s);
+    uint32_t seen = 0;
+    if (!s || !(s->root = strdup(where))) {
+        free(s);
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    s->remote = 1;
+    size_t n = strlen(s->root);
+    while (n > 5 && s->root[n - 1] == '/') s->root[--n] = 0;
+    char *snap = tq_store_path(s, "snap/");
+    tq_status st = snap ? tq_s3_list(ctx, snap, count_one, &seen) : TQ_ERR_NOMEM;
+    if (!snap) tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    free(snap);
+    if (st) {
+        tq_store_close(s);
+        return st;
+    }
+    *out = s;
+    return TQ_OK;
+}
+
 tq_status tq_store_open(tq_ctx *ctx, const char *where, tq_store **out)
 {
     struct stat st;
     *out = NULL;
-    if (!strncmp(where, "s3://", 5))
-        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
-                                "%s: a store in an object store is not built yet; use a "
-                                "directory",
-                                where);
+    if (tq_s3_is_url(where)) return open_remote(ctx, where, out);
     if (make_dirs(where) || stat(where, &st) || !S_ISDIR(st.st_mode))
         return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: not a directory tq can use as a store: %s",
                                 where, strerror(errno ? errno : ENOTDIR));
@@ -89,8 +122,30 @@ char *tq_store_path(const tq_store *s, const char *entry)
     return p;
 }
 
+/* An object written by one PUT. */
+static tq_status put_remote(tq_ctx *ctx, const char *url, const void *p, uint64_t n)
+{
+    tq_s3 *o;
+    tq_s3_upload *u;
+    tq_status st = tq_s3_open(ctx, url, &o);
+    if (st) return st;
+    st = tq_s3_upload_begin(ctx, o, &u);
+    if (!st) st = tq_s3_upload_write(ctx, u, p, n);
+    if (!st) st = tq_s3_upload_commit(ctx, u);
+    else if (u) tq_s3_upload_abort(u);
+    tq_s3_close(o);
+    return st;
+}
+
 tq_status tq_store_put(tq_ctx *ctx, tq_store *s, const char *entry, const void *p, uint64_t n)
 {
+    if (s->remote) {
+        char *url = tq_store_path(s, entry);
+        tq_status st = url ? put_remote(ctx, url, p, n)
+                           : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        free(url);
+        return st;
+    }
     char *path = tq_store_path(s, entry);
     char *slash = path ? strrchr(path, '/') : NULL;
     char *tmp = NULL;
@@ -117,6 +172,30 @@ tq_status tq_store_put(tq_ctx *ctx, tq_store *s, const char *entry, const void *
     return st;
 }
 
+/* A small object (an entry), whole: 64 KiB at most. */
+static tq_status get_remote(tq_ctx *ctx, const char *url, char **p, uint64_t *n, int *found)
+{
+    enum { MOST = 64 << 10 };
+    tq_s3 *o;
+    uint64_t size = 0;
+    tq_status st = tq_s3_open(ctx, url, &o);
+    if (st) return st;
+    *p = malloc(MOST + 1);
+    st = *p ? tq_s3_get(ctx, o, 0, MOST, *p, n, &size) : TQ_ERR_NOMEM;
+    if (!*p) tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (st && tq_s3_missing(o)) {
+        st = TQ_OK; /* none: not found */
+        free(*p);
+        *p = NULL;
+        *n = 0;
+    } else if (!st) {
+        (*p)[*n] = 0;
+        *found = 1;
+    }
+    tq_s3_close(o);
+    return st;
+}
+
 tq_status tq_store_get(tq_ctx *ctx, tq_store *s, const char *entry, char **p, uint64_t *n,
                        int *found)
 {
@@ -125,6 +204,11 @@ tq_status tq_store_get(tq_ctx *ctx, tq_store *s, const char *entry, char **p, ui
     *n = 0;
     *found = 0;
     if (!path) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (s->remote) {
+        tq_status st = get_remote(ctx, path, p, n, found);
+        free(path);
+        return st;
+    }
     FILE *f = fopen(path, "rb");
     tq_status st = TQ_OK;
     if (!f && errno != ENOENT)
@@ -163,6 +247,26 @@ void tq_store_names_free(char **names, uint32_t n)
     free(names);
 }
 
+typedef struct name_list {
+    char **names;
+    uint32_t n;
+    int failed;
+} name_list;
+
+static int add_name(void *user, const char *name, uint64_t size)
+{
+    name_list *l = user;
+    char **grown = realloc(l->names, (l->n + 1) * sizeof *l->names);
+    (void)size;
+    if (grown) l->names = grown;
+    if (!grown || !(l->names[l->n] = strdup(name))) {
+        l->failed = 1;
+        return 0;
+    }
+    l->n++;
+    return 1;
+}
+
 tq_status tq_store_list(tq_ctx *ctx, tq_store *s, const char *folder, char ***names,
                         uint32_t *n)
 {
@@ -170,6 +274,19 @@ tq_status tq_store_list(tq_ctx *ctx, tq_store *s, const char *folder, char ***na
     *names = NULL;
     *n = 0;
     if (!path) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (s->remote) { /* the objects one level under FOLDER/ */
+        name_list l = {NULL, 0, 0};
+        char *dir = NULL;
+        tq_status st = asprintf(&dir, "%s/", path) < 0 ? TQ_ERR_NOMEM : TQ_OK;
+        if (!st) st = tq_s3_list(ctx, dir, add_name, &l);
+        if (!st && l.failed) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        free(dir);
+        free(path);
+        *names = l.names;
+        *n = l.n;
+        if (l.n) qsort(l.names, l.n, sizeof *l.names, by_name);
+        return st;
+    }
     DIR *d = opendir(path);
     tq_status st = TQ_OK;
     if (!d && errno != ENOENT)
@@ -195,8 +312,54 @@ tq_status tq_store_remove(tq_ctx *ctx, tq_store *s, const char *entry)
     char *path = tq_store_path(s, entry);
     if (!path) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     tq_status st = TQ_OK;
+    if (s->remote) {
+        tq_s3 *o;
+        st = tq_s3_open(ctx, path, &o);
+        if (!st) st = tq_s3_delete(ctx, o);
+        tq_s3_close(o);
+        free(path);
+        return st;
+    }
     if (unlink(path) && errno != ENOENT)
         st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: %s", path, strerror(errno));
+    free(path);
+    return st;
+}
+
+tq_status tq_store_size(tq_ctx *ctx, tq_store *s, const char *entry, uint64_t *size, int *found)
+{
+    char *path = tq_store_path(s, entry);
+    struct stat sb;
+    tq_status st = TQ_OK;
+    *found = 0;
+    *size = 0;
+    if (!path) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (s->remote) {
+        tq_s3 *o;
+        st = tq_s3_open(ctx, path, &o);
+        if (!st) st = tq_s3_size(ctx, o, size);
+        if (st && tq_s3_missing(o)) st = TQ_OK;
+        else if (!st) *found = 1;
+        tq_s3_close(o);
+    } else if (!stat(path, &sb)) {
+        *size = (uint64_t)sb.st_size;
+        *found = 1;
+    } else if (errno != ENOENT) {
+        st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: %s", path, strerror(errno));
+    }
+    free(path);
+    return st;
+}
+
+tq_status tq_store_snapshot(tq_ctx *ctx, tq_store *s, const char *name, tqkv_reader **out)
+{
+    char entry[64];
+    tq_src *src;
+    snprintf(entry, sizeof entry, "snap/%s.tqkv", name);
+    char *path = tq_store_path(s, entry);
+    if (!path) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    tq_status st = s->remote ? tq_src_open(ctx, path, &src) : tqkv_open(ctx, path, out);
+    if (!st && s->remote) st = tqkv_open_src(ctx, src, out);
     free(path);
     return st;
 }
@@ -235,8 +398,7 @@ tq_status tq_store_index(tq_ctx *ctx, tq_store *s, uint64_t fp, const char *name
     return st ? st : tq_store_touch(ctx, s, name);
 }
 
-/* The seconds a snapshot was last used (0: never recorded). */
-static double last_used(tq_ctx *ctx, tq_store *s, const char *name)
+double tq_store_last_used(tq_ctx *ctx, tq_store *s, const char *name)
 {
     char entry[64];
     char *p;
@@ -265,13 +427,8 @@ static int newer_first(const void *a, const void *b)
 static tq_status compare(tq_ctx *ctx, tq_store *s, const char *name, const int32_t *tokens,
                          uint32_t n, uint32_t *common, uint32_t *n_tokens, int *whole)
 {
-    char entry[64];
-    snprintf(entry, sizeof entry, "snap/%s.tqkv", name);
-    char *path = tq_store_path(s, entry);
     tqkv_reader *r;
-    if (!path) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    tq_status st = tqkv_open(ctx, path, &r);
-    free(path);
+    tq_status st = tq_store_snapshot(ctx, s, name, &r);
     if (st) return st;
     const tqkv_meta *m = tqkv_meta_of(r);
     uint32_t k = 0;
@@ -295,7 +452,7 @@ static tq_status find_at(tq_ctx *ctx, tq_store *s, const char *folder, const int
     if (!st && !c) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; !st && i < count; i++) {
         c[i].name = names[i];
-        c[i].used = last_used(ctx, s, names[i]);
+        c[i].used = tq_store_last_used(ctx, s, names[i]);
     }
     if (c && count) qsort(c, count, sizeof *c, newer_first);
     for (uint32_t i = 0; !st && i < count && i < FIND_CANDIDATES; i++) {
@@ -303,12 +460,11 @@ static tq_status find_at(tq_ctx *ctx, tq_store *s, const char *folder, const int
         uint32_t total = 0;
         int whole = 0;
         char entry[64];
-        struct stat sb;
+        uint64_t size;
+        int there = 0;
         snprintf(entry, sizeof entry, "snap/%s.tqkv", c[i].name);
-        char *path = tq_store_path(s, entry);
-        int there = path && !stat(path, &sb);
-        free(path);
-        if (!there) continue; /* evicted since it was indexed: a miss, not a fault */
+        if (tq_store_size(ctx, s, entry, &size, &there) || !there)
+            continue; /* evicted since it was indexed: a miss, not a fault */
         if (compare(ctx, s, c[i].name, tokens, n, &common, &total, &whole)) {
             (*skipped)++; /* gone (evicted, or a lost race) or unreadable: the next one */
             continue;

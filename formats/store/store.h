@@ -1,5 +1,6 @@
 /*
- * store.h - a snapshot store (STORE.md): a directory that many tq processes share, holding
+ * store.h - a snapshot store (STORE.md): a directory or an object-store prefix that many tq
+ * processes share, holding
  * snapshots under content-derived names, an index of their token prefixes, and their last use.
  * Every change is one entry written whole and renamed into place, so that racing writers cost
  * at most a miss and a reader never sees half an entry.
@@ -24,8 +25,11 @@
 
 typedef struct tq_store tq_store;
 
-/* A store in a directory (made if missing). */
+/* A store in a directory (made if missing) or under an s3://bucket/prefix (io.h, s3.h: its
+ * entries are objects, each written by one PUT). */
 tq_status tq_store_open(tq_ctx *ctx, const char *where, tq_store **out);
+/* 1 for a store in an object store. */
+int tq_store_remote(const tq_store *s);
 void tq_store_close(tq_store *s);
 const char *tq_store_root(const tq_store *s);
 
@@ -41,6 +45,13 @@ tq_status tq_store_list(tq_ctx *ctx, tq_store *s, const char *folder, char ***na
                         uint32_t *n);
 void tq_store_names_free(char **names, uint32_t n);
 tq_status tq_store_remove(tq_ctx *ctx, tq_store *s, const char *entry);
+/* An entry's size; *found 0 when there is none. */
+tq_status tq_store_size(tq_ctx *ctx, tq_store *s, const char *entry, uint64_t *size, int *found);
+/* A stored snapshot's reader, for its metadata: a directory's mapped and verified whole, an
+ * object's header, metadata and index read by ranges (tqkv_open_src). */
+struct tqkv_reader;
+tq_status tq_store_snapshot(tq_ctx *ctx, tq_store *s, const char *name,
+                            struct tqkv_reader **out);
 
 /* The content-derived name of a snapshot of these tokens for a model (buf: 34 bytes). */
 void tq_store_name(uint64_t fingerprint, const int32_t *tokens, uint32_t n, char *buf);
@@ -80,6 +91,8 @@ typedef struct tq_store_gc_report {
  * miss).  Snapshots that cannot be read are left alone. */
 tq_status tq_store_gc(tq_ctx *ctx, tq_store *s, uint64_t max_bytes, tq_store_gc_report *rep);
 
+/* The time a snapshot was last saved or restored (seconds since 1970; 0: not recorded). */
+double tq_store_last_used(tq_ctx *ctx, tq_store *s, const char *name);
 /* Marks a snapshot used now (what gc evicts last). */
 tq_status tq_store_touch(tq_ctx *ctx, tq_store *s, const char *name);
 

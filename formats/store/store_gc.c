@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* One stored snapshot as gc sees it. */
 typedef struct gc_snap {
@@ -22,35 +21,22 @@ typedef struct gc_snap {
     int gone;
 } gc_snap;
 
-static double used_time(tq_ctx *ctx, tq_store *s, const char *name)
-{
-    char entry[64];
-    char *p;
-    uint64_t n;
-    int found;
-    snprintf(entry, sizeof entry, "used/%s", name);
-    if (tq_store_get(ctx, s, entry, &p, &n, &found) || !found) return 0;
-    double t = strtod(p, NULL);
-    free(p);
-    return t;
-}
-
 /* Reads one snapshot's facts; 0 when it cannot be read (left alone). */
 static int gc_read(tq_ctx *ctx, tq_store *s, const char *file, gc_snap *g)
 {
     char entry[300];
-    struct stat sb;
     tqkv_reader *r;
+    uint64_t size = 0;
+    int found = 0;
     size_t len = strlen(file);
     if (len < 6 || len - 5 >= sizeof g->name || strcmp(file + len - 5, ".tqkv")) return 0;
     snprintf(g->name, sizeof g->name, "%.*s", (int)(len - 5), file);
     snprintf(entry, sizeof entry, "snap/%s", file);
-    char *path = tq_store_path(s, entry);
-    int ok = path && !stat(path, &sb) && !tqkv_open(ctx, path, &r);
-    free(path);
-    if (!ok) return 0;
+    if (tq_store_size(ctx, s, entry, &size, &found) || !found ||
+        tq_store_snapshot(ctx, s, g->name, &r))
+        return 0;
     const tqkv_meta *m = tqkv_meta_of(r);
-    g->bytes = (uint64_t)sb.st_size;
+    g->bytes = size;
     g->fp = strtoull(g->name, NULL, 16);
     if (m->base_id)
         snprintf(g->base, sizeof g->base, "%.*s", (int)strcspn(m->base_name, "."), m->base_name);
@@ -58,7 +44,7 @@ static int gc_read(tq_ctx *ctx, tq_store *s, const char *file, gc_snap *g)
     g->tokens = malloc(4ull * m->n_tokens + 4);
     if (g->tokens) memcpy(g->tokens, m->tokens, 4ull * m->n_tokens);
     tqkv_close(r);
-    g->used = used_time(ctx, s, g->name);
+    g->used = tq_store_last_used(ctx, s, g->name);
     return g->tokens != NULL;
 }
 

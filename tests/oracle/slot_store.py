@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _env import ROOT, TQ, smollm2  # noqa: E402
+from _s3 import Store  # noqa: E402
 from _server import Server, left_behind, server_binary  # noqa: E402
 
 TEXT = "\n\n".join(p.read_text() for p in sorted((ROOT / "tests" / "oracle" / "prompts").glob("*.txt")))
@@ -42,10 +43,20 @@ def fail(name, why):
     FAILED.append(name)
 
 
+ENV = None  # the environment tq runs in: the object store's credentials for a store there
+
+
 def slot(*args):
     """tq slot ARGS: (exit status, stderr)."""
-    p = subprocess.run([TQ, "slot", *map(str, args)], capture_output=True, text=True)
+    p = subprocess.run([TQ, "slot", *map(str, args)], capture_output=True, text=True, env=ENV)
     return p.returncode, p.stderr.strip()
+
+
+def stored(store):
+    """tq slot ls --json STORE: the stored snapshots."""
+    p = subprocess.run([TQ, "slot", "ls", str(store), "--json"], capture_output=True, text=True,
+                       env=ENV)
+    return json.loads(p.stdout or "[]")
 
 
 def texts(s):
@@ -71,7 +82,7 @@ def prefill(s, tokens):
 
 
 def store_bytes(store):
-    return sum(p.stat().st_size for p in (store / "snap").glob("*.tqkv"))
+    return sum(e["bytes"] for e in stored(store))
 
 
 def listing(store):
@@ -79,30 +90,29 @@ def listing(store):
 
 
 def chains_whole(store):
-    """Every appended snapshot's base is there ('' when so, else the first missing one)."""
-    for p in (store / "snap").glob("*.tqkv"):
-        info = subprocess.run([TQ, "inspect", "--json", p], capture_output=True, text=True).stdout
-        base = json.loads(info).get("base")
-        if base and not (store / "snap" / base).exists():
-            return f"{p.name} needs {base}"
+    """Every appended snapshot's base is stored ('' when so, else the first missing one)."""
+    names = {e["name"] + ".tqkv" for e in stored(store)}
+    for e in stored(store):
+        if e["base"] and e["base"] not in names:
+            return f"{e['name']} needs {e['base']}"
     return ""
 
 
-def gc(chain, doc_bytes):
-    name = "gc_holds_max_size_and_keeps_chains_whole"
-    snaps = sorted((chain / "snap").glob("*.tqkv"), key=lambda p: p.stat().st_size)
-    tail = max(p.stat().st_size for p in snaps if p.stat().st_size < doc_bytes)
+def gc(chain, doc_bytes, suffix):
+    name = "gc_holds_max_size_and_keeps_chains_whole" + suffix
+    sizes = [e["bytes"] for e in stored(chain)]
+    tail = max(b for b in sizes if b < doc_bytes)
     limit = doc_bytes + 3 * tail
     rc, err = slot("gc", chain, "--max-size", limit)
-    after = sum(p.stat().st_size for p in (chain / "snap").glob("*.tqkv"))
-    left = len(list((chain / "snap").glob("*.tqkv")))
+    after = store_bytes(chain)
+    left = len(stored(chain))
     broken = chains_whole(chain)
     if rc or after > limit or left != 4 or broken:
         return fail(name, f"exit {rc} ({err}): {after} bytes for at most {limit}, {left} left "
                           f"(the document and 3 tails), {broken}")
     rc, err = slot("gc", chain, "--max-size", "1")  # the tails first, then their base
-    if rc or list((chain / "snap").glob("*.tqkv")) or list((chain / "idx").rglob("*-*")):
-        return fail(name, f"emptying: exit {rc} ({err}): {listing(chain)[:5]}")
+    if rc or stored(chain):
+        return fail(name, f"emptying: exit {rc} ({err}): {stored(chain)[:2]}")
     ok(name)
 
 
@@ -148,9 +158,7 @@ def faults(a, b, a_dir, b_dir, work, model, docfile, tails):
     # a corrupt snapshot is skipped with a warning: the next-best prefix (the document) is used
     prefill(a, a.tokenize(docfile.read_text()))  # the document: the next-best prefix
     slot("save", "--server", server_a, "--slot-dir", a_dir, "--store", store, "--model", model)
-    session = json.loads(subprocess.run([TQ, "slot", "ls", store, "--json"], capture_output=True,
-                                        text=True).stdout)
-    biggest = max(session, key=lambda e: e["tokens"])
+    biggest = max(stored(store), key=lambda e: e["tokens"])
     p = store / "snap" / f"{biggest['name']}.tqkv"
     data = bytearray(p.read_bytes())
     data[len(data) // 2] ^= 1
@@ -165,11 +173,11 @@ def faults(a, b, a_dir, b_dir, work, model, docfile, tails):
     ok(name)
 
 
-def pool(a, b, a_dir, b_dir, work, model, tails):
+def pool(a, b, a_dir, b_dir, store, model, tails, suffix):
     """Two servers, one store: each saves five sessions (lossless) and restores the other's
     latest, in parallel; every restore continues as the saving server did, none is lost."""
-    name = "two_servers_one_store_lose_nothing"
-    store = work / "pool"
+    name = "two_servers_one_store_lose_nothing" + suffix
+    work = a_dir.parent
     saved = []  # (server index, prompt file, tokens, reference steps)
     lock = threading.Lock()
     errors = []
@@ -208,14 +216,98 @@ def pool(a, b, a_dir, b_dir, work, model, tails):
         t.start()
     for t in threads:
         t.join()
-    stored = json.loads(subprocess.run([TQ, "slot", "ls", store, "--json"], capture_output=True,
-                                       text=True).stdout or "[]")
-    if errors or len(stored) != 10:
-        return fail(name, f"{len(stored)} of 10 saves stored; {'; '.join(errors[:3])}")
+    n = len(stored(store))
+    if errors or n != 10:
+        return fail(name, f"{n} of 10 saves stored; {'; '.join(errors[:3])}")
     ok(name)
 
 
+def behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks, tails, ref, where, suffix):
+    """Every store behaviour, with the stores where(name) names (a directory or an object
+    prefix).  Slot 0 of server a holds the document at the start."""
+    work = a_dir.parent
+    prefill(a, doc_toks)
+    name = "lossless_save_and_restore_continue_identically" + suffix
+    lossless = where("lossless")
+    rc, err = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir,
+                   "--store", lossless, "--preset", "lossless", "--model", model)
+    b.slot("erase")
+    rc2, err2 = slot("restore", "--server", f"http://127.0.0.1:{b.port}", "--slot-dir",
+                     b_dir, "--store", lossless, "--prompt", docfile, "--model", model)
+    got = b.complete(doc_toks, STEPS) if not rc and not rc2 else None
+    left = sorted(p.name for p in list(a_dir.iterdir()) + list(b_dir.iterdir())
+                  if p.name.startswith("tq-"))
+    if rc or rc2:
+        fail(name, f"save: {err} / restore: {err2}")
+    elif got["steps"] != ref["steps"] or got["processed"] != 1 or left:
+        fail(name, f"processed {got['processed']}, same steps {got['steps'] == ref['steps']}"
+                   f", raw files left {left}")
+    else:
+        ok(name)
+
+    name = "the_default_preset_restores_the_stored_cells" + suffix
+    store = where("store")
+    rc, err = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir,
+                   "--store", store, "--model", model)
+    b.slot("erase")
+    rc2, err2 = slot("restore", "--server", f"http://127.0.0.1:{b.port}", "--slot-dir",
+                     b_dir, "--store", store, "--prompt", docfile, "--model", model)
+    got = b.complete(doc_toks, STEPS) if not rc and not rc2 else None
+    if rc or rc2 or got["processed"] != 1 or not got["content"].strip():
+        fail(name, f"save: {err} / restore: {err2} / {got and got['processed']}")
+    else:
+        ok(name)
+
+    name = "a_document_and_100_new_tokens_process_at_most_101" + suffix
+    longer = work / "longer.txt"
+    longer.write_text(tails[0])
+    long_toks = b.tokenize(tails[0])
+    b.slot("erase")
+    rc, err = slot("restore", "--server", f"http://127.0.0.1:{b.port}", "--slot-dir",
+                   b_dir, "--store", store, "--prompt", longer, "--model", model)
+    got = b.complete(long_toks, 1) if not rc else None
+    new = len(long_toks) - len(doc_toks)
+    if rc or new > 100 or got["processed"] > new + 1:
+        fail(name, f"{err}: {new} new tokens, the server processed "
+                   f"{got and got['processed']}")
+    else:
+        print(f"  {len(long_toks)} prompt tokens, {new} new: the server processed "
+              f"{got['processed']}", flush=True)
+        ok(name)
+
+    name = "ten_sessions_on_one_document_store_it_once" + suffix
+    chain = where("chain")
+    rc, err = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir,
+                   "--store", chain, "--model", model)
+    doc_bytes = store_bytes(chain)
+    said = []
+    for t in tails:
+        prefill(a, a.tokenize(t))
+        rc_i, err_i = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir",
+                           a_dir, "--store", chain, "--model", model)
+        rc |= rc_i
+        said.append(err_i)
+    one = where("one")
+    slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir, "--store",
+         one, "--model", model)
+    session = store_bytes(one)
+    total = store_bytes(chain)
+    tail_bytes = total - doc_bytes
+    appended = sum("appended to" in s for s in said)
+    print(f"  document {doc_bytes / 1e6:.2f} MB, one session alone {session / 1e6:.2f} MB, "
+          f"the store after ten {total / 1e6:.2f} MB ({appended} appended)", flush=True)
+    if rc or appended != 10 or total >= 1.5 * session + tail_bytes or \
+            tail_bytes > 10 * 0.25 * session:
+        fail(name, f"exit {rc}, {appended} of 10 appended, store {total} bytes, one "
+                   f"session {session}, tails {tail_bytes}: {said[-1]}")
+    else:
+        ok(name)
+    gc(chain, doc_bytes, suffix)
+    pool(a, b, a_dir, b_dir, where("pool"), model, tails, suffix)
+
+
 def main():
+    global ENV
     binary = server_binary()
     model = smollm2()
     with tempfile.TemporaryDirectory() as td:
@@ -232,85 +324,23 @@ def main():
             a.slot("save", "ref.bin")
             (b_dir / "ref.bin").write_bytes((a_dir / "ref.bin").read_bytes())
             ref = b.resume("ref.bin", doc_toks, STEPS)
-
-            name = "lossless_save_and_restore_continue_identically"
-            lossless = work / "lossless"
-            rc, err = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir,
-                           "--store", lossless, "--preset", "lossless", "--model", model)
-            b.slot("erase")
-            rc2, err2 = slot("restore", "--server", f"http://127.0.0.1:{b.port}", "--slot-dir",
-                             b_dir, "--store", lossless, "--prompt", docfile, "--model", model)
-            got = b.complete(doc_toks, STEPS) if not rc and not rc2 else None
-            left = sorted(p.name for p in list(a_dir.iterdir()) + list(b_dir.iterdir())
-                          if p.name.startswith("tq-"))
-            if rc or rc2:
-                fail(name, f"save: {err} / restore: {err2}")
-            elif got["steps"] != ref["steps"] or got["processed"] != 1 or left:
-                fail(name, f"processed {got['processed']}, same steps {got['steps'] == ref['steps']}"
-                           f", raw files left {left}")
-            else:
-                ok(name)
-
-            name = "the_default_preset_restores_the_stored_cells"
-            store = work / "store"
-            rc, err = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir,
-                           "--store", store, "--model", model)
-            b.slot("erase")
-            rc2, err2 = slot("restore", "--server", f"http://127.0.0.1:{b.port}", "--slot-dir",
-                             b_dir, "--store", store, "--prompt", docfile, "--model", model)
-            got = b.complete(doc_toks, STEPS) if not rc and not rc2 else None
-            if rc or rc2 or got["processed"] != 1 or not got["content"].strip():
-                fail(name, f"save: {err} / restore: {err2} / {got and got['processed']}")
-            else:
-                ok(name)
-
-            name = "a_document_and_100_new_tokens_process_at_most_101"
-            longer = work / "longer.txt"
-            longer.write_text(tails[0])
-            long_toks = b.tokenize(tails[0])
-            b.slot("erase")
-            rc, err = slot("restore", "--server", f"http://127.0.0.1:{b.port}", "--slot-dir",
-                           b_dir, "--store", store, "--prompt", longer, "--model", model)
-            got = b.complete(long_toks, 1) if not rc else None
-            new = len(long_toks) - len(doc_toks)
-            if rc or new > 100 or got["processed"] > new + 1:
-                fail(name, f"{err}: {new} new tokens, the server processed "
-                           f"{got and got['processed']}")
-            else:
-                print(f"  {len(long_toks)} prompt tokens, {new} new: the server processed "
-                      f"{got['processed']}", flush=True)
-                ok(name)
-
-            name = "ten_sessions_on_one_document_store_it_once"
-            chain = work / "chain"
-            rc, err = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir,
-                           "--store", chain, "--model", model)
-            doc_bytes = store_bytes(chain)
-            said = []
-            for t in tails:
-                prefill(a, a.tokenize(t))
-                rc_i, err_i = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir",
-                                   a_dir, "--store", chain, "--model", model)
-                rc |= rc_i
-                said.append(err_i)
-            one = work / "one"
-            slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir, "--store",
-                 one, "--model", model)
-            session = store_bytes(one)
-            total = store_bytes(chain)
-            tail_bytes = total - doc_bytes
-            appended = sum("appended to" in s for s in said)
-            print(f"  document {doc_bytes / 1e6:.2f} MB, one session alone {session / 1e6:.2f} MB, "
-                  f"the store after ten {total / 1e6:.2f} MB ({appended} appended)", flush=True)
-            if rc or appended != 10 or total >= 1.5 * session + tail_bytes or \
-                    tail_bytes > 10 * 0.25 * session:
-                fail(name, f"exit {rc}, {appended} of 10 appended, store {total} bytes, one "
-                           f"session {session}, tails {tail_bytes}: {said[-1]}")
-            else:
-                ok(name)
-            gc(chain, doc_bytes)
-            pool(a, b, a_dir, b_dir, work, model, tails)
+            behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks, tails, ref,
+                       lambda n: work / n, "")
             faults(a, b, a_dir, b_dir, work, model, docfile, tails)
+            with Store() as s3:  # the same on radosgw (tests/setup_s3.sh)
+                ENV = s3.tq_env()
+                s3.bucket("slots")
+                behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks, tails, ref,
+                           lambda n: f"s3://slots/{n}", "_on_s3")
+                name = "a_store_on_s3_with_bad_credentials_is_one_line"
+                ENV = s3.tq_env(AWS_SECRET_ACCESS_KEY="wrong")
+                rc, err = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir",
+                               a_dir, "--store", "s3://slots/store", "--model", model)
+                ENV = s3.tq_env()
+                if rc != 1 or len(err.splitlines()) != 1 or "access denied" not in err:
+                    fail(name, f"exit {rc}: {err}")
+                else:
+                    ok(name)
         left = left_behind()
         if left:
             fail("servers_are_stopped", ", ".join(left))
