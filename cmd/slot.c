@@ -10,6 +10,7 @@
 #include "llama_server.h"
 #include "model.h"
 #include "output.h"
+#include "progress.h"
 #include "store.h"
 #include "tqkv.h"
 
@@ -120,6 +121,11 @@ static int parse(int argc, char **argv, slot_opts *o)
     return 0;
 }
 
+static void show_progress(void *user, uint64_t done, uint64_t total)
+{
+    progress_update(user, done, total, "K/V bytes");
+}
+
 /* What a save or restore holds open. */
 typedef struct slot_run {
     tq_ctx *ctx;
@@ -186,8 +192,17 @@ static int encode(slot_run *r, const slot_opts *o, tq_kv_view *v, const char *na
     char *out_path = tq_store_path(r->store, entry);
     cli_out out;
     const char *inputs[1] = {r->raw};
+    progress pr;
+    progress_init(&pr, o->c.quiet);
+    so.progress = show_progress;
+    so.progress_user = &pr;
     if (!rc) rc = out_path ? cli_out_open(&out, out_path, inputs, 1) : 1;
-    if (!rc && tq_kvsnap_encode(r->ctx, v, &so, out.f, rep)) {
+    int failed = !rc && tq_kvsnap_encode(r->ctx, v, &so, out.f, rep);
+    progress_end(&pr);
+    if (failed && cli_out_error(&out)) {
+        rc = cli_runtime_error("%s", cli_out_error(&out));
+        cli_out_abort(&out);
+    } else if (failed) {
         rc = cli_runtime_error("%s: %s", r->raw, tq_ctx_error(r->ctx));
         cli_out_abort(&out);
     } else if (!rc) {
@@ -296,7 +311,8 @@ static int prompt_tokens(slot_run *r, const slot_opts *o, int32_t **tokens, uint
 }
 
 /* The stored snapshot's first `tokens` tokens into the server's folder as a slot file. */
-static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t tokens)
+static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t tokens,
+                  tq_status *why)
 {
     char entry[96];
     tqkv_reader *s = NULL;
@@ -316,11 +332,17 @@ static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t to
     const char *inputs[1] = {path};
     if (!rc) rc = cli_out_open_ex(&out, r->raw, inputs, 1, 0);
     if (!rc) {
-        tq_kvsnap_decode_options d = {.threads = (int)o->c.threads};
+        progress pr;
+        progress_init(&pr, o->c.quiet);
+        tq_kvsnap_decode_options d = {.threads = (int)o->c.threads,
+                                      .progress = show_progress,
+                                      .progress_user = &pr};
         tq_kvsnap_restore_options ro = {.format = (tq_kv_kind)m->source_kind,
                                         .tokens = tokens < m->n_tokens ? tokens : 0,
                                         .tmp_near = r->raw};
-        if (tq_kvsnap_restore(r->ctx, s, base, &d, &ro, out.f)) {
+        *why = tq_kvsnap_restore(r->ctx, s, base, &d, &ro, out.f);
+        progress_end(&pr);
+        if (*why) {
             rc = cli_runtime_error("%s: %s", path, tq_ctx_error(r->ctx));
             cli_out_abort(&out);
         } else {
@@ -333,22 +355,41 @@ static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t to
     return rc;
 }
 
+/* Tries a restore may take: a stored snapshot that fails to decode (corrupt where its index
+ * did not show it: an object's chunks arrive only then) gives way to the next-best prefix. */
+enum { RESTORE_TRIES = 3 };
+
 static int do_restore(slot_run *r, const slot_opts *o)
 {
     char file[128];
     char named[40] = "";
+    char failed[RESTORE_TRIES][40];
+    const char *except[RESTORE_TRIES];
     int32_t *tokens = NULL;
     uint32_t n = 0;
     uint32_t skipped = 0;
     uint32_t n_restored = 0;
-    tq_store_match best;
+    tq_store_match best = {0};
     double t0 = cli_now();
     int rc = prompt_tokens(r, o, &tokens, &n, named);
-    if (!rc && tq_store_find(r->ctx, r->store, r->fp, tokens, n, &best, &skipped))
-        rc = cli_lib_error(r->ctx);
+    for (uint32_t t = 0; !rc && t < RESTORE_TRIES; t++) {
+        if (tq_store_find(r->ctx, r->store, r->fp, tokens, n, except, t, &best, &skipped)) {
+            rc = cli_lib_error(r->ctx);
+            break;
+        }
+        if (skipped) cli_log("warning: %u stored snapshots could not be read; skipped", skipped);
+        if (!best.common) break;
+        raw_name(r, o, "restore", file, sizeof file);
+        tq_status why = TQ_OK;
+        rc = decode(r, o, best.name, best.common, &why);
+        if (!rc || why != TQ_ERR_CORRUPT || t + 1 == RESTORE_TRIES) break;
+        cli_log("warning: %s: corrupt; the next-best prefix instead", best.name);
+        snprintf(failed[t], sizeof failed[t], "%s", best.name);
+        except[t] = failed[t];
+        rc = 0;
+    }
     free(tokens);
     if (rc) return rc;
-    if (skipped) cli_log("warning: %u stored snapshots could not be read; skipped", skipped);
     if (!best.common) {
         if (!o->c.quiet)
             cli_log("slot %ld: no stored snapshot of this model shares the prompt's first %u "
@@ -356,9 +397,7 @@ static int do_restore(slot_run *r, const slot_opts *o)
                     o->slot, TQ_STORE_STRIDE);
         return 0;
     }
-    raw_name(r, o, "restore", file, sizeof file);
-    rc = decode(r, o, best.name, best.common);
-    if (!rc && llama_server_slot(r->ctx, o->server, o->slot, "restore", file, &n_restored))
+    if (llama_server_slot(r->ctx, o->server, o->slot, "restore", file, &n_restored))
         rc = cli_lib_error(r->ctx);
     unlink(r->raw);
     if (!rc && tq_store_touch(r->ctx, r->store, best.name)) rc = cli_lib_error(r->ctx);

@@ -441,9 +441,28 @@ static tq_status compare(tq_ctx *ctx, tq_store *s, const char *name, const int32
 }
 
 /* The candidates at one boundary, newest first; the best of them into *best. */
-static tq_status find_at(tq_ctx *ctx, tq_store *s, const char *folder, const int32_t *tokens,
-                         uint32_t n, int as_base, tq_store_match *best, uint32_t *skipped)
+typedef struct find_q {
+    uint64_t fp;
+    const int32_t *tokens;
+    uint32_t n;
+    int as_base;
+    const char *const *except; /* names not to take (a restore's failed tries) */
+    uint32_t n_except;
+} find_q;
+
+static int excepted(const find_q *q, const char *name)
 {
+    for (uint32_t i = 0; i < q->n_except; i++)
+        if (!strcmp(q->except[i], name)) return 1;
+    return 0;
+}
+
+static tq_status find_at(tq_ctx *ctx, tq_store *s, const char *folder, const find_q *q,
+                         tq_store_match *best, uint32_t *skipped)
+{
+    const int32_t *tokens = q->tokens;
+    uint32_t n = q->n;
+    int as_base = q->as_base;
     char **names;
     uint32_t count;
     tq_status st = tq_store_list(ctx, s, folder, &names, &count);
@@ -463,6 +482,7 @@ static tq_status find_at(tq_ctx *ctx, tq_store *s, const char *folder, const int
         uint64_t size;
         int there = 0;
         snprintf(entry, sizeof entry, "snap/%s.tqkv", c[i].name);
+        if (excepted(q, c[i].name)) continue;
         if (tq_store_size(ctx, s, entry, &size, &there) || !there)
             continue; /* evicted since it was indexed: a miss, not a fault */
         if (compare(ctx, s, c[i].name, tokens, n, &common, &total, &whole)) {
@@ -481,30 +501,33 @@ static tq_status find_at(tq_ctx *ctx, tq_store *s, const char *folder, const int
     return st;
 }
 
-static tq_status find(tq_ctx *ctx, tq_store *s, uint64_t fp, const int32_t *tokens, uint32_t n,
-                      int as_base, tq_store_match *best, uint32_t *skipped)
+static tq_status find(tq_ctx *ctx, tq_store *s, const find_q *q, tq_store_match *best,
+                      uint32_t *skipped)
 {
     char folder[64];
     memset(best, 0, sizeof *best);
     *skipped = 0;
-    for (uint32_t k = n / TQ_STORE_STRIDE * TQ_STORE_STRIDE; k >= TQ_STORE_STRIDE;
+    for (uint32_t k = q->n / TQ_STORE_STRIDE * TQ_STORE_STRIDE; k >= TQ_STORE_STRIDE;
          k -= TQ_STORE_STRIDE) {
-        snprintf(folder, sizeof folder, "idx/%016" PRIx64 "/%016" PRIx64, fp,
-                 tq_store_prefix_hash(tokens, k));
-        tq_status st = find_at(ctx, s, folder, tokens, n, as_base, best, skipped);
+        snprintf(folder, sizeof folder, "idx/%016" PRIx64 "/%016" PRIx64, q->fp,
+                 tq_store_prefix_hash(q->tokens, k));
+        tq_status st = find_at(ctx, s, folder, q, best, skipped);
         if (st || best->common) return st;
     }
     return TQ_OK;
 }
 
 tq_status tq_store_find(tq_ctx *ctx, tq_store *s, uint64_t fp, const int32_t *tokens, uint32_t n,
-                        tq_store_match *best, uint32_t *skipped)
+                        const char *const *except, uint32_t n_except, tq_store_match *best,
+                        uint32_t *skipped)
 {
-    return find(ctx, s, fp, tokens, n, 0, best, skipped);
+    find_q q = {fp, tokens, n, 0, except, n_except};
+    return find(ctx, s, &q, best, skipped);
 }
 
 tq_status tq_store_find_base(tq_ctx *ctx, tq_store *s, uint64_t fp, const int32_t *tokens,
                              uint32_t n, tq_store_match *best, uint32_t *skipped)
 {
-    return find(ctx, s, fp, tokens, n, 1, best, skipped);
+    find_q q = {fp, tokens, n, 1, NULL, 0};
+    return find(ctx, s, &q, best, skipped);
 }

@@ -68,9 +68,11 @@ typedef struct tq_store_match {
 /* The snapshot for model fp whose tokens share the longest prefix with tokens[0..n) (its
  * first TQ_STORE_STRIDE tokens at least): found through the index, from the longest boundary
  * down, its tokens read and compared.  A candidate that cannot be read is skipped, and *skipped
- * counts it.  best->common 0: none. */
+ * counts it; the names in except are not taken (a restore's tries that failed to decode).
+ * best->common 0: none. */
 tq_status tq_store_find(tq_ctx *ctx, tq_store *s, uint64_t fp, const int32_t *tokens, uint32_t n,
-                        tq_store_match *best, uint32_t *skipped);
+                        const char *const *except, uint32_t n_except, tq_store_match *best,
+                        uint32_t *skipped);
 /* The same among snapshots that can be a base for these tokens (--append): whole snapshots
  * (not appended ones) all of whose tokens the prompt begins with. */
 tq_status tq_store_find_base(tq_ctx *ctx, tq_store *s, uint64_t fp, const int32_t *tokens,

@@ -226,6 +226,7 @@ def behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks, tails, ref, where, 
     """Every store behaviour, with the stores where(name) names (a directory or an object
     prefix).  Slot 0 of server a holds the document at the start."""
     work = a_dir.parent
+    a.slot("erase")  # the document prefilled whole, as for the reference: the same cells
     prefill(a, doc_toks)
     name = "lossless_save_and_restore_continue_identically" + suffix
     lossless = where("lossless")
@@ -306,6 +307,31 @@ def behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks, tails, ref, where, 
     pool(a, b, a_dir, b_dir, where("pool"), model, tails, suffix)
 
 
+def corrupt_on_s3(s3, a, b, a_dir, b_dir, model, docfile, doc_toks, tails):
+    """A stored object whose chunks are corrupt (its index reads fine) fails to decode: the
+    restore says so and takes the next-best prefix."""
+    name = "a_corrupt_object_gives_way_to_the_next_best_prefix_on_s3"
+    store = "s3://slots/corrupt"
+    server_a = f"http://127.0.0.1:{a.port}"
+    prefill(a, doc_toks)
+    slot("save", "--server", server_a, "--slot-dir", a_dir, "--store", store, "--model", model)
+    prefill(a, a.tokenize(tails[2]))
+    slot("save", "--server", server_a, "--slot-dir", a_dir, "--store", store, "--model", model)
+    tail = max(stored(store), key=lambda e: e["tokens"])
+    key = f"slots/corrupt/snap/{tail['name']}.tqkv"
+    data = bytearray(s3.object_bytes(key))
+    data[len(data) - 4096] ^= 1  # a chunk's byte, past the index's reach
+    s3.put_bytes(key, bytes(data))
+    prompt = a_dir.parent / "corrupt.txt"
+    prompt.write_text(tails[2])
+    b.slot("erase")
+    rc, err = slot("restore", "--server", f"http://127.0.0.1:{b.port}", "--slot-dir", b_dir,
+                   "--store", store, "--prompt", prompt, "--model", model)
+    if rc or "next-best prefix" not in err or f"{len(doc_toks)} of the prompt's" not in err:
+        return fail(name, f"exit {rc}: {err}")
+    ok(name)
+
+
 def main():
     global ENV
     binary = server_binary()
@@ -332,6 +358,7 @@ def main():
                 s3.bucket("slots")
                 behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks, tails, ref,
                            lambda n: f"s3://slots/{n}", "_on_s3")
+                corrupt_on_s3(s3, a, b, a_dir, b_dir, model, docfile, doc_toks, tails)
                 name = "a_store_on_s3_with_bad_credentials_is_one_line"
                 ENV = s3.tq_env(AWS_SECRET_ACCESS_KEY="wrong")
                 rc, err = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir",
