@@ -228,6 +228,7 @@ bench: all $(TOOLS)
 	python3 tests/bench/kv_snapshot.py
 	python3 tests/bench/kv_vs_zstd.py
 	python3 tests/bench/kv_s3.py --large
+	python3 tests/bench/slot_store.py --reps=3
 	python3 tests/bench/kv_scale.py
 	python3 tests/bench/quantize_model.py
 

@@ -64,9 +64,10 @@ class Server:
     beyond the fixed ones (one slot, no RAM prompt cache, flash attention on,
     2 threads) are appended."""
 
-    def __init__(self, binary, model, slots, *flags, ctx=4096):
+    def __init__(self, binary, model, slots, *flags, ctx=4096, save_path=True):
         self.binary, self.model, self.slots = binary, Path(model), Path(slots)
         self.flags, self.ctx = list(flags), ctx
+        self.save_path = save_path  # False: no --slot-save-path (slots actions answer 501)
         self.proc = None
         self.log = self.slots.parent / "server.log"
 
@@ -74,7 +75,8 @@ class Server:
         for _ in range(3):  # another process may take the port first
             self.port = _free_port()
             cmd = [self.binary, "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
-                   "--slot-save-path", str(self.slots), "-c", str(self.ctx), "-np", "1", "-cram", "0",
+                   *(["--slot-save-path", str(self.slots)] if self.save_path else []),
+                   "-c", str(self.ctx), "-np", "1", "-cram", "0",
                    "-fa", "on", "-t", "2", "--no-warmup", *self.flags]
             with open(self.log, "w") as log:
                 self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,

@@ -13,9 +13,10 @@ slots saved to a store in a temporary directory and restored into another server
 - gc: --max-size holds, and an appended snapshot's base stays while it does;
 - pool: two servers and one store, each saving five sessions and restoring the other's latest
   in parallel: every restore continues as the saving server did, and no save is lost;
-- faults: the server unreachable, a --slot-dir that is not the server's, a snapshot of another
-  model, no such name, an unwritable store: one line, exit 1, the store as it was; a corrupt
-  snapshot is skipped with a warning and the next-best prefix restored.
+- faults: the server unreachable, a server without --slot-save-path (HTTP 501), a --slot-dir
+  that is not the server's, a snapshot of another model, no such name, an unwritable store:
+  one line, exit 1, the store as it was; a corrupt snapshot is skipped with a warning and the
+  next-best prefix restored (on radosgw too, where only the decode finds it).
 Every server is stopped at the end, also on failure."""
 import json
 import subprocess
@@ -144,13 +145,18 @@ def faults(a, b, a_dir, b_dir, work, model, docfile, tails):
         (["save", "--server", server_a, "--slot-dir", a_dir, "--store", "/proc/tq-store",
           "--model", model], "not a directory tq can use"),
     ]
-    for args, needle in cases:
-        rc, err = slot(*args)
-        if "--slot-save-path" in needle:  # the server saved into its own folder, not the one given
-            for p in a_dir.glob("tq-save-*"):
-                p.unlink()
-        raw = [p.name for p in list(a_dir.iterdir()) + list(b_dir.iterdir())
-               if p.name.startswith("tq-")]
+    with Server(server_binary(), model, work / "nowhere", save_path=False) as c:
+        cases.append((["save", "--server", f"http://127.0.0.1:{c.port}", "--slot-dir", a_dir,
+                       "--store", store, "--model", model], "HTTP 501"))
+        results = []
+        for args, needle in cases:
+            results.append((args, needle, slot(*args)))
+            if "--slot-save-path" in needle:  # the server saved into its own folder
+                for p in a_dir.glob("tq-save-*"):
+                    p.unlink()
+            results[-1] += ([p.name for p in list(a_dir.iterdir()) + list(b_dir.iterdir())
+                             if p.name.startswith("tq-")],)
+    for args, needle, (rc, err), raw in results:
         if rc != 1 or len(err.splitlines()) != 1 or needle not in err or \
                 listing(store) != before or raw:
             return fail(name, f"{args[0]} {args[-1]}: exit {rc}, '{err}', store changed "
