@@ -467,17 +467,16 @@ uint64_t tqkv_hash2(const void *a, size_t an, const void *b, size_t bn)
 }
 
 /* The header and the metadata (checksums first). */
-static tq_status parse_head(tq_ctx *ctx, tqkv_reader *r, uint64_t *meta_len)
+/* The header's 32 bytes: magic, version, checksum; *meta_len. */
+tq_status tqkv_check_header(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint64_t n,
+                              uint64_t *meta_len)
 {
-    const uint8_t *p = r->map;
-    uint64_t n = r->size;
-    if (n < HDR_LEN + TRAILER_LEN || memcmp(p, MAGIC, 4))
-        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot", r->label);
-    uint64_t hh, ml, mh;
+    uint64_t hh;
     uint32_t ver;
+    if (n < HDR_LEN || memcmp(p, MAGIC, 4))
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot", r->label);
     memcpy(&ver, p + 4, 4);
-    memcpy(&ml, p + 8, 8);
-    memcpy(&mh, p + 16, 8);
+    memcpy(meta_len, p + 8, 8);
     memcpy(&hh, p + 24, 8);
     if (XXH64(p, 24, 0) != hh) return tqkv_bad(ctx, r, "header checksum mismatch", 0);
     if (ver < 1 || ver > TQKV_VERSION)
@@ -485,11 +484,32 @@ static tq_status parse_head(tq_ctx *ctx, tqkv_reader *r, uint64_t *meta_len)
                                 "%s: snapshot version %u (this tq reads 1 to %d)", r->label, ver,
                                 TQKV_VERSION);
     r->version = ver;
+    if (*meta_len > MAX_META) return tqkv_bad(ctx, r, "metadata runs past the end", 8);
+    return TQ_OK;
+}
+
+/* The metadata, its checksum first. */
+tq_status tqkv_check_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *head, const uint8_t *meta,
+                            uint64_t ml)
+{
+    uint64_t mh;
+    memcpy(&mh, head + 16, 8);
+    if (XXH64(meta, ml, 0) != mh) return tqkv_bad(ctx, r, "metadata checksum mismatch", HDR_LEN);
+    return tqkv_parse_meta(ctx, r, meta, ml);
+}
+
+static tq_status parse_head(tq_ctx *ctx, tqkv_reader *r, uint64_t *meta_len)
+{
+    const uint8_t *p = r->map;
+    uint64_t n = r->size;
+    uint64_t ml;
+    if (n < HDR_LEN + TRAILER_LEN)
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot", r->label);
+    tq_status st = tqkv_check_header(ctx, r, p, n, &ml);
+    if (st) return st;
     if (ml > n - HDR_LEN - TRAILER_LEN) return tqkv_bad(ctx, r, "metadata runs past the end", 8);
-    if (XXH64(p + HDR_LEN, ml, 0) != mh)
-        return tqkv_bad(ctx, r, "metadata checksum mismatch", HDR_LEN);
     *meta_len = ml;
-    return tqkv_parse_meta(ctx, r, p + HDR_LEN, ml);
+    return tqkv_check_meta(ctx, r, p, p + HDR_LEN, ml);
 }
 
 /* The trailer and the index it locates (checksum first): *index_off, *n_chunks. */

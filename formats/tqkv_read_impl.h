@@ -29,5 +29,15 @@ tq_status tqkv_check_chunk_rows(tq_ctx *ctx, const tqkv_reader *r, const tqkv_re
                                 const tqkv_chunk *ch);
 uint64_t tqkv_hash2(const void *a, size_t an, const void *b, size_t bn);
 void tqkv_stream_free(tqkv_reader *r);
+/* The header's 32 bytes (of n at p): magic, checksum, version (set in r), *meta_len at most
+ * MAX_META. */
+tq_status tqkv_check_header(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint64_t n,
+                            uint64_t *meta_len);
+/* The metadata: its checksum (in the header at head), then every field. */
+tq_status tqkv_check_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *head, const uint8_t *meta,
+                          uint64_t ml);
+/* The metadata a reader may be asked to hold: a skeleton of up to MAX_PIECE and the tensors'
+ * records. */
+#define MAX_META (2 * MAX_PIECE)
 
 #endif

@@ -14,8 +14,6 @@
 
 /* What an object's first ranged GET asks for: the header and, mostly, the whole metadata. */
 enum { FIRST_GET = 64 << 10 };
-/* The metadata a pipe may claim: a skeleton of up to MAX_PIECE and the tensors' records. */
-#define MAX_META (2 * MAX_PIECE)
 
 struct tqkv_stream {
     tq_src *src;
@@ -66,37 +64,6 @@ static tq_status read_exact(tq_ctx *ctx, tqkv_reader *r, void *buf, uint64_t n)
     return st;
 }
 
-/* The header's 32 bytes: magic, version, checksum; *meta_len. */
-static tq_status check_header(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint64_t n,
-                              uint64_t *meta_len)
-{
-    uint64_t hh;
-    uint32_t ver;
-    if (n < HDR_LEN || memcmp(p, MAGIC, 4))
-        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot", r->label);
-    memcpy(&ver, p + 4, 4);
-    memcpy(meta_len, p + 8, 8);
-    memcpy(&hh, p + 24, 8);
-    if (XXH64(p, 24, 0) != hh) return tqkv_bad(ctx, r, "header checksum mismatch", 0);
-    if (ver < 1 || ver > TQKV_VERSION)
-        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT,
-                                "%s: snapshot version %u (this tq reads 1 to %d)", r->label, ver,
-                                TQKV_VERSION);
-    r->version = ver;
-    if (*meta_len > MAX_META) return tqkv_bad(ctx, r, "metadata runs past the end", 8);
-    return TQ_OK;
-}
-
-/* The metadata, its checksum first. */
-static tq_status check_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *head, const uint8_t *meta,
-                            uint64_t ml)
-{
-    uint64_t mh;
-    memcpy(&mh, head + 16, 8);
-    if (XXH64(meta, ml, 0) != mh) return tqkv_bad(ctx, r, "metadata checksum mismatch", HDR_LEN);
-    return tqkv_parse_meta(ctx, r, meta, ml);
-}
-
 /* A pipe's header and metadata, read in order (the metadata as it comes, so a header that
  * claims more than arrives costs no more memory than what arrived). */
 static tq_status head_of_pipe(tq_ctx *ctx, tqkv_reader *r)
@@ -106,7 +73,7 @@ static tq_status head_of_pipe(tq_ctx *ctx, tqkv_reader *r)
     tq_status st = tq_src_read(ctx, r->stream->src, head, HDR_LEN, &got);
     if (!st && got < HDR_LEN)
         st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot", r->label);
-    if (!st) st = check_header(ctx, r, head, HDR_LEN, &ml);
+    if (!st) st = tqkv_check_header(ctx, r, head, HDR_LEN, &ml);
     if (st) return st;
     r->stream->pos = HDR_LEN;
     uint64_t cap = ml < (64u << 20) ? ml : (64u << 20);
@@ -126,7 +93,7 @@ static tq_status head_of_pipe(tq_ctx *ctx, tqkv_reader *r)
         have += want;
     }
     if (!meta) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    if (!st) st = check_meta(ctx, r, head, meta, ml);
+    if (!st) st = tqkv_check_meta(ctx, r, head, meta, ml);
     free(meta);
     r->stream->data0 = HDR_LEN + ml;
     return st;
@@ -142,7 +109,7 @@ static tq_status head_of_object(tq_ctx *ctx, tqkv_reader *r)
     if (!st) st = tq_src_size(ctx, s->src, &size);
     if (!st && size < HDR_LEN + TRAILER_LEN)
         st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot", r->label);
-    if (!st) st = check_header(ctx, r, buf, first, &ml);
+    if (!st) st = tqkv_check_header(ctx, r, buf, first, &ml);
     if (!st && ml > size - HDR_LEN - TRAILER_LEN)
         st = tqkv_bad(ctx, r, "metadata runs past the end", 8);
     if (!st && HDR_LEN + ml > first) {
@@ -151,7 +118,7 @@ static tq_status head_of_object(tq_ctx *ctx, tqkv_reader *r)
         if (b) buf = b;
     }
     if (!buf || st == TQ_ERR_NOMEM) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    if (!st) st = check_meta(ctx, r, buf, buf + HDR_LEN, ml);
+    if (!st) st = tqkv_check_meta(ctx, r, buf, buf + HDR_LEN, ml);
     free(buf);
     r->size = size;
     s->data0 = HDR_LEN + ml;

@@ -2,6 +2,7 @@
 import statistics
 import subprocess
 import time
+from pathlib import Path
 
 
 def timed(cmd, reps=3):
@@ -12,3 +13,24 @@ def timed(cmd, reps=3):
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         t.append(time.perf_counter() - t0)
     return statistics.median(t)
+
+
+def run_peak(cmd, env=None, stdout=subprocess.DEVNULL):
+    """Wall seconds and peak RssAnon (MB, sampled every 5 ms: a mapped input is not the
+    process's own memory) of one run; a failure ends the benchmark with its stderr."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen([str(c) for c in cmd], env=env, stdout=stdout, stderr=subprocess.PIPE)
+    peak = 0
+    while p.poll() is None:
+        try:
+            for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
+                if line.startswith("RssAnon:"):
+                    peak = max(peak, int(line.split()[1]))
+        except OSError:
+            pass
+        time.sleep(0.005)
+    wall = time.perf_counter() - t0
+    if p.returncode:
+        err = p.stderr.read().decode(errors="replace")
+        raise SystemExit(f"{' '.join(map(str, cmd))}: exit {p.returncode}: {err}")
+    return wall, peak / 1024

@@ -9,40 +9,20 @@ mapped state file is not the process's own memory).  SWITCHES go to the
 encode (default: none, the balanced preset).
 TQ_ORACLES/bin/python3 tests/bench/kv_long_speed.py --reps=5"""
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
 from _env import TQ  # noqa: E402
+from _timing import run_peak  # noqa: E402
 from long_sessions import MODELS, session_path, text_names, split_options, table_head  # noqa: E402
 
 OPTS, SWITCHES = split_options(("--reps=", "--sessions=", "--model="))
 REPS = int(OPTS.get("--reps", 5))
 SESSIONS = text_names(OPTS.get("--sessions", "judge"))
 MODEL = OPTS.get("--model", "gemma")
-
-
-def run(cmd):
-    """Wall seconds and peak RssAnon (MB) of one run."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    peak = 0
-    while p.poll() is None:
-        try:
-            for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
-                if line.startswith("RssAnon:"):
-                    peak = max(peak, int(line.split()[1]))
-        except OSError:
-            pass
-        time.sleep(0.005)
-    wall = time.perf_counter() - t0
-    if p.returncode:
-        raise SystemExit(f"{' '.join(map(str, cmd))}: exit {p.returncode}")
-    return wall, peak / 1024
 
 
 def main():
@@ -61,7 +41,7 @@ def main():
             mem = {"enc": 0.0, "dec": 0.0}
             for _ in range(REPS):
                 for k, cmd in (("enc", enc), ("zc", zc), ("dec", dec), ("zd", zd)):
-                    wall, peak = run(cmd)
+                    wall, peak = run_peak(cmd)
                     t[k].append(wall)
                     if k in mem:
                         mem[k] = max(mem[k], peak)

@@ -23,6 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
 from _env import ROOT, TQ  # noqa: E402
+from _timing import run_peak  # noqa: E402
 from _s3 import Store  # noqa: E402
 
 ARGS = dict(a.split("=", 1) if "=" in a else (a, "1") for a in sys.argv[1:])
@@ -30,26 +31,6 @@ REPS = int(ARGS.get("--reps", 5))
 KV_STATE = ROOT / "build" / "tests" / "kv-state"
 LONG = Path.home() / ".cache" / "tq" / "long"
 MODELS = Path.home() / ".cache" / "tq" / "models"
-
-
-def run(cmd, env, stdout=subprocess.DEVNULL):
-    """Wall seconds and peak RssAnon (MB) of one run."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen([str(c) for c in cmd], env=env, stdout=stdout, stderr=subprocess.PIPE)
-    peak = 0
-    while p.poll() is None:
-        try:
-            for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
-                if line.startswith("RssAnon:"):
-                    peak = max(peak, int(line.split()[1]))
-        except OSError:
-            pass
-        time.sleep(0.005)
-    wall = time.perf_counter() - t0
-    err = p.stderr.read().decode(errors="replace")
-    if p.returncode:
-        raise SystemExit(f"{' '.join(map(str, cmd))}: exit {p.returncode}: {err}")
-    return wall, peak / 1024
 
 
 def curl(store, *args):
@@ -88,14 +69,14 @@ def measure(store, bucket, d, name, state, model):
     order = list(cmds.items())
     for rep in range(REPS):  # each command in turn first: none always runs after an upload
         for k, cmd in order[rep % 4:] + order[:rep % 4]:
-            wall, peak = run(cmd, env)
+            wall, peak = run_peak(cmd, env)
             t[k].append(wall)
             if k in mem:
                 mem[k] = max(mem[k], peak)
     m = {k: statistics.median(v) for k, v in t.items()}
     snap = store.object_bytes(f"{bucket}/bench.tqkv")
     with store.proxy() as p:
-        run([TQ, "decode-kvdump", url, "--tokens", "1024", "-q", "-o", d / "t.ggsn"],
+        run_peak([TQ, "decode-kvdump", url, "--tokens", "1024", "-q", "-o", d / "t.ggsn"],
             store.tq_env(AWS_ENDPOINT_URL=p.endpoint))
         down = p.counts()[1]
     size = state.stat().st_size
@@ -109,7 +90,7 @@ def sha_of(cmd, env):
     """The sha256 of a command's stdout and its peak anonymous memory (MB)."""
     h = hashlib.sha256()
     with tempfile.TemporaryFile() as f:
-        _, peak = run(cmd, env, stdout=f)
+        _, peak = run_peak(cmd, env, stdout=f)
         f.seek(0)
         for block in iter(lambda: f.read(1 << 24), b""):
             h.update(block)
@@ -122,18 +103,18 @@ def large(store, bucket, d):
     env = store.tq_env()
     url = f"s3://{bucket}/large.tqkv"
     t0 = time.perf_counter()
-    _, enc_peak = run([TQ, "encode-kvdump", state, "-q", "-o", url], env)
+    _, enc_peak = run_peak([TQ, "encode-kvdump", state, "-q", "-o", url], env)
     enc_s = time.perf_counter() - t0
     # the decoded state goes to a file of its own (4 GiB); only hashes are compared
     t0 = time.perf_counter()
-    _, dec_peak = run([TQ, "decode-kvdump", url, "-q", "-o", d / "large.out"], env)
+    _, dec_peak = run_peak([TQ, "decode-kvdump", url, "-q", "-o", d / "large.out"], env)
     dec_s = time.perf_counter() - t0
     got = hashlib.sha256()
     with open(d / "large.out", "rb") as f:
         for block in iter(lambda: f.read(1 << 24), b""):
             got.update(block)
     (d / "large.out").unlink()
-    run([TQ, "encode-kvdump", state, "-q", "-o", d / "large.tqkv"], env)
+    run_peak([TQ, "encode-kvdump", state, "-q", "-o", d / "large.tqkv"], env)
     want, _ = sha_of([TQ, "decode-kvdump", d / "large.tqkv", "-q", "-o", "-"], env)
     same = got.hexdigest() == want
     print(f"\nA state over 4 GiB ({state.stat().st_size / 2**30:.2f} GiB, 33,000 cells of 32 layers): "
