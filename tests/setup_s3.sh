@@ -10,7 +10,7 @@
 # meet a real implementation.  When it cannot be had (no packages and no root, a daemon that
 # does not come up) start prints "SKIP: <reason>" as its last stdout line and exits 77, so the
 # tests skip instead of failing.  Progress and logs go to stderr only: stdout is the interface.
-# Facts and pitfalls behind the choices: /work/shared/reference/s3-test-server.md.
+# Facts and pitfalls behind the choices: ../shared/reference/s3-test-server.md.
 set -u
 
 # Fixed credentials: the cluster lives only as long as one test run, on 127.0.0.1.

@@ -14,19 +14,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static tq_ctx *ctx;
-    if (!ctx) {
-        ctx = tq_ctx_new();
-        tq_ctx_set_threads(ctx, 1);
-    }
-    if (size < 1) return 0;
-    uint8_t *buf = malloc(size);
-    memcpy(buf, data, size);
-    uint8_t mode = buf[0];
-    if (buf[0] & 1) {
-        buf[0] = 'T'; /* keep the magic reachable */
-        fix_checksums(buf, size);
-    }
+    tq_ctx *ctx = fuzz_ctx();
+    uint8_t mode;
+    uint8_t *buf = fuzz_input(data, size, &mode);
+    if (!buf) return 0;
     tqkv_reader *r;
     if (tqkv_open_memory(ctx, buf, size, "fuzz", &r) != TQ_OK) {
         if (!*tq_ctx_error(ctx)) abort();

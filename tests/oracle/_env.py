@@ -122,3 +122,17 @@ def smollm2():
         return h.hexdigest()
 
     return _checked_model(CACHE / "SmolLM2-135M-Instruct.Q4_1.gguf", SMOLLM2_SHA256, fill)
+
+
+# One behaviour's result, as tests/run.sh reads it: "ok NAME", or "FAIL: NAME: why" (the script
+# goes on to the next behaviour and exits 1 at the end when FAILED holds any).
+FAILED = []
+
+
+def ok(name):
+    print(f"ok {name}", flush=True)
+
+
+def fail(name, why):
+    print(f"FAIL: {name}: {why}", flush=True)
+    FAILED.append(name)

@@ -25,23 +25,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import FIX, ROOT, TQ  # noqa: E402
+from _env import FAILED, FIX, ROOT, TQ, fail, ok  # noqa: E402
 from _s3 import Store  # noqa: E402
 
 SEEDS = ROOT / "tests" / "fuzz" / "seeds"
 KV_STATE = ROOT / "build" / "tests" / "kv-state"
-FAILED = []
-
-
-def ok(name):
-    print(f"ok {name}", flush=True)
-
-
-def fail(name, why):
-    print(f"FAIL: {name}: {why}", flush=True)
-    FAILED.append(name)
-
-
 def run(env, *args, stdin=None):
     """(exit status, stdout bytes, stderr text) of one tq run."""
     p = subprocess.run([TQ, *map(str, args)], env=env, capture_output=True, stdin=stdin)

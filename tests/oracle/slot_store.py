@@ -26,24 +26,12 @@ import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import ROOT, TQ, smollm2  # noqa: E402
+from _env import FAILED, ROOT, TQ, fail, ok, smollm2  # noqa: E402
 from _s3 import Store  # noqa: E402
 from _server import Server, left_behind, server_binary  # noqa: E402
 
 TEXT = "\n\n".join(p.read_text() for p in sorted((ROOT / "tests" / "oracle" / "prompts").glob("*.txt")))
 STEPS = 16
-FAILED = []
-
-
-def ok(name):
-    print(f"ok {name}", flush=True)
-
-
-def fail(name, why):
-    print(f"FAIL: {name}: {why}", flush=True)
-    FAILED.append(name)
-
-
 ENV = None  # the environment tq runs in: the object store's credentials for a store there
 
 
