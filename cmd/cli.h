@@ -7,7 +7,8 @@
 
 #include <stddef.h>
 
-enum { TQ_EXIT_OK = 0, TQ_EXIT_RUNTIME = 1, TQ_EXIT_USAGE = 2 };
+/* TQ_EXIT_MISS: tq slot restore found no stored prefix it can restore (not an error). */
+enum { TQ_EXIT_OK = 0, TQ_EXIT_RUNTIME = 1, TQ_EXIT_USAGE = 2, TQ_EXIT_MISS = 3 };
 
 /* Every message is one line on stderr: "tq SUB: message". */
 void cli_set_command(const char *name);

@@ -4,6 +4,7 @@
  * that shares the longest prefix with a prompt, decoded to that prefix, restored by the
  * server), ls. */
 #include "cli.h"
+#include "ckpt.h"
 #include "cli_opts.h"
 #include "gguf.h"
 #include "kv_snapshot.h"
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -158,9 +160,10 @@ static void raw_name(slot_run *r, const slot_opts *o, const char *what, char *fi
     snprintf(r->raw, sizeof r->raw, "%s/%s", o->slot_dir, file);
 }
 
-/* Encodes the slot file into the store as name (appended to base when given). */
-static int encode(slot_run *r, const slot_opts *o, tq_kv_view *v, const char *name,
-                  const tq_store_match *base, tq_kvsnap_report *rep)
+/* Encodes the slot file into the store as name (appended to base when base->common): 0, an
+ * exit code, or -1 when the encode onto the base failed (nothing printed, nothing stored). */
+static int encode_once(slot_run *r, const slot_opts *o, tq_kv_view *v, const char *name,
+                       const tq_store_match *base, tq_kvsnap_report *rep)
 {
     char entry[96];
     tq_gguf *g = NULL;
@@ -202,6 +205,9 @@ static int encode(slot_run *r, const slot_opts *o, tq_kv_view *v, const char *na
     if (failed && cli_out_error(&out)) {
         rc = cli_runtime_error("%s", cli_out_error(&out));
         cli_out_abort(&out);
+    } else if (failed && so.base) {
+        rc = -1;
+        cli_out_abort(&out);
     } else if (failed) {
         rc = cli_runtime_error("%s: %s", r->raw, tq_ctx_error(r->ctx));
         cli_out_abort(&out);
@@ -215,10 +221,96 @@ static int encode(slot_run *r, const slot_opts *o, tq_kv_view *v, const char *na
     return rc;
 }
 
+/* The same; where the state does not fit its base (another coding, a cache that moved
+ * otherwise than appending), the snapshot is stored whole, with a note: a save never fails
+ * for a base. */
+static int encode(slot_run *r, const slot_opts *o, tq_kv_view *v, const char *name,
+                  tq_store_match *base, tq_kvsnap_report *rep)
+{
+    int rc = encode_once(r, o, v, name, base, rep);
+    if (rc != -1) return rc;
+    cli_log("note: %s does not append to %s (%s): stored whole", name, base->name,
+            tq_ctx_error(r->ctx));
+    base->common = 0;
+    return encode_once(r, o, v, name, base, rep);
+}
+
+/* A regular file's bytes, at most limit of them (malloc'd); 0, or 1 with *why set. */
+static int read_regular(const char *path, uint64_t limit, uint8_t **p, uint64_t *n,
+                        const char **why)
+{
+    *p = NULL;
+    *why = "cannot be opened";
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0) return 1;
+    *why = "is not a regular file within the size limit";
+    int bad = fstat(fd, &sb) || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > limit;
+    if (!bad) *p = malloc(sb.st_size ? (size_t)sb.st_size : 1);
+    *why = bad ? *why : "cannot be read";
+    uint64_t got = 0;
+    while (*p && got < (uint64_t)sb.st_size) {
+        ssize_t k = read(fd, *p + got, (size_t)((uint64_t)sb.st_size - got));
+        if (k <= 0) break;
+        got += (uint64_t)k;
+    }
+    close(fd);
+    if (!*p || got != (uint64_t)sb.st_size) {
+        free(*p);
+        *p = NULL;
+        return 1;
+    }
+    *n = got;
+    return 0;
+}
+
+/* The server's checkpoint sidecar beside the slot file (a fork build's), checked and put in
+ * the store as ckpt/NAME; its counts into pt.  One that does not check out is left out with
+ * a warning: the snapshot itself is what was asked for. */
+static int save_checkpoints(slot_run *r, const char *name, uint32_t n_tokens,
+                            tq_store_points *pt)
+{
+    char side[4200];
+    uint8_t *raw;
+    uint64_t len;
+    const char *why;
+    snprintf(side, sizeof side, "%s.ckpt", r->raw);
+    if (access(side, F_OK)) return 0;
+    struct stat sb;
+    /* checkpoints hold a window or a recurrent state each: well under the slot file 64 times */
+    uint64_t limit = stat(r->raw, &sb) ? 0 : 64ull * (uint64_t)sb.st_size + (1u << 20);
+    int bad = read_regular(side, limit, &raw, &len, &why);
+    unlink(side);
+    if (bad) {
+        cli_log("warning: the server's checkpoint sidecar %s: not kept", why);
+        return 0;
+    }
+    tq_ckpt c[TQ_CKPT_MAX];
+    uint32_t k = 0;
+    uint8_t *packed = NULL;
+    uint64_t plen = 0;
+    char entry[64];
+    snprintf(entry, sizeof entry, "ckpt/%s", name);
+    int rc = 0;
+    if (tq_ckpt_parse(r->ctx, raw, len, n_tokens, c, &k)) {
+        cli_log("warning: the server's checkpoint sidecar: %s: not kept", tq_ctx_error(r->ctx));
+    } else if (k && (tq_ckpt_pack(r->ctx, raw, len, &packed, &plen) ||
+                     tq_store_put(r->ctx, r->store, entry, packed, plen))) {
+        rc = cli_lib_error(r->ctx);
+    } else {
+        for (uint32_t i = 0; i < k; i++) pt->checkpoint[i] = (uint32_t)c[i].n_tokens;
+        pt->n_checkpoints = k;
+    }
+    free(packed);
+    free(raw);
+    return rc;
+}
+
 static int do_save(slot_run *r, const slot_opts *o)
 {
     char file[128];
     char name[40];
+    char side[4200];
     uint32_t n_saved = 0;
     uint32_t skipped = 0;
     tq_kv_view *v = NULL;
@@ -226,6 +318,7 @@ static int do_save(slot_run *r, const slot_opts *o)
     tq_kvsnap_report rep = {0};
     double t0 = cli_now();
     raw_name(r, o, "save", file, sizeof file);
+    snprintf(side, sizeof side, "%s.ckpt", r->raw);
     if (llama_server_slot(r->ctx, o->server, o->slot, "save", file, &n_saved))
         return cli_lib_error(r->ctx);
     if (access(r->raw, R_OK))
@@ -235,7 +328,14 @@ static int do_save(slot_run *r, const slot_opts *o)
     int rc = tq_kv_view_open(r->ctx, r->raw, TQ_PROFILE_DEFAULT, &v) ? cli_lib_error(r->ctx) : 0;
     const int32_t *tokens = rc ? NULL : tq_kv_view_tokens(v);
     uint32_t n = rc ? 0 : tq_kv_view_n_tokens(v);
-    if (!rc) tq_store_name(r->fp, tokens, n, name);
+    tq_store_points pt = {0};
+    if (!rc) {
+        tq_kv_points vp;
+        tq_kv_view_restore_points(v, &vp);
+        pt.from = vp.from;
+        pt.recurrent = vp.recurrent;
+        tq_store_name(r->fp, tokens, n, name);
+    }
     if (!rc && tq_store_find_base(r->ctx, r->store, r->fp, tokens, n, &base, &skipped))
         rc = cli_lib_error(r->ctx);
     if (!rc && skipped) cli_log("warning: %u stored snapshots could not be read", skipped);
@@ -243,6 +343,9 @@ static int do_save(slot_run *r, const slot_opts *o)
         rc = tq_store_touch(r->ctx, r->store, name) ? cli_lib_error(r->ctx) : 0;
     } else if (!rc) {
         rc = encode(r, o, v, name, &base, &rep);
+        /* checkpoints and points before the index: whoever finds the snapshot finds them */
+        if (!rc) rc = save_checkpoints(r, name, n, &pt);
+        if (!rc && tq_store_put_points(r->ctx, r->store, name, &pt)) rc = cli_lib_error(r->ctx);
         if (!rc && tq_store_index(r->ctx, r->store, r->fp, name, tokens, n))
             rc = cli_lib_error(r->ctx);
     }
@@ -253,11 +356,12 @@ static int do_save(slot_run *r, const slot_opts *o)
     }
     tq_kv_view_close(v);
     unlink(r->raw);
+    unlink(side);
     if (!rc && !o->c.quiet)
-        cli_log("slot %ld: %u tokens stored as %s%s%s (%.2f MB) in %.2f s", o->slot, n, name,
+        cli_log("slot %ld: %u tokens stored as %s%s%s (%.2f MB%s) in %.2f s", o->slot, n, name,
                 base.common && strcmp(base.name, name) ? ", appended to " : "",
                 base.common && strcmp(base.name, name) ? base.name : "", rep.snapshot_bytes / 1e6,
-                cli_now() - t0);
+                pt.n_checkpoints ? ", with the server's checkpoints" : "", cli_now() - t0);
     return rc;
 }
 
@@ -311,8 +415,71 @@ static int prompt_tokens(slot_run *r, const slot_opts *o, int32_t **tokens, uint
 }
 
 /* The stored snapshot's first `tokens` tokens into the server's folder as a slot file. */
+/* The checkpoints a restore writes back and the one it restores from. */
+typedef struct slot_ckpt {
+    uint8_t *side; /* the stored sidecar (NULL: none) */
+    uint64_t side_len;
+    tq_ckpt c[TQ_CKPT_MAX];
+    uint32_t count;
+    const uint8_t *partial; /* the checkpoint restored from: its target blob (NULL: none) */
+    uint64_t partial_len;
+} slot_ckpt;
+
+/* The sidecar stored with name, and the checkpoint at `point` where the caches cannot be cut
+ * there (point below pt->from). */
+static int load_checkpoints(slot_run *r, const tq_store_match *best, const tq_store_points *pt,
+                            slot_ckpt *k)
+{
+    char entry[64];
+    char *stored;
+    uint64_t len;
+    int found;
+    memset(k, 0, sizeof *k);
+    if (!pt->n_checkpoints) return 0;
+    snprintf(entry, sizeof entry, "ckpt/%s", best->name);
+    if (tq_store_get(r->ctx, r->store, entry, &stored, &len, &found)) return cli_lib_error(r->ctx);
+    if (!found) return best->point < pt->from ? cli_runtime_error("%s: its checkpoints are gone",
+                                                                  best->name)
+                                              : 0;
+    int bad = tq_ckpt_unpack(r->ctx, (const uint8_t *)stored, len, 1ull << 36, &k->side,
+                             &k->side_len) ||
+              tq_ckpt_parse(r->ctx, k->side, k->side_len, best->n_tokens, k->c, &k->count);
+    free(stored);
+    if (bad) return cli_runtime_error("%s: checkpoints: %s", best->name, tq_ctx_error(r->ctx));
+    for (uint32_t i = 0; best->point < pt->from && i < k->count; i++) {
+        if (k->c[i].n_tokens != (int64_t)best->point) continue;
+        uint64_t tgt;
+        memcpy(&tgt, k->side + k->c[i].off + 16, 8);
+        k->partial = k->side + k->c[i].off + 32;
+        k->partial_len = tgt;
+    }
+    if (best->point < pt->from && !k->partial)
+        return cli_runtime_error("%s: no checkpoint at %u tokens", best->name, best->point);
+    return 0;
+}
+
+/* The checkpoints at or below the restored count beside the slot file, as the server that
+ * wrote them reads them back (FILE.ckpt). */
+static int write_checkpoints(slot_run *r, const slot_ckpt *k, uint32_t upto)
+{
+    char side[4200];
+    uint8_t *p;
+    uint64_t len;
+    uint32_t kept;
+    if (!k->side) return 0;
+    if (tq_ckpt_upto(r->ctx, k->side, k->c, k->count, upto, &p, &len, &kept))
+        return cli_lib_error(r->ctx);
+    snprintf(side, sizeof side, "%s.ckpt", r->raw);
+    FILE *f = kept ? fopen(side, "wb") : NULL;
+    int rc = kept && (!f || fwrite(p, 1, len, f) != len);
+    if (f && fclose(f)) rc = 1;
+    free(p);
+    if (rc) unlink(side);
+    return rc ? cli_runtime_error("%s: cannot write the checkpoints", side) : 0;
+}
+
 static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t tokens,
-                  tq_status *why)
+                  const slot_ckpt *k, tq_status *why)
 {
     char entry[96];
     tqkv_reader *s = NULL;
@@ -337,9 +504,14 @@ static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t to
         tq_kvsnap_decode_options d = {.threads = (int)o->c.threads,
                                       .progress = show_progress,
                                       .progress_user = &pr};
+        /* two masked cells below a window-only cache: the server's check passes when the
+         * prompt ends where the snapshot does as well (llama_state.h, pad_window) */
         tq_kvsnap_restore_options ro = {.format = (tq_kv_kind)m->source_kind,
                                         .tokens = tokens < m->n_tokens ? tokens : 0,
-                                        .tmp_near = r->raw};
+                                        .tmp_near = r->raw,
+                                        .pad_window = 2,
+                                        .partial = k->partial,
+                                        .partial_len = k->partial_len};
         *why = tq_kvsnap_restore(r->ctx, s, base, &d, &ro, out.f);
         progress_end(&pr);
         if (*why) {
@@ -359,9 +531,26 @@ static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t to
  * did not show it: an object's chunks arrive only then) gives way to the next-best prefix. */
 enum { RESTORE_TRIES = 3 };
 
+/* What a miss says: why no stored prefix restores. */
+static int miss(const slot_opts *o, const tq_store_match *best, uint32_t n)
+{
+    if (o->c.quiet) return TQ_EXIT_MISS;
+    if (best->shared >= TQ_STORE_STRIDE)
+        cli_log("slot %ld: miss: stored snapshots share up to %u of the prompt's %u tokens, but "
+                "none restores there (a sliding-window cache keeps its last window, a recurrent "
+                "state its end); the server will process the whole prompt",
+                o->slot, best->shared, n);
+    else
+        cli_log("slot %ld: miss: no stored snapshot of this model shares the prompt's first %u "
+                "tokens; the server will process the whole prompt",
+                o->slot, TQ_STORE_STRIDE);
+    return TQ_EXIT_MISS;
+}
+
 static int do_restore(slot_run *r, const slot_opts *o)
 {
     char file[128];
+    char side[4200] = "";
     char named[40] = "";
     char failed[RESTORE_TRIES][40];
     const char *except[RESTORE_TRIES];
@@ -370,6 +559,7 @@ static int do_restore(slot_run *r, const slot_opts *o)
     uint32_t skipped = 0;
     uint32_t n_restored = 0;
     tq_store_match best = {0};
+    slot_ckpt k = {0};
     double t0 = cli_now();
     int rc = prompt_tokens(r, o, &tokens, &n, named);
     for (uint32_t t = 0; !rc && t < RESTORE_TRIES; t++) {
@@ -378,10 +568,20 @@ static int do_restore(slot_run *r, const slot_opts *o)
             break;
         }
         if (skipped) cli_log("warning: %u stored snapshots could not be read; skipped", skipped);
-        if (!best.common) break;
+        if (!best.point) break;
+        tq_store_points pt;
+        free(k.side);
+        if (tq_store_get_points(r->ctx, r->store, best.name, best.n_tokens, &pt)) {
+            rc = cli_lib_error(r->ctx);
+            break;
+        }
+        rc = load_checkpoints(r, &best, &pt, &k);
+        if (rc) break;
         raw_name(r, o, "restore", file, sizeof file);
+        snprintf(side, sizeof side, "%s.ckpt", r->raw);
         tq_status why = TQ_OK;
-        rc = decode(r, o, best.name, best.common, &why);
+        rc = decode(r, o, best.name, best.point, &k, &why);
+        if (!rc) rc = write_checkpoints(r, &k, best.point);
         if (!rc || why != TQ_ERR_CORRUPT || t + 1 == RESTORE_TRIES) break;
         cli_log("warning: %s: corrupt; the next-best prefix instead", best.name);
         snprintf(failed[t], sizeof failed[t], "%s", best.name);
@@ -389,17 +589,17 @@ static int do_restore(slot_run *r, const slot_opts *o)
         rc = 0;
     }
     free(tokens);
-    if (rc) return rc;
-    if (!best.common) {
-        if (!o->c.quiet)
-            cli_log("slot %ld: no stored snapshot of this model shares the prompt's first %u "
-                    "tokens; the server will process the whole prompt",
-                    o->slot, TQ_STORE_STRIDE);
-        return 0;
+    free(k.side);
+    if (rc) {
+        if (*side) unlink(r->raw);
+        if (*side) unlink(side);
+        return rc;
     }
+    if (!best.point) return miss(o, &best, n);
     if (llama_server_slot(r->ctx, o->server, o->slot, "restore", file, &n_restored))
         rc = cli_lib_error(r->ctx);
     unlink(r->raw);
+    unlink(side);
     if (!rc && tq_store_touch(r->ctx, r->store, best.name)) rc = cli_lib_error(r->ctx);
     if (!rc && !o->c.quiet)
         cli_log("slot %ld: %u of the prompt's %u tokens restored from %s in %.2f s", o->slot,

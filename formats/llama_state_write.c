@@ -6,6 +6,7 @@
 #include "llama_state.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef struct wr {
@@ -44,14 +45,53 @@ static tq_status check_single_seq(tq_ctx *ctx, const tq_kv_view *s, const tq_kv_
 
 /* A stream's cells (up to the prefix o asks for), metadata and K/V tensors, as the source laid
  * them out. */
+static void put_zeros(wr *w, uint64_t n)
+{
+    static const uint8_t zeros[4096];
+    for (uint64_t k = 0; k < n; k += sizeof zeros)
+        put(w, zeros, n - k < sizeof zeros ? n - k : sizeof zeros);
+}
+
+/* The pad cells' metadata: the first cell's (its sequence and extension) at the positions
+ * below the stream's lowest (a ring buffer's first cell need not be it). */
+static void put_pad_meta(wr *w, const tq_kv_view *s, const tq_kv_stream *st, uint32_t pad)
+{
+    const uint8_t *first = s->map + st->meta_off;
+    uint32_t nseq;
+    int32_t lo;
+    int32_t hi;
+    if (!pad || !tq_kv_view_stream_span(s, st, &lo, &hi)) return;
+    memcpy(&nseq, first + 4, 4);
+    uint64_t len = 8 + (uint64_t)s->has_ext + 4ull * nseq;
+    for (uint32_t k = 0; k < pad; k++) {
+        int32_t pos = lo - (int32_t)(pad - k);
+        put(w, &pos, 4);
+        put(w, first + 4, len - 4);
+    }
+}
+
+/* How many zero cells go below a stream: o->pad_window where the stream holds a window's
+ * cells only, is written whole and has room below it. */
+static uint32_t pad_of(const tq_kv_view *s, const tq_kv_stream *st, uint32_t n,
+                       const tq_state_rewrite *o)
+{
+    int32_t lo;
+    int32_t hi;
+    if (!o->pad_window || !st->meta_len || n != st->cell_count) return 0;
+    if (!tq_kv_view_stream_span(s, st, &lo, &hi)) return 0;
+    return lo >= (int32_t)o->pad_window ? o->pad_window : 0;
+}
+
 static void put_stream(wr *w, const tq_kv_view *s, const tq_kv_stream *st,
                        const tq_state_rewrite *o)
 {
     uint32_t n;
     uint64_t ml;
     tq_kv_view_stream_prefix(w->ctx, s, st, o->max_tokens, &n, &ml); /* checked before */
-    put32(w, n);
+    uint32_t pad = pad_of(s, st, n, o);
+    put32(w, n + pad);
     if (!n) return;
+    put_pad_meta(w, s, st, pad);
     put(w, s->map + st->meta_off, ml);
     put32(w, st->v_trans);
     put32(w, st->n_layer);
@@ -61,15 +101,42 @@ static void put_stream(wr *w, const tq_kv_view *s, const tq_kv_stream *st,
             put32(w, (uint32_t)t->type->id);
             if (!t->transposed) {
                 put64(w, t->row_size);
+                put_zeros(w, (uint64_t)pad * t->row_size);
                 put(w, t->data, (uint64_t)n * t->row_size);
                 continue;
             }
             uint64_t es = t->type->bytes;
             put32(w, (uint32_t)es);
             put32(w, (uint32_t)t->width);
-            for (uint64_t e = 0; e < t->width; e++)
+            for (uint64_t e = 0; e < t->width; e++) {
+                put_zeros(w, pad * es);
                 put(w, t->data + e * st->cell_count * es, n * es);
+            }
         }
+}
+
+/* A cut that leaves a cache without the cells it needs is refused, naming the counts that
+ * are restore points (tq_kv_points). */
+static tq_status check_cut(tq_ctx *ctx, const tq_kv_view *s, uint32_t keep)
+{
+    tq_kv_points pt;
+    tq_kv_view_restore_points(s, &pt);
+    if (keep >= s->n_tokens || keep >= pt.from) return TQ_OK;
+    if (pt.recurrent)
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                "a recurrent state (a hybrid or recurrent model's) sums up all "
+                                "%u tokens: it cannot be cut to the first %u",
+                                s->n_tokens, keep);
+    char counts[48];
+    if (pt.from == s->n_tokens)
+        snprintf(counts, sizeof counts, "only at all %u tokens", s->n_tokens);
+    else
+        snprintf(counts, sizeof counts, "at %u..%u tokens", pt.from, s->n_tokens);
+    return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                            "--tokens %u: a sliding-window cache here holds only positions "
+                            "%d..%d (its window), which a cut to %u tokens would leave without "
+                            "its cells: this state restores %s",
+                            keep, pt.window_lo, pt.window_hi, keep, counts);
 }
 
 tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_rewrite *o,
@@ -91,11 +158,16 @@ tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_
             "give the model (--model)");
     /* a recurrent state holds what every token made of it: it is kept whole or not at all */
     uint32_t keep = o->max_tokens && o->max_tokens < s->n_tokens ? o->max_tokens : s->n_tokens;
-    if (s->has_recurrent && keep < s->n_tokens)
+    /* a checkpoint stands for the memories that cannot be cut: the SWA cache or the
+     * recurrent state, which come last */
+    int splice_swa = o->partial && s->n_kv == 2 && !s->has_recurrent;
+    int splice_rec = o->partial && s->n_kv <= 1 && s->has_recurrent;
+    if (o->partial && !splice_swa && !splice_rec)
         return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
-                                "a recurrent state (a hybrid or recurrent model's) sums up all "
-                                "%u tokens: it cannot be cut to the first %u",
-                                s->n_tokens, keep);
+                                "a checkpoint replaces an iSWA model's sliding-window cache or a "
+                                "hybrid model's recurrent state; this state has neither alone");
+    tq_status cut = o->partial ? TQ_OK : check_cut(ctx, s, keep);
+    if (cut) return cut;
     if (s->has_recurrent && o->kind != s->kind)
         return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
                                 "a recurrent state is written as it was saved: a %s file stays "
@@ -145,10 +217,11 @@ tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_
             }
         }
     }
-    for (uint32_t i = 0; i < s->n_kv; i++) {
+    for (uint32_t i = 0; i < s->n_kv - (uint32_t)splice_swa; i++) {
         put32(&w, s->kv[i].n_stream);
         for (uint32_t j = 0; j < s->kv[i].n_stream; j++) put_stream(&w, s, &s->kv[i].streams[j], o);
     }
-    if (s->has_recurrent) put(&w, s->map + s->rec.off, s->rec.len);
+    if (o->partial) put(&w, o->partial, o->partial_len);
+    if (s->has_recurrent && !splice_rec) put(&w, s->map + s->rec.off, s->rec.len);
     return w.st;
 }

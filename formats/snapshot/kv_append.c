@@ -48,10 +48,27 @@ static tq_status copy_klt(tq_ctx *ctx, tqkv_record *t, const tqkv_record *bt)
     return TQ_OK;
 }
 
+/* Does the base's tensor hold this state's first cells, so that its rows are shared?  Only
+ * where this state's stream begins at position 0 with its first base-many cells in order: a
+ * sliding-window cache that holds its newest window only has moved on since the base was
+ * saved, and the link stores its cells itself (row_start 0, coded by its own plan). */
+int tq_kvsnap_base_shares(const tq_kv_view *v, const src_tensor *s, const tqkv_record *bt)
+{
+    const tq_kv_stream *st = &tq_kv_view_kv(v, s->kv_state)->streams[s->stream];
+    if (!st->cell_count || bt->cells > st->cell_count) return 0;
+    int32_t *pos = malloc(4ull * st->cell_count);
+    if (!pos) return 0;
+    tq_kv_view_stream_positions(v, st, pos);
+    int shares = 1;
+    for (uint32_t c = 0; shares && c < bt->cells; c++) shares = pos[c] == (int32_t)c;
+    free(pos);
+    return shares;
+}
+
 /* --append: the rows in the base decode as they would in a full encode only
- * with the base's codec, so the base decides every tensor's coding. */
+ * with the base's codec, so the base decides the coding of every tensor it shares. */
 tq_status tq_kvsnap_adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,
-                               const char *base_name)
+                               const char *base_name, const tq_kv_view *v, const src_tensor *src)
 {
     const tqkv_meta *b = tqkv_meta_of(base);
     if (b->base_id)
@@ -77,6 +94,7 @@ tq_status tq_kvsnap_adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *bas
             return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                                     "layer %u %s: the base's tensor does not match this state's",
                                     t->layer, t->is_v ? "V" : "K");
+        if (!tq_kvsnap_base_shares(v, &src[i], bt)) continue; /* stored whole, as planned */
         if (t->hadamard != bt->hadamard) /* rows are read through the view's rotation */
             return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                                     "layer %u %s: the base took the source's rotation in blocks of "
@@ -124,7 +142,7 @@ tq_status tq_kvsnap_adopt_base_rope(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         tqkv_record *t = &m->t[i];
         const tqkv_record *bt = &b->t[i];
-        if (!bt->rope_pos) continue;
+        if (!bt->rope_pos || !tq_kvsnap_base_shares(v, &src[i], bt)) continue;
         if (!(t->rope_pos = malloc(4ull * t->cells)))
             return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
         tq_kv_view_stream_positions(v, &tq_kv_view_kv(v, src[i].kv_state)->streams[src[i].stream],

@@ -621,7 +621,7 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     p->group_source = from; /* until a tensor's group is guessed from its width */
     for (size_t i = 0; !st && i < n; i++)
         st = plan_tensor(ctx, p, o, src[i].head, &src[i], &p->meta.t[i]);
-    if (!st && o->base) st = tq_kvsnap_adopt_base(ctx, &p->meta, o->base, o->base_name);
+    if (!st && o->base) st = tq_kvsnap_adopt_base(ctx, &p->meta, o->base, o->base_name, v, src);
     if (!st && o->base)
         st = tq_kvsnap_adopt_base_rope(ctx, &p->meta, o->base, v, src);
     else if (!st && (o->k_offset || o->transform != TQ_TC_OFF))

@@ -26,7 +26,9 @@ typedef struct src_tensor {
 /* --append: the base's coding taken over by the tensors of m, which must be the base's with
  * more cells (its chunks are reused as they are); the base's name recorded. */
 tq_status tq_kvsnap_adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,
-                               const char *base_name);
+                               const char *base_name, const tq_kv_view *v, const src_tensor *src);
+/* Whether the base's tensor bt holds the first cells of s's stream (shared rows). */
+int tq_kvsnap_base_shares(const tq_kv_view *v, const src_tensor *s, const tqkv_record *bt);
 /* --append onto a base with pre-RoPE offsets: the base's rotation, and the positions of this
  * state's cells, which must place the base's cells where the base had them. */
 tq_status tq_kvsnap_adopt_base_rope(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,

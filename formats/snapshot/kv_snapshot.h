@@ -69,6 +69,9 @@ typedef struct tq_kvsnap_restore_options {
     const char *arch;     /* names the architecture of a session made from a sequence file */
     uint32_t head_dim;    /* shapes .npz arrays of state files; turbo cache types */
     const char *tmp_near; /* where the intermediate file may go (beside the output) */
+    uint32_t pad_window;  /* state files: tq_state_rewrite.pad_window */
+    const uint8_t *partial; /* state files: tq_state_rewrite.partial (a checkpoint's) */
+    uint64_t partial_len;
 } tq_kvsnap_restore_options;
 
 /* The snapshot as asked: streamed straight out when it is the source as it

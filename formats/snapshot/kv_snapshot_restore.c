@@ -65,7 +65,8 @@ tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader
                             FILE *out)
 {
     const tqkv_meta *m = tqkv_meta_of(r);
-    if ((int)ro->format == m->source_kind && m->source_kind != TQ_KV_NUMPY && !ro->tokens)
+    if ((int)ro->format == m->source_kind && m->source_kind != TQ_KV_NUMPY && !ro->tokens &&
+        !ro->pad_window && !ro->partial)
         return tq_kvsnap_decode(ctx, r, base, d,
                                 out); /* the source as it was: streamed straight out */
     tq_kvsnap_decode_options dopt = *d;
@@ -93,7 +94,8 @@ tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader
             tq_cache_layers_free(&L);
         }
     } else {
-        tq_state_rewrite rw = {ro->format, ro->arch, ro->tokens};
+        tq_state_rewrite rw = {ro->format,     ro->arch,    ro->tokens,
+                              ro->pad_window, ro->partial, ro->partial_len};
         st = tq_llama_state_write(ctx, v, &rw, out);
     }
     tq_kv_view_close(v);

@@ -411,6 +411,75 @@ double tq_store_last_used(tq_ctx *ctx, tq_store *s, const char *name)
     return t;
 }
 
+tq_status tq_store_put_points(tq_ctx *ctx, tq_store *s, const char *name,
+                              const tq_store_points *pt)
+{
+    char entry[64];
+    char text[32 + 16 * TQ_STORE_MAX_CHECKPOINTS];
+    int n = snprintf(text, sizeof text, "from %u\n%s", pt->from, pt->recurrent ? "recurrent\n" : "");
+    for (uint32_t i = 0; i < pt->n_checkpoints && i < TQ_STORE_MAX_CHECKPOINTS; i++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "checkpoint %u\n", pt->checkpoint[i]);
+    snprintf(entry, sizeof entry, "points/%s", name);
+    return tq_store_put(ctx, s, entry, text, (uint64_t)n);
+}
+
+/* One line of a points entry into pt; 0 when it is not one tq writes. */
+static int points_line(const char *line, uint32_t n_tokens, tq_store_points *pt)
+{
+    char word[16];
+    unsigned long v = 0;
+    int got = sscanf(line, "%15s %lu", word, &v);
+    if (got == 1 && !strcmp(word, "recurrent")) {
+        pt->recurrent = 1;
+        return 1;
+    }
+    if (got != 2 || v > n_tokens) return 0;
+    if (!strcmp(word, "from") && v) {
+        pt->from = (uint32_t)v;
+        return 1;
+    }
+    if (strcmp(word, "checkpoint") || pt->n_checkpoints == TQ_STORE_MAX_CHECKPOINTS) return 0;
+    if (pt->n_checkpoints && v <= pt->checkpoint[pt->n_checkpoints - 1]) return 0;
+    pt->checkpoint[pt->n_checkpoints++] = (uint32_t)v;
+    return 1;
+}
+
+tq_status tq_store_get_points(tq_ctx *ctx, tq_store *s, const char *name, uint32_t n_tokens,
+                              tq_store_points *pt)
+{
+    char entry[64];
+    char *text;
+    uint64_t len;
+    int found;
+    memset(pt, 0, sizeof *pt);
+    pt->from = n_tokens;
+    snprintf(entry, sizeof entry, "points/%s", name);
+    tq_status st = tq_store_get(ctx, s, entry, &text, &len, &found);
+    if (st || !found) return st;
+    tq_store_points got = {.from = n_tokens};
+    int good = 1;
+    for (char *line = text; good && *line;) {
+        char *end = strchr(line, '\n');
+        if (end) *end = 0;
+        good = points_line(line, n_tokens, &got);
+        line = end ? end + 1 : line + strlen(line);
+    }
+    free(text);
+    if (good) *pt = got; /* one that does not parse: whole only */
+    return TQ_OK;
+}
+
+uint32_t tq_store_point_for(const tq_store_points *pt, uint32_t n_tokens, uint32_t common,
+                            uint32_t n_prompt)
+{
+    uint32_t limit = common < n_tokens ? common : n_tokens;
+    if (pt->recurrent && limit >= n_prompt) limit = n_prompt ? n_prompt - 1 : 0;
+    if (limit >= pt->from) return limit;
+    for (uint32_t i = pt->n_checkpoints; i-- > 0;)
+        if (pt->checkpoint[i] <= limit) return pt->checkpoint[i];
+    return 0;
+}
+
 typedef struct candidate {
     char *name;
     double used;
@@ -490,10 +559,21 @@ static tq_status find_at(tq_ctx *ctx, tq_store *s, const char *folder, const fin
             continue;
         }
         if (as_base && (!whole || common < total)) continue;
-        if (common > best->common) {
+        uint32_t point = common;
+        if (!as_base) {
+            tq_store_points pt;
+            if (tq_store_get_points(ctx, s, c[i].name, total, &pt)) {
+                (*skipped)++;
+                continue;
+            }
+            point = tq_store_point_for(&pt, total, common, n);
+        }
+        if (common > best->shared) best->shared = common;
+        if (point > best->point) {
             snprintf(best->name, sizeof best->name, "%s", c[i].name);
             best->common = common;
             best->n_tokens = total;
+            best->point = point;
         }
     }
     free(c);
@@ -512,7 +592,8 @@ static tq_status find(tq_ctx *ctx, tq_store *s, const find_q *q, tq_store_match 
         snprintf(folder, sizeof folder, "idx/%016" PRIx64 "/%016" PRIx64, q->fp,
                  tq_store_prefix_hash(q->tokens, k));
         tq_status st = find_at(ctx, s, folder, q, best, skipped);
-        if (st || best->common) return st;
+        /* a snapshot first met at a shorter boundary shares fewer than k tokens */
+        if (st || best->point >= k) return st;
     }
     return TQ_OK;
 }

@@ -12,6 +12,8 @@
  *                              PHASH, one at every TQ_STORE_STRIDE tokens
  *   3. used/NAME               the time NAME was last saved or restored (decimal seconds)
  *   4. names/ALIAS             a user's name for a snapshot: NAME
+ *   5. points/NAME             the token counts NAME restores at (tq_store_points), text
+ *   6. ckpt/NAME               the server's context checkpoints saved with NAME (STORE.md)
  */
 #ifndef TQ_STORE_H
 #define TQ_STORE_H
@@ -58,18 +60,44 @@ void tq_store_name(uint64_t fingerprint, const int32_t *tokens, uint32_t n, char
 /* The hash of a token prefix as the index keys it. */
 uint64_t tq_store_prefix_hash(const int32_t *tokens, uint32_t n);
 
+/* Most checkpoints one snapshot keeps (llama-server keeps 32 by default: --ctx-checkpoints). */
+#define TQ_STORE_MAX_CHECKPOINTS 64u
+
+/* The token counts a stored snapshot can be restored at with every cache whole: every count
+ * from `from` to its n_tokens, and its checkpoints' counts.  A recurrent state's server
+ * must also be given a token after the restored ones (llama-server re-processes a prompt
+ * that ends where a recurrent state does). */
+typedef struct tq_store_points {
+    uint32_t from;
+    int recurrent;
+    uint32_t n_checkpoints;
+    uint32_t checkpoint[TQ_STORE_MAX_CHECKPOINTS]; /* ascending */
+} tq_store_points;
+
+/* Records a snapshot's points (entry 5). */
+tq_status tq_store_put_points(tq_ctx *ctx, tq_store *s, const char *name,
+                              const tq_store_points *pt);
+/* A snapshot's points; a snapshot stored without them restores whole only (from n_tokens). */
+tq_status tq_store_get_points(tq_ctx *ctx, tq_store *s, const char *name, uint32_t n_tokens,
+                              tq_store_points *pt);
+/* The largest count <= common that restores a prompt of n_prompt tokens (0: none). */
+uint32_t tq_store_point_for(const tq_store_points *pt, uint32_t n_tokens, uint32_t common,
+                            uint32_t n_prompt);
+
 /* A stored snapshot whose tokens begin like a prompt's. */
 typedef struct tq_store_match {
     char name[40];
     uint32_t n_tokens; /* the snapshot's */
     uint32_t common;   /* tokens it shares with the prompt from the first (checked exactly) */
+    uint32_t point;    /* the count to restore: the largest restore point <= common */
+    uint32_t shared;   /* the most tokens any candidate shared (a restore point or not) */
 } tq_store_match;
 
-/* The snapshot for model fp whose tokens share the longest prefix with tokens[0..n) (its
- * first TQ_STORE_STRIDE tokens at least): found through the index, from the longest boundary
- * down, its tokens read and compared.  A candidate that cannot be read is skipped, and *skipped
+/* The snapshot for model fp with the longest restore point that tokens[0..n) begins with
+ * (the prompt's first TQ_STORE_STRIDE tokens at least in common): found through the index,
+ * from the longest boundary down, its tokens read and compared, its points read.  A candidate that cannot be read is skipped, and *skipped
  * counts it; the names in except are not taken (a restore's tries that failed to decode).
- * best->common 0: none. */
+ * best->point 0: none. */
 tq_status tq_store_find(tq_ctx *ctx, tq_store *s, uint64_t fp, const int32_t *tokens, uint32_t n,
                         const char *const *except, uint32_t n_except, tq_store_match *best,
                         uint32_t *skipped);

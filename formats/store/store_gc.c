@@ -75,6 +75,11 @@ static tq_status evict(tq_ctx *ctx, tq_store *s, const gc_snap *g)
     if (!st) st = tq_store_remove(ctx, s, entry);
     snprintf(entry, sizeof entry, "snap/%s.tqkv", g->name);
     if (!st) st = tq_store_remove(ctx, s, entry);
+    /* after the snapshot: a racing restore that still finds it restores it whole */
+    snprintf(entry, sizeof entry, "points/%s", g->name);
+    if (!st) st = tq_store_remove(ctx, s, entry);
+    snprintf(entry, sizeof entry, "ckpt/%s", g->name);
+    if (!st) st = tq_store_remove(ctx, s, entry);
     return st;
 }
 

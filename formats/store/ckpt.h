@@ -1,0 +1,53 @@
+/*
+ * ckpt.h - a server's context checkpoints (the TurboQuant+ fork's llama-server writes them
+ * beside a saved slot file as FILE.ckpt, fork PR #206; LLAMA_STATE.md, "Checkpoint
+ * sidecars"), and how the store keeps them (STORE.md, "Checkpoints").
+ *
+ * The sidecar, little-endian:
+ *   1. u32 magic 0x4C434B50 ("PKCL")
+ *   2. u32 version 1
+ *   3. u32 count
+ *   4. count checkpoints, each: i64 n_tokens, i32 pos_min, i32 pos_max, u64 n_tgt,
+ *      u64 n_dft, then n_tgt bytes (the model's partial state: its sliding-window and
+ *      recurrent memory) and n_dft bytes (a draft model's)
+ *
+ * The store's entry ckpt/NAME:
+ *   1. u32 magic 0x4B435154 ("TQCK")
+ *   2. u32 version 1
+ *   3. u64 the sidecar's length
+ *   4. u64 XXH64 of the sidecar (seed 0)
+ *   5. the sidecar as one zstd frame
+ */
+#ifndef TQ_CKPT_H
+#define TQ_CKPT_H
+
+#include "tq.h"
+
+#include <stdint.h>
+
+#define TQ_CKPT_MAGIC 0x4C434B50u
+#define TQ_CKPT_STORED_MAGIC 0x4B435154u
+/* The most checkpoints a sidecar may hold (llama-server's --ctx-checkpoints is 32 by default). */
+#define TQ_CKPT_MAX 64u
+
+typedef struct tq_ckpt {
+    int64_t n_tokens;
+    int32_t pos_min, pos_max;
+    uint64_t off, len; /* the checkpoint's record (fields and blobs) in the sidecar */
+} tq_ckpt;
+
+/* Checks a sidecar of a state of n_tokens tokens and lists its checkpoints (at most
+ * TQ_CKPT_MAX; each n_tokens in 1..n_tokens, ascending); the bytes must add up exactly. */
+tq_status tq_ckpt_parse(tq_ctx *ctx, const uint8_t *p, uint64_t n, uint32_t n_tokens,
+                        tq_ckpt *out, uint32_t *count);
+/* The sidecar holding only the checkpoints at or below upto tokens (malloc'd); *kept their
+ * number. */
+tq_status tq_ckpt_upto(tq_ctx *ctx, const uint8_t *p, const tq_ckpt *c, uint32_t count,
+                       uint32_t upto, uint8_t **out, uint64_t *len, uint32_t *kept);
+/* A sidecar as the store keeps it (malloc'd). */
+tq_status tq_ckpt_pack(tq_ctx *ctx, const uint8_t *p, uint64_t n, uint8_t **out, uint64_t *len);
+/* The sidecar back from the store's bytes, its checksum verified; at most max_len bytes. */
+tq_status tq_ckpt_unpack(tq_ctx *ctx, const uint8_t *p, uint64_t n, uint64_t max_len,
+                         uint8_t **out, uint64_t *len);
+
+#endif
