@@ -452,6 +452,10 @@ static int load_checkpoints(slot_run *r, const tq_store_match *best, const tq_st
         memcpy(&tgt, k->side + k->c[i].off + 16, 8);
         k->partial = k->side + k->c[i].off + 32;
         k->partial_len = tgt;
+        if (tgt >= 8 && tq_ckpt_blob_header(k->partial)) { /* newer llama.cpp's in-memory form */
+            k->partial += 8;
+            k->partial_len -= 8;
+        }
     }
     if (best->point < pt->from && !k->partial)
         return cli_runtime_error("%s: no checkpoint at %u tokens", best->name, best->point);

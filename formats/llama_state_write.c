@@ -173,8 +173,9 @@ tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_
                                 "a recurrent state is written as it was saved: a %s file stays "
                                 "one",
                                 s->kind == TQ_KV_SESSION ? "session" : "sequence");
-    /* every stream's prefix and seq-id check first: nothing half-written */
-    for (uint32_t i = 0; i < s->n_kv; i++)
+    /* every stream's prefix and seq-id check first: nothing half-written (a cache that a
+     * checkpoint replaces is not written) */
+    for (uint32_t i = 0; i < s->n_kv - (uint32_t)splice_swa; i++)
         for (uint32_t j = 0; j < s->kv[i].n_stream; j++) {
             const tq_kv_stream *st = &s->kv[i].streams[j];
             uint32_t n;

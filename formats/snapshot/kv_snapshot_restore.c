@@ -60,6 +60,31 @@ tq_status tq_kvsnap_open_view(tq_ctx *ctx, const tqkv_reader *r, const char *tmp
     return st ? st : decode_to_view(ctx, r, NULL, &d, tmp_near, out);
 }
 
+/* A checkpoint's partial state spliced in, then the whole written again with the pad cells
+ * below its windows (a checkpoint's sliding-window cache holds a window too); the spliced
+ * state is opened through the front door, which checks the checkpoint's bytes. */
+static tq_status write_spliced(tq_ctx *ctx, const tq_kv_view *v, const tq_state_rewrite *rw,
+                               FILE *out)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    tq_state_rewrite first = *rw;
+    first.pad_window = 0;
+    tq_status st = tq_llama_state_write(ctx, v, &first, mem);
+    if (fclose(mem) && !st) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    tq_kv_view *spliced = NULL;
+    if (!st)
+        st = tq_kv_view_open_memory(ctx, buf, len, "the state with its checkpoint",
+                                    TQ_PROFILE_DEFAULT, &spliced);
+    tq_state_rewrite again = {rw->kind, rw->arch, 0, rw->pad_window, NULL, 0};
+    if (!st) st = tq_llama_state_write(ctx, spliced, &again, out);
+    tq_kv_view_close(spliced);
+    free(buf);
+    return st;
+}
+
 tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
                             const tq_kvsnap_decode_options *d, const tq_kvsnap_restore_options *ro,
                             FILE *out)
@@ -96,7 +121,8 @@ tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader
     } else {
         tq_state_rewrite rw = {ro->format,     ro->arch,    ro->tokens,
                               ro->pad_window, ro->partial, ro->partial_len};
-        st = tq_llama_state_write(ctx, v, &rw, out);
+        st = rw.partial && rw.pad_window ? write_spliced(ctx, v, &rw, out)
+                                         : tq_llama_state_write(ctx, v, &rw, out);
     }
     tq_kv_view_close(v);
     if (backend != TQ_BACKEND_CPU && tq_ctx_set_backend(ctx, backend) && !st)

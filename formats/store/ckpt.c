@@ -22,6 +22,8 @@ static uint64_t get64(const uint8_t *p)
     return v;
 }
 
+int tq_ckpt_blob_header(const uint8_t *blob) { return get32(blob) == 0xaf143cd8u; }
+
 tq_status tq_ckpt_parse(tq_ctx *ctx, const uint8_t *p, uint64_t n, uint32_t n_tokens,
                         tq_ckpt *out, uint32_t *count)
 {

@@ -9,7 +9,9 @@
  *   3. u32 count
  *   4. count checkpoints, each: i64 n_tokens, i32 pos_min, i32 pos_max, u64 n_tgt,
  *      u64 n_dft, then n_tgt bytes (the model's partial state: its sliding-window and
- *      recurrent memory) and n_dft bytes (a draft model's)
+ *      recurrent memory) and n_dft bytes (a draft model's); a blob from a llama.cpp whose
+ *      llama_state_seq_get_data writes an in-memory header begins with u32 0xaf143cd8 and
+ *      i32 seq_id, then the memory's state as a sequence file holds it after its tokens
  *
  * The store's entry ckpt/NAME:
  *   1. u32 magic 0x4B435154 ("TQCK")
@@ -35,6 +37,10 @@ typedef struct tq_ckpt {
     int32_t pos_min, pos_max;
     uint64_t off, len; /* the checkpoint's record (fields and blobs) in the sidecar */
 } tq_ckpt;
+
+/* Whether a checkpoint's blob begins with llama.cpp's in-memory sequence header (8 bytes:
+ * u32 0xaf143cd8, i32 seq_id) before the memory's state. */
+int tq_ckpt_blob_header(const uint8_t *blob);
 
 /* Checks a sidecar of a state of n_tokens tokens and lists its checkpoints (at most
  * TQ_CKPT_MAX; each n_tokens in 1..n_tokens, ascending); the bytes must add up exactly. */
