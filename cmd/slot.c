@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "ckpt.h"
 #include "cli_opts.h"
+#include "file_io.h"
 #include "gguf.h"
 #include "kv_snapshot.h"
 #include "llama_server.h"
@@ -19,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,9 +37,15 @@ void help_slot(void)
         "save asks the server to save slot N into its --slot-save-path (DIR), encodes the file\n"
         "into the store under a name made of the model's fingerprint and the tokens' hash\n"
         "(appended to the longest stored snapshot whose tokens it extends), and removes the\n"
-        "file. restore finds the stored snapshot that shares the longest token prefix with the\n"
-        "prompt (an index at every 256 tokens; the winner's tokens compared exactly), decodes\n"
-        "that prefix into DIR, asks the server to restore it, and removes the file.\n\n"
+        "file (and a fork build's checkpoint sidecar, FILE.ckpt, kept with the snapshot).\n"
+        "restore finds the stored snapshot with the longest restore point the prompt begins\n"
+        "with (an index at every 256 tokens; the winner's tokens compared exactly), decodes it\n"
+        "to that point into DIR, asks the server to restore it, and removes the file.  A\n"
+        "restore point is a count where every cache is whole: any count on dense models; on\n"
+        "sliding-window and hybrid models the count a session was saved at (llama.cpp keeps\n"
+        "only the last window and the recurrent state's end) and its checkpoints' counts.\n"
+        "No stored restore point in the prompt is a miss: one line, exit status 3, the server\n"
+        "left as it was (it processes the whole prompt).\n\n"
         "  --server URL     the server (default http://127.0.0.1:8080)\n"
         "  --slot N         its slot (default 0)\n"
         "  --slot-dir DIR   the server's --slot-save-path\n"
@@ -134,7 +140,8 @@ typedef struct slot_run {
     tq_store *store;
     char *model_path;
     uint64_t fp;
-    char raw[4096]; /* the slot file in the server's folder */
+    uint32_t swa_window; /* the model's sliding window (0: none) */
+    char raw[4096];      /* the slot file in the server's folder */
 } slot_run;
 
 /* The server's model and its fingerprint: 0 or an exit code. */
@@ -145,8 +152,13 @@ static int open_model(slot_run *r, const slot_opts *o)
     if (!o->c.model && llama_server_model(r->ctx, o->server, &r->model_path))
         return cli_lib_error(r->ctx);
     if (!r->model_path) return cli_runtime_error("out of memory");
+    tq_model m;
     if (tq_gguf_open(r->ctx, r->model_path, NULL, &g)) return cli_lib_error(r->ctx);
     r->fp = tq_model_fingerprint(g);
+    if (!tq_model_read(r->ctx, g, &m)) {
+        r->swa_window = m.swa_window;
+        tq_model_free(&m);
+    }
     tq_gguf_close(g);
     return 0;
 }
@@ -235,35 +247,6 @@ static int encode(slot_run *r, const slot_opts *o, tq_kv_view *v, const char *na
     return encode_once(r, o, v, name, base, rep);
 }
 
-/* A regular file's bytes, at most limit of them (malloc'd); 0, or 1 with *why set. */
-static int read_regular(const char *path, uint64_t limit, uint8_t **p, uint64_t *n,
-                        const char **why)
-{
-    *p = NULL;
-    *why = "cannot be opened";
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat sb;
-    if (fd < 0) return 1;
-    *why = "is not a regular file within the size limit";
-    int bad = fstat(fd, &sb) || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > limit;
-    if (!bad) *p = malloc(sb.st_size ? (size_t)sb.st_size : 1);
-    *why = bad ? *why : "cannot be read";
-    uint64_t got = 0;
-    while (*p && got < (uint64_t)sb.st_size) {
-        ssize_t k = read(fd, *p + got, (size_t)((uint64_t)sb.st_size - got));
-        if (k <= 0) break;
-        got += (uint64_t)k;
-    }
-    close(fd);
-    if (!*p || got != (uint64_t)sb.st_size) {
-        free(*p);
-        *p = NULL;
-        return 1;
-    }
-    *n = got;
-    return 0;
-}
-
 /* The server's checkpoint sidecar beside the slot file (a fork build's), checked and put in
  * the store as ckpt/NAME; its counts into pt.  One that does not check out is left out with
  * a warning: the snapshot itself is what was asked for. */
@@ -273,16 +256,15 @@ static int save_checkpoints(slot_run *r, const char *name, uint32_t n_tokens,
     char side[4200];
     uint8_t *raw;
     uint64_t len;
-    const char *why;
     snprintf(side, sizeof side, "%s.ckpt", r->raw);
     if (access(side, F_OK)) return 0;
     struct stat sb;
     /* checkpoints hold a window or a recurrent state each: well under the slot file 64 times */
     uint64_t limit = stat(r->raw, &sb) ? 0 : 64ull * (uint64_t)sb.st_size + (1u << 20);
-    int bad = read_regular(side, limit, &raw, &len, &why);
+    int bad = tq_read_regular(r->ctx, side, limit, &raw, &len) != TQ_OK;
     unlink(side);
     if (bad) {
-        cli_log("warning: the server's checkpoint sidecar %s: not kept", why);
+        cli_log("warning: the server's checkpoint sidecar: %s: not kept", tq_ctx_error(r->ctx));
         return 0;
     }
     tq_ckpt c[TQ_CKPT_MAX];
@@ -542,7 +524,8 @@ static int miss(const slot_opts *o, const tq_store_match *best, uint32_t n)
     if (best->shared >= TQ_STORE_STRIDE)
         cli_log("slot %ld: miss: stored snapshots share up to %u of the prompt's %u tokens, but "
                 "none restores there (a sliding-window cache keeps its last window, a recurrent "
-                "state its end); the server will process the whole prompt",
+                "state its end; a fork build's checkpoints add restore points); the server "
+                "will process the whole prompt",
                 o->slot, best->shared, n);
     else
         cli_log("slot %ld: miss: no stored snapshot of this model shares the prompt's first %u "
@@ -608,6 +591,12 @@ static int do_restore(slot_run *r, const slot_opts *o)
     if (!rc && !o->c.quiet)
         cli_log("slot %ld: %u of the prompt's %u tokens restored from %s in %.2f s", o->slot,
                 n_restored, n, best.name, cli_now() - t0);
+    /* llama-server uses a restored sliding-window cache only where it reaches back past the
+     * window (server-context.cpp: pos_min < pos_next - n_swa), which no cell can before it */
+    if (!rc && !o->c.quiet && r->swa_window && best.point <= r->swa_window + 1)
+        cli_log("note: slot %ld: a restore of at most the sliding window (%u tokens) is processed "
+                "again by a server without --swa-full",
+                o->slot, r->swa_window);
     return rc;
 }
 

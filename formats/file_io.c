@@ -144,3 +144,33 @@ const char *tq_temp_dir(void)
     const char *d = getenv("TMPDIR");
     return d && *d ? d : "/tmp";
 }
+
+tq_status tq_read_regular(tq_ctx *ctx, const char *path, uint64_t limit, uint8_t **p,
+                          uint64_t *n)
+{
+    *p = NULL;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0) return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: %s", path, strerror(errno));
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > limit) {
+        close(fd);
+        return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: not a regular file of at most %llu bytes",
+                                path, (unsigned long long)limit);
+    }
+    uint64_t size = (uint64_t)sb.st_size;
+    uint64_t got = 0;
+    *p = malloc(size ? size : 1);
+    while (*p && got < size) {
+        ssize_t k = read(fd, *p + got, size - got);
+        if (k <= 0) break;
+        got += (uint64_t)k;
+    }
+    close(fd);
+    if (*p && got == size) {
+        *n = size;
+        return TQ_OK;
+    }
+    free(*p);
+    *p = NULL;
+    return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot be read", path);
+}

@@ -33,5 +33,9 @@ const char *tq_temp_dir(void);
 
 /* 1 if a and b are the same existing file (device and inode). */
 int tq_same_file(const char *a, const char *b);
+/* A regular file's bytes (malloc'd), at most limit of them, opened without following a
+ * symlink: TQ_ERR_IO naming path for anything else. */
+tq_status tq_read_regular(tq_ctx *ctx, const char *path, uint64_t limit, uint8_t **p,
+                          uint64_t *n);
 
 #endif

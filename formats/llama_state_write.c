@@ -139,6 +139,45 @@ static tq_status check_cut(tq_ctx *ctx, const tq_kv_view *s, uint32_t keep)
                             keep, pt.window_lo, pt.window_hi, keep, counts);
 }
 
+/* The magic, version, the first nt tokens (packed as llama-server packs them, where the source
+ * did) and a session's architecture and old-layout output section. */
+static void put_header(wr *w, const tq_kv_view *s, const tq_state_rewrite *o, const char *arch,
+                       uint32_t nt)
+{
+    int v10 = s->kind == TQ_KV_SESSION ? s->version == 10 : s->version == 3;
+    put32(w, o->kind == TQ_KV_SESSION ? TQ_GGSN_MAGIC : TQ_GGSQ_MAGIC);
+    uint32_t session_version = v10 ? 10 : 9;
+    uint32_t sequence_version = v10 ? 3 : 2;
+    put32(w, o->kind == TQ_KV_SESSION ? session_version : sequence_version);
+    if (s->tokens_packed) { /* llama-server's packing, around the prefix's tokens */
+        put32(w, nt + 4);
+        put32(w, UINT32_MAX);
+        put32(w, 1);
+        put32(w, nt);
+        put(w, s->tokens, 4ull * nt);
+        put32(w, 0);
+    } else {
+        put32(w, nt);
+        put(w, s->tokens, 4ull * nt);
+    }
+    if (o->kind == TQ_KV_SESSION) {
+        put32(w, (uint32_t)strlen(arch));
+        put(w, arch, strlen(arch));
+        if (s->has_outputs) { /* old layout: the section must be there; logits of a cut prompt are
+                                 not */
+            uint64_t in_file = s->n_tokens + (s->tokens_packed ? 4u : 0u); /* the packing's */
+            uint64_t at = 12 + 4 * in_file + 4 + strlen(s->arch);
+            if (nt == s->n_tokens)
+                put(w, s->map + at, s->prefix_len - at);
+            else {
+                put32(w, 0);
+                put64(w, 0);
+                put64(w, 0);
+            }
+        }
+    }
+}
+
 tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_rewrite *o,
                                FILE *out)
 {
@@ -185,39 +224,7 @@ tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_
             if (e) return e;
         }
     wr w = {ctx, out, TQ_OK};
-    int v10 = s->kind == TQ_KV_SESSION ? s->version == 10 : s->version == 3;
-    uint32_t nt = o->max_tokens && o->max_tokens < s->n_tokens ? o->max_tokens : s->n_tokens;
-    put32(&w, o->kind == TQ_KV_SESSION ? TQ_GGSN_MAGIC : TQ_GGSQ_MAGIC);
-    uint32_t session_version = v10 ? 10 : 9;
-    uint32_t sequence_version = v10 ? 3 : 2;
-    put32(&w, o->kind == TQ_KV_SESSION ? session_version : sequence_version);
-    if (s->tokens_packed) { /* llama-server's packing, around the prefix's tokens */
-        put32(&w, nt + 4);
-        put32(&w, UINT32_MAX);
-        put32(&w, 1);
-        put32(&w, nt);
-        put(&w, s->tokens, 4ull * nt);
-        put32(&w, 0);
-    } else {
-        put32(&w, nt);
-        put(&w, s->tokens, 4ull * nt);
-    }
-    if (o->kind == TQ_KV_SESSION) {
-        put32(&w, (uint32_t)strlen(arch));
-        put(&w, arch, strlen(arch));
-        if (s->has_outputs) { /* old layout: the section must be there; logits of a cut prompt are
-                                 not */
-            uint64_t in_file = s->n_tokens + (s->tokens_packed ? 4u : 0u); /* the packing's */
-            uint64_t at = 12 + 4 * in_file + 4 + strlen(s->arch);
-            if (nt == s->n_tokens)
-                put(&w, s->map + at, s->prefix_len - at);
-            else {
-                put32(&w, 0);
-                put64(&w, 0);
-                put64(&w, 0);
-            }
-        }
-    }
+    put_header(&w, s, o, arch, keep);
     for (uint32_t i = 0; i < s->n_kv - (uint32_t)splice_swa; i++) {
         put32(&w, s->kv[i].n_stream);
         for (uint32_t j = 0; j < s->kv[i].n_stream; j++) put_stream(&w, s, &s->kv[i].streams[j], o);

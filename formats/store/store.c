@@ -416,7 +416,8 @@ tq_status tq_store_put_points(tq_ctx *ctx, tq_store *s, const char *name,
 {
     char entry[64];
     char text[32 + 16 * TQ_STORE_MAX_CHECKPOINTS];
-    int n = snprintf(text, sizeof text, "from %u\n%s", pt->from, pt->recurrent ? "recurrent\n" : "");
+    const char *recurrent = pt->recurrent ? "recurrent\n" : "";
+    int n = snprintf(text, sizeof text, "from %u\n%s", pt->from, recurrent);
     for (uint32_t i = 0; i < pt->n_checkpoints && i < TQ_STORE_MAX_CHECKPOINTS; i++)
         n += snprintf(text + n, sizeof text - (size_t)n, "checkpoint %u\n", pt->checkpoint[i]);
     snprintf(entry, sizeof entry, "points/%s", name);

@@ -95,9 +95,9 @@ typedef struct tq_store_match {
 
 /* The snapshot for model fp with the longest restore point that tokens[0..n) begins with
  * (the prompt's first TQ_STORE_STRIDE tokens at least in common): found through the index,
- * from the longest boundary down, its tokens read and compared, its points read.  A candidate that cannot be read is skipped, and *skipped
- * counts it; the names in except are not taken (a restore's tries that failed to decode).
- * best->point 0: none. */
+ * from the longest boundary down, its tokens read and compared, its points read.  A
+ * candidate that cannot be read is skipped, and *skipped counts it; the names in except are
+ * not taken (a restore's tries that failed to decode).  best->point 0: none. */
 tq_status tq_store_find(tq_ctx *ctx, tq_store *s, uint64_t fp, const int32_t *tokens, uint32_t n,
                         const char *const *except, uint32_t n_except, tq_store_match *best,
                         uint32_t *skipped);
