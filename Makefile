@@ -237,7 +237,7 @@ bench: all $(TOOLS)
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -ffp-contract=off -Ilib -Iformats \
-                -Iformats/io -Iformats/model -Iformats/snapshot
+                -Iformats/io -Iformats/model -Iformats/snapshot -Iformats/store
 $(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c $(wildcard lib/*.h formats/*.h formats/*/*.h) lib/kernels_lanes.inc
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fopenmp=libgomp -o $@ \

@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (tq_npz_write(ctx, s, NULL, f) != TQ_OK) abort();
     tq_npz_options cut = {st->cell_count / 2 + 1, 1, 1, 0, NULL};
     if (tq_npz_write(ctx, s, &cut, f) != TQ_OK) abort();
-    tq_state_rewrite rw = {TQ_KV_SESSION, "llama", 1};
+    tq_state_rewrite rw = {.kind = TQ_KV_SESSION, .arch = "llama", .max_tokens = 1};
     if (tq_llama_state_write(ctx, s, &rw, f) == TQ_OK) abort(); /* no cell metadata to rebuild from */
     fclose(f);
     tq_kv_view_close(s);

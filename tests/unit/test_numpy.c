@@ -331,15 +331,15 @@ TEST(state_rewrite_kind_and_prefix)
     for (int vt = 0; vt < 2; vt++) {
         sb a = session(vt, 3), q, back, cut;
         /* session -> sequence -> session is the identity */
-        CHECK(rewrite(&a, (tq_state_rewrite){TQ_KV_SEQUENCE, NULL, 0}, &q, msg) == TQ_OK, "%s", msg);
+        CHECK(rewrite(&a, (tq_state_rewrite){.kind = TQ_KV_SEQUENCE, .arch = NULL, .max_tokens = 0}, &q, msg) == TQ_OK, "%s", msg);
         CHECK(q.n == a.n - 9 && !memcmp(q.p, "qsgg\x02\0\0\0", 8), "sequence file: magic, version 2, no arch");
-        CHECK(rewrite(&q, (tq_state_rewrite){TQ_KV_SESSION, NULL, 0}, &back, msg) != TQ_OK && strstr(msg, "--model"),
+        CHECK(rewrite(&q, (tq_state_rewrite){.kind = TQ_KV_SESSION, .arch = NULL, .max_tokens = 0}, &back, msg) != TQ_OK && strstr(msg, "--model"),
               "a session needs the architecture: %s", msg);
         free(back.p);
-        CHECK(rewrite(&q, (tq_state_rewrite){TQ_KV_SESSION, "llama", 0}, &back, msg) == TQ_OK, "%s", msg);
+        CHECK(rewrite(&q, (tq_state_rewrite){.kind = TQ_KV_SESSION, .arch = "llama", .max_tokens = 0}, &back, msg) == TQ_OK, "%s", msg);
         CHECK(back.n == a.n && !memcmp(back.p, a.p, a.n), "vtrans %d: round trip", vt);
         /* the first 2 tokens: the same as a file written after a 2-token prompt */
-        CHECK(rewrite(&a, (tq_state_rewrite){TQ_KV_SESSION, NULL, 2}, &cut, msg) == TQ_OK, "%s", msg);
+        CHECK(rewrite(&a, (tq_state_rewrite){.kind = TQ_KV_SESSION, .arch = NULL, .max_tokens = 2}, &cut, msg) == TQ_OK, "%s", msg);
         tq_ctx *ctx = tq_ctx_new();
         tq_kv_view *s;
         CHECK(tq_kv_view_open_memory(ctx, cut.p, cut.n, "cut", TQ_PROFILE_DEFAULT, &s) == TQ_OK, "%s", tq_ctx_error(ctx));
@@ -356,7 +356,7 @@ TEST(state_rewrite_kind_and_prefix)
         free(a.p), free(q.p), free(back.p), free(cut.p);
         /* a cell below the prefix after one past it: refused, not cut wrong */
         a = session(vt, 1);
-        CHECK(rewrite(&a, (tq_state_rewrite){TQ_KV_SESSION, NULL, 2}, &cut, msg) != TQ_OK && strstr(msg, "prompt order"),
+        CHECK(rewrite(&a, (tq_state_rewrite){.kind = TQ_KV_SESSION, .arch = NULL, .max_tokens = 2}, &cut, msg) != TQ_OK && strstr(msg, "prompt order"),
               "%s", msg);
         free(a.p), free(cut.p);
     }

@@ -1,0 +1,237 @@
+/* test_slot_points.c - restore points (issue 46): the counts a state can be cut to with every
+ * cache whole, the state writer's refusal of other cuts and its pad cells below a window, the
+ * store's choice of a point, and the checkpoint sidecars' checks (formats/store/ckpt.h). */
+#include "ckpt.h"
+#include "harness.h"
+#include "kv_view.h"
+#include "llama_state.h"
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The committed 16-token sequence state (one dense cache), malloc'd. */
+static uint8_t *seed_state(size_t *len)
+{
+    FILE *f = fopen("tests/fuzz/seeds/fuzz_state_read/stories16.ggsq", "rb");
+    if (!f) return NULL;
+    uint8_t *p = malloc(1 << 20);
+    *len = p ? fread(p, 1, 1 << 20, f) : 0;
+    fclose(f);
+    return p;
+}
+
+/* The state with its cells moved up by `by` positions: a cache that holds a window only. */
+static void shift_positions(const tq_kv_view *v, uint8_t *bytes, int32_t by)
+{
+    const tq_kv_stream *st = &tq_kv_view_kv(v, 0)->streams[0];
+    uint64_t off = st->meta_off;
+    for (uint32_t i = 0; i < st->cell_count; i++) {
+        int32_t pos;
+        uint32_t nseq;
+        memcpy(&pos, bytes + off, 4);
+        memcpy(&nseq, bytes + off + 4, 4);
+        pos += by;
+        memcpy(bytes + off, &pos, 4);
+        off += 8 + (uint64_t)tq_kv_view_has_ext(v) + 4ull * nseq;
+    }
+}
+
+TEST(a_dense_state_restores_at_every_count)
+{
+    size_t len;
+    uint8_t *bytes = seed_state(&len);
+    CHECK(bytes, "the committed seed state");
+    tq_ctx *ctx = tq_ctx_new();
+    tq_kv_view *v;
+    CHECK(tq_kv_view_open_memory(ctx, bytes, len, "s", TQ_PROFILE_DEFAULT, &v) == TQ_OK, "%s",
+          tq_ctx_error(ctx));
+    tq_kv_points pt;
+    tq_kv_view_restore_points(v, &pt);
+    CHECK(pt.from == 1 && !pt.recurrent && !pt.window_cells, "from %u, recurrent %d, window %u",
+          pt.from, pt.recurrent, pt.window_cells);
+    tq_kv_view_close(v);
+    tq_ctx_free(ctx);
+    free(bytes);
+}
+
+TEST(a_window_only_cache_restores_whole_only_and_a_cut_is_refused)
+{
+    size_t len;
+    uint8_t *bytes = seed_state(&len);
+    CHECK(bytes, "the committed seed state");
+    tq_ctx *ctx = tq_ctx_new();
+    tq_kv_view *v;
+    CHECK(tq_kv_view_open_memory(ctx, bytes, len, "s", TQ_PROFILE_DEFAULT, &v) == TQ_OK, "%s",
+          tq_ctx_error(ctx));
+    uint8_t *moved = malloc(len);
+    memcpy(moved, bytes, len);
+    shift_positions(v, moved, 4); /* positions 4..19 of 16 tokens: the last window */
+    tq_kv_view_close(v);
+    CHECK(tq_kv_view_open_memory(ctx, moved, len, "w", TQ_PROFILE_DEFAULT, &v) == TQ_OK, "%s",
+          tq_ctx_error(ctx));
+    tq_kv_points pt;
+    tq_kv_view_restore_points(v, &pt);
+    CHECK(pt.from == 16 && pt.window_lo == 4 && pt.window_hi == 19, "from %u, window %d..%d",
+          pt.from, pt.window_lo, pt.window_hi);
+    char *out = NULL;
+    size_t out_len = 0;
+    FILE *f = open_memstream(&out, &out_len);
+    tq_state_rewrite cut = {TQ_KV_SEQUENCE, NULL, 8, 0, NULL, 0};
+    tq_status st = tq_llama_state_write(ctx, v, &cut, f);
+    fclose(f);
+    CHECK(st == TQ_ERR_UNSUPPORTED && strstr(tq_ctx_error(ctx), "only at all 16 tokens") &&
+              strstr(tq_ctx_error(ctx), "positions 4..19"),
+          "status %d: %s", st, tq_ctx_error(ctx));
+    free(out);
+    tq_kv_view_close(v);
+    tq_ctx_free(ctx);
+    free(moved);
+    free(bytes);
+}
+
+TEST(pad_cells_go_below_the_window_and_read_back)
+{
+    size_t len;
+    uint8_t *bytes = seed_state(&len);
+    CHECK(bytes, "the committed seed state");
+    tq_ctx *ctx = tq_ctx_new();
+    tq_kv_view *v;
+    CHECK(tq_kv_view_open_memory(ctx, bytes, len, "s", TQ_PROFILE_DEFAULT, &v) == TQ_OK, "%s",
+          tq_ctx_error(ctx));
+    uint8_t *moved = malloc(len);
+    memcpy(moved, bytes, len);
+    shift_positions(v, moved, 4);
+    tq_kv_view_close(v);
+    CHECK(tq_kv_view_open_memory(ctx, moved, len, "w", TQ_PROFILE_DEFAULT, &v) == TQ_OK, "%s",
+          tq_ctx_error(ctx));
+    char *out = NULL;
+    size_t out_len = 0;
+    FILE *f = open_memstream(&out, &out_len);
+    tq_state_rewrite pad = {TQ_KV_SEQUENCE, NULL, 0, 2, NULL, 0};
+    tq_status st = tq_llama_state_write(ctx, v, &pad, f);
+    fclose(f);
+    CHECK(st == TQ_OK, "%s", tq_ctx_error(ctx));
+    tq_kv_view *w;
+    CHECK(tq_kv_view_open_memory(ctx, out, out_len, "padded", TQ_PROFILE_DEFAULT, &w) == TQ_OK,
+          "%s", tq_ctx_error(ctx));
+    const tq_kv_stream *a = &tq_kv_view_kv(v, 0)->streams[0];
+    const tq_kv_stream *b = &tq_kv_view_kv(w, 0)->streams[0];
+    int32_t lo;
+    int32_t hi;
+    CHECK(tq_kv_view_stream_span(w, b, &lo, &hi) && lo == 2 && hi == 19 &&
+              b->cell_count == a->cell_count + 2,
+          "cells %u (were %u), positions %d..%d", b->cell_count, a->cell_count, lo, hi);
+    /* the pad rows are zeros, the rest as they were */
+    uint64_t rs = a->k[0].row_size;
+    int zeros = 1;
+    for (uint64_t i = 0; i < 2 * rs; i++) zeros &= b->k[0].data[i] == 0;
+    CHECK(zeros && !memcmp(b->k[0].data + 2 * rs, a->k[0].data, a->cell_count * rs),
+          "layer 0 K: the pad rows zero and the cells' rows kept");
+    tq_kv_view_close(w);
+    free(out);
+    tq_kv_view_close(v);
+    tq_ctx_free(ctx);
+    free(moved);
+    free(bytes);
+}
+
+TEST(the_store_takes_the_longest_point_within_the_shared_prefix)
+{
+    tq_store_points dense = {.from = 1};
+    tq_store_points window = {.from = 1000, .n_checkpoints = 2, .checkpoint = {300, 600}};
+    tq_store_points recurrent = {.from = 1000, .recurrent = 1};
+    struct {
+        const tq_store_points *pt;
+        uint32_t common, prompt, want;
+    } cases[] = {
+        {&dense, 700, 900, 700},     {&dense, 1000, 1000, 1000}, {&window, 650, 900, 600},
+        {&window, 299, 900, 0},      {&window, 1000, 1200, 1000}, {&window, 1000, 1000, 1000},
+        {&recurrent, 1000, 1001, 1000}, {&recurrent, 1000, 1000, 0}, {&recurrent, 999, 1200, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        uint32_t got = tq_store_point_for(cases[i].pt, 1000, cases[i].common, cases[i].prompt);
+        CHECK(got == cases[i].want, "case %zu: %u, want %u", i, got, cases[i].want);
+    }
+}
+
+/* A sidecar as the fork writes it: checkpoints at the given counts, blob i of i + 3 bytes. */
+static uint8_t *sidecar(const int64_t *counts, uint32_t n, uint64_t *len)
+{
+    uint8_t *p = calloc(1, 4096);
+    uint32_t head[3] = {TQ_CKPT_MAGIC, 1, n};
+    memcpy(p, head, 12);
+    uint64_t at = 12;
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t pos[2] = {0, (int32_t)counts[i] - 1};
+        uint64_t sizes[2] = {i + 3, 0};
+        memcpy(p + at, &counts[i], 8);
+        memcpy(p + at + 8, pos, 8);
+        memcpy(p + at + 16, sizes, 16);
+        memset(p + at + 32, 'a' + (int)i, i + 3);
+        at += 32 + i + 3;
+    }
+    *len = at;
+    return p;
+}
+
+TEST(a_checkpoint_sidecar_is_checked_cut_and_kept_whole)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    const int64_t counts[3] = {4, 9, 12};
+    uint64_t len;
+    uint8_t *side = sidecar(counts, 3, &len);
+    tq_ckpt c[TQ_CKPT_MAX];
+    uint32_t k;
+    CHECK(tq_ckpt_parse(ctx, side, len, 16, c, &k) == TQ_OK && k == 3, "%s (%u)",
+          tq_ctx_error(ctx), k);
+    uint8_t *cut;
+    uint64_t cut_len;
+    uint32_t kept;
+    CHECK(tq_ckpt_upto(ctx, side, c, k, 10, &cut, &cut_len, &kept) == TQ_OK && kept == 2,
+          "kept %u", kept);
+    tq_ckpt c2[TQ_CKPT_MAX];
+    uint32_t k2;
+    CHECK(tq_ckpt_parse(ctx, cut, cut_len, 16, c2, &k2) == TQ_OK && k2 == 2 && c2[1].n_tokens == 9,
+          "%s", tq_ctx_error(ctx));
+    free(cut);
+    uint8_t *packed;
+    uint64_t packed_len;
+    uint8_t *back;
+    uint64_t back_len;
+    CHECK(tq_ckpt_pack(ctx, side, len, &packed, &packed_len) == TQ_OK);
+    CHECK(tq_ckpt_unpack(ctx, packed, packed_len, 1 << 20, &back, &back_len) == TQ_OK &&
+              back_len == len && !memcmp(back, side, len),
+          "%s", tq_ctx_error(ctx));
+    free(back);
+    packed[packed_len - 1] ^= 1;
+    CHECK(tq_ckpt_unpack(ctx, packed, packed_len, 1 << 20, &back, &back_len) == TQ_ERR_CORRUPT,
+          "a flipped bit: %s", tq_ctx_error(ctx));
+    free(packed);
+    free(side);
+    tq_ctx_free(ctx);
+}
+
+TEST(a_sidecar_that_does_not_add_up_is_refused)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tq_ckpt c[TQ_CKPT_MAX];
+    uint32_t k;
+    const int64_t ascending[2] = {4, 9};
+    const int64_t descending[2] = {9, 4};
+    uint64_t len;
+    uint8_t *side = sidecar(ascending, 2, &len);
+    CHECK(tq_ckpt_parse(ctx, side, len + 1, 16, c, &k) == TQ_ERR_CORRUPT, "a byte too many");
+    CHECK(tq_ckpt_parse(ctx, side, len - 1, 16, c, &k) == TQ_ERR_CORRUPT, "a byte short");
+    CHECK(tq_ckpt_parse(ctx, side, len, 8, c, &k) == TQ_ERR_CORRUPT, "past the state's tokens");
+    free(side);
+    side = sidecar(descending, 2, &len);
+    CHECK(tq_ckpt_parse(ctx, side, len, 16, c, &k) == TQ_ERR_CORRUPT, "counts descend");
+    side[0] ^= 1;
+    CHECK(tq_ckpt_parse(ctx, side, len, 16, c, &k) == TQ_ERR_CORRUPT &&
+              strstr(tq_ctx_error(ctx), "PKCL"),
+          "no magic: %s", tq_ctx_error(ctx));
+    free(side);
+    tq_ctx_free(ctx);
+}
