@@ -141,6 +141,7 @@ typedef struct slot_run {
     char *model_path;
     uint64_t fp;
     uint32_t swa_window; /* the model's sliding window (0: none) */
+    uint32_t swa_head;   /* the sliding layers' K head size (0: not known) */
     char raw[4096];      /* the slot file in the server's folder */
 } slot_run;
 
@@ -157,6 +158,7 @@ static int open_model(slot_run *r, const slot_opts *o)
     r->fp = tq_model_fingerprint(g);
     if (!tq_model_read(r->ctx, g, &m)) {
         r->swa_window = m.swa_window;
+        r->swa_head = m.head_k_swa ? m.head_k_swa : m.head_k;
         tq_model_free(&m);
     }
     tq_gguf_close(g);
@@ -172,6 +174,16 @@ static void raw_name(slot_run *r, const slot_opts *o, const char *what, char *fi
     snprintf(r->raw, sizeof r->raw, "%s/%s", o->slot_dir, file);
 }
 
+/* The snapshot options of --preset and --threads. */
+static void snapshot_options(const slot_opts *o, tq_kvsnap_options *so)
+{
+    tq_kvsnap_options_init(so);
+    so->preset = TQ_KVSNAP_PRESET_BALANCED;
+    for (int p = 0; o->preset && presets[p]; p++)
+        if (!strcmp(o->preset, presets[p])) so->preset = (tq_kvsnap_preset)p;
+    so->threads = (int)o->c.threads;
+}
+
 /* Encodes the slot file into the store as name (appended to base when base->common): 0, an
  * exit code, or -1 when the encode onto the base failed (nothing printed, nothing stored). */
 static int encode_once(slot_run *r, const slot_opts *o, tq_kv_view *v, const char *name,
@@ -182,11 +194,7 @@ static int encode_once(slot_run *r, const slot_opts *o, tq_kv_view *v, const cha
     tq_model model;
     tqkv_reader *b = NULL;
     tq_kvsnap_options so;
-    tq_kvsnap_options_init(&so);
-    so.preset = TQ_KVSNAP_PRESET_BALANCED;
-    for (int p = 0; o->preset && presets[p]; p++)
-        if (!strcmp(o->preset, presets[p])) so.preset = (tq_kvsnap_preset)p;
-    so.threads = (int)o->c.threads;
+    snapshot_options(o, &so);
     int rc = 0;
     if (tq_gguf_open(r->ctx, r->model_path, NULL, &g) || tq_model_read(r->ctx, g, &model)) {
         tq_gguf_close(g);
@@ -250,9 +258,15 @@ static int encode(slot_run *r, const slot_opts *o, tq_kv_view *v, const char *na
 /* The server's checkpoint sidecar beside the slot file (a fork build's), checked and put in
  * the store as ckpt/NAME; its counts into pt.  One that does not check out is left out with
  * a warning: the snapshot itself is what was asked for. */
-static int save_checkpoints(slot_run *r, const char *name, uint32_t n_tokens,
-                            tq_store_points *pt)
+static int save_checkpoints(slot_run *r, const slot_opts *o, const tq_kv_view *v,
+                            const char *name, tq_store_points *pt)
 {
+    uint32_t n_tokens = tq_kv_view_n_tokens(v);
+    tq_kvsnap_options so;
+    snapshot_options(o, &so);
+    so.head_dim = (int)r->swa_head; /* the partial states are the sliding layers' */
+    tq_kvsnap_ckpt_coding coding = {r->ctx, &so, tq_kv_view_tokens(v), n_tokens,
+                                    tq_kv_view_version(v)};
     char side[4200];
     uint8_t *raw;
     uint64_t len;
@@ -276,7 +290,8 @@ static int save_checkpoints(slot_run *r, const char *name, uint32_t n_tokens,
     int rc = 0;
     if (tq_ckpt_parse(r->ctx, raw, len, n_tokens, c, &k)) {
         cli_log("warning: the server's checkpoint sidecar: %s: not kept", tq_ctx_error(r->ctx));
-    } else if (k && (tq_ckpt_pack(r->ctx, raw, len, &packed, &plen) ||
+    } else if (k && (tq_ckpt_pack(r->ctx, raw, c, k, tq_kvsnap_ckpt_code, &coding, &packed,
+                                  &plen) ||
                      tq_store_put(r->ctx, r->store, entry, packed, plen))) {
         rc = cli_lib_error(r->ctx);
     } else {
@@ -326,7 +341,7 @@ static int do_save(slot_run *r, const slot_opts *o)
     } else if (!rc) {
         rc = encode(r, o, v, name, &base, &rep);
         /* checkpoints and points before the index: whoever finds the snapshot finds them */
-        if (!rc) rc = save_checkpoints(r, name, n, &pt);
+        if (!rc) rc = save_checkpoints(r, o, v, name, &pt);
         if (!rc && tq_store_put_points(r->ctx, r->store, name, &pt)) rc = cli_lib_error(r->ctx);
         if (!rc && tq_store_index(r->ctx, r->store, r->fp, name, tokens, n))
             rc = cli_lib_error(r->ctx);
@@ -423,8 +438,9 @@ static int load_checkpoints(slot_run *r, const tq_store_match *best, const tq_st
     if (!found) return best->point < pt->from ? cli_runtime_error("%s: its checkpoints are gone",
                                                                   best->name)
                                               : 0;
-    int bad = tq_ckpt_unpack(r->ctx, (const uint8_t *)stored, len, 1ull << 36, &k->side,
-                             &k->side_len) ||
+    tq_kvsnap_ckpt_coding coding = {r->ctx, NULL, NULL, 0, 0};
+    int bad = tq_ckpt_unpack(r->ctx, (const uint8_t *)stored, len, 1ull << 36,
+                             tq_kvsnap_ckpt_decode, &coding, &k->side, &k->side_len) ||
               tq_ckpt_parse(r->ctx, k->side, k->side_len, best->n_tokens, k->c, &k->count);
     free(stored);
     if (bad) return cli_runtime_error("%s: checkpoints: %s", best->name, tq_ctx_error(r->ctx));

@@ -60,6 +60,22 @@ tq_status tq_kvsnap_check_base(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reade
 tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
                            const tq_kvsnap_decode_options *opt, FILE *out);
 
+/* A server's context checkpoint (formats/store/ckpt.h) coded as a snapshot: its partial state
+ * wrapped as a sequence file (of state_version) of the session's first n_tokens tokens and
+ * encoded with opts (no model: the partial state holds some of its layers); one that does not
+ * code, or codes larger, is kept as it is (*coded NULL).  user: a tq_kvsnap_ckpt_coding. */
+typedef struct tq_kvsnap_ckpt_coding {
+    tq_ctx *ctx;
+    const tq_kvsnap_options *opts;
+    const int32_t *tokens; /* the session's */
+    uint32_t n_tokens;
+    uint32_t state_version;
+} tq_kvsnap_ckpt_coding;
+tq_status tq_kvsnap_ckpt_code(void *user, const uint8_t *blob, uint64_t n, int64_t n_tokens,
+                              uint8_t **coded, uint64_t *coded_len);
+tq_status tq_kvsnap_ckpt_decode(void *user, const uint8_t *coded, uint64_t n, int64_t n_tokens,
+                                uint8_t **blob, uint64_t *blob_len);
+
 /* What a restore writes beyond a plain rebuild of the source. */
 typedef struct tq_kvsnap_restore_options {
     tq_kv_kind format; /* the output: session, sequence file or .npz */

@@ -15,10 +15,15 @@
  *
  * The store's entry ckpt/NAME:
  *   1. u32 magic 0x4B435154 ("TQCK")
- *   2. u32 version 1
- *   3. u64 the sidecar's length
- *   4. u64 XXH64 of the sidecar (seed 0)
- *   5. the sidecar as one zstd frame
+ *   2. u32 version 2
+ *   3. u64 the length of 5 decompressed
+ *   4. u64 XXH64 of 5 decompressed (seed 0)
+ *   5. one zstd frame of: u32 count, then per checkpoint i64 n_tokens, i32 pos_min,
+ *      i32 pos_max, u32 coding (0: the target blob as it was; 1: a .tqkv snapshot of it),
+ *      u32 head (the blob's in-memory header bytes, kept: 0 or 8), u64 tgt (its stored
+ *      bytes), u64 dft, then the head, tgt and dft bytes.  A coded blob is the memory's
+ *      section wrapped as a sequence file of the checkpoint's first n_tokens tokens (u32
+ *      magic, u32 version, u32 n_tokens, the tokens, the section) and encoded as any state.
  */
 #ifndef TQ_CKPT_H
 #define TQ_CKPT_H
@@ -50,10 +55,21 @@ tq_status tq_ckpt_parse(tq_ctx *ctx, const uint8_t *p, uint64_t n, uint32_t n_to
  * number. */
 tq_status tq_ckpt_upto(tq_ctx *ctx, const uint8_t *p, const tq_ckpt *c, uint32_t count,
                        uint32_t upto, uint8_t **out, uint64_t *len, uint32_t *kept);
-/* A sidecar as the store keeps it (malloc'd). */
-tq_status tq_ckpt_pack(tq_ctx *ctx, const uint8_t *p, uint64_t n, uint8_t **out, uint64_t *len);
-/* The sidecar back from the store's bytes, its checksum verified; at most max_len bytes. */
+/* How a checkpoint's target blob is coded for the store: the blob (its in-memory header
+ * left out) into `coded` (malloc'd), or 0 with *coded NULL to keep it as it is.  user: the
+ * caller's. */
+typedef tq_status (*tq_ckpt_coder)(void *user, const uint8_t *blob, uint64_t n,
+                                   int64_t n_tokens, uint8_t **coded, uint64_t *coded_len);
+/* A coded blob back (malloc'd). */
+typedef tq_status (*tq_ckpt_decoder)(void *user, const uint8_t *coded, uint64_t n,
+                                     int64_t n_tokens, uint8_t **blob, uint64_t *blob_len);
+
+/* A parsed sidecar as the store keeps it (malloc'd); code NULL: every blob as it is. */
+tq_status tq_ckpt_pack(tq_ctx *ctx, const uint8_t *p, const tq_ckpt *c, uint32_t count,
+                       tq_ckpt_coder code, void *user, uint8_t **out, uint64_t *len);
+/* The sidecar back from the store's bytes, its checksum verified, coded blobs decoded by
+ * decode; at most max_len bytes. */
 tq_status tq_ckpt_unpack(tq_ctx *ctx, const uint8_t *p, uint64_t n, uint64_t max_len,
-                         uint8_t **out, uint64_t *len);
+                         tq_ckpt_decoder decode, void *user, uint8_t **out, uint64_t *len);
 
 #endif

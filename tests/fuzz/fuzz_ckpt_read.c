@@ -1,9 +1,12 @@
 /* fuzz_ckpt_read.c - libFuzzer target for the checkpoint sidecars a server writes and the
  * store keeps (formats/store/ckpt.h): any bytes parse or fail with a message; what parses is
- * cut at a count and parses again; stored bytes unpack or fail with a message. */
+ * cut at a count and parses again, and packs for the store and unpacks to the same bytes;
+ * stored bytes unpack or fail with a message (a coded checkpoint's snapshot is
+ * fuzz_tqkv_read's). */
 #include "ckpt.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -21,12 +24,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint32_t k2;
         if (tq_ckpt_parse(ctx, cut, len, 1u << 20, again, &k2) != TQ_OK || k2 != kept) abort();
         free(cut);
+        uint8_t *packed;
+        uint8_t *back;
+        uint64_t packed_len;
+        uint64_t back_len;
+        if (tq_ckpt_pack(ctx, data, c, k, NULL, NULL, &packed, &packed_len) != TQ_OK) abort();
+        if (tq_ckpt_unpack(ctx, packed, packed_len, 1u << 24, NULL, NULL, &back, &back_len) ||
+            back_len != size || memcmp(back, data, size))
+            abort();
+        free(packed);
+        free(back);
     } else if (!*tq_ctx_error(ctx)) {
         abort();
     }
     uint8_t *raw;
     uint64_t n;
-    if (tq_ckpt_unpack(ctx, data, size, 1u << 24, &raw, &n) == TQ_OK)
+    if (tq_ckpt_unpack(ctx, data, size, 1u << 24, NULL, NULL, &raw, &n) == TQ_OK)
         free(raw);
     else if (!*tq_ctx_error(ctx))
         abort();

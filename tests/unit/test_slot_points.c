@@ -200,13 +200,15 @@ TEST(a_checkpoint_sidecar_is_checked_cut_and_kept_whole)
     uint64_t packed_len;
     uint8_t *back;
     uint64_t back_len;
-    CHECK(tq_ckpt_pack(ctx, side, len, &packed, &packed_len) == TQ_OK);
-    CHECK(tq_ckpt_unpack(ctx, packed, packed_len, 1 << 20, &back, &back_len) == TQ_OK &&
+    CHECK(tq_ckpt_pack(ctx, side, c, k, NULL, NULL, &packed, &packed_len) == TQ_OK);
+    CHECK(tq_ckpt_unpack(ctx, packed, packed_len, 1 << 20, NULL, NULL, &back, &back_len) ==
+                  TQ_OK &&
               back_len == len && !memcmp(back, side, len),
           "%s", tq_ctx_error(ctx));
     free(back);
     packed[packed_len - 1] ^= 1;
-    CHECK(tq_ckpt_unpack(ctx, packed, packed_len, 1 << 20, &back, &back_len) == TQ_ERR_CORRUPT,
+    CHECK(tq_ckpt_unpack(ctx, packed, packed_len, 1 << 20, NULL, NULL, &back, &back_len) ==
+              TQ_ERR_CORRUPT,
           "a flipped bit: %s", tq_ctx_error(ctx));
     free(packed);
     free(side);
