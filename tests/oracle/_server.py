@@ -47,6 +47,16 @@ def left_behind():
     return left
 
 
+def servers_stopped():
+    """The behaviour every server test ends with: the servers it started are gone."""
+    from _env import fail, ok
+    left = left_behind()
+    if left:
+        fail("servers_are_stopped", ", ".join(left))
+    else:
+        ok("servers_are_stopped")
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

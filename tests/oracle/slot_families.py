@@ -14,8 +14,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import FAILED, fail  # noqa: E402
-from _server import left_behind, server_binary  # noqa: E402
+from _env import FAILED  # noqa: E402
+from _server import server_binary, servers_stopped  # noqa: E402
 from _tiny_models import build  # noqa: E402
 from slot_windows import restores  # noqa: E402
 
@@ -36,9 +36,7 @@ def main():
                 work.mkdir()
                 restores(model, binary, work, flags, f"_{tag}{suffix}", n_doc, chains=False,
                          restoring=restoring)
-        left = left_behind()
-        if left:
-            fail("servers_are_stopped", ", ".join(left))
+        servers_stopped()
     sys.exit(1 if FAILED else 0)
 
 

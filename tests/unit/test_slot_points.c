@@ -38,6 +38,24 @@ static void shift_positions(const tq_kv_view *v, uint8_t *bytes, int32_t by)
     }
 }
 
+/* The seed state with its cells at positions 4..19 of its 16 tokens (a window's cells only),
+ * opened over *moved (malloc'd); NULL on failure. */
+static tq_kv_view *window_only(tq_ctx *ctx, uint8_t **moved)
+{
+    size_t len;
+    tq_kv_view *v = NULL;
+    *moved = seed_state(&len);
+    if (!*moved || tq_kv_view_open_memory(ctx, *moved, len, "s", TQ_PROFILE_DEFAULT, &v))
+        return NULL;
+    uint8_t *copy = malloc(len);
+    memcpy(copy, *moved, len);
+    shift_positions(v, copy, 4);
+    tq_kv_view_close(v);
+    free(*moved);
+    *moved = copy;
+    return tq_kv_view_open_memory(ctx, copy, len, "w", TQ_PROFILE_DEFAULT, &v) ? NULL : v;
+}
+
 TEST(a_dense_state_restores_at_every_count)
 {
     size_t len;
@@ -58,19 +76,10 @@ TEST(a_dense_state_restores_at_every_count)
 
 TEST(a_window_only_cache_restores_whole_only_and_a_cut_is_refused)
 {
-    size_t len;
-    uint8_t *bytes = seed_state(&len);
-    CHECK(bytes, "the committed seed state");
     tq_ctx *ctx = tq_ctx_new();
-    tq_kv_view *v;
-    CHECK(tq_kv_view_open_memory(ctx, bytes, len, "s", TQ_PROFILE_DEFAULT, &v) == TQ_OK, "%s",
-          tq_ctx_error(ctx));
-    uint8_t *moved = malloc(len);
-    memcpy(moved, bytes, len);
-    shift_positions(v, moved, 4); /* positions 4..19 of 16 tokens: the last window */
-    tq_kv_view_close(v);
-    CHECK(tq_kv_view_open_memory(ctx, moved, len, "w", TQ_PROFILE_DEFAULT, &v) == TQ_OK, "%s",
-          tq_ctx_error(ctx));
+    uint8_t *moved;
+    tq_kv_view *v = window_only(ctx, &moved);
+    CHECK(v, "%s", tq_ctx_error(ctx));
     tq_kv_points pt;
     tq_kv_view_restore_points(v, &pt);
     CHECK(pt.from == 16 && pt.window_lo == 4 && pt.window_hi == 19, "from %u, window %d..%d",
@@ -88,24 +97,14 @@ TEST(a_window_only_cache_restores_whole_only_and_a_cut_is_refused)
     tq_kv_view_close(v);
     tq_ctx_free(ctx);
     free(moved);
-    free(bytes);
 }
 
 TEST(pad_cells_go_below_the_window_and_read_back)
 {
-    size_t len;
-    uint8_t *bytes = seed_state(&len);
-    CHECK(bytes, "the committed seed state");
     tq_ctx *ctx = tq_ctx_new();
-    tq_kv_view *v;
-    CHECK(tq_kv_view_open_memory(ctx, bytes, len, "s", TQ_PROFILE_DEFAULT, &v) == TQ_OK, "%s",
-          tq_ctx_error(ctx));
-    uint8_t *moved = malloc(len);
-    memcpy(moved, bytes, len);
-    shift_positions(v, moved, 4);
-    tq_kv_view_close(v);
-    CHECK(tq_kv_view_open_memory(ctx, moved, len, "w", TQ_PROFILE_DEFAULT, &v) == TQ_OK, "%s",
-          tq_ctx_error(ctx));
+    uint8_t *moved;
+    tq_kv_view *v = window_only(ctx, &moved);
+    CHECK(v, "%s", tq_ctx_error(ctx));
     char *out = NULL;
     size_t out_len = 0;
     FILE *f = open_memstream(&out, &out_len);
@@ -134,7 +133,6 @@ TEST(pad_cells_go_below_the_window_and_read_back)
     tq_kv_view_close(v);
     tq_ctx_free(ctx);
     free(moved);
-    free(bytes);
 }
 
 TEST(the_store_takes_the_longest_point_within_the_shared_prefix)
