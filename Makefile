@@ -141,6 +141,7 @@ $(B)/san/%.o: %.c | deps
 $(B)/san/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)
 $(B)/san/lib/kernels_avx512.o: CFLAGS += $(AVX512_FLAGS)
 $(B)/tests/unit-runner-san: $(SAN_OBJ)
+	@mkdir -p $(dir $@)
 	$(CC) -fopenmp $(SAN_FLAGS) -o $@ $^ $(BASE_LIBS)
 
 # Small programs the test scripts drive (tests/tools/NAME.c -> build/tests/NAME).
@@ -178,6 +179,7 @@ $(B)/tests/tq-slice100: $(CMD_SRC) $(wildcard cmd/*.h formats/*.h formats/*/*.h 
 # tq itself under ASan/UBSan, for tests/cli/sanitized.sh.
 SAN_CMD_OBJ := $(patsubst %.c,$(B)/san/%.o,$(filter-out $(POLICY_SRC),$(CMD_SRC)))
 $(B)/tests/tq-san: $(SAN_CMD_OBJ) $(filter-out $(B)/san/tests/%,$(SAN_OBJ))
+	@mkdir -p $(dir $@)
 	$(CC) -fopenmp $(SAN_FLAGS) -o $@ $^ $(BASE_LIBS)
 
 test: all $(B)/tests/unit-runner $(B)/tests/unit-runner-san $(TOOLS) $(B)/tests/tq-slice100 $(B)/tests/tq-san

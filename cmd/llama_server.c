@@ -87,9 +87,10 @@ tq_status llama_server_model(tq_ctx *ctx, const char *server, char **model_path)
     tq_status st = call(ctx, server, "/props", NULL, &j);
     if (st) return st;
     const char *p = json_string_value(json_object_get(j, "model_path"));
-    *model_path = p && *p ? strdup(p) : NULL;
+    int named = p && *p; /* p lives in j: read before j goes */
+    *model_path = named ? strdup(p) : NULL;
     json_decref(j);
-    if (!p || !*p)
+    if (!named)
         return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: /props names no model_path: give --model",
                                 server);
     return *model_path ? TQ_OK : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");

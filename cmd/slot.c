@@ -17,6 +17,7 @@
 #include "tqkv.h"
 
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,10 @@ static int parse(int argc, char **argv, slot_opts *o)
         return 0;
     }
     if (o->pos[1]) return cli_usage_error("%s: unexpected '%s'", o->pos[0], o->pos[1]);
+    if (o->name && !tq_store_name_ok(o->name))
+        return cli_usage_error("--name: not a name (1 to %u of A-Z a-z 0-9 . _ -, not beginning "
+                               "with '.'; names are data, never paths)",
+                               TQ_STORE_NAME_MAX);
     if (!o->slot_dir || !o->store)
         return cli_usage_error("%s needs --slot-dir (the server's --slot-save-path) and --store",
                                o->pos[0]);
@@ -261,46 +266,23 @@ static int encode(slot_run *r, const slot_opts *o, tq_kv_view *v, const char *na
 static int save_checkpoints(slot_run *r, const slot_opts *o, const tq_kv_view *v,
                             const char *name, tq_store_points *pt)
 {
-    uint32_t n_tokens = tq_kv_view_n_tokens(v);
+    char side[4200];
+    struct stat sb;
+    int kept;
     tq_kvsnap_options so;
     snapshot_options(o, &so);
     so.head_dim = (int)r->swa_head; /* the partial states are the sliding layers' */
-    tq_kvsnap_ckpt_coding coding = {r->ctx, &so, tq_kv_view_tokens(v), n_tokens,
+    tq_kvsnap_ckpt_coding coding = {r->ctx, &so, tq_kv_view_tokens(v), tq_kv_view_n_tokens(v),
                                     tq_kv_view_version(v)};
-    char side[4200];
-    uint8_t *raw;
-    uint64_t len;
     snprintf(side, sizeof side, "%s.ckpt", r->raw);
-    if (access(side, F_OK)) return 0;
-    struct stat sb;
     /* checkpoints hold a window or a recurrent state each: well under the slot file 64 times */
     uint64_t limit = stat(r->raw, &sb) ? 0 : 64ull * (uint64_t)sb.st_size + (1u << 20);
-    int bad = tq_read_regular(r->ctx, side, limit, &raw, &len) != TQ_OK;
-    unlink(side);
-    if (bad) {
+    if (tq_store_keep_checkpoints(r->ctx, r->store, name, side, limit, tq_kv_view_n_tokens(v),
+                                  tq_kvsnap_ckpt_code, &coding, pt, &kept))
+        return cli_lib_error(r->ctx);
+    if (kept < 0)
         cli_log("warning: the server's checkpoint sidecar: %s: not kept", tq_ctx_error(r->ctx));
-        return 0;
-    }
-    tq_ckpt c[TQ_CKPT_MAX];
-    uint32_t k = 0;
-    uint8_t *packed = NULL;
-    uint64_t plen = 0;
-    char entry[64];
-    snprintf(entry, sizeof entry, "ckpt/%s", name);
-    int rc = 0;
-    if (tq_ckpt_parse(r->ctx, raw, len, n_tokens, c, &k)) {
-        cli_log("warning: the server's checkpoint sidecar: %s: not kept", tq_ctx_error(r->ctx));
-    } else if (k && (tq_ckpt_pack(r->ctx, raw, c, k, tq_kvsnap_ckpt_code, &coding, &packed,
-                                  &plen) ||
-                     tq_store_put(r->ctx, r->store, entry, packed, plen))) {
-        rc = cli_lib_error(r->ctx);
-    } else {
-        for (uint32_t i = 0; i < k; i++) pt->checkpoint[i] = (uint32_t)c[i].n_tokens;
-        pt->n_checkpoints = k;
-    }
-    free(packed);
-    free(raw);
-    return rc;
+    return 0;
 }
 
 static int do_save(slot_run *r, const slot_opts *o)
@@ -375,9 +357,11 @@ static int prompt_tokens(slot_run *r, const slot_opts *o, int32_t **tokens, uint
         snprintf(entry, sizeof entry, "names/%s", o->name);
         if (tq_store_get(r->ctx, r->store, entry, &text, &len, &found))
             return cli_lib_error(r->ctx);
-        if (!found) return cli_runtime_error("%s: no snapshot named '%s'", o->store, o->name);
-        snprintf(name, 40, "%s", text);
+        /* the entry names a snapshot, or it names none */
+        int named = found && tq_store_is_snapshot_name(text);
+        if (named) snprintf(name, 40, "%s", text);
         free(text);
+        if (!named) return cli_runtime_error("%s: no snapshot named '%s'", o->store, o->name);
         if (strtoull(name, NULL, 16) != r->fp)
             return cli_runtime_error("%s: '%s' is a snapshot of another model (fingerprint "
                                      "%.16s; the server's model has %016" PRIx64 ")",
@@ -411,77 +395,19 @@ static int prompt_tokens(slot_run *r, const slot_opts *o, int32_t **tokens, uint
     return rc;
 }
 
+/* A base name as an appended snapshot records it: NAME.tqkv of a stored snapshot's NAME. */
+static int base_name_ok(const char *file)
+{
+    char name[40];
+    size_t n = strlen(file);
+    if (n != 38 || strcmp(file + 33, ".tqkv")) return 0;
+    snprintf(name, sizeof name, "%.33s", file);
+    return tq_store_is_snapshot_name(name);
+}
+
 /* The stored snapshot's first `tokens` tokens into the server's folder as a slot file. */
-/* The checkpoints a restore writes back and the one it restores from. */
-typedef struct slot_ckpt {
-    uint8_t *side; /* the stored sidecar (NULL: none) */
-    uint64_t side_len;
-    tq_ckpt c[TQ_CKPT_MAX];
-    uint32_t count;
-    const uint8_t *partial; /* the checkpoint restored from: its target blob (NULL: none) */
-    uint64_t partial_len;
-} slot_ckpt;
-
-/* The sidecar stored with name, and the checkpoint at `point` where the caches cannot be cut
- * there (point below pt->from). */
-static int load_checkpoints(slot_run *r, const tq_store_match *best, const tq_store_points *pt,
-                            slot_ckpt *k)
-{
-    char entry[64];
-    char *stored;
-    uint64_t len;
-    int found;
-    memset(k, 0, sizeof *k);
-    if (!pt->n_checkpoints) return 0;
-    snprintf(entry, sizeof entry, "ckpt/%s", best->name);
-    if (tq_store_get(r->ctx, r->store, entry, &stored, &len, &found)) return cli_lib_error(r->ctx);
-    if (!found) return best->point < pt->from ? cli_runtime_error("%s: its checkpoints are gone",
-                                                                  best->name)
-                                              : 0;
-    tq_kvsnap_ckpt_coding coding = {r->ctx, NULL, NULL, 0, 0};
-    int bad = tq_ckpt_unpack(r->ctx, (const uint8_t *)stored, len, 1ull << 36,
-                             tq_kvsnap_ckpt_decode, &coding, &k->side, &k->side_len) ||
-              tq_ckpt_parse(r->ctx, k->side, k->side_len, best->n_tokens, k->c, &k->count);
-    free(stored);
-    if (bad) return cli_runtime_error("%s: checkpoints: %s", best->name, tq_ctx_error(r->ctx));
-    for (uint32_t i = 0; best->point < pt->from && i < k->count; i++) {
-        if (k->c[i].n_tokens != (int64_t)best->point) continue;
-        uint64_t tgt;
-        memcpy(&tgt, k->side + k->c[i].off + 16, 8);
-        k->partial = k->side + k->c[i].off + 32;
-        k->partial_len = tgt;
-        if (tgt >= 8 && tq_ckpt_blob_header(k->partial)) { /* newer llama.cpp's in-memory form */
-            k->partial += 8;
-            k->partial_len -= 8;
-        }
-    }
-    if (best->point < pt->from && !k->partial)
-        return cli_runtime_error("%s: no checkpoint at %u tokens", best->name, best->point);
-    return 0;
-}
-
-/* The checkpoints at or below the restored count beside the slot file, as the server that
- * wrote them reads them back (FILE.ckpt). */
-static int write_checkpoints(slot_run *r, const slot_ckpt *k, uint32_t upto)
-{
-    char side[4200];
-    uint8_t *p;
-    uint64_t len;
-    uint32_t kept;
-    if (!k->side) return 0;
-    if (tq_ckpt_upto(r->ctx, k->side, k->c, k->count, upto, &p, &len, &kept))
-        return cli_lib_error(r->ctx);
-    snprintf(side, sizeof side, "%s.ckpt", r->raw);
-    FILE *f = kept ? fopen(side, "wb") : NULL;
-    int rc = kept && (!f || fwrite(p, 1, len, f) != len);
-    if (f && fclose(f)) rc = 1;
-    free(p);
-    if (rc) unlink(side);
-    return rc ? cli_runtime_error("%s: cannot write the checkpoints", side) : 0;
-}
-
 static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t tokens,
-                  const slot_ckpt *k, tq_status *why)
+                  const tq_store_ckpts *k, tq_status *why)
 {
     char entry[96];
     tqkv_reader *s = NULL;
@@ -491,6 +417,8 @@ static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t to
     /* an object by ranges: a prefix's chunks alone are fetched */
     int rc = !path || cli_open_snapshot(r->ctx, path, 0, &s) ? cli_lib_error(r->ctx) : 0;
     const tqkv_meta *m = rc ? NULL : tqkv_meta_of(s);
+    if (!rc && m->base_id && !base_name_ok(m->base_name))
+        rc = cli_runtime_error("%s: names a base that is not a stored snapshot's", path);
     if (!rc && m->base_id) { /* an appended snapshot: its base beside it, read whole */
         snprintf(entry, sizeof entry, "snap/%s", m->base_name);
         char *bp = tq_store_path(r->store, entry);
@@ -562,7 +490,7 @@ static int do_restore(slot_run *r, const slot_opts *o)
     uint32_t skipped = 0;
     uint32_t n_restored = 0;
     tq_store_match best = {0};
-    slot_ckpt k = {0};
+    tq_store_ckpts k = {0};
     double t0 = cli_now();
     int rc = prompt_tokens(r, o, &tokens, &n, named);
     for (uint32_t t = 0; !rc && t < RESTORE_TRIES; t++) {
@@ -573,18 +501,22 @@ static int do_restore(slot_run *r, const slot_opts *o)
         if (skipped) cli_log("warning: %u stored snapshots could not be read; skipped", skipped);
         if (!best.point) break;
         tq_store_points pt;
-        free(k.side);
-        if (tq_store_get_points(r->ctx, r->store, best.name, best.n_tokens, &pt)) {
+        tq_store_ckpts_free(&k);
+        tq_kvsnap_ckpt_coding coding = {r->ctx, NULL, NULL, 0, 0};
+        if (tq_store_get_points(r->ctx, r->store, best.name, best.n_tokens, &pt) ||
+            (pt.n_checkpoints &&
+             tq_store_load_checkpoints(r->ctx, r->store, best.name, best.n_tokens,
+                                       best.point < pt.from ? best.point : 0,
+                                       tq_kvsnap_ckpt_decode, &coding, &k))) {
             rc = cli_lib_error(r->ctx);
             break;
         }
-        rc = load_checkpoints(r, &best, &pt, &k);
-        if (rc) break;
         raw_name(r, o, "restore", file, sizeof file);
         snprintf(side, sizeof side, "%s.ckpt", r->raw);
         tq_status why = TQ_OK;
         rc = decode(r, o, best.name, best.point, &k, &why);
-        if (!rc) rc = write_checkpoints(r, &k, best.point);
+        if (!rc && tq_store_write_checkpoints(r->ctx, &k, best.point, side))
+            rc = cli_lib_error(r->ctx);
         if (!rc || why != TQ_ERR_CORRUPT || t + 1 == RESTORE_TRIES) break;
         cli_log("warning: %s: corrupt; the next-best prefix instead", best.name);
         snprintf(failed[t], sizeof failed[t], "%s", best.name);
@@ -592,7 +524,7 @@ static int do_restore(slot_run *r, const slot_opts *o)
         rc = 0;
     }
     free(tokens);
-    free(k.side);
+    tq_store_ckpts_free(&k);
     if (rc) {
         if (*side) unlink(r->raw);
         if (*side) unlink(side);
@@ -622,15 +554,17 @@ static int do_ls(slot_run *r, const slot_opts *o)
     char **names;
     uint32_t count;
     if (tq_store_list(r->ctx, r->store, "snap", &names, &count)) return cli_lib_error(r->ctx);
-    if (o->c.json) printf("[");
+    json_t *list = o->c.json ? json_array() : NULL; /* written by the library, never by printf */
     for (uint32_t i = 0; i < count; i++) {
         char entry[300];
-        snprintf(entry, sizeof entry, "snap/%s", names[i]);
         tqkv_reader *s;
         uint64_t size = 0;
         int found = 0;
-        char name[64];
-        snprintf(name, sizeof name, "%.*s", (int)(strlen(names[i]) - 5), names[i]);
+        char name[TQ_STORE_NAME_MAX + 1];
+        size_t len = strlen(names[i]);
+        if (len < 6 || strcmp(names[i] + len - 5, ".tqkv")) continue; /* not a snapshot */
+        snprintf(entry, sizeof entry, "snap/%s", names[i]);
+        snprintf(name, sizeof name, "%.*s", (int)(len - 5), names[i]);
         if (tq_store_size(r->ctx, r->store, entry, &size, &found) || !found ||
             tq_store_snapshot(r->ctx, r->store, name, &s)) {
             cli_log("warning: %s: %s", names[i], found ? tq_ctx_error(r->ctx) : "gone");
@@ -640,18 +574,20 @@ static int do_ls(slot_run *r, const slot_opts *o)
         const char *base = m->base_id ? m->base_name : "";
         double used = tq_store_last_used(r->ctx, r->store, name);
         double age = used > 0 ? (double)time(NULL) - used : -1;
-        if (o->c.json)
-            printf("%s\n {\"name\": \"%s\", \"model\": \"%.16s\", \"tokens\": %u, "
-                   "\"bytes\": %llu, \"age_s\": %.0f, \"base\": \"%s\"}",
-                   i ? "," : "", name, name, m->n_tokens, (unsigned long long)size, age, base);
+        if (list)
+            json_array_append_new(list, json_pack("{s:s, s:s%, s:i, s:I, s:f, s:s}", "name", name,
+                                                  "model", name, (size_t)16, "tokens",
+                                                  (int)m->n_tokens, "bytes", (json_int_t)size,
+                                                  "age_s", age, "base", base));
         else
             printf("%-33s %8u tokens %12llu bytes %8.0f s ago%s%s\n", name, m->n_tokens,
                    (unsigned long long)size, age, *base ? "  on " : "", base);
         tqkv_close(s);
     }
-    if (o->c.json) printf("\n]\n");
     tq_store_names_free(names, count);
-    return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
+    int bad = list && (json_dumpf(list, stdout, JSON_INDENT(1)) || putchar('\n') == EOF);
+    json_decref(list);
+    return bad || fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
 }
 
 /* gc: the least recently used snapshots evicted down to --max-size, chains kept whole. */

@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +21,10 @@
 #include <xxhash.h>
 
 /* At most this many snapshots are read at one index boundary: the most recently used. */
-enum { FIND_CANDIDATES = 16 };
 /* The seed of a token prefix's hash: not the snapshot container's seeds. */
 #define PREFIX_SEED 0x7470726566697821ull
+/* The most a small entry (an index, use, name or points entry) may hold. */
+#define ENTRY_MOST (64u << 10)
 
 struct tq_store {
     char *root; /* a directory, or s3://bucket/prefix */
@@ -172,68 +174,116 @@ tq_status tq_store_put(tq_ctx *ctx, tq_store *s, const char *entry, const void *
     return st;
 }
 
-/* A small object (an entry), whole: 64 KiB at most. */
-static tq_status get_remote(tq_ctx *ctx, const char *url, char **p, uint64_t *n, int *found)
+/* An object whole, at most max bytes: its size first where it may be large. */
+static tq_status get_remote(tq_ctx *ctx, const char *url, uint64_t max, char **p, uint64_t *n,
+                            int *found)
 {
-    enum { MOST = 64 << 10 };
     tq_s3 *o;
     uint64_t size = 0;
     tq_status st = tq_s3_open(ctx, url, &o);
     if (st) return st;
-    *p = malloc(MOST + 1);
-    st = *p ? tq_s3_get(ctx, o, 0, MOST, *p, n, &size) : TQ_ERR_NOMEM;
-    if (!*p) tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    uint64_t want = max;
+    if (max > ENTRY_MOST) st = tq_s3_size(ctx, o, &size);
+    if (!st && max > ENTRY_MOST && size > max)
+        st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %llu bytes, more than an entry holds",
+                              url, (unsigned long long)size);
+    if (!st && max > ENTRY_MOST) want = size;
+    *p = st ? NULL : malloc(want + 1);
+    if (!st && !*p) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!st) st = tq_s3_get(ctx, o, 0, want, *p, n, &size);
     if (st && tq_s3_missing(o)) {
         st = TQ_OK; /* none: not found */
-        free(*p);
-        *p = NULL;
-        *n = 0;
+    } else if (!st && size > want) {
+        st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %llu bytes, more than an entry holds",
+                              url, (unsigned long long)size);
     } else if (!st) {
         (*p)[*n] = 0;
         *found = 1;
+    }
+    if (!*found) {
+        free(*p);
+        *p = NULL;
+        *n = 0;
     }
     tq_s3_close(o);
     return st;
 }
 
-tq_status tq_store_get(tq_ctx *ctx, tq_store *s, const char *entry, char **p, uint64_t *n,
-                       int *found)
+/* A directory store's entry: a regular file (never followed through a symlink, never a FIFO
+ * or device), at most max bytes. */
+static tq_status get_local(tq_ctx *ctx, const char *path, uint64_t max, char **p, uint64_t *n,
+                           int *found)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 && errno == ENOENT) return TQ_OK;
+    if (fd < 0) return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: %s", path, strerror(errno));
+    tq_status st = TQ_OK;
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode))
+        st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a regular file", path);
+    else if ((uint64_t)sb.st_size > max)
+        st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %llu bytes, more than an entry holds",
+                              path, (unsigned long long)sb.st_size);
+    uint64_t size = st ? 0 : (uint64_t)sb.st_size;
+    *p = st ? NULL : malloc(size + 1);
+    if (!st && !*p) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    while (!st && *n < size) {
+        ssize_t k = read(fd, *p + *n, size - *n);
+        if (k <= 0) st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: reading failed", path);
+        if (k > 0) *n += (uint64_t)k;
+    }
+    close(fd);
+    if (st) {
+        free(*p);
+        *p = NULL;
+        *n = 0;
+        return st;
+    }
+    (*p)[*n] = 0;
+    *found = 1;
+    return TQ_OK;
+}
+
+tq_status tq_store_get_max(tq_ctx *ctx, tq_store *s, const char *entry, uint64_t max, char **p,
+                           uint64_t *n, int *found)
 {
     char *path = tq_store_path(s, entry);
     *p = NULL;
     *n = 0;
     *found = 0;
     if (!path) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    if (s->remote) {
-        tq_status st = get_remote(ctx, path, p, n, found);
-        free(path);
-        return st;
-    }
-    FILE *f = fopen(path, "rb");
-    tq_status st = TQ_OK;
-    if (!f && errno != ENOENT)
-        st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: %s", path, strerror(errno));
-    if (f) {
-        char buf[4096];
-        size_t k;
-        *found = 1;
-        while (!st && (k = fread(buf, 1, sizeof buf, f)) > 0) {
-            char *q = realloc(*p, *n + k + 1);
-            if (!q) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-            if (q) {
-                memcpy(q + *n, buf, k);
-                *p = q;
-                *n += k;
-                q[*n] = 0;
-            }
-        }
-        if (!st && ferror(f)) st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: reading failed", path);
-        fclose(f);
-    }
-    if (*found && !*p && !st && !(*p = calloc(1, 1)))
-        st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    tq_status st = s->remote ? get_remote(ctx, path, max, p, n, found)
+                             : get_local(ctx, path, max, p, n, found);
     free(path);
     return st;
+}
+
+tq_status tq_store_get(tq_ctx *ctx, tq_store *s, const char *entry, char **p, uint64_t *n,
+                       int *found)
+{
+    return tq_store_get_max(ctx, s, entry, ENTRY_MOST, p, n, found);
+}
+
+int tq_store_name_ok(const char *name)
+{
+    size_t n = 0;
+    if (!name || name[0] == '.' || !name[0]) return 0;
+    for (; name[n]; n++) {
+        char c = name[n];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == '-';
+        if (!ok || n >= TQ_STORE_NAME_MAX) return 0;
+    }
+    return !strstr(name, ".tmp.");
+}
+
+int tq_store_is_snapshot_name(const char *name)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (!name || strlen(name) != 33 || name[16] != '-') return 0;
+    for (int i = 0; i < 33; i++)
+        if (i != 16 && !memchr(hex, name[i], 16)) return 0;
+    return 1;
 }
 
 static int by_name(const void *a, const void *b)
@@ -267,6 +317,19 @@ static int add_name(void *user, const char *name, uint64_t size)
     return 1;
 }
 
+/* Only the names tq writes: an object someone else put under the prefix is no entry. */
+static void keep_valid(name_list *l)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < l->n; i++) {
+        if (tq_store_name_ok(l->names[i]))
+            l->names[k++] = l->names[i];
+        else
+            free(l->names[i]);
+    }
+    l->n = k;
+}
+
 tq_status tq_store_list(tq_ctx *ctx, tq_store *s, const char *folder, char ***names,
                         uint32_t *n)
 {
@@ -280,6 +343,7 @@ tq_status tq_store_list(tq_ctx *ctx, tq_store *s, const char *folder, char ***na
         tq_status st = asprintf(&dir, "%s/", path) < 0 ? TQ_ERR_NOMEM : TQ_OK;
         if (!st) st = tq_s3_list(ctx, dir, add_name, &l);
         if (!st && l.failed) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        keep_valid(&l);
         free(dir);
         free(path);
         *names = l.names;
@@ -292,8 +356,9 @@ tq_status tq_store_list(tq_ctx *ctx, tq_store *s, const char *folder, char ***na
     if (!d && errno != ENOENT)
         st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: %s", path, strerror(errno));
     for (struct dirent *e = d ? readdir(d) : NULL; e && !st; e = readdir(d)) {
-        /* a writer's temporary (NAME.tmp.XXXXXX) is not an entry yet */
-        if (e->d_name[0] == '.' || strstr(e->d_name, ".tmp.")) continue;
+        /* a writer's temporary (NAME.tmp.XXXXXX) is not an entry yet, and a name tq would
+         * not write is no entry at all */
+        if (!tq_store_name_ok(e->d_name)) continue;
         char **grown = realloc(*names, (*n + 1) * sizeof **names);
         if (grown) *names = grown;
         if (!grown || !((*names)[*n] = strdup(e->d_name)))
@@ -341,9 +406,11 @@ tq_status tq_store_size(tq_ctx *ctx, tq_store *s, const char *entry, uint64_t *s
         if (st && tq_s3_missing(o)) st = TQ_OK;
         else if (!st) *found = 1;
         tq_s3_close(o);
-    } else if (!stat(path, &sb)) {
-        *size = (uint64_t)sb.st_size;
-        *found = 1;
+    } else if (!lstat(path, &sb)) {
+        if (S_ISREG(sb.st_mode)) *size = (uint64_t)sb.st_size;
+        if (!S_ISREG(sb.st_mode))
+            st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a regular file", path);
+        *found = S_ISREG(sb.st_mode);
     } else if (errno != ENOENT) {
         st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: %s", path, strerror(errno));
     }
@@ -351,14 +418,31 @@ tq_status tq_store_size(tq_ctx *ctx, tq_store *s, const char *entry, uint64_t *s
     return st;
 }
 
+tq_status tq_store_check_entry(tq_ctx *ctx, tq_store *s, const char *entry)
+{
+    uint64_t size;
+    int found;
+    tq_status st = tq_store_size(ctx, s, entry, &size, &found);
+    if (!st && !found)
+        st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s/%s: no such entry", s->root, entry);
+    return st;
+}
+
 tq_status tq_store_snapshot(tq_ctx *ctx, tq_store *s, const char *name, tqkv_reader **out)
 {
     char entry[64];
     tq_src *src;
+    if (!tq_store_is_snapshot_name(name))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "'%.40s': not a snapshot's name", name);
     snprintf(entry, sizeof entry, "snap/%s.tqkv", name);
     char *path = tq_store_path(s, entry);
     if (!path) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    tq_status st = s->remote ? tq_src_open(ctx, path, &src) : tqkv_open(ctx, path, out);
+    tq_status st = s->remote ? TQ_OK : tq_store_check_entry(ctx, s, entry);
+    if (st) {
+        free(path);
+        return st;
+    }
+    st = s->remote ? tq_src_open(ctx, path, &src) : tqkv_open(ctx, path, out);
     if (!st && s->remote) st = tqkv_open_src(ctx, src, out);
     free(path);
     return st;
@@ -367,6 +451,24 @@ tq_status tq_store_snapshot(tq_ctx *ctx, tq_store *s, const char *name, tqkv_rea
 uint64_t tq_store_prefix_hash(const int32_t *tokens, uint32_t n)
 {
     return XXH64(tokens, (size_t)n * sizeof *tokens, PREFIX_SEED);
+}
+
+uint64_t *tq_store_prefix_hashes(const int32_t *tokens, uint32_t n)
+{
+    uint32_t k = n / TQ_STORE_STRIDE;
+    uint64_t *h = malloc((k ? k : 1) * sizeof *h);
+    XXH64_state_t *x = XXH64_createState();
+    if (!h || !x || XXH64_reset(x, PREFIX_SEED) == XXH_ERROR) {
+        free(h);
+        XXH64_freeState(x);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < k; i++) { /* one pass: each boundary's digest of the stream so far */
+        XXH64_update(x, tokens + (size_t)i * TQ_STORE_STRIDE, TQ_STORE_STRIDE * sizeof *tokens);
+        h[i] = XXH64_digest(x);
+    }
+    XXH64_freeState(x);
+    return h;
 }
 
 void tq_store_name(uint64_t fingerprint, const int32_t *tokens, uint32_t n, char *buf)
@@ -390,11 +492,13 @@ tq_status tq_store_index(tq_ctx *ctx, tq_store *s, uint64_t fp, const char *name
 {
     char entry[128];
     tq_status st = TQ_OK;
-    for (uint32_t k = TQ_STORE_STRIDE; k <= n && !st; k += TQ_STORE_STRIDE) {
-        snprintf(entry, sizeof entry, "idx/%016" PRIx64 "/%016" PRIx64 "/%s", fp,
-                 tq_store_prefix_hash(tokens, k), name);
+    uint64_t *h = tq_store_prefix_hashes(tokens, n);
+    if (!h) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < n / TQ_STORE_STRIDE && !st; i++) {
+        snprintf(entry, sizeof entry, "idx/%016" PRIx64 "/%016" PRIx64 "/%s", fp, h[i], name);
         st = tq_store_put(ctx, s, entry, "", 0);
     }
+    free(h);
     return st ? st : tq_store_touch(ctx, s, name);
 }
 
@@ -409,207 +513,4 @@ double tq_store_last_used(tq_ctx *ctx, tq_store *s, const char *name)
     double t = strtod(p, NULL);
     free(p);
     return t;
-}
-
-tq_status tq_store_put_points(tq_ctx *ctx, tq_store *s, const char *name,
-                              const tq_store_points *pt)
-{
-    char entry[64];
-    char text[32 + 16 * TQ_STORE_MAX_CHECKPOINTS];
-    const char *recurrent = pt->recurrent ? "recurrent\n" : "";
-    int n = snprintf(text, sizeof text, "from %u\n%s", pt->from, recurrent);
-    for (uint32_t i = 0; i < pt->n_checkpoints && i < TQ_STORE_MAX_CHECKPOINTS; i++)
-        n += snprintf(text + n, sizeof text - (size_t)n, "checkpoint %u\n", pt->checkpoint[i]);
-    snprintf(entry, sizeof entry, "points/%s", name);
-    return tq_store_put(ctx, s, entry, text, (uint64_t)n);
-}
-
-/* One line of a points entry into pt; 0 when it is not one tq writes. */
-static int points_line(const char *line, uint32_t n_tokens, tq_store_points *pt)
-{
-    char word[16];
-    unsigned long v = 0;
-    int got = sscanf(line, "%15s %lu", word, &v);
-    if (got == 1 && !strcmp(word, "recurrent")) {
-        pt->recurrent = 1;
-        return 1;
-    }
-    if (got != 2 || v > n_tokens) return 0;
-    if (!strcmp(word, "from") && v) {
-        pt->from = (uint32_t)v;
-        return 1;
-    }
-    if (strcmp(word, "checkpoint") || pt->n_checkpoints == TQ_STORE_MAX_CHECKPOINTS) return 0;
-    if (pt->n_checkpoints && v <= pt->checkpoint[pt->n_checkpoints - 1]) return 0;
-    pt->checkpoint[pt->n_checkpoints++] = (uint32_t)v;
-    return 1;
-}
-
-tq_status tq_store_get_points(tq_ctx *ctx, tq_store *s, const char *name, uint32_t n_tokens,
-                              tq_store_points *pt)
-{
-    char entry[64];
-    char *text;
-    uint64_t len;
-    int found;
-    memset(pt, 0, sizeof *pt);
-    pt->from = n_tokens;
-    snprintf(entry, sizeof entry, "points/%s", name);
-    tq_status st = tq_store_get(ctx, s, entry, &text, &len, &found);
-    if (st || !found) return st;
-    tq_store_points got = {.from = n_tokens};
-    int good = 1;
-    for (char *line = text; good && *line;) {
-        char *end = strchr(line, '\n');
-        if (end) *end = 0;
-        good = points_line(line, n_tokens, &got);
-        line = end ? end + 1 : line + strlen(line);
-    }
-    free(text);
-    if (good) *pt = got; /* one that does not parse: whole only */
-    return TQ_OK;
-}
-
-uint32_t tq_store_point_for(const tq_store_points *pt, uint32_t n_tokens, uint32_t common,
-                            uint32_t n_prompt)
-{
-    uint32_t limit = common < n_tokens ? common : n_tokens;
-    if (pt->recurrent && limit >= n_prompt) limit = n_prompt ? n_prompt - 1 : 0;
-    if (limit >= pt->from) return limit;
-    for (uint32_t i = pt->n_checkpoints; i-- > 0;)
-        if (pt->checkpoint[i] <= limit) return pt->checkpoint[i];
-    return 0;
-}
-
-typedef struct candidate {
-    char *name;
-    double used;
-} candidate;
-
-static int newer_first(const void *a, const void *b)
-{
-    double x = ((const candidate *)a)->used;
-    double y = ((const candidate *)b)->used;
-    return (x < y) - (x > y);
-}
-
-/* A candidate's tokens against the prompt's: *common, whether it can be a base. */
-static tq_status compare(tq_ctx *ctx, tq_store *s, const char *name, const int32_t *tokens,
-                         uint32_t n, uint32_t *common, uint32_t *n_tokens, int *whole)
-{
-    tqkv_reader *r;
-    tq_status st = tq_store_snapshot(ctx, s, name, &r);
-    if (st) return st;
-    const tqkv_meta *m = tqkv_meta_of(r);
-    uint32_t k = 0;
-    while (k < n && k < m->n_tokens && m->tokens[k] == tokens[k]) k++;
-    *common = k;
-    *n_tokens = m->n_tokens;
-    *whole = !m->base_id;
-    tqkv_close(r);
-    return TQ_OK;
-}
-
-/* The candidates at one boundary, newest first; the best of them into *best. */
-typedef struct find_q {
-    uint64_t fp;
-    const int32_t *tokens;
-    uint32_t n;
-    int as_base;
-    const char *const *except; /* names not to take (a restore's failed tries) */
-    uint32_t n_except;
-} find_q;
-
-static int excepted(const find_q *q, const char *name)
-{
-    for (uint32_t i = 0; i < q->n_except; i++)
-        if (!strcmp(q->except[i], name)) return 1;
-    return 0;
-}
-
-static tq_status find_at(tq_ctx *ctx, tq_store *s, const char *folder, const find_q *q,
-                         tq_store_match *best, uint32_t *skipped)
-{
-    const int32_t *tokens = q->tokens;
-    uint32_t n = q->n;
-    int as_base = q->as_base;
-    char **names;
-    uint32_t count;
-    tq_status st = tq_store_list(ctx, s, folder, &names, &count);
-    candidate *c = NULL;
-    if (!st) c = calloc(count ? count : 1, sizeof *c); /* [count]: newest first */
-    if (!st && !c) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    for (uint32_t i = 0; !st && i < count; i++) {
-        c[i].name = names[i];
-        c[i].used = tq_store_last_used(ctx, s, names[i]);
-    }
-    if (c && count) qsort(c, count, sizeof *c, newer_first);
-    for (uint32_t i = 0; !st && i < count && i < FIND_CANDIDATES; i++) {
-        uint32_t common = 0;
-        uint32_t total = 0;
-        int whole = 0;
-        char entry[64];
-        uint64_t size;
-        int there = 0;
-        snprintf(entry, sizeof entry, "snap/%s.tqkv", c[i].name);
-        if (excepted(q, c[i].name)) continue;
-        if (tq_store_size(ctx, s, entry, &size, &there) || !there)
-            continue; /* evicted since it was indexed: a miss, not a fault */
-        if (compare(ctx, s, c[i].name, tokens, n, &common, &total, &whole)) {
-            (*skipped)++; /* gone (evicted, or a lost race) or unreadable: the next one */
-            continue;
-        }
-        if (as_base && (!whole || common < total)) continue;
-        uint32_t point = common;
-        if (!as_base) {
-            tq_store_points pt;
-            if (tq_store_get_points(ctx, s, c[i].name, total, &pt)) {
-                (*skipped)++;
-                continue;
-            }
-            point = tq_store_point_for(&pt, total, common, n);
-        }
-        if (common > best->shared) best->shared = common;
-        if (point > best->point) {
-            snprintf(best->name, sizeof best->name, "%s", c[i].name);
-            best->common = common;
-            best->n_tokens = total;
-            best->point = point;
-        }
-    }
-    free(c);
-    tq_store_names_free(names, count);
-    return st;
-}
-
-static tq_status find(tq_ctx *ctx, tq_store *s, const find_q *q, tq_store_match *best,
-                      uint32_t *skipped)
-{
-    char folder[64];
-    memset(best, 0, sizeof *best);
-    *skipped = 0;
-    for (uint32_t k = q->n / TQ_STORE_STRIDE * TQ_STORE_STRIDE; k >= TQ_STORE_STRIDE;
-         k -= TQ_STORE_STRIDE) {
-        snprintf(folder, sizeof folder, "idx/%016" PRIx64 "/%016" PRIx64, q->fp,
-                 tq_store_prefix_hash(q->tokens, k));
-        tq_status st = find_at(ctx, s, folder, q, best, skipped);
-        /* a snapshot first met at a shorter boundary shares fewer than k tokens */
-        if (st || best->point >= k) return st;
-    }
-    return TQ_OK;
-}
-
-tq_status tq_store_find(tq_ctx *ctx, tq_store *s, uint64_t fp, const int32_t *tokens, uint32_t n,
-                        const char *const *except, uint32_t n_except, tq_store_match *best,
-                        uint32_t *skipped)
-{
-    find_q q = {fp, tokens, n, 0, except, n_except};
-    return find(ctx, s, &q, best, skipped);
-}
-
-tq_status tq_store_find_base(tq_ctx *ctx, tq_store *s, uint64_t fp, const int32_t *tokens,
-                             uint32_t n, tq_store_match *best, uint32_t *skipped)
-{
-    find_q q = {fp, tokens, n, 1, NULL, 0};
-    return find(ctx, s, &q, best, skipped);
 }

@@ -18,6 +18,7 @@
 #ifndef TQ_STORE_H
 #define TQ_STORE_H
 
+#include "ckpt.h"
 #include "tq.h"
 
 #include <stdint.h>
@@ -35,13 +36,28 @@ int tq_store_remote(const tq_store *s);
 void tq_store_close(tq_store *s);
 const char *tq_store_root(const tq_store *s);
 
+/* The longest name an entry, a snapshot or a user's name may have. */
+#define TQ_STORE_NAME_MAX 128u
+/* The one rule for names in a store (--name, entries, base names): 1 to TQ_STORE_NAME_MAX of
+ * A-Z a-z 0-9 . _ -, not beginning with '.', no ".tmp." (a writer's temporary).  Names are
+ * data, never paths: no '/'. */
+int tq_store_name_ok(const char *name);
+/* FP-HASH: 16 hex digits, '-', 16 hex digits (tq_store_name). */
+int tq_store_is_snapshot_name(const char *name);
+/* The entry is there as a regular file (a directory store's: never a symlink, FIFO or device). */
+tq_status tq_store_check_entry(tq_ctx *ctx, tq_store *s, const char *entry);
+
 /* The path of an entry (malloc'd): what the snapshot readers and writers take. */
 char *tq_store_path(const tq_store *s, const char *entry);
 /* An entry written whole, atomically (a temporary beside it, renamed into place). */
 tq_status tq_store_put(tq_ctx *ctx, tq_store *s, const char *entry, const void *p, uint64_t n);
-/* An entry's bytes (malloc'd, NUL-terminated); *found 0 when there is none. */
+/* A small entry's bytes (malloc'd, NUL-terminated; 64 KiB at most); *found 0 when there is
+ * none.  A directory store's entry must be a regular file, opened without following a link. */
 tq_status tq_store_get(tq_ctx *ctx, tq_store *s, const char *entry, char **p, uint64_t *n,
                        int *found);
+/* The same, at most max bytes. */
+tq_status tq_store_get_max(tq_ctx *ctx, tq_store *s, const char *entry, uint64_t max, char **p,
+                           uint64_t *n, int *found);
 /* The entries directly under a folder of entries (malloc'd names, sorted); none if missing. */
 tq_status tq_store_list(tq_ctx *ctx, tq_store *s, const char *folder, char ***names,
                         uint32_t *n);
@@ -59,6 +75,9 @@ tq_status tq_store_snapshot(tq_ctx *ctx, tq_store *s, const char *name,
 void tq_store_name(uint64_t fingerprint, const int32_t *tokens, uint32_t n, char *buf);
 /* The hash of a token prefix as the index keys it. */
 uint64_t tq_store_prefix_hash(const int32_t *tokens, uint32_t n);
+/* The hashes of every TQ_STORE_STRIDE-token prefix of tokens[0..n), in one pass (malloc'd,
+ * n / TQ_STORE_STRIDE of them; NULL: out of memory). */
+uint64_t *tq_store_prefix_hashes(const int32_t *tokens, uint32_t n);
 
 /* Most checkpoints one snapshot keeps (llama-server keeps 32 by default: --ctx-checkpoints). */
 #define TQ_STORE_MAX_CHECKPOINTS 64u
@@ -83,6 +102,35 @@ tq_status tq_store_get_points(tq_ctx *ctx, tq_store *s, const char *name, uint32
 /* The largest count <= common that restores a prompt of n_prompt tokens (0: none). */
 uint32_t tq_store_point_for(const tq_store_points *pt, uint32_t n_tokens, uint32_t common,
                             uint32_t n_prompt);
+
+/* The most a snapshot's stored checkpoints may take (ckpt/NAME). */
+#define TQ_STORE_CKPT_MOST (1ull << 36)
+
+/* A server's checkpoint sidecar (the file side, at most limit bytes, of a state of n_tokens
+ * tokens) checked and kept as ckpt/NAME, its blobs coded by code; pt's checkpoints set.  The
+ * sidecar is removed.  *kept: 1 kept; 0 none there; -1 not kept, the context says why (a
+ * sidecar that does not check out is left out, not an error); an error status: the store
+ * refused the entry. */
+tq_status tq_store_keep_checkpoints(tq_ctx *ctx, tq_store *s, const char *name, const char *side,
+                                    uint64_t limit, uint32_t n_tokens, tq_ckpt_coder code,
+                                    void *user, tq_store_points *pt, int *kept);
+/* A stored snapshot's checkpoints: the sidecar (decoded by decode) and, at a count `at` (0:
+ * none asked), that checkpoint's partial state (its in-memory header left out). */
+typedef struct tq_store_ckpts {
+    uint8_t *side; /* NULL: none stored */
+    uint64_t side_len;
+    tq_ckpt c[TQ_CKPT_MAX];
+    uint32_t count;
+    const uint8_t *partial;
+    uint64_t partial_len;
+} tq_store_ckpts;
+tq_status tq_store_load_checkpoints(tq_ctx *ctx, tq_store *s, const char *name,
+                                    uint32_t n_tokens, uint32_t at, tq_ckpt_decoder decode,
+                                    void *user, tq_store_ckpts *k);
+/* The checkpoints at or below upto written as a sidecar at path (a new file); none: nothing. */
+tq_status tq_store_write_checkpoints(tq_ctx *ctx, const tq_store_ckpts *k, uint32_t upto,
+                                     const char *path);
+void tq_store_ckpts_free(tq_store_ckpts *k);
 
 /* A stored snapshot whose tokens begin like a prompt's. */
 typedef struct tq_store_match {

@@ -53,11 +53,14 @@ static tq_status evict(tq_ctx *ctx, tq_store *s, const gc_snap *g)
 {
     char entry[300];
     tq_status st = TQ_OK;
-    for (uint32_t k = TQ_STORE_STRIDE; k <= g->n_tokens && !st; k += TQ_STORE_STRIDE) {
-        snprintf(entry, sizeof entry, "idx/%016" PRIx64 "/%016" PRIx64 "/%s", g->fp,
-                 tq_store_prefix_hash(g->tokens, k), g->name);
+    uint64_t *h = tq_store_prefix_hashes(g->tokens, g->n_tokens);
+    if (!h) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < g->n_tokens / TQ_STORE_STRIDE && !st; i++) {
+        snprintf(entry, sizeof entry, "idx/%016" PRIx64 "/%016" PRIx64 "/%s", g->fp, h[i],
+                 g->name);
         st = tq_store_remove(ctx, s, entry);
     }
+    free(h);
     char **names;
     uint32_t n = 0;
     if (!st) st = tq_store_list(ctx, s, "names", &names, &n);

@@ -235,3 +235,19 @@ TEST(a_sidecar_that_does_not_add_up_is_refused)
     free(side);
     tq_ctx_free(ctx);
 }
+
+TEST(prefix_hashes_in_one_pass_equal_each_prefixs_hash)
+{
+    uint32_t n = 5 * TQ_STORE_STRIDE + 17;
+    int32_t *tokens = malloc(4ull * n);
+    for (uint32_t i = 0; i < n; i++) tokens[i] = (int32_t)(i * 2654435761u % 50000);
+    uint64_t *h = tq_store_prefix_hashes(tokens, n);
+    CHECK(h, "out of memory");
+    for (uint32_t i = 0; i < n / TQ_STORE_STRIDE; i++) {
+        uint64_t want = tq_store_prefix_hash(tokens, (i + 1) * TQ_STORE_STRIDE);
+        CHECK(h[i] == want, "boundary %u: %016llx, want %016llx", i, (unsigned long long)h[i],
+              (unsigned long long)want);
+    }
+    free(h);
+    free(tokens);
+}
