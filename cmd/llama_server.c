@@ -2,20 +2,32 @@
 #include "llama_server.h"
 
 #include <curl/curl.h>
+#include <stdint.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The most an answer may hold: /props with a chat template, a slot action's few numbers;
+ * /tokenize of a long prompt (about 12 bytes a token). */
+enum { PROPS_MOST = 4 << 20, SLOT_MOST = 64 << 10 };
+#define TOKENIZE_MOST (256ull << 20)
+
 typedef struct answer {
     char *body;
     size_t len;
+    size_t most;
+    int too_long;
 } answer;
 
 static size_t on_body(char *p, size_t size, size_t nmemb, void *user)
 {
     answer *a = user;
     size_t n = size * nmemb;
+    if (a->len + n > a->most) {
+        a->too_long = 1;
+        return 0; /* the transfer stops here */
+    }
     char *b = realloc(a->body, a->len + n + 1);
     if (!b) return 0;
     memcpy(b + a->len, p, n);
@@ -25,14 +37,29 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *user)
     return n;
 }
 
+/* The server's text as a message may carry it: control characters and bytes past ASCII as
+ * \xNN, at most n - 1 bytes. */
+static void escaped(const char *text, char *out, size_t n)
+{
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)text; *p && k + 5 < n; p++) {
+        if (*p >= 0x20 && *p < 0x7f)
+            out[k++] = (char)*p;
+        else
+            k += (size_t)snprintf(out + k, n - k, "\\x%02x", *p);
+    }
+    out[k] = 0;
+}
+
 /* One request: *json the answer's JSON (a 2xx answer's), else one line in the context. */
-static tq_status call(tq_ctx *ctx, const char *server, const char *path, const char *body,
-                      json_t **json)
+static tq_status call(tq_ctx *ctx, const llama_server *srv, const char *path, const char *body,
+                      long timeout_s, size_t most, json_t **json)
 {
     char url[2048];
     char err[CURL_ERROR_SIZE] = "";
-    answer a = {NULL, 0};
+    answer a = {NULL, 0, most, 0};
     long status = 0;
+    const char *server = srv->url;
     size_t n = strlen(server);
     while (n && server[n - 1] == '/') n--;
     snprintf(url, sizeof url, "%.*s%s", (int)n, server, path);
@@ -50,6 +77,11 @@ static tq_status call(tq_ctx *ctx, const char *server, const char *path, const c
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, LLAMA_SERVER_STALL);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     if (body) {
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
@@ -60,15 +92,23 @@ static tq_status call(tq_ctx *ctx, const char *server, const char *path, const c
     curl_easy_cleanup(h);
     tq_status st = TQ_OK;
     json_t *j = a.body ? json_loads(a.body, 0, NULL) : NULL;
-    if (cc != CURLE_OK) {
+    char said[512];
+    if (a.too_long) {
+        st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %s: an answer of more than %zu bytes",
+                              server, path, most);
+    } else if (cc == CURLE_OPERATION_TIMEDOUT) {
+        st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: %s: no answer within %ld s (or %ld s without "
+                              "a byte): give --timeout",
+                              server, path, timeout_s, LLAMA_SERVER_STALL);
+    } else if (cc != CURLE_OK) {
         st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: the server did not answer: %s", server,
                               err[0] ? err : curl_easy_strerror(cc));
     } else if (status / 100 != 2) {
         /* llama-server's errors: {"error": {"code": N, "message": "...", "type": "..."}} */
         const char *msg = json_string_value(json_object_get(json_object_get(j, "error"),
                                                             "message"));
-        st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: %s: HTTP %ld: %s", server, path, status,
-                              msg ? msg : "no message");
+        escaped(msg ? msg : "no message", said, sizeof said);
+        st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: %s: HTTP %ld: %s", server, path, status, said);
     } else if (!j) {
         st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %s: the answer is not JSON", server, path);
     }
@@ -81,10 +121,12 @@ static tq_status call(tq_ctx *ctx, const char *server, const char *path, const c
     return TQ_OK;
 }
 
-tq_status llama_server_model(tq_ctx *ctx, const char *server, char **model_path)
+tq_status llama_server_model(tq_ctx *ctx, const llama_server *srv, char **model_path)
 {
     json_t *j;
-    tq_status st = call(ctx, server, "/props", NULL, &j);
+    long t = srv->timeout_s < LLAMA_SERVER_SMALL_TIMEOUT ? srv->timeout_s
+                                                          : LLAMA_SERVER_SMALL_TIMEOUT;
+    tq_status st = call(ctx, srv, "/props", NULL, t, PROPS_MOST, &j);
     if (st) return st;
     const char *p = json_string_value(json_object_get(j, "model_path"));
     int named = p && *p; /* p lives in j: read before j goes */
@@ -92,11 +134,11 @@ tq_status llama_server_model(tq_ctx *ctx, const char *server, char **model_path)
     json_decref(j);
     if (!named)
         return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: /props names no model_path: give --model",
-                                server);
+                                srv->url);
     return *model_path ? TQ_OK : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
 }
 
-tq_status llama_server_slot(tq_ctx *ctx, const char *server, long slot, const char *action,
+tq_status llama_server_slot(tq_ctx *ctx, const llama_server *srv, long slot, const char *action,
                             const char *file, uint32_t *n)
 {
     char path[128];
@@ -106,16 +148,23 @@ tq_status llama_server_slot(tq_ctx *ctx, const char *server, long slot, const ch
     json_decref(req);
     if (!body) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     snprintf(path, sizeof path, "/slots/%ld?action=%s", slot, action);
-    tq_status st = call(ctx, server, path, body, &j);
+    tq_status st = call(ctx, srv, path, body, srv->timeout_s, SLOT_MOST, &j);
     free(body);
     if (st) return st;
-    json_t *count = json_object_get(j, strcmp(action, "save") ? "n_restored" : "n_saved");
-    if (n) *n = json_is_integer(count) ? (uint32_t)json_integer_value(count) : 0;
+    const char *key = strcmp(action, "save") ? "n_restored" : "n_saved";
+    json_t *count = json_object_get(j, key);
+    json_int_t v = json_is_integer(count) ? json_integer_value(count) : -1;
+    if (!count || (json_is_integer(count) && v >= 0 && v <= INT32_MAX)) {
+        if (n) *n = count ? (uint32_t)v : 0;
+    } else {
+        st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: %s: %s is not a count of tokens",
+                              srv->url, path, key);
+    }
     json_decref(j);
-    return TQ_OK;
+    return st;
 }
 
-tq_status llama_server_tokenize(tq_ctx *ctx, const char *server, const char *text,
+tq_status llama_server_tokenize(tq_ctx *ctx, const llama_server *srv, const char *text,
                                 int32_t **tokens, uint32_t *n)
 {
     json_t *j;
@@ -125,19 +174,23 @@ tq_status llama_server_tokenize(tq_ctx *ctx, const char *server, const char *tex
     *tokens = NULL;
     *n = 0;
     if (!body) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    tq_status st = call(ctx, server, "/tokenize", body, &j);
+    tq_status st = call(ctx, srv, "/tokenize", body, srv->timeout_s, TOKENIZE_MOST, &j);
     free(body);
     if (st) return st;
     json_t *arr = json_object_get(j, "tokens");
     size_t len = json_array_size(arr);
-    *tokens = malloc((len ? len : 1) * sizeof **tokens);
-    if (!*tokens) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!json_is_array(arr) || len > UINT32_MAX)
+        st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: /tokenize: not a token list", srv->url);
+    *tokens = st ? NULL : malloc((len ? len : 1) * sizeof **tokens);
+    if (!st && !*tokens) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !st && i < len; i++) {
         json_t *t = json_array_get(arr, i);
-        if (!json_is_integer(t))
-            st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: /tokenize: not a token list", server);
+        json_int_t v = json_is_integer(t) ? json_integer_value(t) : -1;
+        if (v < 0 || v > INT32_MAX)
+            st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: /tokenize: token %zu is not a token id",
+                                  srv->url, i);
         else
-            (*tokens)[i] = (int32_t)json_integer_value(t);
+            (*tokens)[i] = (int32_t)v;
     }
     *n = (uint32_t)len;
     json_decref(j);

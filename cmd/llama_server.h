@@ -1,7 +1,9 @@
 /* llama_server.h - what tq asks a running llama-server (tools/server of llama.cpp): its model,
  * a slot saved to or restored from a file in its --slot-save-path, a text's tokens.  HTTP is
- * libcurl's and JSON jansson's.  Every failure is one line in the context: the server
- * unreachable, or its answer's status and message. */
+ * libcurl's and JSON jansson's.  The server is not trusted: every request has a total and a
+ * stall timeout, every answer a size limit, numbers are range-checked, and the server's text
+ * reaches a message with its control characters escaped.  Every failure is one line in the
+ * context: the server unreachable or too slow, or its answer's status and message. */
 #ifndef TQ_LLAMA_SERVER_H
 #define TQ_LLAMA_SERVER_H
 
@@ -9,15 +11,26 @@
 
 #include <stdint.h>
 
+/* Seconds a small request (/props) may take at most; the slot actions and /tokenize take
+ * the server's timeout_s. */
+#define LLAMA_SERVER_SMALL_TIMEOUT 30L
+/* Seconds without a byte after which a request is given up. */
+#define LLAMA_SERVER_STALL 30L
+
+typedef struct llama_server {
+    const char *url; /* http://host:port */
+    long timeout_s;  /* a save, restore or tokenization at most (tq slot --timeout) */
+} llama_server;
+
 /* GET /props: the model file the server loaded (malloc'd). */
-tq_status llama_server_model(tq_ctx *ctx, const char *server, char **model_path);
+tq_status llama_server_model(tq_ctx *ctx, const llama_server *srv, char **model_path);
 /* POST /slots/SLOT?action=save|restore {"filename": FILE}; *n the answer's n_saved or
- * n_restored (may be NULL). */
-tq_status llama_server_slot(tq_ctx *ctx, const char *server, long slot, const char *action,
+ * n_restored (0 .. 2^31 - 1; may be NULL). */
+tq_status llama_server_slot(tq_ctx *ctx, const llama_server *srv, long slot, const char *action,
                             const char *file, uint32_t *n);
 /* POST /tokenize {"content": TEXT, "add_special": true}: the tokens /completion makes of it
- * (malloc'd). */
-tq_status llama_server_tokenize(tq_ctx *ctx, const char *server, const char *text,
+ * (malloc'd; each 0 .. 2^31 - 1). */
+tq_status llama_server_tokenize(tq_ctx *ctx, const llama_server *srv, const char *text,
                                 int32_t **tokens, uint32_t *n);
 
 #endif

@@ -32,6 +32,22 @@ static int open_object(cli_out *o, const char *path, const char *const *inputs, 
     return rc;
 }
 
+/* Something that is not a regular file (a device, a FIFO, a link to one): written into as a
+ * stream, as `cat > /dev/null` does; never replaced by a file. */
+static int open_stream(cli_out *o, const char *path)
+{
+    int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return cli_runtime_error("%s: %s", path, strerror(errno));
+    o->f = fdopen(fd, "wb");
+    if (!o->f) {
+        close(fd);
+        return cli_runtime_error("out of memory");
+    }
+    o->is_stream = 1;
+    o->path = strdup(path);
+    return o->path ? 0 : cli_runtime_error("out of memory");
+}
+
 int cli_out_open_ex(cli_out *o, const char *path, const char *const *inputs, size_t n, int durable)
 {
     memset(o, 0, sizeof *o);
@@ -44,8 +60,18 @@ int cli_out_open_ex(cli_out *o, const char *path, const char *const *inputs, siz
     for (size_t i = 0; i < n; i++)
         if (tq_same_file(path, inputs[i]))
             return cli_usage_error("%s: the output would overwrite the input %s", path, inputs[i]);
+    struct stat st;
+    char *target = NULL;
+    if (!stat(path, &st) && !S_ISREG(st.st_mode)) return open_stream(o, path);
+    if (!lstat(path, &st) && S_ISLNK(st.st_mode)) { /* to a regular file: replaced there */
+        target = realpath(path, NULL);
+        if (!target)
+            return cli_runtime_error("%s: a link to nothing: give a file's name", path);
+        path = target;
+    }
     o->durable = durable;
     o->path = strdup(path);
+    free(target);
     if (!o->path) return cli_runtime_error("out of memory");
     tq_ctx *ctx = tq_ctx_new();
     if (!ctx || tq_temp_create_ex(ctx, path, durable, &o->tmp, &o->f)) {
@@ -88,6 +114,14 @@ int cli_out_commit(cli_out *o)
     if (o->is_stdout)
         return fflush(stdout) ? cli_runtime_error("writing to stdout failed: %s", strerror(errno))
                               : 0;
+    if (o->is_stream) {
+        int bad = fflush(o->f) != 0;
+        bad |= fclose(o->f) != 0;
+        int rc = bad ? cli_runtime_error("%s: writing failed: %s", o->path, strerror(errno)) : 0;
+        free(o->path);
+        memset(o, 0, sizeof *o);
+        return rc;
+    }
     int bad = fflush(o->f) != 0; /* the temporary file's stream fsyncs as it closes */
     bad |= fclose(o->f) != 0;
     o->f = NULL;
@@ -116,7 +150,8 @@ void cli_out_abort(cli_out *o)
         return;
     }
     if (o->is_stdout) return;
-    if (o->tmp) unlink(o->tmp); /* first: a discarded output is not synced */
+    if (o->tmp) unlink(o->tmp); /* first: a discarded output is not synced (a stream's bytes
+                                   are gone already) */
     if (o->f) fclose(o->f);
     free(o->tmp);
     free(o->path);

@@ -1,7 +1,9 @@
 /* output.h - an output file that appears only when complete: written to a
  * temporary file beside the destination, renamed into place on commit (or
  * exchanged with the file there, which is then removed),
- * removed on abort.  "-" writes to stdout; s3://bucket/key uploads an object
+ * removed on abort.  A path that is not a regular file (a device, a FIFO, a link to one) is
+ * written into as a stream, never replaced; a link to a regular file is replaced where it
+ * points.  "-" writes to stdout; s3://bucket/key uploads an object
  * that appears on commit (formats/io/io.h).  An output that is one of the
  * inputs (same device and inode, or the same object) is refused. */
 #ifndef TQ_OUTPUT_H
@@ -17,6 +19,7 @@ typedef struct cli_out {
     struct tq_sink *sink; /* an object being uploaded */
     char *path, *tmp;
     int is_stdout;
+    int is_stream; /* a device or FIFO written into, not replaced */
     int durable; /* fsynced before it is put in place */
 } cli_out;
 

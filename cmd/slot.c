@@ -66,6 +66,7 @@ typedef struct slot_opts {
     const char *pos[2];
     const char *server, *slot_dir, *store, *prompt, *name, *preset;
     long slot;
+    long timeout;      /* --timeout: seconds a save, restore or tokenization may take */
     uint64_t max_size; /* gc: --max-size in bytes */
     int has_max_size;
 } slot_opts;
@@ -97,6 +98,7 @@ static int parse(int argc, char **argv, slot_opts *o)
     const cli_opt own[] = {
         CLI_OPT_STR("--server", &o->server),
         CLI_OPT_LONG("--slot", &o->slot, 0, 65535),
+        CLI_OPT_LONG("--timeout", &o->timeout, 1, 86400),
         CLI_OPT_STR("--slot-dir", &o->slot_dir),
         CLI_OPT_STR("--store", &o->store),
         CLI_OPT_STR("--prompt", &o->prompt),
@@ -115,6 +117,7 @@ static int parse(int argc, char **argv, slot_opts *o)
     if (!o->pos[0] || !actions[a])
         return cli_usage_error("save, restore or ls? (see tq help slot)");
     if (!o->server) o->server = "http://127.0.0.1:8080";
+    if (!o->timeout) o->timeout = 600;
     if (a >= 2) {
         if (!o->pos[1]) return cli_usage_error("%s: which store?", o->pos[0]);
         if (a == 3 && !o->has_max_size) return cli_usage_error("gc: give --max-size SIZE");
@@ -142,6 +145,7 @@ static void show_progress(void *user, uint64_t done, uint64_t total)
 /* What a save or restore holds open. */
 typedef struct slot_run {
     tq_ctx *ctx;
+    llama_server srv;
     tq_store *store;
     char *model_path;
     uint64_t fp;
@@ -155,7 +159,7 @@ static int open_model(slot_run *r, const slot_opts *o)
 {
     tq_gguf *g;
     if (o->c.model) r->model_path = strdup(o->c.model);
-    if (!o->c.model && llama_server_model(r->ctx, o->server, &r->model_path))
+    if (!o->c.model && llama_server_model(r->ctx, &r->srv, &r->model_path))
         return cli_lib_error(r->ctx);
     if (!r->model_path) return cli_runtime_error("out of memory");
     tq_model m;
@@ -225,9 +229,13 @@ static int encode_once(slot_run *r, const slot_opts *o, tq_kv_view *v, const cha
     so.progress = show_progress;
     so.progress_user = &pr;
     if (!rc) rc = out_path ? cli_out_open(&out, out_path, inputs, 1) : 1;
-    int failed = !rc && tq_kvsnap_encode(r->ctx, v, &so, out.f, rep);
+    tq_status failed = rc ? TQ_OK : tq_kvsnap_encode(r->ctx, v, &so, out.f, rep);
     progress_end(&pr);
-    if (failed && cli_out_error(&out)) {
+    if (failed == TQ_ERR_IO) { /* the store's side: a full disk, a folder gone */
+        rc = cli_runtime_error("%s: %s", cli_out_error(&out) ? cli_out_error(&out) : out_path,
+                               tq_ctx_error(r->ctx));
+        cli_out_abort(&out);
+    } else if (failed && cli_out_error(&out)) {
         rc = cli_runtime_error("%s", cli_out_error(&out));
         cli_out_abort(&out);
     } else if (failed && so.base) {
@@ -298,8 +306,11 @@ static int do_save(slot_run *r, const slot_opts *o)
     double t0 = cli_now();
     raw_name(r, o, "save", file, sizeof file);
     snprintf(side, sizeof side, "%s.ckpt", r->raw);
-    if (llama_server_slot(r->ctx, o->server, o->slot, "save", file, &n_saved))
+    if (llama_server_slot(r->ctx, &r->srv, o->slot, "save", file, &n_saved)) {
+        unlink(r->raw); /* whatever the server wrote before it failed */
+        unlink(side);
         return cli_lib_error(r->ctx);
+    }
     if (access(r->raw, R_OK))
         return cli_runtime_error("the server saved slot %ld, but not into %s: give its "
                                  "--slot-save-path as --slot-dir",
@@ -390,7 +401,7 @@ static int prompt_tokens(slot_run *r, const slot_opts *o, int32_t **tokens, uint
     }
     fclose(f);
     if (!text) return cli_runtime_error("%s: an empty prompt", o->prompt);
-    int rc = llama_server_tokenize(r->ctx, o->server, text, tokens, n) ? cli_lib_error(r->ctx) : 0;
+    int rc = llama_server_tokenize(r->ctx, &r->srv, text, tokens, n) ? cli_lib_error(r->ctx) : 0;
     free(text);
     return rc;
 }
@@ -531,11 +542,13 @@ static int do_restore(slot_run *r, const slot_opts *o)
         return rc;
     }
     if (!best.point) return miss(o, &best, n);
-    if (llama_server_slot(r->ctx, o->server, o->slot, "restore", file, &n_restored))
+    if (llama_server_slot(r->ctx, &r->srv, o->slot, "restore", file, &n_restored))
         rc = cli_lib_error(r->ctx);
     unlink(r->raw);
     unlink(side);
-    if (!rc && tq_store_touch(r->ctx, r->store, best.name)) rc = cli_lib_error(r->ctx);
+    /* restored already: a store that cannot record the use (read-only) is a warning */
+    if (!rc && tq_store_touch(r->ctx, r->store, best.name))
+        cli_log("warning: %s: its use not recorded: %s", best.name, tq_ctx_error(r->ctx));
     if (!rc && !o->c.quiet)
         cli_log("slot %ld: %u of the prompt's %u tokens restored from %s in %.2f s", o->slot,
                 n_restored, n, best.name, cli_now() - t0);
@@ -608,7 +621,7 @@ int cmd_slot(int argc, char **argv)
     slot_opts o = {0};
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? TQ_EXIT_OK : rc;
-    slot_run r = {.ctx = cli_ctx_new(o.c.threads)};
+    slot_run r = {.ctx = cli_ctx_new(o.c.threads), .srv = {o.server, o.timeout}};
     if (!r.ctx) return TQ_EXIT_RUNTIME;
     rc = tq_store_open(r.ctx, o.store, &r.store) ? cli_lib_error(r.ctx) : 0;
     int ls = !strcmp(o.pos[0], "ls");

@@ -114,6 +114,11 @@ static int split_url(const char *url, char **bucket, const char **key)
     for (const char *p = b; p < slash; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '-'))
             return -1;
+    /* a key is what the user typed: no "." or ".." segment for a path to resolve */
+    for (const char *seg = slash + 1; seg; seg = strchr(seg, '/') ? strchr(seg, '/') + 1 : NULL) {
+        size_t len = strcspn(seg, "/");
+        if ((len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.')) return -2;
+    }
     *bucket = strndup(b, (size_t)(slash - b));
     *key = slash + 1;
     return *bucket ? 0 : -1;
@@ -142,7 +147,7 @@ static int locate(tq_s3 *s, const char *key, const char *region)
 
 tq_status tq_s3_open(tq_ctx *ctx, const char *url, tq_s3 **out)
 {
-    const char *key;
+    const char *key = NULL;
     const char *id = env("AWS_ACCESS_KEY_ID");
     const char *secret = env("AWS_SECRET_ACCESS_KEY");
     const char *region = env("AWS_REGION");
@@ -152,9 +157,21 @@ tq_status tq_s3_open(tq_ctx *ctx, const char *url, tq_s3 **out)
     if (!region) region = "us-east-1";
     tq_s3 *s = calloc(1, sizeof *s);
     if (!s) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    if (split_url(url, &s->bucket, &key)) {
+    int split = split_url(url, &s->bucket, &key);
+    const char *ep = env("AWS_ENDPOINT_URL_S3") ? env("AWS_ENDPOINT_URL_S3")
+                                                : env("AWS_ENDPOINT_URL");
+    if (split) {
         tq_s3_close(s);
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "%s: not an object URL s3://bucket/key", url);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                split == -2 ? "%s: a key with a '.' or '..' segment (keys are "
+                                              "names, not paths)"
+                                            : "%s: not an object URL s3://bucket/key",
+                                url);
+    }
+    if (ep && strncmp(ep, "http://", 7) && strncmp(ep, "https://", 8)) {
+        tq_s3_close(s);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "AWS_ENDPOINT_URL: an http:// or https:// URL, "
+                                                 "not '%.40s'", ep);
     }
     if (!id || !secret) {
         tq_s3_close(s);
@@ -313,6 +330,10 @@ static void attempt(tq_s3 *s, s3_req *r)
     curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, before_request);
     curl_easy_setopt(h, CURLOPT_PREREQDATA, h);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+    /* the key as typed (no dot segments resolved), over http or https only, no redirects */
+    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     /* no wait for 100-continue before a part (an empty Expect: header would be signed too,
      * and radosgw refuses the signature) */
     curl_easy_setopt(h, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
