@@ -1,6 +1,8 @@
 /* cli.c - shared CLI helpers. */
 #include "cli.h"
 
+#include "file_io.h"
+
 #include "io.h"
 #include "kv_view.h"
 #include "s3.h"
@@ -39,13 +41,18 @@ tq_status cli_open_snapshot(tq_ctx *ctx, const char *name, int whole, tqkv_reade
     return st ? st : tqkv_open_src(ctx, src, out);
 }
 
+static int state_magic(const uint8_t *head, size_t n) { return tq_kv_view_probe(head, n) != 0; }
+
+static int snapshot_magic(const uint8_t *head, size_t n) { return tqkv_is_snapshot(head, n); }
+
 tq_status cli_open_view(tq_ctx *ctx, const char *name, int profile, struct tq_kv_view **out)
 {
     char *tmp;
     const char *path;
-    tq_status st = tq_io_local(ctx, name, &tmp, &path);
+    tq_status st = tq_io_local(ctx, name, state_magic, &tmp, &path);
     if (!st) st = tq_kv_view_open_as(ctx, path, name, (tq_type_profile)profile, out);
     if (tmp) unlink(tmp);
+    tq_temp_forget(tmp);
     free(tmp);
     return st;
 }
@@ -54,9 +61,10 @@ tq_status cli_open_snapshot_mapped(tq_ctx *ctx, const char *name, tqkv_reader **
 {
     char *tmp;
     const char *path;
-    tq_status st = tq_io_local(ctx, name, &tmp, &path);
+    tq_status st = tq_io_local(ctx, name, snapshot_magic, &tmp, &path);
     if (!st) st = tqkv_open(ctx, path, out);
     if (tmp) unlink(tmp); /* mapped: the bytes stay while it is open */
+    tq_temp_forget(tmp);
     free(tmp);
     return st;
 }

@@ -199,6 +199,21 @@ static int restore(tq_ctx *ctx, dec_opts *o, const tqkv_reader *r, const tqkv_re
     return 0;
 }
 
+/* --layers A-B within the snapshot's layers (the model's, where the snapshot records them). */
+static int check_layers(const dec_opts *o, const tqkv_meta *m)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        const tqkv_record *t = &m->t[i];
+        uint32_t l = t->model_layer != TQKV_NO_MODEL_LAYER ? t->model_layer : t->layer;
+        if (l + 1 > n) n = l + 1;
+    }
+    if (o->ro.layer_hi < n) return 0;
+    if (!n) return cli_runtime_error("%s: --layers: the snapshot holds no K/V layers", o->in);
+    return cli_runtime_error("%s: --layers %u-%u: the snapshot holds layers 0-%u", o->in,
+                             o->ro.layer_lo, o->ro.layer_hi, n - 1);
+}
+
 int cmd_decode_kvdump(int argc, char **argv)
 {
     dec_opts o = {0};
@@ -214,6 +229,7 @@ int cmd_decode_kvdump(int argc, char **argv)
     if (!rc && (int)o.ro.format < 0) o.ro.format = (tq_kv_kind)tqkv_meta_of(r)->source_kind;
     if (!rc && o.ro.has_layers && o.ro.format != TQ_KV_NUMPY)
         rc = cli_usage_error("%s", layers_npz_only);
+    if (!rc && o.ro.has_layers) rc = check_layers(&o, tqkv_meta_of(r));
     if (!rc) rc = open_inputs(ctx, &o, tqkv_meta_of(r), arch, &base);
     o.ro.arch = arch;
     if (!rc) rc = restore(ctx, &o, r, base);

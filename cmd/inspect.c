@@ -4,6 +4,7 @@
  * computed on dequantized values. */
 #include "cli.h"
 #include "cli_opts.h"
+#include "file_io.h"
 #include "gguf.h"
 #include "inspect.h"
 #include "innerq_scales.h"
@@ -550,6 +551,7 @@ static int peek(tq_ctx *ctx, const char *name, tq_src **src, unsigned char *magi
 static int unlink_copy(char *tmp, int rc)
 {
     if (tmp) unlink(tmp);
+    tq_temp_forget(tmp);
     free(tmp);
     return rc;
 }
@@ -609,8 +611,12 @@ int cmd_inspect(int argc, char **argv)
         }
         return inspect_snapshot(o.path, src, o.json);
     }
-    /* anything else from a pipe or an object is read from a copy */
-    if (src && tq_src_spool(ctx, src, &tmp)) rc = cli_lib_error(ctx);
+    /* anything else from a pipe or an object is read from a copy: a state or a model's */
+    if (src && nm >= 4 && !tq_kv_view_probe(magic, nm) && memcmp(magic, "GGUF", 4))
+        rc = cli_runtime_error("%s: not a state, snapshot or GGUF model (its first bytes are no "
+                               "magic tq knows)",
+                               o.path);
+    if (!rc && src && tq_src_spool(ctx, src, NULL, &tmp)) rc = cli_lib_error(ctx);
     tq_src_close(src);
     if (tmp) path = tmp;
     if (!rc && nm >= 4 && tq_kv_view_probe(magic, nm)) {

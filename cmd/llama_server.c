@@ -181,7 +181,8 @@ tq_status llama_server_tokenize(tq_ctx *ctx, const llama_server *srv, const char
     size_t len = json_array_size(arr);
     if (!json_is_array(arr) || len > UINT32_MAX)
         st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: /tokenize: not a token list", srv->url);
-    *tokens = st ? NULL : malloc((len ? len : 1) * sizeof **tokens);
+    size_t cap = len ? len : 1;
+    *tokens = st ? NULL : malloc(cap * sizeof **tokens);
     if (!st && !*tokens) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (size_t i = 0; !st && i < len; i++) {
         json_t *t = json_array_get(arr, i);

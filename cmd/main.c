@@ -1,7 +1,9 @@
 /* main.c - the tq command: dispatch to subcommands, global help and version. */
 #include "cli.h"
+#include "file_io.h"
 
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,6 +44,14 @@ static const cli_command *find(const char *name)
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (strcmp(commands[i].name, name) == 0) return &commands[i];
     return NULL;
+}
+
+/* Ctrl-C, a kill: tq's temporary files go (file_io.h), then the signal does what it would. */
+static void on_signal(int sig)
+{
+    tq_temp_remove_all();
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 int main(int argc, char **argv)
@@ -93,5 +103,11 @@ int main(int argc, char **argv)
             return TQ_EXIT_OK;
         }
     }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     return c->run(argc - 1, argv + 1);
 }

@@ -130,6 +130,7 @@ int cli_out_commit(cli_out *o)
         cli_out_abort(o);
         return rc;
     }
+    tq_temp_forget(o->tmp);
     free(o->tmp);
     free(o->path);
     o->tmp = o->path = NULL;
@@ -152,6 +153,7 @@ void cli_out_abort(cli_out *o)
     if (o->is_stdout) return;
     if (o->tmp) unlink(o->tmp); /* first: a discarded output is not synced (a stream's bytes
                                    are gone already) */
+    tq_temp_forget(o->tmp);
     if (o->f) fclose(o->f);
     free(o->tmp);
     free(o->path);

@@ -181,6 +181,10 @@ static void raw_name(slot_run *r, const slot_opts *o, const char *what, char *fi
     clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(file, n, "tq-%s-%d-%ld%09ld.bin", what, (int)getpid(), (long)ts.tv_sec, ts.tv_nsec);
     snprintf(r->raw, sizeof r->raw, "%s/%s", o->slot_dir, file);
+    tq_temp_track(r->raw); /* a signal removes it (and its sidecar) as tq's other temporaries */
+    char side[4200];
+    snprintf(side, sizeof side, "%s.ckpt", r->raw);
+    tq_temp_track(side);
 }
 
 /* The snapshot options of --preset and --threads. */
@@ -293,6 +297,20 @@ static int save_checkpoints(slot_run *r, const slot_opts *o, const tq_kv_view *v
     return 0;
 }
 
+/* A gc racing this save may have evicted the base before it saw the new link (it keeps a
+ * base it sees a new dependent of, store_gc.c): the base checked after the write, and where it
+ * is gone the snapshot written again whole, so no chain is left without its base. */
+static int keep_chain_whole(slot_run *r, const slot_opts *o, tq_kv_view *v, const char *name,
+                            tq_store_match *base, tq_kvsnap_report *rep)
+{
+    char entry[64];
+    snprintf(entry, sizeof entry, "snap/%s.tqkv", base->name);
+    if (!tq_store_check_entry(r->ctx, r->store, entry)) return 0;
+    cli_log("note: %s: its base %s was evicted meanwhile: stored whole", name, base->name);
+    base->common = 0;
+    return encode(r, o, v, name, base, rep);
+}
+
 static int do_save(slot_run *r, const slot_opts *o)
 {
     char file[128];
@@ -338,6 +356,7 @@ static int do_save(slot_run *r, const slot_opts *o)
         if (!rc && tq_store_put_points(r->ctx, r->store, name, &pt)) rc = cli_lib_error(r->ctx);
         if (!rc && tq_store_index(r->ctx, r->store, r->fp, name, tokens, n))
             rc = cli_lib_error(r->ctx);
+        if (!rc && base.common) rc = keep_chain_whole(r, o, v, name, &base, &rep);
     }
     if (!rc && o->name) {
         char entry[300];
@@ -433,7 +452,12 @@ static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t to
     if (!rc && m->base_id) { /* an appended snapshot: its base beside it, read whole */
         snprintf(entry, sizeof entry, "snap/%s", m->base_name);
         char *bp = tq_store_path(r->store, entry);
-        if (!bp || cli_open_snapshot_mapped(r->ctx, bp, &base)) rc = cli_lib_error(r->ctx);
+        if (!bp || cli_open_snapshot_mapped(r->ctx, bp, &base)) {
+            /* a chain whose base is gone: the next-best prefix (do_restore) */
+            rc = cli_runtime_error("%s: its base %s: %s", path, m->base_name,
+                                   tq_ctx_error(r->ctx));
+            *why = TQ_ERR_CORRUPT;
+        }
         free(bp);
     }
     cli_out out;
@@ -613,6 +637,8 @@ static int do_gc(slot_run *r, const slot_opts *o)
                 o->store, rep.evicted, rep.kept, rep.bytes_before / 1e6, rep.bytes_after / 1e6,
                 o->max_size / 1e6,
                 rep.bytes_after > o->max_size ? "; the rest are bases of kept snapshots" : "");
+    if (!o->c.quiet && rep.temps_removed)
+        cli_log("%s: %u temporary files over an hour old removed", o->store, rep.temps_removed);
     return 0;
 }
 

@@ -3,6 +3,7 @@
 #include "file_io.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +99,36 @@ tq_status tq_temp_create(tq_ctx *ctx, const char *path, char **tmp, FILE **f)
     return tq_temp_create_ex(ctx, path, 1, tmp, f);
 }
 
+/* The temporaries a signal removes: a fixed table (no allocation in the handler); a slot is
+ * taken by the newest when all are in use (an old one renamed already: its unlink fails). */
+enum { TEMP_SLOTS = 64, TEMP_PATH = 4096 };
+static char temp_paths[TEMP_SLOTS][TEMP_PATH];
+static volatile sig_atomic_t temp_next;
+
+void tq_temp_track(const char *tmp)
+{
+    if (strlen(tmp) >= TEMP_PATH) return;
+    int at = -1;
+    for (int i = 0; i < TEMP_SLOTS && at < 0; i++)
+        if (!temp_paths[i][0]) at = i;
+    if (at < 0) at = temp_next++ % TEMP_SLOTS;
+    temp_paths[at][0] = 0; /* never a half-written name for the handler */
+    memcpy(temp_paths[at] + 1, tmp + 1, strlen(tmp));
+    temp_paths[at][0] = tmp[0];
+}
+
+void tq_temp_forget(const char *tmp)
+{
+    for (int i = 0; tmp && i < TEMP_SLOTS; i++)
+        if (temp_paths[i][0] && !strcmp(temp_paths[i], tmp)) temp_paths[i][0] = 0;
+}
+
+void tq_temp_remove_all(void)
+{
+    for (int i = 0; i < TEMP_SLOTS; i++)
+        if (temp_paths[i][0]) unlink(temp_paths[i]);
+}
+
 tq_status tq_temp_create_ex(tq_ctx *ctx, const char *path, int durable, char **tmp, FILE **f)
 {
     *f = NULL;
@@ -112,6 +143,7 @@ tq_status tq_temp_create_ex(tq_ctx *ctx, const char *path, int durable, char **t
         *tmp = NULL;
         return st;
     }
+    tq_temp_track(*tmp);
     mode_t um = umask(0); /* mkstemp makes 0600; give what a new file would get */
     umask(um);
     fchmod(fd, 0666 & ~um);
@@ -125,6 +157,7 @@ tq_status tq_temp_create_ex(tq_ctx *ctx, const char *path, int durable, char **t
         free(k);
         close(fd);
         unlink(*tmp);
+        tq_temp_forget(*tmp);
         free(*tmp);
         *tmp = NULL;
         return st;

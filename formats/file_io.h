@@ -27,6 +27,14 @@ tq_status tq_temp_create(tq_ctx *ctx, const char *path, char **tmp, FILE **f);
  * again. */
 tq_status tq_temp_create_ex(tq_ctx *ctx, const char *path, int durable, char **tmp, FILE **f);
 
+/* Every temporary file tq_temp_create made and has not been told is gone: a signal handler
+ * removes them (tq_temp_remove_all, async-signal-safe) so that Ctrl-C leaves no PATH.tmp.*
+ * behind.  tq_temp_forget: renamed into place or removed. */
+void tq_temp_forget(const char *tmp);
+/* A file of tq's own made otherwise (a slot file a server wrote for tq) for the same care. */
+void tq_temp_track(const char *tmp);
+void tq_temp_remove_all(void);
+
 /* Where intermediate files go that have no output beside them: $TMPDIR,
  * else /tmp (what mkstemp's callers use). */
 const char *tq_temp_dir(void);

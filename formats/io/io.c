@@ -214,13 +214,20 @@ tq_status tq_src_peek(tq_ctx *ctx, tq_src *s, void *buf, uint64_t n, uint64_t *g
     return TQ_OK;
 }
 
-tq_status tq_src_spool(tq_ctx *ctx, tq_src *s, char **path)
+tq_status tq_src_spool(tq_ctx *ctx, tq_src *s, tq_src_known known, char **path)
 {
     char near[4096];
     FILE *f;
     enum { BUF = 4 << 20 };
-    uint8_t *buf = malloc(BUF);
+    uint8_t head[16];
+    uint64_t n_head = 0;
     *path = NULL;
+    /* the magic first: bytes of no kind tq reads are refused before they are copied */
+    if (known && tq_src_peek(ctx, s, head, sizeof head, &n_head)) return TQ_ERR_IO;
+    if (known && !known(head, (size_t)n_head))
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a file this reads (its first bytes "
+                                                    "are no magic it knows)", s->name);
+    uint8_t *buf = malloc(BUF);
     snprintf(near, sizeof near, "%s/tq-input", tq_temp_dir());
     tq_status st = buf ? tq_temp_create_ex(ctx, near, 0, path, &f) : TQ_ERR_NOMEM;
     if (!buf) tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
@@ -237,20 +244,22 @@ tq_status tq_src_spool(tq_ctx *ctx, tq_src *s, char **path)
     if (*path) fclose(f);
     if (st && *path) {
         unlink(*path);
+        tq_temp_forget(*path);
         free(*path);
         *path = NULL;
     }
     return st;
 }
 
-tq_status tq_io_local(tq_ctx *ctx, const char *name, char **tmp, const char **path)
+tq_status tq_io_local(tq_ctx *ctx, const char *name, tq_src_known known, char **tmp,
+                      const char **path)
 {
     tq_src *s;
     *tmp = NULL;
     *path = name;
     if (!tq_io_is_stream(name)) return TQ_OK;
     tq_status st = tq_src_open(ctx, name, &s);
-    if (!st) st = tq_src_spool(ctx, s, tmp);
+    if (!st) st = tq_src_spool(ctx, s, known, tmp);
     tq_src_close(s);
     if (!st) *path = *tmp;
     return st;

@@ -53,11 +53,14 @@ uint64_t tq_src_received(const tq_src *s);
 tq_status tq_src_peek(tq_ctx *ctx, tq_src *s, void *buf, uint64_t n, uint64_t *got);
 /* The whole source into a temporary file under tq_temp_dir(), for a reader that must map its
  * input (a state to encode); *path is malloc'd, the caller unlinks it. */
-tq_status tq_src_spool(tq_ctx *ctx, tq_src *s, char **path);
+/* Whether the first n bytes of an input are of a kind the caller reads (a known magic). */
+typedef int (*tq_src_known)(const uint8_t *head, size_t n);
+tq_status tq_src_spool(tq_ctx *ctx, tq_src *s, tq_src_known known, char **path);
 
 /* A name any reader takes: a file name as it is, "-" or s3:// spooled to a temporary file
  * (*tmp set: unlink it once opened, free it). */
-tq_status tq_io_local(tq_ctx *ctx, const char *name, char **tmp, const char **path);
+tq_status tq_io_local(tq_ctx *ctx, const char *name, tq_src_known known, char **tmp,
+                      const char **path);
 
 typedef struct tq_sink tq_sink;
 

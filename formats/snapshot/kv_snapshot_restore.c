@@ -43,6 +43,7 @@ static tq_status decode_to_view(tq_ctx *ctx, const tqkv_reader *r, const tqkv_re
         if (fflush(tf) && !st) st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: writing failed", tmp);
         if (!st) st = tq_kv_view_open(ctx, tmp, TQ_PROFILE_DEFAULT, out);
         unlink(tmp); /* the mapping stays valid, and an unlinked file is not synced */
+        tq_temp_forget(tmp);
         fclose(tf);
         free(tmp);
         if (st || prefix_fits(ctx, *out, dopt.max_rows)) return st;

@@ -168,6 +168,7 @@ tq_status tq_store_put(tq_ctx *ctx, tq_store *s, const char *entry, const void *
                                   strerror(errno));
             unlink(tmp);
         }
+        tq_temp_forget(tmp);
     }
     free(tmp);
     free(path);

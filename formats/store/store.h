@@ -99,6 +99,9 @@ tq_status tq_store_put_points(tq_ctx *ctx, tq_store *s, const char *name,
 /* A snapshot's points; a snapshot stored without them restores whole only (from n_tokens). */
 tq_status tq_store_get_points(tq_ctx *ctx, tq_store *s, const char *name, uint32_t n_tokens,
                               tq_store_points *pt);
+/* A points entry's text (changed in place) into pt; 0, pt untouched, when a line is not one
+ * tq writes. */
+int tq_store_parse_points(char *text, uint32_t n_tokens, tq_store_points *pt);
 /* The largest count <= common that restores a prompt of n_prompt tokens (0: none). */
 uint32_t tq_store_point_for(const tq_store_points *pt, uint32_t n_tokens, uint32_t common,
                             uint32_t n_prompt);
@@ -160,6 +163,7 @@ tq_status tq_store_index(tq_ctx *ctx, tq_store *s, uint64_t fp, const char *name
 typedef struct tq_store_gc_report {
     uint32_t kept, evicted;
     uint64_t bytes_before, bytes_after;
+    uint32_t temps_removed; /* writers' temporaries over an hour old (a directory store's) */
 } tq_store_gc_report;
 
 /* Evicts least recently used snapshots until the store's snapshots take at most max_bytes.

@@ -59,6 +59,13 @@ tq_status tq_store_get_points(tq_ctx *ctx, tq_store *s, const char *name, uint32
     snprintf(entry, sizeof entry, "points/%s", name);
     tq_status st = tq_store_get(ctx, s, entry, &text, &len, &found);
     if (st || !found) return st;
+    tq_store_parse_points(text, n_tokens, pt); /* one that does not parse: whole only */
+    free(text);
+    return TQ_OK;
+}
+
+int tq_store_parse_points(char *text, uint32_t n_tokens, tq_store_points *pt)
+{
     tq_store_points got = {.from = n_tokens};
     int good = 1;
     for (char *line = text; good && *line;) {
@@ -67,9 +74,8 @@ tq_status tq_store_get_points(tq_ctx *ctx, tq_store *s, const char *name, uint32
         good = points_line(line, n_tokens, &got);
         line = end ? end + 1 : line + strlen(line);
     }
-    free(text);
-    if (good) *pt = got; /* one that does not parse: whole only */
-    return TQ_OK;
+    if (good) *pt = got;
+    return good;
 }
 
 uint32_t tq_store_point_for(const tq_store_points *pt, uint32_t n_tokens, uint32_t common,

@@ -4,10 +4,17 @@
 
 #include "tqkv.h"
 
+#include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* evict()'s answer when a racing save made the victim a base: not an error, not evicted. */
+#define TQ_KEPT ((tq_status)100)
 
 /* One stored snapshot as gc sees it. */
 typedef struct gc_snap {
@@ -49,7 +56,29 @@ static int gc_read(tq_ctx *ctx, tq_store *s, const char *file, gc_snap *g)
 }
 
 /* Its index entries, its name entries, its use, then the snapshot. */
-static tq_status evict(tq_ctx *ctx, tq_store *s, const gc_snap *g)
+/* Has a snapshot gc did not see at its start been appended to g (a save racing this gc)? */
+static int new_dependent(tq_ctx *ctx, tq_store *s, const gc_snap *all, uint32_t n_all,
+                         const gc_snap *g)
+{
+    char **files;
+    uint32_t nf;
+    int found = 0;
+    if (tq_store_list(ctx, s, "snap", &files, &nf)) return 1; /* cannot tell: keep it */
+    for (uint32_t i = 0; !found && i < nf; i++) {
+        gc_snap h = {0};
+        int known = 0;
+        for (uint32_t j = 0; j < n_all && !known; j++)
+            known = !strncmp(files[i], all[j].name, strlen(all[j].name));
+        if (known || !gc_read(ctx, s, files[i], &h)) continue;
+        found = !strcmp(h.base, g->name);
+        free(h.tokens);
+    }
+    tq_store_names_free(files, nf);
+    return found;
+}
+
+static tq_status evict(tq_ctx *ctx, tq_store *s, const gc_snap *all, uint32_t n_all,
+                       const gc_snap *g)
 {
     char entry[300];
     tq_status st = TQ_OK;
@@ -76,6 +105,11 @@ static tq_status evict(tq_ctx *ctx, tq_store *s, const gc_snap *g)
     if (n) tq_store_names_free(names, n);
     snprintf(entry, sizeof entry, "used/%s", g->name);
     if (!st) st = tq_store_remove(ctx, s, entry);
+    /* a save that appended to it since gc began keeps it, indexed again (the save checks its
+     * base after writing too: between the two, a chain is never left without its base) */
+    if (!st && new_dependent(ctx, s, all, n_all, g))
+        return tq_store_index(ctx, s, g->fp, g->name, g->tokens, g->n_tokens) ? TQ_ERR_IO
+                                                                               : TQ_KEPT;
     snprintf(entry, sizeof entry, "snap/%s.tqkv", g->name);
     if (!st) st = tq_store_remove(ctx, s, entry);
     /* after the snapshot: a racing restore that still finds it restores it whole */
@@ -95,11 +129,27 @@ static long next_victim(const gc_snap *g, uint32_t n)
     return v;
 }
 
+/* A writer's temporary left by a process that died (NAME.tmp.XXXXXX), an hour old: removed. */
+enum { TEMP_AGE_S = 3600 };
+static unsigned temps_removed;
+
+static int sweep_one(const char *path, const struct stat *sb, int kind, struct FTW *ftw)
+{
+    const char *base = path + ftw->base;
+    if (kind == FTW_F && S_ISREG(sb->st_mode) && strstr(base, ".tmp.") &&
+        sb->st_mtime < time(NULL) - TEMP_AGE_S && !unlink(path))
+        temps_removed++;
+    return 0;
+}
+
 tq_status tq_store_gc(tq_ctx *ctx, tq_store *s, uint64_t max_bytes, tq_store_gc_report *rep)
 {
     char **files;
     uint32_t nf;
     memset(rep, 0, sizeof *rep);
+    temps_removed = 0;
+    if (!tq_store_remote(s)) nftw(tq_store_root(s), sweep_one, 16, FTW_PHYS); /* no link followed */
+    rep->temps_removed = temps_removed;
     tq_status st = tq_store_list(ctx, s, "snap", &files, &nf);
     gc_snap *g = NULL;
     if (!st) g = calloc(nf ? nf : 1, sizeof *g); /* [nf] */
@@ -117,8 +167,12 @@ tq_status tq_store_gc(tq_ctx *ctx, tq_store *s, uint64_t max_bytes, tq_store_gc_
     while (!st && total > max_bytes) {
         long v = next_victim(g, n);
         if (v < 0) break;
-        st = evict(ctx, s, &g[v]);
+        st = evict(ctx, s, g, n, &g[v]);
         g[v].gone = 1;
+        if (st == TQ_KEPT) { /* a racing save appended to it: kept */
+            st = TQ_OK;
+            continue;
+        }
         total -= g[v].bytes;
         rep->evicted++;
         for (uint32_t j = 0; g[v].base[0] && j < n; j++)

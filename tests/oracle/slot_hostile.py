@@ -165,6 +165,61 @@ def store_faults(c, srv, slots, store):
     used.unlink()
 
 
+def temps(c, store):
+    """gc removes a writer's temporary over an hour old (a process that died), not a fresh one."""
+    snap = Path(store) / "snap"
+    snap.mkdir(parents=True, exist_ok=True)
+    old, fresh = snap / "x.tqkv.tmp.AAAAAA", snap / "y.tqkv.tmp.BBBBBB"
+    old.write_bytes(b"left by a killed writer")
+    fresh.write_bytes(b"being written")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    rc, err, _, _ = tq("slot", "gc", store, "--max-size", "1T")
+    c.check("gc_removes_temporaries_over_an_hour_old", rc == 0 and not old.exists() and
+            fresh.exists() and "temporary files" in err, f"exit {rc}: {err}")
+    fresh.unlink()
+
+
+def chains_whole(store):
+    """Every appended snapshot's base is stored ('' when so)."""
+    p = subprocess.run([TQ, "slot", "ls", store, "--json"], capture_output=True, text=True,
+                       env=ENV)
+    listed = json.loads(p.stdout or "[]")
+    names = {e["name"] + ".tqkv" for e in listed}
+    return next((f"{e['name']} needs {e['base']}" for e in listed
+                 if e["base"] and e["base"] not in names), "")
+
+
+def race(c, srv, slots, store):
+    """A save appending to a base races gc --max-size 0, 100 times: no chain is left without
+    its base, and every stored session restores as it was saved."""
+    import threading
+    s = ["--server", srv.url, "--slot-dir", slots, "--store", store]
+    prompt = Path(slots).parent / "prompt.txt"
+    broken, wrong = "", []
+    for i in range(100):
+        srv.mode = "ok"
+        srv.tokens = tokens_of(256)
+        tq("slot", "save", *s, "--preset", "lossless")  # the base, stored again if evicted
+        srv.tokens = tokens_of(300, salt=i + 1)
+        results = {}
+        gc = threading.Thread(target=lambda: results.setdefault(
+            "gc", tq("slot", "gc", store, "--max-size", "0")))
+        gc.start()
+        results["save"] = tq("slot", "save", *s, "--preset", "lossless")
+        gc.join()
+        broken = broken or chains_whole(store)
+        srv.restored.clear()
+        rc, err, _, _ = tq("slot", "restore", *s, "--prompt", prompt)
+        # the session, or its base where gc took the session: as it was saved, byte for byte
+        if rc == 0 and srv.restored[-1] not in (state(tokens_of(300, salt=i + 1)),
+                                                state(tokens_of(256))):
+            wrong.append(i)
+        if rc not in (0, 3) or results["save"][0] or results["gc"][0]:
+            wrong.append((i, rc, err, results["save"][:2], results["gc"][:2]))
+    c.check("a_save_racing_gc_leaves_no_chain_without_its_base", not broken and not wrong,
+            f"{broken}; {wrong[:3]}")
+
+
 def s3_names(c):
     """S3 keys are what the user typed, endpoints http or https: refused before a request."""
     env = dict(ENV, AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="y",
@@ -204,6 +259,8 @@ def main():
             server_lies(c, srv, slots, store)
             long_prompts(c, srv, slots, store)
             store_faults(c, srv, slots, store)
+            race(c, srv, slots, work / "race")
+            temps(c, store)
         s3_names(c)
     sys.exit(1 if FAILED else 0)
 
