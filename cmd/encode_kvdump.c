@@ -19,7 +19,8 @@
 
 static void help_streams(void)
 {
-    printf("  -o -                  write to stdout\n\n"
+    printf("  -o -                  write to stdout; -o onto a device, FIFO or link to one writes\n"
+        "                        into it as a stream (never replaced)\n\n"
            "IN, OUT and --append may be - (a pipe) or s3://bucket/key (an object: written as a\n"
            "multipart upload that appears only when complete), with AWS_ACCESS_KEY_ID,\n"
            "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL (another\n"
