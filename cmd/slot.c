@@ -223,8 +223,13 @@ static int encode_once(slot_run *r, const slot_opts *o, tq_kv_view *v, const cha
         snprintf(entry, sizeof entry, "snap/%s.tqkv", base->name);
         snprintf(base_file, sizeof base_file, "%s.tqkv", base->name);
         char *path = tq_store_path(r->store, entry);
-        if (!path || cli_open_snapshot_mapped(r->ctx, path, &b)) rc = cli_lib_error(r->ctx);
+        int gone = !path || cli_open_snapshot_mapped(r->ctx, path, &b);
         free(path);
+        if (gone) { /* evicted since it was found: stored whole (encode) */
+            tq_model_free(&model);
+            tq_gguf_close(g);
+            return -1;
+        }
         so.base = b;
         so.base_name = base_file;
     }

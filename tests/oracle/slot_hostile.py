@@ -108,6 +108,26 @@ def entries(c, srv, slots, store):
     c.check("ls_of_planted_entries_is_bounded_and_valid_json",
             rc == 0 and isinstance(listed, list) and len(listed) == 1 and
             listed[0]["name"] == name, f"exit {rc} in {secs:.1f} s: {err}; stdout {out[:200]!r}")
+    # a snapshot whose recorded base name holds quotes: data in the JSON, never keys
+    work = Path(slots).parent
+    (work / "b.ggsq").write_bytes(state(tokens_of(256)))
+    (work / "l.ggsq").write_bytes(state(tokens_of(280)))
+    quoted = work / 'a","x":"y.tqkv'
+    tq("encode-kvdump", work / "b.ggsq", "-o", quoted, "--head-dim", "8", "-q")
+    rc, err, _, _ = tq("encode-kvdump", work / "l.ggsq", "--append", quoted, "-o",
+                       Path(store) / "snap" / "00000000000000ff-00000000000000ff.tqkv",
+                       "--head-dim", "8", "-q")
+    rc2, err2, _, out = tq("slot", "ls", store, "--json", timeout=20)
+    try:
+        listed = {e["name"]: e for e in json.loads(out)}
+    except ValueError:
+        listed = {}
+    entry = listed.get("00000000000000ff-00000000000000ff", {})
+    c.check("ls_json_keeps_a_quoted_base_name_as_data",
+            rc == 0 and rc2 == 0 and entry.get("base") == quoted.name and
+            set(entry) == {"name", "model", "tokens", "bytes", "age_s", "base"},
+            f"exit {rc} ({err}), ls exit {rc2} ({err2}): {out[:300]!r}")
+    (Path(store) / "snap" / "00000000000000ff-00000000000000ff.tqkv").unlink()
     srv.restored.clear()
     rc, err, secs, _ = tq("slot", "restore", *s, "--prompt", Path(slots).parent / "prompt.txt",
                           timeout=20)
