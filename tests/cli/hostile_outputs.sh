@@ -7,6 +7,10 @@
 set -u
 . tests/cli/common.inc
 SEEDS=tests/fuzz/seeds/fuzz_state_read
+# a folder no case names: hashed before and after every case
+mkdir -p "$tmp/sentinel" && echo precious >"$tmp/sentinel/keep.txt"
+sentinel() { (cd "$tmp/sentinel" && find . -exec ls -ld {} + | sort; cat ./* 2>/dev/null) | cksum; }
+before=$(sentinel)
 $tq encode-kvdump $SEEDS/stories16.ggsq --head-dim 8 -q -o "$tmp/s.tqkv" || fail "encode"
 $tq decode-kvdump "$tmp/s.tqkv" -q -o "$tmp/want.ggsq" || fail "decode"
 
@@ -73,4 +77,10 @@ cp "$tmp/s.tqkv" "$tmp/same.tqkv"
 expect_err 2 "would overwrite the input" decode-kvdump "$tmp/same.tqkv" -o "$tmp/same.tqkv"
 cp $SEEDS/stories16.ggsq "$tmp/same.ggsq"
 expect_err 2 "would overwrite the input" encode-kvdump "$tmp/same.ggsq" --head-dim 8 -o "$tmp/same.ggsq"
+behaviour the_sanitizer_builds_make_their_folder
+make -n B="$tmp/cleanbuild" "$tmp/cleanbuild/tests/tq-san" 2>/dev/null |
+    grep -q "mkdir -p $tmp/cleanbuild/tests/" || fail "make's tq-san recipe makes no folder for it"
+
+behaviour nothing_outside_the_named_outputs_changed
+[ "$(sentinel)" = "$before" ] || fail "the sentinel folder changed"
 exit 0

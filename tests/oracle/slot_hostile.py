@@ -199,6 +199,30 @@ def temps(c, store):
     fresh.unlink()
 
 
+def full_store(c, srv, slots, work):
+    """A store on a full disk (a 64 KiB tmpfs, as root): one line naming the store's file, the
+    raw slot file gone, nothing half-written left."""
+    mnt = Path(work) / "tiny"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs",
+                                            str(mnt)], capture_output=True).returncode:
+        print("  a_full_store_names_the_stores_file: skipped (mounting a tmpfs needs root)")
+        return
+    try:
+        srv.mode = "ok"
+        srv.tokens = tokens_of(2000)
+        rc, err, _, _ = tq("slot", "save", "--server", srv.url, "--slot-dir", slots, "--store",
+                           mnt / "store", "--preset", "lossless")
+        left = [p.name for p in Path(slots).iterdir()]
+        temps = [str(p) for p in mnt.rglob("*.tmp.*")]
+        c.check("a_full_store_names_the_stores_file",
+                one_line(rc, err, 1, str(mnt / "store")) and "No space left" in err and
+                not left and not temps, f"exit {rc}: {err}; left {left}; temporaries {temps}")
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+        srv.tokens = tokens_of(300)
+
+
 def chains_whole(store):
     """Every appended snapshot's base is stored ('' when so)."""
     p = subprocess.run([TQ, "slot", "ls", store, "--json"], capture_output=True, text=True,
@@ -281,6 +305,7 @@ def main():
             store_faults(c, srv, slots, store)
             race(c, srv, slots, work / "race")
             temps(c, store)
+            full_store(c, srv, slots, work)
         s3_names(c)
     sys.exit(1 if FAILED else 0)
 
