@@ -199,6 +199,23 @@ def temps(c, store):
     fresh.unlink()
 
 
+def broken_chain(c, srv, slots, store):
+    """A link whose base is gone (removed by hand): the restore warns and takes the next-best
+    prefix (here none: a miss), never a crash or an error."""
+    s = ["--server", srv.url, "--slot-dir", slots, "--store", store]
+    srv.mode = "ok"
+    srv.tokens = tokens_of(256)
+    rc1, err1, _, _ = tq("slot", "save", *s, "--preset", "lossless")
+    base = next(p for p in (Path(store) / "snap").glob("*.tqkv"))
+    srv.tokens = tokens_of(300, salt=7)
+    rc2, err2, _, _ = tq("slot", "save", *s, "--preset", "lossless")
+    base.unlink()
+    rc, err, _, _ = tq("slot", "restore", *s, "--prompt", Path(slots).parent / "prompt.txt")
+    c.check("a_restore_whose_base_is_gone_takes_the_next_best_prefix",
+            rc1 == 0 and rc2 == 0 and "appended" in err2 and rc == 3 and "warning" in err and
+            "miss" in err, f"saves {rc1} {rc2} ({err2}); restore exit {rc}: {err}")
+
+
 def full_store(c, srv, slots, work):
     """A store on a full disk (a 64 KiB tmpfs, as root): one line naming the store's file, the
     raw slot file gone, nothing half-written left."""
@@ -306,6 +323,7 @@ def main():
             race(c, srv, slots, work / "race")
             temps(c, store)
             full_store(c, srv, slots, work)
+            broken_chain(c, srv, slots, work / "broken")
         s3_names(c)
     sys.exit(1 if FAILED else 0)
 
