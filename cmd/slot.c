@@ -338,10 +338,16 @@ static int do_save(slot_run *r, const slot_opts *o)
         unlink(side);
         return cli_lib_error(r->ctx);
     }
+    struct stat sb;
     if (access(r->raw, R_OK))
         return cli_runtime_error("the server saved slot %ld, but not into %s: give its "
                                  "--slot-save-path as --slot-dir",
                                  o->slot, o->slot_dir);
+    if (lstat(r->raw, &sb) || !S_ISREG(sb.st_mode)) { /* a link planted there: not followed */
+        unlink(r->raw);
+        unlink(side);
+        return cli_runtime_error("%s: the server's slot file is not a regular file", r->raw);
+    }
     int rc = tq_kv_view_open(r->ctx, r->raw, TQ_PROFILE_DEFAULT, &v) ? cli_lib_error(r->ctx) : 0;
     const int32_t *tokens = rc ? NULL : tq_kv_view_tokens(v);
     uint32_t n = rc ? 0 : tq_kv_view_n_tokens(v);

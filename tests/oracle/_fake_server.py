@@ -58,7 +58,8 @@ class FakeServer:
     Modes: "ok"; "stall" (accept, never answer); "flood" (Content-Length 10 GiB, a few bytes,
     then nothing); "big_props" (an 8 MiB /props); "escape" (HTTP 500 whose message holds
     terminal escapes); "negative" (n_restored -5); "tokens_text" ({"tokens": "abc"});
-    "token_2_40" (a token of 2^40); "n_saved_huge" (n_saved 1e400, after writing the file).
+    "token_2_40" (a token of 2^40); "n_saved_huge" (n_saved 1e400, after writing the file);
+    "link_file" (the saved slot file a symlink to link_target).
     restored: the bytes of every slot file it was asked to restore."""
 
     def __init__(self, slot_dir, model_path):
@@ -67,6 +68,7 @@ class FakeServer:
         self.mode = "ok"
         self.tokens = tokens_of(300)
         self.restored = []
+        self.link_target = "/etc/passwd"
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -123,6 +125,9 @@ class FakeServer:
                     return self.answer(200, {"tokens": fake.tokens})
                 name = body.get("filename", "")
                 path = fake.slot_dir / name
+                if "action=save" in self.path and fake.mode == "link_file":
+                    path.symlink_to(fake.link_target)  # a file outside, planted as the slot's
+                    return self.answer(200, {"id_slot": 0, "filename": name, "n_saved": 1})
                 if "action=save" in self.path:
                     path.write_bytes(state(fake.tokens))
                     if fake.mode == "n_saved_huge":

@@ -142,7 +142,9 @@ def server_lies(c, srv, slots, store):
     cases = [("stall", "save", "no answer within"), ("flood", "save", "no answer within"),
              ("big_props", "save", "more than"), ("escape", "save", "HTTP 500"),
              ("negative", "restore", "not a count"), ("tokens_text", "restore", "not a token list"),
-             ("token_2_40", "restore", "not a token id"), ("n_saved_huge", "save", "not JSON")]
+             ("token_2_40", "restore", "not a token id"), ("n_saved_huge", "save", "not JSON"),
+             ("link_file", "save", "not a regular file")]
+    srv.link_target = str(c.sentinel / "precious.txt")
     for mode, action, needle in cases:
         srv.mode = mode
         srv.tokens = tokens_of(300)
