@@ -350,6 +350,14 @@ static void transform_chunks(const tq_kvsnap_options *o, tqkv_record *k)
     k->klt_rans = k->rows_per_chunk >= (uint32_t)row->rans_rows;
 }
 
+/* Every head's transform has a step a quantizer can use. */
+static int steps_ok(const tqkv_record *k)
+{
+    for (uint64_t h = 0; k->klt && h < k->width / k->group; h++)
+        if (!(k->klt[h].step > 0) || !isfinite(k->klt[h].step)) return 0;
+    return 1;
+}
+
 static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
                                 const tq_kvsnap_options *o, const src_tensor *s, tqkv_record *t,
                                 const tq_rope *rope, const int32_t *pos, int *taken)
@@ -384,8 +392,12 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
     if (!st)
         st = tq_kvsnap_klt_fit(ctx, s->kt, &k, rope, pos, t->is_v ? p->v_rate : p->k_rate,
                                screened ? &rival : NULL, &fit);
-    double fit_bits = fit.rate + fit.basis_bits + fit.gain_bits;
-    *taken = !st && !fit.skipped && (forced || fit_bits < tq_codec_bits(t));
+    /* rows a transform cannot fit (a turbo cache's few distinct values: an eigenvalue that does
+       not converge, a component of no spread and a step of 0) stay in blocks: never an error */
+    int fitted = !st && !fit.skipped && steps_ok(&k);
+    if (st == TQ_ERR_ARG && !forced) st = TQ_OK;
+    double fit_bits = fitted ? fit.rate + fit.basis_bits + fit.gain_bits : 0;
+    *taken = fitted && (forced || fit_bits < tq_codec_bits(t));
     /* V's blocks measured where the transform would take them: rows that repeat (SmolLM2's
        first layer, whose V is the token's alone) cost the blocks under half the transform's
        bits once zstd has them, at the blocks' lower error (tests/bench/results/
