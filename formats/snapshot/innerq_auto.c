@@ -29,6 +29,24 @@ static int k_is_quantized(const tq_kv_view *v)
     return 0;
 }
 
+/* Whether every layer's K and V rows have one width (a gemma4's sliding and global layers may
+ * not: other head sizes and KV head counts). */
+static int one_width(const tq_kv_view *v)
+{
+    uint64_t width = 0;
+    for (uint32_t i = 0; i < tq_kv_view_n_kv(v); i++) {
+        const tq_kv_state *k = tq_kv_view_kv(v, i);
+        for (uint32_t j = 0; j < k->n_stream; j++)
+            for (uint32_t l = 0; l < k->streams[j].n_layer; l++) {
+                const tq_kv_stream *st = &k->streams[j];
+                uint64_t w = st->k[l].width;
+                if ((width && w != width) || (st->v && st->v[l].width != w)) return 0;
+                width = w;
+            }
+    }
+    return 1;
+}
+
 tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
                                 tq_innerq_set *set, const char **why)
 {
@@ -41,6 +59,10 @@ tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsna
         return TQ_OK;
     if (k_is_quantized(v)) {
         *why = "off (K of a quantized cache, not in the model's channels)";
+        return TQ_OK;
+    }
+    if (!one_width(v)) {
+        *why = "off (layers of different widths: scales are per channel of one width)";
         return TQ_OK;
     }
     tq_attn_model am;

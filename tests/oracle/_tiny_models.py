@@ -309,11 +309,13 @@ def gpt_oss(m):
         m.vec(p + "ffn_down_exps.bias", [E, NE])
 
 
-def gemma4(m, moe=False, ple=True):
-    # E2B-like: per-layer embeddings (PLE); 26B-A4B-like: moe=True (dense MLP as shared expert + routed experts)
+def gemma4(m, moe=False, ple=True, kv_swa=2, kv_full=1, d_swa=16, d_full=32):
+    # E2B-like: per-layer embeddings (PLE); 26B-A4B-like: moe=True (dense MLP as shared expert + routed experts).
+    # kv_*/d_*: the sliding and global layers' KV heads and head sizes (2 x 16 and 1 x 32: rows of equal width;
+    # the released sizes' differ, as the -uneven recipes' do)
     E, L, FF = 64, 4, 128
-    H, KV_SWA, KV_FULL = 4, 2, 1
-    D_SWA, D_FULL = 16, 32
+    H, KV_SWA, KV_FULL = 4, kv_swa, kv_full
+    D_SWA, D_FULL = d_swa, d_full
     PL = 8 if ple else 0
     NE, NU, FFE = 4, 2, 32
     swa = [True, True, True, False]  # 3 sliding + 1 full
@@ -748,6 +750,10 @@ RECIPES = {
     "gpt-oss": ("gpt-oss", gpt_oss),
     "gemma4": ("gemma4", lambda m: gemma4(m, moe=False, ple=True)),
     "gemma4-moe": ("gemma4", lambda m: gemma4(m, moe=True, ple=False)),
+    # K/V rows of other widths on sliding and global layers: 2 x 16 = 32 against 2 x 32 = 64 (the
+    # head size differs), and 1 x 16 = 16 against 2 x 64 = 128 (heads and head size both)
+    "gemma4-uneven": ("gemma4", lambda m: gemma4(m, kv_full=2)),
+    "gemma4-uneven2": ("gemma4", lambda m: gemma4(m, kv_swa=1, kv_full=2, d_full=64)),
     "llama4": ("llama4", llama4),
     "deepseek2": ("deepseek2", deepseek2),
     "granitehybrid": ("granitehybrid", lambda m: granitehybrid(m, moe=True)),

@@ -24,11 +24,12 @@ import _models  # noqa: E402
 import _tiny_models  # noqa: E402
 
 ARCHS = ["llama", "qwen2", "qwen3", "mistral3", "smollm3", "qwen35", "qwen35moe", "qwen3next", "gpt-oss",
-         "gemma4", "gemma4-shared", "llama4", "deepseek2", "granitehybrid", "lfm2", "mamba", "mamba2", "rwkv6",
+         "gemma4", "gemma4-shared", "gemma4-uneven", "gemma4-uneven2", "llama4", "deepseek2", "granitehybrid", "lfm2", "mamba", "mamba2", "rwkv6",
          "rwkv7"]
 # not claimed (arch.c column ok 0): lfm2moe, whose tiny model's identical random heads of 16 restore
 # better coded two heads to a rotation (without --model) than one (its head size, with it)
 PROMPT, CONT = 160, 32
+GEMMA4_KL16 = {}  # the gemma4 variants' mean KL over 16 steps with --model, printed side by side
 
 
 def llm_of(model):
@@ -118,6 +119,12 @@ def check(d, name, fails):
         print(f"{name:14s} {kind:7s} mean KL without --model {a:.3g}, with {b:.3g} (noise {noise:.2g})")
         if b > a + 2 * noise + 1e-9:
             fails.append(f"{name} {kind}: with --model KL {b:.5f} over {a:.5f} + 2 x noise {noise:.5f}")
+        if name.startswith("gemma4"):  # sliding and global layers of one width or of two
+            first16 = float(kl[1][:16].mean())
+            GEMMA4_KL16[f"{name} {kind}"] = first16
+            print(f"{name:14s} {kind:7s} with --model, mean KL over the first 16 steps {first16:.3g}")
+            if first16 > 0.1:
+                fails.append(f"{name} {kind}: mean KL over 16 steps {first16:.4f} over 0.1")
     del llm
 
 
@@ -175,6 +182,8 @@ def main():
                 fails.append(str(e))
             print(f"FAIL: {name}: " + "; ".join(fails) if fails else f"ok {name}", flush=True)
             failed += bool(fails)
+        print("gemma4, 16-step KL with --model: " +
+              ", ".join(f"{k} {v:.3g}" for k, v in sorted(GEMMA4_KL16.items())))
         fails = []
         refusals(Path(td), fails)
         print("FAIL: refusals: " + "; ".join(fails) if fails else "ok refusals", flush=True)
