@@ -124,6 +124,24 @@ char *tq_store_path(const tq_store *s, const char *entry)
     return p;
 }
 
+/* A directory store's folders on the way to an entry (snap/, idx/FP/PHASH/, ...) are folders
+ * of the store, never links out of it (the store's own root may be a link: the user named it).
+ * TQ_OK where they are, or are not there yet. */
+static tq_status folders_real(tq_ctx *ctx, const tq_store *s, const char *entry)
+{
+    char path[4096];
+    struct stat sb;
+    int n = snprintf(path, sizeof path, "%s/", s->root);
+    for (const char *p = entry; n > 0 && (size_t)n < sizeof path && (p = strchr(p, '/')); p++) {
+        snprintf(path + n, sizeof path - (size_t)n, "%.*s", (int)(p - entry), entry);
+        if (lstat(path, &sb)) return TQ_OK; /* not made yet */
+        if (!S_ISDIR(sb.st_mode))
+            return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: not a folder of the store (a link?)",
+                                    path);
+    }
+    return TQ_OK;
+}
+
 /* An object written by one PUT. */
 static tq_status put_remote(tq_ctx *ctx, const char *url, const void *p, uint64_t n)
 {
@@ -148,6 +166,7 @@ tq_status tq_store_put(tq_ctx *ctx, tq_store *s, const char *entry, const void *
         free(url);
         return st;
     }
+    if (folders_real(ctx, s, entry)) return TQ_ERR_IO;
     char *path = tq_store_path(s, entry);
     char *slash = path ? strrchr(path, '/') : NULL;
     char *tmp = NULL;
@@ -254,7 +273,8 @@ tq_status tq_store_get_max(tq_ctx *ctx, tq_store *s, const char *entry, uint64_t
     *found = 0;
     if (!path) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     tq_status st = s->remote ? get_remote(ctx, path, max, p, n, found)
-                             : get_local(ctx, path, max, p, n, found);
+                             : folders_real(ctx, s, entry);
+    if (!s->remote && !st) st = get_local(ctx, path, max, p, n, found);
     free(path);
     return st;
 }
@@ -352,9 +372,11 @@ tq_status tq_store_list(tq_ctx *ctx, tq_store *s, const char *folder, char ***na
         if (l.n) qsort(l.names, l.n, sizeof *l.names, by_name);
         return st;
     }
-    DIR *d = opendir(path);
-    tq_status st = TQ_OK;
-    if (!d && errno != ENOENT)
+    char sub[4096];
+    snprintf(sub, sizeof sub, "%s/", folder); /* the folder itself is checked as a step too */
+    tq_status st = folders_real(ctx, s, sub);
+    DIR *d = st ? NULL : opendir(path);
+    if (!st && !d && errno != ENOENT)
         st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: %s", path, strerror(errno));
     for (struct dirent *e = d ? readdir(d) : NULL; e && !st; e = readdir(d)) {
         /* a writer's temporary (NAME.tmp.XXXXXX) is not an entry yet, and a name tq would
@@ -386,7 +408,8 @@ tq_status tq_store_remove(tq_ctx *ctx, tq_store *s, const char *entry)
         free(path);
         return st;
     }
-    if (unlink(path) && errno != ENOENT)
+    st = folders_real(ctx, s, entry);
+    if (!st && unlink(path) && errno != ENOENT)
         st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: %s", path, strerror(errno));
     free(path);
     return st;
@@ -407,6 +430,8 @@ tq_status tq_store_size(tq_ctx *ctx, tq_store *s, const char *entry, uint64_t *s
         if (st && tq_s3_missing(o)) st = TQ_OK;
         else if (!st) *found = 1;
         tq_s3_close(o);
+    } else if (folders_real(ctx, s, entry)) { /* a folder that is a link: nothing through it */
+        st = TQ_ERR_IO;
     } else if (!lstat(path, &sb)) {
         if (S_ISREG(sb.st_mode)) *size = (uint64_t)sb.st_size;
         if (!S_ISREG(sb.st_mode))

@@ -128,6 +128,19 @@ def entries(c, srv, slots, store):
             set(entry) == {"name", "model", "tokens", "bytes", "age_s", "base"},
             f"exit {rc} ({err}), ls exit {rc2} ({err2}): {out[:300]!r}")
     (Path(store) / "snap" / "00000000000000ff-00000000000000ff.tqkv").unlink()
+    # a store folder planted as a link out of the store: nothing read or written through it
+    names_dir = Path(store) / "names"
+    for p in names_dir.iterdir():
+        p.unlink()
+    names_dir.rmdir()
+    names_dir.symlink_to(c.sentinel)
+    rc, err, _, _ = tq("slot", "restore", *s, "--name", "precious.txt")
+    rc2, err2, _, _ = tq("slot", "save", *s, "--name", "planted", "--preset", "lossless")
+    c.check("a_store_folder_that_is_a_link_is_not_followed",
+            one_line(rc, err, 1, "not a folder of the store") and rc2 == 1 and
+            "not a folder of the store" in err2 and "keep me" not in err + err2,
+            f"restore exit {rc}: {err}; save exit {rc2}: {err2}")
+    names_dir.unlink()
     srv.restored.clear()
     rc, err, secs, _ = tq("slot", "restore", *s, "--prompt", Path(slots).parent / "prompt.txt",
                           timeout=20)
