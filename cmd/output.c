@@ -71,10 +71,10 @@ int cli_out_open_ex(cli_out *o, const char *path, const char *const *inputs, siz
     }
     o->durable = durable;
     o->path = strdup(path);
-    free(target);
+    free(target); /* path is o->path's from here */
     if (!o->path) return cli_runtime_error("out of memory");
     tq_ctx *ctx = tq_ctx_new();
-    if (!ctx || tq_temp_create_ex(ctx, path, durable, &o->tmp, &o->f)) {
+    if (!ctx || tq_temp_create_ex(ctx, o->path, durable, &o->tmp, &o->f)) {
         int rc = ctx ? cli_lib_error(ctx) : cli_runtime_error("out of memory");
         tq_ctx_free(ctx);
         free(o->path);
