@@ -142,7 +142,7 @@ static int parse(int argc, char **argv, ci_opts *o)
         return cli_usage_error("-o and --fold name the same file");
     for (int i = -1; o->fold && i < o->n_dumps; i++) /* refused before the scales are written */
         if (tq_same_file(o->fold, i < 0 ? o->c.model : o->dumps[i]))
-            return cli_usage_error("%s: the output would overwrite the input %s", o->fold,
+            return cli_runtime_error("%s: the output would overwrite the input %s", o->fold,
                                      i < 0 ? o->c.model : o->dumps[i]);
     return 0;
 }

@@ -24,7 +24,8 @@ static int open_object(cli_out *o, const char *path, const char *const *inputs, 
 {
     for (size_t i = 0; i < n; i++)
         if (!strcmp(path, inputs[i]))
-            return cli_usage_error("%s: the output would overwrite the input %s", path, inputs[i]);
+            return cli_runtime_error("%s: the output would overwrite the input %s", path,
+                                     inputs[i]);
     tq_ctx *ctx = tq_ctx_new();
     if (!ctx) return cli_runtime_error("out of memory");
     int rc = tq_sink_open(ctx, path, &o->sink, &o->f) ? cli_lib_error(ctx) : 0;
@@ -59,7 +60,8 @@ int cli_out_open_ex(cli_out *o, const char *path, const char *const *inputs, siz
     if (tq_io_is_object(path)) return open_object(o, path, inputs, n);
     for (size_t i = 0; i < n; i++)
         if (tq_same_file(path, inputs[i]))
-            return cli_usage_error("%s: the output would overwrite the input %s", path, inputs[i]);
+            return cli_runtime_error("%s: the output would overwrite the input %s", path,
+                                     inputs[i]);
     struct stat st;
     char *target = NULL;
     if (!stat(path, &st) && !S_ISREG(st.st_mode)) return open_stream(o, path);

@@ -224,7 +224,7 @@ printf 'Z' | dd of="$tmp/flip.tqkv" bs=1 seek=3000 conv=notrunc 2>/dev/null
 expect_err 1 "checksum mismatch" decode-kvdump "$tmp/flip.tqkv" -o "$tmp/flip.out"
 expect_err 1 "not a llama.cpp state file" encode-kvdump Makefile -o "$tmp/m.tqkv"
 expect_err 1 "not a .tqkv snapshot" decode-kvdump Makefile -o "$tmp/m.out"
-expect_err 2 "overwrite the input" encode-kvdump $seed -o $seed
+expect_err 1 "overwrite the input" encode-kvdump $seed -o $seed
 expect_err 2 "unknown preset 'tiny'" encode-kvdump $seed -o "$tmp/t.tqkv" --preset tiny
 expect_err 2 "where to?" encode-kvdump $seed
 expect_err 2 "--k-bits: '9'" encode-kvdump $seed -o "$tmp/t.tqkv" --k-bits 9
