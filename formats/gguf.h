@@ -68,13 +68,18 @@ typedef enum tq_type_profile {
     TQ_PROFILE_TT_00910B10 = 1,  /* the "+1" revision: turbo 43-45, TQ3_1S 46, TQ4_1S 47   */
     TQ_PROFILE_TT_45F8A066 = 2,  /* April 2026: turbo3 41, turbo4 42, turbo2 43, TQ 44/45  */
     TQ_PROFILE_UPSTREAM = 3,     /* ggml d99724f2: Q1_0 41, Q2_0 42, nothing beyond        */
-    TQ_PROFILE_COUNT = 4
+    TQ_PROFILE_TT_PR197 = 4,     /* the fork after its PR #197 (2026-06-26): 69d8e4be4's ids,
+                                    new turbo3/turbo4 tables, turbo4 blocks of 66 bytes   */
+    TQ_PROFILE_SX_010D04EDC = 5, /* a merge with upstream b10164 (sxlmnwb 010d04edc): Q2_0 42,
+                                    turbo2 43, turbo3 44, TQ 45/46, turbo4 47; pr197's blocks */
+    TQ_PROFILE_COUNT = 6,
+    TQ_PROFILE_AUTO = 99 /* KV states: tell 69d8e4be4 from pr197 by the bytes (kv_view.h) */
 } tq_type_profile;
 
 #define TQ_PROFILE_DEFAULT TQ_PROFILE_TT_69D8E4BE4
 
 const char *
-tq_type_profile_name(tq_type_profile p); /* "69d8e4be4", "00910b10", "45f8a066", "upstream" */
+tq_type_profile_name(tq_type_profile p); /* "69d8e4be4", "00910b10", ..., "pr197", "auto" */
 int tq_type_profile_parse(const char *s, tq_type_profile *out); /* 0 ok, -1 unknown */
 
 typedef struct tq_ggml_type {

@@ -3,6 +3,7 @@
  * ../shared/reference/gguf-rules.md section 6 and turboquant-formats.md section 1. */
 #include "gguf.h"
 
+#include <pthread.h>
 #include <string.h>
 #include <strings.h>
 
@@ -47,36 +48,62 @@ static const tq_ggml_type upstream[] = {
     {42, "q2_0", 64, 18, NO_DT},
 };
 
-#define FORK(t2, t3, t4, w3, w4)                                                                   \
-    {                                                                                              \
-        {t2, "turbo2", 128, 34, TQ_DT_TURBO2}, {t3, "turbo3", 128, 50, TQ_DT_TURBO3},              \
-            {t4, "turbo4", 128, 68, TQ_DT_TURBO4}, {w3, "tq3_1s", 32, 16, TQ_DT_TQ3_1S},           \
-        {                                                                                          \
-            w4, "tq4_1s", 32, 20, TQ_DT_TQ4_1S                                                     \
-        }                                                                                          \
-    }
-
-/* Per profile: its name, the last upstream id it keeps, and its fork types. */
-static const struct {
+/* The fork's types under each of its revisions: a row a revision or branch, the ids as its
+ * ggml.h numbers them, the turbo blocks as its ggml-common.h lays them out and the tables its
+ * ggml-turbo-quant.c quantizes with (lib/TURBO_REVISIONS.md).  -1: absent. */
+typedef struct fork_revision {
     const char *name;
-    int last_upstream;
-    tq_ggml_type fork[5]; /* id -1 = absent */
-} profiles[TQ_PROFILE_COUNT] = {
-    [TQ_PROFILE_TT_69D8E4BE4] = {"69d8e4be4", 41, FORK(42, 43, 44, 45, 46)},
-    [TQ_PROFILE_TT_00910B10] = {"00910b10", 42, FORK(43, 44, 45, 46, 47)},
-    [TQ_PROFILE_TT_45F8A066] = {"45f8a066", 40, FORK(43, 41, 42, 44, 45)},
-    [TQ_PROFILE_UPSTREAM] = {"upstream", 42, FORK(-1, -1, -1, -1, -1)},
+    int last_upstream;              /* upstream ids it keeps, 0..this */
+    int turbo2, turbo3, turbo4;     /* type ids */
+    int tq3_1s, tq4_1s;
+    tq_dtype turbo3_dt, turbo4_dt;  /* which tables (and turbo4's block) */
+} fork_revision;
+
+#define T3_0526 TQ_DT_TURBO3
+#define T4_0526 TQ_DT_TURBO4
+#define T3_0626 TQ_DT_TURBO3_PR197
+#define T4_0626 TQ_DT_TURBO4_PR197
+
+/* clang-format off */
+static const fork_revision revisions[TQ_PROFILE_COUNT] = {
+    /*                          name         upstream t2  t3  t4  w3  w4  turbo3   turbo4 */
+    [TQ_PROFILE_TT_69D8E4BE4] = {"69d8e4be4", 41,     42, 43, 44, 45, 46, T3_0526, T4_0526},
+    [TQ_PROFILE_TT_00910B10]  = {"00910b10",  42,     43, 44, 45, 46, 47, T3_0526, T4_0526},
+    [TQ_PROFILE_TT_45F8A066]  = {"45f8a066",  40,     43, 41, 42, 44, 45, T3_0526, T4_0526},
+    [TQ_PROFILE_UPSTREAM]     = {"upstream",  42,     -1, -1, -1, -1, -1, T3_0526, T4_0526},
+    [TQ_PROFILE_TT_PR197]     = {"pr197",     41,     42, 43, 44, 45, 46, T3_0626, T4_0626},
+    [TQ_PROFILE_SX_010D04EDC] = {"010d04edc", 42,     43, 44, 47, 45, 46, T3_0626, T4_0626},
 };
+/* clang-format on */
+
+/* A revision's five fork types, as tq_ggml_type rows (made once; the names are ggml's). */
+static tq_ggml_type fork_types[TQ_PROFILE_COUNT][5];
+static pthread_once_t fork_types_once = PTHREAD_ONCE_INIT;
+
+static void make_fork_types(void)
+{
+    for (int p = 0; p < TQ_PROFILE_COUNT; p++) {
+        const fork_revision *r = &revisions[p];
+        tq_ggml_type *t = fork_types[p];
+        t[0] = (tq_ggml_type){r->turbo2, "turbo2", 128, 34, TQ_DT_TURBO2};
+        t[1] = (tq_ggml_type){r->turbo3, "turbo3", 128, 50, r->turbo3_dt};
+        t[2] = (tq_ggml_type){r->turbo4, "turbo4", 128,
+                              (uint32_t)tq_dtype_block_bytes(r->turbo4_dt), r->turbo4_dt};
+        t[3] = (tq_ggml_type){r->tq3_1s, "tq3_1s", 32, 16, TQ_DT_TQ3_1S};
+        t[4] = (tq_ggml_type){r->tq4_1s, "tq4_1s", 32, 20, TQ_DT_TQ4_1S};
+    }
+}
 
 const char *tq_type_profile_name(tq_type_profile p)
 {
-    return (unsigned)p < TQ_PROFILE_COUNT ? profiles[p].name : "?";
+    if (p == TQ_PROFILE_AUTO) return "auto";
+    return (unsigned)p < TQ_PROFILE_COUNT ? revisions[p].name : "?";
 }
 
 int tq_type_profile_parse(const char *s, tq_type_profile *out)
 {
     for (int p = 0; p < TQ_PROFILE_COUNT; p++)
-        if (!strcmp(s, profiles[p].name)) {
+        if (!strcmp(s, revisions[p].name)) {
             *out = (tq_type_profile)p;
             return 0;
         }
@@ -86,9 +113,10 @@ int tq_type_profile_parse(const char *s, tq_type_profile *out)
 const tq_ggml_type *tq_ggml_type_get(tq_type_profile p, int id)
 {
     if ((unsigned)p >= TQ_PROFILE_COUNT || id < 0) return NULL;
+    pthread_once(&fork_types_once, make_fork_types);
     for (int f = 0; f < 5; f++)
-        if (profiles[p].fork[f].id == id) return &profiles[p].fork[f];
-    if (id > profiles[p].last_upstream) return NULL;
+        if (fork_types[p][f].id == id) return &fork_types[p][f];
+    if (id > revisions[p].last_upstream) return NULL;
     for (size_t i = 0; i < sizeof upstream / sizeof upstream[0]; i++)
         if (upstream[i].id == id) return &upstream[i];
     return NULL;

@@ -38,6 +38,10 @@ struct tq_kv_view {
     uint32_t n_kv;
     tq_kv_state kv[TQ_KV_MAX_STATES];
     tq_type_profile profile;
+    /* how the profile was chosen: "option" (the caller's), or for TQ_PROFILE_AUTO what in the
+       bytes told the fork's revisions apart, or that nothing could */
+    const char *profile_how;
+    int profile_auto; /* opened with TQ_PROFILE_AUTO: the source may choose */
     void *source_data; /* the source's own, freed by it */
     void (*source_free)(void *data);
 };

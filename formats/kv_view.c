@@ -41,6 +41,7 @@ void tq_kv_view_reset_states(tq_kv_view *v)
         for (uint32_t s = 0; s < k->n_stream; s++) {
             free(k->streams[s].k);
             free(k->streams[s].v);
+            free(k->streams[s].k_idx);
         }
         free(k->streams);
         memset(k, 0, sizeof *k);
@@ -76,7 +77,9 @@ static tq_status open_view(tq_ctx *ctx, const tq_kv_source *src, const tq_kv_sou
     v->map = map;
     v->size = size;
     v->mapped = mapped;
-    v->profile = p;
+    v->profile = p == TQ_PROFILE_AUTO ? TQ_PROFILE_DEFAULT : p;
+    v->profile_how = p == TQ_PROFILE_AUTO ? "no turbo rows" : "option";
+    if (p == TQ_PROFILE_AUTO) v->profile_auto = 1;
     v->source = src ? src : pick(sources, n_sources, map, size);
     if (!v->source) v->source = &tq_kv_source_llama_state;
     tq_status st = v->source->open(ctx, v, max_bytes);
@@ -155,6 +158,8 @@ const char *tq_kv_view_arch(const tq_kv_view *v) { return v->arch; }
 uint32_t tq_kv_view_head_dim(const tq_kv_view *v) { return v->head_dim; }
 int tq_kv_view_has_outputs(const tq_kv_view *v) { return v->has_outputs; }
 int tq_kv_view_has_ext(const tq_kv_view *v) { return v->has_ext; }
+tq_type_profile tq_kv_view_profile(const tq_kv_view *v) { return v->profile; }
+const char *tq_kv_view_profile_how(const tq_kv_view *v) { return v->profile_how; }
 const tq_kv_recurrent *tq_kv_view_recurrent(const tq_kv_view *v)
 {
     return v->has_recurrent ? &v->rec : NULL;

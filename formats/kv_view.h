@@ -58,6 +58,9 @@ typedef struct tq_kv_stream {
     uint64_t meta_off, meta_len;
     uint32_t v_trans, n_layer;
     tq_kv_tensor *k, *v; /* n_layer each */
+    /* the indexer keys of a sparse-attention cache (llama.cpp's k_idx section, after K):
+       n_layer, type NULL where a layer has none; NULL: no section.  Kept verbatim. */
+    tq_kv_tensor *k_idx;
 } tq_kv_stream;
 
 typedef struct tq_kv_state { /* one KV memory state */
@@ -113,6 +116,11 @@ const char *tq_kv_view_arch(const tq_kv_view *v); /* "" when the source does not
 uint32_t tq_kv_view_head_dim(const tq_kv_view *v);
 int tq_kv_view_has_outputs(const tq_kv_view *v); /* old llama.cpp session layout */
 int tq_kv_view_has_ext(const tq_kv_view *v);     /* M-RoPE cell extensions: their bytes */
+/* The type-id profile (the fork's revision) the view was read with, and how it was chosen:
+ * "option", or with TQ_PROFILE_AUTO what told it ("turbo4 rows of 66-byte blocks", ...) or
+ * that nothing could ("turbo3 rows: the revision cannot be told from the bytes ..."). */
+tq_type_profile tq_kv_view_profile(const tq_kv_view *v);
+const char *tq_kv_view_profile_how(const tq_kv_view *v);
 /* The recurrent memory's state, NULL where the source has none. */
 const tq_kv_recurrent *tq_kv_view_recurrent(const tq_kv_view *v);
 uint32_t tq_kv_view_n_kv(const tq_kv_view *v);   /* KV memory states */

@@ -127,6 +127,35 @@ static int parse_vtrans(cur *c, tq_type_profile prof, uint32_t cells, int il, tq
     return 0;
 }
 
+static int parse_vs(cur *c, tq_type_profile prof, tq_kv_stream *st, int no_v)
+{
+    for (uint32_t il = 0; !no_v && il < st->n_layer; il++) {
+        if (st->v_trans ? parse_vtrans(c, prof, st->cell_count, (int)il, &st->v[il])
+                        : parse_tensor(c, prof, st->cell_count, (int)il, "V", &st->v[il]))
+            return -1;
+    }
+    return 0;
+}
+
+/* A sparse-attention cache's indexer keys (llama-kv-cache.cpp, state_write_data, after the K
+ * records): u32 1, then per layer u32 has (0 or 1) and, where 1, a record as K's. */
+static int parse_k_idx(cur *c, tq_type_profile prof, tq_kv_stream *st)
+{
+    uint32_t one = 0;
+    if (get(c, &one, 4, "k_idx marker")) return -1;
+    if (one != 1) return fail(c, "k_idx marker %u (llama.cpp writes 1)", one);
+    st->k_idx = calloc(st->n_layer, sizeof *st->k_idx);
+    if (!st->k_idx) return fail(c, "out of memory");
+    for (uint32_t il = 0; il < st->n_layer; il++) {
+        uint32_t has = 0;
+        if (get(c, &has, 4, "k_idx layer flag")) return -1;
+        if (has > 1) return fail(c, "layer %u k_idx flag %u is not 0 or 1", il, has);
+        if (has && parse_tensor(c, prof, st->cell_count, (int)il, "k_idx", &st->k_idx[il]))
+            return -1;
+    }
+    return 0;
+}
+
 /* One KV memory state: ext the bytes of each cell's extension, no_v an MLA cache's (K
  * records alone: llama.cpp writes no V for a latent cache, and nothing says so). */
 static int parse_kv_state(cur *c, tq_type_profile prof, int ext, int no_v, tq_kv_state *k)
@@ -164,10 +193,16 @@ static int parse_kv_state(cur *c, tq_type_profile prof, int ext, int no_v, tq_kv
         if (!st->k || (!no_v && !st->v)) return fail(c, "out of memory");
         for (uint32_t il = 0; il < st->n_layer; il++)
             if (parse_tensor(c, prof, st->cell_count, (int)il, "K", &st->k[il])) return -1;
-        for (uint32_t il = 0; !no_v && il < st->n_layer; il++) {
-            if (st->v_trans ? parse_vtrans(c, prof, st->cell_count, (int)il, &st->v[il])
-                            : parse_tensor(c, prof, st->cell_count, (int)il, "V", &st->v[il]))
+        uint64_t after_k = c->pos;
+        if (parse_vs(c, prof, st, no_v)) { /* or a k_idx section first */
+            char v_err[256];
+            memcpy(v_err, c->err, sizeof v_err);
+            c->pos = after_k;
+            c->err[0] = 0;
+            if (parse_k_idx(c, prof, st) || parse_vs(c, prof, st, no_v)) {
+                memcpy(c->err, v_err, sizeof v_err);
                 return -1;
+            }
         }
     }
     return 0;
@@ -364,6 +399,110 @@ static tq_status read_kind(tq_ctx *ctx, tq_kv_view *s, uint32_t magic)
                             s->label, magic);
 }
 
+/* Reads the memory from start under s->profile, trying each layout in turn; 0 or -1 with
+ * c->err the complaint of the reading that got furthest. */
+static int read_layouts(tq_kv_view *s, cur *c, uint64_t start)
+{
+    char best_err[256] = ""; /* the complaint of the reading that got furthest (below) */
+    uint64_t best_at = 0;
+    /* hypotheses, most common first: the plain layout; M-RoPE extensions of 12 bytes (x, y,
+       tok: current llama.cpp) or 8 (older); an MLA cache's K without V; the old outputs
+       section */
+    static const int exts[3] = {0, 12, 8};
+    for (int h = 0; h < 12; h++) {
+        int ext = exts[h % 3];
+        int no_v = (h / 3) & 1;
+        int outputs = h / 6;
+        if (outputs && s->kind != TQ_KV_SESSION) break;
+        c->pos = start;
+        c->err[0] = 0;
+        tq_kv_view_reset_states(s);
+        if ((outputs && parse_outputs(c, s->n_tokens)) || parse_memory(c, s, ext, no_v)) {
+            /* another reading's complaint wins only well past the plain one's: a wrong
+               reading soon fails (a few cells), the right one of a cut file gets far */
+            if (!best_err[0] || c->pos > best_at + 64) {
+                memcpy(best_err, c->err, sizeof best_err);
+                best_at = c->pos;
+            }
+            continue;
+        }
+        s->has_ext = ext;
+        s->has_outputs = outputs;
+        s->prefix_len = start;
+        if (outputs) { /* the outputs section is part of the verbatim prefix */
+            cur o = {s->map, s->size, start, ""};
+            parse_outputs(&o, s->n_tokens);
+            s->prefix_len = o.pos;
+        }
+        return 0;
+    }
+    tq_kv_view_reset_states(s);
+    memcpy(c->err, best_err, sizeof best_err);
+    return -1;
+}
+
+/* Rows of the first ROWS_LOOKED_AT cells of every tensor of dtype dt, as read now: the count
+ * of such tensors; *nonzero set when a turbo4 block's rnorm field (bytes 2-3 of 68) is not 0,
+ * which the fork at 69d8e4be4 never writes. */
+#define ROWS_LOOKED_AT 64
+static int turbo_tensors(const tq_kv_view *s, tq_dtype dt, int *nonzero)
+{
+    int n = 0;
+    for (uint32_t i = 0; i < s->n_kv; i++)
+        for (uint32_t j = 0; j < s->kv[i].n_stream; j++) {
+            const tq_kv_stream *st = &s->kv[i].streams[j];
+            for (uint32_t il = 0; st->cell_count && il < 2 * st->n_layer; il++) {
+                const tq_kv_tensor *t = il < st->n_layer ? &st->k[il] : NULL;
+                if (!t) t = st->v ? &st->v[il - st->n_layer] : NULL;
+                if (!t || t->type->dtype != (int)dt) continue;
+                n++;
+                uint32_t rows = st->cell_count < ROWS_LOOKED_AT ? st->cell_count : ROWS_LOOKED_AT;
+                uint64_t blocks = t->row_size / t->type->bytes;
+                for (uint32_t r = 0; nonzero && r < rows; r++)
+                    for (uint64_t b = 0; b < blocks; b++) {
+                        const uint8_t *blk = t->data + r * t->row_size + b * t->type->bytes;
+                        *nonzero |= blk[2] | blk[3];
+                    }
+            }
+        }
+    return n;
+}
+
+/* The fork's revisions 69d8e4be4 and pr197 number their types alike.  turbo4's blocks tell
+ * them apart (68 bytes with an rnorm field the old fork writes 0; 66 without), by the row
+ * size, or where a row holds a multiple of 33 x 68 = 34 x 66 bytes by that field; turbo3's
+ * tables cannot be told from the bytes, and the newest is assumed (formats/LLAMA_STATE.md). */
+static int read_revision(tq_kv_view *s, cur *c, uint64_t start)
+{
+    if (!s->profile_auto) return read_layouts(s, c, start);
+    s->profile = TQ_PROFILE_TT_69D8E4BE4;
+    int old_ok = !read_layouts(s, c, start);
+    int rnorm = 0;
+    int t4 = old_ok ? turbo_tensors(s, TQ_DT_TURBO4, &rnorm) : 0;
+    int t3 = old_ok ? turbo_tensors(s, TQ_DT_TURBO3, NULL) : 0;
+    if (old_ok && !t3 && !t4) {
+        s->profile_how = "no turbo3 or turbo4 rows";
+        return 0;
+    }
+    if (old_ok && t4 && !rnorm) {
+        s->profile_how = "turbo4 blocks of 68 bytes, rnorm fields 0";
+        return 0;
+    }
+    s->profile = TQ_PROFILE_TT_PR197;
+    if (!read_layouts(s, c, start)) {
+        t4 = turbo_tensors(s, TQ_DT_TURBO4_PR197, NULL);
+        s->profile_how = t4 ? "turbo4 blocks of 66 bytes"
+                            : "turbo3 rows alone: not told by the bytes; the newest assumed";
+        return 0;
+    }
+    s->profile = TQ_PROFILE_TT_69D8E4BE4;
+    if (old_ok && !read_layouts(s, c, start)) {
+        s->profile_how = "turbo4 blocks of 68 bytes";
+        return 0;
+    }
+    return -1; /* the newest reading's complaint */
+}
+
 static tq_status parse(tq_ctx *ctx, tq_kv_view *s)
 {
     cur c = {s->map, s->size, 0, ""};
@@ -395,41 +534,10 @@ static tq_status parse(tq_ctx *ctx, tq_kv_view *s)
     } else {
         s->arch = strdup("");
     }
-    uint64_t start = c.pos;
-    char best_err[256] = ""; /* the complaint of the reading that got furthest (below) */
-    uint64_t best_at = 0;
-    /* hypotheses, most common first: the plain layout; M-RoPE extensions of 12 bytes (x, y,
-       tok: current llama.cpp) or 8 (older); an MLA cache's K without V; the old outputs
-       section */
-    static const int exts[3] = {0, 12, 8};
-    for (int h = 0; h < 12; h++) {
-        int ext = exts[h % 3], no_v = (h / 3) & 1, outputs = h / 6;
-        if (outputs && s->kind != TQ_KV_SESSION) break;
-        c.pos = start;
-        c.err[0] = 0;
-        tq_kv_view_reset_states(s);
-        if ((outputs && parse_outputs(&c, s->n_tokens)) || parse_memory(&c, s, ext, no_v)) {
-            /* another reading's complaint wins only well past the plain one's: a wrong
-               reading soon fails (a few cells), the right one of a cut file gets far */
-            if (!best_err[0] || c.pos > best_at + 64) {
-                memcpy(best_err, c.err, sizeof best_err);
-                best_at = c.pos;
-            }
-            continue;
-        }
-        s->has_ext = ext;
-        s->has_outputs = outputs;
-        s->prefix_len = start;
-        if (outputs) { /* the outputs section is part of the verbatim prefix */
-            cur o = {s->map, s->size, start, ""};
-            parse_outputs(&o, s->n_tokens);
-            s->prefix_len = o.pos;
-        }
-        return TQ_OK;
-    }
-    tq_kv_view_reset_states(s);
-    return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: KV state not understood: %s", s->label,
-                            best_err);
+    if (read_revision(s, &c, c.pos))
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: KV state not understood: %s", s->label,
+                                c.err);
+    return TQ_OK;
 }
 
 static int probe(const uint8_t *p, uint64_t size)

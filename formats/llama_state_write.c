@@ -82,6 +82,21 @@ static uint32_t pad_of(const tq_kv_view *s, const tq_kv_stream *st, uint32_t n,
     return lo >= (int32_t)o->pad_window ? o->pad_window : 0;
 }
 
+/* The indexer keys' section between K and V (llama_state.c, parse_k_idx). */
+static void put_k_idx(wr *w, const tq_kv_stream *st, uint32_t n, uint32_t pad)
+{
+    put32(w, 1);
+    for (uint32_t l = 0; l < st->n_layer; l++) {
+        const tq_kv_tensor *t = &st->k_idx[l];
+        put32(w, t->type != NULL);
+        if (!t->type) continue;
+        put32(w, (uint32_t)t->type->id);
+        put64(w, t->row_size);
+        put_zeros(w, (uint64_t)pad * t->row_size);
+        put(w, t->data, (uint64_t)n * t->row_size);
+    }
+}
+
 static void put_stream(wr *w, const tq_kv_view *s, const tq_kv_stream *st,
                        const tq_state_rewrite *o)
 {
@@ -98,6 +113,7 @@ static void put_stream(wr *w, const tq_kv_view *s, const tq_kv_stream *st,
     for (int v = 0; v < (st->v ? 2 : 1); v++) /* an MLA cache: K alone */
         for (uint32_t l = 0; l < st->n_layer; l++) {
             const tq_kv_tensor *t = v ? &st->v[l] : &st->k[l];
+            if (v && !l && st->k_idx) put_k_idx(w, st, n, pad);
             put32(w, (uint32_t)t->type->id);
             if (!t->transposed) {
                 put64(w, t->row_size);

@@ -1,6 +1,8 @@
 /* codebook_fork.c - the TurboQuant+ fork's codebooks, verbatim (TT 69d8e4be4,
- * ggml-turbo-quant.c).  They are constants of a file format, not something we
- * can recompute: the 4-bit KV table in particular is empirical. */
+ * ggml-turbo-quant.c; the KV tables after its PR #197 below).  They are
+ * constants of a file format, not something we can recompute: the old 4-bit
+ * KV table in particular is empirical, and the fork's typed midpoints, not
+ * ours, decide an index (lib/TURBO_REVISIONS.md). */
 #include "tq_internal.h"
 
 #include <stddef.h>
@@ -20,6 +22,20 @@ static const float kv4_t[15] = {-0.145560f, -0.103361f, -0.079142f, -0.060009f, 
                                 -0.028293f, -0.013963f, 0.0f,       0.013963f,  0.028293f,
                                 0.043430f,  0.060009f,  0.079142f,  0.103361f,  0.145560f};
 
+/* After the fork's PR #197 (2026-06-26): converged Lloyd-Max tables for N(0, 1/128) and the
+ * midpoints the fork's nearest_centroid_3bit / _4bit compare against. */
+static const float kv3n_c[8] = {-0.190207f, -0.118786f, -0.066822f, -0.021663f,
+                                0.021663f,  0.066822f,  0.118786f,  0.190207f};
+static const float kv3n_t[7] = {-0.154496f, -0.092804f, -0.044243f, 0.0f,
+                                0.044243f,  0.092804f,  0.154496f};
+
+static const float kv4n_c[16] = {
+    -0.241529f, -0.182877f, -0.143016f, -0.111036f, -0.083292f, -0.058050f, -0.034299f, -0.011349f,
+    0.011349f,  0.034299f,  0.058050f,  0.083292f,  0.111036f,  0.143016f,  0.182877f,  0.241529f};
+static const float kv4n_t[15] = {-0.212203f, -0.162947f, -0.127026f, -0.097164f, -0.070671f,
+                                 -0.046174f, -0.022824f, 0.0f,       0.022824f,  0.046174f,
+                                 0.070671f,  0.097164f,  0.127026f,  0.162947f,  0.212203f};
+
 static const float w4_c[16] = {
     -2.732590f, -2.069017f, -1.618046f, -1.256231f, -0.942340f, -0.656759f, -0.388048f, -0.128395f,
     0.128395f,  0.388048f,  0.656759f,  0.942340f,  1.256231f,  1.618046f,  2.069017f,  2.732590f};
@@ -35,7 +51,8 @@ static const float w3_t[7] = {-1.644041f, -1.015870f, -0.493925f, -0.008701f,
 
 static const tq_codebook fork_books[] = {
     {2, 4, kv2_c, kv2_t, 0.0}, {3, 8, kv3_c, kv3_t, 0.0}, {4, 16, kv4_c, kv4_t, 0.0},
-    {3, 8, w3_c, w3_t, 0.0},   {4, 16, w4_c, w4_t, 0.0},
+    {3, 8, w3_c, w3_t, 0.0},   {4, 16, w4_c, w4_t, 0.0},  {3, 8, kv3n_c, kv3n_t, 0.0},
+    {4, 16, kv4n_c, kv4n_t, 0.0},
 };
 
 const tq_codebook *tq_codebook_fork(tq_codebook_kind kind)
@@ -51,6 +68,10 @@ const tq_codebook *tq_codebook_fork(tq_codebook_kind kind)
             return &fork_books[3];
         case TQ_CB_TQ4W:
             return &fork_books[4];
+        case TQ_CB_TURBO3_PR197:
+            return &fork_books[5];
+        case TQ_CB_TURBO4_PR197:
+            return &fork_books[6];
         default:
             return NULL;
     }

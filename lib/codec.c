@@ -32,16 +32,35 @@ typedef struct codec_shape {
 
 static int group_ok(uint32_t g) { return tq_is_pow2(g) && g >= 8 && g <= 512; }
 
-/* The fork's KV blocks: fixed groups of 128, signs and norm correction. */
+/* The fork's KV blocks, a row a codec kind: groups of 128, its signs and norm correction.
+ * turbo2 did not change at the fork's PR #197; turbo3 kept its layout and took a new table;
+ * turbo4 dropped its unused rnorm (68 -> 66 bytes: the turbo2 layout at 4 bits) and took a
+ * new table (lib/TURBO_REVISIONS.md). */
+/* clang-format off */
+static const struct {
+    tq_codec_kind kind;
+    const char *name;
+    tq_layout layout;
+    uint32_t bytes, bits;
+    tq_codebook_kind book;
+} turbo_kinds[] = {
+    /* kind                  name            layout            bytes bits codebook           */
+    {TQ_CODEC_TURBO2,        "turbo2",       TQ_LAYOUT_TURBO2, 34,   2,   TQ_CB_TURBO2},
+    {TQ_CODEC_TURBO3,        "turbo3",       TQ_LAYOUT_TURBO3, 50,   3,   TQ_CB_TURBO3},
+    {TQ_CODEC_TURBO4,        "turbo4",       TQ_LAYOUT_TURBO4, 68,   4,   TQ_CB_TURBO4},
+    {TQ_CODEC_TURBO3_PR197,  "turbo3-pr197", TQ_LAYOUT_TURBO3, 50,   3,   TQ_CB_TURBO3_PR197},
+    {TQ_CODEC_TURBO4_PR197,  "turbo4-pr197", TQ_LAYOUT_TURBO2, 66,   4,   TQ_CB_TURBO4_PR197},
+};
+/* clang-format on */
+
 static tq_status shape_turbo(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
 {
-    static const char *names[] = {"turbo2", "turbo3", "turbo4"};
-    static const uint32_t turbo_bytes[] = {34, 50, 68};
-    int i = (int)d->kind - TQ_CODEC_TURBO2;
-    *s = (codec_shape){(tq_layout)(TQ_LAYOUT_TURBO2 + i), 128, turbo_bytes[i], 128,
-                       (uint32_t)i + 2, 1, (tq_codebook_kind)(TQ_CB_TURBO2 + i), ""};
-    snprintf(s->name, sizeof s->name, "%s", names[i]);
-    return fix_fork(ctx, d, names[i]);
+    size_t i = 0;
+    while (turbo_kinds[i].kind != d->kind) i++; /* shape_of_kind sends only these kinds */
+    *s = (codec_shape){turbo_kinds[i].layout, 128,     turbo_kinds[i].bytes, 128,
+                       turbo_kinds[i].bits,   1,       turbo_kinds[i].book,  ""};
+    snprintf(s->name, sizeof s->name, "%s", turbo_kinds[i].name);
+    return fix_fork(ctx, d, turbo_kinds[i].name);
 }
 
 static tq_status shape_tq(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
@@ -118,6 +137,7 @@ static const shape_fn shape_of_kind[] = {
     [TQ_CODEC_TURBO2] = shape_turbo, [TQ_CODEC_TURBO3] = shape_turbo,
     [TQ_CODEC_TURBO4] = shape_turbo, [TQ_CODEC_TQ] = shape_tq, [TQ_CODEC_TQ3_1S] = shape_weights,
     [TQ_CODEC_TQ4_1S] = shape_weights, [TQ_CODEC_ANGLE] = shape_angle, [TQ_CODEC_PROD] = shape_prod,
+    [TQ_CODEC_TURBO3_PR197] = shape_turbo, [TQ_CODEC_TURBO4_PR197] = shape_turbo,
 };
 /* clang-format on */
 

@@ -24,6 +24,7 @@ static const struct {
     [TQ_DT_Q3_K] = {"q3_K", 256, 110},    [TQ_DT_Q4_K] = {"q4_K", 256, 144},
     [TQ_DT_Q5_K] = {"q5_K", 256, 176},    [TQ_DT_Q6_K] = {"q6_K", 256, 210},
     [TQ_DT_IQ4_NL] = {"iq4_nl", 32, 18},  [TQ_DT_IQ4_XS] = {"iq4_xs", 256, 136},
+    [TQ_DT_TURBO3_PR197] = {"turbo3", 128, 50}, [TQ_DT_TURBO4_PR197] = {"turbo4", 128, 66},
 };
 
 static int is_kquant(tq_dtype t) { return t >= TQ_DT_Q2_K && t <= TQ_DT_IQ4_XS; }
@@ -45,7 +46,9 @@ static void make_codecs(void)
                {TQ_DT_TQ4_1S, TQ_CODEC_TQ4_1S},
                {TQ_DT_TURBO2, TQ_CODEC_TURBO2},
                {TQ_DT_TURBO3, TQ_CODEC_TURBO3},
-               {TQ_DT_TURBO4, TQ_CODEC_TURBO4}};
+               {TQ_DT_TURBO4, TQ_CODEC_TURBO4},
+               {TQ_DT_TURBO3_PR197, TQ_CODEC_TURBO3_PR197},
+               {TQ_DT_TURBO4_PR197, TQ_CODEC_TURBO4_PR197}};
     /* a failure leaves the codec NULL, which codec_run reports */
     tq_ctx local = {TQ_OK, "", 1, TQ_SIMD_SCALAR, TQ_BACKEND_CPU};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
@@ -65,8 +68,7 @@ static tq_status check(tq_ctx *ctx, tq_dtype t, size_t n)
     if ((unsigned)t >= TQ_DT_COUNT)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown element type %d", (int)t);
     /* the codec types run through the codec's backend table; the rest is CPU code */
-    int codec = t == TQ_DT_TQ3_1S || t == TQ_DT_TQ4_1S || t == TQ_DT_TURBO2 || t == TQ_DT_TURBO3 ||
-                t == TQ_DT_TURBO4;
+    int codec = (unsigned)t < TQ_DT_COUNT && codec_for(t) != NULL;
     /* callers convert a value at a time (transposed V): the message is made
      * only for the refusal */
     if (!codec && ctx && ctx->backend != TQ_BACKEND_CPU) {

@@ -155,8 +155,10 @@ typedef enum tq_codebook_kind {
     TQ_CB_TURBO4 = 3,
     TQ_CB_TQ3W = 4, /* fork weight tables, in units of the half scale  */
     TQ_CB_TQ4W = 5,
-    TQ_CB_EXACT = 6 /* Lloyd-Max for one coordinate of a random unit
-                       vector in R^g, computed (not typed in)          */
+    TQ_CB_EXACT = 6, /* Lloyd-Max for one coordinate of a random unit
+                        vector in R^g, computed (not typed in)          */
+    TQ_CB_TURBO3_PR197 = 7, /* the fork's KV tables after its PR #197:    */
+    TQ_CB_TURBO4_PR197 = 8  /* converged Lloyd-Max for N(0, 1/128)        */
 } tq_codebook_kind;
 
 /* A codebook: 2^bits centroids ascending and 2^bits - 1 decision thresholds
@@ -212,9 +214,12 @@ typedef enum tq_codec_kind {
     TQ_CODEC_TQ4_1S = 6, /* fork weight block: 32 values, 20 bytes        */
     TQ_CODEC_ANGLE = 7,  /* TurboAngle: polar pairs after the rotation,
                             lib/TURBOANGLE.md                             */
-    TQ_CODEC_PROD = 8    /* TurboQuant-prod: (b-1)-bit MSE block plus a
+    TQ_CODEC_PROD = 8,   /* TurboQuant-prod: (b-1)-bit MSE block plus a
                             1-bit QJL sketch of the residual, unbiased
                             inner products, lib/TQ_PROD.md                */
+    TQ_CODEC_TURBO3_PR197 = 9,  /* the fork after its PR #197: turbo3's    */
+                                /* layout, the new 3-bit table             */
+    TQ_CODEC_TURBO4_PR197 = 10  /* the same: 66 bytes {norm; qs[64]}       */
 } tq_codec_kind;
 
 /* The codec descriptor: everything needed to decode a block stream again.
@@ -313,6 +318,8 @@ typedef enum tq_dtype {
     TQ_DT_Q6_K,
     TQ_DT_IQ4_NL, /* ggml's non-linear 4-bit blocks (decode only) */
     TQ_DT_IQ4_XS,
+    TQ_DT_TURBO3_PR197, /* the fork's turbo3/turbo4 after its PR #197 (new */
+    TQ_DT_TURBO4_PR197, /* tables; turbo4 66 bytes): lib/TURBO_REVISIONS.md */
     TQ_DT_COUNT
 } tq_dtype;
 

@@ -117,6 +117,7 @@ int tq_test_write_standin(const char *path);
 const char *tq_test_stories(int *standin);                 /* ../shared or $TQ_SHARED */
 struct tq_gguf *tq_test_open_stories(struct tq_ctx *ctx);
 void *tq_test_read_shared(const char *rel, size_t *len); /* NULL if absent */
+void *tq_test_read_file(const char *path, size_t *len);  /* the same, any path */
 double tq_test_randn(unsigned long long *state);
 float *tq_test_kv_data(size_t n_vectors, unsigned g, unsigned long long seed); /* realistic-ish K */
 

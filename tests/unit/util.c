@@ -34,6 +34,11 @@ void *tq_test_read_shared(const char *rel, size_t *len)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", tq_test_shared_dir(), rel);
+    return tq_test_read_file(path, len);
+}
+
+void *tq_test_read_file(const char *path, size_t *len)
+{
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
