@@ -12,7 +12,7 @@ static const cli_opt common_opts[] = {
     {.name = "--quiet", .alias = "-q", .kind = CLI_FLAG},
     CLI_OPT_FLAG("--json", NULL),
     CLI_OPT_LONG("--threads", NULL, 0, 4096),
-    CLI_OPT_FN("--type-profile", NULL, NULL),
+    {.name = "--type-profile", .alias = "--fork-rev", .kind = CLI_FN},
     CLI_OPT_STR("--model", NULL),
     CLI_OPT_CHOICE("--device", NULL, devices, "--device: '%s' is not auto, cpu or cuda"),
 };
@@ -22,7 +22,9 @@ static int set_profile(void *user, const char *v)
     cli_common *c = user;
     if (tq_type_profile_parse(v, &c->profile))
         return cli_usage_error(
-            "--type-profile: unknown profile '%s' (69d8e4be4, 00910b10, 45f8a066, upstream)", v);
+            "--type-profile/--fork-rev: unknown revision '%s' (69d8e4be4, pr197, 010d04edc, "
+            "00910b10, 45f8a066, upstream)",
+            v);
     c->profile_name = v;
     return 0;
 }
@@ -146,4 +148,9 @@ int cli_parse(const cli_spec *s, int argc, char **argv, cli_common *c, const cha
 tq_gguf_options cli_gguf_options(const cli_common *c)
 {
     return (tq_gguf_options){c->profile, c->profile_name != NULL};
+}
+
+int cli_kv_profile(const cli_common *c)
+{
+    return c->profile_name ? (int)c->profile : (int)TQ_PROFILE_AUTO;
 }

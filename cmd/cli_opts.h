@@ -81,6 +81,9 @@ typedef struct cli_spec {
 int cli_parse(const cli_spec *s, int argc, char **argv, cli_common *c, const char **pos,
               int *n_pos);
 
+/* How a KV state's type ids are read: the revision --fork-rev (or --type-profile) names, else
+ * TQ_PROFILE_AUTO (the state reader tells the fork's revisions apart). */
+int cli_kv_profile(const cli_common *c);
 /* The GGUF reader's options for the --type-profile given (or the default). */
 tq_gguf_options cli_gguf_options(const cli_common *c);
 

@@ -98,7 +98,7 @@ static int parse(int argc, char **argv, dec_opts *o)
         {NULL},
     };
     const cli_spec spec = {"decode-kvdump",
-                           CLI_O | CLI_QUIET | CLI_THREADS | CLI_MODEL | CLI_DEVICE, own, 1};
+                           CLI_O | CLI_QUIET | CLI_THREADS | CLI_PROFILE | CLI_MODEL | CLI_DEVICE, own, 1};
     int n = 0, rc = cli_parse(&spec, argc, argv, &o->c, &o->in, &n);
     if (rc) return rc;
     if (!o->in) return cli_usage_error("which snapshot? (see tq help decode-kvdump)");
@@ -165,6 +165,7 @@ static int restore(tq_ctx *ctx, dec_opts *o, const tqkv_reader *r, const tqkv_re
     progress_init(&pr, o->c.quiet);
     tq_kvsnap_decode_options dopt = {.threads = (int)o->c.threads,
                                      .cache_type = o->cache_type,
+                                     .fork_rev = o->c.profile_name,
                                      .head_dim = o->ro.head_dim,
                                      .progress = show_progress,
                                      .progress_user = &pr};

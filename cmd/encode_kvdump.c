@@ -217,7 +217,6 @@ static void map_options(const enc_opts *o, tq_kvsnap_options *so)
     so->v_bits = (int)o->v_bits;
     so->boundary_layers = (int)o->boundary;
     if (o->head_dim) so->head_dim = (int)o->head_dim;
-    so->profile = tq_type_profile_name(o->c.profile);
     if (o->codec) so->codec = codecs[pick(codec_names, o->codec, 0)];
     so->threads = (int)o->c.threads;
     so->base_name = o->append;
@@ -271,7 +270,7 @@ static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
         return cli_lib_error(ctx);
     so->model = r->gguf ? &r->model : NULL;
     if (tq_kvsnap_options_check(ctx, so)) return cli_usage_error("%s", tq_ctx_error(ctx));
-    if (cli_open_view(ctx, o->in, o->c.profile, &r->view)) return cli_lib_error(ctx);
+    if (cli_open_view(ctx, o->in, cli_kv_profile(&o->c), &r->view)) return cli_lib_error(ctx);
     if (o->append && cli_open_snapshot_mapped(ctx, o->append, &r->base))
         return cli_lib_error(ctx);
     so->base = r->base;

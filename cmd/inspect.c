@@ -621,7 +621,8 @@ int cmd_inspect(int argc, char **argv)
     if (tmp) path = tmp;
     if (!rc && nm >= 4 && tq_kv_view_probe(magic, nm)) {
         rc = o.stats ? cli_usage_error("--stats is for GGUF models")
-                     : inspect_state(path, o.path, o.json, o.gopt.profile);
+                     : inspect_state(path, o.path, o.json,
+                                     o.gopt.profile_explicit ? o.gopt.profile : TQ_PROFILE_AUTO);
         tq_ctx_free(ctx);
         return unlink_copy(tmp, rc);
     }

@@ -124,7 +124,12 @@ int inspect_state(const char *path, const char *label, int json, tq_type_profile
         printf(", \"outputs_section\": %s, \"mrope_extensions\": %s, \"type_profile\": \"%s\", "
                "\"kv_values\": %" PRIu64 ", \"kv_bytes\": %" PRIu64,
                tq_kv_view_has_outputs(s) ? "true" : "false",
-               tq_kv_view_has_ext(s) ? "true" : "false", tq_type_profile_name(prof), vals, kvb);
+               tq_kv_view_has_ext(s) ? "true" : "false",
+               tq_type_profile_name(tq_kv_view_profile(s)), vals, kvb);
+        printf(", \"fork_revision\": {\"name\": \"%s\", \"how\": ",
+               tq_type_profile_name(tq_kv_view_profile(s)));
+        json_cstr(stdout, tq_kv_view_profile_how(s));
+        printf("}");
         print_recurrent(s, 1);
         printf(",\n \"kv_states\": [");
     } else {
@@ -132,6 +137,10 @@ int inspect_state(const char *path, const char *label, int json, tq_type_profile
                kind == TQ_KV_NUMPY ? " as arrays" : "", kind_long(kind), tq_kv_view_version(s));
         if (session) printf("architecture:  %s\n", tq_kv_view_arch(s));
         printf("tokens:        %u\n", tq_kv_view_n_tokens(s));
+        const char *how = tq_kv_view_profile_how(s);
+        int none = !strncmp(how, "no turbo", 8); /* then no revision matters */
+        printf("fork revision: %s (%s)\n",
+               none ? "-" : tq_type_profile_name(tq_kv_view_profile(s)), how);
         print_layout(s);
         printf("K/V data:      %" PRIu64 " bytes, %" PRIu64
                " values, %.3f bits per value (%.1f%% of the file)\n",

@@ -138,6 +138,20 @@ tq_status llama_server_model(tq_ctx *ctx, const llama_server *srv, char **model_
     return *model_path ? TQ_OK : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
 }
 
+tq_status llama_server_build(tq_ctx *ctx, const llama_server *srv, char *build, size_t size)
+{
+    json_t *j;
+    long t = srv->timeout_s < LLAMA_SERVER_SMALL_TIMEOUT ? srv->timeout_s
+                                                          : LLAMA_SERVER_SMALL_TIMEOUT;
+    build[0] = 0;
+    tq_status st = call(ctx, srv, "/props", NULL, t, PROPS_MOST, &j);
+    if (st) return st;
+    const char *b = json_string_value(json_object_get(j, "build_info"));
+    if (b) snprintf(build, size, "%s", b);
+    json_decref(j);
+    return TQ_OK;
+}
+
 tq_status llama_server_slot(tq_ctx *ctx, const llama_server *srv, long slot, const char *action,
                             const char *file, uint32_t *n)
 {

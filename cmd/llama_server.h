@@ -22,6 +22,8 @@ typedef struct llama_server {
     long timeout_s;  /* a save, restore or tokenization at most (tq slot --timeout) */
 } llama_server;
 
+/* GET /props: the build the server names ("b<count>-<commit>"; "" where it names none). */
+tq_status llama_server_build(tq_ctx *ctx, const llama_server *srv, char *build, size_t size);
 /* GET /props: the model file the server loaded (malloc'd). */
 tq_status llama_server_model(tq_ctx *ctx, const llama_server *srv, char **model_path);
 /* POST /slots/SLOT?action=save|restore {"filename": FILE}; *n the answer's n_saved or

@@ -112,7 +112,8 @@ static int parse(int argc, char **argv, slot_opts *o)
                        "--preset: '%s' is not balanced, lossless, q8 or small"),
         {NULL},
     };
-    const cli_spec spec = {"slot", CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_MODEL, own, 2};
+    const cli_spec spec = {"slot", CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_MODEL | CLI_PROFILE,
+                           own, 2};
     int n = 0;
     int rc = cli_parse(&spec, argc, argv, &o->c, o->pos, &n);
     if (rc) return rc;
@@ -199,6 +200,16 @@ static void snapshot_options(const slot_opts *o, tq_kvsnap_options *so)
     for (int p = 0; o->preset && presets[p]; p++)
         if (!strcmp(o->preset, presets[p])) so->preset = (tq_kvsnap_preset)p;
     so->threads = (int)o->c.threads;
+}
+
+/* How the server's slot file reads: the revision --fork-rev names, else the one its build
+ * names (/props build_info), else told from the bytes (TQ_PROFILE_AUTO). */
+static tq_type_profile server_revision(slot_run *r, const slot_opts *o)
+{
+    char build[128];
+    if (o->c.profile_name) return o->c.profile;
+    if (llama_server_build(r->ctx, &r->srv, build, sizeof build)) return TQ_PROFILE_AUTO;
+    return tq_type_profile_of_build(build);
 }
 
 /* Encodes the slot file into the store as name (appended to base when base->common): 0, an
@@ -348,7 +359,8 @@ static int do_save(slot_run *r, const slot_opts *o)
         unlink(side);
         return cli_runtime_error("%s: the server's slot file is not a regular file", r->raw);
     }
-    int rc = tq_kv_view_open(r->ctx, r->raw, TQ_PROFILE_DEFAULT, &v) ? cli_lib_error(r->ctx) : 0;
+    int rc = tq_kv_view_open(r->ctx, r->raw, server_revision(r, o), &v) ? cli_lib_error(r->ctx)
+                                                                         : 0;
     const int32_t *tokens = rc ? NULL : tq_kv_view_tokens(v);
     uint32_t n = rc ? 0 : tq_kv_view_n_tokens(v);
     tq_store_points pt = {0};

@@ -77,6 +77,11 @@ typedef enum tq_type_profile {
 } tq_type_profile;
 
 #define TQ_PROFILE_DEFAULT TQ_PROFILE_TT_69D8E4BE4
+/* The fork as its users run it now: what turbo caches are written for unless told. */
+#define TQ_PROFILE_NEWEST TQ_PROFILE_TT_PR197
+/* The revision a server's build names ("b9079-69d8e4be4": a revision's commit in it), or
+ * TQ_PROFILE_AUTO where it names none tq knows. */
+tq_type_profile tq_type_profile_of_build(const char *build_info);
 
 const char *
 tq_type_profile_name(tq_type_profile p); /* "69d8e4be4", "00910b10", ..., "pr197", "auto" */

@@ -110,6 +110,16 @@ int tq_type_profile_parse(const char *s, tq_type_profile *out)
     return -1;
 }
 
+tq_type_profile tq_type_profile_of_build(const char *build_info)
+{
+    const char *dash = build_info ? strrchr(build_info, '-') : NULL;
+    if (!dash || strlen(dash + 1) < 7) return TQ_PROFILE_AUTO;
+    for (int p = 0; p < TQ_PROFILE_COUNT; p++) /* a short hash is a prefix of the commit */
+        if (!strncmp(revisions[p].name, dash + 1, strlen(dash + 1)))
+            return (tq_type_profile)p;
+    return TQ_PROFILE_AUTO;
+}
+
 const tq_ggml_type *tq_ggml_type_get(tq_type_profile p, int id)
 {
     if ((unsigned)p >= TQ_PROFILE_COUNT || id < 0) return NULL;

@@ -167,6 +167,34 @@ static int is_boundary(const tq_kvsnap_options *o, const src_tensor *s)
            (int)s->model_layer >= (int)s->n_model - o->boundary_layers;
 }
 
+/* A quantized source (a turbo cache: 2.1 to 4.3 bits a value) coded at as many bits a value
+ * as it holds would be larger and worse than its own blocks: those are kept instead. */
+static int no_smaller(const tq_kv_tensor *kt, const tqkv_record *t)
+{
+    if (kt->type->block == 1 || !t->group) return 0;
+    double source_bits = 8.0 * kt->type->bytes / kt->type->block;
+    return t->bits + 16.0 / t->group >= source_bits;
+}
+
+static void keep_raw(tqkv_record *t)
+{
+    uint64_t keep_off = t->file_off;
+    tqkv_record raw = {.file_off = keep_off,
+                       .bytes = t->bytes,
+                       .kv_state = t->kv_state,
+                       .stream = t->stream,
+                       .layer = t->layer,
+                       .is_v = t->is_v,
+                       .transposed = t->transposed,
+                       .cells = t->cells,
+                       .width = t->width,
+                       .type_id = t->type_id,
+                       .hadamard = t->hadamard,
+                       .codec = TQKV_CODEC_RAW,
+                       .model_layer = t->model_layer};
+    *t = raw;
+}
+
 static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_options *o,
                              uint32_t head_dim, const src_tensor *s, tqkv_record *t)
 {
@@ -223,6 +251,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
             t->coarse_planes = tq_block_planes(o, t->codec, t->coarse_bits);
         }
     }
+    if (t->codec != TQKV_CODEC_RAW && no_smaller(kt, t)) keep_raw(t);
     if (t->codec == TQKV_CODEC_RAW)
         p->n_kept++;
     else
@@ -482,8 +511,8 @@ static tq_status plan_meta(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_opt
     m->n_tokens = tq_kv_view_n_tokens(s);
     m->arch = strdup(tq_kv_view_arch(s));
     m->tokens = malloc(4ull * m->n_tokens + 4);
-    snprintf(m->profile, sizeof m->profile, "%s",
-             o->profile ? o->profile : tq_type_profile_name(TQ_PROFILE_DEFAULT));
+    /* the revision the source was read with: it also names the turbo tables of codec 2 */
+    snprintf(m->profile, sizeof m->profile, "%s", tq_type_profile_name(tq_kv_view_profile(s)));
     if (o->model) {
         m->has_fingerprint = 1;
         m->fingerprint = o->model->fingerprint;

@@ -57,7 +57,6 @@ typedef struct tq_kvsnap_options {
     int head_dim;         /* rotation group; unset: the model's, else guessed from the width */
     const tq_model *model; /* NULL, or the model (model.h): head size, RoPE, layers, window, and
                               a fingerprint decode can check */
-    const char *profile;  /* type-id profile name used to read the source */
     /* the block for coded tensors: TQKV_CODEC_TQ, _TURBO (the fork's turbo2/3/4 blocks: bits
        2..4, rows of 128s), _ANGLE (bits b give b+1 angle and b-1 radius bits; 8: 8 and 8) or
        _PROD (TurboQuant-prod, b = 2..8) */

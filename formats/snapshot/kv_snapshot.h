@@ -44,6 +44,9 @@ typedef struct tq_kvsnap_decode_options {
                                "turbo2"/"turbo3"/"turbo4" (heads zero-padded to
                                128s, as the fork allocates its cache) */
     uint32_t head_dim;      /* needed for turbo cache types */
+    /* the fork revision turbo cache types are written for (a type-id profile's name: its
+       ids, blocks and tables); NULL: the newest (TQ_PROFILE_NEWEST) */
+    const char *fork_rev;
     /* Rows and layers that need not be decoded (a token prefix or a layer
      * range is wanted): their bytes are written as zeros, the file keeps its
      * layout, only the chunks wanted are read.  Rows below max_rows (0:

@@ -27,7 +27,8 @@ static tq_status put(tq_ctx *ctx, FILE *f, const void *p, uint64_t n)
 
 static int is_turbo(const tq_ggml_type *t)
 {
-    return t->dtype == TQ_DT_TURBO2 || t->dtype == TQ_DT_TURBO3 || t->dtype == TQ_DT_TURBO4;
+    return t->dtype == TQ_DT_TURBO2 || t->dtype == TQ_DT_TURBO3 || t->dtype == TQ_DT_TURBO4 ||
+           t->dtype == TQ_DT_TURBO3_PR197 || t->dtype == TQ_DT_TURBO4_PR197;
 }
 
 /* Row width in the output: the same, except that turbo caches pad every head
@@ -324,7 +325,10 @@ static tq_status cache_type_of(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile 
     if (m->source_kind == TQ_KV_NUMPY)
         return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
                                 "--cache-type is for llama.cpp state files, not NumPy dumps");
-    const tq_ggml_type *want = tq_ggml_type_by_name(prof, o->cache_type);
+    tq_type_profile out_prof = TQ_PROFILE_NEWEST;
+    if (o->fork_rev && tq_type_profile_parse(o->fork_rev, &out_prof))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown fork revision '%s'", o->fork_rev);
+    const tq_ggml_type *want = tq_ggml_type_by_name(out_prof, o->cache_type);
     /* q8_0/q4_0 are left out on purpose: current upstream llama.cpp stores
      * K/V of quantized caches Hadamard-rotated (its attention rotation), so
      * plain q8_0 rows would restore wrong there.  The fork's turbo caches

@@ -46,7 +46,7 @@ expect_err 1 "empty file" inspect "$tmp/empty.gguf"
 expect_err 1 "not a regular file" inspect "$tmp"
 expect_err 2 "which file" inspect
 expect_err 2 "unknown option '--bogus'" inspect --bogus $seed
-expect_err 2 "unknown profile 'x'" inspect --type-profile x $seed
+expect_err 2 "unknown revision 'x'" inspect --type-profile x $seed
 # inspect asks the KV sources' probe: an empty zip is a NumPy matter, not a GGUF one
 printf 'PK\005\006\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000' >"$tmp/empty.npz"
 expect_err 1 "empty.npz: not a readable .npz" inspect "$tmp/empty.npz"

@@ -82,7 +82,9 @@ for p in balanced small; do
 done
 run snap-seq encode-kvdump "$F/p1_f32.ggsq" -o "$o/snap-seq.tqkv" --k-bits 6 --v-bits 3 --boundary-layers 1 --head-dim 8 \
     --transform off
-run dec-seq-t3 decode-kvdump "$o/snap-seq.tqkv" -o "$o/dec-seq-t3.ggsq" --cache-type turbo3 --head-dim 8
+run dec-seq-t3 decode-kvdump "$o/snap-seq.tqkv" -o "$o/dec-seq-t3.ggsq" --cache-type turbo3 --head-dim 8 \
+    --fork-rev 69d8e4be4
+run dec-seq-t4 decode-kvdump "$o/snap-seq.tqkv" -o "$o/dec-seq-t4.ggsq" --cache-type turbo4 --head-dim 8
 run snap-npy encode-kvdump "$tmp/dump.npy" -o "$o/snap-npy.tqkv"
 run snap-turbo encode-kvdump "$tmp/dump.npy" -o "$o/snap-turbo.tqkv" --turbo --k-bits 4 --v-bits 3
 run dec-turbo decode-kvdump "$o/snap-turbo.tqkv" -o "$o/dec-turbo.npz" --format npz
