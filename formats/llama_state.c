@@ -312,7 +312,9 @@ static int parse_memory(cur *c, tq_kv_view *s, int ext, int no_v)
         }
         return -1;
     }
-    if (!s->n_kv && !s->has_recurrent) return fail(c, "no KV state");
+    /* nothing at all: a context whose caches share another's cells (llama-kv-cache.cpp,
+       state_write: a cache with `other` writes nothing, as a Gemma 4 assistant's) */
+    if (!s->n_kv && !s->has_recurrent && c->pos != c->size) return fail(c, "no KV state");
     return 0;
 }
 

@@ -31,7 +31,7 @@ static uint8_t *encode(const uint8_t *state, size_t len, int lossless, size_t *o
 {
     char err[512];
     tq_kvsnap_options o = {.codec = TQKV_CODEC_TQ, .preset = lossless ? TQ_KVSNAP_PRESET_LOSSLESS : TQ_KVSNAP_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32, .zstd_level = 1,
-                           .profile = "69d8e4be4", .threads = 1};
+                           .threads = 1};
     return encode_opts(state, len, &o, out_len, err, sizeof err);
 }
 
@@ -140,7 +140,7 @@ TEST(tqkv_append_equals_full_encode)
     uint8_t *full = make_state(&fl, 0), *pre = prefix_state(full, &pl, 25);
     for (int lossless = 0; lossless < 2; lossless++) {
         tq_kvsnap_options o = {.codec = TQKV_CODEC_TQ, .preset = lossless ? TQ_KVSNAP_PRESET_LOSSLESS : TQ_KVSNAP_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32, .zstd_level = 1,
-                           .profile = "69d8e4be4", .threads = 1};
+                           .threads = 1};
         uint8_t *base = encode_opts(pre, pl, &o, &bl, err, sizeof err);
         CHECK(base, "%s", err);
         uint8_t *whole = encode_opts(full, fl, &o, &gl, err, sizeof err);
@@ -191,7 +191,7 @@ TEST(tqkv_refuses_wrapping_sizes)
     char err[512];
     /* no planes: their extension would follow the records this test finds from the end */
     tq_kvsnap_options o = {.codec = TQKV_CODEC_TQ, .preset = TQ_KVSNAP_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32, .zstd_level = 1,
-                           .profile = "69d8e4be4", .threads = 1, .no_planes = 1};
+                           .threads = 1, .no_planes = 1};
     uint8_t *state = make_state(&sl, 0), *snap = encode_opts(state, sl, &o, &nl, err, sizeof err);
     CHECK(snap != NULL);
     uint64_t ml;
@@ -270,7 +270,7 @@ TEST(tqkv_iswa_layers_are_model_layers)
         for (int j = 0; j < 64; j++)
             scales[(l * 2) * 64 + j] = 1 + (l + 1) / 32.0f, scales[(l * 2 + 1) * 64 + j] = 2 - l / 64.0f;
     tq_kvsnap_options o = {.codec = TQKV_CODEC_TQ, .preset = TQ_KVSNAP_PRESET_BALANCED, .head_dim = 64, .boundary_layers = 1, .zstd_level = 1,
-                           .profile = "69d8e4be4", .threads = 1, .innerq = scales, .innerq_layers = 18,
+                           .threads = 1, .innerq = scales, .innerq_layers = 18,
                            .innerq_dim = 64};
     uint8_t *snap = encode_opts(state, len, &o, &sl, err, sizeof err);
     CHECK(snap != NULL, "%s", err);

@@ -51,7 +51,6 @@ static uint8_t *encode_klt_base(const uint8_t *state, size_t len, int threads,
     o.v_rate = 2.0;
     o.head_dim = HEAD;
     o.threads = threads;
-    o.profile = "69d8e4be4";
     o.base = base;
     o.base_name = "base.tqkv";
     char err[512];
