@@ -22,7 +22,7 @@ void help_decode_kvdump(void)
         "usage: tq decode-kvdump IN.tqkv -o OUT [--format ggsn|ggsq|npz] [--tokens N] [--layers "
         "A-B]\n"
         "                        [--cache-type T] [--model M.gguf | --head-dim N] [--base B.tqkv]\n"
-        "                        [--threads N] [--quiet]\n\n"
+        "                        [--fork-rev REV] [--threads N] [--quiet]\n\n"
         "Rebuilds the state file the snapshot was made from, in its original layout (session or\n"
         "sequence file, per-layer element types, V layout), for llama.cpp to load; a NumPy dump\n"
         "comes back as an .npz with its own array names, shapes and dtypes.\n\n"
@@ -38,6 +38,9 @@ void help_decode_kvdump(void)
         "--head-dim),\n"
         "                   for a context created with that cache type (default: the original "
         "types)\n"
+        "  --fork-rev REV   the TurboQuant+ fork revision --cache-type turbo3/turbo4 writes for:\n"
+        "                   pr197 (its blocks since 2026-06, the default), 69d8e4be4 or "
+        "010d04edc\n"
         "  --model M.gguf   refuse unless the snapshot was made for this model (its architecture\n"
         "                   names a session file made from a sequence file; its head size shapes "
         "npz)\n"
@@ -97,8 +100,8 @@ static int parse(int argc, char **argv, dec_opts *o)
         CLI_OPT_FLAG("--fsync", &o->fsync),
         {NULL},
     };
-    const cli_spec spec = {"decode-kvdump",
-                           CLI_O | CLI_QUIET | CLI_THREADS | CLI_PROFILE | CLI_MODEL | CLI_DEVICE, own, 1};
+    const unsigned common = CLI_O | CLI_QUIET | CLI_THREADS | CLI_PROFILE | CLI_MODEL | CLI_DEVICE;
+    const cli_spec spec = {"decode-kvdump", common, own, 1};
     int n = 0, rc = cli_parse(&spec, argc, argv, &o->c, &o->in, &n);
     if (rc) return rc;
     if (!o->in) return cli_usage_error("which snapshot? (see tq help decode-kvdump)");

@@ -32,8 +32,7 @@ void help_encode_kvdump(void)
     printf(
         "usage: tq encode-kvdump IN -o OUT.tqkv [--preset NAME] [--k-bits B --v-bits B]\n"
         "                        [--boundary-layers N] [--model M.gguf | --head-dim N]\n"
-        "                        [--dry-run [--json]] [--type-profile NAME] [--threads N] "
-        "[--quiet]\n\n"
+        "                        [--dry-run [--json]] [--fork-rev REV] [--threads N] [--quiet]\n\n"
         "IN is a llama.cpp session file (ggsn v9/v10) or sequence/slot file (ggsq v2/v3), or a\n"
         "NumPy dump: .npz with k_0, v_0, ... arrays ([tokens, heads, head_dim] or PyTorch's\n"
         "[1, heads, tokens, head_dim]) or a stacked [layers, 2, tokens, heads, head_dim] .npy\n"

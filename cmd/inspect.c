@@ -44,7 +44,11 @@ void help_inspect(void)
         "q5_1,\n"
         "                       q8_0, tq3_1s, tq4_1s)\n"
         "  --type-profile NAME  how to read tensor type ids the file does not record:\n"
-        "                       69d8e4be4 (default), 00910b10, 45f8a066, upstream\n"
+        "                       69d8e4be4 (default), pr197, 010d04edc, 00910b10, 45f8a066,\n"
+        "                       upstream; --fork-rev is the same option.  A state's turbo\n"
+        "                       rows name the fork revision they came from where they can\n"
+        "                       (turbo4: 66- or 68-byte blocks); the line 'fork revision'\n"
+        "                       says which and how\n"
         "  --threads N          threads for --stats (default: all cores)\n"
         "  --quiet              no progress display\n\n"
         "FILE may be - (a pipe) or s3://bucket/key (an object: of a snapshot only the header,\n"
@@ -620,9 +624,10 @@ int cmd_inspect(int argc, char **argv)
     tq_src_close(src);
     if (tmp) path = tmp;
     if (!rc && nm >= 4 && tq_kv_view_probe(magic, nm)) {
+        tq_type_profile kv_prof = TQ_PROFILE_AUTO; /* told from the bytes unless given */
+        if (o.gopt.profile_explicit) kv_prof = o.gopt.profile;
         rc = o.stats ? cli_usage_error("--stats is for GGUF models")
-                     : inspect_state(path, o.path, o.json,
-                                     o.gopt.profile_explicit ? o.gopt.profile : TQ_PROFILE_AUTO);
+                     : inspect_state(path, o.path, o.json, kv_prof);
         tq_ctx_free(ctx);
         return unlink_copy(tmp, rc);
     }

@@ -52,6 +52,8 @@ void help_slot(void)
         "  --slot-dir DIR   the server's --slot-save-path\n"
         "  --store STORE    the store's directory\n"
         "  --model M.gguf   the server's model (default: /props' model_path)\n"
+        "  --fork-rev REV   save: the TurboQuant+ fork revision of a turbo cache (default: the\n"
+        "                   one /props' build_info names, else told from the slot file)\n"
         "  --prompt FILE    restore: the prompt's text, tokenized by the server\n"
         "  --name NAME      save: a name for the snapshot too; restore: the snapshot of that name\n"
         "                   (1 to 128 of A-Z a-z 0-9 . _ -, not beginning with '.': a name,\n"

@@ -29,7 +29,7 @@ tq_status tq_kvsnap_ckpt_code(void *user, const uint8_t *blob, uint64_t n, int64
     size_t out_len = 0;
     FILE *f = NULL;
     /* a partial state the readers do not take, or the plan cannot code, is kept as it is */
-    if (!tq_kv_view_open_memory(k->ctx, wrapped, head + n, "a checkpoint", TQ_PROFILE_DEFAULT,
+    if (!tq_kv_view_open_memory(k->ctx, wrapped, head + n, "a checkpoint", TQ_PROFILE_AUTO,
                                 &v))
         f = open_memstream(&out, &out_len);
     tq_kvsnap_report rep;

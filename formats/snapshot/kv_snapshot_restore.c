@@ -34,6 +34,12 @@ static tq_status decode_to_view(tq_ctx *ctx, const tqkv_reader *r, const tqkv_re
                                 tq_kv_view **out)
 {
     tq_kvsnap_decode_options dopt = *d;
+    tq_type_profile prof = TQ_PROFILE_DEFAULT; /* the source's revision, as the snapshot says */
+    tq_type_profile_parse(tqkv_meta_of(r)->profile, &prof);
+    if (d->cache_type) { /* converted: written for the revision decode was given */
+        prof = TQ_PROFILE_NEWEST;
+        if (d->fork_rev) tq_type_profile_parse(d->fork_rev, &prof);
+    }
     for (;;) {
         char *tmp = NULL;
         FILE *tf;
@@ -41,7 +47,7 @@ static tq_status decode_to_view(tq_ctx *ctx, const tqkv_reader *r, const tqkv_re
         if (st) return st;
         st = tq_kvsnap_decode(ctx, r, base, &dopt, tf);
         if (fflush(tf) && !st) st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: writing failed", tmp);
-        if (!st) st = tq_kv_view_open(ctx, tmp, TQ_PROFILE_DEFAULT, out);
+        if (!st) st = tq_kv_view_open(ctx, tmp, prof, out);
         unlink(tmp); /* the mapping stays valid, and an unlinked file is not synced */
         tq_temp_forget(tmp);
         fclose(tf);
@@ -78,7 +84,7 @@ static tq_status write_spliced(tq_ctx *ctx, const tq_kv_view *v, const tq_state_
     tq_kv_view *spliced = NULL;
     if (!st)
         st = tq_kv_view_open_memory(ctx, buf, len, "the state with its checkpoint",
-                                    TQ_PROFILE_DEFAULT, &spliced);
+                                    tq_kv_view_profile(v), &spliced);
     tq_state_rewrite again = {rw->kind, rw->arch, 0, rw->pad_window, NULL, 0};
     if (!st) st = tq_llama_state_write(ctx, spliced, &again, out);
     tq_kv_view_close(spliced);

@@ -69,6 +69,8 @@ class FakeServer:
         self.tokens = tokens_of(300)
         self.restored = []
         self.link_target = "/etc/passwd"
+        self.slot_bytes = None  # what a save writes instead of state(tokens)
+        self.build_info = None  # /props' build_info
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -108,6 +110,8 @@ class FakeServer:
                     return
                 if self.path.startswith("/props"):
                     props = {"model_path": fake.model_path}
+                    if fake.build_info:
+                        props["build_info"] = fake.build_info
                     if fake.mode == "big_props":
                         props["chat_template"] = "x" * (8 << 20)
                     return self.answer(200, props)
@@ -129,7 +133,7 @@ class FakeServer:
                     path.symlink_to(fake.link_target)  # a file outside, planted as the slot's
                     return self.answer(200, {"id_slot": 0, "filename": name, "n_saved": 1})
                 if "action=save" in self.path:
-                    path.write_bytes(state(fake.tokens))
+                    path.write_bytes(fake.slot_bytes or state(fake.tokens))
                     if fake.mode == "n_saved_huge":
                         data = b'{"id_slot": 0, "filename": "%s", "n_saved": 1e400}' % name.encode()
                         return self.answer(200, data)
