@@ -204,8 +204,9 @@ static void snapshot_options(const slot_opts *o, tq_kvsnap_options *so)
     so->threads = (int)o->c.threads;
 }
 
-/* How the server's slot file reads: the revision --fork-rev names, else the one its build
- * names (/props build_info), else told from the bytes (TQ_PROFILE_AUTO). */
+/* The TurboQuant+ fork revision the server runs: the one --fork-rev names, else the one its
+ * build names (/props build_info), else TQ_PROFILE_AUTO (a save tells it from the slot file's
+ * bytes; a restore writes turbo rows for the newest). */
 static tq_type_profile server_revision(slot_run *r, const slot_opts *o)
 {
     char build[128];
@@ -495,7 +496,10 @@ static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t to
     if (!rc) {
         progress pr;
         progress_init(&pr, o->c.quiet);
+        tq_type_profile rev = server_revision(r, o);
+        if (rev == TQ_PROFILE_AUTO) rev = TQ_PROFILE_NEWEST;
         tq_kvsnap_decode_options d = {.threads = (int)o->c.threads,
+                                      .fork_rev = tq_type_profile_name(rev),
                                       .progress = show_progress,
                                       .progress_user = &pr};
         /* two masked cells below a window-only cache: the server's check passes when the

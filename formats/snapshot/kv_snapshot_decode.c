@@ -80,6 +80,22 @@ static void pad_heads(float *y, uint32_t nrows, uint64_t width, uint32_t head_di
         }
 }
 
+/* The output's rows are the source's bytes: the same element type (under another revision's
+ * type id, maybe). */
+static int same_rows(const tq_ggml_type *ty, const tq_ggml_type *oty)
+{
+    return ty == oty || ty->dtype == oty->dtype;
+}
+
+/* A turbo type as the revision out_prof has it (decode's fork_rev: another block or table,
+ * or another id), or ty where that revision means the same. */
+static const tq_ggml_type *in_revision(const tq_ggml_type *ty, int out_prof)
+{
+    if (out_prof == TQ_PROFILE_AUTO || !is_turbo(ty)) return ty;
+    const tq_ggml_type *o = tq_ggml_type_by_name((tq_type_profile)out_prof, ty->name);
+    return o && (o->dtype != ty->dtype || o->id != ty->id) ? o : ty;
+}
+
 /* Source bytes of chunk ck of tensor t, converted from the source type ty to
  * the output type oty when they differ (rows in cell-major order). */
 static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_codec *c,
@@ -90,7 +106,7 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_co
     int coded = t->codec != TQKV_CODEC_RAW &&
                 !tqkv_chunk_is_sink(t, ch->row0); /* sink rows: the source's bytes */
     if (skip) { /* not wanted: zeros of the length it would have */
-        o->len = !coded && oty == ty
+        o->len = !coded && same_rows(ty, oty)
                      ? ch->raw_len
                      : ch->nrows * (out_width(t, oty, head_dim) / oty->block) * oty->bytes;
         if (!(o->p = calloc(1, o->len ? o->len : 1))) goto oom;
@@ -99,7 +115,7 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_co
     uint8_t *raw = malloc(ch->raw_len ? ch->raw_len : 1); /* [raw_len]: the chunk's payload */
     if (!raw) goto oom;
     o->st = tqkv_chunk_read(local, r, ck, raw);
-    if (o->st || (!coded && oty == ty)) {
+    if (o->st || (!coded && same_rows(ty, oty))) {
         o->p = raw;
         o->len = ch->raw_len;
         if (o->st) snprintf(o->err, sizeof o->err, "%s", tq_ctx_error(local));
@@ -134,7 +150,7 @@ static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_co
     /* the source's rotation (tqkv_record.hadamard): coded rows come back in the model's
      * channels and go out rotated as the source stored them; a conversion to another type
      * (float caches, which llama.cpp does not rotate) wants the model's channels */
-    if (!o->st && t->hadamard && coded == (oty == ty))
+    if (!o->st && t->hadamard && coded == same_rows(ty, oty))
         o->st = tq_hadamard_blocks(local, t->hadamard, y, nv);
     if (!o->st && ow > t->width) { /* the fork's layout: each head zero-padded to whole 128s */
         pad_heads(y, ch->nrows, t->width, head_dim, ow);
@@ -165,14 +181,14 @@ typedef struct djob {
 } djob;
 
 static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof,
-                           const tq_ggml_type *want, const tqkv_reader *r, const tqkv_reader *base,
-                           uint32_t i, uint64_t *ck, djob *j)
+                           const tq_ggml_type *want, int out_prof, const tqkv_reader *r,
+                           const tqkv_reader *base, uint32_t i, uint64_t *ck, djob *j)
 {
     memset(j, 0, sizeof *j);
     j->i = i;
     j->t = &m->t[i];
     j->ty = tq_ggml_type_get(prof, j->t->type_id);
-    j->oty = want ? want : j->ty;
+    j->oty = want ? want : in_revision(j->ty, out_prof);
     int blocks = tqkv_record_has_blocks(j->t);
     j->c = tq_kvsnap_record_codec(ctx, j->t);
     tqkv_record_coarse(j->t, &j->coarse);
@@ -268,7 +284,7 @@ static tq_status chunk_status(tq_ctx *ctx, const djob *j, uint64_t k)
  * element-major. */
 static int job_is_whole(const djob *j)
 {
-    return j->t->transposed && (j->t->codec != TQKV_CODEC_RAW || j->oty != j->ty);
+    return j->t->transposed && (j->t->codec != TQKV_CODEC_RAW || !same_rows(j->ty, j->oty));
 }
 
 static tq_status job_write_whole(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
@@ -553,7 +569,7 @@ static void queue_free(dqueue *q, uint32_t n_jobs)
 /* Every tensor's job (its codecs and chunk list) and the chunks in file
  * order. */
 static tq_status queue_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof,
-                             const tq_ggml_type *want, dqueue *q)
+                             const tq_ggml_type *want, int out_prof, dqueue *q)
 {
     tq_status st = TQ_OK;
     uint64_t ck = 0;
@@ -561,7 +577,7 @@ static tq_status queue_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile pr
     q->first = calloc(m->n_tensors + 1, sizeof *q->first);
     if (!q->jobs || !q->first) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; i < m->n_tensors && !st; i++) {
-        st = job_setup(ctx, m, prof, want, q->r, q->base, i, &ck, &q->jobs[i]);
+        st = job_setup(ctx, m, prof, want, out_prof, q->r, q->base, i, &ck, &q->jobs[i]);
         q->jobs[i].head_dim = q->o->head_dim;
         q->first[i + 1] = q->first[i] + q->jobs[i].nch;
     }
@@ -588,10 +604,14 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader 
     if (tq_type_profile_parse(m->profile, &prof))
         return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "unknown type-id profile");
     if ((st = cache_type_of(ctx, m, prof, o, &want))) return st;
+    /* turbo rows of another revision than the one asked for are written for that one */
+    tq_type_profile out_prof = TQ_PROFILE_AUTO;
+    if (o->fork_rev && tq_type_profile_parse(o->fork_rev, &out_prof))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown fork revision '%s'", o->fork_rev);
     dqueue q = {.ctx = ctx, .r = r, .base = base, .o = o};
     pthread_mutex_init(&q.mu, NULL);
     pthread_cond_init(&q.moved, NULL);
-    if ((st = queue_setup(ctx, m, prof, want, &q)) || (st = plan_fetches(ctx, &q))) {
+    if ((st = queue_setup(ctx, m, prof, want, (int)out_prof, &q)) || (st = plan_fetches(ctx, &q))) {
         queue_free(&q, m->n_tensors);
         return st;
     }

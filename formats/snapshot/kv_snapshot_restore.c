@@ -36,10 +36,10 @@ static tq_status decode_to_view(tq_ctx *ctx, const tqkv_reader *r, const tqkv_re
     tq_kvsnap_decode_options dopt = *d;
     tq_type_profile prof = TQ_PROFILE_DEFAULT; /* the source's revision, as the snapshot says */
     tq_type_profile_parse(tqkv_meta_of(r)->profile, &prof);
-    if (d->cache_type) { /* converted: written for the revision decode was given */
+    if (d->cache_type) /* converted to turbo rows: for the newest revision unless told */
         prof = TQ_PROFILE_NEWEST;
-        if (d->fork_rev) tq_type_profile_parse(d->fork_rev, &prof);
-    }
+    if (d->fork_rev) /* turbo rows written for this revision, converted where they were not */
+        tq_type_profile_parse(d->fork_rev, &prof);
     for (;;) {
         char *tmp = NULL;
         FILE *tf;

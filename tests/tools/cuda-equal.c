@@ -93,8 +93,11 @@ int main(int argc, char **argv)
     if (scalar ? tq_ctx_set_simd(gpu, TQ_SIMD_SCALAR) : tq_ctx_set_backend(gpu, TQ_BACKEND_CUDA))
         return fprintf(stderr, "%s\n", tq_ctx_error(gpu)), 1;
     int bad = 0;
-    for (int k = TQ_CODEC_TURBO2; k <= TQ_CODEC_TURBO4 && !bad; k++)
-        bad = check(cpu, gpu, &(tq_codec_desc){.kind = (tq_codec_kind)k}, vectors);
+    /* the fork's blocks at both revisions (lib/TURBO_REVISIONS.md) */
+    static const tq_codec_kind turbo[] = {TQ_CODEC_TURBO2, TQ_CODEC_TURBO3, TQ_CODEC_TURBO4,
+                                          TQ_CODEC_TURBO3_PR197, TQ_CODEC_TURBO4_PR197};
+    for (size_t k = 0; k < sizeof turbo / sizeof turbo[0] && !bad; k++)
+        bad = check(cpu, gpu, &(tq_codec_desc){.kind = turbo[k]}, vectors);
     for (uint32_t g = 64; g <= 256 && !bad; g *= 2) /* Lloyd-Max at 2-4 bits, uniform cells in 4- and 5-bit fields */
         for (uint32_t b = 2; b <= 5 && !bad; b++)
             for (uint32_t u = 0; u < 2 && !bad; u++)
