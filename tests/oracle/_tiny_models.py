@@ -754,6 +754,7 @@ RECIPES = {
     # head size differs), and 1 x 16 = 16 against 2 x 64 = 128 (heads and head size both)
     "gemma4-uneven": ("gemma4", lambda m: gemma4(m, kv_full=2)),
     "gemma4-uneven2": ("gemma4", lambda m: gemma4(m, kv_swa=1, kv_full=2, d_full=64)),
+    "gemma4-uneven3": ("gemma4", lambda m: gemma4(m, kv_swa=4, kv_full=1, d_swa=32, d_full=64)),
     "llama4": ("llama4", llama4),
     "deepseek2": ("deepseek2", deepseek2),
     "granitehybrid": ("granitehybrid", lambda m: granitehybrid(m, moe=True)),

@@ -24,7 +24,7 @@ import _models  # noqa: E402
 import _tiny_models  # noqa: E402
 
 ARCHS = ["llama", "qwen2", "qwen3", "mistral3", "smollm3", "qwen35", "qwen35moe", "qwen3next", "gpt-oss",
-         "gemma4", "gemma4-shared", "gemma4-uneven", "gemma4-uneven2", "llama4", "deepseek2", "granitehybrid", "lfm2", "mamba", "mamba2", "rwkv6",
+         "gemma4", "gemma4-shared", "gemma4-uneven", "gemma4-uneven2", "gemma4-uneven3", "llama4", "deepseek2", "granitehybrid", "lfm2", "mamba", "mamba2", "rwkv6",
          "rwkv7"]
 # not claimed (arch.c column ok 0): lfm2moe, whose tiny model's identical random heads of 16 restore
 # better coded two heads to a rotation (without --model) than one (its head size, with it)
