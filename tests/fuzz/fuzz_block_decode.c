@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     /* byte 0: codec kind and SIMD level; byte 1: group and bits */
     tq_codec_desc d = {0};
-    d.kind = (tq_codec_kind)(1 + data[0] % 8);
+    d.kind = (tq_codec_kind)(1 + data[0] % 10); /* 1..10: every kind, both fork revisions */
     if (d.kind == TQ_CODEC_TQ || d.kind == TQ_CODEC_ANGLE) {
         d.group = 8u << (data[1] % 7);
         d.bits = 1 + (data[1] >> 3) % 8;

@@ -9,7 +9,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static tq_ctx *ctx;
     if (!ctx) ctx = tq_ctx_new();
     tq_kv_view *s;
-    if (tq_kv_view_open_memory_limited(ctx, data, size, "fuzz", TQ_PROFILE_DEFAULT, 1 << 24, &s) != TQ_OK) {
+    /* AUTO: the fork's revision told from the bytes, as a state of unknown origin is read */
+    if (tq_kv_view_open_memory_limited(ctx, data, size, "fuzz", TQ_PROFILE_AUTO, 1 << 24, &s) != TQ_OK) {
         if (!*tq_ctx_error(ctx)) abort();
         return 0;
     }
@@ -25,6 +26,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     tq_kv_view_read_rows(ctx, t, st->cell_count, st->cell_count - 1, 1, row);
                     free(row);
                 }
+            for (uint32_t l = 0; st->k_idx && l < st->n_layer; l++) /* within the bytes */
+                if (st->k_idx[l].type && (st->k_idx[l].data_off > size ||
+                                          st->k_idx[l].bytes > size - st->k_idx[l].data_off))
+                    abort();
         }
     }
     const tq_kv_recurrent *r = tq_kv_view_recurrent(s); /* within the bytes it came from */
