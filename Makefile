@@ -1,5 +1,6 @@
-# tq - build, test, demo, bench.  `make` builds tq, libtq.a and libtq.so;
-# CUDA sources in kernels/ are built when nvcc is on PATH (CUDA=0 disables).
+# tq - build, test, demo, bench.  `make` builds tq, libtq.a and libtq.so (libtq: lib/ alone,
+# the codec library tq.h declares); formats/ build into build/libtqformats.a, private to tq and
+# the tests.  CUDA sources in kernels/ are built when nvcc is on PATH (CUDA=0 disables).
 
 CC      ?= cc
 NVCC    ?= nvcc
@@ -10,13 +11,16 @@ B       := build
 # (separate multiply and add); a fused multiply-add would change bytes.
 CFLAGS  ?= -O2 -g
 # -fvisibility=hidden: libtq.so exports tq.h's functions alone (TQ_API)
-CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -fvisibility=hidden \
-           -Ilib -Iformats -Iformats/io -Iformats/model -Iformats/snapshot \
-           -Iformats/store
+CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -fvisibility=hidden
+# include paths: lib/ sees lib/ alone (libtq knows numbers, not files); the rest sees all
+INC_ALL := -Ilib -Iformats -Iformats/io -Iformats/model -Iformats/snapshot -Iformats/store
+INC     := $(INC_ALL)
 # every object records the headers it includes (build/**/*.d)
 DEPFLAGS := -MMD -MP
-# the link libraries, once: CPU builds (sanitizers, fuzzers) use BASE_LIBS
-BASE_LIBS := -lzstd -lxxhash -larchive -lcurl -lexpat -ljansson -lm -lpthread
+# the link libraries, once: CPU builds (sanitizers, fuzzers) use BASE_LIBS; libtq itself
+# needs only LIB_LIBS (and OpenMP, and the CUDA runtime in a CUDA build)
+LIB_LIBS  := -lm -lpthread
+BASE_LIBS := -lzstd -lxxhash -larchive -lcurl -lexpat -ljansson $(LIB_LIBS)
 LDLIBS  += $(BASE_LIBS)
 
 AVX2_FLAGS   := -O3 -mavx2
@@ -38,7 +42,8 @@ ifeq ($(CUDA),1)
     -gencode arch=compute_75,code=compute_75 -gencode arch=compute_90,code=sm_90
   CU_OBJ    := $(patsubst kernels/%.cu,$(B)/kernels/%.o,$(wildcard kernels/*.cu))
   # lib64 in the CUDA toolkit, lib in PyPI's nvidia-cuda-runtime
-  LDLIBS    += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart_static -ldl -lrt -lstdc++
+  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart_static -ldl -lrt -lstdc++
+  LDLIBS    += $(CUDA_LIBS)
 else
   CU_OBJ    := $(B)/lib/cuda_stub.o
 endif
@@ -54,8 +59,11 @@ endif
 TQ_EXE := $(BIN)/tq
 LIBTQ_A := $(BIN)/libtq.a
 LIBTQ_SO := $(BIN)/libtq.so
+# formats/, io, store: linked into tq and the tests, never installed
+LIBTQF_A := $(B)/libtqformats.a
 
-LIB_OBJ := $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(FMT_SRC)) $(CU_OBJ)
+LIB_OBJ := $(patsubst %.c,$(B)/%.o,$(LIB_SRC)) $(CU_OBJ)
+FMT_OBJ := $(patsubst %.c,$(B)/%.o,$(FMT_SRC))
 CMD_OBJ := $(patsubst %.c,$(B)/%.o,$(CMD_SRC))
 
 .PHONY: all deps test demo bench clean install fuzz sanitize device-bundle
@@ -79,7 +87,8 @@ deps:
 # `| deps`: with -j, no object is compiled before the -dev packages are checked
 $(B)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(INC) $(DEPFLAGS) -c $< -o $@
+$(B)/lib/%.o: INC := -Ilib
 
 $(B)/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)
 # the transform coder's products: explicit FMA intrinsics (klt.c's scalar
@@ -113,10 +122,14 @@ $(LIBTQ_A): $(LIB_OBJ) $(B)/cuda-$(CUDA).stamp
 	ar rcs $@ $(LIB_OBJ)
 
 $(LIBTQ_SO): $(LIB_OBJ) $(B)/cuda-$(CUDA).stamp
-	$(CC) -shared -fopenmp -o $@ $(LIB_OBJ) $(LDLIBS)
+	$(CC) -shared -fopenmp -o $@ $(LIB_OBJ) $(LIB_LIBS) $(CUDA_LIBS)
 
-$(TQ_EXE): $(CMD_OBJ) $(LIBTQ_A)
-	$(CC) -fopenmp -o $@ $(CMD_OBJ) $(LIBTQ_A) $(LDLIBS)
+$(LIBTQF_A): $(FMT_OBJ)
+	rm -f $@
+	ar rcs $@ $(FMT_OBJ)
+
+$(TQ_EXE): $(CMD_OBJ) $(LIBTQF_A) $(LIBTQ_A)
+	$(CC) -fopenmp -o $@ $(CMD_OBJ) $(LIBTQF_A) $(LIBTQ_A) $(LDLIBS)
 
 # ---- tests: unit runner + CLI and oracle scripts; last line "N passed, N failed"
 TEST_SRC := $(wildcard tests/unit/*.c)
@@ -127,8 +140,8 @@ POLICY_SRC := cmd/quant_plan.c cmd/rotate_plan.c cmd/bench_metrics.c cmd/encode_
               cmd/cli.c cmd/cli_opts.c cmd/device.c cmd/json.c cmd/progress.c cmd/output.c
 POLICY_OBJ := $(patsubst %.c,$(B)/%.o,$(POLICY_SRC))
 $(B)/tests/unit/%.o: CFLAGS += -Itests -Icmd
-$(B)/tests/unit-runner: $(TEST_OBJ) $(POLICY_OBJ) $(LIBTQ_A)
-	$(CC) -fopenmp -o $@ $(TEST_OBJ) $(POLICY_OBJ) $(LIBTQ_A) $(LDLIBS)
+$(B)/tests/unit-runner: $(TEST_OBJ) $(POLICY_OBJ) $(LIBTQF_A) $(LIBTQ_A)
+	$(CC) -fopenmp -o $@ $(TEST_OBJ) $(POLICY_OBJ) $(LIBTQF_A) $(LIBTQ_A) $(LDLIBS)
 
 # The same unit tests under AddressSanitizer and UndefinedBehaviorSanitizer
 # (CPU build: the sanitizers do not see into CUDA kernels).
@@ -137,7 +150,10 @@ SAN_SRC   := $(LIB_SRC) lib/cuda_stub.c $(FMT_SRC) $(TEST_SRC) $(POLICY_SRC)
 SAN_OBJ   := $(patsubst %.c,$(B)/san/%.o,$(SAN_SRC))
 $(B)/san/%.o: %.c | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -Itests -Icmd -c $< -o $@
+	$(CC) $(CFLAGS) $(SAN_FLAGS) $(INC) $(DEPFLAGS) $(SAN_INC) -c $< -o $@
+SAN_INC := -Itests -Icmd
+$(B)/san/lib/%.o: INC := -Ilib
+$(B)/san/lib/%.o: SAN_INC :=
 $(B)/san/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)
 $(B)/san/lib/kernels_avx512.o: CFLAGS += $(AVX512_FLAGS)
 $(B)/tests/unit-runner-san: $(SAN_OBJ)
@@ -146,16 +162,16 @@ $(B)/tests/unit-runner-san: $(SAN_OBJ)
 
 # Small programs the test scripts drive (tests/tools/NAME.c -> build/tests/NAME).
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/%,$(wildcard tests/tools/*.c))
-$(B)/tests/%: tests/tools/%.c $(LIBTQ_A)
+$(B)/tests/%: tests/tools/%.c $(LIBTQF_A) $(LIBTQ_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIBTQ_A) $(LDLIBS)
+	$(CC) $(CFLAGS) $(INC) -o $@ $< $(LIBTQF_A) $(LIBTQ_A) $(LDLIBS)
 
 # The GPU checks' program as tests/device/gpu_check.sh carries it to the device
 # machine, whose image may lack this project's -dev packages: it needs only
 # libc, libm, libgomp and libstdc++ there (the codecs pull in no file formats).
 $(B)/device/cuda-equal: tests/tools/cuda-equal.c $(LIBTQ_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIBTQ_A) -lm -lpthread $(filter-out $(BASE_LIBS),$(LDLIBS))
+	$(CC) $(CFLAGS) -Ilib -o $@ $< $(LIBTQ_A) $(LIB_LIBS) $(CUDA_LIBS)
 
 # What tests/device/gpu_check.sh carries to a lent GPU machine, built here
 # (its image may lack nvcc and this project's -dev packages): tq and the
@@ -172,9 +188,10 @@ device-bundle:
 
 # tq again with slices of 100 values, so tests can check that slicing a tensor
 # never changes the output (tests/cli/slices.sh).
-$(B)/tests/tq-slice100: $(CMD_SRC) $(wildcard cmd/*.h formats/*.h formats/*/*.h lib/tq.h) $(LIBTQ_A)
+$(B)/tests/tq-slice100: $(CMD_SRC) $(wildcard cmd/*.h formats/*.h formats/*/*.h lib/tq.h) \
+                       $(LIBTQF_A) $(LIBTQ_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DSLICE_VALUES=100 -o $@ $(CMD_SRC) $(LIBTQ_A) $(LDLIBS)
+	$(CC) $(CFLAGS) $(INC) -DSLICE_VALUES=100 -o $@ $(CMD_SRC) $(LIBTQF_A) $(LIBTQ_A) $(LDLIBS)
 
 # tq itself under ASan/UBSan, for tests/cli/sanitized.sh.
 SAN_CMD_OBJ := $(patsubst %.c,$(B)/san/%.o,$(filter-out $(POLICY_SRC),$(CMD_SRC)))
@@ -266,5 +283,5 @@ install: all
 	install -m 644 lib/tq.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|'"$$(sed -n 's/^#define TQ_VERSION_STRING "\(.*\)"/\1/p' lib/tq.h)"'|' \
-	  -e 's|@LIBS@|$(strip $(filter-out -l%,$(LDLIBS)) -lgomp $(filter -l%,$(LDLIBS)))|' \
+	  -e 's|@LIBS@|$(strip $(filter-out -l%,$(CUDA_LIBS)) -lgomp $(LIB_LIBS) $(filter -l%,$(CUDA_LIBS)))|' \
 	  tq.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/tq.pc

@@ -26,6 +26,18 @@ missing=$(comm -13 "$tmp/exported" "$tmp/declared" | head -5 | tr '\n' ' ')
 [ -z "$missing" ] || fail "tq.h declares what libtq.so does not export: $missing"
 [ "$(wc -l <"$tmp/exported")" -gt 50 ] || fail "only $(wc -l <"$tmp/exported") symbols exported"
 
+behaviour the_library_links_only_what_lib_calls
+# libtq is lib/ alone: no file format, HTTP, JSON, XML or archive library behind it
+deps=$(ldd "$tmp/root/usr/lib/libtq.so" | awk '{print $1}' | tr '\n' ' ')
+case $deps in
+    *curl* | *expat* | *jansson* | *archive* | *zstd* | *xxhash*) fail "libtq.so links: $deps" ;;
+esac
+libs=$(sed -n 's/^Libs.private: //p' "$tmp/root/usr/lib/pkgconfig/tq.pc")
+case $libs in
+    *curl* | *expat* | *jansson* | *archive* | *zstd* | *xxhash*) fail "tq.pc lists: $libs" ;;
+esac
+[ ! -e "$tmp/root/usr/lib/libtqformats.a" ] || fail "the private formats library was installed"
+
 behaviour a_program_links_with_pkg_config_alone
 command -v pkg-config >/dev/null || { echo "pkg-config not installed"; exit 77; }
 sed "s|^prefix=/usr$|prefix=$tmp/root/usr|" "$tmp/root/usr/lib/pkgconfig/tq.pc" >"$tmp/tq.pc"

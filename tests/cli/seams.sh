@@ -6,6 +6,19 @@
 # lib/, formats/ or cmd/ runs over 80 lines, and no file there over 700.
 set -u
 . tests/cli/common.inc
+behaviour lib_compiles_with_its_own_headers_alone
+# libtq knows numbers, not files: every lib/ source compiles with -Ilib and nothing else
+for f in lib/*.c; do
+    ${CC:-cc} -std=gnu11 -fopenmp -fsyntax-only -Ilib "$f" 2>"${TMPDIR:-/tmp}/seams.$$" ||
+        fail "$f needs more than -Ilib: $(head -3 "${TMPDIR:-/tmp}/seams.$$")"
+done
+rm -f "${TMPDIR:-/tmp}/seams.$$"
+bad=$(grep -n '#include "' lib/*.[ch] lib/*.inc | while IFS= read -r line; do
+    h=$(printf '%s\n' "$line" | sed -n 's/.*#include "\([^"]*\)".*/\1/p')
+    [ -f "lib/$h" ] || printf '%s\n' "$line"
+done)
+[ -z "$bad" ] || fail "lib/ includes a header from outside lib/: $bad"
+
 behaviour lib_internals_stay_in_lib
 bad=$(grep -ln '#include "\(tq_internal\|tq_fwht\|tq_half\)\.h"' formats/*.[ch] formats/*/*.[ch] cmd/*.[ch])
 [ -z "$bad" ] || fail "lib internal headers included by: $bad"
