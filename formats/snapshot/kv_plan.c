@@ -176,25 +176,6 @@ static int no_smaller(const tq_kv_tensor *kt, const tqkv_record *t)
     return t->bits + 16.0 / t->group >= source_bits;
 }
 
-static void keep_raw(tqkv_record *t)
-{
-    uint64_t keep_off = t->file_off;
-    tqkv_record raw = {.file_off = keep_off,
-                       .bytes = t->bytes,
-                       .kv_state = t->kv_state,
-                       .stream = t->stream,
-                       .layer = t->layer,
-                       .is_v = t->is_v,
-                       .transposed = t->transposed,
-                       .cells = t->cells,
-                       .width = t->width,
-                       .type_id = t->type_id,
-                       .hadamard = t->hadamard,
-                       .codec = TQKV_CODEC_RAW,
-                       .model_layer = t->model_layer};
-    *t = raw;
-}
-
 static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_options *o,
                              uint32_t head_dim, const src_tensor *s, tqkv_record *t)
 {
@@ -212,6 +193,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
                        .hadamard = kt->hadamard,
                        .codec = TQKV_CODEC_RAW,
                        .model_layer = s->mapped ? s->model_layer : TQKV_NO_MODEL_LAYER};
+    const tqkv_record kept = *t;
     int guessed = 0, lossless = p->preset == TQ_KVSNAP_PRESET_LOSSLESS,
         decodable = kt->type->dtype >= 0;
     uint32_t g = tq_arch_group_for_width(kt->width, head_dim, &guessed);
@@ -251,7 +233,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
             t->coarse_planes = tq_block_planes(o, t->codec, t->coarse_bits);
         }
     }
-    if (t->codec != TQKV_CODEC_RAW && no_smaller(kt, t)) keep_raw(t);
+    if (t->codec != TQKV_CODEC_RAW && no_smaller(kt, t)) *t = kept;
     if (t->codec == TQKV_CODEC_RAW)
         p->n_kept++;
     else

@@ -13,7 +13,7 @@ trap 'rm -f /tmp/tq_cli_out.$$ /tmp/tq_cli_err.$$' EXIT
 
 expect 0 $tq --help
 grep -q '^usage: tq' /tmp/tq_cli_out.$$ || fail "--help lacks a usage line"
-for sub in rotate-weights quantize-tq4 calibrate-innerq encode-kvdump decode-kvdump inspect bench; do
+for sub in rotate-weights quantize-tq4 calibrate-innerq encode-kvdump decode-kvdump inspect bench slot; do
     grep -q "  $sub " /tmp/tq_cli_out.$$ || fail "--help does not list $sub"
 done
 expect 0 $tq --version
@@ -25,7 +25,7 @@ expect 2 $tq no-such-command
 grep -q "unknown subcommand 'no-such-command'" /tmp/tq_cli_err.$$ || fail "unknown subcommand message"
 [ "$(wc -l </tmp/tq_cli_err.$$)" -eq 1 ] || fail "usage error is not one line"
 expect 2 $tq help no-such-command
-for sub in rotate-weights quantize-tq4 calibrate-innerq encode-kvdump decode-kvdump inspect; do
+for sub in rotate-weights quantize-tq4 calibrate-innerq encode-kvdump decode-kvdump inspect slot; do
     if $tq help $sub | grep -q 'not implemented yet'; then
         expect 2 $tq $sub
         grep -q 'not implemented yet' /tmp/tq_cli_err.$$ || fail "$sub: no 'not implemented yet'"

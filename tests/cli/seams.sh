@@ -68,12 +68,12 @@ long=$(awk 'FNR == 1 { head = 0 }
     /^[A-Za-z_].*\(/ && !/;[ \t]*$/ { head = FNR; name = $0 }
     /^\{/ { start = head }
     /^\}/ && start { if (FNR - start + 1 > 80) printf "%s:%d %d lines: %s\n", FILENAME, start, FNR - start + 1, name; start = 0 }' \
-    lib/*.c formats/*.c formats/*/*.c cmd/*.c)
+    lib/*.c lib/*.inc formats/*.c formats/*/*.c cmd/*.c)
 [ -z "$long" ] || fail "functions over 80 lines:
 $long"
 
 behaviour no_source_file_over_700_lines
-long=$(wc -l lib/*.c lib/*.h formats/*.c formats/*.h formats/*/*.c formats/*/*.h cmd/*.c cmd/*.h |
+long=$(wc -l lib/*.c lib/*.h lib/*.inc formats/*.c formats/*.h formats/*/*.c formats/*/*.h cmd/*.c cmd/*.h |
        awk '$2 != "total" && $1 > 700 { print $2 ": " $1 " lines" }')
 [ -z "$long" ] || fail "source files over 700 lines: $long"
 exit 0

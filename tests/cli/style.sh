@@ -5,7 +5,7 @@
 # (clang's -Wcomma; skipped where clang is missing).
 set -u
 . tests/cli/common.inc
-src="lib/*.[ch] formats/*.[ch] formats/*/*.[ch] cmd/*.[ch] kernels/*.cu"
+src="lib/*.[ch] lib/*.inc formats/*.[ch] formats/*/*.[ch] cmd/*.[ch] kernels/*.cu"
 
 behaviour lines_statements_and_conditionals_keep_the_layout
 command -v python3 >/dev/null || { echo "python3 needed"; exit 77; }
