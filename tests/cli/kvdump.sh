@@ -60,9 +60,11 @@ if [ -d "$F" ]; then
         cmp -s "$f" "$tmp/x.out" || fail "lossless round trip of $(basename "$f") differs"
     done
     # f16 state -> the fork's turbo3 cache layout: same size and headers as the fork's own
-    # turbo3 state of the same prompt; layer 0 K (no attention before it) nearly byte-identical
+    # turbo3 state of the same prompt (the fork at 69d8e4be4, its tables); layer 0 K (no
+    # attention before it) nearly byte-identical
     $tq encode-kvdump "$F/p1_f16.ggsq" -o "$tmp/l.tqkv" --preset lossless -q || fail "encode f16 seq"
-    $tq decode-kvdump "$tmp/l.tqkv" -o "$tmp/t3.ggsq" --cache-type turbo3 --head-dim 8 -q || fail "to turbo3"
+    $tq decode-kvdump "$tmp/l.tqkv" -o "$tmp/t3.ggsq" --cache-type turbo3 --head-dim 8 \
+        --fork-rev 69d8e4be4 -q || fail "to turbo3"
     python3 - "$tmp/t3.ggsq" "$F/p1_turbo3.ggsq" <<'PY' || fail "turbo3 conversion differs from the fork's layout"
 import sys
 a, b = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
