@@ -13,7 +13,8 @@ CFLAGS  ?= -O2 -g
 # -fvisibility=hidden: libtq.so exports tq.h's functions alone (TQ_API)
 CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -fvisibility=hidden
 # include paths: lib/ sees lib/ alone (libtq knows numbers, not files); the rest sees all
-INC_ALL := -Ilib -Iformats -Iformats/io -Iformats/model -Iformats/snapshot -Iformats/store
+INC_ALL := -Ilib -Iformats -Iformats/io -Iformats/model -Iformats/snapshot -Iformats/store \
+           -Iformats/weights
 INC     := $(INC_ALL)
 # every object records the headers it includes (build/**/*.d)
 DEPFLAGS := -MMD -MP
@@ -28,10 +29,11 @@ AVX512_FLAGS := -O3 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mprefer-vector-w
 
 LIB_SRC := $(filter-out lib/cuda_stub.c,$(wildcard lib/*.c))
 CMD_SRC := $(wildcard cmd/*.c)
-# formats/: bytes; formats/io/: pipes and object stores; formats/model/: what llama.cpp makes
-# of a GGUF; formats/snapshot/: the snapshot pipeline
+# formats/: bytes; formats/io/: pipes, object stores, the llama-server client; formats/model/:
+# what llama.cpp makes of a GGUF; formats/snapshot/: the snapshot pipeline; formats/weights/: what
+# a model conversion makes of each tensor
 FMT_SRC := $(wildcard formats/*.c formats/io/*.c formats/model/*.c formats/snapshot/*.c \
-                     formats/store/*.c)
+                     formats/store/*.c formats/weights/*.c)
 
 ifeq ($(CUDA),)
   CUDA := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
@@ -136,7 +138,7 @@ TEST_SRC := $(wildcard tests/unit/*.c)
 TEST_OBJ := $(patsubst %.c,$(B)/%.o,$(TEST_SRC))
 # the CLI's policies (which tensor gets which type) are unit-tested too, and encode-kvdump
 # beside tq_kvsnap_encode (the same bytes for the same options)
-POLICY_SRC := cmd/quant_plan.c cmd/rotate_plan.c cmd/bench_metrics.c cmd/encode_kvdump.c \
+POLICY_SRC := cmd/bench_metrics.c cmd/encode_kvdump.c \
               cmd/cli.c cmd/cli_opts.c cmd/device.c cmd/json.c cmd/progress.c cmd/output.c
 POLICY_OBJ := $(patsubst %.c,$(B)/%.o,$(POLICY_SRC))
 $(B)/tests/unit/%.o: CFLAGS += -Itests -Icmd
@@ -255,8 +257,8 @@ bench: all $(TOOLS)
 # __builtin_shuffle, so these builds carry the scalar kernels only.
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
-FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -ffp-contract=off -Ilib -Iformats \
-                -Iformats/io -Iformats/model -Iformats/snapshot -Iformats/store
+FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -ffp-contract=off \
+                $(INC_ALL)
 $(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c $(wildcard lib/*.h formats/*.h formats/*/*.h) lib/kernels_lanes.inc
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fopenmp=libgomp -o $@ \

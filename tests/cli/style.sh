@@ -20,7 +20,8 @@ python3 tests/tools/style_check.py "$tmp/l.c" | grep -q 'columns' || fail "long 
 
 behaviour no_comma_operator_statements
 command -v clang >/dev/null || { echo "clang not installed: the comma check needs -Wcomma"; exit 77; }
-flags="-fsyntax-only -std=gnu11 -fopenmp -Ilib -Iformats -Iformats/io -Iformats/store -Iformats/model -Iformats/snapshot -Icmd \
+flags="-fsyntax-only -std=gnu11 -fopenmp -Ilib -Iformats -Iformats/io -Iformats/store -Iformats/model -Iformats/snapshot \
+-Iformats/weights -Icmd \
 -Wcomma -mavx2 -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl"
 for f in lib/*.c formats/*.c formats/*/*.c cmd/*.c; do
     # shellcheck disable=SC2086

@@ -1,4 +1,4 @@
-/* test_quant_plan.c - quantize-tq4's policy (cmd/quant_plan.c): which type
+/* test_quant_plan.c - quantize-tq4's policy (formats/weights/quant_plan.c): which type
  * each tensor of a model gets under config-i, all and attn, with boundary
  * layers, --tensor-type rules (the first match wins), --keep and the F16
  * fallback for rows that are not whole blocks. */

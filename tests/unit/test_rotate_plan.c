@@ -1,4 +1,4 @@
-/* test_rotate_plan.c - rotate-weights' plan (cmd/rotate_plan.c) on
+/* test_rotate_plan.c - rotate-weights' plan (formats/weights/rotate_plan.c) on
  * stories260K: every tensor's role in the residual stream, the norms folded
  * into their readers, R2's V rows and O columns; other models refused. */
 #include "harness.h"
