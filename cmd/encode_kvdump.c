@@ -116,7 +116,6 @@ typedef struct enc_opts {
     double k_rate, v_rate; /* TQ_KVSNAP_UNSET: the preset's */
 } enc_opts;
 
-static const char *const preset_names[] = {"balanced", "lossless", "q8", "small", NULL};
 static const char *const codec_names[] = {"tq", "turbo", "angle", "prod", NULL};
 static const char *const offset_names[] = {"rope", "mean", "off", NULL};
 static const char *const on_off[] = {"on", "off", NULL};
@@ -150,7 +149,7 @@ static int parse(int argc, char **argv, enc_opts *o)
     o->recent_cells = TQ_KVSNAP_UNSET;
     o->recent_bits = TQ_KVSNAP_UNSET;
     const cli_opt own[] = {
-        CLI_OPT_CHOICE("--preset", &o->preset, preset_names,
+        CLI_OPT_CHOICE("--preset", &o->preset, tq_kvsnap_preset_names,
                        "--preset: unknown preset '%s' (lossless, q8, balanced, small)"),
         CLI_OPT_LONG("--k-bits", &o->k_bits, 1, 8),
         CLI_OPT_LONG("--v-bits", &o->v_bits, 1, 8),
@@ -211,7 +210,7 @@ static void map_options(const enc_opts *o, tq_kvsnap_options *so)
     static const int cells[] = {TQ_CELLS_AUTO, TQ_CELLS_LLOYD_MAX, TQ_CELLS_UNIFORM};
     static const int transforms[] = {TQ_TC_AUTO, TQ_TC_ON, TQ_TC_OFF};
     tq_kvsnap_options_init(so);
-    so->preset = (tq_kvsnap_preset)pick(preset_names, o->preset, TQ_KVSNAP_PRESET_BALANCED);
+    if (o->preset) tq_kvsnap_preset_parse(o->preset, &so->preset); /* a choice: known */
     so->k_bits = (int)o->k_bits;
     so->v_bits = (int)o->v_bits;
     so->boundary_layers = (int)o->boundary;

@@ -96,8 +96,6 @@ static int parse_size(void *user, const char *v)
 }
 
 static const char *const actions[] = {"save", "restore", "ls", "gc", NULL};
-/* indexed by tq_kvsnap_preset */
-static const char *const presets[] = {"balanced", "lossless", "q8", "small", NULL};
 
 static int parse(int argc, char **argv, slot_opts *o)
 {
@@ -110,7 +108,7 @@ static int parse(int argc, char **argv, slot_opts *o)
         CLI_OPT_STR("--prompt", &o->prompt),
         CLI_OPT_STR("--name", &o->name),
         CLI_OPT_FN("--max-size", parse_size, o),
-        CLI_OPT_CHOICE("--preset", &o->preset, presets,
+        CLI_OPT_CHOICE("--preset", &o->preset, tq_kvsnap_preset_names,
                        "--preset: '%s' is not balanced, lossless, q8 or small"),
         {NULL},
     };
@@ -199,8 +197,7 @@ static void snapshot_options(const slot_opts *o, tq_kvsnap_options *so)
 {
     tq_kvsnap_options_init(so);
     so->preset = TQ_KVSNAP_PRESET_BALANCED;
-    for (int p = 0; o->preset && presets[p]; p++)
-        if (!strcmp(o->preset, presets[p])) so->preset = (tq_kvsnap_preset)p;
+    if (o->preset) tq_kvsnap_preset_parse(o->preset, &so->preset); /* a choice: known */
     so->threads = (int)o->c.threads;
 }
 

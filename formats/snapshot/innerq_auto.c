@@ -52,11 +52,10 @@ tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsna
 {
     memset(set, 0, sizeof *set);
     *why = "off";
-    tq_kvsnap_options resolved;
-    tq_kvsnap_resolve(o, &resolved);
-    if (!o->model || resolved.codec != TQKV_CODEC_TQ || o->base ||
-        o->preset == TQ_KVSNAP_PRESET_LOSSLESS)
-        return TQ_OK;
+    tq_kvsnap_options resolved; /* prepare's are resolved; a caller's own may not be */
+    if (!o->row) tq_kvsnap_resolve(o, &resolved);
+    if (!o->row) o = &resolved;
+    if (!o->model || o->codec != TQKV_CODEC_TQ || o->base || o->row->exact) return TQ_OK;
     if (k_is_quantized(v)) {
         *why = "off (K of a quantized cache, not in the model's channels)";
         return TQ_OK;
@@ -80,13 +79,12 @@ tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsna
     for (uint32_t l = 0; !rc && l < tq_innerq_stats_layers(st); l++)
         if (tq_innerq_stats_cells(st, l) < fewest) fewest = tq_innerq_stats_cells(st, l);
     char how[128];
-    /* calibrate-innerq's rule with --model, at the preset's strength (kv_presets.c is, ic) */
-    const tq_kvsnap_innerq_row *row = tq_kvsnap_innerq_of(o->preset);
+    /* calibrate-innerq's rule with --model, at the presets' strength (kv_presets.h) */
     tq_innerq_derive_options derive = {.k_method = TQ_INNERQ_QK,
                                        .v_method = TQ_INNERQ_V_OFF,
-                                       .strength = row->innerq_strength / 100.0};
+                                       .strength = TQ_KVSNAP_INNERQ_STRENGTH / 100.0};
     if (!rc && (tq_innerq_stats_layers(st) != am.n_layer ||
-                fewest < (uint64_t)row->innerq_cells)) {
+                fewest < (uint64_t)TQ_KVSNAP_INNERQ_CELLS)) {
         *why = "off (too few cells to calibrate on)";
     } else if (!rc) {
         rc = tq_innerq_derive(ctx, &derive, o->model, &am, st, set, how, sizeof how);

@@ -94,8 +94,8 @@ static double offset_energy(offset_sums *o, uint64_t width)
     return e;
 }
 
-tq_status tq_kvsnap_fit_offset(tq_ctx *ctx, const tq_kvsnap_offset_row *row, const src_tensor *s,
-                               tqkv_record *t, const tq_rope *rope, const int32_t *pos)
+tq_status tq_kvsnap_fit_offset(tq_ctx *ctx, const src_tensor *s, tqkv_record *t,
+                               const tq_rope *rope, const int32_t *pos)
 {
     /* o.mean, o.pre: [width] sums; rows: [OFFSET_STEP][width]; b, t->offset: [width] */
     offset_sums o = {calloc(t->width, sizeof(double)), calloc(t->width, sizeof(double)),
@@ -127,9 +127,9 @@ tq_status tq_kvsnap_fit_offset(tq_ctx *ctx, const tq_kvsnap_offset_row *row, con
     } else if (use_rope) {
         st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
-    double keep = 1 - row->offset_share / 100.0; /* the energy an offset may leave */
+    double keep = 1 - TQ_KVSNAP_OFFSET_SHARE / 100.0; /* the energy an offset may leave */
     if (st || (use_rope ? o.resid_rope : resid_mean) > keep * o.energy ||
-        t->group < (uint32_t)row->offset_head) {
+        t->group < (uint32_t)TQ_KVSNAP_OFFSET_HEAD) {
         free(t->offset);
         free(t->rope_pos);
         t->offset = NULL;

@@ -122,12 +122,11 @@ static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_options *o, const src_
 static void tq_block_coding(const tq_kvsnap_options *o, int b, uint32_t g, uint8_t *bits,
                             uint8_t *uniform, uint8_t *nc)
 {
-    const tq_kvsnap_cells_row *row = tq_kvsnap_cells_of(o->preset);
     *bits = (uint8_t)b;
     *uniform = 0;
-    *nc = b >= row->matched_norm_bits; /* matched norms cost quality at fewer bits */
-    /* auto: where measured to pay (kv_presets.c: ub, ug) */
-    int auto_u = b == row->uniform_bits && g >= (uint32_t)row->uniform_group;
+    *nc = b >= TQ_KVSNAP_NC_BITS; /* matched norms cost quality at fewer bits */
+    /* auto: where measured to pay (kv_presets.h) */
+    int auto_u = b == TQ_KVSNAP_UNIFORM_BITS && g >= TQ_KVSNAP_UNIFORM_GROUP;
     int u = o->cells == TQ_CELLS_UNIFORM || (o->cells == TQ_CELLS_AUTO && auto_u);
     if (u && o->codec == TQKV_CODEC_TQ && b < 8) { /* b bits' distortion from uniform cells */
         *uniform = 1;                                /* one bit wider */
@@ -194,7 +193,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
                        .codec = TQKV_CODEC_RAW,
                        .model_layer = s->mapped ? s->model_layer : TQKV_NO_MODEL_LAYER};
     const tqkv_record kept = *t;
-    int guessed = 0, lossless = p->preset == TQ_KVSNAP_PRESET_LOSSLESS,
+    int guessed = 0, lossless = o->row->exact,
         decodable = kt->type->dtype >= 0;
     uint32_t g = tq_arch_group_for_width(kt->width, head_dim, &guessed);
     if (o->codec == TQKV_CODEC_TURBO && !lossless && decodable && kt->width % 128 == 0) {
@@ -206,7 +205,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
     } else if (!lossless && decodable && g && o->codec != TQKV_CODEC_TURBO) {
         int boundary = is_boundary(o, s);
         int b = s->is_v ? p->v_bits : p->k_bits;
-        if (boundary) b = tq_kvsnap_blocks_of(o->preset)->boundary_bits;
+        if (boundary) b = TQ_KVSNAP_BOUNDARY_BITS;
         t->codec = TQKV_CODEC_TQ;
         t->group = g;
         t->seed = TQ_SEED_FORK;
@@ -244,7 +243,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
                                 "verbatim (a chunk holds at most 1 GiB); use a lossy preset",
                                 t->layer);
     uint64_t rs = kt->row_size ? kt->row_size : 1;
-    uint64_t chunk_bytes = (uint64_t)tq_kvsnap_chunks_of(o->preset)->chunk_kib << 10;
+    uint64_t chunk_bytes = (uint64_t)TQ_KVSNAP_CHUNK_KIB << 10;
     t->rows_per_chunk = (uint32_t)(rs >= chunk_bytes ? 1 : chunk_bytes / rs);
     if (t->codec == TQKV_CODEC_RAW && t->transposed) t->rows_per_chunk = t->cells; /* one piece */
     if (t->rows_per_chunk > t->cells) t->rows_per_chunk = t->cells;
@@ -289,7 +288,7 @@ static int transformable(const tq_kvsnap_plan *p, const tq_kvsnap_options *o,
     if (o->transform == TQ_TC_AUTO && t->coarse_end) return 0;
     return o->transform != TQ_TC_OFF && t->codec == TQKV_CODEC_TQ && !t->transposed &&
            t->group % 8 == 0 && rate > 0 && !o->base &&
-           t->cells >= t->sink_rows + (uint32_t)tq_kvsnap_transform_of(o->preset)->transform_cells;
+           t->cells >= t->sink_rows + (uint32_t)TQ_KVSNAP_TRANSFORM_CELLS;
 }
 
 /* The bits per value tq's codec spends on t: its indices (uniform cells:
@@ -347,18 +346,17 @@ static tq_status blocks_bits(tq_ctx *ctx, const src_tensor *s, const tqkv_record
  * reads few of the bytes (a 1,024-token prefix of SmolLM2's 7,168-token session 0.18 of
  * them, where two halves made it 0.52) for one or two chunks more a tensor (0.8% more bytes
  * on SmolLM2's session: tests/bench/results/kv_s3.md). */
-static void transform_chunks(const tq_kvsnap_options *o, tqkv_record *k)
+static void transform_chunks(tqkv_record *k)
 {
     uint32_t coded = k->cells - k->sink_rows;
-    const tq_kvsnap_transform_row *row = tq_kvsnap_transform_of(o->preset);
-    uint32_t n_chunks = (coded + row->transform_rows - 1) / row->transform_rows;
+    uint32_t n_chunks = (coded + TQ_KVSNAP_TRANSFORM_ROWS - 1) / TQ_KVSNAP_TRANSFORM_ROWS;
     k->rows_per_chunk = n_chunks > 1 ? (coded + n_chunks - 1) / n_chunks : k->cells;
     k->chunks_grow = coded > TQKV_GROW_ROWS;
-    if (k->chunks_grow) k->rows_per_chunk = (uint32_t)row->transform_rows;
+    if (k->chunks_grow) k->rows_per_chunk = (uint32_t)TQ_KVSNAP_TRANSFORM_ROWS;
     if (k->rows_per_chunk > k->cells) k->rows_per_chunk = k->cells;
     /* each component its own model (lib/rans.c) where chunks are long enough for a model's
        bytes to cost less than zstd's shared Huffman tables lose */
-    k->klt_rans = k->rows_per_chunk >= (uint32_t)row->rans_rows;
+    k->klt_rans = k->rows_per_chunk >= (uint32_t)TQ_KVSNAP_RANS_ROWS;
 }
 
 /* Every head's transform has a step a quantizer can use. */
@@ -399,7 +397,7 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
     /* V where the preset says so (sv) is screened at the blocks' error as K is, though its rate
        was chosen below it, by KL (kv_long_smollm2.md); what else decides for V is what the
        blocks measure below */
-    int screened = !forced && (!t->is_v || tq_kvsnap_transform_of(o->preset)->v_screen);
+    int screened = !forced && (!t->is_v || o->row->v_screen);
     if (!st)
         st = tq_kvsnap_klt_fit(ctx, s->kt, &k, rope, pos, t->is_v ? p->v_rate : p->k_rate,
                                screened ? &rival : NULL, &fit);
@@ -433,7 +431,7 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
     k.seed = 0;
     k.uniform = 0;
     k.planes = 0;
-    transform_chunks(o, &k);
+    transform_chunks(&k);
     k.klt_rate = fit.rate;
     if (k.coarse_end) { /* a step 2^d times as large: d bits fewer a component that keeps bits */
         k.coarse_scale = ldexpf(1.0f, (t->is_v ? p->v_bits : p->k_bits) - p->past_bits);
@@ -467,9 +465,8 @@ static tq_status plan_offsets(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kv_view *
             int taken = 0;
             tq_status st = wc ? TQ_OK : TQ_ERR_NOMEM;
             if (!st && tc) st = plan_transform(wc, p, o, &src[i], t, rope, pos, &taken);
-            const tq_kvsnap_offset_row *row = tq_kvsnap_offset_of(o->preset);
             if (!st && !taken && !t->is_v && o->k_offset)
-                st = tq_kvsnap_fit_offset(wc, row, &src[i], t, rope, pos);
+                st = tq_kvsnap_fit_offset(wc, &src[i], t, rope, pos);
             if (st) tq_ctx_keep_first(ctx, &first, i, wc);
             free(pos);
         }
@@ -555,17 +552,16 @@ static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_t
 {
     int guessed;
     uint32_t g = n ? tq_arch_group_for_width(src[0].kt->width, head_dim, &guessed) : head_dim;
-    const tq_kvsnap_blocks_row *row = tq_kvsnap_blocks_of(p->preset);
-    const tq_kvsnap_past_row *lift = tq_kvsnap_past_of(p->preset);
-    int small = g && g <= (uint32_t)row->small_head;
+    const tq_kvsnap_preset_row *row = o->row;
+    int small = g && g <= TQ_KVSNAP_SMALL_HEAD;
     int kb = small ? row->k_bits_small : row->k_bits;
     int vb = small ? row->v_bits_small : row->v_bits;
     int past = 0; /* some tensor has past rows beyond its sinks */
     for (size_t i = 0; i < n; i++) past |= src[i].past_rows > (uint32_t)o->sink_cells;
     p->past_bits = past ? o->past_bits : 0;
     if (p->past_bits) {
-        kb += lift->k_lift;
-        vb += lift->v_lift;
+        kb += row->past_k_lift;
+        vb += row->past_v_lift;
     }
     p->k_bits = o->k_bits > 0 ? o->k_bits : kb;
     p->v_bits = o->v_bits > 0 ? o->v_bits : vb;
@@ -599,15 +595,13 @@ static void plan_recent(const tq_kvsnap_plan *p, const tq_kvsnap_options *o, con
     t->planes = tq_block_planes(o, t->codec, t->bits);
 }
 
-tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
-                              tq_kvsnap_plan **out)
+tq_status tq_kvsnap_plan_resolved(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+                                  tq_kvsnap_plan **out)
 {
     *out = NULL;
-    tq_status cst = tq_kvsnap_options_check(ctx, o);
-    if (cst) return cst;
     tq_kvsnap_plan *p = calloc(1, sizeof *p);
     if (!p) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    tq_kvsnap_resolve(o, &p->resolved);
+    p->resolved = *o;
     o = &p->resolved;
     p->preset = o->preset;
     tq_head_source from;
@@ -627,7 +621,7 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
     if (!st) st = tq_kvsnap_check_fit(ctx, v, o, src, n);
     if (!st) st = map_layers(ctx, v, o, src, n, p);
     if (!st) st = plan_meta(ctx, v, o, src, n, &p->meta);
-    int lossy = p->preset != TQ_KVSNAP_PRESET_LOSSLESS;
+    int lossy = !o->row->exact;
     if (!st && lossy) st = tq_kvsnap_past_rows(ctx, v, o, p, src, n);
     if (!st) plan_bits(p, o, src, n, head_dim);
     if (!st && lossy) st = tq_kvsnap_recent_rows(ctx, v, o, p, src, n);

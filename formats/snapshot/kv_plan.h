@@ -31,6 +31,8 @@ typedef enum tq_kvsnap_preset {
 } tq_kvsnap_preset;
 
 int tq_kvsnap_preset_parse(const char *name, tq_kvsnap_preset *out); /* 0, or -1 if unknown */
+/* The presets' names in tq_kvsnap_preset's order, NULL-terminated (the CLI's choices). */
+extern const char *const tq_kvsnap_preset_names[];
 const char *tq_kvsnap_preset_name(tq_kvsnap_preset p);
 
 /* The one value of an option left unset: the preset's value, the model's head size, tq's block
@@ -50,8 +52,11 @@ enum { TQ_CELLS_LLOYD_MAX = 0, TQ_CELLS_UNIFORM = 1, TQ_CELLS_AUTO = 2 };
  * where its bits with the stored bases are fewer than the tq codec's. */
 enum { TQ_TC_OFF = 0, TQ_TC_ON = 1, TQ_TC_AUTO = 2 };
 
+struct tq_kvsnap_preset_row;
+
 typedef struct tq_kvsnap_options {
     tq_kvsnap_preset preset;
+    const struct tq_kvsnap_preset_row *row; /* set by tq_kvsnap_resolve: the preset's values */
     int k_bits, v_bits;   /* codec bits 1..8; TQ_KVSNAP_UNSET: the preset's */
     int boundary_layers;  /* first and last N layers at 8 bits */
     int head_dim;         /* rotation group; unset: the model's, else guessed from the width */
@@ -96,8 +101,8 @@ typedef struct tq_kvsnap_options {
  * the user gave. */
 void tq_kvsnap_options_init(tq_kvsnap_options *o);
 /* The options checked against each other before any file is read
- * (TQ_ERR_ARG with the reason: a usage error); tq_kvsnap_plan_make checks
- * them again. */
+ * (TQ_ERR_ARG with the reason: a usage error); tq_kvsnap_prepare checks them once, and
+ * tq_kvsnap_plan_make when it is called alone. */
 tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o);
 
 typedef struct tq_kvsnap_plan {
@@ -122,6 +127,9 @@ typedef struct tq_kvsnap_plan {
 
 tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
                               tq_kvsnap_plan **out);
+/* The same for options checked and resolved already (tq_kvsnap_prepare's). */
+tq_status tq_kvsnap_plan_resolved(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+                                  tq_kvsnap_plan **out);
 void tq_kvsnap_plan_free(tq_kvsnap_plan *p);
 /* A record's coding in words, the one description --dry-run (TQ_DESCRIBE_PLAN:
  * "tq(g=128,b=4,nc)+sink", "klt(g=256,m=228,3.00b,state)+sink+pre-rope": m

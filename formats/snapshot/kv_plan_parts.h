@@ -35,7 +35,7 @@ tq_status tq_kvsnap_adopt_base_rope(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader
                                     const tq_kv_view *v, const src_tensor *src);
 /* K's offset over t's coded cells (t->offset, with rope its pre-RoPE form and t->rope_pos),
  * kept only where it pays by the preset's row (kv_offset.c). */
-tq_status tq_kvsnap_fit_offset(tq_ctx *ctx, const tq_kvsnap_offset_row *row, const src_tensor *s,
+tq_status tq_kvsnap_fit_offset(tq_ctx *ctx, const src_tensor *s,
                                tqkv_record *t, const tq_rope *rope, const int32_t *pos);
 
 /* Whether the state fits the model and the head size (kv_fit.c): with a model whose facts are

@@ -4,6 +4,7 @@
  * options make the same bytes. */
 #include "innerq_scales.h"
 #include "kv_plan.h"
+#include "kv_presets.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -52,19 +53,30 @@ static void drop_unused_scales(tq_kvsnap_prepared *p)
     p->innerq_why = "off (K is transform-coded: its basis decorrelates the channels)";
 }
 
+tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+                              tq_kvsnap_plan **out)
+{
+    *out = NULL;
+    tq_status cst = tq_kvsnap_options_check(ctx, o);
+    if (cst) return cst;
+    tq_kvsnap_options resolved;
+    tq_kvsnap_resolve(o, &resolved);
+    return tq_kvsnap_plan_resolved(ctx, v, &resolved, out);
+}
+
 tq_status tq_kvsnap_prepare(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options *given,
                             tq_kvsnap_prepared **out)
 {
     *out = NULL;
     tq_kvsnap_prepared *p = calloc(1, sizeof *p);
     if (!p) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    p->options = *given;
     tq_kvsnap_options *o = &p->options;
-    tq_status st = tq_kvsnap_options_check(ctx, o);
+    tq_status st = tq_kvsnap_options_check(ctx, given); /* once, here */
+    tq_kvsnap_resolve(given, o);                          /* and the preset's row, once */
     if (!st && o->innerq_path) st = load_scales(ctx, p, o);
     if (!st) st = tq_kvsnap_find_rotation(ctx, v, o, &p->rotated);
     if (!st && !o->innerq && !o->innerq_off) st = auto_scales(ctx, v, p, o);
-    if (!st) st = tq_kvsnap_plan_make(ctx, v, o, &p->plan);
+    if (!st) st = tq_kvsnap_plan_resolved(ctx, v, o, &p->plan);
     if (!st) drop_unused_scales(p);
     if (st) {
         tq_kvsnap_prepared_free(p);

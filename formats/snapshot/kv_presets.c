@@ -3,167 +3,57 @@
 
 #include <string.h>
 
-/* The presets, in tq_kvsnap_preset's order; each stage's table has a row for each, in this
- * order.  The figures behind each value: tests/bench/results/kv_presets.md. */
-static const char *const preset_names[] = {"balanced", "lossless", "q8", "small"};
-#define N_PRESETS (sizeof preset_names / sizeof *preset_names)
-#define ROW_OF(table, p) (&(table)[(unsigned)(p) < N_PRESETS ? (unsigned)(p) : 0])
-
 /* clang-format off */
-/* blocks: tq's block codec (lossless: reported, unused: every byte is kept)
- *   k v    bits of K and V
- *   ks vs  K's and V's bits at heads of `sh` values or fewer (an fp16 norm a head costs 16/g)
- *   sh     the largest head that takes ks and vs
- *   bb     bits of the first and last --boundary-layers layers
- *   sk     first cells of each coded K and V kept exact (attention sinks) */
-static const tq_kvsnap_blocks_row blocks_table[N_PRESETS] = {
-    /*              k  v ks vs  sh bb sk */
-    /* balanced */ { 4, 4, 5, 4, 32, 8, 1},
-    /* lossless */ { 4, 4, 4, 4, 32, 8, 1},
-    /* q8       */ { 8, 8, 8, 8, 32, 8, 1},
-    /* small    */ { 3, 3, 3, 3, 32, 8, 1},
-};
-
-/* cells: the blocks' codebook
- *   ce     TQ_CELLS_*: Lloyd-Max or uniform cells (CA: uniform at ub bits in groups >= ug)
- *   ub ug  where auto takes uniform cells: at ub bits, in groups of ug values or more
- *   nb     block norms matched to the cells (norm correction) from nb bits */
-#define CA TQ_CELLS_AUTO
-static const tq_kvsnap_cells_row cells_table[N_PRESETS] = {
-    /*              ce  ub  ug nb */
-    /* balanced */ {CA,  3, 64, 3},
-    /* lossless */ {CA,  3, 64, 3},
-    /* q8       */ {CA,  3, 64, 3},
-    /* small    */ {CA,  3, 64, 3},
-};
-#undef CA
-
-/* offset: what K loses before it is coded
- *   ko     TQ_KOFF_*: the offset (KR: K's pre-RoPE mean, turned)
- *   os     hundredths of K's energy an offset must remove to be kept
- *   oh     the smallest head that takes an offset */
-#define KR TQ_KOFF_ROPE
-static const tq_kvsnap_offset_row offset_table[N_PRESETS] = {
-    /*              ko  os  oh */
-    /* balanced */ {KR,  5, 64},
-    /* lossless */ {KR,  5, 64},
-    /* q8       */ {KR,  5, 64},
-    /* small    */ {KR,  5, 64},
-};
-#undef KR
-
-/* transform: transform coding (kv_klt.h) where it takes fewer bits at tq's error
- *   tc     TQ_TC_*: auto (TA) or off (T0)
+/* The presets, a row each in tq_kvsnap_preset's order (tq_kvsnap_preset_names below).  The
+ * figures behind each value: tests/bench/results/kv_presets.md.
+ *   ex     exact: every byte kept (lossless; the blocks' bits below only reported)
+ *   k v    bits of K's and V's blocks
+ *   ks vs  K's and V's bits at heads of TQ_KVSNAP_SMALL_HEAD values or fewer (an fp16 norm a
+ *          head costs 16/g)
+ *   tc     transform coding (kv_klt.h) where it takes fewer bits at the blocks' error: TA auto,
+ *          T0 off
  *   kc vc  the transform's bits a K / V value: the block bits less kc / vc hundredths (vc 0: V
  *          keeps the blocks)
- *   vs     vc at heads of the blocks' `sh` values or fewer (balanced's V there was never judged
- *          transform-coded: stories260K's heads of 8 restored worse with it)
- *   sv     V screened as K is: transform-coded only where, at its blocks' error, it would take
- *          fewer bits than they (the Llama-8B-shaped Gaussian V did not, and cost 4x the
- *          encode; SmolLM2's and Gemma 3's real V pass: their 20 sessions' balanced bytes as
- *          unscreened; small's V at 2.1 failed it on 2 of SmolLM2's 8, so small does not screen)
- *   tr     transform-coded rows a chunk holds at most (chunks alike in size)
- *   rr     transform-coded chunks of rr rows or more hold rANS streams (else zstd's bytes)
- *   tm     the fewest coded cells a transform is fitted on */
+ *   vsm    vc at small heads (balanced's V there was never judged transform-coded:
+ *          stories260K's heads of 8 restored worse with it)
+ *   sv     V screened as K is: transform-coded only where, at its blocks' error, it takes fewer
+ *          bits than they (the Llama-8B-shaped Gaussian V did not, and cost 4x the encode;
+ *          SmolLM2's and Gemma 3's real V pass; small's V at 2.1 failed on 2 of SmolLM2's 8)
+ *   pb     bits of the cells a sliding-window layer no longer attends to (0: as the others)
+ *   kl vl  bits added to K's and V's other cells where a state has such cells
+ *   rc rb  a layer's newest rc cells, rb bits finer, where it has no past cells (SmolLM2 on
+ *          the choosing texts: the worst KL / floor at 128 steps 2.45 -> 1.68 for 0.04 bits a
+ *          value; results/kv_texts.md, "Recent cells")
+ *   rw     the newest cells finer also where sliding-window layers lift their window (kl, vl):
+ *          on Gemma 3's held-out texts balanced's worst case rose with it, small's fell */
 #define TA TQ_TC_AUTO
 #define T0 TQ_TC_OFF
-static const tq_kvsnap_transform_row transform_table[N_PRESETS] = {
-    /*              tc   kc  vc  vs sv    tr    rr  tm */
-    /* balanced */ {TA, 125, 125,  0, 1, 4096, 1024, 16},
-    /* lossless */ {T0,   0,   0,  0, 0, 4096, 1024, 16},
-    /* q8       */ {T0,   0,   0,  0, 0, 4096, 1024, 16},
-    /* small    */ {TA, 100,  90, 90, 0, 4096, 1024, 16},
+static const tq_kvsnap_preset_row presets[] = {
+    /*             ex  k  v ks vs  tc   kc   vc vsm sv  pb kl vl   rc rb rw */
+    /* balanced */ {0, 4, 4, 5, 4, TA, 125, 125,  0, 1,  2, 1, 1, 128, 2, 0},
+    /* lossless */ {1, 4, 4, 4, 4, T0,   0,   0,  0, 0,  0, 0, 0,   0, 0, 0},
+    /* q8       */ {0, 8, 8, 8, 8, T0,   0,   0,  0, 0,  0, 0, 0,   0, 0, 0},
+    /* small    */ {0, 3, 3, 3, 3, TA, 100,  90, 90, 0,  1, 1, 1, 128, 2, 1},
 };
 #undef TA
 #undef T0
-
-/* past: the cells a sliding-window layer no longer attends to
- *   pb     their bits (0: as the others)
- *   kl vl  bits added to K's and V's other cells where a state has such cells */
-static const tq_kvsnap_past_row past_table[N_PRESETS] = {
-    /*              pb kl vl */
-    /* balanced */ { 2, 1, 1},
-    /* lossless */ { 0, 0, 0},
-    /* q8       */ { 0, 0, 0},
-    /* small    */ { 1, 1, 1},
-};
-
-/* recent: the newest cells of a layer that has no past cells, which the tokens after a restore
- * attend to most (SmolLM2 on the choosing texts: the worst KL / floor at 128 steps 2.45 -> 1.68
- * for 0.04 bits a value; results/kv_texts.md, "Recent cells")
- *   rc     how many (0: none)
- *   rb     bits they take beyond the others'
- *   rw     also in a state whose sliding-window layers lift their window (past's kl, vl): on
- *          Gemma 3's held-out texts balanced's worst case rose with it, small's fell */
-static const tq_kvsnap_recent_row recent_table[N_PRESETS] = {
-    /*               rc rb rw */
-    /* balanced */ {128, 2, 0},
-    /* lossless */ {  0, 0, 0},
-    /* q8       */ {  0, 0, 0},
-    /* small    */ {128, 2, 1},
-};
-
-/* innerq: automatic InnerQ (and calibrate-innerq's default)
- *   is     the exponent, in hundredths
- *   ic     the fewest cells a layer is calibrated on */
-static const tq_kvsnap_innerq_row innerq_table[N_PRESETS] = {
-    /*              is  ic */
-    /* balanced */ {50, 64},
-    /* lossless */ {50, 64},
-    /* q8       */ {50, 64},
-    /* small    */ {50, 64},
-};
-
-/* chunks: the container
- *   zs     the chunks' zstd level
- *   ck     KiB of source rows a block-coded chunk holds */
-static const tq_kvsnap_chunks_row chunks_table[N_PRESETS] = {
-    /*              zs  ck */
-    /* balanced */ { 1, 256},
-    /* lossless */ { 1, 256},
-    /* q8       */ { 1, 256},
-    /* small    */ { 1, 256},
-};
 /* clang-format on */
+#define N_PRESETS (sizeof presets / sizeof *presets)
 
-const tq_kvsnap_blocks_row *tq_kvsnap_blocks_of(tq_kvsnap_preset p)
+/* the presets' names, the table's rows in order: the one list (the CLI's choices too) */
+const char *const tq_kvsnap_preset_names[N_PRESETS + 1] = {"balanced", "lossless", "q8", "small",
+                                                           NULL};
+
+/* The one lookup of a preset (an unknown p: balanced's row). */
+static const tq_kvsnap_preset_row *preset_row(tq_kvsnap_preset p)
 {
-    return ROW_OF(blocks_table, p);
-}
-
-const tq_kvsnap_cells_row *tq_kvsnap_cells_of(tq_kvsnap_preset p) { return ROW_OF(cells_table, p); }
-
-const tq_kvsnap_offset_row *tq_kvsnap_offset_of(tq_kvsnap_preset p)
-{
-    return ROW_OF(offset_table, p);
-}
-
-const tq_kvsnap_transform_row *tq_kvsnap_transform_of(tq_kvsnap_preset p)
-{
-    return ROW_OF(transform_table, p);
-}
-
-const tq_kvsnap_past_row *tq_kvsnap_past_of(tq_kvsnap_preset p) { return ROW_OF(past_table, p); }
-
-const tq_kvsnap_recent_row *tq_kvsnap_recent_of(tq_kvsnap_preset p)
-{
-    return ROW_OF(recent_table, p);
-}
-
-const tq_kvsnap_innerq_row *tq_kvsnap_innerq_of(tq_kvsnap_preset p)
-{
-    return ROW_OF(innerq_table, p);
-}
-
-const tq_kvsnap_chunks_row *tq_kvsnap_chunks_of(tq_kvsnap_preset p)
-{
-    return ROW_OF(chunks_table, p);
+    return &presets[(unsigned)p < N_PRESETS ? (unsigned)p : 0];
 }
 
 int tq_kvsnap_preset_parse(const char *name, tq_kvsnap_preset *out)
 {
     for (size_t i = 0; i < N_PRESETS; i++) {
-        if (!strcmp(name, preset_names[i])) {
+        if (!strcmp(name, tq_kvsnap_preset_names[i])) {
             *out = (tq_kvsnap_preset)i;
             return 0;
         }
@@ -174,7 +64,7 @@ int tq_kvsnap_preset_parse(const char *name, tq_kvsnap_preset *out)
 const char *tq_kvsnap_preset_name(tq_kvsnap_preset p)
 {
     if ((unsigned)p >= N_PRESETS) return "?";
-    return preset_names[p];
+    return tq_kvsnap_preset_names[p];
 }
 
 void tq_kvsnap_options_init(tq_kvsnap_options *o)
@@ -202,7 +92,7 @@ tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
 {
     if ((unsigned)o->preset >= N_PRESETS)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown preset %d", (int)o->preset);
-    int lossless = o->preset == TQ_KVSNAP_PRESET_LOSSLESS;
+    int lossless = preset_row(o->preset)->exact;
     if (o->head_dim != TQ_KVSNAP_UNSET && o->head_dim < 1)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "head size %d", o->head_dim);
     if (o->codec != TQ_KVSNAP_UNSET && o->codec != TQKV_CODEC_TQ && o->codec != TQKV_CODEC_TURBO &&
@@ -244,23 +134,24 @@ tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
 
 void tq_kvsnap_resolve(const tq_kvsnap_options *o, tq_kvsnap_options *r)
 {
-    tq_kvsnap_preset p = o->preset;
+    const tq_kvsnap_preset_row *row = preset_row(o->preset);
     *r = *o;
-    if (r->sink_cells == TQ_KVSNAP_UNSET) r->sink_cells = tq_kvsnap_blocks_of(p)->sink_cells;
-    if (r->k_offset == TQ_KVSNAP_UNSET) r->k_offset = tq_kvsnap_offset_of(p)->k_offset;
-    if (r->cells == TQ_KVSNAP_UNSET) r->cells = tq_kvsnap_cells_of(p)->cells;
-    if (r->zstd_level == TQ_KVSNAP_UNSET) r->zstd_level = tq_kvsnap_chunks_of(p)->zstd_level;
-    if (r->transform == TQ_KVSNAP_UNSET) r->transform = tq_kvsnap_transform_of(p)->transform;
-    if (r->past_bits == TQ_KVSNAP_UNSET) r->past_bits = tq_kvsnap_past_of(p)->past_bits;
-    if (r->recent_cells == TQ_KVSNAP_UNSET) r->recent_cells = tq_kvsnap_recent_of(p)->recent_cells;
-    if (r->recent_bits == TQ_KVSNAP_UNSET) r->recent_bits = tq_kvsnap_recent_of(p)->recent_bits;
+    r->row = row;
+    if (r->sink_cells == TQ_KVSNAP_UNSET) r->sink_cells = TQ_KVSNAP_SINK_CELLS;
+    if (r->k_offset == TQ_KVSNAP_UNSET) r->k_offset = TQ_KVSNAP_K_OFFSET;
+    if (r->cells == TQ_KVSNAP_UNSET) r->cells = TQ_KVSNAP_CELLS;
+    if (r->zstd_level == TQ_KVSNAP_UNSET) r->zstd_level = TQ_KVSNAP_ZSTD_LEVEL;
+    if (r->transform == TQ_KVSNAP_UNSET) r->transform = row->transform;
+    if (r->past_bits == TQ_KVSNAP_UNSET) r->past_bits = row->past_bits;
+    if (r->recent_cells == TQ_KVSNAP_UNSET) r->recent_cells = row->recent_cells;
+    if (r->recent_bits == TQ_KVSNAP_UNSET) r->recent_bits = row->recent_bits;
     if (r->codec == TQ_KVSNAP_UNSET) r->codec = TQKV_CODEC_TQ;
     if (r->codec != TQKV_CODEC_TQ) r->transform = TQ_TC_OFF;
 }
 
 double tq_kvsnap_transform_rate(const tq_kvsnap_options *o, int is_v, int bits, int small_head)
 {
-    const tq_kvsnap_transform_row *row = tq_kvsnap_transform_of(o->preset);
+    const tq_kvsnap_preset_row *row = o->row;
     double given = is_v ? o->v_rate : o->k_rate;
     int v_cut = small_head ? row->v_rate_cut_small : row->v_rate_cut;
     int cut = is_v ? v_cut : row->k_rate_cut;
@@ -275,7 +166,6 @@ uint32_t tq_kvsnap_given_head_dim(const tq_kvsnap_options *o)
 
 void tq_kvsnap_innerq_defaults(double *strength, uint32_t *min_cells)
 {
-    const tq_kvsnap_innerq_row *row = tq_kvsnap_innerq_of(TQ_KVSNAP_PRESET_BALANCED);
-    *strength = row->innerq_strength / 100.0;
-    *min_cells = (uint32_t)row->innerq_cells;
+    *strength = TQ_KVSNAP_INNERQ_STRENGTH / 100.0;
+    *min_cells = (uint32_t)TQ_KVSNAP_INNERQ_CELLS;
 }

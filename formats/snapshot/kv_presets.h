@@ -1,7 +1,8 @@
-/* kv_presets.h - the snapshot presets: every default and constant of a plan, a table a stage
- * and one row a preset in each, in kv_presets.c (zstd's lib/compress/clevels.h).  kv_plan.c
- * and the files it is cut into read their numbers here and nowhere else; why each value is
- * what it is, and the figure that decided it, is in tests/bench/results/kv_presets.md. */
+/* kv_presets.h - the snapshot presets: one table, a row a preset and a column each value that
+ * differs between them, in kv_presets.c (zstd's lib/compress/clevels.h), and the values the
+ * same in every preset as named constants here.  kv_plan.c and the files it is cut into read
+ * their numbers here and nowhere else; why each value is what it is, and the figure that
+ * decided it, is in tests/bench/results/kv_presets.md. */
 #ifndef TQ_KV_PRESETS_H
 #define TQ_KV_PRESETS_H
 
@@ -11,47 +12,39 @@
 extern "C" {
 #endif
 
-/* A preset is one row in each stage's table (kv_presets.c, whose legends say what each column
- * holds): the blocks, their cells, K's offset, the transform, the past cells, InnerQ and the
- * chunks. */
-typedef struct tq_kvsnap_blocks_row {
-    int k_bits, v_bits, k_bits_small, v_bits_small, small_head, boundary_bits, sink_cells;
-} tq_kvsnap_blocks_row;
-typedef struct tq_kvsnap_cells_row {
-    int cells, uniform_bits, uniform_group, matched_norm_bits;
-} tq_kvsnap_cells_row;
-typedef struct tq_kvsnap_offset_row {
-    int k_offset, offset_share, offset_head;
-} tq_kvsnap_offset_row;
-typedef struct tq_kvsnap_transform_row {
-    int transform, k_rate_cut, v_rate_cut, v_rate_cut_small, v_screen, transform_rows, rans_rows;
-    int transform_cells;
-} tq_kvsnap_transform_row;
-typedef struct tq_kvsnap_past_row {
-    int past_bits, k_lift, v_lift;
-} tq_kvsnap_past_row;
-typedef struct tq_kvsnap_recent_row {
-    int recent_cells, recent_bits, with_window;
-} tq_kvsnap_recent_row;
-typedef struct tq_kvsnap_innerq_row {
-    int innerq_strength, innerq_cells;
-} tq_kvsnap_innerq_row;
-typedef struct tq_kvsnap_chunks_row {
-    int zstd_level, chunk_kib;
-} tq_kvsnap_chunks_row;
+/* What differs between presets: a row a preset in kv_presets.c's one table (its legend says
+ * what each column holds and why).  tq_kvsnap_resolve puts the preset's row in the resolved
+ * options; the plan reads it there, and the preset never again. */
+typedef struct tq_kvsnap_preset_row {
+    int exact; /* every byte kept: no codec, no coarser or finer cells */
+    int k_bits, v_bits, k_bits_small, v_bits_small;
+    int transform, k_rate_cut, v_rate_cut, v_rate_cut_small, v_screen;
+    int past_bits, past_k_lift, past_v_lift;
+    int recent_cells, recent_bits, recent_with_window;
+} tq_kvsnap_preset_row;
 
-/* Preset p's row of each stage (an unknown p: balanced's). */
-const tq_kvsnap_blocks_row *tq_kvsnap_blocks_of(tq_kvsnap_preset p);
-const tq_kvsnap_cells_row *tq_kvsnap_cells_of(tq_kvsnap_preset p);
-const tq_kvsnap_offset_row *tq_kvsnap_offset_of(tq_kvsnap_preset p);
-const tq_kvsnap_transform_row *tq_kvsnap_transform_of(tq_kvsnap_preset p);
-const tq_kvsnap_past_row *tq_kvsnap_past_of(tq_kvsnap_preset p);
-const tq_kvsnap_recent_row *tq_kvsnap_recent_of(tq_kvsnap_preset p);
-const tq_kvsnap_innerq_row *tq_kvsnap_innerq_of(tq_kvsnap_preset p);
-const tq_kvsnap_chunks_row *tq_kvsnap_chunks_of(tq_kvsnap_preset p);
+/* What is the same in every preset (the figures behind each: tests/bench/results/
+ * kv_presets.md). */
+#define TQ_KVSNAP_SMALL_HEAD      32   /* the largest head that takes the small-head bits */
+#define TQ_KVSNAP_BOUNDARY_BITS   8    /* the first and last --boundary-layers layers' bits */
+#define TQ_KVSNAP_SINK_CELLS      1    /* first cells of each coded K and V kept exact */
+#define TQ_KVSNAP_CELLS           TQ_CELLS_AUTO /* uniform cells where measured to pay: */
+#define TQ_KVSNAP_UNIFORM_BITS    3    /* at these bits */
+#define TQ_KVSNAP_UNIFORM_GROUP   64   /* in groups of this many values or more */
+#define TQ_KVSNAP_NC_BITS         3    /* block norms matched to the cells from these bits */
+#define TQ_KVSNAP_K_OFFSET        TQ_KOFF_ROPE /* K's pre-RoPE mean, turned */
+#define TQ_KVSNAP_OFFSET_SHARE    5    /* hundredths of K's energy an offset must remove */
+#define TQ_KVSNAP_OFFSET_HEAD     64   /* the smallest head that takes an offset */
+#define TQ_KVSNAP_TRANSFORM_ROWS  4096 /* transform-coded rows a chunk holds at most */
+#define TQ_KVSNAP_RANS_ROWS       1024 /* transform-coded chunks of this many rows: rANS */
+#define TQ_KVSNAP_TRANSFORM_CELLS 16   /* the fewest coded cells a transform is fitted on */
+#define TQ_KVSNAP_INNERQ_STRENGTH 50   /* automatic InnerQ's exponent, in hundredths */
+#define TQ_KVSNAP_INNERQ_CELLS    64   /* the fewest cells a layer is calibrated on */
+#define TQ_KVSNAP_ZSTD_LEVEL      1    /* the chunks' zstd level */
+#define TQ_KVSNAP_CHUNK_KIB       256  /* KiB of source rows a block-coded chunk holds */
 
 /* The options with every default taken from the preset's row (options_init's
- * TQ_KVSNAP_UNSET and -1 rates). */
+ * TQ_KVSNAP_UNSET and -1 rates), and the row itself in resolved->row. */
 void tq_kvsnap_resolve(const tq_kvsnap_options *o, tq_kvsnap_options *resolved);
 /* The transform's bits per value for K or V of tensors whose tq codec has `bits`: the
  * user's, else the preset's (0: not transformed); small_head: heads of the blocks' small size. */

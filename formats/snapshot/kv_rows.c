@@ -61,7 +61,7 @@ tq_status tq_kvsnap_recent_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsna
 {
     if (o->recent_cells <= 0 || o->recent_bits <= 0 || o->base || tq_kv_view_has_ext(v))
         return TQ_OK;
-    if (p->past_bits && !tq_kvsnap_recent_of(o->preset)->with_window) return TQ_OK;
+    if (p->past_bits && !o->row->recent_with_window) return TQ_OK;
     uint32_t recent = (uint32_t)o->recent_cells;
     for (size_t i = 0; i < n; i++) {
         const tq_kv_stream *st = &tq_kv_view_kv(v, src[i].kv_state)->streams[src[i].stream];

@@ -63,7 +63,8 @@ tq_status tq_kvsnap_open_view(tq_ctx *ctx, const tqkv_reader *r, const char *tmp
                               tq_kv_view **out)
 {
     tq_kvsnap_decode_options d = {.threads = 0};
-    tq_status st = tq_kvsnap_check_base(ctx, tqkv_meta_of(r), NULL);
+    const tqkv_meta *m = tqkv_meta_of(r);
+    tq_status st = tq_kvsnap_check_base(ctx, m, NULL);
     return st ? st : decode_to_view(ctx, r, NULL, &d, tmp_near, out);
 }
 
