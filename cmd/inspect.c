@@ -160,58 +160,6 @@ static void human_count(double v, char *out, size_t n)
     human(v, 1000, u, "%.1f%s", "%.0f%s", out, n);
 }
 
-static const char *ftype_name(int64_t ft)
-{
-    static const char *names[] = {"ALL_F32",
-                                  "MOSTLY_F16",
-                                  "MOSTLY_Q4_0",
-                                  "MOSTLY_Q4_1",
-                                  NULL,
-                                  NULL,
-                                  NULL,
-                                  "MOSTLY_Q8_0",
-                                  "MOSTLY_Q5_0",
-                                  "MOSTLY_Q5_1",
-                                  "MOSTLY_Q2_K",
-                                  "MOSTLY_Q3_K_S",
-                                  "MOSTLY_Q3_K_M",
-                                  "MOSTLY_Q3_K_L",
-                                  "MOSTLY_Q4_K_S",
-                                  "MOSTLY_Q4_K_M",
-                                  "MOSTLY_Q5_K_S",
-                                  "MOSTLY_Q5_K_M",
-                                  "MOSTLY_Q6_K",
-                                  "MOSTLY_IQ2_XXS",
-                                  "MOSTLY_IQ2_XS",
-                                  "MOSTLY_Q2_K_S",
-                                  "MOSTLY_IQ3_XS",
-                                  "MOSTLY_IQ3_XXS",
-                                  "MOSTLY_IQ1_S",
-                                  "MOSTLY_IQ4_NL",
-                                  "MOSTLY_IQ3_S",
-                                  "MOSTLY_IQ3_M",
-                                  "MOSTLY_IQ2_S",
-                                  "MOSTLY_IQ2_M",
-                                  "MOSTLY_IQ4_XS",
-                                  "MOSTLY_IQ1_M",
-                                  "MOSTLY_BF16",
-                                  NULL,
-                                  NULL,
-                                  NULL,
-                                  "MOSTLY_TQ1_0",
-                                  "MOSTLY_TQ2_0",
-                                  "MOSTLY_MXFP4_MOE",
-                                  "MOSTLY_NVFP4",
-                                  "MOSTLY_Q1_0",
-                                  "MOSTLY_Q2_0",
-                                  NULL,
-                                  "MOSTLY_TQ3_1S (fork)",
-                                  "MOSTLY_TQ4_1S (fork)"};
-    if (ft == 1024) return "GUESSED";
-    if (ft >= 0 && ft < (int64_t)(sizeof names / sizeof names[0]) && names[ft]) return names[ft];
-    return "unknown";
-}
-
 /* one element of a KV, as text (strings quoted, escapes visible) */
 static void print_elem(FILE *f, const tq_gguf *g, int64_t i, uint64_t j, int json)
 {
@@ -385,7 +333,7 @@ static void print_human(const tq_gguf *g, const inspect_opts *o, const tstats *s
     human_count(params, a, sizeof a);
     printf("parameters:    %s (%.0f)\n", a, params);
     int64_t ft = tq_gguf_get_int(g, "general.file_type", -1);
-    if (ft >= 0) printf("file type:     %" PRId64 " (%s)\n", ft, ftype_name(ft));
+    if (ft >= 0) printf("file type:     %" PRId64 " (%s)\n", ft, tq_gguf_file_type_name(ft));
     printf("tensors:       %" PRId64 "\n", tq_gguf_n_tensors(g));
     human_size(bytes, a, sizeof a);
     printf("tensor data:   %s, %.3f bits per weight\n", a, params > 0 ? 8 * bytes / params : 0.0);

@@ -415,17 +415,12 @@ static tq_status convert(conv *cv, const tq_gguf *g, tjob *j, const opts *o, tq_
 
 /* ---------------------------------------------------------- the command */
 
-static int ftype_of(int t)
-{
-    return t == TQ_DT_TQ4_1S ? 44 : 43;
-} /* the fork's LLAMA_FTYPE_MOSTLY_TQ4_1S / TQ3_1S */
-
 static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const opts *o, const tjob *jobs,
                             int64_t n)
 {
     tq_status st = tq_gguf_writer_copy_kvs(w, g);
     if (!st && !o->simulate)
-        st = tq_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype_of(o->plan.type));
+        st = tq_gguf_writer_set_u32(w, "general.file_type", (uint32_t)tq_gguf_file_type_of(o->plan.type));
     if (!st) st = tq_gguf_writer_set_u32(w, "general.quantization_version", 2);
     if (!st)
         st = tq_gguf_writer_set_str(w, "tq.quantize.tool", "tq " TQ_VERSION_STRING,

@@ -101,6 +101,16 @@ const tq_ggml_type *tq_ggml_type_by_name(tq_type_profile p, const char *name);
 /* 1 if id means different things in different profiles (41 and up). */
 int tq_ggml_type_id_ambiguous(int id);
 
+/* ------------------------------------------------- general.file_type */
+
+/* The fork's values for its weight types (LLAMA_FTYPE_MOSTLY_TQ3_1S / TQ4_1S). */
+#define TQ_FTYPE_TQ3_1S 43
+#define TQ_FTYPE_TQ4_1S 44
+/* llama.cpp's name of a general.file_type value ("MOSTLY_Q4_K_M"; "unknown"). */
+const char *tq_gguf_file_type_name(int64_t ft);
+/* The file type of a model whose weights are mostly dtype (tq3_1s or tq4_1s). */
+int tq_gguf_file_type_of(int dtype);
+
 /* ------------------------------------------------- reader */
 
 typedef struct tq_gguf tq_gguf;
