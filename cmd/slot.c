@@ -231,7 +231,7 @@ static int encode_once(slot_run *r, const slot_opts *o, tq_kv_view *v, const cha
     so.model = &model;
     char base_file[64];
     if (base->common) {
-        snprintf(entry, sizeof entry, "snap/%s.tqkv", base->name);
+        tq_store_entry(TQ_STORE_SNAP, base->name, entry, sizeof entry);
         snprintf(base_file, sizeof base_file, "%s.tqkv", base->name);
         char *path = tq_store_path(r->store, entry);
         int gone = !path || cli_open_snapshot_mapped(r->ctx, path, &b);
@@ -244,7 +244,7 @@ static int encode_once(slot_run *r, const slot_opts *o, tq_kv_view *v, const cha
         so.base = b;
         so.base_name = base_file;
     }
-    snprintf(entry, sizeof entry, "snap/%s.tqkv", name);
+    tq_store_entry(TQ_STORE_SNAP, name, entry, sizeof entry);
     char *out_path = tq_store_path(r->store, entry);
     cli_out out;
     const char *inputs[1] = {r->raw};
@@ -324,7 +324,7 @@ static int keep_chain_whole(slot_run *r, const slot_opts *o, tq_kv_view *v, cons
                             tq_store_match *base, tq_kvsnap_report *rep)
 {
     char entry[64];
-    snprintf(entry, sizeof entry, "snap/%s.tqkv", base->name);
+    tq_store_entry(TQ_STORE_SNAP, base->name, entry, sizeof entry);
     if (!tq_store_check_entry(r->ctx, r->store, entry)) return 0;
     cli_log("note: %s: its base %s was evicted meanwhile: stored whole", name, base->name);
     base->common = 0;
@@ -387,7 +387,7 @@ static int do_save(slot_run *r, const slot_opts *o)
     }
     if (!rc && o->name) {
         char entry[300];
-        snprintf(entry, sizeof entry, "names/%s", o->name);
+        tq_store_entry(TQ_STORE_NAME, o->name, entry, sizeof entry);
         if (tq_store_put(r->ctx, r->store, entry, name, strlen(name))) rc = cli_lib_error(r->ctx);
     }
     tq_kv_view_close(v);
@@ -411,7 +411,7 @@ static int prompt_tokens(slot_run *r, const slot_opts *o, int32_t **tokens, uint
     int found;
     if (o->name) {
         char entry[300];
-        snprintf(entry, sizeof entry, "names/%s", o->name);
+        tq_store_entry(TQ_STORE_NAME, o->name, entry, sizeof entry);
         if (tq_store_get(r->ctx, r->store, entry, &text, &len, &found))
             return cli_lib_error(r->ctx);
         /* the entry names a snapshot, or it names none */
@@ -469,7 +469,7 @@ static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t to
     char entry[96];
     tqkv_reader *s = NULL;
     tqkv_reader *base = NULL;
-    snprintf(entry, sizeof entry, "snap/%s.tqkv", name);
+    tq_store_entry(TQ_STORE_SNAP, name, entry, sizeof entry);
     char *path = tq_store_path(r->store, entry);
     /* an object by ranges: a prefix's chunks alone are fetched */
     int rc = !path || cli_open_snapshot(r->ctx, path, 0, &s) ? cli_lib_error(r->ctx) : 0;
@@ -477,7 +477,7 @@ static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t to
     if (!rc && m->base_id && !base_name_ok(m->base_name))
         rc = cli_runtime_error("%s: names a base that is not a stored snapshot's", path);
     if (!rc && m->base_id) { /* an appended snapshot: its base beside it, read whole */
-        snprintf(entry, sizeof entry, "snap/%s", m->base_name);
+        tq_store_entry(TQ_STORE_SNAP_FILE, m->base_name, entry, sizeof entry);
         char *bp = tq_store_path(r->store, entry);
         if (!bp || cli_open_snapshot_mapped(r->ctx, bp, &base)) {
             /* a chain whose base is gone: the next-best prefix (do_restore) */
@@ -630,7 +630,7 @@ static int do_ls(slot_run *r, const slot_opts *o)
         char name[TQ_STORE_NAME_MAX + 1];
         size_t len = strlen(names[i]);
         if (len < 6 || strcmp(names[i] + len - 5, ".tqkv")) continue; /* not a snapshot */
-        snprintf(entry, sizeof entry, "snap/%s", names[i]);
+        tq_store_entry(TQ_STORE_SNAP_FILE, names[i], entry, sizeof entry);
         snprintf(name, sizeof name, "%.*s", (int)(len - 5), names[i]);
         if (tq_store_size(r->ctx, r->store, entry, &size, &found) || !found ||
             tq_store_snapshot(r->ctx, r->store, name, &s)) {

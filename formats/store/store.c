@@ -285,6 +285,16 @@ tq_status tq_store_get(tq_ctx *ctx, tq_store *s, const char *entry, char **p, ui
     return tq_store_get_max(ctx, s, entry, ENTRY_MOST, p, n, found);
 }
 
+void tq_store_entry(tq_store_kind kind, const char *name, char *entry, size_t size)
+{
+    static const char *const form[] = {[TQ_STORE_SNAP] = "snap/%s.tqkv",
+                                       [TQ_STORE_SNAP_FILE] = "snap/%s",
+                                       [TQ_STORE_NAME] = "names/%s",
+                                       [TQ_STORE_POINTS] = "points/%s",
+                                       [TQ_STORE_CKPT] = "ckpt/%s"};
+    snprintf(entry, size, form[kind], name);
+}
+
 int tq_store_name_ok(const char *name)
 {
     size_t n = 0;
@@ -460,7 +470,7 @@ tq_status tq_store_snapshot(tq_ctx *ctx, tq_store *s, const char *name, tqkv_rea
     tq_src *src;
     if (!tq_store_is_snapshot_name(name))
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "'%.40s': not a snapshot's name", name);
-    snprintf(entry, sizeof entry, "snap/%s.tqkv", name);
+    tq_store_entry(TQ_STORE_SNAP, name, entry, sizeof entry);
     char *path = tq_store_path(s, entry);
     if (!path) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     tq_status st = s->remote ? TQ_OK : tq_store_check_entry(ctx, s, entry);

@@ -42,6 +42,18 @@ const char *tq_store_root(const tq_store *s);
  * A-Z a-z 0-9 . _ -, not beginning with '.', no ".tmp." (a writer's temporary).  Names are
  * data, never paths: no '/'. */
 int tq_store_name_ok(const char *name);
+
+/* A store's entries by kind; their names are made here alone: a snapshot "snap/NAME.tqkv", a
+ * snapshot by its file name "snap/FILE" (a chain's base, as a snapshot records it), a user's
+ * name "names/NAME", restore points "points/NAME", checkpoints "ckpt/NAME". */
+typedef enum tq_store_kind {
+    TQ_STORE_SNAP,
+    TQ_STORE_SNAP_FILE,
+    TQ_STORE_NAME,
+    TQ_STORE_POINTS,
+    TQ_STORE_CKPT
+} tq_store_kind;
+void tq_store_entry(tq_store_kind kind, const char *name, char *entry, size_t size);
 /* FP-HASH: 16 hex digits, '-', 16 hex digits (tq_store_name). */
 int tq_store_is_snapshot_name(const char *name);
 /* The entry is there as a regular file (a directory store's: never a symlink, FIFO or device). */

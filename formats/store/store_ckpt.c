@@ -30,7 +30,7 @@ tq_status tq_store_keep_checkpoints(tq_ctx *ctx, tq_store *s, const char *name, 
     uint8_t *packed = NULL;
     uint64_t plen = 0;
     char entry[64 + TQ_STORE_NAME_MAX];
-    snprintf(entry, sizeof entry, "ckpt/%s", name);
+    tq_store_entry(TQ_STORE_CKPT, name, entry, sizeof entry);
     tq_status st = k ? tq_ckpt_pack(ctx, raw, c, k, code, user, &packed, &plen) : TQ_OK;
     if (!st && k) st = tq_store_put(ctx, s, entry, packed, plen);
     for (uint32_t i = 0; !st && i < k; i++) pt->checkpoint[i] = (uint32_t)c[i].n_tokens;
@@ -50,7 +50,7 @@ tq_status tq_store_load_checkpoints(tq_ctx *ctx, tq_store *s, const char *name,
     uint64_t len;
     int found;
     memset(k, 0, sizeof *k);
-    snprintf(entry, sizeof entry, "ckpt/%s", name);
+    tq_store_entry(TQ_STORE_CKPT, name, entry, sizeof entry);
     tq_status st = tq_store_get_max(ctx, s, entry, TQ_STORE_CKPT_MOST, &stored, &len, &found);
     if (!st && !found && at)
         st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: its checkpoints are gone", name);

@@ -22,7 +22,7 @@ tq_status tq_store_put_points(tq_ctx *ctx, tq_store *s, const char *name,
     int n = snprintf(text, sizeof text, "from %u\n%s", pt->from, recurrent);
     for (uint32_t i = 0; i < pt->n_checkpoints && i < TQ_STORE_MAX_CHECKPOINTS; i++)
         n += snprintf(text + n, sizeof text - (size_t)n, "checkpoint %u\n", pt->checkpoint[i]);
-    snprintf(entry, sizeof entry, "points/%s", name);
+    tq_store_entry(TQ_STORE_POINTS, name, entry, sizeof entry);
     return tq_store_put(ctx, s, entry, text, (uint64_t)n);
 }
 
@@ -56,7 +56,7 @@ tq_status tq_store_get_points(tq_ctx *ctx, tq_store *s, const char *name, uint32
     int found;
     memset(pt, 0, sizeof *pt);
     pt->from = n_tokens;
-    snprintf(entry, sizeof entry, "points/%s", name);
+    tq_store_entry(TQ_STORE_POINTS, name, entry, sizeof entry);
     tq_status st = tq_store_get(ctx, s, entry, &text, &len, &found);
     if (st || !found) return st;
     tq_store_parse_points(text, n_tokens, pt); /* one that does not parse: whole only */
@@ -159,7 +159,7 @@ static tq_status find_at(tq_ctx *ctx, tq_store *s, const char *folder, const fin
         char entry[64];
         uint64_t size;
         int there = 0;
-        snprintf(entry, sizeof entry, "snap/%s.tqkv", c[i].name);
+        tq_store_entry(TQ_STORE_SNAP, c[i].name, entry, sizeof entry);
         if (excepted(q, c[i].name)) continue;
         if (tq_store_size(ctx, s, entry, &size, &there) || !there)
             continue; /* evicted since it was indexed: a miss, not a fault */

@@ -38,7 +38,7 @@ static int gc_read(tq_ctx *ctx, tq_store *s, const char *file, gc_snap *g)
     size_t len = strlen(file);
     if (len < 6 || len - 5 >= sizeof g->name || strcmp(file + len - 5, ".tqkv")) return 0;
     snprintf(g->name, sizeof g->name, "%.*s", (int)(len - 5), file);
-    snprintf(entry, sizeof entry, "snap/%s", file);
+    tq_store_entry(TQ_STORE_SNAP_FILE, file, entry, sizeof entry);
     if (tq_store_size(ctx, s, entry, &size, &found) || !found ||
         tq_store_snapshot(ctx, s, g->name, &r))
         return 0;
@@ -97,7 +97,7 @@ static tq_status evict(tq_ctx *ctx, tq_store *s, const gc_snap *all, uint32_t n_
         char *p;
         uint64_t len;
         int found;
-        snprintf(entry, sizeof entry, "names/%s", names[i]);
+        tq_store_entry(TQ_STORE_NAME, names[i], entry, sizeof entry);
         if (!tq_store_get(ctx, s, entry, &p, &len, &found) && found && !strcmp(p, g->name))
             st = tq_store_remove(ctx, s, entry);
         free(p);
@@ -110,12 +110,12 @@ static tq_status evict(tq_ctx *ctx, tq_store *s, const gc_snap *all, uint32_t n_
     if (!st && new_dependent(ctx, s, all, n_all, g))
         return tq_store_index(ctx, s, g->fp, g->name, g->tokens, g->n_tokens) ? TQ_ERR_IO
                                                                                : TQ_KEPT;
-    snprintf(entry, sizeof entry, "snap/%s.tqkv", g->name);
+    tq_store_entry(TQ_STORE_SNAP, g->name, entry, sizeof entry);
     if (!st) st = tq_store_remove(ctx, s, entry);
     /* after the snapshot: a racing restore that still finds it restores it whole */
-    snprintf(entry, sizeof entry, "points/%s", g->name);
+    tq_store_entry(TQ_STORE_POINTS, g->name, entry, sizeof entry);
     if (!st) st = tq_store_remove(ctx, s, entry);
-    snprintf(entry, sizeof entry, "ckpt/%s", g->name);
+    tq_store_entry(TQ_STORE_CKPT, g->name, entry, sizeof entry);
     if (!st) st = tq_store_remove(ctx, s, entry);
     return st;
 }
