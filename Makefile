@@ -13,8 +13,8 @@ CFLAGS  ?= -O2 -g
 # -fvisibility=hidden: libtq.so exports tq.h's functions alone (TQ_API)
 CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -fvisibility=hidden
 # include paths: lib/ sees lib/ alone (libtq knows numbers, not files); the rest sees all
-INC_ALL := -Ilib -Iformats -Iformats/io -Iformats/model -Iformats/snapshot -Iformats/store \
-           -Iformats/weights
+INC_ALL := -Ilib -Iformats/tqkv -Iformats/gguf -Iformats/state -Iformats/io -Iformats/model \
+           -Iformats/snapshot -Iformats/store -Iformats/weights
 INC     := $(INC_ALL)
 # every object records the headers it includes (build/**/*.d)
 DEPFLAGS := -MMD -MP
@@ -29,11 +29,10 @@ AVX512_FLAGS := -O3 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mprefer-vector-w
 
 LIB_SRC := $(filter-out lib/cuda_stub.c,$(wildcard lib/*.c))
 CMD_SRC := $(wildcard cmd/*.c)
-# formats/: bytes; formats/io/: pipes, object stores, the llama-server client; formats/model/:
-# what llama.cpp makes of a GGUF; formats/snapshot/: the snapshot pipeline; formats/weights/: what
-# a model conversion makes of each tensor
-FMT_SRC := $(wildcard formats/*.c formats/io/*.c formats/model/*.c formats/snapshot/*.c \
-                     formats/store/*.c formats/weights/*.c)
+# formats/, a folder a format or stage (formats/README.md): tqkv/, gguf/, state/ (llama.cpp
+# states, NumPy dumps, the KV view), io/ (files, pipes, S3, llama-server), model/, snapshot/,
+# store/, weights/
+FMT_SRC := $(wildcard formats/*/*.c)
 
 ifeq ($(CUDA),)
   CUDA := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
@@ -190,7 +189,7 @@ device-bundle:
 
 # tq again with slices of 100 values, so tests can check that slicing a tensor
 # never changes the output (tests/cli/slices.sh).
-$(B)/tests/tq-slice100: $(CMD_SRC) $(wildcard cmd/*.h formats/*.h formats/*/*.h lib/tq.h) \
+$(B)/tests/tq-slice100: $(CMD_SRC) $(wildcard cmd/*.h formats/*/*.h lib/tq.h) \
                        $(LIBTQF_A) $(LIBTQ_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(INC) -DSLICE_VALUES=100 -o $@ $(CMD_SRC) $(LIBTQF_A) $(LIBTQ_A) $(LDLIBS)
@@ -259,7 +258,8 @@ FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -ffp-contract=off \
                 $(INC_ALL)
-$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c $(wildcard lib/*.h formats/*.h formats/*/*.h) lib/kernels_lanes.inc
+$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c $(wildcard lib/*.h formats/*/*.h) \
+             lib/kernels_lanes.inc
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fopenmp=libgomp -o $@ \
 	  tests/fuzz/$*.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c $(BASE_LIBS)

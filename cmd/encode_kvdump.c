@@ -95,7 +95,7 @@ void help_encode_kvdump(void)
         "                        TurboQuant-prod (b-1 MSE bits and a 1-bit QJL sketch, b >= 2)\n"
         "  --transform auto|on|off  transform coding (per KV head: K before RoPE, the eigenbasis\n"
         "                        of the state's own covariance, stored, one quantizer step set\n"
-        "                        for the rate; formats/TQKV.md): auto (default) where, at the\n"
+        "                        for the rate; TQKV.md): auto (default) where, at the\n"
         "                        error of the tq codec, the indices and the stored bases take\n"
         "                        fewer bits than it\n"
         "  --k-rate/--v-rate R   its bits per K/V value (K: balanced 2.75, small 2; V: balanced\n"

@@ -420,7 +420,8 @@ static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const opts *o, 
 {
     tq_status st = tq_gguf_writer_copy_kvs(w, g);
     if (!st && !o->simulate)
-        st = tq_gguf_writer_set_u32(w, "general.file_type", (uint32_t)tq_gguf_file_type_of(o->plan.type));
+        st = tq_gguf_writer_set_u32(w, "general.file_type",
+                                    (uint32_t)tq_gguf_file_type_of(o->plan.type));
     if (!st) st = tq_gguf_writer_set_u32(w, "general.quantization_version", 2);
     if (!st)
         st = tq_gguf_writer_set_str(w, "tq.quantize.tool", "tq " TQ_VERSION_STRING,

@@ -1,7 +1,7 @@
 /* klt.c - transform coding of vectors (tq.h, "transform coding"): the
  * projection on a basis and back, the quantizer step that meets a rate,
  * and the covariance the basis comes from.  Snapshots use it for K and V
- * rows (formats/TQKV.md, "Transform coding"). */
+ * rows (formats/tqkv/TQKV.md, "Transform coding"). */
 #include "tq_internal.h"
 
 #include <math.h>

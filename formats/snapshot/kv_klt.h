@@ -1,5 +1,5 @@
 /*
- * kv_klt.h - transform-coded snapshot tensors (codec KLT, formats/TQKV.md
+ * kv_klt.h - transform-coded snapshot tensors (codec KLT, formats/tqkv/TQKV.md
  * "Transform coding"): fitting a tensor's transforms in the plan, and
  * coding a chunk of its rows.
  *

@@ -4,7 +4,7 @@ keeping the most recent cells exact could buy (a benchmark, not a test): each lo
 decoded, then the last `recent` cells of every K and V tensor (or K's or V's
 only, --kind) are copied back
 from the original state (the tensors' places read from the snapshot's
-records, formats/TQKV.md), and both states are restored in llama.cpp and
+records, formats/tqkv/TQKV.md), and both states are restored in llama.cpp and
 fed the next 128 tokens in one batch.  KL against the uncompressed restore,
 over the floor (that restore fed one token a call).  The copy is an upper
 bound on what any finer coding of those cells could give; its cost, were

@@ -1,6 +1,6 @@
 """kv_vgain.py [--session=docs] [--steps=512] - one quantizer step for every V row, or every
 row at unit norm with its gain?  A measurement, not a codec (a benchmark, not a test), that
-decided the V transform's gains (formats/TQKV.md, "Transform coding").  SmolLM2-135M's session
+decided the V transform's gains (formats/tqkv/TQKV.md, "Transform coding").  SmolLM2-135M's session
 (tests/bench/long_sessions.py --model smollm2) is encoded with `--preset small --v-rate 0`
 (V in tq's blocks) and decoded: K-hat.  Per layer and KV head, V past its first cell is
 centred, optionally scaled to unit norm (the gain coded as tq codes it: a byte in steps of

@@ -20,7 +20,7 @@ done)
 [ -z "$bad" ] || fail "lib/ includes a header from outside lib/: $bad"
 
 behaviour lib_internals_stay_in_lib
-bad=$(grep -ln '#include "\(tq_internal\|tq_fwht\|tq_half\)\.h"' formats/*.[ch] formats/*/*.[ch] cmd/*.[ch])
+bad=$(grep -ln '#include "\(tq_internal\|tq_fwht\|tq_half\)\.h"' formats/*/*.[ch] cmd/*.[ch])
 [ -z "$bad" ] || fail "lib internal headers included by: $bad"
 
 behaviour byte_formats_include_only_byte_formats
@@ -34,7 +34,11 @@ includes_from() { # FILES... ; DIR
     done
     return 0
 }
-bad=$(includes_from formats/model formats/*.[ch]; includes_from formats/snapshot formats/*.[ch])
+# the byte formats: formats/tqkv, gguf, state and io
+bytes="formats/tqkv/*.[ch] formats/gguf/*.[ch] formats/state/*.[ch] formats/io/*.[ch]"
+# shellcheck disable=SC2086
+bad=$(includes_from formats/model $bytes; includes_from formats/snapshot $bytes
+      includes_from formats/store $bytes; includes_from formats/weights $bytes)
 [ -z "$bad" ] || fail "byte formats reach up a layer: $bad"
 bad=$(includes_from formats/snapshot formats/model/*.[ch])
 [ -z "$bad" ] || fail "model facts reach the snapshot pipeline: $bad"
@@ -43,9 +47,11 @@ behaviour only_formats_model_reads_architecture_keys
 # a model's hparams are read once, by formats/model/model.c (tq_model_read): no other code
 # names an {arch}-prefixed key or builds one from general.architecture
 keys='(\.block_count|\.attention\.|\.rope\.|\.embedding_length|\.context_length|\.feed_forward_length)'
-bad=$(grep -nE "\"[^\"]*$keys[^\"]*\"" lib/*.[ch] formats/*.[ch] formats/snapshot/*.[ch] cmd/*.[ch])
+# shellcheck disable=SC2086
+bad=$(grep -nE "\"[^\"]*$keys[^\"]*\"" lib/*.[ch] $bytes formats/snapshot/*.[ch] cmd/*.[ch])
 [ -z "$bad" ] || fail "architecture keys read outside formats/model/: $bad"
-bad=$(grep -ln 'general\.architecture' lib/*.c formats/*.c formats/snapshot/*.c cmd/*.c |
+bad=$(grep -ln 'general\.architecture' lib/*.c formats/tqkv/*.c formats/gguf/*.c formats/state/*.c \
+      formats/io/*.c formats/snapshot/*.c cmd/*.c |
       grep -v '^cmd/inspect\.c$')
 [ -z "$bad" ] || fail "general.architecture read outside formats/model/ (and inspect's listing): $bad"
 
@@ -55,10 +61,12 @@ bad=$(grep -n 'tq_innerq_stats\|tq_innerq_derive\|tq_innerq_scales\|tq_attn_mode
 
 behaviour kv_sources_do_not_know_each_other
 for src in llama_state llama_state_write; do
-    grep -n 'kv_numpy\|tq_numpy\|TQNI' formats/$src.c && fail "formats/$src.c refers to the NumPy source"
+    grep -n 'kv_numpy\|tq_numpy\|TQNI' formats/state/$src.c &&
+        fail "formats/state/$src.c refers to the NumPy source"
 done
 for src in kv_numpy kv_numpy_write; do
-    grep -n 'llama_state\|tq_llama\|GGSN\|GGSQ' formats/$src.c && fail "formats/$src.c refers to the llama.cpp state source"
+    grep -n 'llama_state\|tq_llama\|GGSN\|GGSQ' formats/state/$src.c &&
+        fail "formats/state/$src.c refers to the llama.cpp state source"
 done
 grep -q 'tq_numpy_open_memory' tests/fuzz/fuzz_numpy_read.c || fail "the NumPy fuzz target must call the NumPy reader"
 behaviour no_function_over_80_lines
@@ -68,12 +76,12 @@ long=$(awk 'FNR == 1 { head = 0 }
     /^[A-Za-z_].*\(/ && !/;[ \t]*$/ { head = FNR; name = $0 }
     /^\{/ { start = head }
     /^\}/ && start { if (FNR - start + 1 > 80) printf "%s:%d %d lines: %s\n", FILENAME, start, FNR - start + 1, name; start = 0 }' \
-    lib/*.c lib/*.inc formats/*.c formats/*/*.c cmd/*.c)
+    lib/*.c lib/*.inc formats/*/*.c cmd/*.c)
 [ -z "$long" ] || fail "functions over 80 lines:
 $long"
 
 behaviour no_source_file_over_700_lines
-long=$(wc -l lib/*.c lib/*.h lib/*.inc formats/*.c formats/*.h formats/*/*.c formats/*/*.h cmd/*.c cmd/*.h |
+long=$(wc -l lib/*.c lib/*.h lib/*.inc formats/*/*.c formats/*/*.h cmd/*.c cmd/*.h |
        awk '$2 != "total" && $1 > 700 { print $2 ": " $1 " lines" }')
 [ -z "$long" ] || fail "source files over 700 lines: $long"
 exit 0

@@ -25,7 +25,7 @@ from _models import make_model  # noqa: E402
 
 Q = gguf.GGMLQuantizationType
 FTYPE_Q8_0 = 7
-TQ4_1S = 46              # the fork's type id (formats/GGUF.md)
+TQ4_1S = 46              # the fork's type id (formats/gguf/GGUF.md)
 FORK = {TQ4_1S: (32, 20)}
 N_FF = [512, 512, 768, 800, 792, 512, 512]
 

@@ -473,7 +473,7 @@ static int turbo_tensors(const tq_kv_view *s, tq_dtype dt, int *nonzero)
 /* The fork's revisions 69d8e4be4 and pr197 number their types alike.  turbo4's blocks tell
  * them apart (68 bytes with an rnorm field the old fork writes 0; 66 without), by the row
  * size, or where a row holds a multiple of 33 x 68 = 34 x 66 bytes by that field; turbo3's
- * tables cannot be told from the bytes, and the newest is assumed (formats/LLAMA_STATE.md). */
+ * tables cannot be told from the bytes, and the newest is assumed (LLAMA_STATE.md). */
 static int read_revision(tq_kv_view *s, cur *c, uint64_t start)
 {
     if (!s->profile_auto) return read_layouts(s, c, start);

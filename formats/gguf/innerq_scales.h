@@ -1,6 +1,6 @@
 /* innerq_scales.h - InnerQ per-channel K/V scales as files.
  *
- * SCALES.gguf, what `tq calibrate-innerq` writes (formats/INNERQ.md): per
+ * SCALES.gguf, what `tq calibrate-innerq` writes (formats/gguf/INNERQ.md): per
  * model layer l the F32 tensors blk.l.innerq_k and blk.l.innerq_v shaped
  * [head_dim, n_head] (n_head 1: one vector for every KV head of the layer),
  * general.type "tq-innerq", and tq.innerq.* saying how they were made and

@@ -1,5 +1,5 @@
 /*
- * tqkv.h - the .tqkv snapshot container (spec and tables: formats/TQKV.md).
+ * tqkv.h - the .tqkv snapshot container (spec and tables: formats/tqkv/TQKV.md).
  *
  * A snapshot holds one llama.cpp state file: every byte that is not K/V row
  * data (the "skeleton": header, tokens, cell metadata, per-layer headers) is

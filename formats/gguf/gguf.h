@@ -1,7 +1,7 @@
 /*
  * gguf.h - GGUF model files: a strict reader over a read-only mapping and a
  * streaming writer.  The layout and the rules follow ggml's gguf.cpp (see
- * formats/GGUF.md); a file this writer produces passes ggml's reader.
+ * formats/gguf/GGUF.md); a file this writer produces passes ggml's reader.
  *
  * Reading
  *   tq_gguf_open() maps the file, validates every header field before
