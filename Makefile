@@ -98,7 +98,7 @@ $(B)/lib/klt_avx2.o $(B)/san/lib/klt_avx2.o: CFLAGS += -O3 -mavx2 -mfma
 $(B)/lib/transform.o: CFLAGS += -O3
 # RoPE's pair loops (the same double products, vectorized)
 $(B)/lib/rope.o: CFLAGS += -O3
-$(B)/lib/rans.o $(B)/lib/klt.o $(B)/lib/innerq.o: CFLAGS += -O3
+$(B)/lib/rans.o $(B)/lib/klt.o $(B)/lib/klt_rate.o $(B)/lib/innerq.o: CFLAGS += -O3
 # index bytes to and from zig-zag: long loops GCC vectorizes at -O3
 $(B)/formats/snapshot/kv_klt.o: CFLAGS += -O3
 # the rotation butterflies are long independent loops: let GCC vectorize them
