@@ -1,23 +1,23 @@
 /* kv_snapshot_decode.c - a snapshot back into the file it was made from, whole or with rows and
- * layers left out (kv_snapshot_restore.c builds the other outputs on it).  A mapped snapshot's
- * chunks were verified when it was opened; a streamed one's are as they arrive. */
+ * layers left out (kv_snapshot_restore.c builds the other outputs on it): each tensor's chunks
+ * decoded and converted to the output's type (kv_decode_jobs.h), run in file order over
+ * threads by kv_decode_queue.c.  A mapped snapshot's chunks were verified when it was opened;
+ * a streamed one's are as they arrive. */
 #include "file_io.h"
 #include "kv_numpy.h"
 #include "kv_chunk.h"
+#include "kv_decode_jobs.h"
 #include "kv_klt.h"
 #include "kv_layers.h"
 #include "kv_snapshot.h"
 #include "llama_state.h"
 
-#include <stdlib.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
-#include <omp.h>
-#include <pthread.h>
-#include <time.h>
 #include <unistd.h>
 
-static tq_status put(tq_ctx *ctx, FILE *f, const void *p, uint64_t n)
+tq_status tq_kvdec_put(tq_ctx *ctx, FILE *f, const void *p, uint64_t n)
 {
     if (n && fwrite(p, 1, n, f) != n)
         return tq_ctx_set_error(ctx, TQ_ERR_IO, "writing the state file failed: %s",
@@ -98,7 +98,7 @@ static const tq_ggml_type *in_revision(const tq_ggml_type *ty, int out_prof)
 
 /* Source bytes of chunk ck of tensor t, converted from the source type ty to
  * the output type oty when they differ (rows in cell-major order). */
-static void decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_codec *c,
+void tq_kvdec_decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_codec *c,
                          const tq_ggml_type *ty, const tq_ggml_type *oty, uint32_t head_dim,
                          uint64_t ck, int skip, tq_ctx *local, tq_ctx *dev, chunk_out *o)
 {
@@ -166,21 +166,8 @@ oom:
     snprintf(o->err, sizeof o->err, "out of memory");
 }
 
-/* One tensor on its way out: where its chunks are and their decoded bytes. */
-typedef struct djob {
-    uint32_t i;
-    const tqkv_record *t;
-    const tq_ggml_type *ty, *oty;
-    tq_codec *c, *c_coarse; /* the rows' block codec, the coarse rows' (NULL: none) */
-    tqkv_record coarse;     /* the coarse rows' record (tqkv_record_coarse) */
-    const tqkv_record *bt;  /* the base's record of the tensor (NULL: no rows there) */
-    tqkv_record base_fine;  /* the record the base's fine rows decode by: its coarse end */
-    uint64_t nb, bfirst, first, nch;
-    uint32_t head_dim;
-    chunk_out *co;
-} djob;
 
-static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof,
+tq_status tq_kvdec_job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof,
                            const tq_ggml_type *want, int out_prof, const tqkv_reader *r,
                            const tqkv_reader *base, uint32_t i, uint64_t *ck, djob *j)
 {
@@ -229,7 +216,7 @@ static tq_status job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof
     return TQ_OK;
 }
 
-static void job_free(djob *j)
+void tq_kvdec_job_free(djob *j)
 {
     for (uint64_t k = 0; j->co && k < j->nch; k++) free(j->co[k].p);
     free(j->co);
@@ -242,7 +229,7 @@ static void job_free(djob *j)
 
 /* The skeleton up to the tensor, its layer header patched for a new cache
  * type. */
-static tq_status job_begin(tq_ctx *ctx, const tqkv_meta *m, const djob *j, FILE *out,
+tq_status tq_kvdec_job_begin(tq_ctx *ctx, const tqkv_meta *m, const djob *j, FILE *out,
                            uint64_t *pos, uint64_t *sk)
 {
     const tqkv_record *t = j->t;
@@ -263,17 +250,17 @@ static tq_status job_begin(tq_ctx *ctx, const tqkv_meta *m, const djob *j, FILE 
             uint64_t rs = out_width(t, oty, j->head_dim) / oty->block * oty->bytes;
             memcpy(h + 4, &rs, 8);
         }
-        st = put(ctx, out, m->skeleton + *sk, gap - 12);
-        if (!st) st = put(ctx, out, h, 12);
+        st = tq_kvdec_put(ctx, out, m->skeleton + *sk, gap - 12);
+        if (!st) st = tq_kvdec_put(ctx, out, h, 12);
     } else {
-        st = put(ctx, out, m->skeleton + *sk, gap);
+        st = tq_kvdec_put(ctx, out, m->skeleton + *sk, gap);
     }
     *sk += gap;
     *pos = t->file_off + t->bytes;
     return st;
 }
 
-static tq_status chunk_status(tq_ctx *ctx, const djob *j, uint64_t k)
+tq_status tq_kvdec_chunk_status(tq_ctx *ctx, const djob *j, uint64_t k)
 {
     if (!j->co[k].st) return TQ_OK;
     return tq_ctx_set_error(ctx, j->co[k].st, "layer %u %s: %s", j->t->layer,
@@ -282,17 +269,17 @@ static tq_status chunk_status(tq_ctx *ctx, const djob *j, uint64_t k)
 
 /* llama.cpp's element-major V is written whole: cell-major rows back to
  * element-major. */
-static int job_is_whole(const djob *j)
+int tq_kvdec_job_is_whole(const djob *j)
 {
     return j->t->transposed && (j->t->codec != TQKV_CODEC_RAW || !same_rows(j->ty, j->oty));
 }
 
-static tq_status job_write_whole(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
+tq_status tq_kvdec_job_write_whole(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
                                  const djob *j, FILE *out)
 {
     const tqkv_record *t = j->t;
     tq_status st = TQ_OK;
-    for (uint64_t k = 0; k < j->nch && !st; k++) st = chunk_status(ctx, j, k);
+    for (uint64_t k = 0; k < j->nch && !st; k++) st = tq_kvdec_chunk_status(ctx, j, k);
     if (st) return st;
     uint64_t es = j->oty->bytes, row = 0, tbytes = t->width * t->cells * es;
     uint8_t *tb = malloc(tbytes ? tbytes : 1); /* [width][cells] elements */
@@ -305,7 +292,7 @@ static tq_status job_write_whole(tq_ctx *ctx, const tqkv_reader *r, const tqkv_r
                 memcpy(tb + (e * t->cells + row) * es,
                        j->co[k].p + ((uint64_t)rr * t->width + e) * es, es);
     }
-    st = put(ctx, out, tb, tbytes);
+    st = tq_kvdec_put(ctx, out, tb, tbytes);
     free(tb);
     return st;
 }
@@ -386,209 +373,9 @@ static tq_status cache_type_of(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile 
 }
 
 /* --layers counts model layers where the snapshot knows them (iSWA) */
-static uint32_t layer_of(const tqkv_record *t)
+uint32_t tq_kvdec_layer_of(const tqkv_record *t)
 {
     return t->model_layer != TQKV_NO_MODEL_LAYER ? t->model_layer : t->layer;
-}
-
-/* The pipeline.  Every thread takes the next chunk nobody has taken (in
- * file order) and decodes it; thread 0 also writes, in file order, each
- * chunk as soon as it is done.  A chunk is taken only within WINDOW chunks
- * of the first one not yet written, or when it belongs to the tensor being
- * written (a transposed V is written whole), so memory stays bounded.
- * Decoding the 24,576-token Gemma session into a file (2 cores) this takes
- * 0.44 s where per-tensor tasks (a barrier after each tensor, the writer a
- * tensor behind) took 0.47 s, medians of 7 interleaved runs, and holds 29
- * MB at its peak where they held 42 (two tensors' rows). */
-enum { WINDOW = 16 };
-
-typedef struct dqueue {
-    const tq_ctx *ctx;
-    const tqkv_reader *r, *base;
-    const tq_kvsnap_decode_options *o;
-    djob *jobs;        /* [n_tensors] */
-    uint32_t *job_of;  /* [n]: the tensor of each chunk, in file order */
-    uint64_t *first;   /* [n_tensors + 1]: each tensor's first chunk */
-    uint8_t *done;     /* [n]: decoded (atomic) */
-    uint64_t n;        /* chunks in all */
-    uint64_t next;     /* the next chunk to take (atomic) */
-    uint64_t written;  /* chunks written (atomic) */
-    int stop;          /* the writer gave up (atomic) */
-    pthread_mutex_t mu; /* with moved: sleep until a chunk is done or written */
-    pthread_cond_t moved;
-} dqueue;
-
-/* Waiting threads sleep (a spinning or yielding thread took 0.3-1.7 s of
- * system time on the 24,576-token session while the writer was slow). */
-static void wake(dqueue *q)
-{
-    pthread_mutex_lock(&q->mu);
-    pthread_cond_broadcast(&q->moved);
-    pthread_mutex_unlock(&q->mu);
-}
-
-/* Sleeps until another thread calls wake, or 1 ms (a wake between this
- * thread's test and its sleep is not lost for longer). */
-static void wait_moved(dqueue *q)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += 1000000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
-    pthread_mutex_lock(&q->mu);
-    pthread_cond_timedwait(&q->moved, &q->mu, &until);
-    pthread_mutex_unlock(&q->mu);
-}
-
-/* The next chunk to decode; n when none is left, n + 1 when none may be
- * taken yet. */
-static uint64_t take(dqueue *q)
-{
-    uint64_t g = __atomic_load_n(&q->next, __ATOMIC_RELAXED);
-    for (;;) {
-        if (g >= q->n || __atomic_load_n(&q->stop, __ATOMIC_RELAXED)) return q->n;
-        uint64_t w = __atomic_load_n(&q->written, __ATOMIC_ACQUIRE);
-        if (g >= w + WINDOW && (w >= q->n || q->job_of[g] != q->job_of[w])) return q->n + 1;
-        if (__atomic_compare_exchange_n(&q->next, &g, g + 1, 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_RELAXED))
-            return g;
-    }
-}
-
-/* Whether chunk g (file order) is left out: past the token prefix or outside the layers. */
-static int chunk_skipped(const dqueue *q, uint64_t g)
-{
-    const djob *j = &q->jobs[q->job_of[g]];
-    uint64_t k = g - q->first[q->job_of[g]];
-    const tqkv_reader *from = k < j->nb ? q->base : q->r;
-    uint64_t at = k < j->nb ? j->bfirst + k : j->first + k - j->nb;
-    const tqkv_chunk *ch = tqkv_chunk_at(from, at);
-    const tq_kvsnap_decode_options *o = q->o;
-    return (o->max_rows && ch->row0 >= o->max_rows && !j->t->transposed) ||
-           (o->layer_hi && (layer_of(j->t) < o->layer_lo || layer_of(j->t) >= o->layer_hi));
-}
-
-/* A streamed snapshot's pass: the chunks of its own the decode will read. */
-static tq_status plan_fetches(tq_ctx *ctx, const dqueue *q)
-{
-    if (!tqkv_streamed(q->r)) return TQ_OK;
-    uint64_t n = tqkv_n_chunks(q->r);
-    uint8_t *wanted = calloc(n ? n : 1, 1); /* [n]: by the snapshot's chunk */
-    if (!wanted) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    for (uint64_t g = 0; g < q->n; g++) {
-        const djob *j = &q->jobs[q->job_of[g]];
-        uint64_t k = g - q->first[q->job_of[g]];
-        if (k >= j->nb) wanted[j->first + k - j->nb] = !chunk_skipped(q, g);
-    }
-    tq_status st = tqkv_fetch_plan(ctx, q->r, wanted);
-    free(wanted);
-    return st;
-}
-
-static void decode_one(dqueue *q, uint64_t g)
-{
-    djob *j = &q->jobs[q->job_of[g]];
-    uint64_t k = g - q->first[q->job_of[g]];
-    const tqkv_reader *from = k < j->nb ? q->base : q->r;
-    uint64_t at = k < j->nb ? j->bfirst + k : j->first + k - j->nb;
-    int skip = chunk_skipped(q, g);
-    tq_ctx *local, *dev;
-    if (!chunk_ctxs(q->ctx, &local, &dev)) {
-        j->co[k].st = TQ_ERR_NOMEM;
-        snprintf(j->co[k].err, sizeof j->co[k].err, "out of memory");
-    } else if (!skip && (j->co[k].st = tqkv_chunk_fetch(local, from, at))) {
-        snprintf(j->co[k].err, sizeof j->co[k].err, "%s", tq_ctx_error(local));
-    } else {
-        const tqkv_chunk *ch = tqkv_chunk_at(from, at);
-        /* coarse by the record of the snapshot the chunk is in */
-        int coarse = tqkv_chunk_is_coarse(from == q->base ? j->bt : j->t, ch->row0);
-        const tqkv_record *fine = from == q->base ? &j->base_fine : j->t;
-        decode_chunk(from, coarse ? &j->coarse : fine, coarse ? j->c_coarse : j->c, j->ty, j->oty,
-                     j->head_dim, at, skip, local, dev, &j->co[k]);
-    }
-    tqkv_chunk_release(from, at);
-    chunk_ctxs_free(local, dev);
-    __atomic_store_n(&q->done[g], 1, __ATOMIC_RELEASE);
-    wake(q);
-}
-
-/* Writes every chunk that is done, in order, from the first not written;
- * 1 when it wrote any.  A tensor's skeleton goes out before its first
- * chunk, a whole tensor once its last chunk is done. */
-static int write_ready(tq_ctx *ctx, dqueue *q, FILE *out, uint64_t *pos, uint64_t *sk,
-                       uint64_t *done_bytes, tq_status *st)
-{
-    const tqkv_meta *m = tqkv_meta_of(q->r);
-    int wrote = 0;
-    for (uint64_t w = q->written; w < q->n && !*st; w = q->written) {
-        uint32_t i = q->job_of[w];
-        djob *j = &q->jobs[i];
-        uint64_t last = q->first[i + 1] - 1;
-        if (!__atomic_load_n(&q->done[job_is_whole(j) ? last : w], __ATOMIC_ACQUIRE)) break;
-        if (w == q->first[i]) *st = job_begin(ctx, m, j, out, pos, sk);
-        if (!*st && job_is_whole(j)) {
-            for (uint64_t g = w; g <= last; g++) /* decoded before last: taken in order */
-                while (!__atomic_load_n(&q->done[g], __ATOMIC_ACQUIRE)) wait_moved(q);
-            *st = job_write_whole(ctx, q->r, q->base, j, out);
-            w = last;
-        } else if (!*st) {
-            uint64_t k = w - q->first[i];
-            *st = chunk_status(ctx, j, k);
-            if (!*st) *st = put(ctx, out, j->co[k].p, j->co[k].len);
-            free(j->co[k].p);
-            j->co[k].p = NULL;
-        }
-        if (!*st && w == last) {
-            job_free(j);
-            *done_bytes += j->t->bytes;
-            if (q->o->progress)
-                q->o->progress(q->o->progress_user, *done_bytes, m->source_size - m->skeleton_len);
-        }
-        __atomic_store_n(&q->written, w + 1, __ATOMIC_RELEASE);
-        wrote = 1;
-    }
-    if (*st) __atomic_store_n(&q->stop, 1, __ATOMIC_RELEASE);
-    if (wrote || *st) wake(q);
-    return wrote;
-}
-
-static void queue_free(dqueue *q, uint32_t n_jobs)
-{
-    for (uint32_t i = 0; q->jobs && i < n_jobs; i++) job_free(&q->jobs[i]);
-    free(q->jobs);
-    free(q->job_of);
-    free(q->first);
-    free(q->done);
-    pthread_mutex_destroy(&q->mu);
-    pthread_cond_destroy(&q->moved);
-}
-
-/* Every tensor's job (its codecs and chunk list) and the chunks in file
- * order. */
-static tq_status queue_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof,
-                             const tq_ggml_type *want, int out_prof, dqueue *q)
-{
-    tq_status st = TQ_OK;
-    uint64_t ck = 0;
-    q->jobs = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *q->jobs);
-    q->first = calloc(m->n_tensors + 1, sizeof *q->first);
-    if (!q->jobs || !q->first) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    for (uint32_t i = 0; i < m->n_tensors && !st; i++) {
-        st = job_setup(ctx, m, prof, want, out_prof, q->r, q->base, i, &ck, &q->jobs[i]);
-        q->jobs[i].head_dim = q->o->head_dim;
-        q->first[i + 1] = q->first[i] + q->jobs[i].nch;
-    }
-    if (st) return st;
-    q->n = q->first[m->n_tensors];
-    q->job_of = malloc((q->n ? q->n : 1) * sizeof *q->job_of);
-    q->done = calloc(q->n ? q->n : 1, 1);
-    if (!q->job_of || !q->done) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    for (uint32_t i = 0; i < m->n_tensors; i++)
-        for (uint64_t g = q->first[i]; g < q->first[i + 1]; g++) q->job_of[g] = i;
-    return TQ_OK;
 }
 
 tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
@@ -608,32 +395,5 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader 
     tq_type_profile out_prof = TQ_PROFILE_AUTO;
     if (o->fork_rev && tq_type_profile_parse(o->fork_rev, &out_prof))
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown fork revision '%s'", o->fork_rev);
-    dqueue q = {.ctx = ctx, .r = r, .base = base, .o = o};
-    pthread_mutex_init(&q.mu, NULL);
-    pthread_cond_init(&q.moved, NULL);
-    if ((st = queue_setup(ctx, m, prof, want, (int)out_prof, &q)) || (st = plan_fetches(ctx, &q))) {
-        queue_free(&q, m->n_tensors);
-        return st;
-    }
-    uint64_t pos = 0, sk = 0, done_bytes = 0;
-    int threads = o->threads > 0 ? o->threads : tq_ctx_threads(ctx);
-#pragma omp parallel num_threads(threads)
-    {
-        int writer = omp_get_thread_num() == 0;
-        for (;;) {
-            int wrote = writer && write_ready(ctx, &q, out, &pos, &sk, &done_bytes, &st);
-            if (writer && (st || q.written == q.n)) break;
-            uint64_t g = take(&q);
-            if (g < q.n)
-                decode_one(&q, g);
-            else if (g == q.n && !writer)
-                break;
-            else if (!wrote)
-                wait_moved(&q); /* the window is full, or the next chunk is another's */
-        }
-    }
-    queue_free(&q, m->n_tensors);
-    if (!st) st = put(ctx, out, m->skeleton + sk, m->skeleton_len - sk);
-    if (!st) st = tqkv_finish(ctx, r); /* a pipe: the rest read, the index and trailer checked */
-    return st;
+    return tq_kvdec_run(ctx, r, base, o, prof, want, (int)out_prof, out);
 }
