@@ -124,8 +124,10 @@ static void decode_one(dqueue *q, uint64_t g)
         /* coarse by the record of the snapshot the chunk is in */
         int coarse = tqkv_chunk_is_coarse(from == q->base ? j->bt : j->t, ch->row0);
         const tqkv_record *fine = from == q->base ? &j->base_fine : j->t;
-        tq_kvdec_decode_chunk(from, coarse ? &j->coarse : fine, coarse ? j->c_coarse : j->c, j->ty, j->oty,
-                     j->head_dim, at, skip, local, dev, &j->co[k]);
+        const tqkv_record *rec = coarse ? &j->coarse : fine;
+        const tq_codec *c = coarse ? j->c_coarse : j->c;
+        tq_kvdec_decode_chunk(from, rec, c, j->ty, j->oty, j->head_dim, at, skip, local, dev,
+                              &j->co[k]);
     }
     tqkv_chunk_release(from, at);
     chunk_ctxs_free(local, dev);
@@ -145,7 +147,8 @@ static int write_ready(tq_ctx *ctx, dqueue *q, FILE *out, uint64_t *pos, uint64_
         uint32_t i = q->job_of[w];
         djob *j = &q->jobs[i];
         uint64_t last = q->first[i + 1] - 1;
-        if (!__atomic_load_n(&q->done[tq_kvdec_job_is_whole(j) ? last : w], __ATOMIC_ACQUIRE)) break;
+        uint64_t ready = tq_kvdec_job_is_whole(j) ? last : w;
+        if (!__atomic_load_n(&q->done[ready], __ATOMIC_ACQUIRE)) break;
         if (w == q->first[i]) *st = tq_kvdec_job_begin(ctx, m, j, out, pos, sk);
         if (!*st && tq_kvdec_job_is_whole(j)) {
             for (uint64_t g = w; g <= last; g++) /* decoded before last: taken in order */
