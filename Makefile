@@ -135,10 +135,8 @@ $(TQ_EXE): $(CMD_OBJ) $(LIBTQF_A) $(LIBTQ_A)
 # ---- tests: unit runner + CLI and oracle scripts; last line "N passed, N failed"
 TEST_SRC := $(wildcard tests/unit/*.c)
 TEST_OBJ := $(patsubst %.c,$(B)/%.o,$(TEST_SRC))
-# the CLI's policies (which tensor gets which type) are unit-tested too, and encode-kvdump
-# beside tq_kvsnap_encode (the same bytes for the same options)
-POLICY_SRC := cmd/bench_metrics.c cmd/encode_kvdump.c \
-              cmd/cli.c cmd/cli_opts.c cmd/device.c cmd/json.c cmd/progress.c cmd/output.c
+# the bench's measures (pure arithmetic on arrays) are unit-tested against brute force
+POLICY_SRC := cmd/bench_metrics.c
 POLICY_OBJ := $(patsubst %.c,$(B)/%.o,$(POLICY_SRC))
 $(B)/tests/unit/%.o: CFLAGS += -Itests -Icmd
 $(B)/tests/unit-runner: $(TEST_OBJ) $(POLICY_OBJ) $(LIBTQF_A) $(LIBTQ_A)
