@@ -170,7 +170,7 @@ static int restore(tq_ctx *ctx, dec_opts *o, const tqkv_reader *r, const tqkv_re
                                      .cache_type = o->cache_type,
                                      .fork_rev = o->c.profile_name,
                                      .head_dim = o->ro.head_dim,
-                                     .progress = show_progress,
+                                     .on_progress = show_progress,
                                      .progress_user = &pr};
     uint64_t values = 0;
     for (uint32_t i = 0; i < m->n_tensors; i++) values += m->t[i].width * m->t[i].cells;

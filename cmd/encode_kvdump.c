@@ -394,7 +394,7 @@ int cmd_encode_kvdump(int argc, char **argv)
     progress_init(&pr, o.c.quiet);
     double t0 = cli_now();
     tq_kvsnap_options *eo = &r.prep->options;
-    eo->progress = show_progress;
+    eo->on_progress = show_progress;
     eo->progress_user = &pr;
     tq_status est = tq_kvsnap_execute(r.ctx, r.view, r.prep->plan, eo, out.f, &rep);
     progress_end(&pr);

@@ -250,7 +250,7 @@ static int encode_once(slot_run *r, const slot_opts *o, tq_kv_view *v, const cha
     const char *inputs[1] = {r->raw};
     progress pr;
     progress_init(&pr, o->c.quiet);
-    so.progress = show_progress;
+    so.on_progress = show_progress;
     so.progress_user = &pr;
     if (!rc) rc = out_path ? cli_out_open(&out, out_path, inputs, 1) : 1;
     tq_status failed = rc ? TQ_OK : tq_kvsnap_encode(r->ctx, v, &so, out.f, rep);
@@ -497,7 +497,7 @@ static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t to
         if (rev == TQ_PROFILE_AUTO) rev = TQ_PROFILE_NEWEST;
         tq_kvsnap_decode_options d = {.threads = (int)o->c.threads,
                                       .fork_rev = tq_type_profile_name(rev),
-                                      .progress = show_progress,
+                                      .on_progress = show_progress,
                                       .progress_user = &pr};
         /* two masked cells below a window-only cache: the server's check passes when the
          * prompt ends where the snapshot does as well (llama_state.h, pad_window) */

@@ -93,7 +93,7 @@ typedef struct tq_kvsnap_options {
     /* execution only (tq_kvsnap_execute) */
     int zstd_level;                                              /* for the chunks; 0 = none */
     int threads;                                                 /* 0 = all */
-    void (*progress)(void *user, uint64_t done, uint64_t total); /* source K/V bytes done */
+    void (*on_progress)(void *user, uint64_t done, uint64_t total); /* source K/V bytes done */
     void *progress_user;
 } tq_kvsnap_options;
 

@@ -53,7 +53,7 @@ typedef struct tq_kvsnap_decode_options {
      * all) of layers in [layer_lo, layer_hi) (layer_hi 0: all). */
     uint32_t max_rows;
     uint32_t layer_lo, layer_hi;
-    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void (*on_progress)(void *user, uint64_t done, uint64_t total);
     void *progress_user;
 } tq_kvsnap_decode_options;
 

@@ -189,8 +189,8 @@ tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_pl
             done += m->t[prev->i].bytes;
             st = finish_tensor(ctx, p, w, prev, st);
             have_prev = 0;
-            if (o->progress && !st)
-                o->progress(o->progress_user, done, m->source_size - m->skeleton_len);
+            if (o->on_progress && !st)
+                o->on_progress(o->progress_user, done, m->source_size - m->skeleton_len);
         }
 #pragma omp taskwait
         have_prev = started;

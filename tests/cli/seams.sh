@@ -19,6 +19,13 @@ bad=$(grep -n '#include "' lib/*.[ch] lib/*.inc | while IFS= read -r line; do
 done)
 [ -z "$bad" ] || fail "lib/ includes a header from outside lib/: $bad"
 
+behaviour cmd_holds_no_policy_tables
+# cmd/ parses, maps, calls and reports: the tables that decide (presets, file types, the
+# store's entry names, the fork's revisions) live in formats/
+bad=$(grep -n 'clang-format off\|"MOSTLY_\|"balanced", "lossless"\|"snap/\|"names/\|"points/\|"ckpt/' \
+      cmd/*.c cmd/*.h)
+[ -z "$bad" ] || fail "policy tables in cmd/: $bad"
+
 behaviour lib_internals_stay_in_lib
 bad=$(grep -ln '#include "\(tq_internal\|tq_fwht\|tq_half\)\.h"' formats/*/*.[ch] cmd/*.[ch])
 [ -z "$bad" ] || fail "lib internal headers included by: $bad"
