@@ -165,8 +165,8 @@ static int write_ready(tq_ctx *ctx, dqueue *q, FILE *out, uint64_t *pos, uint64_
         if (!*st && w == last) {
             tq_kvdec_job_free(j);
             *done_bytes += j->t->bytes;
-            if (q->o->on_progress)
-                q->o->on_progress(q->o->progress_user, *done_bytes, m->source_size - m->skeleton_len);
+            uint64_t total = m->source_size - m->skeleton_len;
+            if (q->o->on_progress) q->o->on_progress(q->o->progress_user, *done_bytes, total);
         }
         __atomic_store_n(&q->written, w + 1, __ATOMIC_RELEASE);
         wrote = 1;
