@@ -8,6 +8,7 @@
  * s_j = (E[q_j^2] / E[k_j^2])^(1/4): E[k^2] comes from the dumps, E[q^2]
  * from the model (innerq_model.h).  V works the same way through W_o. */
 #include "calibrate_innerq.h"
+#include "innerq_fold.h"
 #include "cli.h"
 #include "cli_opts.h"
 #include "file_io.h"
@@ -259,6 +260,37 @@ static void report(const ci_opts *o, const tq_innerq_set *set, uint64_t tokens, 
             o->strength, klo, khi, set->has_v ? "" : "off ", vlo, vhi, seconds);
 }
 
+/* --fold's plan: a usage error where the scales cannot be folded by their kind, a runtime
+ * error where the model's tensors cannot take them. */
+static int fold_plan(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am,
+                     const tq_innerq_set *set, tq_fold_plan *fp)
+{
+    tq_status st = tq_fold_plan_make(ctx, o->allow_requantize, g, am, set, fp);
+    if (st == TQ_ERR_ARG) return cli_usage_error("%s: %s", o->c.model, tq_ctx_error(ctx));
+    return st ? cli_runtime_error("%s", tq_ctx_error(ctx)) : 0;
+}
+
+static int fold_write(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am,
+                      const tq_innerq_set *set, const tq_innerq_provenance *prov,
+                      const tq_fold_plan *fp)
+{
+    double t0 = cli_now();
+    const char *inputs[1] = {o->c.model};
+    size_t changed = 0;
+    if (tq_fold_write(ctx, g, o->fold, inputs, 1, am, set, prov, fp, &changed))
+        return cli_lib_error(ctx);
+    const char *k_how = "not folded";
+    if (fp->k) k_how = am->qk_norm ? "through attn_q_norm/attn_k_norm" : "through W_q/W_k rows";
+    const char *v_how = set->has_v ? "not folded" : "off";
+    if (fp->v) v_how = "through W_v rows and W_o columns";
+    if (!o->c.quiet)
+        cli_log("%s: %zu tensors changed in %.2f s: K %s, V %s", o->fold, changed, cli_now() - t0,
+                k_how, v_how);
+    if (*fp->k_why) cli_log("K not folded: %s", fp->k_why);
+    if (*fp->v_why) cli_log("V not folded: %s", fp->v_why);
+    return 0;
+}
+
 int cmd_calibrate_innerq(int argc, char **argv)
 {
     ci_opts o;
@@ -281,8 +313,8 @@ int cmd_calibrate_innerq(int argc, char **argv)
     if (mp) rc = check_model(ctx, &o, mp, &am);
     if (!rc) rc = gather(ctx, &o, mp, g ? &am : NULL, &st, hashes);
     if (!rc) rc = derive(ctx, &o, mp, g ? &am : NULL, st, &set, how, sizeof how);
-    ci_fold_plan fp = {0};
-    if (!rc && o.fold) rc = ci_fold_plan_make(ctx, &o, g, &am, &set, &fp);
+    tq_fold_plan fp = {0};
+    if (!rc && o.fold) rc = fold_plan(ctx, &o, g, &am, &set, &fp);
     uint64_t tokens = 0;
     for (uint32_t l = 0; !rc && l < set.n_layer; l++) /* the tokens seen: iSWA layers keep fewer */
         if (tq_innerq_stats_cells(st, l) > tokens) tokens = tq_innerq_stats_cells(st, l);
@@ -309,7 +341,7 @@ int cmd_calibrate_innerq(int argc, char **argv)
     if (!rc && tq_innerq_set_write(ctx, o.c.out, &set, &prov, inputs, (size_t)o.n_dumps + 1))
         rc = cli_lib_error(ctx);
     if (!rc && !o.c.quiet) report(&o, &set, tokens, how, cli_now() - t0);
-    if (!rc && o.fold) rc = ci_fold_write(ctx, &o, g, &am, &set, &prov, &fp);
+    if (!rc && o.fold) rc = fold_write(ctx, &o, g, &am, &set, &prov, &fp);
     tq_innerq_set_free(&set);
     tq_innerq_stats_free(st);
     tq_model_free(&model);

@@ -1,6 +1,5 @@
-/* calibrate_innerq.h - the parts of `tq calibrate-innerq`: the options, the
- * scales from the statistics (formats/snapshot/innerq_derive.h) and the fold into the model
- * (innerq_fold.c). */
+/* calibrate_innerq.h - the options of `tq calibrate-innerq` (the scales come from
+ * formats/snapshot/innerq_derive.h, the fold into the model from formats/weights/innerq_fold.h). */
 #ifndef TQ_CALIBRATE_INNERQ_H
 #define TQ_CALIBRATE_INNERQ_H
 
@@ -19,20 +18,5 @@ typedef struct ci_opts {
     long min_tokens, head_dim;
     int pow2, allow_requantize;
 } ci_opts;
-
-/* What --fold will change, decided before anything is written: which parts
- * fold (K through the QK-norm gains or W_q/W_k rows, V through W_v rows and
- * W_o columns) and why a part is left out. */
-typedef struct ci_fold_plan {
-    int k, v;                    /* parts that fold */
-    char k_why[200], v_why[200]; /* why a part is left out ("" if it folds or was not asked for) */
-} ci_fold_plan;
-
-/* 0, or an exit code for a fold that cannot be done at all. */
-int ci_fold_plan_make(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am,
-                      const tq_innerq_set *set, ci_fold_plan *fp);
-int ci_fold_write(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am,
-                  const tq_innerq_set *set, const tq_innerq_provenance *prov,
-                  const ci_fold_plan *fp);
 
 #endif

@@ -1,5 +1,5 @@
-/* innerq_fold.c - calibrate-innerq --fold: the model with its InnerQ scales
- * folded in, so that any runtime KV cache stores s*k and s_v*v.
+/* innerq_fold.c - a model with its InnerQ scales folded in (innerq_fold.h; calibrate-innerq
+ * --fold), so that any runtime KV cache stores s*k and s_v*v.
  *
  * K: models with QK-norm get attn_k_norm's gain times s and attn_q_norm's
  * divided by s (one vector per layer: the gains serve every head); others
@@ -8,8 +8,7 @@
  * V: W_v's rows (and bias) times s_v, W_o's input columns divided by it.
  * Divisions, not reciprocal multiplications, so power-of-two scales are
  * exact.  Quantized tensors are rewritten only with --allow-requantize. */
-#include "calibrate_innerq.h"
-#include "cli.h"
+#include "innerq_fold.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +17,7 @@
 typedef enum { F_COPY, F_QNORM, F_KNORM, F_Q_ROWS, F_K_ROWS, F_V_ROWS, F_O_COLS } fold_op;
 
 /* What tensor `name` gets, and its layer. */
-static fold_op op_of(const char *name, const tq_attn_model *am, const ci_fold_plan *fp,
+static fold_op op_of(const char *name, const tq_attn_model *am, const tq_fold_plan *fp,
                      uint32_t *layer)
 {
     unsigned l;
@@ -49,7 +48,7 @@ static int writable(int d)
 }
 
 /* Whether every tensor of a part can be rewritten; why not into why. */
-static int part_ok(const tq_gguf *g, const ci_opts *o, const char *const *names, int n,
+static int part_ok(const tq_gguf *g, int allow_requantize, const char *const *names, int n,
                    uint32_t layers, char *why, size_t wl)
 {
     char name[96];
@@ -64,7 +63,7 @@ static int part_ok(const tq_gguf *g, const ci_opts *o, const char *const *names,
                 snprintf(why, wl, "%s is %s, which tq does not write", name, ty->name);
                 return 0;
             }
-            if (!o->allow_requantize) {
+            if (!allow_requantize) {
                 snprintf(why, wl, "%s is %s: folding requantizes it (--allow-requantize)", name,
                          ty->name);
                 return 0;
@@ -73,28 +72,28 @@ static int part_ok(const tq_gguf *g, const ci_opts *o, const char *const *names,
     return 1;
 }
 
-int ci_fold_plan_make(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am,
-                      const tq_innerq_set *set, ci_fold_plan *fp)
+tq_status tq_fold_plan_make(tq_ctx *ctx, int allow_requantize, const tq_gguf *g,
+                            const tq_attn_model *am, const tq_innerq_set *set, tq_fold_plan *fp)
 {
-    (void)ctx;
     memset(fp, 0, sizeof *fp);
-    static const char *const knorm[] = {"attn_q_norm.weight", "attn_k_norm.weight"},
-                             *const krows[] = {"attn_q.weight", "attn_q.bias", "attn_k.weight",
-                                               "attn_k.bias"},
-                             *const vparts[] = {"attn_v.weight", "attn_v.bias",
-                                                "attn_output.weight"};
+    static const char *const knorm[] = {"attn_q_norm.weight", "attn_k_norm.weight"};
+    static const char *const krows[] = {"attn_q.weight", "attn_q.bias", "attn_k.weight",
+                                        "attn_k.bias"};
+    static const char *const vparts[] = {"attn_v.weight", "attn_v.bias", "attn_output.weight"};
     if (am->qk_norm && set->n_head > 1)
-        return cli_usage_error(
-            "%s has QK-norm: its gains serve every head of a layer, so --per head scales cannot be "
-            "folded (use --per layer)",
-            o->c.model);
-    fp->k = am->qk_norm ? part_ok(g, o, knorm, 2, am->n_layer, fp->k_why, sizeof fp->k_why)
-                        : part_ok(g, o, krows, 4, am->n_layer, fp->k_why, sizeof fp->k_why);
-    fp->v = set->has_v && part_ok(g, o, vparts, 3, am->n_layer, fp->v_why, sizeof fp->v_why);
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "the model has QK-norm: its gains serve every head of a layer, so "
+                                "--per head scales cannot be folded (use --per layer)");
+    int rq = allow_requantize;
+    if (am->qk_norm)
+        fp->k = part_ok(g, rq, knorm, 2, am->n_layer, fp->k_why, sizeof fp->k_why);
+    else
+        fp->k = part_ok(g, rq, krows, 4, am->n_layer, fp->k_why, sizeof fp->k_why);
+    fp->v = set->has_v && part_ok(g, rq, vparts, 3, am->n_layer, fp->v_why, sizeof fp->v_why);
     if (!fp->k && !fp->v)
-        return cli_runtime_error("--fold: nothing can be folded: %s%s%s", fp->k_why,
-                                 *fp->v_why ? "; " : "", fp->v_why);
-    return 0;
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "--fold: nothing can be folded: %s%s%s",
+                                fp->k_why, *fp->v_why ? "; " : "", fp->v_why);
+    return TQ_OK;
 }
 
 /* x: the tensor as float32, ne its shape; the fold's arithmetic. */
@@ -145,7 +144,7 @@ static tq_status fold_tensor(tq_ctx *ctx, const tq_gguf *g, int64_t i, fold_op o
 }
 
 static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const tq_innerq_set *set,
-                            const tq_innerq_provenance *prov, const ci_fold_plan *fp,
+                            const tq_innerq_provenance *prov, const tq_fold_plan *fp,
                             const tq_attn_model *am)
 {
     tq_status st = tq_gguf_writer_copy_kvs(w, g);
@@ -163,39 +162,28 @@ static tq_status write_meta(tq_gguf_writer *w, const tq_gguf *g, const tq_innerq
     return st;
 }
 
-int ci_fold_write(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_attn_model *am,
-                  const tq_innerq_set *set, const tq_innerq_provenance *prov,
-                  const ci_fold_plan *fp)
+tq_status tq_fold_write(tq_ctx *ctx, const tq_gguf *g, const char *path,
+                        const char *const *inputs, size_t n_inputs, const tq_attn_model *am,
+                        const tq_innerq_set *set, const tq_innerq_provenance *prov,
+                        const tq_fold_plan *fp, size_t *changed)
 {
-    double t0 = cli_now();
     tq_gguf_writer *w = NULL;
     tq_status st = tq_gguf_writer_new(ctx, &w);
     if (!st) st = write_meta(w, g, set, prov, fp, am);
-    const char *inputs[1] = {o->c.model};
-    if (!st) st = tq_gguf_writer_open(w, o->fold, inputs, 1);
-    size_t changed = 0;
+    if (!st) st = tq_gguf_writer_open(w, path, inputs, n_inputs);
+    *changed = 0;
     for (int64_t i = 0; !st && i < tq_gguf_n_tensors(g); i++) {
         uint32_t l = 0;
         fold_op op = op_of(tq_gguf_tensor_name(g, i), am, fp, &l);
-        if (op == F_COPY || l >= am->n_layer)
+        if (op == F_COPY || l >= am->n_layer) {
             st = tq_gguf_copy_tensor(g, i, w);
-        else {
-            ++changed;
+        } else {
+            ++*changed;
             st = fold_tensor(ctx, g, i, op, am, set, l, w);
         }
         tq_gguf_tensor_release(g, i);
     }
     if (!st) st = tq_gguf_writer_finish(w);
     tq_gguf_writer_free(w);
-    if (st) return cli_lib_error(ctx);
-    const char *k_how = "not folded";
-    if (fp->k) k_how = am->qk_norm ? "through attn_q_norm/attn_k_norm" : "through W_q/W_k rows";
-    const char *v_how = set->has_v ? "not folded" : "off";
-    if (fp->v) v_how = "through W_v rows and W_o columns";
-    if (!o->c.quiet)
-        cli_log("%s: %zu tensors changed in %.2f s: K %s, V %s", o->fold, changed, cli_now() - t0,
-                k_how, v_how);
-    if (*fp->k_why) cli_log("K not folded: %s", fp->k_why);
-    if (*fp->v_why) cli_log("V not folded: %s", fp->v_why);
-    return 0;
+    return st;
 }
