@@ -135,22 +135,20 @@ $(TQ_EXE): $(CMD_OBJ) $(LIBTQF_A) $(LIBTQ_A)
 # ---- tests: unit runner + CLI and oracle scripts; last line "N passed, N failed"
 TEST_SRC := $(wildcard tests/unit/*.c)
 TEST_OBJ := $(patsubst %.c,$(B)/%.o,$(TEST_SRC))
-# the bench's measures (pure arithmetic on arrays) are unit-tested against brute force
-POLICY_SRC := cmd/bench_metrics.c
-POLICY_OBJ := $(patsubst %.c,$(B)/%.o,$(POLICY_SRC))
-$(B)/tests/unit/%.o: CFLAGS += -Itests -Icmd
-$(B)/tests/unit-runner: $(TEST_OBJ) $(POLICY_OBJ) $(LIBTQF_A) $(LIBTQ_A)
-	$(CC) -fopenmp -o $@ $(TEST_OBJ) $(POLICY_OBJ) $(LIBTQF_A) $(LIBTQ_A) $(LDLIBS)
+
+$(B)/tests/unit/%.o: CFLAGS += -Itests
+$(B)/tests/unit-runner: $(TEST_OBJ) $(LIBTQF_A) $(LIBTQ_A)
+	$(CC) -fopenmp -o $@ $(TEST_OBJ) $(LIBTQF_A) $(LIBTQ_A) $(LDLIBS)
 
 # The same unit tests under AddressSanitizer and UndefinedBehaviorSanitizer
 # (CPU build: the sanitizers do not see into CUDA kernels).
 SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-SAN_SRC   := $(LIB_SRC) lib/cuda_stub.c $(FMT_SRC) $(TEST_SRC) $(POLICY_SRC)
+SAN_SRC   := $(LIB_SRC) lib/cuda_stub.c $(FMT_SRC) $(TEST_SRC)
 SAN_OBJ   := $(patsubst %.c,$(B)/san/%.o,$(SAN_SRC))
 $(B)/san/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN_FLAGS) $(INC) $(DEPFLAGS) $(SAN_INC) -c $< -o $@
-SAN_INC := -Itests -Icmd
+SAN_INC := -Itests
 $(B)/san/lib/%.o: INC := -Ilib
 $(B)/san/lib/%.o: SAN_INC :=
 $(B)/san/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)
@@ -193,7 +191,7 @@ $(B)/tests/tq-slice100: $(CMD_SRC) $(wildcard cmd/*.h formats/*/*.h lib/tq.h) \
 	$(CC) $(CFLAGS) $(INC) -DSLICE_VALUES=100 -o $@ $(CMD_SRC) $(LIBTQF_A) $(LIBTQ_A) $(LDLIBS)
 
 # tq itself under ASan/UBSan, for tests/cli/sanitized.sh.
-SAN_CMD_OBJ := $(patsubst %.c,$(B)/san/%.o,$(filter-out $(POLICY_SRC),$(CMD_SRC)))
+SAN_CMD_OBJ := $(patsubst %.c,$(B)/san/%.o,$(CMD_SRC))
 $(B)/tests/tq-san: $(SAN_CMD_OBJ) $(filter-out $(B)/san/tests/%,$(SAN_OBJ))
 	@mkdir -p $(dir $@)
 	$(CC) -fopenmp $(SAN_FLAGS) -o $@ $^ $(BASE_LIBS)

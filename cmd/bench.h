@@ -9,7 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* One attention head's sample: n keys and values of d values, m queries. */
+/* One attention head's sample: n keys and values of d values, m queries (the workload's,
+ * which it fills; tq_attn_head is its read-only face). */
 typedef struct bhead {
     uint32_t d, n, m;
     uint32_t layer, n_layers;
@@ -53,23 +54,7 @@ int bc_decode(tq_ctx *ctx, const bcodec_run *r, const uint8_t *buf, uint64_t byt
 /* The codecs `tq bench` compares, in table order. */
 size_t bc_list(const bcodec **out);
 
-/* ---- metrics (cmd/bench_metrics.c): plain double-precision definitions */
-typedef struct battn {
-    double kl;      /* mean over queries of KL(softmax(qK/sqrt d) || softmax(qK^/sqrt d)) */
-    double out_cos; /* mean cosine of p V and p^ V^ */
-    double topk;    /* mean |top-k(p) & top-k(p^)| / k */
-    double skipped; /* sparse V: share of value rows skipped */
-} battn;
-
-/* One head: exact K, V against decoded Kd, Vd; k for the overlap; tau > 0
- * skips value rows whose decoded weight is below it (sparse V). */
-void bm_attention(const bhead *h, const float *kd, const float *vd, int k, double tau, battn *out);
-/* Sum of squared errors and of squares, max |error|, and the summed
- * per-vector cosine of n vectors of d. */
-void bm_recon(const float *x, const float *y, size_t n, uint32_t d, double *se, double *sx,
-              double *max_err, double *cos_sum);
-/* KL of the histogram of pair angles atan2(y[2i+1], y[2i]) over `bins`
- * equal bins against the uniform law. */
-double bm_angle_kl(const float *y, size_t n_pairs, int bins);
+/* ---- metrics: libtq's (tq.h, "quality of decoded K/V") */
+typedef tq_attn_error battn;
 
 #endif

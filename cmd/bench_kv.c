@@ -65,9 +65,10 @@ static void run_heads(tq_ctx *ctx, const bworkload *w, const bcodec *kc, const b
         ok = ok && bv && !bc_decode(ctx, &rv, buf, bv, h->n, vd);
         if (ok) {
             battn a;
-            bm_recon(h->k, kd, h->n, h->d, &se, &sx, &mx, &cs);
-            bm_recon(h->v, vd, h->n, h->d, &se, &sx, &mx, &cs);
-            bm_attention(h, kd, vd, 8, tau, &a);
+            const tq_attn_head ah = {h->d, h->n, h->m, h->layer, h->n_layers, h->k, h->v, h->q};
+            tq_recon_error(h->k, kd, h->n, h->d, &se, &sx, &mx, &cs);
+            tq_recon_error(h->v, vd, h->n, h->d, &se, &sx, &mx, &cs);
+            if (tq_attention_error(ctx, &ah, kd, vd, 8, tau, &a)) memset(&a, 0, sizeof a);
             row->attn.kl += a.kl;
             row->attn.out_cos += a.out_cos;
             row->attn.topk += a.topk;
@@ -123,7 +124,7 @@ static void unit_vectors(tq_ctx *ctx, const bcodec *c, size_t n, double *dmse, d
     uint64_t bytes = x && y && buf ? bc_encode(ctx, &r, x, n, buf) : 0;
     if (bytes && !bc_decode(ctx, &r, buf, bytes, n, y)) {
         double se = 0, sx = 0, mx = 0, cs = 0;
-        bm_recon(x, y, n, 128, &se, &sx, &mx, &cs);
+        tq_recon_error(x, y, n, 128, &se, &sx, &mx, &cs);
         *dmse = se / n;
         *cosine = cs / n;
         if (ip_bias) { /* against the next vector as y: the inner-product error of unit vectors */
@@ -269,9 +270,9 @@ static void angle_hist(tq_ctx *ctx, const bworkload *w, bkv_result *res)
         float *y = malloc(nn * 4);
         if (!y) return;
         memcpy(y, h->k, nn * 4);
-        res->angle_kl_raw = bm_angle_kl(y, nn / 2, 256);
+        res->angle_kl_raw = tq_angle_kl(y, nn / 2, 256);
         for (size_t v = 0; v < h->n; v++) tq_rht_forward(ctx, 128, s1, s2, y + v * 128);
-        res->angle_kl_rotated = bm_angle_kl(y, nn / 2, 256);
+        res->angle_kl_rotated = tq_angle_kl(y, nn / 2, 256);
         free(y);
         return;
     }

@@ -465,6 +465,36 @@ TQ_API void tq_moments_summary(const tq_moments *m, double *mean, double *rms, d
 /* how many |x[i]| > threshold */
 TQ_API uint64_t tq_count_beyond(const float *x, size_t n, float threshold);
 
+/* ------------------------------------------------------------ quality of decoded K/V */
+
+/* One attention head's sample: n keys and values of d values (k[n][d], v[n][d]) and m
+ * queries q[m][d]. */
+typedef struct tq_attn_head {
+    uint32_t d, n, m;
+    uint32_t layer, n_layers; /* where the head came from (reports only) */
+    const float *k, *v, *q;
+} tq_attn_head;
+
+/* What decoded keys and values do to the head's attention, in double precision. */
+typedef struct tq_attn_error {
+    double kl;      /* mean over queries of KL(softmax(qK/sqrt d) || softmax(qKd/sqrt d)) */
+    double out_cos; /* mean cosine of p V and pd Vd */
+    double topk;    /* mean |top-k(p) & top-k(pd)| / k */
+    double skipped; /* tau > 0 (sparse V): the share of value rows whose decoded weight < tau */
+} tq_attn_error;
+
+/* The head's attention with kd[n][d], vd[n][d] in place of its K and V; k for the top-k
+ * overlap; tau > 0 skips value rows whose decoded weight is below it. */
+TQ_API tq_status tq_attention_error(tq_ctx *ctx, const tq_attn_head *h, const float *kd,
+                                    const float *vd, int k, double tau, tq_attn_error *out);
+/* Adds n vectors of d values' reconstruction: the summed squared error and squares, the
+ * largest |error|, the summed per-vector cosine of x and y. */
+TQ_API void tq_recon_error(const float *x, const float *y, size_t n, uint32_t d, double *se,
+                           double *sx, double *max_err, double *cos_sum);
+/* KL of the histogram of pair angles atan2(y[2i+1], y[2i]) over `bins` equal bins against
+ * the uniform law (NaN for no pairs). */
+TQ_API double tq_angle_kl(const float *y, size_t n_pairs, int bins);
+
 /* ------------------------------------------------- transform coding */
 
 /* The building blocks of transform coding a snapshot (issue 22): the

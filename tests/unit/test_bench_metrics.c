@@ -1,8 +1,8 @@
-/* test_bench_metrics.c - the bench's attention and reconstruction measures
- * (cmd/bench_metrics.c) against a brute-force double-precision computation
+/* test_bench_metrics.c - libtq's attention and reconstruction measures (lib/quality.c,
+ * what tq bench reports) against a brute-force double-precision computation
  * written out here on a small case; the angle histogram KL is 0 for evenly
  * spread angles and log(bins) when all fall in one bin. */
-#include "bench.h"
+#include "tq.h"
 #include "harness.h"
 
 #include <math.h>
@@ -18,9 +18,10 @@ TEST(bench_attention_metrics_equal_brute_force)
         kd[i] = k[i] + 0.3f * (float)tq_test_randn(&st), vd[i] = v[i] + 0.2f * (float)tq_test_randn(&st);
     }
     for (int i = 0; i < M * D; i++) q[i] = 2 * (float)tq_test_randn(&st);
-    bhead h = {D, N, M, 0, 1, k, v, q};
-    battn a;
-    bm_attention(&h, kd, vd, 2, 0, &a);
+    tq_attn_head h = {D, N, M, 0, 1, k, v, q};
+    tq_attn_error a;
+    tq_ctx *ctx = tq_test_ctx();
+    CHECK_EQ(tq_attention_error(ctx, &h, kd, vd, 2, 0, &a), TQ_OK);
     double kl = 0, oc = 0, top = 0;
     for (int m = 0; m < M; m++) {
         double s[N], sd[N], p[N], pd[N], z = 0, zd = 0;
@@ -46,12 +47,13 @@ TEST(bench_attention_metrics_equal_brute_force)
     CHECK(fabs(a.kl - kl / M) < 1e-12 * (1 + kl), "KL %g vs %g", a.kl, kl / M);
     CHECK(fabs(a.out_cos - oc / M) < 1e-12, "output cosine %g vs %g", a.out_cos, oc / M);
     CHECK(fabs(a.topk - top / M) < 1e-12, "top-2 overlap %g vs %g", a.topk, top / M);
-    bm_attention(&h, k, v, 2, 0, &a);
+    CHECK_EQ(tq_attention_error(ctx, &h, k, v, 2, 0, &a), TQ_OK);
     CHECK(a.kl == 0 && fabs(a.out_cos - 1) < 1e-12 && a.topk == 1, "exact K/V: no distortion");
-    bm_attention(&h, k, v, 2, 1.0, &a); /* every weight is below 1: every row skipped */
+    /* every weight is below 1: every row skipped */
+    CHECK_EQ(tq_attention_error(ctx, &h, k, v, 2, 1.0, &a), TQ_OK);
     CHECK(a.skipped == 1.0, "sparse V share %g", a.skipped);
     double se = 0, sx = 0, mx = 0, cs = 0;
-    bm_recon(k, kd, N, D, &se, &sx, &mx, &cs);
+    tq_recon_error(k, kd, N, D, &se, &sx, &mx, &cs);
     double bse = 0, bsx = 0, bmx = 0, bcs = 0;
     for (int i = 0; i < N; i++) {
         double ab = 0, aa = 0, bb = 0;
@@ -70,6 +72,6 @@ TEST(bench_attention_metrics_equal_brute_force)
         double t = -M_PI + (i + 0.5) * 2 * M_PI / 256;
         ring[2 * i] = (float)cos(t), ring[2 * i + 1] = (float)sin(t), one[2 * i] = 1, one[2 * i + 1] = 0.001f;
     }
-    CHECK(fabs(bm_angle_kl(ring, 256, 256)) < 1e-12, "evenly spread angles: KL 0");
-    CHECK(fabs(bm_angle_kl(one, 256, 256) - log(256.0)) < 1e-12, "one bin: KL log(bins)");
+    CHECK(fabs(tq_angle_kl(ring, 256, 256)) < 1e-12, "evenly spread angles: KL 0");
+    CHECK(fabs(tq_angle_kl(one, 256, 256) - log(256.0)) < 1e-12, "one bin: KL log(bins)");
 }

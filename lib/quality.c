@@ -1,7 +1,7 @@
-/* bench_metrics.c - the bench's quality measures in double precision, as
- * their definitions say (no shortcuts: a unit test checks them against a
- * brute-force computation). */
-#include "bench.h"
+/* quality.c - what a codec costs a head (tq.h, "quality of decoded K/V"): the measures in
+ * double precision, as their definitions say (no shortcuts: a unit test checks them against
+ * a brute-force computation); tq bench reports them. */
+#include "tq_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -44,13 +44,19 @@ static int overlap(const double *a, const double *b, uint32_t n, int k, int *ia,
     return c;
 }
 
-void bm_attention(const bhead *h, const float *kd, const float *vd, int k, double tau, battn *out)
+tq_status tq_attention_error(tq_ctx *ctx, const tq_attn_head *h, const float *kd,
+                             const float *vd, int k, double tau, tq_attn_error *out)
 {
+    TQ_NEED_CTX(ctx);
+    tq_status st = TQ_OK;
     uint32_t n = h->n, d = h->d;
     double *p = malloc(n * sizeof *p), *pd = malloc(n * sizeof *pd), *o = malloc(2 * d * sizeof *o);
     int *ia = malloc(n * sizeof *ia), *ib = malloc(n * sizeof *ib);
     memset(out, 0, sizeof *out);
-    if (!p || !pd || !o || !ia || !ib) goto done;
+    if (!p || !pd || !o || !ia || !ib) {
+        st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
     uint64_t skipped = 0;
     for (uint32_t qi = 0; qi < h->m; qi++) {
         const float *q = h->q + (size_t)qi * d;
@@ -90,9 +96,10 @@ done:
     free(o);
     free(ia);
     free(ib);
+    return st;
 }
 
-void bm_recon(const float *x, const float *y, size_t n, uint32_t d, double *se, double *sx,
+void tq_recon_error(const float *x, const float *y, size_t n, uint32_t d, double *se, double *sx,
               double *max_err, double *cos_sum)
 {
     for (size_t v = 0; v < n; v++) {
@@ -110,7 +117,7 @@ void bm_recon(const float *x, const float *y, size_t n, uint32_t d, double *se, 
     }
 }
 
-double bm_angle_kl(const float *y, size_t n_pairs, int bins)
+double tq_angle_kl(const float *y, size_t n_pairs, int bins)
 {
     double *hst = calloc((size_t)bins, sizeof *hst), kl = 0;
     if (!hst || !n_pairs) {
