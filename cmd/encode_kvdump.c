@@ -201,7 +201,7 @@ static int pick(const char *const *names, const char *v, int dflt)
 }
 
 /* The command line as the snapshot options; what the user left out stays
- * TQ_KVSNAP_UNSET (the defaults are kv_plan.c's preset table). */
+ * TQ_KVSNAP_UNSET (the defaults are kv_presets.c's preset table). */
 static void map_options(const enc_opts *o, tq_kvsnap_options *so)
 {
     static const int codecs[] = {TQKV_CODEC_TQ, TQKV_CODEC_TURBO, TQKV_CODEC_ANGLE,
