@@ -33,28 +33,38 @@ const char *tq_dtype_name(tq_dtype t) { return (unsigned)t < TQ_DT_COUNT ? dt[t]
 size_t tq_dtype_block_values(tq_dtype t) { return (unsigned)t < TQ_DT_COUNT ? dt[t].values : 0; }
 size_t tq_dtype_block_bytes(tq_dtype t) { return (unsigned)t < TQ_DT_COUNT ? dt[t].bytes : 0; }
 
-/* The codec-backed types share one codec each, made on first use. */
+/* The codec-backed types, each with its codec kind; they share one codec each, made on first
+ * use. */
+static const struct {
+    tq_dtype t;
+    tq_codec_kind k;
+} codec_types[] = {{TQ_DT_TQ3_1S, TQ_CODEC_TQ3_1S},
+                   {TQ_DT_TQ4_1S, TQ_CODEC_TQ4_1S},
+                   {TQ_DT_TURBO2, TQ_CODEC_TURBO2},
+                   {TQ_DT_TURBO3, TQ_CODEC_TURBO3},
+                   {TQ_DT_TURBO4, TQ_CODEC_TURBO4},
+                   {TQ_DT_TURBO3_PR197, TQ_CODEC_TURBO3_PR197},
+                   {TQ_DT_TURBO4_PR197, TQ_CODEC_TURBO4_PR197}};
+#define N_CODEC_TYPES (sizeof codec_types / sizeof codec_types[0])
 static tq_codec *codecs[TQ_DT_COUNT];
 static pthread_once_t codecs_once = PTHREAD_ONCE_INIT;
 
 static void make_codecs(void)
 {
-    static const struct {
-        tq_dtype t;
-        tq_codec_kind k;
-    } map[] = {{TQ_DT_TQ3_1S, TQ_CODEC_TQ3_1S},
-               {TQ_DT_TQ4_1S, TQ_CODEC_TQ4_1S},
-               {TQ_DT_TURBO2, TQ_CODEC_TURBO2},
-               {TQ_DT_TURBO3, TQ_CODEC_TURBO3},
-               {TQ_DT_TURBO4, TQ_CODEC_TURBO4},
-               {TQ_DT_TURBO3_PR197, TQ_CODEC_TURBO3_PR197},
-               {TQ_DT_TURBO4_PR197, TQ_CODEC_TURBO4_PR197}};
     /* a failure leaves the codec NULL, which codec_run reports */
     tq_ctx local = {TQ_OK, "", 1, TQ_SIMD_SCALAR, TQ_BACKEND_CPU};
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-        tq_codec_desc d = {.kind = map[i].k};
-        tq_codec_new(&local, &d, &codecs[map[i].t]);
+    for (size_t i = 0; i < N_CODEC_TYPES; i++) {
+        tq_codec_desc d = {.kind = codec_types[i].k};
+        tq_codec_new(&local, &d, &codecs[codec_types[i].t]);
     }
+}
+
+/* Whether t runs through a codec (no codec is built: a value at a time asks this). */
+static int is_codec_type(tq_dtype t)
+{
+    for (size_t i = 0; i < N_CODEC_TYPES; i++)
+        if (codec_types[i].t == t) return 1;
+    return 0;
 }
 
 static const tq_codec *codec_for(tq_dtype t)
@@ -68,7 +78,7 @@ static tq_status check(tq_ctx *ctx, tq_dtype t, size_t n)
     if ((unsigned)t >= TQ_DT_COUNT)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown element type %d", (int)t);
     /* the codec types run through the codec's backend table; the rest is CPU code */
-    int codec = (unsigned)t < TQ_DT_COUNT && codec_for(t) != NULL;
+    int codec = is_codec_type(t);
     /* callers convert a value at a time (transposed V): the message is made
      * only for the refusal */
     if (!codec && ctx && ctx->backend != TQ_BACKEND_CPU) {
