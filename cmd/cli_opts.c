@@ -154,3 +154,10 @@ int cli_kv_profile(const cli_common *c)
 {
     return c->profile_name ? (int)c->profile : (int)TQ_PROFILE_AUTO;
 }
+
+int cli_choice_index(const char *const *choices, const char *v, int dflt)
+{
+    for (int i = 0; v && choices[i]; i++)
+        if (!strcmp(choices[i], v)) return i;
+    return dflt;
+}

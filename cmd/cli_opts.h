@@ -81,6 +81,9 @@ typedef struct cli_spec {
 int cli_parse(const cli_spec *s, int argc, char **argv, cli_common *c, const char **pos,
               int *n_pos);
 
+/* A choice's index in its NULL-terminated list (the parser allows only these), else dflt. */
+int cli_choice_index(const char *const *choices, const char *v, int dflt);
+
 /* How a KV state's type ids are read: the revision --fork-rev (or --type-profile) names, else
  * TQ_PROFILE_AUTO (the state reader tells the fork's revisions apart). */
 int cli_kv_profile(const cli_common *c);

@@ -192,14 +192,6 @@ static int parse(int argc, char **argv, enc_opts *o)
     return 0;
 }
 
-/* A choice's index in its table (the option parser allows only these). */
-static int pick(const char *const *names, const char *v, int dflt)
-{
-    for (int i = 0; v && names[i]; i++)
-        if (!strcmp(names[i], v)) return i;
-    return dflt;
-}
-
 /* The command line as the snapshot options; what the user left out stays
  * TQ_KVSNAP_UNSET (the defaults are kv_presets.c's preset table). */
 static void map_options(const enc_opts *o, tq_kvsnap_options *so)
@@ -209,20 +201,21 @@ static void map_options(const enc_opts *o, tq_kvsnap_options *so)
     static const int offsets[] = {TQ_KOFF_ROPE, TQ_KOFF_MEAN, TQ_KOFF_OFF};
     static const int cells[] = {TQ_CELLS_AUTO, TQ_CELLS_LLOYD_MAX, TQ_CELLS_UNIFORM};
     static const int transforms[] = {TQ_TC_AUTO, TQ_TC_ON, TQ_TC_OFF};
-    tq_kvsnap_options_init(so);
-    if (o->preset) tq_kvsnap_preset_parse(o->preset, &so->preset); /* a choice: known */
+    *so = (tq_kvsnap_options)TQ_KVSNAP_OPTIONS_INIT;
+    so->preset = (tq_kvsnap_preset)cli_choice_index(tq_kvsnap_preset_names, o->preset, 0);
     so->k_bits = (int)o->k_bits;
     so->v_bits = (int)o->v_bits;
     so->boundary_layers = (int)o->boundary;
     if (o->head_dim) so->head_dim = (int)o->head_dim;
-    if (o->codec) so->codec = codecs[pick(codec_names, o->codec, 0)];
+    if (o->codec) so->codec = codecs[cli_choice_index(codec_names, o->codec, 0)];
     so->threads = (int)o->c.threads;
     so->base_name = o->append;
     so->sink_cells = (int)o->sink;
-    if (o->k_offset) so->k_offset = offsets[pick(offset_names, o->k_offset, 0)];
+    if (o->k_offset) so->k_offset = offsets[cli_choice_index(offset_names, o->k_offset, 0)];
     so->no_planes = o->planes && !strcmp(o->planes, "off");
-    if (o->cells) so->cells = cells[pick(cells_names, o->cells, 0)];
-    if (o->transform) so->transform = transforms[pick(transform_names, o->transform, 0)];
+    if (o->cells) so->cells = cells[cli_choice_index(cells_names, o->cells, 0)];
+    if (o->transform)
+        so->transform = transforms[cli_choice_index(transform_names, o->transform, 0)];
     so->k_rate = o->k_rate;
     so->v_rate = o->v_rate;
     so->past_bits = (int)o->past_bits;
@@ -245,7 +238,8 @@ typedef struct enc_run {
     tq_model model; /* its facts, read once */
     tq_kv_view *view;
     tqkv_reader *base;
-    tq_kvsnap_prepared *prep; /* the plan and what preparing it found */
+    tq_kvsnap_options options; /* the command line's, resolved */
+    tq_kvsnap_prepared *prep;  /* the plan and what preparing it found */
 } enc_run;
 
 static void run_free(enc_run *r)
@@ -258,23 +252,33 @@ static void run_free(enc_run *r)
     tq_ctx_free(r->ctx);
 }
 
-/* Opens the inputs and prepares the snapshot (tq_kvsnap_prepare): 0 or an exit code. */
-static int prepare(const enc_opts *o, tq_kvsnap_options *so, enc_run *r)
+/* The options resolved once (a usage error before the input is read), the inputs opened, the
+ * snapshot prepared from them (tq_kvsnap_prepare): 0 or an exit code. */
+static int plan(const enc_opts *o, const tq_kvsnap_options *given, enc_run *r)
 {
     tq_ctx *ctx = r->ctx;
-    map_options(o, so);
-    if (o->c.model && (tq_gguf_open(ctx, o->c.model, NULL, &r->gguf) ||
-                       tq_model_read(ctx, r->gguf, &r->model)))
-        return cli_lib_error(ctx);
-    so->model = r->gguf ? &r->model : NULL;
-    if (tq_kvsnap_options_check(ctx, so)) return cli_usage_error("%s", tq_ctx_error(ctx));
+    if (tq_kvsnap_resolve(ctx, given, &r->options))
+        return cli_usage_error("%s", tq_ctx_error(ctx));
     if (cli_open_view(ctx, o->in, cli_kv_profile(&o->c), &r->view)) return cli_lib_error(ctx);
     if (o->append && cli_open_snapshot_mapped(ctx, o->append, &r->base))
         return cli_lib_error(ctx);
-    so->base = r->base;
-    if (tq_kvsnap_prepare(ctx, r->view, so, &r->prep))
+    r->options.base = r->base;
+    if (tq_kvsnap_prepare(ctx, r->view, &r->options, &r->prep))
         return cli_runtime_error("%s: %s", o->in, tq_ctx_error(ctx));
     return 0;
+}
+
+/* The command line as options, the model read (its facts check them), then plan(). */
+static int prepare(const enc_opts *o, enc_run *r)
+{
+    tq_ctx *ctx = r->ctx;
+    tq_kvsnap_options given;
+    map_options(o, &given);
+    if (o->c.model && (tq_gguf_open(ctx, o->c.model, NULL, &r->gguf) ||
+                       tq_model_read(ctx, r->gguf, &r->model)))
+        return cli_lib_error(ctx);
+    given.model = r->gguf ? &r->model : NULL;
+    return plan(o, &given, r);
 }
 
 /* Whether a plan's group was not given: guessed from the width or its architecture's. */
@@ -374,10 +378,9 @@ int cmd_encode_kvdump(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? TQ_EXIT_OK : rc;
     enc_run r = {.ctx = tq_ctx_new()};
-    tq_kvsnap_options so;
     /* after the plan: planning converts elements, CPU work; the CUDA kernels code tq and turbo
      * blocks */
-    if ((rc = prepare(&o, &so, &r)) || o.dry_run ||
+    if ((rc = prepare(&o, &r)) || o.dry_run ||
         (rc = cli_device(&o.c, r.ctx, r.prep->cuda_kernels, tq_kv_view_kv_values(r.view)))) {
         if (!rc) print_plan(&o, r.prep->plan);
         run_free(&r);

@@ -195,9 +195,8 @@ static void raw_name(slot_run *r, const slot_opts *o, const char *what, char *fi
 /* The snapshot options of --preset and --threads. */
 static void snapshot_options(const slot_opts *o, tq_kvsnap_options *so)
 {
-    tq_kvsnap_options_init(so);
-    so->preset = TQ_KVSNAP_PRESET_BALANCED;
-    if (o->preset) tq_kvsnap_preset_parse(o->preset, &so->preset); /* a choice: known */
+    *so = (tq_kvsnap_options)TQ_KVSNAP_OPTIONS_INIT;
+    so->preset = (tq_kvsnap_preset)cli_choice_index(tq_kvsnap_preset_names, o->preset, 0);
     so->threads = (int)o->c.threads;
 }
 

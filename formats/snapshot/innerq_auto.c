@@ -52,9 +52,8 @@ tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsna
 {
     memset(set, 0, sizeof *set);
     *why = "off";
-    tq_kvsnap_options resolved; /* prepare's are resolved; a caller's own may not be */
-    if (!o->row) tq_kvsnap_resolve(o, &resolved);
-    if (!o->row) o = &resolved;
+    if (!o->row)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "options not resolved (tq_kvsnap_resolve)");
     if (!o->model || o->codec != TQKV_CODEC_TQ || o->base || o->row->exact) return TQ_OK;
     if (k_is_quantized(v)) {
         *why = "off (K of a quantized cache, not in the model's channels)";

@@ -54,7 +54,7 @@ tq_status tq_kvsnap_check_fit(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
         tq_status st = check_memory(ctx, v, o->model);
         if (st) return st;
     }
-    uint32_t given = tq_kvsnap_given_head_dim(o);
+    uint32_t given = (uint32_t)o->head_dim;
     for (size_t i = 0; (given || o->model) && i < n; i++)
         if (src[i].head && src[i].kt->width % src[i].head)
             return tq_ctx_set_error(

@@ -565,8 +565,12 @@ static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_t
     }
     p->k_bits = o->k_bits > 0 ? o->k_bits : kb;
     p->v_bits = o->v_bits > 0 ? o->v_bits : vb;
-    p->k_rate = tq_kvsnap_transform_rate(o, 0, p->k_bits, small);
-    p->v_rate = tq_kvsnap_transform_rate(o, 1, p->v_bits, small);
+    /* the transform's bits a value: the user's, else the blocks' less the preset's cut */
+    int v_cut = small ? row->v_rate_cut_small : row->v_rate_cut;
+    p->k_rate = row->k_rate_cut ? p->k_bits - row->k_rate_cut / 100.0 : 0.0;
+    p->v_rate = v_cut ? p->v_bits - v_cut / 100.0 : 0.0;
+    if (o->k_rate != TQ_KVSNAP_UNSET) p->k_rate = o->k_rate;
+    if (o->v_rate != TQ_KVSNAP_UNSET) p->v_rate = o->v_rate;
 }
 
 /* The newest rows of t (s->recent_rows) coded o->recent_bits finer than the rest, which become
@@ -605,7 +609,7 @@ tq_status tq_kvsnap_plan_resolved(tq_ctx *ctx, const tq_kv_view *v, const tq_kvs
     o = &p->resolved;
     p->preset = o->preset;
     tq_head_source from;
-    uint32_t head_dim = tq_arch_head_size(tq_kvsnap_given_head_dim(o), o->model,
+    uint32_t head_dim = tq_arch_head_size((uint32_t)o->head_dim, o->model,
                                           tq_kv_view_head_dim(v), tq_kv_view_arch(v), &from);
     int from_arch = from == TQ_HEAD_ARCH;
     if (from_arch) snprintf(p->group_arch, sizeof p->group_arch, "%s", tq_kv_view_arch(v));
@@ -613,7 +617,7 @@ tq_status tq_kvsnap_plan_resolved(tq_ctx *ctx, const tq_kv_view *v, const tq_kvs
     size_t n = 0;
     tq_status st = collect(ctx, v, &src, &n);
     /* the sliding layers' own head size (gemma4's key_length_swa) for the SWA cache's tensors */
-    uint32_t swa_head = o->model && o->model->head_k_swa && !tq_kvsnap_given_head_dim(o) &&
+    uint32_t swa_head = o->model && o->model->head_k_swa && !o->head_dim &&
                                 tq_kv_view_n_kv(v) == 2
                             ? o->model->head_k_swa
                             : head_dim;

@@ -30,13 +30,12 @@ typedef enum tq_kvsnap_preset {
     TQ_KVSNAP_PRESET_SMALL
 } tq_kvsnap_preset;
 
-int tq_kvsnap_preset_parse(const char *name, tq_kvsnap_preset *out); /* 0, or -1 if unknown */
 /* The presets' names in tq_kvsnap_preset's order, NULL-terminated (the CLI's choices). */
 extern const char *const tq_kvsnap_preset_names[];
 const char *tq_kvsnap_preset_name(tq_kvsnap_preset p);
 
 /* The one value of an option left unset: the preset's value, the model's head size, tq's block
- * (tq_kvsnap_options_init sets every such option to it; 0 is a value: no sink cells, no rate,
+ * (TQ_KVSNAP_OPTIONS_INIT sets every such option to it; 0 is a value: no sink cells, no rate,
  * no zstd, Lloyd-Max cells...). */
 #define TQ_KVSNAP_UNSET (-1)
 
@@ -59,7 +58,7 @@ typedef struct tq_kvsnap_options {
     const struct tq_kvsnap_preset_row *row; /* set by tq_kvsnap_resolve: the preset's values */
     int k_bits, v_bits;   /* codec bits 1..8; TQ_KVSNAP_UNSET: the preset's */
     int boundary_layers;  /* first and last N layers at 8 bits */
-    int head_dim;         /* rotation group; unset: the model's, else guessed from the width */
+    int head_dim;         /* rotation group; 0: the model's, else guessed from the width */
     const tq_model *model; /* NULL, or the model (model.h): head size, RoPE, layers, window, and
                               a fingerprint decode can check */
     /* the block for coded tensors: TQKV_CODEC_TQ, _TURBO (the fork's turbo2/3/4 blocks: bits
@@ -97,13 +96,23 @@ typedef struct tq_kvsnap_options {
     void *progress_user;
 } tq_kvsnap_options;
 
-/* Every option that has a default set to TQ_KVSNAP_UNSET, all threads; the caller sets what
- * the user gave. */
-void tq_kvsnap_options_init(tq_kvsnap_options *o);
-/* The options checked against each other before any file is read
- * (TQ_ERR_ARG with the reason: a usage error); tq_kvsnap_prepare checks them once, and
- * tq_kvsnap_plan_make when it is called alone. */
-tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o);
+/* The options before the user's: every option that has a default TQ_KVSNAP_UNSET, all threads
+ * (`tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;`, then what the user gave). */
+#define TQ_KVSNAP_OPTIONS_INIT                                                                     \
+    {                                                                                              \
+        .preset = TQ_KVSNAP_PRESET_BALANCED, .k_bits = TQ_KVSNAP_UNSET,                            \
+        .v_bits = TQ_KVSNAP_UNSET, .codec = TQ_KVSNAP_UNSET, .sink_cells = TQ_KVSNAP_UNSET,        \
+        .k_offset = TQ_KVSNAP_UNSET, .cells = TQ_KVSNAP_UNSET, .transform = TQ_KVSNAP_UNSET,       \
+        .k_rate = TQ_KVSNAP_UNSET, .v_rate = TQ_KVSNAP_UNSET, .past_bits = TQ_KVSNAP_UNSET,        \
+        .recent_cells = TQ_KVSNAP_UNSET, .recent_bits = TQ_KVSNAP_UNSET,                           \
+        .zstd_level = TQ_KVSNAP_UNSET                                                              \
+    }
+
+/* The one check and the one resolution of the options (kv_presets.c): checked against each
+ * other before any file is read (TQ_ERR_ARG with the reason: a usage error), then every option
+ * left TQ_KVSNAP_UNSET taken from the preset's row, and the row in resolved->row. */
+tq_status tq_kvsnap_resolve(tq_ctx *ctx, const tq_kvsnap_options *given,
+                            tq_kvsnap_options *resolved);
 
 typedef struct tq_kvsnap_plan {
     tqkv_meta meta;             /* what the snapshot will record: per tensor its coding */
@@ -127,7 +136,7 @@ typedef struct tq_kvsnap_plan {
 
 tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
                               tq_kvsnap_plan **out);
-/* The same for options checked and resolved already (tq_kvsnap_prepare's). */
+/* The same for options resolved already (tq_kvsnap_prepare's). */
 tq_status tq_kvsnap_plan_resolved(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
                                   tq_kvsnap_plan **out);
 void tq_kvsnap_plan_free(tq_kvsnap_plan *p);
@@ -138,10 +147,10 @@ void tq_kvsnap_plan_free(tq_kvsnap_plan *p);
  * print. */
 typedef enum tq_describe_style { TQ_DESCRIBE_PLAN, TQ_DESCRIBE_TABLE } tq_describe_style;
 const char *tq_kvsnap_describe(const tqkv_record *t, tq_describe_style style, char *buf, size_t n);
-/* --innerq auto: Q-aware K scales computed from this state where the model's
- * QK-norm gains give E[q^2] exactly; none otherwise.  Fills *set (n_layer 0:
- * none) and *why (what was done, for the log).  The plan keeps them for the K
- * it codes with tq's blocks and drops them where it takes the transform. */
+/* --innerq auto, for resolved options (tq_kvsnap_resolve): Q-aware K scales computed from
+ * this state where the model's QK-norm gains give E[q^2] exactly; none otherwise.  Fills *set
+ * (n_layer 0: none) and *why (what was done, for the log).  The plan keeps them for the K it
+ * codes with tq's blocks and drops them where it takes the transform. */
 tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
                                 tq_innerq_set *set, const char **why);
 /* Marks in v (tq_kv_view_set_hadamard) the quantized K/V tensors whose rows
@@ -154,8 +163,6 @@ tq_status tq_kvsnap_find_rotation(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_op
  * scales would serve no tensor (the plan drops them where it takes the
  * transform, whose basis decorrelates the channels). */
 int tq_kvsnap_k_transformed(const tq_kvsnap_plan *p);
-/* The head size the options give (o->head_dim), 0 where unset. */
-uint32_t tq_kvsnap_given_head_dim(const tq_kvsnap_options *o);
 /* Payload bytes tensor i will take before zstd (coded blocks, or kept rows). */
 uint64_t tq_kvsnap_plan_payload(const tq_kvsnap_plan *p, uint32_t i);
 
@@ -169,10 +176,11 @@ typedef struct tq_kvsnap_prepared {
     int cuda_kernels;          /* CUDA kernels code this plan's blocks (tq_kvsnap_cuda_kernels) */
 } tq_kvsnap_prepared;
 
-/* From the options to the plan, in the one order encode-kvdump and tq_kvsnap_encode share: the
- * options checked, the scales file loaded (and refused when made for another model), the
- * source's Hadamard rotation found (tq_kvsnap_find_rotation: it marks v), automatic InnerQ
- * where no scales are given and innerq_off is not set, then tq_kvsnap_plan_make. */
+/* From the resolved options (tq_kvsnap_resolve; TQ_ERR_ARG if not) to the plan, in the one
+ * order encode-kvdump and tq_kvsnap_encode share: the scales file loaded (and refused when
+ * made for another model), the source's Hadamard rotation found (tq_kvsnap_find_rotation: it
+ * marks v), automatic InnerQ where no scales are given and innerq_off is not set, then the plan
+ * (tq_kvsnap_plan_resolved). */
 tq_status tq_kvsnap_prepare(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options *o,
                             tq_kvsnap_prepared **out);
 void tq_kvsnap_prepared_free(tq_kvsnap_prepared *p);

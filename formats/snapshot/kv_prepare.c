@@ -57,10 +57,9 @@ tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_
                               tq_kvsnap_plan **out)
 {
     *out = NULL;
-    tq_status cst = tq_kvsnap_options_check(ctx, o);
-    if (cst) return cst;
     tq_kvsnap_options resolved;
-    tq_kvsnap_resolve(o, &resolved);
+    tq_status st = tq_kvsnap_resolve(ctx, o, &resolved);
+    if (st) return st;
     return tq_kvsnap_plan_resolved(ctx, v, &resolved, out);
 }
 
@@ -68,12 +67,14 @@ tq_status tq_kvsnap_prepare(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options 
                             tq_kvsnap_prepared **out)
 {
     *out = NULL;
+    if (!given->row)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "options not resolved (tq_kvsnap_resolve)");
     tq_kvsnap_prepared *p = calloc(1, sizeof *p);
     if (!p) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     tq_kvsnap_options *o = &p->options;
-    tq_status st = tq_kvsnap_options_check(ctx, given); /* once, here */
-    tq_kvsnap_resolve(given, o);                          /* and the preset's row, once */
-    if (!st && o->innerq_path) st = load_scales(ctx, p, o);
+    *o = *given;
+    tq_status st = TQ_OK;
+    if (o->innerq_path) st = load_scales(ctx, p, o);
     if (!st) st = tq_kvsnap_find_rotation(ctx, v, o, &p->rotated);
     if (!st && !o->innerq && !o->innerq_off) st = auto_scales(ctx, v, p, o);
     if (!st) st = tq_kvsnap_plan_resolved(ctx, v, o, &p->plan);

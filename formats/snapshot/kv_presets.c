@@ -1,8 +1,6 @@
 /* kv_presets.c - the preset table (kv_presets.h) and the options checked against it. */
 #include "kv_presets.h"
 
-#include <string.h>
-
 /* clang-format off */
 /* The presets, a row each in tq_kvsnap_preset's order (tq_kvsnap_preset_names below).  The
  * figures behind each value: tests/bench/results/kv_presets.md.
@@ -50,50 +48,20 @@ static const tq_kvsnap_preset_row *preset_row(tq_kvsnap_preset p)
     return &presets[(unsigned)p < N_PRESETS ? (unsigned)p : 0];
 }
 
-int tq_kvsnap_preset_parse(const char *name, tq_kvsnap_preset *out)
-{
-    for (size_t i = 0; i < N_PRESETS; i++) {
-        if (!strcmp(name, tq_kvsnap_preset_names[i])) {
-            *out = (tq_kvsnap_preset)i;
-            return 0;
-        }
-    }
-    return -1;
-}
-
 const char *tq_kvsnap_preset_name(tq_kvsnap_preset p)
 {
     if ((unsigned)p >= N_PRESETS) return "?";
     return tq_kvsnap_preset_names[p];
 }
 
-void tq_kvsnap_options_init(tq_kvsnap_options *o)
-{
-    *o = (tq_kvsnap_options){.preset = TQ_KVSNAP_PRESET_BALANCED,
-                             .k_bits = TQ_KVSNAP_UNSET,
-                             .v_bits = TQ_KVSNAP_UNSET,
-                             .head_dim = TQ_KVSNAP_UNSET,
-                             .codec = TQ_KVSNAP_UNSET,
-                             .sink_cells = TQ_KVSNAP_UNSET,
-                             .k_offset = TQ_KVSNAP_UNSET,
-                             .cells = TQ_KVSNAP_UNSET,
-                             .transform = TQ_KVSNAP_UNSET,
-                             .k_rate = TQ_KVSNAP_UNSET,
-                             .v_rate = TQ_KVSNAP_UNSET,
-                             .past_bits = TQ_KVSNAP_UNSET,
-                             .recent_cells = TQ_KVSNAP_UNSET,
-                             .recent_bits = TQ_KVSNAP_UNSET,
-                             .zstd_level = TQ_KVSNAP_UNSET};
-}
-
 static int bits_in(int b, int lo, int hi) { return b == TQ_KVSNAP_UNSET || (b >= lo && b <= hi); }
 
-tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
+static tq_status check(tq_ctx *ctx, const tq_kvsnap_options *o)
 {
     if ((unsigned)o->preset >= N_PRESETS)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown preset %d", (int)o->preset);
     int lossless = preset_row(o->preset)->exact;
-    if (o->head_dim != TQ_KVSNAP_UNSET && o->head_dim < 1)
+    if (o->head_dim < 0)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "head size %d", o->head_dim);
     if (o->codec != TQ_KVSNAP_UNSET && o->codec != TQKV_CODEC_TQ && o->codec != TQKV_CODEC_TURBO &&
         o->codec != TQKV_CODEC_ANGLE && o->codec != TQKV_CODEC_PROD)
@@ -129,11 +97,13 @@ tq_status tq_kvsnap_options_check(tq_ctx *ctx, const tq_kvsnap_options *o)
     if (o->recent_bits > 0 && o->recent_cells > 0 && lossless)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                                 "--recent-bits codes cells finer: not with --preset lossless");
-    return TQ_OK; /* the bits a codec takes are checked once resolved (tq_kvsnap_plan_make) */
+    return TQ_OK; /* the bits a codec takes are checked by the plan, which resolves them */
 }
 
-void tq_kvsnap_resolve(const tq_kvsnap_options *o, tq_kvsnap_options *r)
+tq_status tq_kvsnap_resolve(tq_ctx *ctx, const tq_kvsnap_options *o, tq_kvsnap_options *r)
 {
+    tq_status st = check(ctx, o);
+    if (st) return st;
     const tq_kvsnap_preset_row *row = preset_row(o->preset);
     *r = *o;
     r->row = row;
@@ -147,21 +117,7 @@ void tq_kvsnap_resolve(const tq_kvsnap_options *o, tq_kvsnap_options *r)
     if (r->recent_bits == TQ_KVSNAP_UNSET) r->recent_bits = row->recent_bits;
     if (r->codec == TQ_KVSNAP_UNSET) r->codec = TQKV_CODEC_TQ;
     if (r->codec != TQKV_CODEC_TQ) r->transform = TQ_TC_OFF;
-}
-
-double tq_kvsnap_transform_rate(const tq_kvsnap_options *o, int is_v, int bits, int small_head)
-{
-    const tq_kvsnap_preset_row *row = o->row;
-    double given = is_v ? o->v_rate : o->k_rate;
-    int v_cut = small_head ? row->v_rate_cut_small : row->v_rate_cut;
-    int cut = is_v ? v_cut : row->k_rate_cut;
-    if (given != TQ_KVSNAP_UNSET) return given;
-    return cut ? bits - cut / 100.0 : 0.0;
-}
-
-uint32_t tq_kvsnap_given_head_dim(const tq_kvsnap_options *o)
-{
-    return o->head_dim > 0 ? (uint32_t)o->head_dim : 0;
+    return TQ_OK;
 }
 
 void tq_kvsnap_innerq_defaults(double *strength, uint32_t *min_cells)

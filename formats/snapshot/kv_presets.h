@@ -43,12 +43,6 @@ typedef struct tq_kvsnap_preset_row {
 #define TQ_KVSNAP_ZSTD_LEVEL      1    /* the chunks' zstd level */
 #define TQ_KVSNAP_CHUNK_KIB       256  /* KiB of source rows a block-coded chunk holds */
 
-/* The options with every default taken from the preset's row (options_init's
- * TQ_KVSNAP_UNSET and -1 rates), and the row itself in resolved->row. */
-void tq_kvsnap_resolve(const tq_kvsnap_options *o, tq_kvsnap_options *resolved);
-/* The transform's bits per value for K or V of tensors whose tq codec has `bits`: the
- * user's, else the preset's (0: not transformed); small_head: heads of the blocks' small size. */
-double tq_kvsnap_transform_rate(const tq_kvsnap_options *o, int is_v, int bits, int small_head);
 
 #ifdef __cplusplus
 }

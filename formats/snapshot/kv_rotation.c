@@ -118,7 +118,7 @@ tq_status tq_kvsnap_find_rotation(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_op
     *found = 0;
     if (o->base) return take_base(ctx, v, tqkv_meta_of(o->base));
     tq_head_source from;
-    uint32_t d = tq_arch_head_size(tq_kvsnap_given_head_dim(o), o->model, tq_kv_view_head_dim(v),
+    uint32_t d = tq_arch_head_size((uint32_t)o->head_dim, o->model, tq_kv_view_head_dim(v),
                                    tq_kv_view_arch(v), &from);
     if (!d || d % 64) return TQ_OK; /* llama.cpp rotates heads of a multiple of 64 only */
     uint32_t yes, all;

@@ -209,7 +209,9 @@ tq_status tq_kvsnap_encode(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options *
 {
     memset(rep, 0, sizeof *rep);
     tq_kvsnap_prepared *p;
-    tq_status st = tq_kvsnap_prepare(ctx, v, o, &p);
+    tq_kvsnap_options resolved;
+    tq_status st = tq_kvsnap_resolve(ctx, o, &resolved);
+    if (!st) st = tq_kvsnap_prepare(ctx, v, &resolved, &p);
     if (st) return st;
     st = tq_kvsnap_execute(ctx, v, p->plan, &p->options, out, rep);
     tq_kvsnap_prepared_free(p);

@@ -26,6 +26,23 @@ bad=$(grep -n 'clang-format off\|"MOSTLY_\|"balanced", "lossless"\|"snap/\|"name
       cmd/*.c cmd/*.h)
 [ -z "$bad" ] || fail "policy tables in cmd/: $bad"
 
+behaviour the_preset_is_resolved_once
+# the preset's row is read in kv_presets.c alone, and the options are checked and resolved
+# where they enter (encode-kvdump, tq_kvsnap_encode, the plan made alone): the plan and its
+# stages read the resolved options and never the preset again
+bad=$(grep -n 'preset_row(\|presets\[' formats/*/*.[ch] cmd/*.[ch] |
+      grep -v '^formats/snapshot/kv_presets\.c:')
+[ -z "$bad" ] || fail "the preset's table read outside kv_presets.c: $bad"
+entries='^cmd/encode_kvdump\.c$\|^formats/snapshot/kv_snapshot_encode\.c$'
+entries="$entries"'\|^formats/snapshot/kv_prepare\.c$\|^formats/snapshot/kv_presets\.c$'
+bad=$(grep -ln 'tq_kvsnap_resolve(' formats/*/*.c cmd/*.c | grep -v "$entries")
+[ -z "$bad" ] || fail "options resolved again by: $bad"
+n=$(grep -c 'tq_kvsnap_resolve(' formats/snapshot/kv_prepare.c)
+[ "$n" = 1 ] || fail "kv_prepare.c resolves $n times, expected 1 (tq_kvsnap_plan_make)"
+bad=$(grep -n '[>.]preset\b' formats/snapshot/*.c | grep -v '^formats/snapshot/kv_presets\.c:' |
+      grep -v 'p->preset = o->preset;')
+[ -z "$bad" ] || fail "the preset read after resolution: $bad"
+
 behaviour lib_internals_stay_in_lib
 bad=$(grep -ln '#include "\(tq_internal\|tq_fwht\|tq_half\)\.h"' formats/*/*.[ch] cmd/*.[ch])
 [ -z "$bad" ] || fail "lib internal headers included by: $bad"

@@ -35,11 +35,10 @@ static planned plan_for(uint32_t width, const tq_kvsnap_options *o)
     return p;
 }
 
-/* The options of a preset with a head size given (TQ_KVSNAP_UNSET: found from the state). */
+/* The options of a preset with a head size given (0: found from the state). */
 static tq_kvsnap_options preset_options(tq_kvsnap_preset preset, int head_dim)
 {
-    tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
+    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
     o.preset = preset;
     o.head_dim = head_dim;
     return o;
@@ -53,22 +52,27 @@ static void planned_free(planned *p)
     tq_ctx_free(p->ctx);
 }
 
-TEST(kv_preset_names_parse_back)
+TEST(kv_preset_names_are_the_presets_in_order)
 {
     const char *names[] = {"balanced", "lossless", "q8", "small"};
+    const tq_kvsnap_preset presets[] = {TQ_KVSNAP_PRESET_BALANCED, TQ_KVSNAP_PRESET_LOSSLESS,
+                                        TQ_KVSNAP_PRESET_Q8, TQ_KVSNAP_PRESET_SMALL};
     for (int i = 0; i < 4; i++) {
-        tq_kvsnap_preset p;
-        CHECK_EQ(tq_kvsnap_preset_parse(names[i], &p), 0);
-        CHECK_EQ_STR(tq_kvsnap_preset_name(p), names[i]);
+        CHECK_EQ_STR(tq_kvsnap_preset_names[presets[i]], names[i]);
+        CHECK_EQ_STR(tq_kvsnap_preset_name(presets[i]), names[i]);
     }
-    tq_kvsnap_preset p;
-    CHECK_EQ(tq_kvsnap_preset_parse("tiny", &p), -1);
+    CHECK(tq_kvsnap_preset_names[4] == NULL);
+}
+
+TEST(kv_options_leave_the_head_size_to_the_model_unless_given)
+{
+    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
+    CHECK_EQ(o.head_dim, 0);
 }
 
 TEST(kv_options_left_to_the_preset_take_its_row)
 {
-    tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
+    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
     CHECK_EQ(o.sink_cells, TQ_KVSNAP_UNSET);
     planned p = plan_for(64, &o);
     CHECK_OK(p.ctx, p.st);
@@ -126,7 +130,7 @@ TEST(kv_small_preset_codes_3_bits_as_uniform_cells_in_groups_of_64)
 
 TEST(kv_lossless_preset_keeps_every_tensor)
 {
-    tq_kvsnap_options o = preset_options(TQ_KVSNAP_PRESET_LOSSLESS, TQ_KVSNAP_UNSET);
+    tq_kvsnap_options o = preset_options(TQ_KVSNAP_PRESET_LOSSLESS, 0);
     planned p = plan_for(64, &o);
     CHECK_OK(p.ctx, p.st);
     CHECK_EQ(p.plan->n_coded, 0);
@@ -136,8 +140,7 @@ TEST(kv_lossless_preset_keeps_every_tensor)
 
 TEST(kv_plan_refuses_turbo_bits_outside_2_to_4_given_or_from_the_preset)
 {
-    tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
+    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
     o.codec = TQKV_CODEC_TURBO;
     planned p = plan_for(128, &o);
     CHECK_OK(p.ctx, p.st);
@@ -154,18 +157,18 @@ TEST(kv_plan_refuses_turbo_bits_outside_2_to_4_given_or_from_the_preset)
     planned_free(&p);
 }
 
-TEST(kv_options_check_refuses_innerq_scales_where_nothing_is_tq_coded)
+TEST(kv_resolve_refuses_innerq_scales_where_nothing_is_tq_coded)
 {
     tq_ctx *ctx = tq_ctx_new();
-    tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
+    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
+    tq_kvsnap_options r;
     o.innerq_file = 1;
-    CHECK_OK(ctx, tq_kvsnap_options_check(ctx, &o));
+    CHECK_OK(ctx, tq_kvsnap_resolve(ctx, &o, &r));
     o.preset = TQ_KVSNAP_PRESET_LOSSLESS;
-    CHECK_STATUS(ctx, tq_kvsnap_options_check(ctx, &o), TQ_ERR_ARG);
+    CHECK_STATUS(ctx, tq_kvsnap_resolve(ctx, &o, &r), TQ_ERR_ARG);
     o.preset = TQ_KVSNAP_PRESET_BALANCED;
     o.codec = TQKV_CODEC_PROD;
-    CHECK_STATUS(ctx, tq_kvsnap_options_check(ctx, &o), TQ_ERR_ARG);
+    CHECK_STATUS(ctx, tq_kvsnap_resolve(ctx, &o, &r), TQ_ERR_ARG);
     CHECK(strstr(tq_ctx_error(ctx), "--codec prod") != NULL, "message: %s", tq_ctx_error(ctx));
     tq_ctx_free(ctx);
 }

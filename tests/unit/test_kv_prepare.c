@@ -27,7 +27,7 @@ static void state_open(state *s)
 {
     memset(s, 0, sizeof *s);
     s->ctx = tq_ctx_new();
-    tq_kvsnap_options_init(&s->options);
+    s->options = (tq_kvsnap_options)TQ_KVSNAP_OPTIONS_INIT;
     unsigned long long seed = 17;
     tq_test_seq seq = {CELLS, LAYERS, WIDTH, 1, 0, 100, tq_test_randn_value, &seed};
     size_t len;
@@ -59,7 +59,9 @@ static void state_close(state *s)
 static const char *auto_innerq_why(state *s, tq_innerq_set *set)
 {
     const char *why = "(not run)";
-    if (tq_kvsnap_auto_innerq(s->ctx, s->view, &s->options, set, &why))
+    tq_kvsnap_options resolved;
+    if (tq_kvsnap_resolve(s->ctx, &s->options, &resolved) ||
+        tq_kvsnap_auto_innerq(s->ctx, s->view, &resolved, set, &why))
         why = tq_ctx_error(s->ctx);
     return why;
 }
@@ -93,6 +95,21 @@ TEST(auto_innerq_says_why_it_computes_no_scales)
 
 /* The plan's own choice, not an estimate: forced on, off, and the codecs and presets that
  * take no transform. */
+TEST(prepare_takes_resolved_options_alone)
+{
+    state s;
+    state_open(&s);
+    tq_kvsnap_prepared *prep = NULL;
+    CHECK_STATUS(s.ctx, tq_kvsnap_prepare(s.ctx, s.view, &s.options, &prep), TQ_ERR_ARG);
+    CHECK(prep == NULL, "a prepared snapshot of unresolved options");
+    tq_kvsnap_options resolved;
+    CHECK_OK(s.ctx, tq_kvsnap_resolve(s.ctx, &s.options, &resolved));
+    CHECK_OK(s.ctx, tq_kvsnap_prepare(s.ctx, s.view, &resolved, &prep));
+    CHECK(prep && prep->plan, "no plan from resolved options");
+    tq_kvsnap_prepared_free(prep);
+    state_close(&s);
+}
+
 TEST(k_transformed_is_the_plans_choice)
 {
     state s;

@@ -42,8 +42,7 @@ static uint8_t *make_state(size_t *len) { return make_cells(len, CELLS); }
 static uint8_t *encode_klt_base(const uint8_t *state, size_t len, int threads,
                                 const tqkv_reader *base, size_t *out_len)
 {
-    tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
+    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
     o.transform = TQ_TC_ON;
     o.recent_cells = 0; /* every cell alike: the metadata ends with the bases (recent cells:
                            test_tqkv_recent.c) */
@@ -247,8 +246,7 @@ static int auto_k_record(float (*value)(void *, uint32_t, int, uint32_t, uint32_
     size_t len;
     tq_test_seq s = {cells, 1, width, 1, 0, 100, value, NULL};
     uint8_t *state = tq_test_seq_state(&s, &len);
-    tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
+    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
     o.head_dim = head;
     tq_kv_view *v = NULL;
     tq_kvsnap_plan *p = NULL;
@@ -456,8 +454,7 @@ static int gaussian_v_codec(tq_kvsnap_preset preset)
     tq_test_seq q = {2048, 1, 128, 1, 0, 0, tq_test_randn_value, &seed};
     size_t sl, n;
     uint8_t *state = tq_test_seq_state(&q, &sl);
-    tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
+    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
     o.preset = preset;
     o.head_dim = 128;
     char err[512];

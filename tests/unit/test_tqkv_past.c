@@ -99,8 +99,7 @@ static uint8_t *encode_with(const uint8_t *state, size_t len, tq_kvsnap_options 
 static uint8_t *encode(const uint8_t *state, size_t len, int threads, int past,
                        const tqkv_reader *base, size_t *out_len)
 {
-    tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
+    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
     o.threads = threads;
     o.past_bits = past;
     o.base = base;
@@ -259,8 +258,7 @@ static uint32_t global_coarse_end(tq_kvsnap_preset preset)
 {
     size_t sl, n;
     uint8_t *state = make_session(CELLS, &sl);
-    tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
+    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
     o.preset = preset;
     o.recent_cells = 16;
     uint8_t *snap = encode_with(state, sl, &o, &n);

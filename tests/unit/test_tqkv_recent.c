@@ -34,8 +34,7 @@ static uint8_t *make_state(uint32_t cells, size_t *len)
 static uint8_t *encode(const uint8_t *state, size_t len, int threads, int transform,
                        const tqkv_reader *base, size_t *out_len)
 {
-    tq_kvsnap_options o;
-    tq_kvsnap_options_init(&o);
+    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
     o.threads = threads;
     o.transform = transform;
     o.recent_cells = RECENT;
