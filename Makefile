@@ -188,7 +188,8 @@ device-bundle:
 $(B)/tests/tq-slice100: $(CMD_SRC) $(wildcard cmd/*.h formats/*/*.h lib/tq.h) \
                        $(LIBTQF_A) $(LIBTQ_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(INC) -DSLICE_VALUES=100 -o $@ $(CMD_SRC) $(LIBTQF_A) $(LIBTQ_A) $(LDLIBS)
+	$(CC) $(CFLAGS) $(INC) -DSLICE_VALUES=100 -o $@ $(CMD_SRC) formats/weights/quant_model.c \
+	  $(LIBTQF_A) $(LIBTQ_A) $(LDLIBS)
 
 # tq itself under ASan/UBSan, for tests/cli/sanitized.sh.
 SAN_CMD_OBJ := $(patsubst %.c,$(B)/san/%.o,$(CMD_SRC))
