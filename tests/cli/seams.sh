@@ -62,7 +62,8 @@ includes_from() { # FILES... ; DIR
 bytes="formats/tqkv/*.[ch] formats/gguf/*.[ch] formats/state/*.[ch] formats/io/*.[ch]"
 # shellcheck disable=SC2086
 bad=$(includes_from formats/model $bytes; includes_from formats/snapshot $bytes
-      includes_from formats/store $bytes; includes_from formats/weights $bytes)
+      includes_from formats/store $bytes; includes_from formats/weights $bytes
+      includes_from formats/bench $bytes)
 [ -z "$bad" ] || fail "byte formats reach up a layer: $bad"
 bad=$(includes_from formats/snapshot formats/model/*.[ch])
 [ -z "$bad" ] || fail "model facts reach the snapshot pipeline: $bad"

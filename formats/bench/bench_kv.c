@@ -7,9 +7,7 @@
  * tests/bench/kv_model_quality.py (llama.cpp restores); layer 4 speed
  * (GB/s of float32 per core scalar and SIMD, and on all cores; medians of
  * repetitions run interleaved, after a warm-up). */
-#include "bench_kv.h"
-#include "bench_workload.h"
-#include "cli.h"
+#include "bench.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -278,83 +276,91 @@ static void angle_hist(tq_ctx *ctx, const bworkload *w, bkv_result *res)
     }
 }
 
-int bench_kv(const bkv_opts *o)
+/* The speed buffer: generated d = 128 keys, repeated (one layout every codec is timed on). */
+static float *speed_values(size_t n)
 {
-    double t0 = now();
-    tq_ctx *ctx = tq_ctx_new();
-    if (!ctx) return cli_runtime_error("out of memory");
-    int threads = o->threads > 0 ? o->threads : tq_ctx_threads(ctx);
-    tq_ctx_set_threads(ctx, threads);
-    bworkload w;
-    char err[512] = "";
-    tq_gguf *g = NULL;
-    tq_model model = {0};
-    if (o->model && (tq_gguf_open(ctx, o->model, NULL, &g) || tq_model_read(ctx, g, &model))) {
-        int e = cli_lib_error(ctx);
-        tq_gguf_close(g);
-        tq_ctx_free(ctx);
-        return e;
-    }
-    const tq_model *facts = g ? &model : NULL;
-    int rc = o->kv ? bw_from_file(ctx, &w, o->kv, facts, o->quick, err, sizeof err)
-                   : bw_builtin(&w, o->quick);
-    tq_model_free(&model);
-    tq_gguf_close(g);
-    if (rc) {
-        bw_free(&w);
-        tq_ctx_free(ctx);
-        return cli_runtime_error("%s", err[0] ? err : "out of memory for the workload");
-    }
-    const bcodec *list;
-    size_t nc = bc_list(&list);
-    bkv_result res = {
-        .rows = calloc(nc, sizeof(bkv_row)), .n_rows = nc, .reps = o->reps, .threads = threads};
-    snprintf(res.workload, sizeof res.workload, "%s", w.what);
-    res.speed_values = o->quick ? (1u << 18) : (1u << 20);
-    size_t n_speed = res.speed_values / 128, n_unit = o->quick ? 1000 : 4000;
-    float *sx = malloc(res.speed_values * 4);
-    if (!res.rows || !sx) return cli_runtime_error("out of memory");
-    /* the speed buffer: generated d = 128 keys, repeated */
+    float *sx = malloc(n * sizeof *sx); /* [n] */
     bworkload sw;
-    if (bw_builtin(&sw, 1)) return cli_runtime_error("out of memory");
+    if (!sx || bw_builtin(&sw, 1)) {
+        free(sx);
+        return NULL;
+    }
     for (size_t i = 0; i < sw.n_heads; i++)
         if (sw.h[i].d == 128) {
             size_t have = (size_t)sw.h[i].n * 128;
-            for (size_t j = 0; j < res.speed_values; j++) sx[j] = sw.h[i].k[j % have];
+            for (size_t j = 0; j < n; j++) sx[j] = sw.h[i].k[j % have];
             break;
         }
     bw_free(&sw);
+    return sx;
+}
+
+/* Layers 1, 2 and 4 for every codec, and the theory rows beside them. */
+static void measure_codecs(tq_ctx *ctx, const bworkload *w, const bkv_opts *o, const float *sx,
+                           bkv_result *res)
+{
+    const bcodec *list;
+    size_t nc = bc_list(&list);
+    size_t n_speed = res->speed_values / 128;
+    size_t n_unit = o->quick ? 1000 : 4000;
     for (size_t i = 0; i < nc; i++) {
-        bkv_row *row = &res.rows[i];
+        bkv_row *row = &res->rows[i];
         row->c = &list[i];
-        run_heads(ctx, &w, &list[i], &list[i], NULL, 0, row);
+        run_heads(ctx, w, &list[i], &list[i], NULL, 0, row);
         unit_vectors(ctx, &list[i], n_unit, &row->unit_dmse, &row->unit_cos, &row->ip_bias,
                      &row->ip_var);
-        speed(ctx, &list[i], sx, n_speed, o->reps, threads, row);
+        speed(ctx, &list[i], sx, n_speed, o->reps, res->threads, row);
     }
     for (uint32_t b = 1; b <= 4; b++) {
         tq_codebook cb;
-        res.theory_dmse[b - 1] = tq_codebook_get(ctx, TQ_CB_EXACT, 128, b, &cb) ? NAN : cb.mse;
+        res->theory_dmse[b - 1] = tq_codebook_get(ctx, TQ_CB_EXACT, 128, b, &cb) ? NAN : cb.mse;
         bcodec plain = {"tq", "tq", b, TQ_CODEC_TQ, b, 0, 0, -1};
         double cosine;
-        unit_vectors(ctx, &plain, n_unit, &res.theory_measured[b - 1], &cosine, NULL, NULL);
+        unit_vectors(ctx, &plain, n_unit, &res->theory_measured[b - 1], &cosine, NULL, NULL);
     }
-    extras(ctx, &w, &res);
-    angle_hist(ctx, &w, &res);
+}
+
+tq_status bkv_measure(tq_ctx *ctx, const bkv_opts *o, const tq_model *model, bkv_result *res)
+{
+    double t0 = now();
+    const bcodec *list;
+    size_t nc = bc_list(&list);
+    int threads = o->threads > 0 ? o->threads : tq_ctx_threads(ctx);
+    tq_ctx_set_threads(ctx, threads);
+    *res = (bkv_result){.n_rows = nc, .reps = o->reps, .threads = threads};
+    res->speed_values = o->quick ? (1u << 18) : (1u << 20);
+    bworkload w;
+    char err[512] = "";
+    int rc = o->kv ? bw_from_file(ctx, &w, o->kv, model, o->quick, err, sizeof err)
+                   : bw_builtin(&w, o->quick);
+    if (rc) {
+        bw_free(&w);
+        return tq_ctx_set_error(ctx, err[0] ? TQ_ERR_FORMAT : TQ_ERR_NOMEM, "%s",
+                                err[0] ? err : "out of memory for the workload");
+    }
+    snprintf(res->workload, sizeof res->workload, "%s", w.what);
+    res->rows = calloc(nc, sizeof(bkv_row));
+    float *sx = speed_values(res->speed_values); /* [speed_values] */
+    if (!res->rows || !sx) {
+        free(sx);
+        bw_free(&w);
+        bkv_result_free(res);
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    measure_codecs(ctx, &w, o, sx, res);
+    extras(ctx, &w, res);
+    angle_hist(ctx, &w, res);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    res.peak_mb = ru.ru_maxrss / 1024.0;
-    res.seconds = now() - t0;
-    if (o->json)
-        bkv_print_json(&res);
-    else
-        bkv_print_table(&res);
-    rc = o->plot && bkv_write_svg(&res, o->plot)
-             ? cli_runtime_error("%s: cannot write the plot", o->plot)
-             : 0;
-    free(res.rows);
+    res->peak_mb = ru.ru_maxrss / 1024.0;
+    res->seconds = now() - t0;
     free(sx);
     bw_free(&w);
-    tq_ctx_free(ctx);
-    return rc;
+    return TQ_OK;
+}
+
+void bkv_result_free(bkv_result *res)
+{
+    free(res->rows);
+    res->rows = NULL;
 }

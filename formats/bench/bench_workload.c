@@ -6,7 +6,6 @@
  * snapshot's K/V (sampled), with the last cells' keys standing in for
  * queries over the earlier cells (a real cache keeps no queries). */
 #include "bench.h"
-#include "bench_workload.h"
 #include "kv_plan.h"
 #include "kv_snapshot.h"
 #include "kv_view.h"
