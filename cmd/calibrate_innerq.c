@@ -7,11 +7,11 @@
  * reaches a logit is (q/s).e with e sized by |s k|.  That is smallest for
  * s_j = (E[q_j^2] / E[k_j^2])^(1/4): E[k^2] comes from the dumps, E[q^2]
  * from the model (innerq_model.h).  V works the same way through W_o. */
-#include "calibrate_innerq.h"
-#include "innerq_fold.h"
 #include "cli.h"
 #include "cli_opts.h"
 #include "file_io.h"
+#include "innerq_derive.h"
+#include "innerq_fold.h"
 #include "innerq_model.h"
 #include "kv_plan.h"
 #include "innerq_scales.h"
@@ -23,6 +23,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+typedef struct ci_opts {
+    cli_common c;
+    const char *dumps[256];
+    int n_dumps;
+    const char *method, *v, *per, *fold;
+    double strength, clamp[2]; /* clamp 0, 0: none */
+    long min_tokens, head_dim;
+    int pow2, allow_requantize;
+} ci_opts;
 
 #define MAX_DUMPS 256
 

@@ -51,9 +51,7 @@ tq_status cli_open_view(tq_ctx *ctx, const char *name, int profile, struct tq_kv
     const char *path;
     tq_status st = tq_io_local(ctx, name, state_magic, &tmp, &path);
     if (!st) st = tq_kv_view_open_as(ctx, path, name, (tq_type_profile)profile, out);
-    if (tmp) unlink(tmp);
-    tq_temp_forget(tmp);
-    free(tmp);
+    tq_temp_discard(tmp);
     return st;
 }
 
@@ -63,9 +61,7 @@ tq_status cli_open_snapshot_mapped(tq_ctx *ctx, const char *name, tqkv_reader **
     const char *path;
     tq_status st = tq_io_local(ctx, name, snapshot_magic, &tmp, &path);
     if (!st) st = tqkv_open(ctx, path, out);
-    if (tmp) unlink(tmp); /* mapped: the bytes stay while it is open */
-    tq_temp_forget(tmp);
-    free(tmp);
+    tq_temp_discard(tmp); /* mapped: the bytes stay while it is open */
     return st;
 }
 
@@ -127,4 +123,29 @@ tq_ctx *cli_ctx_new(long threads)
     tq_ctx_set_threads(ctx, (int)threads);
     if (threads > 0) omp_set_num_threads((int)threads);
     return ctx;
+}
+
+/* v in steps of `step` with the units' names (5 of them), fmt for a scaled
+ * value: "%.2f %s" (sizes) or "%.1f%s" (counts); whole units as "%.0f". */
+static void human(double v, double step, const char *const *u, const char *fmt, const char *whole,
+                  char *out, size_t n)
+{
+    int i = 0;
+    while (v >= step && i < 4) {
+        v /= step;
+        i++;
+    }
+    snprintf(out, n, i ? fmt : whole, v, u[i]);
+}
+
+void cli_human_size(double bytes, char *out, size_t n)
+{
+    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    human(bytes, 1024, u, "%.2f %s", "%.0f %s", out, n);
+}
+
+void cli_human_count(double v, char *out, size_t n)
+{
+    static const char *const u[] = {"", "K", "M", "B", "T"};
+    human(v, 1000, u, "%.1f%s", "%.0f%s", out, n);
 }

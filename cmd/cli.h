@@ -40,6 +40,9 @@ tq_status cli_open_snapshot_mapped(tq_ctx *ctx, const char *name, struct tqkv_re
 struct tq_kv_view;
 tq_status cli_open_view(tq_ctx *ctx, const char *name, int profile, struct tq_kv_view **out);
 
+/* A size for people: "512 B", "1.50 MiB" (steps of 1024); a count: "950", "1.2M" (of 1000). */
+void cli_human_size(double bytes, char *out, size_t n);
+void cli_human_count(double v, char *out, size_t n);
 double cli_now(void); /* monotonic seconds */
 int cli_is_tty(int fd);
 

@@ -1,15 +1,17 @@
-/* inspect.c - `tq inspect FILE`: what a GGUF model holds.  The default view
- * is a summary, the metadata (long arrays abbreviated) and a tensor table;
- * --json prints the complete structure; --stats adds per-tensor statistics
- * computed on dequantized values. */
+/* inspect.c - `tq inspect FILE`: what a GGUF model, a llama.cpp state or a .tqkv snapshot
+ * holds, as a summary and tables or (--json) the complete structure.  A model: metadata and
+ * tensors, with --stats each tensor's statistics (formats/gguf/gguf_stats.h); a state: layout
+ * and per-layer types; a snapshot: every record's coding, its checksums verified. */
 #include "cli.h"
 #include "cli_opts.h"
 #include "file_io.h"
 #include "gguf.h"
-#include "inspect.h"
+#include "gguf_stats.h"
 #include "innerq_scales.h"
 #include "io.h"
+#include "kv_plan.h"
 #include "kv_view.h"
+#include "llama_state.h"
 #include "tqkv.h"
 #include "json.h"
 #include "progress.h"
@@ -20,9 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 typedef struct inspect_opts {
     const char *path;
@@ -39,125 +38,17 @@ void help_inspect(void)
         "(session or slot file: layout, per-layer types, bits per value) or a .tqkv snapshot\n"
         "(codecs, sizes, ratio; every checksum verified).\n\n"
         "  --json               the complete structure as JSON on stdout (see tq-inspect(1))\n"
-        "  --stats              per-tensor min, max, RMS, kurtosis and the share of values beyond\n"
-        "                       6 RMS, on dequantized values (f32, f16, bf16, q4_0, q4_1, q5_0, "
-        "q5_1,\n"
-        "                       q8_0, tq3_1s, tq4_1s)\n"
-        "  --type-profile NAME  how to read tensor type ids the file does not record:\n"
-        "                       69d8e4be4 (default), pr197, 010d04edc, 00910b10, 45f8a066,\n"
-        "                       upstream; --fork-rev is the same option.  A state's turbo\n"
-        "                       rows name the fork revision they came from where they can\n"
-        "                       (turbo4: 66- or 68-byte blocks); the line 'fork revision'\n"
-        "                       says which and how\n"
+        "  --stats              per-tensor min, max, RMS, kurtosis and the share beyond 6 RMS of\n"
+        "                       the dequantized values (every type tq decodes)\n"
+        "  --type-profile NAME  how to read type ids the file does not record: 69d8e4be4\n"
+        "                       (default), pr197, 010d04edc, 00910b10, 45f8a066, upstream\n"
+        "                       (--fork-rev: the same); a state's turbo rows tell their fork\n"
+        "                       revision where they can (turbo4: 66- or 68-byte blocks)\n"
         "  --threads N          threads for --stats (default: all cores)\n"
         "  --quiet              no progress display\n\n"
         "FILE may be - (a pipe) or s3://bucket/key (an object: of a snapshot only the header,\n"
         "metadata and index are fetched), with AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,\n"
         "AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL from the environment.\n");
-}
-
-/* ------------------------------------------------------------ stats */
-
-typedef struct tstats {
-    int have;
-    double min, max, rms, kurtosis, beyond6;
-    uint64_t n;
-} tstats;
-
-#define STAT_CHUNK (1u << 16) /* values per unit of work */
-
-/* Two passes over the dequantized tensor: moments, then the count beyond
- * 6 RMS, which revisits only chunks whose largest magnitude passes that
- * threshold (rare: usually the second pass reads nothing).  Chunks are
- * combined in order, so the result is the same for any thread count. */
-static int tensor_stats(const void *data, const tq_ggml_type *ty, int64_t nel, int threads,
-                        tstats *out)
-{
-    memset(out, 0, sizeof *out);
-    if (ty->dtype < 0 || nel <= 0) return 0;
-    uint64_t chunk = STAT_CHUNK - STAT_CHUNK % ty->block;
-    if (!chunk) chunk = ty->block;
-    uint64_t nchunks = ((uint64_t)nel + chunk - 1) / chunk;
-    tq_moments *mo = malloc(nchunks * sizeof *mo);
-    uint64_t *beyond = calloc(nchunks, sizeof *beyond);
-    int failed = !mo || !beyond;
-    float thr = 0;
-    for (int pass = 0; pass < 2 && !failed; pass++) {
-#pragma omp parallel num_threads(threads)
-        {
-            float *buf = malloc(chunk * sizeof(float));
-            tq_ctx *ctx = tq_ctx_new();
-            if (!buf || !ctx)
-                failed = 1;
-            else
-                tq_ctx_set_threads(ctx, 1);
-#pragma omp for schedule(dynamic, 4)
-            for (uint64_t c = 0; c < nchunks; c++) {
-                if (failed) continue;
-                if (pass == 1 && fmax(-mo[c].min, mo[c].max) <= thr) continue;
-                uint64_t v0 = c * chunk,
-                         m = (uint64_t)nel - v0 < chunk ? (uint64_t)nel - v0 : chunk;
-                const uint8_t *src = (const uint8_t *)data + v0 / ty->block * ty->bytes;
-                if (tq_dequantize(ctx, (tq_dtype)ty->dtype, src, m, buf)) {
-                    failed = 1;
-                    continue;
-                }
-                if (pass == 0) {
-                    tq_moments_init(&mo[c]);
-                    tq_moments_add(&mo[c], buf, m);
-                } else {
-                    beyond[c] = tq_count_beyond(buf, m, thr);
-                }
-            }
-            free(buf);
-            tq_ctx_free(ctx);
-        }
-        if (pass == 0 && !failed) {
-            tq_moments all;
-            tq_moments_init(&all);
-            for (uint64_t c = 0; c < nchunks; c++) tq_moments_merge(&all, &mo[c]);
-            tq_moments_summary(&all, NULL, &out->rms, &out->kurtosis);
-            out->min = all.min;
-            out->max = all.max;
-            thr = (float)(6.0 * out->rms);
-        }
-    }
-    uint64_t b = 0;
-    for (uint64_t c = 0; !failed && c < nchunks; c++) b += beyond[c];
-    free(mo);
-    free(beyond);
-    if (failed) return -1;
-    out->beyond6 = (double)b / (double)nel;
-    out->have = 1;
-    out->n = (uint64_t)nel;
-    return 0;
-}
-
-/* ------------------------------------------------------------ printing */
-
-/* v in steps of `step` with the units' names (5 of them), fmt for a scaled
- * value: "%.2f %s" (sizes) or "%.1f%s" (counts); whole units as "%.0f". */
-static void human(double v, double step, const char *const *u, const char *fmt, const char *whole,
-                  char *out, size_t n)
-{
-    int i = 0;
-    while (v >= step && i < 4) {
-        v /= step;
-        i++;
-    }
-    snprintf(out, n, i ? fmt : whole, v, u[i]);
-}
-
-static void human_size(double b, char *out, size_t n)
-{
-    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    human(b, 1024, u, "%.2f %s", "%.0f %s", out, n);
-}
-
-static void human_count(double v, char *out, size_t n)
-{
-    static const char *const u[] = {"", "K", "M", "B", "T"};
-    human(v, 1000, u, "%.1f%s", "%.0f%s", out, n);
 }
 
 /* one element of a KV, as text (strings quoted, escapes visible) */
@@ -202,37 +93,6 @@ static void print_elem(FILE *f, const tq_gguf *g, int64_t i, uint64_t j, int jso
     }
 }
 
-typedef struct type_sum {
-    const char *name;
-    int64_t tensors;
-    double weights, bytes;
-} type_sum;
-
-static int summarize_types(const tq_gguf *g, type_sum *ts, int max)
-{
-    int n = 0;
-    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
-        const char *name = tq_gguf_tensor_type(g, i)->name;
-        int k = 0;
-        while (k < n && strcmp(ts[k].name, name)) k++;
-        if (k == n) {
-            if (n == max) continue;
-            ts[n++] = (type_sum){name, 0, 0, 0};
-        }
-        ts[k].tensors++;
-        ts[k].weights += (double)tq_gguf_tensor_nelements(g, i);
-        ts[k].bytes += (double)tq_gguf_tensor_nbytes(g, i);
-    }
-    return n;
-}
-
-static const char *profile_source(const tq_gguf *g, const inspect_opts *o)
-{
-    if (tq_gguf_find_key(g, "tq.type_profile") >= 0) return "file";
-    if (o->gopt.profile_explicit) return "option";
-    return tq_gguf_profile_assumed(g) ? "assumed" : "default";
-}
-
 /* A SCALES.gguf of calibrate-innerq: each layer's range of K and V scales. */
 static void print_innerq(const char *path)
 {
@@ -249,13 +109,9 @@ static void print_innerq(const char *path)
     for (uint32_t l = 0; l < s.n_layer; l++) {
         printf("  layer %3u:", l);
         for (int v = 0; v <= s.has_v; v++) {
-            float lo = INFINITY, hi = 0;
-            for (uint32_t h = 0; h < s.n_head; h++)
-                for (uint32_t j = 0; j < s.head_dim; j++) {
-                    float x = tq_innerq_set_at(&s, l, v, h)[j];
-                    lo = x < lo ? x : lo;
-                    hi = x > hi ? x : hi;
-                }
+            float lo;
+            float hi;
+            tq_innerq_set_range(&s, l, v, &lo, &hi);
             printf(" %s %.3g..%.3g", v ? "V" : "K", lo, hi);
         }
         printf("\n");
@@ -264,43 +120,57 @@ static void print_innerq(const char *path)
     tq_ctx_free(ctx);
 }
 
-/* The metadata, a key a line (arrays: their first six values). */
-static void print_human_keys(const tq_gguf *g)
+/* The metadata: with json an object a line, else a key a line (arrays: their first six values). */
+static void print_keys(FILE *f, const tq_gguf *g, int json)
 {
-    printf("\nmetadata (%" PRId64 " keys):\n", tq_gguf_n_kv(g));
+    if (!json) fprintf(f, "\nmetadata (%" PRId64 " keys):\n", tq_gguf_n_kv(g));
     for (int64_t i = 0; i < tq_gguf_n_kv(g); i++) {
         tq_gguf_type t = tq_gguf_kv_type(g, i);
-        if (t == TQ_GGUF_ARRAY) {
-            uint64_t n = tq_gguf_kv_count(g, i);
-            printf("  %-40s [%s] x%" PRIu64 " = [", tq_gguf_kv_key(g, i),
-                   tq_gguf_type_name(tq_gguf_kv_arr_type(g, i)), n);
-            for (uint64_t j = 0; j < n && j < 6; j++) {
-                if (j) printf(", ");
-                print_elem(stdout, g, i, j, 0);
-            }
-            printf(n > 6 ? ", ...]\n" : "]\n");
+        int arr = t == TQ_GGUF_ARRAY;
+        uint64_t n = arr ? tq_gguf_kv_count(g, i) : 1;
+        uint64_t shown = json || n <= 6 ? n : 6;
+        const char *et = arr ? tq_gguf_type_name(tq_gguf_kv_arr_type(g, i)) : "";
+        if (json) {
+            fprintf(f, "  {\"key\": ");
+            json_cstr(f, tq_gguf_kv_key(g, i));
+            fprintf(f, ", \"type\": \"%s\"", tq_gguf_type_name(t));
+            if (arr) fprintf(f, ", \"elem_type\": \"%s\", \"count\": %" PRIu64, et, n);
+            fprintf(f, ", \"value\": %s", arr ? "[" : "");
+        } else if (arr) {
+            fprintf(f, "  %-40s [%s] x%" PRIu64 " = [", tq_gguf_kv_key(g, i), et, n);
         } else {
-            printf("  %-40s %-8s = ", tq_gguf_kv_key(g, i), tq_gguf_type_name(t));
-            print_elem(stdout, g, i, 0, 0);
-            printf("\n");
+            fprintf(f, "  %-40s %-8s = ", tq_gguf_kv_key(g, i), tq_gguf_type_name(t));
         }
+        for (uint64_t j = 0; j < shown; j++) {
+            if (j) fputs(", ", f);
+            print_elem(f, g, i, j, json);
+        }
+        if (arr) fputs(!json && n > 6 ? ", ...]" : "]", f);
+        if (json) fprintf(f, "}%s", i + 1 < tq_gguf_n_kv(g) ? "," : "");
+        fputc('\n', f);
     }
 }
 
+/* A tensor's shape as both reports write it: "[4096, 4096]". */
+static void shape_text(const tq_gguf *g, int64_t i, char *shape, size_t n)
+{
+    const int64_t *ne = tq_gguf_tensor_ne(g, i);
+    int p = snprintf(shape, n, "[");
+    for (uint32_t d = 0; d < tq_gguf_tensor_n_dims(g, i); d++)
+        p += snprintf(shape + p, n - (size_t)p, "%s%" PRId64, d ? ", " : "", ne[d]);
+    snprintf(shape + p, n - (size_t)p, "]");
+}
+
 /* The tensor table, with --stats their statistics. */
-static void print_human_tensors(const tq_gguf *g, const tstats *st)
+static void print_human_tensors(const tq_gguf *g, const tq_gguf_stats *st)
 {
     printf("\ntensors (%" PRId64 "):\n", tq_gguf_n_tensors(g));
     printf("  %5s %-34s %-26s %-7s %12s %12s", "index", "name", "shape", "type", "bytes", "offset");
     if (st) printf(" %11s %11s %10s %8s %8s", "min", "max", "rms", "kurtosis", ">6rms");
     printf("\n");
     for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
-        const int64_t *ne = tq_gguf_tensor_ne(g, i);
         char shape[64];
-        int p = snprintf(shape, sizeof shape, "[");
-        for (uint32_t d = 0; d < tq_gguf_tensor_n_dims(g, i); d++)
-            p += snprintf(shape + p, sizeof shape - (size_t)p, "%s%" PRId64, d ? ", " : "", ne[d]);
-        snprintf(shape + p, sizeof shape - (size_t)p, "]");
+        shape_text(g, i, shape, sizeof shape);
         printf("  %5" PRId64 " %-34s %-26s %-7s %12" PRIu64 " %12" PRIu64, i,
                tq_gguf_tensor_name(g, i), shape, tq_gguf_tensor_type(g, i)->name,
                tq_gguf_tensor_nbytes(g, i), tq_gguf_tensor_file_offset(g, i));
@@ -313,16 +183,14 @@ static void print_human_tensors(const tq_gguf *g, const tstats *st)
     }
 }
 
-static void print_human(const tq_gguf *g, const inspect_opts *o, const tstats *st)
+static void print_human(const tq_gguf *g, const inspect_opts *o, const tq_gguf_stats *st)
 {
     char a[32], b[32];
     uint64_t len;
-    double params = 0, bytes = 0;
-    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
-        params += (double)tq_gguf_tensor_nelements(g, i);
-        bytes += (double)tq_gguf_tensor_nbytes(g, i);
-    }
-    human_size((double)tq_gguf_file_size(g), a, sizeof a);
+    tq_gguf_totals tt;
+    tq_gguf_totals_of(g, &tt);
+    double params = tt.weights;
+    cli_human_size((double)tq_gguf_file_size(g), a, sizeof a);
     printf("file:          %s (%s, GGUF v%u, %u shard%s, alignment %u)\n", o->path, a,
            tq_gguf_version(g), tq_gguf_n_shards(g), tq_gguf_n_shards(g) > 1 ? "s" : "",
            tq_gguf_alignment(g));
@@ -330,23 +198,23 @@ static void print_human(const tq_gguf *g, const inspect_opts *o, const tstats *s
     printf("architecture:  %.*s\n", (int)len, arch);
     const char *name = tq_gguf_get_str(g, "general.name", NULL, &len);
     if (name) printf("name:          %.*s\n", (int)len, name);
-    human_count(params, a, sizeof a);
+    cli_human_count(params, a, sizeof a);
     printf("parameters:    %s (%.0f)\n", a, params);
     int64_t ft = tq_gguf_get_int(g, "general.file_type", -1);
     if (ft >= 0) printf("file type:     %" PRId64 " (%s)\n", ft, tq_gguf_file_type_name(ft));
     printf("tensors:       %" PRId64 "\n", tq_gguf_n_tensors(g));
-    human_size(bytes, a, sizeof a);
-    printf("tensor data:   %s, %.3f bits per weight\n", a, params > 0 ? 8 * bytes / params : 0.0);
-    type_sum ts[64];
-    int nts = summarize_types(g, ts, 64);
-    for (int k = 0; k < nts; k++) {
-        human_size(ts[k].bytes, a, sizeof a);
-        human_count(ts[k].weights, b, sizeof b);
+    cli_human_size(tt.bytes, a, sizeof a);
+    double bpw = params > 0 ? 8 * tt.bytes / params : 0.0;
+    printf("tensor data:   %s, %.3f bits per weight\n", a, bpw);
+    const tq_gguf_type_total *ts = tt.by_type;
+    for (int k = 0; k < tt.n_types; k++) {
+        cli_human_size(ts[k].bytes, a, sizeof a);
+        cli_human_count(ts[k].weights, b, sizeof b);
         printf("  %-8s %5" PRId64 " tensors %10s weights %12s %7.3f bpw\n", ts[k].name,
                ts[k].tensors, b, a, ts[k].weights > 0 ? 8 * ts[k].bytes / ts[k].weights : 0.0);
     }
     printf("type ids:      profile %s (%s)\n", tq_type_profile_name(tq_gguf_profile(g)),
-           profile_source(g, o));
+           tq_gguf_profile_source(g, o->gopt.profile_explicit));
     int prov = 0;
     for (int64_t i = 0; i < tq_gguf_n_kv(g); i++)
         if (!strncmp(tq_gguf_kv_key(g, i), "tq.", 3)) {
@@ -355,79 +223,44 @@ static void print_human(const tq_gguf *g, const inspect_opts *o, const tstats *s
             print_elem(stdout, g, i, 0, 0);
             printf("\n");
         }
-    const char *gt = tq_gguf_get_str(g, "general.type", "", &len);
-    if (len == 9 && !memcmp(gt, "tq-innerq", 9)) print_innerq(o->path);
-
-    print_human_keys(g);
+    if (tq_innerq_is_scales(g)) print_innerq(o->path);
+    print_keys(stdout, g, 0);
     print_human_tensors(g, st);
 }
 
-/* The metadata as JSON objects, one a line. */
-static void print_json_keys(FILE *f, const tq_gguf *g)
-{
-    for (int64_t i = 0; i < tq_gguf_n_kv(g); i++) {
-        tq_gguf_type t = tq_gguf_kv_type(g, i);
-        fprintf(f, "  {\"key\": ");
-        json_cstr(f, tq_gguf_kv_key(g, i));
-        fprintf(f, ", \"type\": \"%s\"", tq_gguf_type_name(t));
-        if (t == TQ_GGUF_ARRAY) {
-            uint64_t n = tq_gguf_kv_count(g, i);
-            fprintf(f, ", \"elem_type\": \"%s\", \"count\": %" PRIu64 ", \"value\": [",
-                    tq_gguf_type_name(tq_gguf_kv_arr_type(g, i)), n);
-            for (uint64_t j = 0; j < n; j++) {
-                if (j) fputs(", ", f);
-                print_elem(f, g, i, j, 1);
-            }
-            fputc(']', f);
-        } else {
-            fprintf(f, ", \"value\": ");
-            print_elem(f, g, i, 0, 1);
-        }
-        fprintf(f, "}%s\n", i + 1 < tq_gguf_n_kv(g) ? "," : "");
-    }
-}
-
 /* The tensors as JSON objects, one a line, with --stats their statistics. */
-static void print_json_tensors(FILE *f, const tq_gguf *g, const tstats *st)
+static void print_json_tensors(FILE *f, const tq_gguf *g, const tq_gguf_stats *st)
 {
+    static const char *const stat_names[] = {"min", "max", "rms", "kurtosis", "beyond_6rms"};
     for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
-        const int64_t *ne = tq_gguf_tensor_ne(g, i);
+        char shape[64];
+        shape_text(g, i, shape, sizeof shape);
         fprintf(f, "  {\"index\": %" PRId64 ", \"name\": ", i);
         json_cstr(f, tq_gguf_tensor_name(g, i));
-        fprintf(f, ", \"shape\": [");
-        for (uint32_t d = 0; d < tq_gguf_tensor_n_dims(g, i); d++)
-            fprintf(f, "%s%" PRId64, d ? ", " : "", ne[d]);
         fprintf(f,
-                "], \"type\": \"%s\", \"type_id\": %d, \"bytes\": %" PRIu64 ", \"offset\": %" PRIu64
-                ", \"file_offset\": %" PRIu64 ", \"shard\": %u",
-                tq_gguf_tensor_type(g, i)->name, tq_gguf_tensor_type_id(g, i),
+                ", \"shape\": %s, \"type\": \"%s\", \"type_id\": %d, \"bytes\": %" PRIu64
+                ", \"offset\": %" PRIu64 ", \"file_offset\": %" PRIu64 ", \"shard\": %u",
+                shape, tq_gguf_tensor_type(g, i)->name, tq_gguf_tensor_type_id(g, i),
                 tq_gguf_tensor_nbytes(g, i), tq_gguf_tensor_offset(g, i),
                 tq_gguf_tensor_file_offset(g, i), tq_gguf_tensor_shard(g, i));
         if (st && st[i].have) {
-            fprintf(f, ", \"stats\": {\"min\": ");
-            json_double(f, st[i].min, 9);
-            fprintf(f, ", \"max\": ");
-            json_double(f, st[i].max, 9);
-            fprintf(f, ", \"rms\": ");
-            json_double(f, st[i].rms, 9);
-            fprintf(f, ", \"kurtosis\": ");
-            json_double(f, st[i].kurtosis, 9);
-            fprintf(f, ", \"beyond_6rms\": ");
-            json_double(f, st[i].beyond6, 9);
+            const double v[] = {st[i].min, st[i].max, st[i].rms, st[i].kurtosis, st[i].beyond6};
+            for (int k = 0; k < 5; k++) {
+                fprintf(f, "%s\"%s\": ", k ? ", " : ", \"stats\": {", stat_names[k]);
+                json_double(f, v[k], 9);
+            }
             fprintf(f, "}");
         }
         fprintf(f, "}%s\n", i + 1 < tq_gguf_n_tensors(g) ? "," : "");
     }
 }
 
-static void print_json(const tq_gguf *g, const inspect_opts *o, const tstats *st)
+static void print_json(const tq_gguf *g, const inspect_opts *o, const tq_gguf_stats *st)
 {
     FILE *f = stdout;
-    double params = 0, bytes = 0;
-    for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
-        params += (double)tq_gguf_tensor_nelements(g, i);
-        bytes += (double)tq_gguf_tensor_nbytes(g, i);
-    }
+    tq_gguf_totals tt;
+    tq_gguf_totals_of(g, &tt);
+    double params = tt.weights, bytes = tt.bytes;
     fprintf(f, "{\"file\": ");
     json_cstr(f, o->path);
     fprintf(f,
@@ -439,14 +272,14 @@ static void print_json(const tq_gguf *g, const inspect_opts *o, const tstats *st
         json_cstr(f, tq_gguf_shard_path(g, s));
     }
     fprintf(f, "],\n \"type_profile\": {\"name\": \"%s\", \"source\": \"%s\"},\n",
-            tq_type_profile_name(tq_gguf_profile(g)), profile_source(g, o));
+            tq_type_profile_name(tq_gguf_profile(g)),
+            tq_gguf_profile_source(g, o->gopt.profile_explicit));
     fprintf(f, " \"summary\": {\"parameters\": %.0f, \"tensor_bytes\": %.0f, \"bits_per_weight\": ",
             params, bytes);
     json_double(f, params > 0 ? 8 * bytes / params : 0, 6);
     fprintf(f, ", \"by_type\": {");
-    type_sum ts[64];
-    int nts = summarize_types(g, ts, 64);
-    for (int k = 0; k < nts; k++) {
+    const tq_gguf_type_total *ts = tt.by_type;
+    for (int k = 0; k < tt.n_types; k++) {
         fprintf(f,
                 "%s\"%s\": {\"tensors\": %" PRId64
                 ", \"weights\": %.0f, \"bytes\": %.0f, \"bits_per_weight\": ",
@@ -455,10 +288,302 @@ static void print_json(const tq_gguf *g, const inspect_opts *o, const tstats *st
         fprintf(f, "}");
     }
     fprintf(f, "}},\n \"metadata\": [\n");
-    print_json_keys(f, g);
+    print_keys(f, g, 1);
     fprintf(f, " ],\n \"tensors\": [\n");
     print_json_tensors(f, g, st);
     fprintf(f, " ]\n}\n");
+}
+
+/* ---- KV states and snapshots */
+
+/* One stream's layers: a table, or its --json object (first: no comma before it). */
+static void print_stream(const tq_kv_stream *st, uint32_t i, uint32_t j, int json, int first)
+{
+    if (json) {
+        printf("%s\n  {\"kv_state\": %u, \"stream\": %u, \"cells\": %u, \"v_trans\": %u, "
+               "\"mla\": %s, \"layers\": [",
+               first ? "" : ",", i, j, st->cell_count, st->v_trans, st->v ? "false" : "true");
+    } else {
+        printf("\nKV state %u, stream %u: %u cells, v_trans %u, %u layers%s\n", i, j,
+               st->cell_count, st->v_trans, st->n_layer,
+               st->v ? "" : ", MLA (one latent a cell in K, no V)");
+        if (st->cell_count)
+            printf("  %5s %-8s %7s %-8s %7s %12s\n", "layer", "K type", "K width", "V type",
+                   "V width", "bytes");
+    }
+    for (uint32_t l = 0; st->cell_count && l < st->n_layer; l++) {
+        const tq_kv_tensor *kt = &st->k[l], *vt = st->v ? &st->v[l] : NULL;
+        const char *vname = vt ? vt->type->name : "-";
+        uint64_t vw = vt ? vt->width : 0, bytes = kt->bytes + (vt ? vt->bytes : 0);
+        if (json)
+            printf("%s{\"layer\": %u, \"k_type\": \"%s\", \"k_width\": %" PRIu64
+                   ", \"v_type\": \"%s\", \"v_width\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
+                   l ? ", " : "", l, kt->type->name, kt->width, vname, vw, bytes);
+        else
+            printf("  %5u %-8s %7" PRIu64 " %-8s %7" PRIu64 " %12" PRIu64 "\n", l,
+                   kt->type->name, kt->width, vname, vw, bytes);
+    }
+    if (json) printf("]}");
+}
+
+/* The recurrent memory's state, after the KV states: a line, or its --json member. */
+static void print_recurrent(const tq_kv_view *s, int json)
+{
+    const tq_kv_recurrent *r = tq_kv_view_recurrent(s);
+    if (!r) {
+        if (json) printf(",\n \"recurrent\": null");
+        return;
+    }
+    if (json) {
+        printf(",\n \"recurrent\": {\"cells\": %u, \"layers\": %u, \"layers_with_state\": %u, "
+               "\"bytes\": %" PRIu64 ", \"state_bytes\": %" PRIu64 "}",
+               r->cell_count, r->n_layer, r->n_records / 2, r->len, r->state_bytes);
+        return;
+    }
+    printf("\nrecurrent state: %u cell%s, %u of %u layers with a state (convolution and "
+           "state-space rows), %" PRIu64 " bytes, kept exactly\n",
+           r->cell_count, r->cell_count == 1 ? "" : "s", r->n_records / 2, r->n_layer, r->len);
+}
+
+/* The layout line: the memory's parts. */
+static void print_layout(const tq_kv_view *s)
+{
+    const tq_kv_recurrent *r = tq_kv_view_recurrent(s);
+    uint32_t n = tq_kv_view_n_kv(s);
+    if (n)
+        printf("layout:        %u KV state%s", n, n > 1 ? "s (iSWA)" : "");
+    else
+        printf("layout:        no KV state");
+    const char *rec = "";
+    if (r) rec = n ? ", then a recurrent state (hybrid)" : ", a recurrent state";
+    printf("%s%s%s\n", rec, tq_kv_view_has_outputs(s) ? ", old outputs section" : "",
+           tq_kv_view_has_ext(s) ? ", M-RoPE cell extensions" : "");
+}
+
+static int inspect_state(const char *path, const char *label, int json, tq_type_profile prof)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tq_kv_view *s;
+    if (tq_kv_view_open_as(ctx, path, label, prof, &s)) {
+        int rc = cli_lib_error(ctx);
+        tq_ctx_free(ctx);
+        return rc;
+    }
+    unsigned kind = tq_kv_view_kind(s);
+    int session = kind == TQ_KV_SESSION;
+    uint64_t vals = tq_kv_view_kv_values(s), kvb = tq_kv_view_kv_bytes(s);
+    if (json) {
+        printf("{\"file\": ");
+        json_cstr(stdout, label);
+        printf(", \"format\": \"%s\", \"kind\": \"%s\", \"version\": %u, \"size\": %" PRIu64
+               ", \"tokens\": %u, \"architecture\": ",
+               kind == TQ_KV_NUMPY ? "numpy" : "llama-state", tq_kv_kind_name(kind, 0),
+               tq_kv_view_version(s), tq_kv_view_size(s), tq_kv_view_n_tokens(s));
+        json_cstr(stdout, tq_kv_view_arch(s));
+        printf(", \"outputs_section\": %s, \"mrope_extensions\": %s, \"type_profile\": \"%s\", "
+               "\"kv_values\": %" PRIu64 ", \"kv_bytes\": %" PRIu64,
+               tq_kv_view_has_outputs(s) ? "true" : "false",
+               tq_kv_view_has_ext(s) ? "true" : "false",
+               tq_type_profile_name(tq_kv_view_profile(s)), vals, kvb);
+        printf(", \"fork_revision\": {\"name\": \"%s\", \"how\": ",
+               tq_type_profile_name(tq_kv_view_profile(s)));
+        json_cstr(stdout, tq_kv_view_profile_how(s));
+        printf("}");
+        print_recurrent(s, 1);
+        printf(",\n \"kv_states\": [");
+    } else {
+        printf("file:          %s (%" PRIu64 " bytes%s, %s v%u)\n", label, tq_kv_view_size(s),
+               kind == TQ_KV_NUMPY ? " as arrays" : "", tq_kv_kind_name(kind, 1),
+               tq_kv_view_version(s));
+        if (session) printf("architecture:  %s\n", tq_kv_view_arch(s));
+        printf("tokens:        %u\n", tq_kv_view_n_tokens(s));
+        const char *how = tq_kv_view_profile_how(s);
+        int none = !strncmp(how, "no turbo", 8); /* then no revision matters */
+        printf("fork revision: %s (%s)\n",
+               none ? "-" : tq_type_profile_name(tq_kv_view_profile(s)), how);
+        print_layout(s);
+        printf("K/V data:      %" PRIu64 " bytes, %" PRIu64
+               " values, %.3f bits per value (%.1f%% of the file)\n",
+               kvb, vals, vals ? 8.0 * (double)kvb / (double)vals : 0.0,
+               100.0 * (double)kvb / (double)tq_kv_view_size(s));
+    }
+    for (uint32_t i = 0; i < tq_kv_view_n_kv(s); i++) {
+        const tq_kv_state *k = tq_kv_view_kv(s, i);
+        for (uint32_t j = 0; j < k->n_stream; j++)
+            print_stream(&k->streams[j], i, j, json, !(i + j));
+    }
+    if (json) printf("\n ]}\n");
+    if (!json) print_recurrent(s, 0);
+    tq_kv_view_close(s);
+    tq_ctx_free(ctx);
+    return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
+}
+
+/* The snapshot's header fields as the start of the --json object. */
+static void header_json(const tqkv_reader *r, const tqkv_meta *m, const char *path, uint64_t vals,
+                        double bpv)
+{
+    printf("{\"file\": ");
+    json_cstr(stdout, path);
+    printf(", \"format\": \"tqkv\", \"version\": %d, \"size\": %" PRIu64
+           ", \"verified\": %s, \"chunks\": %" PRIu64
+           ", \"source\": {\"kind\": \"%s\", \"version\": %u, \"size\": %" PRIu64
+           ", \"tokens\": %u, \"architecture\": ",
+           tqkv_version(r), tqkv_size(r), tqkv_streamed(r) == 2 ? "false" : "true",
+           tqkv_n_chunks(r), tq_kv_kind_name(m->source_kind, 0),
+           m->state_version, m->source_size, m->n_tokens);
+    json_cstr(stdout, m->arch);
+    printf("}, \"base\": ");
+    if (m->base_id)
+        json_cstr(stdout, m->base_name);
+    else
+        printf("null");
+    printf(", \"type_profile\": \"%s\", \"model_fingerprint\": ", m->profile);
+    if (m->has_fingerprint)
+        printf("\"%016" PRIx64 "\"", m->fingerprint);
+    else
+        printf("null");
+    printf(", \"kv_values\": %" PRIu64 ", \"bits_per_value\": ", vals);
+    json_double(stdout, bpv, 6);
+    printf(", \"ratio\": ");
+    json_double(stdout, (double)m->source_size / (double)tqkv_size(r), 6);
+    printf(",\n \"tensors\": [\n");
+}
+
+/* The snapshot's header fields as the text report's first lines. */
+enum { CODEC_LEN = 160 }; /* the longest description: every attribute, a long past end */
+
+/* The codec column: the widest description, at least 22. */
+static int codec_width(const tqkv_meta *m)
+{
+    int w = 22;
+    char codec[CODEC_LEN];
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        int n = (int)strlen(tq_kvsnap_describe(&m->t[i], TQ_DESCRIBE_TABLE, codec, sizeof codec));
+        if (n > w) w = n;
+    }
+    return w;
+}
+
+static void header_text(const tqkv_reader *r, const tqkv_meta *m, const char *path, uint64_t vals,
+                        double bpv)
+{
+    char chunks[64]; /* an object's chunks were not fetched */
+    snprintf(chunks, sizeof chunks, tqkv_streamed(r) == 2 ? "; %" PRIu64 " chunks not read"
+                                                          : ", %" PRIu64 " chunks",
+             tqkv_n_chunks(r));
+    printf("file:          %s (%" PRIu64 " bytes, .tqkv v%d; integrity verified: header, "
+           "metadata, index%s)\n",
+           path, tqkv_size(r), tqkv_version(r), chunks);
+    printf("source:        %s v%u, %" PRIu64 " bytes, %u tokens%s%s\n",
+           tq_kv_kind_name(m->source_kind, 1),
+           m->state_version, m->source_size, m->n_tokens, m->arch[0] ? ", architecture " : "",
+           m->arch);
+    if (m->base_id)
+        printf("appends to:    %s (id %016" PRIx64 "): cells it holds are not repeated here\n",
+               m->base_name, m->base_id);
+    if (m->has_fingerprint)
+        printf("model:         fingerprint %016" PRIx64 "\n", m->fingerprint);
+    else
+        printf("model:         no fingerprint (encoded without --model)\n");
+    printf("size:          %.2fx smaller than the source, %.3f bits per K/V value (%" PRIu64
+           " values)\n",
+           (double)m->source_size / (double)tqkv_size(r), bpv, vals);
+    printf("kept exactly:  %" PRIu64 " bytes of the source that are not K/V rows (header, "
+           "tokens, cell metadata, a recurrent state)\n",
+           m->skeleton_len);
+    int guessed = 0, mapped = 0;
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        guessed |= m->t[i].group_guessed;
+        mapped |= m->t[i].model_layer != TQKV_NO_MODEL_LAYER;
+    }
+    if (guessed)
+        printf("group:         guessed from the row width when encoded (no --model or "
+               "--head-dim)\n");
+    for (uint32_t s = 0; mapped && s < 2; s++) { /* the iSWA caches' model layers, K in order */
+        int any = 0;
+        for (uint32_t i = 0; i < m->n_tensors; i++) {
+            const tqkv_record *t = &m->t[i];
+            if (t->kv_state != s || t->is_v || t->stream || t->model_layer == TQKV_NO_MODEL_LAYER)
+                continue;
+            const char *lead = s ? "\n  cache 1 (SWA):  " : "model layers:  cache 0 (base): ";
+            printf("%s%u", any++ ? " " : lead, t->model_layer);
+        }
+        if (s == 1) printf("\n");
+    }
+    printf("\n  %5s %6s %3s %-8s %-*s %6s %12s %8s\n", "state", "layer", "kv", "type",
+           codec_width(m), "codec", "cells", "stored", "bits/val");
+}
+
+/* One record: its coding and what its chunks take (stored bytes). */
+static void record_row(const tqkv_meta *m, uint32_t i, uint64_t stored, int json)
+{
+    const tqkv_record *t = &m->t[i];
+    char codec[CODEC_LEN];
+    tq_kvsnap_describe(t, TQ_DESCRIBE_TABLE, codec, sizeof codec);
+    tq_type_profile p = TQ_PROFILE_DEFAULT;
+    tq_type_profile_parse(m->profile, &p);
+    const tq_ggml_type *ty = tq_ggml_type_get(p, t->type_id);
+    double b = 8.0 * (double)stored / (double)(t->width * t->cells);
+    if (json) printf("  {");
+    if (json && t->model_layer != TQKV_NO_MODEL_LAYER)
+        printf("\"model_layer\": %u, ", t->model_layer);
+    if (json && t->group_guessed) printf("\"group_guessed\": true, ");
+    if (json && t->sink_rows) printf("\"sink_rows\": %u, ", t->sink_rows);
+    if (json && t->offset) printf("\"offset\": true, ");
+    if (json && t->planes) printf("\"planes\": true, ");
+    if (json && t->uniform) printf("\"uniform\": true, ");
+    if (json && t->klt) /* the heads' coded components and their stored bases */
+        printf("\"components\": %" PRIu64 ", \"basis_bytes\": %" PRIu64 ", ",
+               tqkv_klt_components(t), 2 * tqkv_klt_components(t) * t->group);
+    if (json && t->coarse_end) /* cells past a sliding window: rows below the end, coarser */
+        printf("\"past_end\": %u, \"past_bits\": %u, \"past_step_scale\": %g, ", t->coarse_end,
+               t->coarse_bits, (double)t->coarse_scale);
+    if (json && t->hadamard) /* the source's rotation block (llama.cpp's quantized caches) */
+        printf("\"hadamard\": %u, ", t->hadamard);
+    if (json && t->rope_pos)
+        printf("\"offset_rope\": {\"n_rot\": %u, \"freq_base\": %g, \"freq_scale\": %g}, ",
+               t->rope.n_rot, t->rope.freq_base, t->rope.freq_scale);
+    if (json)
+        printf("\"kv_state\": %u, \"stream\": %u, \"layer\": %u, \"kv\": \"%s\", \"type\": "
+               "\"%s\", \"codec\": \"%s\", \"group\": %u, "
+               "\"bits\": %u, \"innerq\": %s, \"cells\": %u, \"width\": %" PRIu64
+               ", \"stored_bytes\": %" PRIu64 ", \"bits_per_value\": %.4f}%s\n",
+               t->kv_state, t->stream, t->layer, t->is_v ? "V" : "K", ty ? ty->name : "?",
+               tqkv_codec_family(t->codec), t->group, t->bits, t->innerq ? "true" : "false",
+               t->cells,
+               t->width, stored, b, i + 1 < m->n_tensors ? "," : "");
+    else
+        printf("  %5u %6u %3s %-8s %-*s %6u %12" PRIu64 " %8.3f\n", t->kv_state, t->layer,
+               t->is_v ? "V" : "K", ty ? ty->name : "?", codec_width(m), codec, t->cells, stored,
+               b);
+}
+
+static int inspect_snapshot(const char *path, struct tq_src *src, int json)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tqkv_reader *r;
+    /* a pipe is read to its end (every chunk verified); an object's header, metadata and
+     * index alone are fetched */
+    tq_status st = src ? tqkv_open_src(ctx, src, &r) : tqkv_open(ctx, path, &r);
+    if (!st && src && (st = tqkv_finish(ctx, r))) tqkv_close(r);
+    if (st) {
+        int rc = cli_lib_error(ctx);
+        tq_ctx_free(ctx);
+        return rc;
+    }
+    const tqkv_meta *m = tqkv_meta_of(r);
+    uint64_t vals = tqkv_meta_values(m);
+    double bpv = vals ? 8.0 * (double)tqkv_size(r) / (double)vals : 0.0;
+    if (json)
+        header_json(r, m, path, vals, bpv);
+    else
+        header_text(r, m, path, vals, bpv);
+    for (uint32_t i = 0; i < m->n_tensors; i++) record_row(m, i, tqkv_record_stored(r, i), json);
+    if (json) printf(" ]}\n");
+    tqkv_close(r);
+    tq_ctx_free(ctx);
+    return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
 }
 
 static int parse(int argc, char **argv, inspect_opts *o)
@@ -476,65 +601,30 @@ static int parse(int argc, char **argv, inspect_opts *o)
     return 0;
 }
 
-/* The first bytes of the input, for the readers to bid on: a file's, or a pipe's or an object's
- * through *src (opened: the bytes stay to be read). */
-static int peek(tq_ctx *ctx, const char *name, tq_src **src, unsigned char *magic, size_t *nm)
+static void show_tensor(void *user, int64_t i, int64_t n, const char *name)
 {
-    uint64_t got = 0;
-    *src = NULL;
-    if (!tq_io_is_stream(name)) {
-        FILE *mf = fopen(name, "rb");
-        if (mf) {
-            *nm = fread(magic, 1, 16, mf);
-            fclose(mf);
-        }
-        return 0;
-    }
-    if (tq_src_open(ctx, name, src) || tq_src_peek(ctx, *src, magic, 16, &got)) {
-        tq_src_close(*src);
-        *src = NULL;
-        return cli_lib_error(ctx);
-    }
-    *nm = (size_t)got;
-    return 0;
-}
-
-/* A pipe's or an object's copy removed; rc passed through. */
-static int unlink_copy(char *tmp, int rc)
-{
-    if (tmp) unlink(tmp);
-    tq_temp_forget(tmp);
-    free(tmp);
-    return rc;
+    progress_update(user, (uint64_t)i, (uint64_t)n, name);
 }
 
 /* --stats: each tensor's statistics, measured in parallel; 0 or an exit code. */
-static int gguf_stats(tq_ctx *ctx, tq_gguf *g, const inspect_opts *o, tstats **out)
+static int gguf_stats(tq_ctx *ctx, tq_gguf *g, const inspect_opts *o, tq_gguf_stats **out)
 {
-    int rc = 0;
     int64_t n = tq_gguf_n_tensors(g);
-    tstats *st = calloc((size_t)(n ? n : 1), sizeof *st);
+    tq_gguf_stats *st = calloc((size_t)(n ? n : 1), sizeof *st);
+    if (!(*out = st)) return cli_runtime_error("out of memory");
     progress pr;
     progress_init(&pr, o->quiet);
-    double t0 = cli_now(), bytes = 0;
+    double t0 = cli_now();
+    double bytes;
     int threads = o->threads ? o->threads : tq_ctx_threads(ctx);
-    for (int64_t i = 0; st && i < n; i++) {
-        progress_update(&pr, (uint64_t)i, (uint64_t)n, tq_gguf_tensor_name(g, i));
-        if (tensor_stats(tq_gguf_tensor_data(g, i), tq_gguf_tensor_type(g, i),
-                         tq_gguf_tensor_nelements(g, i), threads, &st[i])) {
-            rc = cli_runtime_error("%s: tensor '%s': statistics failed", o->path,
-                                   tq_gguf_tensor_name(g, i));
-            break;
-        }
-        if (st[i].have) bytes += (double)tq_gguf_tensor_nbytes(g, i);
-    }
+    tq_status failed = tq_gguf_stats_all(ctx, g, threads, st, &bytes, show_tensor, &pr);
     progress_end(&pr);
     double dt = cli_now() - t0;
-    if (!o->quiet && !rc)
+    if (failed) return cli_runtime_error("%s: %s", o->path, tq_ctx_error(ctx));
+    if (!o->quiet)
         cli_log("stats over %.1f MB of tensor data in %.2f s (%.2f GB/s, %d threads)",
                 bytes / 1e6, dt, dt > 0 ? bytes / dt / 1e9 : 0.0, threads);
-    *out = st;
-    return rc;
+    return 0;
 }
 
 int cmd_inspect(int argc, char **argv)
@@ -551,10 +641,13 @@ int cmd_inspect(int argc, char **argv)
     const char *path = o.path;
     tq_ctx *ctx = tq_ctx_new();
     if (!ctx) return cli_runtime_error("out of memory");
-    if ((rc = peek(ctx, o.path, &src, magic, &nm))) {
+    uint64_t got = 0;
+    if (tq_io_peek(ctx, o.path, &src, magic, sizeof magic, &got)) {
+        rc = cli_lib_error(ctx);
         tq_ctx_free(ctx);
         return rc;
     }
+    nm = (size_t)got;
     if (tqkv_is_snapshot(magic, nm)) {
         tq_ctx_free(ctx);
         if (o.stats) {
@@ -577,20 +670,21 @@ int cmd_inspect(int argc, char **argv)
         rc = o.stats ? cli_usage_error("--stats is for GGUF models")
                      : inspect_state(path, o.path, o.json, kv_prof);
         tq_ctx_free(ctx);
-        return unlink_copy(tmp, rc);
+        tq_temp_discard(tmp);
+        return rc;
     }
-    tq_gguf *g;
-    if (rc || tq_gguf_open(ctx, path, &o.gopt, &g)) {
-        rc = rc ? rc : cli_lib_error(ctx);
+    tq_gguf *g = NULL;
+    if (!rc && tq_gguf_open(ctx, path, &o.gopt, &g)) rc = cli_lib_error(ctx);
+    tq_temp_discard(tmp); /* mapped: the bytes stay while it is open */
+    if (rc) {
         tq_ctx_free(ctx);
-        return unlink_copy(tmp, rc);
+        return rc;
     }
-    unlink_copy(tmp, 0); /* mapped: the bytes stay while it is open */
     if (tq_gguf_profile_assumed(g))
         cli_log("%s: warning: type ids 41 and up differ between ggml revisions and the file "
                 "records none; read with profile %s (choose with --type-profile)",
                 o.path, tq_type_profile_name(tq_gguf_profile(g)));
-    tstats *st = NULL;
+    tq_gguf_stats *st = NULL;
     if (o.stats) rc = gguf_stats(ctx, g, &o, &st);
     if (!rc) {
         if (o.json)

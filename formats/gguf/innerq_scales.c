@@ -80,9 +80,7 @@ static const char *read_tensor(const tq_gguf *g, const char *name, uint32_t hd, 
 
 static tq_status load_gguf(tq_ctx *ctx, const char *path, tq_gguf *g, tq_innerq_set *out)
 {
-    uint64_t tl = 0;
-    const char *ty = tq_gguf_get_str(g, "general.type", "", &tl);
-    if (tl != strlen(GENERAL_TYPE) || memcmp(ty, GENERAL_TYPE, tl))
+    if (!tq_innerq_is_scales(g))
         return gguf_fail(ctx, g, NULL, path,
                          "a GGUF file without general.type " GENERAL_TYPE
                          " (a model, not scales?)");
@@ -158,6 +156,25 @@ const float *tq_innerq_set_at(const tq_innerq_set *s, uint32_t l, int is_v, uint
     if (l >= s->n_layer) l = s->n_layer - 1;
     if (h >= s->n_head) h = s->n_head - 1;
     return s->s + (((size_t)l * 2 + (is_v != 0)) * s->n_head + h) * s->head_dim;
+}
+
+void tq_innerq_set_range(const tq_innerq_set *s, uint32_t l, int is_v, float *lo, float *hi)
+{
+    *lo = INFINITY;
+    *hi = 0;
+    for (uint32_t h = 0; h < s->n_head; h++)
+        for (uint32_t j = 0; j < s->head_dim; j++) {
+            float x = tq_innerq_set_at(s, l, is_v, h)[j];
+            *lo = x < *lo ? x : *lo;
+            *hi = x > *hi ? x : *hi;
+        }
+}
+
+int tq_innerq_is_scales(const tq_gguf *g)
+{
+    uint64_t len;
+    const char *ty = tq_gguf_get_str(g, "general.type", "", &len);
+    return len == strlen(GENERAL_TYPE) && !memcmp(ty, GENERAL_TYPE, len);
 }
 
 void tq_innerq_set_free(tq_innerq_set *s)

@@ -43,7 +43,11 @@ tq_status tq_innerq_set_load_memory(tq_ctx *ctx, const void *data, size_t size, 
                                     tq_innerq_set *out);
 /* The scales of layer l (clamped to the set's layers), K or V, head h (clamped to its heads). */
 const float *tq_innerq_set_at(const tq_innerq_set *s, uint32_t l, int is_v, uint32_t h);
+/* Layer l's smallest and largest K (is_v 0) or V scale over its heads. */
+void tq_innerq_set_range(const tq_innerq_set *s, uint32_t l, int is_v, float *lo, float *hi);
 void tq_innerq_set_free(tq_innerq_set *s);
+/* Whether a GGUF file is a scales file (general.type "tq-innerq"). */
+int tq_innerq_is_scales(const tq_gguf *g);
 
 /* SCALES.gguf, through a temporary file renamed into place; inputs are never overwritten. */
 tq_status tq_innerq_set_write(tq_ctx *ctx, const char *path, const tq_innerq_set *s,

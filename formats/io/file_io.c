@@ -123,6 +123,13 @@ void tq_temp_forget(const char *tmp)
         if (temp_paths[i][0] && !strcmp(temp_paths[i], tmp)) temp_paths[i][0] = 0;
 }
 
+void tq_temp_discard(char *tmp)
+{
+    if (tmp) unlink(tmp);
+    tq_temp_forget(tmp);
+    free(tmp);
+}
+
 void tq_temp_remove_all(void)
 {
     for (int i = 0; i < TEMP_SLOTS; i++)

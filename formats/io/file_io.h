@@ -34,6 +34,9 @@ void tq_temp_forget(const char *tmp);
 /* A file of tq's own made otherwise (a slot file a server wrote for tq) for the same care. */
 void tq_temp_track(const char *tmp);
 void tq_temp_remove_all(void);
+/* A temporary copy done with (a spooled input, mapped or read): removed, forgotten and freed;
+ * NULL is none. */
+void tq_temp_discard(char *tmp);
 
 /* Where intermediate files go that have no output beside them: $TMPDIR,
  * else /tmp (what mkstemp's callers use). */

@@ -214,6 +214,28 @@ tq_status tq_src_peek(tq_ctx *ctx, tq_src *s, void *buf, uint64_t n, uint64_t *g
     return TQ_OK;
 }
 
+tq_status tq_io_peek(tq_ctx *ctx, const char *name, tq_src **src, void *buf, uint64_t n,
+                     uint64_t *got)
+{
+    *src = NULL;
+    *got = 0;
+    if (!tq_io_is_stream(name)) {
+        FILE *f = fopen(name, "rb");
+        if (f) {
+            *got = fread(buf, 1, n, f);
+            fclose(f);
+        }
+        return TQ_OK;
+    }
+    tq_status st = tq_src_open(ctx, name, src);
+    if (!st) st = tq_src_peek(ctx, *src, buf, n, got);
+    if (st) {
+        tq_src_close(*src);
+        *src = NULL;
+    }
+    return st;
+}
+
 tq_status tq_src_spool(tq_ctx *ctx, tq_src *s, tq_src_known known, char **path)
 {
     char near[4096];

@@ -51,6 +51,11 @@ uint64_t tq_src_received(const tq_src *s);
 /* The source's first n bytes (n <= 64) without consuming them (a pipe keeps them for the next
  * read): what a front door bids on.  *got is less than n for a shorter source. */
 tq_status tq_src_peek(tq_ctx *ctx, tq_src *s, void *buf, uint64_t n, uint64_t *got);
+/* The first bytes (at most n <= 64) of any input a name gives, for the readers to bid on: a
+ * file's (none where it cannot be opened: its reader says why), or a pipe's or an object's
+ * through *src, opened and left to be read (NULL for a file). */
+tq_status tq_io_peek(tq_ctx *ctx, const char *name, tq_src **src, void *buf, uint64_t n,
+                     uint64_t *got);
 /* The whole source into a temporary file under tq_temp_dir(), for a reader that must map its
  * input (a state to encode); *path is malloc'd, the caller unlinks it. */
 /* Whether the first n bytes of an input are of a kind the caller reads (a known magic). */

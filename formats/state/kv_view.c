@@ -151,6 +151,15 @@ const char *tq_kv_view_format(const tq_kv_view *v) { return v->source->name; }
 const char *tq_kv_view_label(const tq_kv_view *v) { return v->label; }
 
 tq_kv_kind tq_kv_view_kind(const tq_kv_view *v) { return v->kind; }
+
+const char *tq_kv_kind_name(unsigned kind, int long_form)
+{
+    static const char *const names[] = {"session", "sequence", "numpy"};
+    static const char *const longs[] = {"llama.cpp session file", "llama.cpp sequence file",
+                                        "NumPy K/V dump"};
+    unsigned k = kind < 2 ? kind : 2;
+    return long_form ? longs[k] : names[k];
+}
 uint32_t tq_kv_view_version(const tq_kv_view *v) { return v->version; }
 uint32_t tq_kv_view_n_tokens(const tq_kv_view *v) { return v->n_tokens; }
 const int32_t *tq_kv_view_tokens(const tq_kv_view *v) { return v->tokens; }

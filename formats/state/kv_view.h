@@ -107,6 +107,9 @@ const char *tq_kv_view_probe(const void *data, size_t size);
 const char *tq_kv_view_format(const tq_kv_view *v);
 const char *tq_kv_view_label(const tq_kv_view *v);
 tq_kv_kind tq_kv_view_kind(const tq_kv_view *v);
+/* A kind's name (a view's, or a snapshot's source_kind): "session", or with long_form
+ * "llama.cpp session file"; an unknown kind is numpy's. */
+const char *tq_kv_kind_name(unsigned kind, int long_form);
 uint32_t tq_kv_view_version(const tq_kv_view *v);
 uint32_t tq_kv_view_n_tokens(const tq_kv_view *v);
 const int32_t *tq_kv_view_tokens(const tq_kv_view *v);

@@ -254,6 +254,12 @@ uint64_t tqkv_n_chunks(const tqkv_reader *r);
 uint32_t tqkv_version(const tqkv_reader *r);
 const tqkv_chunk *tqkv_chunk_at(const tqkv_reader *r, uint64_t i);
 uint64_t tqkv_size(const tqkv_reader *r);
+/* The K/V values a snapshot's records hold (width x cells, summed). */
+uint64_t tqkv_meta_values(const tqkv_meta *m);
+/* What record i's chunks take in the file, their headers with them. */
+uint64_t tqkv_record_stored(const tqkv_reader *r, uint32_t i);
+/* A record's codec family as reports name it: raw, tq, turbo, angle, prod, klt. */
+const char *tqkv_codec_family(unsigned codec);
 /* XXH64 of all of a snapshot's bytes: what an appended snapshot records of its base. */
 uint64_t tqkv_file_id(const tqkv_reader *r);
 /* Decompresses chunk i into out (raw_len bytes). */

@@ -24,6 +24,31 @@ uint32_t tqkv_version(const tqkv_reader *r) { return r->version; }
 const tqkv_chunk *tqkv_chunk_at(const tqkv_reader *r, uint64_t i) { return &r->chunks[i]; }
 uint64_t tqkv_size(const tqkv_reader *r) { return r->size; }
 
+uint64_t tqkv_meta_values(const tqkv_meta *m)
+{
+    uint64_t values = 0;
+    for (uint32_t i = 0; i < m->n_tensors; i++) values += m->t[i].width * m->t[i].cells;
+    return values;
+}
+
+uint64_t tqkv_record_stored(const tqkv_reader *r, uint32_t i)
+{
+    uint64_t stored = 0; /* chunks are in tensor order */
+    for (uint64_t c = 0; c < r->n_chunks; c++)
+        if (r->chunks[c].tensor == i) stored += r->chunks[c].stored_len + CHUNK_HDR;
+    return stored;
+}
+
+const char *tqkv_codec_family(unsigned codec)
+{
+    static const char *const names[] = {
+        [TQKV_CODEC_RAW] = "raw",     [TQKV_CODEC_TQ] = "tq",     [TQKV_CODEC_TURBO] = "turbo",
+        [TQKV_CODEC_ANGLE] = "angle", [TQKV_CODEC_PROD] = "prod", [TQKV_CODEC_KLT] = "klt",
+    };
+    if (codec >= sizeof names / sizeof *names || !names[codec]) return "tq";
+    return names[codec];
+}
+
 void tqkv_close(tqkv_reader *r)
 {
     if (!r) return;

@@ -43,6 +43,22 @@ bad=$(grep -n '[>.]preset\b' formats/snapshot/*.c | grep -v '^formats/snapshot/k
       grep -v 'p->preset = o->preset;')
 [ -z "$bad" ] || fail "the preset read after resolution: $bad"
 
+behaviour cmd_is_a_file_a_subcommand_and_the_cli_helpers
+# cmd/ holds one source a subcommand (named as tq's table in main.c names it) and the CLI's
+# shared helpers; a subcommand's measuring, planning or converting lives in formats/
+helpers=" main cli cli_opts output progress json device "
+subs=$(sed -n 's/^ *{"\([a-z0-9-]*\)",.*/\1/p' cmd/main.c | tr - _)
+[ -n "$subs" ] || fail "no subcommand table read from cmd/main.c"
+for sub in $subs; do
+    [ -f "cmd/$sub.c" ] || fail "subcommand $sub has no cmd/$sub.c"
+done
+for f in cmd/*.c cmd/*.h; do
+    base=$(basename "$f"); base=${base%.*}
+    case "$helpers" in *" $base "*) continue ;; esac
+    case "$f" in *.h) fail "$f: a subcommand shares no header (cmd/ helpers alone have one)" ;; esac
+    printf '%s\n' $subs | grep -qx -- "$base" || fail "$f is neither a subcommand nor a CLI helper"
+done
+
 behaviour lib_internals_stay_in_lib
 bad=$(grep -ln '#include "\(tq_internal\|tq_fwht\|tq_half\)\.h"' formats/*/*.[ch] cmd/*.[ch])
 [ -z "$bad" ] || fail "lib internal headers included by: $bad"
