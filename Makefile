@@ -13,8 +13,8 @@ CFLAGS  ?= -O2 -g
 # -fvisibility=hidden: libtq.so exports tq.h's functions alone (TQ_API)
 CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -fvisibility=hidden
 # include paths: lib/ sees lib/ alone (libtq knows numbers, not files); the rest sees all
-INC_ALL := -Ilib -Iformats/tqkv -Iformats/gguf -Iformats/state -Iformats/io -Iformats/model \
-           -Iformats/snapshot -Iformats/store -Iformats/weights -Iformats/bench
+INC_ALL := -Ilib -Iformats/tqkv -Iformats/gguf -Iformats/state -Iformats/npy -Iformats/io \
+           -Iformats/model -Iformats/snapshot -Iformats/store -Iformats/weights -Iformats/bench
 INC     := $(INC_ALL)
 # every object records the headers it includes (build/**/*.d)
 DEPFLAGS := -MMD -MP

@@ -1,7 +1,7 @@
 /* bench.c - `tq bench`: codec quality and speed on generated data.  Speed is
  * the median of repeated runs; the scalar reference and the SIMD path run in
  * the same process on the same data so their ratio is meaningful. */
-#include "bench.h"
+#include "bench_measure.h"
 #include "cli.h"
 #include "cli_opts.h"
 #include "gguf.h"

@@ -3,7 +3,7 @@
  * TurboQuant-prod with the head as the group; the fork's turbo blocks of
  * 128, smaller heads zero-padded to 128 as the fork pads them), ggml's block
  * types over the cache row, f16, and zstd of f16. */
-#include "bench.h"
+#include "bench_measure.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +17,7 @@
 #define TQ(b, nc) {"tq", "tq b=" #b, b, TQ_CODEC_TQ, b, 0, nc, -1}
 #define ANGLE(a, b, r) {"angle", "angle A=" #a " r=" #r, (b + r) / 2.0, TQ_CODEC_ANGLE, b, r, 1, -1}
 #define PROD(b) {"prod", "prod b=" #b, b, TQ_CODEC_PROD, b, 0, 0, -1}
-static const bcodec list[] = {
+static const bcodec codecs[] = {
     {"f16", "f16", 16, 0, 0, 0, 0, TQ_DT_F16},
     {"zstd", "zstd -3 of f16", 16, 0, 0, 0, 0, TQ_DT_F16},
     {"ggml", "q8_0", 8.5, 0, 0, 0, 0, TQ_DT_Q8_0},
@@ -46,8 +46,8 @@ static const bcodec list[] = {
 
 size_t bc_list(const bcodec **out)
 {
-    *out = list;
-    return sizeof list / sizeof *list;
+    *out = codecs;
+    return sizeof codecs / sizeof *codecs;
 }
 
 static int is_turbo(const bcodec *c)

@@ -7,7 +7,7 @@
  * tests/bench/kv_model_quality.py (llama.cpp restores); layer 4 speed
  * (GB/s of float32 per core scalar and SIMD, and on all cores; medians of
  * repetitions run interleaved, after a warm-up). */
-#include "bench.h"
+#include "bench_measure.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -23,7 +23,7 @@ static double now(void)
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-static const bcodec *find(const char *label)
+static const bcodec *codec_named(const char *label)
 {
     const bcodec *l;
     size_t n = bc_list(&l);
@@ -234,20 +234,20 @@ static void extras(tq_ctx *ctx, const bworkload *w, bkv_result *res)
         {"q8_0", "turbo3"}, {"q8_0", "tq b=2"}, {"tq b=4", "tq b=3"}, {"tq b=4", "tq b=2"}};
     for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
         bkv_row row = {0};
-        run_heads(ctx, w, find(pairs[i][0]), find(pairs[i][1]), NULL, 0, &row);
+        run_heads(ctx, w, codec_named(pairs[i][0]), codec_named(pairs[i][1]), NULL, 0, &row);
         bkv_pair *p = &res->pairs[res->n_pairs++];
         snprintf(p->what, sizeof p->what, "K %s / V %s", pairs[i][0], pairs[i][1]);
         p->bpv = row.bpv;
         p->attn = row.attn;
     }
     bkv_row row = {0};
-    run_heads(ctx, w, find("tq b=3"), find("tq b=3"), find("q8_0"), 0, &row);
+    run_heads(ctx, w, codec_named("tq b=3"), codec_named("tq b=3"), codec_named("q8_0"), 0, &row);
     bkv_pair *p = &res->pairs[res->n_pairs++];
     snprintf(p->what, sizeof p->what, "tq b=3, first and last layer q8_0 (boundary layers)");
     p->bpv = row.bpv;
     p->attn = row.attn;
     memset(&row, 0, sizeof row);
-    run_heads(ctx, w, find("tq b=4"), find("tq b=4"), NULL, 1e-3, &row);
+    run_heads(ctx, w, codec_named("tq b=4"), codec_named("tq b=4"), NULL, 1e-3, &row);
     p = &res->pairs[res->n_pairs++];
     snprintf(p->what, sizeof p->what, "tq b=4, sparse V: rows with weight < 1e-3 skipped (%.1f%%)",
              100 * row.attn.skipped);
@@ -299,17 +299,17 @@ static float *speed_values(size_t n)
 static void measure_codecs(tq_ctx *ctx, const bworkload *w, const bkv_opts *o, const float *sx,
                            bkv_result *res)
 {
-    const bcodec *list;
-    size_t nc = bc_list(&list);
+    const bcodec *codecs;
+    size_t nc = bc_list(&codecs);
     size_t n_speed = res->speed_values / 128;
     size_t n_unit = o->quick ? 1000 : 4000;
     for (size_t i = 0; i < nc; i++) {
         bkv_row *row = &res->rows[i];
-        row->c = &list[i];
-        run_heads(ctx, w, &list[i], &list[i], NULL, 0, row);
-        unit_vectors(ctx, &list[i], n_unit, &row->unit_dmse, &row->unit_cos, &row->ip_bias,
+        row->c = &codecs[i];
+        run_heads(ctx, w, &codecs[i], &codecs[i], NULL, 0, row);
+        unit_vectors(ctx, &codecs[i], n_unit, &row->unit_dmse, &row->unit_cos, &row->ip_bias,
                      &row->ip_var);
-        speed(ctx, &list[i], sx, n_speed, o->reps, res->threads, row);
+        speed(ctx, &codecs[i], sx, n_speed, o->reps, res->threads, row);
     }
     for (uint32_t b = 1; b <= 4; b++) {
         tq_codebook cb;
@@ -323,8 +323,8 @@ static void measure_codecs(tq_ctx *ctx, const bworkload *w, const bkv_opts *o, c
 tq_status bkv_measure(tq_ctx *ctx, const bkv_opts *o, const tq_model *model, bkv_result *res)
 {
     double t0 = now();
-    const bcodec *list;
-    size_t nc = bc_list(&list);
+    const bcodec *codecs;
+    size_t nc = bc_list(&codecs);
     int threads = o->threads > 0 ? o->threads : tq_ctx_threads(ctx);
     tq_ctx_set_threads(ctx, threads);
     *res = (bkv_result){.n_rows = nc, .reps = o->reps, .threads = threads};

@@ -1,10 +1,10 @@
-/* bench_weights.c - the weight codecs measured (bench.h).  `tq bench weights`: TQ4_1S and
+/* bench_weights.c - the weight codecs measured (bench_measure.h).  `tq bench weights`: TQ4_1S and
  * TQ3_1S on generated Gaussian weights with rare outliers, the fork's search beside tq's, the
  * scalar kernels beside the SIMD ones, timed interleaved.  `tq bench --model M.gguf` without
  * --kv: up to 16 weight matrices spread over the file (their first Mi values each),
  * dequantized from whatever type they have, then coded with every weight type tq writes:
  * relative squared error against those values, bits per weight, encode speed on one core. */
-#include "bench.h"
+#include "bench_measure.h"
 #include "gguf.h"
 
 #include <math.h>
@@ -35,7 +35,7 @@ static const wcodec wl[] = {{"tq4_1s (tq search)", TQ_DT_TQ4_1S, 0},
                             {"q4_K", TQ_DT_Q4_K, 0},
                             {"q4_0", TQ_DT_Q4_0, 0}};
 enum { NW = sizeof wl / sizeof *wl };
-_Static_assert(NW == BWT_MODEL_CODECS, "bench.h's count of the weight codecs");
+_Static_assert(NW == BWT_MODEL_CODECS, "bench_measure.h's count of the weight codecs");
 
 static int coded(tq_ctx *ctx, const wcodec *w, tq_codec *const *tc, const float *x, size_t n,
                  uint8_t *buf, float *y)

@@ -5,7 +5,7 @@
  * structure at later positions.  From a file: every head of a state, dump or
  * snapshot's K/V (sampled), with the last cells' keys standing in for
  * queries over the earlier cells (a real cache keeps no queries). */
-#include "bench.h"
+#include "bench_measure.h"
 #include "kv_plan.h"
 #include "kv_snapshot.h"
 #include "kv_view.h"

@@ -74,8 +74,9 @@ includes_from() { # FILES... ; DIR
     done
     return 0
 }
-# the byte formats: formats/tqkv, gguf, state and io
-bytes="formats/tqkv/*.[ch] formats/gguf/*.[ch] formats/state/*.[ch] formats/io/*.[ch]"
+# the byte formats: formats/tqkv, gguf, state, npy and io
+bytes="formats/tqkv/*.[ch] formats/gguf/*.[ch] formats/state/*.[ch] formats/npy/*.[ch]"
+bytes="$bytes formats/io/*.[ch]"
 # shellcheck disable=SC2086
 bad=$(includes_from formats/model $bytes; includes_from formats/snapshot $bytes
       includes_from formats/store $bytes; includes_from formats/weights $bytes

@@ -5,7 +5,7 @@
  * and a Python dict literal {'descr': ..., 'fortran_order': ..., 'shape':
  * (...)} padded with spaces to a multiple of 64 bytes; the raw array data
  * follows.  Only what tq needs is understood: simple dtypes by their descr
- * string and C or Fortran order.  See NUMPY.md.
+ * string and C or Fortran order.  See NPY.md.
  */
 #ifndef TQ_NPY_H
 #define TQ_NPY_H

@@ -1,9 +1,9 @@
-/* bench.h - what `tq bench` measures (BENCH.md), without a word printed: the workload (heads
- * of K, V and queries: bench_workload.c), the KV codecs compared (bench_codecs.c), the four
- * layers of KV figures (bench_kv.c) and the weight codecs, on generated weights or a model's
- * own tensors (bench_weights.c).  cmd/bench.c reports them (table, JSON, SVG). */
-#ifndef TQ_BENCH_H
-#define TQ_BENCH_H
+/* bench_measure.h - what `tq bench` measures (BENCH.md), without a word printed: the workload
+ * (heads of K, V and queries: bench_workload.c), the KV codecs compared (bench_codecs.c), the
+ * four layers of KV figures (bench_kv.c) and the weight codecs, on generated weights or a
+ * model's own tensors (bench_weights.c).  cmd/bench.c reports them (table, JSON, SVG). */
+#ifndef TQ_BENCH_MEASURE_H
+#define TQ_BENCH_MEASURE_H
 
 #include "model.h"
 #include "tq.h"
