@@ -59,6 +59,14 @@ for f in cmd/*.c cmd/*.h; do
     printf '%s\n' $subs | grep -qx -- "$base" || fail "$f is neither a subcommand nor a CLI helper"
 done
 
+behaviour every_formats_folder_keeps_its_spec
+# a folder a format or a stage, its specification as markdown beside its code
+for d in formats/*/; do
+    ls "$d"*.md >/dev/null 2>&1 || fail "$d has no specification (*.md) beside its code"
+    grep -q "\*\*\`$(basename "$d")/\`\*\*" formats/README.md ||
+        fail "formats/README.md has no paragraph for $(basename "$d")/"
+done
+
 behaviour lib_internals_stay_in_lib
 bad=$(grep -ln '#include "\(tq_internal\|tq_fwht\|tq_half\)\.h"' formats/*/*.[ch] cmd/*.[ch])
 [ -z "$bad" ] || fail "lib internal headers included by: $bad"
