@@ -610,8 +610,9 @@ static void show_tensor(void *user, int64_t i, int64_t n, const char *name)
 static int gguf_stats(tq_ctx *ctx, tq_gguf *g, const inspect_opts *o, tq_gguf_stats **out)
 {
     int64_t n = tq_gguf_n_tensors(g);
-    tq_gguf_stats *st = calloc((size_t)(n ? n : 1), sizeof *st);
-    if (!(*out = st)) return cli_runtime_error("out of memory");
+    tq_gguf_stats *st = calloc((size_t)(n ? n : 1), sizeof *st); /* [n] */
+    *out = st;
+    if (!st) return cli_runtime_error("out of memory");
     progress pr;
     progress_init(&pr, o->quiet);
     double t0 = cli_now();
@@ -635,19 +636,17 @@ int cmd_inspect(int argc, char **argv)
     /* what kind of file: the KV sources and the snapshot reader judge the
      * first bytes; anything else goes to the GGUF reader */
     unsigned char magic[16] = {0};
-    size_t nm = 0;
+    uint64_t nm = 0; /* magic's bytes read */
     tq_src *src = NULL;
     char *tmp = NULL;
     const char *path = o.path;
     tq_ctx *ctx = tq_ctx_new();
     if (!ctx) return cli_runtime_error("out of memory");
-    uint64_t got = 0;
-    if (tq_io_peek(ctx, o.path, &src, magic, sizeof magic, &got)) {
+    if (tq_io_peek(ctx, o.path, &src, magic, sizeof magic, &nm)) {
         rc = cli_lib_error(ctx);
         tq_ctx_free(ctx);
         return rc;
     }
-    nm = (size_t)got;
     if (tqkv_is_snapshot(magic, nm)) {
         tq_ctx_free(ctx);
         if (o.stats) {
