@@ -14,14 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static const bcodec *codec_named(const char *label)
 {
@@ -147,11 +139,6 @@ static void unit_vectors(tq_ctx *ctx, const bcodec *c, size_t n, double *dmse, d
 
 /* Layer 4: encode and decode of one buffer, three configurations run
  * interleaved in every repetition after a warm-up; medians and spread. */
-static int cmp_d(const void *a, const void *b)
-{
-    return *(const double *)a < *(const double *)b ? -1 : *(const double *)a > *(const double *)b;
-}
-
 static void speed(tq_ctx *ctx, const bcodec *c, const float *x, size_t n_vec, int reps, int threads,
                   bkv_row *row)
 {
@@ -170,11 +157,11 @@ static void speed(tq_ctx *ctx, const bcodec *c, const float *x, size_t n_vec, in
         for (int k = 0; k < 3; k++) {
             tq_ctx_set_simd(ctx, simd[k]);
             tq_ctx_set_threads(ctx, th[k]);
-            double t0 = now();
+            double t0 = bench_now();
             bc_encode(ctx, &r, x, n_vec, buf);
-            double t1 = now();
+            double t1 = bench_now();
             bc_decode(ctx, &r, buf, bytes, n_vec, y);
-            double t2 = now();
+            double t2 = bench_now();
             if (rep >= 0) {
                 t[k][0][rep] = t1 - t0;
                 t[k][1][rep] = t2 - t1;
@@ -188,26 +175,24 @@ static void speed(tq_ctx *ctx, const bcodec *c, const float *x, size_t n_vec, in
         tq_ctx_set_threads(ctx, 1);
         double ts[64], td[64];
         for (int rep = -1; sc && rep < reps; rep++) {
-            double a = now();
+            double a = bench_now();
             tq_scores(ctx, r.tc, q, buf, n_vec, sc);
-            double b2 = now();
+            double b2 = bench_now();
             bc_decode(ctx, &r, buf, bytes, n_vec, y);
             for (size_t v = 0; v < n_vec; v++) {
                 float s = 0;
                 for (int j = 0; j < 128; j++) s += q[j] * y[v * 128 + j];
                 sc[v] = s;
             }
-            double c2 = now();
+            double c2 = bench_now();
             if (rep >= 0) {
                 ts[rep] = b2 - a;
                 td[rep] = c2 - b2;
             }
         }
         if (sc) {
-            qsort(ts, (size_t)reps, sizeof(double), cmp_d);
-            qsort(td, (size_t)reps, sizeof(double), cmp_d);
-            row->scores_gbps = gb / ts[reps / 2];
-            row->decode_dot_gbps = gb / td[reps / 2];
+            row->scores_gbps = gb / bench_median(ts, reps);
+            row->decode_dot_gbps = gb / bench_median(td, reps);
         }
         free(sc);
     }
@@ -217,8 +202,7 @@ static void speed(tq_ctx *ctx, const bcodec *c, const float *x, size_t n_vec, in
                          {&row->enc_all, &row->dec_all}};
     for (int k = 0; bytes && k < 3; k++)
         for (int e = 0; e < 2; e++) {
-            qsort(t[k][e], (size_t)reps, sizeof(double), cmp_d);
-            double med = t[k][e][reps / 2];
+            double med = bench_median(t[k][e], reps); /* t[k][e] sorted: the spread's ends */
             *out[k][e] = gb / med;
             if (k == 1)
                 *(e ? &row->dec_spread : &row->enc_spread) = (t[k][e][reps - 1] - t[k][e][0]) / med;
@@ -322,7 +306,7 @@ static void measure_codecs(tq_ctx *ctx, const bworkload *w, const bkv_opts *o, c
 
 tq_status bkv_measure(tq_ctx *ctx, const bkv_opts *o, const tq_model *model, bkv_result *res)
 {
-    double t0 = now();
+    double t0 = bench_now();
     const bcodec *codecs;
     size_t nc = bc_list(&codecs);
     int threads = o->threads > 0 ? o->threads : tq_ctx_threads(ctx);
@@ -353,7 +337,7 @@ tq_status bkv_measure(tq_ctx *ctx, const bkv_opts *o, const tq_model *model, bkv
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     res->peak_mb = ru.ru_maxrss / 1024.0;
-    res->seconds = now() - t0;
+    res->seconds = bench_now() - t0;
     free(sx);
     bw_free(&w);
     return TQ_OK;

@@ -59,6 +59,10 @@ size_t bc_list(const bcodec **out);
 /* ---- metrics: libtq's (tq.h, "quality of decoded K/V") */
 typedef tq_attn_error battn;
 
+/* ---- timing (bench_clock.c): monotonic seconds; the median of t[n], t left sorted */
+double bench_now(void);
+double bench_median(double *t, int n);
+
 /* ---- the workload */
 int bw_builtin(bworkload *w, int quick);
 /* A state file, NumPy dump or .tqkv snapshot (through the KV front door),

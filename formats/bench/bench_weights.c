@@ -11,14 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 typedef struct wcodec {
     const char *name;
@@ -49,18 +41,6 @@ static int coded(tq_ctx *ctx, const wcodec *w, tq_codec *const *tc, const float 
                    (y && tq_dequantize(ctx, (tq_dtype)w->dtype, buf, n, y))
                ? -1
                : 0;
-}
-
-static double median_of(double *x, int n)
-{
-    for (int a = 0; a < n; a++)
-        for (int b = a + 1; b < n; b++)
-            if (x[b] < x[a]) {
-                double s = x[a];
-                x[a] = x[b];
-                x[b] = s;
-            }
-    return x[n / 2];
 }
 
 /* A tensor tq can sample: a matrix of a type it decodes, rows of whole 32s. */
@@ -109,11 +89,11 @@ static void time_codecs(tq_ctx *ctx, tq_codec *const *tc, const float *x, size_t
         res->encode_mws[c] = NAN;
         if (!n || !ws->vals[c]) continue;
         for (int r = -1; r < reps; r++) {
-            double a = now();
+            double a = bench_now();
             coded(ctx, &wl[c], tc, x, n, buf, NULL);
-            if (r >= 0) t[r] = now() - a;
+            if (r >= 0) t[r] = bench_now() - a;
         }
-        res->encode_mws[c] = n / median_of(t, reps) / 1e6;
+        res->encode_mws[c] = n / bench_median(t, reps) / 1e6;
     }
 }
 
@@ -196,9 +176,9 @@ static tq_status run_decode(tq_ctx *ctx, const tq_codec *c, const void *in, size
 static double time_once(tq_ctx *ctx, run_fn fn, const tq_codec *c, const void *in, size_t n,
                         void *out)
 {
-    double t0 = now();
+    double t0 = bench_now();
     if (fn(ctx, c, in, n, out) != TQ_OK) return -1.0;
-    return now() - t0;
+    return bench_now() - t0;
 }
 
 /* One configuration of a measurement: which kernel runs and how. */
@@ -235,7 +215,7 @@ static tq_status measure(tq_ctx *ctx, const tq_codec *c, const float *x, size_t 
             if (t < 0) return tq_ctx_status(ctx);
             if (rep >= 0) cf[i].t[rep] = t;
         }
-    for (int i = 0; i < 6; i++) speed[i] = n * 1e-6 / median_of(cf[i].t, reps);
+    for (int i = 0; i < 6; i++) speed[i] = n * 1e-6 / bench_median(cf[i].t, reps);
     return TQ_OK;
 }
 

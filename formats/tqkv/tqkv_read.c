@@ -33,8 +33,8 @@ uint64_t tqkv_meta_values(const tqkv_meta *m)
 
 uint64_t tqkv_record_stored(const tqkv_reader *r, uint32_t i)
 {
-    uint64_t stored = 0; /* chunks are in tensor order */
-    for (uint64_t c = 0; c < r->n_chunks; c++)
+    uint64_t stored = 0; /* chunks are in tensor order (checked at open) */
+    for (uint64_t c = 0; c < r->n_chunks && r->chunks[c].tensor <= i; c++)
         if (r->chunks[c].tensor == i) stored += r->chunks[c].stored_len + CHUNK_HDR;
     return stored;
 }
