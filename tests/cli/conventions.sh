@@ -35,5 +35,8 @@ expect 2 $tq bench weights --values nope
 grep -q -- "--values: 'nope'" /tmp/tq_cli_err.$$ || fail "bad --values message: $(cat /tmp/tq_cli_err.$$)"
 expect 2 $tq bench --frobnicate
 expect 2 $tq bench kv --cuda
+expect 2 $tq bench weights --cuda
+grep -q -- "--cuda: the weights bench measures the CPU" /tmp/tq_cli_err.$$ ||
+    fail "bench weights --cuda: $(cat /tmp/tq_cli_err.$$)"
 expect 2 $tq bench sideways
 exit 0
