@@ -13,10 +13,14 @@
 #include "model.h"
 #include "output.h"
 #include "progress.h"
+#include "proxy.h"
+#include "slot_session.h"
 #include "store.h"
 #include "tqkv.h"
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +36,9 @@ void help_slot(void)
         "                       [--model M.gguf] [--name NAME] [--preset P] [--quiet]\n"
         "       tq slot restore --slot-dir DIR --store STORE (--prompt FILE | --name NAME)\n"
         "                       [--server URL] [--slot N] [--model M.gguf] [--quiet]\n"
+        "       tq slot proxy   --slot-dir DIR --store STORE [--server URL] [--listen HOST:PORT]\n"
+        "                       [--model M.gguf] [--preset P] [--min-tokens N]\n"
+        "                       [--max-size SIZE] [--api-key KEY] [--timeout S]\n"
         "       tq slot ls STORE [--json]\n"
         "       tq slot gc STORE --max-size SIZE\n\n"
         "Keeps llama-server's slots in a snapshot store (a directory many servers share):\n"
@@ -46,7 +53,12 @@ void help_slot(void)
         "sliding-window and hybrid models the count a session was saved at (llama.cpp keeps\n"
         "only the last window and the recurrent state's end) and its checkpoints' counts.\n"
         "No stored restore point in the prompt is a miss: one line, exit status 3, the server\n"
-        "left as it was (it processes the whole prompt).\n\n"
+        "left as it was (it processes the whole prompt).\n"
+        "proxy serves clients in front of the server and does both for every request: before\n"
+        "a generation, the store's longest restore point beyond what its slot holds is\n"
+        "restored; after it, the slot is saved (encoded in the background).  Everything else\n"
+        "is forwarded as it came; a store that fails or is slow leaves the request to the\n"
+        "server alone.  SIGTERM drains: requests finish, pending saves complete.\n\n"
         "  --server URL     the server (default http://127.0.0.1:8080)\n"
         "  --slot N         its slot (default 0)\n"
         "  --slot-dir DIR   the server's --slot-save-path\n"
@@ -59,11 +71,15 @@ void help_slot(void)
         "                   (1 to 128 of A-Z a-z 0-9 . _ -, not beginning with '.': a name,\n"
         "                   never a path)\n"
         "  --timeout S      the most a save, restore or tokenization may take (default 600 s;\n"
-        "                   any request is given up after 30 s without a byte)\n"
+        "                   any request is given up after 30 s without a byte); proxy: the\n"
+        "                   most a request waits on the store (default 5 s: slower is a miss)\n"
+        "  --listen H:P     proxy: where clients connect (default 127.0.0.1:8081; port 0: any)\n"
+        "  --api-key KEY    proxy: clients must send Authorization: Bearer KEY\n"
+        "  --min-tokens N   proxy: sessions shorter are not kept (default 512)\n"
         "  --preset P       save: balanced (default), small, q8 or lossless\n"
         "  --json           ls: JSON on stdout\n"
-        "  --max-size SIZE  gc: evict the least recently used snapshots until the store holds\n"
-        "                   at most SIZE (bytes, or 500M, 20G: powers of 1024); a base goes\n"
+        "  --max-size SIZE  gc, proxy: evict the least recently used snapshots until the store\n"
+        "                   holds at most SIZE (bytes, or 500M, 20G: powers of 1024); a base goes\n"
         "                   only after every snapshot appended to it\n");
 }
 
@@ -71,6 +87,8 @@ typedef struct slot_opts {
     cli_common c;
     const char *pos[2];
     const char *server, *slot_dir, *store, *prompt, *name, *preset;
+    const char *listen, *api_key; /* proxy */
+    long min_tokens;              /* proxy: -1 the default */
     long slot;
     long timeout;      /* --timeout: seconds a save, restore or tokenization may take */
     uint64_t max_size; /* gc: --max-size in bytes */
@@ -95,7 +113,8 @@ static int parse_size(void *user, const char *v)
     return 0;
 }
 
-static const char *const actions[] = {"save", "restore", "ls", "gc", NULL};
+static const char *const actions[] = {"save", "restore", "ls", "gc", "proxy", NULL};
+enum { ACTION_SAVE, ACTION_RESTORE, ACTION_LS, ACTION_GC, ACTION_PROXY };
 
 static int parse(int argc, char **argv, slot_opts *o)
 {
@@ -108,6 +127,9 @@ static int parse(int argc, char **argv, slot_opts *o)
         CLI_OPT_STR("--prompt", &o->prompt),
         CLI_OPT_STR("--name", &o->name),
         CLI_OPT_FN("--max-size", parse_size, o),
+        CLI_OPT_STR("--listen", &o->listen),
+        CLI_OPT_STR("--api-key", &o->api_key),
+        CLI_OPT_LONG("--min-tokens", &o->min_tokens, 0, INT32_MAX),
         CLI_OPT_CHOICE("--preset", &o->preset, tq_kvsnap_preset_names,
                        "--preset: '%s' is not balanced, lossless, q8 or small"),
         {NULL},
@@ -120,10 +142,10 @@ static int parse(int argc, char **argv, slot_opts *o)
     int a = 0;
     while (o->pos[0] && actions[a] && strcmp(actions[a], o->pos[0])) a++;
     if (!o->pos[0] || !actions[a])
-        return cli_usage_error("save, restore or ls? (see tq help slot)");
+        return cli_usage_error("save, restore, proxy, ls or gc? (see tq help slot)");
     if (!o->server) o->server = "http://127.0.0.1:8080";
-    if (!o->timeout) o->timeout = 600;
-    if (a >= 2) {
+    if (!o->timeout && a != ACTION_PROXY) o->timeout = 600;
+    if (a == ACTION_LS || a == ACTION_GC) {
         if (!o->pos[1]) return cli_usage_error("%s: which store?", o->pos[0]);
         if (a == 3 && !o->has_max_size) return cli_usage_error("gc: give --max-size SIZE");
         o->store = o->pos[1];
@@ -137,7 +159,7 @@ static int parse(int argc, char **argv, slot_opts *o)
     if (!o->slot_dir || !o->store)
         return cli_usage_error("%s needs --slot-dir (the server's --slot-save-path) and --store",
                                o->pos[0]);
-    if (a == 1 && !o->prompt == !o->name)
+    if (a == ACTION_RESTORE && !o->prompt == !o->name)
         return cli_usage_error("restore: give --prompt FILE or --name NAME");
     return 0;
 }
@@ -147,394 +169,82 @@ static void show_progress(void *user, uint64_t done, uint64_t total)
     progress_update(user, done, total, "K/V bytes");
 }
 
-/* What a save or restore holds open. */
+/* What a subcommand holds open. */
 typedef struct slot_run {
     tq_ctx *ctx;
-    llama_server srv;
-    tq_store *store;
-    char *model_path;
-    uint64_t fp;
-    uint32_t swa_window; /* the model's sliding window (0: none) */
-    uint32_t swa_head;   /* the sliding layers' K head size (0: not known) */
-    char raw[4096];      /* the slot file in the server's folder */
+    tq_slot_session ss;
+    progress pr;
 } slot_run;
 
-/* The server's model and its fingerprint: 0 or an exit code. */
-static int open_model(slot_run *r, const slot_opts *o)
+static void log_note(void *user, const char *line)
 {
-    tq_gguf *g;
-    if (o->c.model) r->model_path = strdup(o->c.model);
-    if (!o->c.model && llama_server_model(r->ctx, &r->srv, &r->model_path))
-        return cli_lib_error(r->ctx);
-    if (!r->model_path) return cli_runtime_error("out of memory");
-    tq_model m;
-    if (tq_gguf_open(r->ctx, r->model_path, NULL, &g)) return cli_lib_error(r->ctx);
-    r->fp = tq_model_fingerprint(g);
-    if (!tq_model_read(r->ctx, g, &m)) {
-        r->swa_window = m.swa_window;
-        r->swa_head = m.head_k_swa ? m.head_k_swa : m.head_k;
-        tq_model_free(&m);
-    }
-    tq_gguf_close(g);
-    return 0;
+    (void)user;
+    cli_log("%s", line);
 }
 
-/* A file name in the server's folder no other save or restore uses. */
-static void raw_name(slot_run *r, const slot_opts *o, const char *what, char *file, size_t n)
+/* The session of the options: the server, its folder, the store, the coding. */
+static void session_options(slot_run *r, const slot_opts *o)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    snprintf(file, n, "tq-%s-%d-%ld%09ld.bin", what, (int)getpid(), (long)ts.tv_sec, ts.tv_nsec);
-    snprintf(r->raw, sizeof r->raw, "%s/%s", o->slot_dir, file);
-    tq_temp_track(r->raw); /* a signal removes it (and its sidecar) as tq's other temporaries */
-    char side[4200];
-    snprintf(side, sizeof side, "%s.ckpt", r->raw);
-    tq_temp_track(side);
-}
-
-/* The snapshot options of --preset and --threads. */
-static void snapshot_options(const slot_opts *o, tq_kvsnap_options *so)
-{
-    *so = (tq_kvsnap_options)TQ_KVSNAP_OPTIONS_INIT;
-    so->preset = (tq_kvsnap_preset)cli_choice_index(tq_kvsnap_preset_names, o->preset, 0);
-    so->threads = (int)o->c.threads;
-}
-
-/* The TurboQuant+ fork revision the server runs: the one --fork-rev names, else the one its
- * build names (/props build_info), else TQ_PROFILE_AUTO (a save tells it from the slot file's
- * bytes; a restore writes turbo rows for the newest). */
-static tq_type_profile server_revision(slot_run *r, const slot_opts *o)
-{
-    char build[128];
-    if (o->c.profile_name) return o->c.profile;
-    if (llama_server_build(r->ctx, &r->srv, build, sizeof build)) return TQ_PROFILE_AUTO;
-    return tq_type_profile_of_build(build);
-}
-
-/* Encodes the slot file into the store as name (appended to base when base->common): 0, an
- * exit code, or -1 when the encode onto the base failed (nothing printed, nothing stored). */
-static int encode_once(slot_run *r, const slot_opts *o, tq_kv_view *v, const char *name,
-                       const tq_store_match *base, tq_kvsnap_report *rep)
-{
-    char entry[96];
-    tq_gguf *g = NULL;
-    tq_model model;
-    tqkv_reader *b = NULL;
-    tq_kvsnap_options so;
-    snapshot_options(o, &so);
-    int rc = 0;
-    if (tq_gguf_open(r->ctx, r->model_path, NULL, &g) || tq_model_read(r->ctx, g, &model)) {
-        tq_gguf_close(g);
-        return cli_lib_error(r->ctx);
-    }
-    so.model = &model;
-    char base_file[64];
-    if (base->common) {
-        tq_store_entry(TQ_STORE_SNAP, base->name, entry, sizeof entry);
-        snprintf(base_file, sizeof base_file, "%s.tqkv", base->name);
-        char *path = tq_store_path(r->store, entry);
-        int gone = !path || cli_open_snapshot_mapped(r->ctx, path, &b);
-        free(path);
-        if (gone) { /* evicted since it was found: stored whole (encode) */
-            tq_model_free(&model);
-            tq_gguf_close(g);
-            return -1;
-        }
-        so.base = b;
-        so.base_name = base_file;
-    }
-    tq_store_entry(TQ_STORE_SNAP, name, entry, sizeof entry);
-    char *out_path = tq_store_path(r->store, entry);
-    cli_out out;
-    const char *inputs[1] = {r->raw};
-    progress pr;
-    progress_init(&pr, o->c.quiet);
-    so.on_progress = show_progress;
-    so.progress_user = &pr;
-    if (!rc) rc = out_path ? cli_out_open(&out, out_path, inputs, 1) : 1;
-    tq_status failed = rc ? TQ_OK : tq_kvsnap_encode(r->ctx, v, &so, out.f, rep);
-    progress_end(&pr);
-    if (failed == TQ_ERR_IO) { /* the store's side: a full disk, a folder gone */
-        rc = cli_runtime_error("%s: %s", cli_out_error(&out) ? cli_out_error(&out) : out_path,
-                               tq_ctx_error(r->ctx));
-        cli_out_abort(&out);
-    } else if (failed && cli_out_error(&out)) {
-        rc = cli_runtime_error("%s", cli_out_error(&out));
-        cli_out_abort(&out);
-    } else if (failed && so.base) {
-        rc = -1;
-        cli_out_abort(&out);
-    } else if (failed) {
-        rc = cli_runtime_error("%s: %s", r->raw, tq_ctx_error(r->ctx));
-        cli_out_abort(&out);
-    } else if (!rc) {
-        rc = cli_out_commit(&out);
-    }
-    free(out_path);
-    tqkv_close(b);
-    tq_model_free(&model);
-    tq_gguf_close(g);
-    return rc;
-}
-
-/* The same; where the state does not fit its base (another coding, a cache that moved
- * otherwise than appending), the snapshot is stored whole, with a note: a save never fails
- * for a base. */
-static int encode(slot_run *r, const slot_opts *o, tq_kv_view *v, const char *name,
-                  tq_store_match *base, tq_kvsnap_report *rep)
-{
-    int rc = encode_once(r, o, v, name, base, rep);
-    if (rc != -1) return rc;
-    cli_log("note: %s does not append to %s (%s): stored whole", name, base->name,
-            tq_ctx_error(r->ctx));
-    base->common = 0;
-    return encode_once(r, o, v, name, base, rep);
-}
-
-/* The server's checkpoint sidecar beside the slot file (a fork build's), checked and put in
- * the store as ckpt/NAME; its counts into pt.  One that does not check out is left out with
- * a warning: the snapshot itself is what was asked for. */
-static int save_checkpoints(slot_run *r, const slot_opts *o, const tq_kv_view *v,
-                            const char *name, tq_store_points *pt)
-{
-    char side[4200];
-    struct stat sb;
-    int kept;
-    tq_kvsnap_options so;
-    snapshot_options(o, &so);
-    so.head_dim = (int)r->swa_head; /* the partial states are the sliding layers' */
-    tq_kvsnap_ckpt_coding coding = {r->ctx, &so, tq_kv_view_tokens(v), tq_kv_view_n_tokens(v),
-                                    tq_kv_view_version(v)};
-    snprintf(side, sizeof side, "%s.ckpt", r->raw);
-    /* checkpoints hold a window or a recurrent state each: well under the slot file 64 times */
-    uint64_t limit = stat(r->raw, &sb) ? 0 : 64ull * (uint64_t)sb.st_size + (1u << 20);
-    if (tq_store_keep_checkpoints(r->ctx, r->store, name, side, limit, tq_kv_view_n_tokens(v),
-                                  tq_kvsnap_ckpt_code, &coding, pt, &kept))
-        return cli_lib_error(r->ctx);
-    if (kept < 0)
-        cli_log("warning: the server's checkpoint sidecar: %s: not kept", tq_ctx_error(r->ctx));
-    return 0;
-}
-
-/* A gc racing this save may have evicted the base before it saw the new link (it keeps a
- * base it sees a new dependent of, store_gc.c): the base checked after the write, and where it
- * is gone the snapshot written again whole, so no chain is left without its base. */
-static int keep_chain_whole(slot_run *r, const slot_opts *o, tq_kv_view *v, const char *name,
-                            tq_store_match *base, tq_kvsnap_report *rep)
-{
-    char entry[64];
-    tq_store_entry(TQ_STORE_SNAP, base->name, entry, sizeof entry);
-    if (!tq_store_check_entry(r->ctx, r->store, entry)) return 0;
-    cli_log("note: %s: its base %s was evicted meanwhile: stored whole", name, base->name);
-    base->common = 0;
-    return encode(r, o, v, name, base, rep);
+    r->ss.srv = (llama_server){.url = o->server, .timeout_s = o->timeout};
+    r->ss.slot_dir = o->slot_dir;
+    r->ss.preset = (tq_kvsnap_preset)cli_choice_index(tq_kvsnap_preset_names, o->preset, 0);
+    r->ss.threads = (int)o->c.threads;
+    r->ss.has_profile = o->c.profile_name != NULL;
+    r->ss.profile = o->c.profile;
+    r->ss.note = log_note;
+    r->ss.on_progress = show_progress;
+    r->ss.progress_user = &r->pr;
 }
 
 static int do_save(slot_run *r, const slot_opts *o)
 {
-    char file[128];
-    char name[40];
-    char side[4200];
-    uint32_t n_saved = 0;
-    uint32_t skipped = 0;
-    tq_kv_view *v = NULL;
-    tq_store_match base;
-    tq_kvsnap_report rep = {0};
+    tq_slot_saved rep;
     double t0 = cli_now();
-    raw_name(r, o, "save", file, sizeof file);
-    snprintf(side, sizeof side, "%s.ckpt", r->raw);
-    if (llama_server_slot(r->ctx, &r->srv, o->slot, "save", file, &n_saved)) {
-        unlink(r->raw); /* whatever the server wrote before it failed */
-        unlink(side);
-        return cli_lib_error(r->ctx);
-    }
-    struct stat sb;
-    if (access(r->raw, R_OK))
-        return cli_runtime_error("the server saved slot %ld, but not into %s: give its "
-                                 "--slot-save-path as --slot-dir",
-                                 o->slot, o->slot_dir);
-    if (lstat(r->raw, &sb) || !S_ISREG(sb.st_mode)) { /* a link planted there: not followed */
-        unlink(r->raw);
-        unlink(side);
-        return cli_runtime_error("%s: the server's slot file is not a regular file", r->raw);
-    }
-    int rc = tq_kv_view_open(r->ctx, r->raw, server_revision(r, o), &v) ? cli_lib_error(r->ctx)
-                                                                         : 0;
-    const int32_t *tokens = rc ? NULL : tq_kv_view_tokens(v);
-    uint32_t n = rc ? 0 : tq_kv_view_n_tokens(v);
-    tq_store_points pt = {0};
-    if (!rc) {
-        tq_kv_points vp;
-        tq_kv_view_restore_points(v, &vp);
-        pt.from = vp.from;
-        pt.recurrent = vp.recurrent;
-        tq_store_name(r->fp, tokens, n, name);
-    }
-    if (!rc && tq_store_find_base(r->ctx, r->store, r->fp, tokens, n, &base, &skipped))
-        rc = cli_lib_error(r->ctx);
-    if (!rc && skipped) cli_log("warning: %u stored snapshots could not be read", skipped);
-    if (!rc && !strcmp(base.name, name)) { /* stored already: used again */
-        rc = tq_store_touch(r->ctx, r->store, name) ? cli_lib_error(r->ctx) : 0;
-    } else if (!rc) {
-        rc = encode(r, o, v, name, &base, &rep);
-        /* checkpoints and points before the index: whoever finds the snapshot finds them */
-        if (!rc) rc = save_checkpoints(r, o, v, name, &pt);
-        if (!rc && tq_store_put_points(r->ctx, r->store, name, &pt)) rc = cli_lib_error(r->ctx);
-        if (!rc && tq_store_index(r->ctx, r->store, r->fp, name, tokens, n))
-            rc = cli_lib_error(r->ctx);
-        if (!rc && base.common) rc = keep_chain_whole(r, o, v, name, &base, &rep);
-    }
-    if (!rc && o->name) {
-        char entry[300];
-        tq_store_entry(TQ_STORE_NAME, o->name, entry, sizeof entry);
-        if (tq_store_put(r->ctx, r->store, entry, name, strlen(name))) rc = cli_lib_error(r->ctx);
-    }
-    tq_kv_view_close(v);
-    unlink(r->raw);
-    unlink(side);
-    if (!rc && !o->c.quiet)
-        cli_log("slot %ld: %u tokens stored as %s%s%s (%.2f MB%s) in %.2f s", o->slot, n, name,
-                base.common && strcmp(base.name, name) ? ", appended to " : "",
-                base.common && strcmp(base.name, name) ? base.name : "", rep.snapshot_bytes / 1e6,
-                pt.n_checkpoints ? ", with the server's checkpoints" : "", cli_now() - t0);
-    return rc;
+    progress_init(&r->pr, o->c.quiet);
+    tq_status st = tq_slot_save(r->ctx, &r->ss, o->slot, o->name, &rep);
+    progress_end(&r->pr);
+    free(rep.tokens);
+    if (st) return cli_lib_error(r->ctx);
+    if (!o->c.quiet)
+        cli_log("slot %ld: %u tokens stored as %s%s%s (%.2f MB%s) in %.2f s", o->slot,
+                rep.n_tokens, rep.name, *rep.base ? ", appended to " : "", rep.base,
+                rep.bytes / 1e6, rep.checkpoints ? ", with the server's checkpoints" : "",
+                cli_now() - t0);
+    return 0;
 }
 
-/* The prompt's tokens: the text of --prompt through the server's tokenizer, or the tokens of
- * the snapshot --name names (*name set to it). */
-static int prompt_tokens(slot_run *r, const slot_opts *o, int32_t **tokens, uint32_t *n,
-                         char *name)
+/* The prompt's text through the server's tokenizer. */
+static int prompt_tokens(slot_run *r, const slot_opts *o, int32_t **tokens, uint32_t *n)
 {
-    char *text;
+    uint8_t *text;
     uint64_t len;
-    int found;
-    if (o->name) {
-        char entry[300];
-        tq_store_entry(TQ_STORE_NAME, o->name, entry, sizeof entry);
-        if (tq_store_get(r->ctx, r->store, entry, &text, &len, &found))
-            return cli_lib_error(r->ctx);
-        /* the entry names a snapshot, or it names none */
-        int named = found && tq_store_is_snapshot_name(text);
-        if (named) snprintf(name, 40, "%s", text);
+    /* a prompt is text for a tokenizer: 256 MiB is far past any context */
+    if (tq_read_regular(r->ctx, o->prompt, 256u << 20, &text, &len))
+        return cli_runtime_error("%s: cannot read the prompt: %s", o->prompt,
+                                 tq_ctx_error(r->ctx));
+    char *z = realloc(text, len + 1);
+    if (!z) {
         free(text);
-        if (!named) return cli_runtime_error("%s: no snapshot named '%s'", o->store, o->name);
-        if (strtoull(name, NULL, 16) != r->fp)
-            return cli_runtime_error("%s: '%s' is a snapshot of another model (fingerprint "
-                                     "%.16s; the server's model has %016" PRIx64 ")",
-                                     o->store, o->name, name, r->fp);
-        tqkv_reader *s;
-        if (tq_store_snapshot(r->ctx, r->store, name, &s)) return cli_lib_error(r->ctx);
-        *n = tqkv_meta_of(s)->n_tokens;
-        *tokens = malloc(4ull * *n + 4);
-        if (*tokens) memcpy(*tokens, tqkv_meta_of(s)->tokens, 4ull * *n);
-        tqkv_close(s);
-        return *tokens ? 0 : cli_runtime_error("out of memory");
+        return cli_runtime_error("out of memory");
     }
-    FILE *f = fopen(o->prompt, "rb");
-    if (!f) return cli_runtime_error("%s: cannot open the prompt", o->prompt);
-    text = NULL;
-    len = 0;
-    char buf[65536];
-    size_t k;
-    while ((k = fread(buf, 1, sizeof buf, f)) > 0) {
-        char *t = realloc(text, len + k + 1);
-        if (!t) break;
-        memcpy(t + len, buf, k);
-        text = t;
-        len += k;
-        text[len] = 0;
-    }
-    fclose(f);
-    if (!text) return cli_runtime_error("%s: an empty prompt", o->prompt);
-    int rc = llama_server_tokenize(r->ctx, &r->srv, text, tokens, n) ? cli_lib_error(r->ctx) : 0;
-    free(text);
+    z[len] = 0;
+    int rc = 0;
+    if (!len || strlen(z) != len) rc = cli_runtime_error("%s: an empty prompt", o->prompt);
+    if (!rc && llama_server_tokenize(r->ctx, &r->ss.srv, z, tokens, n)) rc = cli_lib_error(r->ctx);
+    free(z);
     return rc;
 }
-
-/* A base name as an appended snapshot records it: NAME.tqkv of a stored snapshot's NAME. */
-static int base_name_ok(const char *file)
-{
-    char name[40];
-    size_t n = strlen(file);
-    if (n != 38 || strcmp(file + 33, ".tqkv")) return 0;
-    snprintf(name, sizeof name, "%.33s", file);
-    return tq_store_is_snapshot_name(name);
-}
-
-/* The stored snapshot's first `tokens` tokens into the server's folder as a slot file. */
-static int decode(slot_run *r, const slot_opts *o, const char *name, uint32_t tokens,
-                  const tq_store_ckpts *k, tq_status *why)
-{
-    char entry[96];
-    tqkv_reader *s = NULL;
-    tqkv_reader *base = NULL;
-    tq_store_entry(TQ_STORE_SNAP, name, entry, sizeof entry);
-    char *path = tq_store_path(r->store, entry);
-    /* an object by ranges: a prefix's chunks alone are fetched */
-    int rc = !path || cli_open_snapshot(r->ctx, path, 0, &s) ? cli_lib_error(r->ctx) : 0;
-    const tqkv_meta *m = rc ? NULL : tqkv_meta_of(s);
-    if (!rc && m->base_id && !base_name_ok(m->base_name))
-        rc = cli_runtime_error("%s: names a base that is not a stored snapshot's", path);
-    if (!rc && m->base_id) { /* an appended snapshot: its base beside it, read whole */
-        tq_store_entry(TQ_STORE_SNAP_FILE, m->base_name, entry, sizeof entry);
-        char *bp = tq_store_path(r->store, entry);
-        if (!bp || cli_open_snapshot_mapped(r->ctx, bp, &base)) {
-            /* a chain whose base is gone: the next-best prefix (do_restore) */
-            rc = cli_runtime_error("%s: its base %s: %s", path, m->base_name,
-                                   tq_ctx_error(r->ctx));
-            *why = TQ_ERR_CORRUPT;
-        }
-        free(bp);
-    }
-    cli_out out;
-    const char *inputs[1] = {path};
-    if (!rc) rc = cli_out_open_ex(&out, r->raw, inputs, 1, 0);
-    if (!rc) {
-        progress pr;
-        progress_init(&pr, o->c.quiet);
-        tq_type_profile rev = server_revision(r, o);
-        if (rev == TQ_PROFILE_AUTO) rev = TQ_PROFILE_NEWEST;
-        tq_kvsnap_decode_options d = {.threads = (int)o->c.threads,
-                                      .fork_rev = tq_type_profile_name(rev),
-                                      .on_progress = show_progress,
-                                      .progress_user = &pr};
-        /* two masked cells below a window-only cache: the server's check passes when the
-         * prompt ends where the snapshot does as well (llama_state.h, pad_window) */
-        tq_kvsnap_restore_options ro = {.format = (tq_kv_kind)m->source_kind,
-                                        .tokens = tokens < m->n_tokens ? tokens : 0,
-                                        .tmp_near = r->raw,
-                                        .pad_window = 2,
-                                        .partial = k->partial,
-                                        .partial_len = k->partial_len};
-        *why = tq_kvsnap_restore(r->ctx, s, base, &d, &ro, out.f);
-        progress_end(&pr);
-        if (*why) {
-            rc = cli_runtime_error("%s: %s", path, tq_ctx_error(r->ctx));
-            cli_out_abort(&out);
-        } else {
-            rc = cli_out_commit(&out);
-        }
-    }
-    free(path);
-    tqkv_close(base);
-    tqkv_close(s);
-    return rc;
-}
-
-/* Tries a restore may take: a stored snapshot that fails to decode (corrupt where its index
- * did not show it: an object's chunks arrive only then) gives way to the next-best prefix. */
-enum { RESTORE_TRIES = 3 };
 
 /* What a miss says: why no stored prefix restores. */
-static int miss(const slot_opts *o, const tq_store_match *best, uint32_t n)
+static int miss(const slot_opts *o, const tq_slot_restored *rep)
 {
     if (o->c.quiet) return TQ_EXIT_MISS;
-    if (best->shared >= TQ_STORE_STRIDE)
+    if (rep->shared >= TQ_STORE_STRIDE)
         cli_log("slot %ld: miss: stored snapshots share up to %u of the prompt's %u tokens, but "
                 "none restores there (a sliding-window cache keeps its last window, a recurrent "
                 "state its end; a fork build's checkpoints add restore points); the server "
                 "will process the whole prompt",
-                o->slot, best->shared, n);
+                o->slot, rep->shared, rep->n_prompt);
     else
         cli_log("slot %ld: miss: no stored snapshot of this model shares the prompt's first %u "
                 "tokens; the server will process the whole prompt",
@@ -544,74 +254,31 @@ static int miss(const slot_opts *o, const tq_store_match *best, uint32_t n)
 
 static int do_restore(slot_run *r, const slot_opts *o)
 {
-    char file[128];
-    char side[4200] = "";
-    char named[40] = "";
-    char failed[RESTORE_TRIES][40];
-    const char *except[RESTORE_TRIES];
     int32_t *tokens = NULL;
     uint32_t n = 0;
-    uint32_t skipped = 0;
-    uint32_t n_restored = 0;
-    tq_store_match best = {0};
-    tq_store_ckpts k = {0};
+    tq_slot_restored rep;
     double t0 = cli_now();
-    int rc = prompt_tokens(r, o, &tokens, &n, named);
-    for (uint32_t t = 0; !rc && t < RESTORE_TRIES; t++) {
-        if (tq_store_find(r->ctx, r->store, r->fp, tokens, n, except, t, &best, &skipped)) {
-            rc = cli_lib_error(r->ctx);
-            break;
-        }
-        if (skipped) cli_log("warning: %u stored snapshots could not be read; skipped", skipped);
-        if (!best.point) break;
-        tq_store_points pt;
-        tq_store_ckpts_free(&k);
-        tq_kvsnap_ckpt_coding coding = {r->ctx, NULL, NULL, 0, 0};
-        if (tq_store_get_points(r->ctx, r->store, best.name, best.n_tokens, &pt) ||
-            (pt.n_checkpoints &&
-             tq_store_load_checkpoints(r->ctx, r->store, best.name, best.n_tokens,
-                                       best.point < pt.from ? best.point : 0,
-                                       tq_kvsnap_ckpt_decode, &coding, &k))) {
-            rc = cli_lib_error(r->ctx);
-            break;
-        }
-        raw_name(r, o, "restore", file, sizeof file);
-        snprintf(side, sizeof side, "%s.ckpt", r->raw);
-        tq_status why = TQ_OK;
-        rc = decode(r, o, best.name, best.point, &k, &why);
-        if (!rc && tq_store_write_checkpoints(r->ctx, &k, best.point, side))
-            rc = cli_lib_error(r->ctx);
-        if (!rc || why != TQ_ERR_CORRUPT || t + 1 == RESTORE_TRIES) break;
-        cli_log("warning: %s: corrupt; the next-best prefix instead", best.name);
-        snprintf(failed[t], sizeof failed[t], "%s", best.name);
-        except[t] = failed[t];
-        rc = 0;
-    }
-    free(tokens);
-    tq_store_ckpts_free(&k);
-    if (rc) {
-        if (*side) unlink(r->raw);
-        if (*side) unlink(side);
-        return rc;
-    }
-    if (!best.point) return miss(o, &best, n);
-    if (llama_server_slot(r->ctx, &r->srv, o->slot, "restore", file, &n_restored))
+    int rc = 0;
+    if (o->name && tq_slot_named_tokens(r->ctx, &r->ss, o->name, &tokens, &n))
         rc = cli_lib_error(r->ctx);
-    unlink(r->raw);
-    unlink(side);
-    /* restored already: a store that cannot record the use (read-only) is a warning */
-    if (!rc && tq_store_touch(r->ctx, r->store, best.name))
-        cli_log("warning: %s: its use not recorded: %s", best.name, tq_ctx_error(r->ctx));
-    if (!rc && !o->c.quiet)
+    if (!o->name) rc = prompt_tokens(r, o, &tokens, &n);
+    if (rc) return rc;
+    progress_init(&r->pr, o->c.quiet);
+    tq_status st = tq_slot_restore(r->ctx, &r->ss, o->slot, tokens, n, 0, &rep);
+    progress_end(&r->pr);
+    free(tokens);
+    if (st) return cli_lib_error(r->ctx);
+    if (!rep.point) return miss(o, &rep);
+    if (!o->c.quiet)
         cli_log("slot %ld: %u of the prompt's %u tokens restored from %s in %.2f s", o->slot,
-                n_restored, n, best.name, cli_now() - t0);
+                rep.point, n, rep.name, cli_now() - t0);
     /* llama-server uses a restored sliding-window cache only where it reaches back past the
      * window (server-context.cpp: pos_min < pos_next - n_swa), which no cell can before it */
-    if (!rc && !o->c.quiet && r->swa_window && best.point <= r->swa_window + 1)
+    if (!o->c.quiet && r->ss.swa_window && rep.point <= r->ss.swa_window + 1)
         cli_log("note: slot %ld: a restore of at most the sliding window (%u tokens) is processed "
                 "again by a server without --swa-full",
-                o->slot, r->swa_window);
-    return rc;
+                o->slot, r->ss.swa_window);
+    return 0;
 }
 
 /* ls: one line (or JSON object) a stored snapshot. */
@@ -619,7 +286,7 @@ static int do_ls(slot_run *r, const slot_opts *o)
 {
     char **names;
     uint32_t count;
-    if (tq_store_list(r->ctx, r->store, "snap", &names, &count)) return cli_lib_error(r->ctx);
+    if (tq_store_list(r->ctx, r->ss.store, "snap", &names, &count)) return cli_lib_error(r->ctx);
     json_t *list = o->c.json ? json_array() : NULL; /* written by the library, never by printf */
     for (uint32_t i = 0; i < count; i++) {
         char entry[300];
@@ -631,14 +298,14 @@ static int do_ls(slot_run *r, const slot_opts *o)
         if (len < 6 || strcmp(names[i] + len - 5, ".tqkv")) continue; /* not a snapshot */
         tq_store_entry(TQ_STORE_SNAP_FILE, names[i], entry, sizeof entry);
         snprintf(name, sizeof name, "%.*s", (int)(len - 5), names[i]);
-        if (tq_store_size(r->ctx, r->store, entry, &size, &found) || !found ||
-            tq_store_snapshot(r->ctx, r->store, name, &s)) {
+        if (tq_store_size(r->ctx, r->ss.store, entry, &size, &found) || !found ||
+            tq_store_snapshot(r->ctx, r->ss.store, name, &s)) {
             cli_log("warning: %s: %s", names[i], found ? tq_ctx_error(r->ctx) : "gone");
             continue;
         }
         const tqkv_meta *m = tqkv_meta_of(s);
         const char *base = m->base_id ? m->base_name : "";
-        double used = tq_store_last_used(r->ctx, r->store, name);
+        double used = tq_store_last_used(r->ctx, r->ss.store, name);
         double age = used > 0 ? (double)time(NULL) - used : -1;
         if (list)
             json_array_append_new(list, json_pack("{s:s, s:s%, s:i, s:I, s:f, s:s}", "name", name,
@@ -660,7 +327,7 @@ static int do_ls(slot_run *r, const slot_opts *o)
 static int do_gc(slot_run *r, const slot_opts *o)
 {
     tq_store_gc_report rep;
-    if (tq_store_gc(r->ctx, r->store, o->max_size, &rep)) return cli_lib_error(r->ctx);
+    if (tq_store_gc(r->ctx, r->ss.store, o->max_size, &rep)) return cli_lib_error(r->ctx);
     if (!o->c.quiet)
         cli_log("%s: %u snapshots evicted, %u kept: %.2f MB -> %.2f MB (at most %.2f MB)%s",
                 o->store, rep.evicted, rep.kept, rep.bytes_before / 1e6, rep.bytes_after / 1e6,
@@ -671,23 +338,73 @@ static int do_gc(slot_run *r, const slot_opts *o)
     return 0;
 }
 
+/* The proxy's log: a line at a time, whole, whichever thread writes it. */
+static void log_line(void *user, const char *line)
+{
+    (void)user;
+    flockfile(stderr);
+    cli_log("%s", line);
+    funlockfile(stderr);
+}
+
+/* proxy: serves until SIGTERM or SIGINT, then drains and exits 0. */
+static int do_proxy(slot_run *r, const slot_opts *o)
+{
+    sigset_t stop;
+    int sig = 0;
+    unsigned port = 0;
+    tq_proxy *p;
+    tq_proxy_config cfg = {.session = r->ss,
+                           .listen = o->listen ? o->listen : "127.0.0.1:8081",
+                           .api_key = o->api_key,
+                           .min_tokens = o->min_tokens < 0 ? TQ_PROXY_MIN_TOKENS
+                                                           : (uint32_t)o->min_tokens,
+                           .max_size = o->has_max_size ? o->max_size : 0,
+                           .store_timeout_s = o->timeout ? (double)o->timeout
+                                                         : TQ_PROXY_STORE_TIMEOUT_S,
+                           .drain_s = TQ_PROXY_DRAIN_S,
+                           .max_body = TQ_PROXY_MAX_BODY,
+                           .client_timeout_s = TQ_PROXY_CLIENT_TIMEOUT_S,
+                           .log = log_line};
+    cfg.session.srv.timeout_s = 600; /* the server's own work: a slot's save or restore */
+    cfg.session.note = log_line;
+    cfg.session.on_progress = NULL;
+    /* every thread the proxy starts inherits the mask: the signals reach sigwait alone */
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (tq_proxy_start(r->ctx, &cfg, &p, &port)) return cli_lib_error(r->ctx);
+    cli_log("proxy: listening on %s (port %u), server %s, store %s", cfg.listen, port,
+            o->server, o->store);
+    sigwait(&stop, &sig);
+    cli_log("proxy: %s: draining", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    tq_proxy_stop(p);
+    cli_log("proxy: stopped");
+    return 0;
+}
+
 int cmd_slot(int argc, char **argv)
 {
-    slot_opts o = {0};
+    slot_opts o = {.min_tokens = -1};
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? TQ_EXIT_OK : rc;
-    slot_run r = {.ctx = cli_ctx_new(o.c.threads), .srv = {o.server, o.timeout}};
+    slot_run r = {.ctx = cli_ctx_new(o.c.threads)};
     if (!r.ctx) return TQ_EXIT_RUNTIME;
-    rc = tq_store_open(r.ctx, o.store, &r.store) ? cli_lib_error(r.ctx) : 0;
+    session_options(&r, &o);
+    rc = tq_store_open(r.ctx, o.store, &r.ss.store) ? cli_lib_error(r.ctx) : 0;
     int ls = !strcmp(o.pos[0], "ls");
     int gc = !strcmp(o.pos[0], "gc");
-    if (!rc && !ls && !gc) rc = open_model(&r, &o);
+    if (!rc && !ls && !gc && tq_slot_session_model(r.ctx, &r.ss, o.c.model))
+        rc = cli_lib_error(r.ctx);
     if (!rc && ls) rc = do_ls(&r, &o);
     if (!rc && gc) rc = do_gc(&r, &o);
     if (!rc && !strcmp(o.pos[0], "save")) rc = do_save(&r, &o);
     if (!rc && !strcmp(o.pos[0], "restore")) rc = do_restore(&r, &o);
-    free(r.model_path);
-    tq_store_close(r.store);
+    if (!rc && !strcmp(o.pos[0], "proxy")) rc = do_proxy(&r, &o);
+    tq_slot_session_free(&r.ss);
+    tq_store_close(r.ss.store);
     tq_ctx_free(r.ctx);
     return rc;
 }

@@ -9,7 +9,19 @@ cd "$(dirname "$0")/.." || exit 0
 pins=tests/oracles.txt
 hash=$(sha256sum "$pins" | cut -c1-12)
 dir=${TQ_ORACLES:-${XDG_CACHE_HOME:-$HOME/.cache}/tq/oracles-$hash}
-if [ -f "$dir/.complete" ]; then echo "$dir/bin"; exit 0; fi
+# the clients (tests/clients.txt) join an environment made before them, once per their pins
+clients=tests/clients.txt
+chash=$(sha256sum "$clients" | cut -c1-12)
+add_clients() {
+    [ -f "$dir/.clients-$chash" ] && return 0
+    "$dir/bin/python3" -m pip --disable-pip-version-check -q install $(grep -v '^#' "$clients") >&2 &&
+        touch "$dir/.clients-$chash"
+}
+if [ -f "$dir/.complete" ]; then
+    add_clients || echo "setup_oracles: installing tests/clients.txt failed: the proxy's client tests will skip" >&2
+    echo "$dir/bin"
+    exit 0
+fi
 say() { echo "setup_oracles: $*" >&2; }
 command -v python3 >/dev/null || { say "no python3: oracle tests will skip"; exit 0; }
 say "creating the oracle environment in $dir (once; llama-cpp-python compiles for some minutes)"
@@ -27,4 +39,5 @@ if ! $pip install $(grep -v '^#' "$pins" | grep -v llama-cpp-python) >&2 ||
     exit 0
 fi
 touch "$dir/.complete"
+add_clients || say "installing tests/clients.txt failed: the proxy's client tests will skip"
 echo "$dir/bin"

@@ -51,9 +51,11 @@ static void escaped(const char *text, char *out, size_t n)
     out[k] = 0;
 }
 
-/* One request: *json the answer's JSON (a 2xx answer's), else one line in the context. */
-static tq_status call(tq_ctx *ctx, const llama_server *srv, const char *path, const char *body,
-                      long timeout_s, size_t most, json_t **json)
+/* One request: *json the answer's JSON (a 2xx answer's), else one line in the context; given
+ * up after stall_s seconds without a byte (0: never, a prompt's processing says nothing). */
+static tq_status call_ex(tq_ctx *ctx, const llama_server *srv, const char *path,
+                         const char *body, long timeout_s, long stall_s, size_t most,
+                         json_t **json)
 {
     char url[2048];
     char err[CURL_ERROR_SIZE] = "";
@@ -66,6 +68,13 @@ static tq_status call(tq_ctx *ctx, const llama_server *srv, const char *path, co
     *json = NULL;
     CURL *h = curl_easy_init();
     struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    char auth[1024];
+    if (hdr && srv->authorization) {
+        snprintf(auth, sizeof auth, "Authorization: %s", srv->authorization);
+        struct curl_slist *more = curl_slist_append(hdr, auth);
+        if (!more) curl_slist_free_all(hdr);
+        hdr = more;
+    }
     if (!h || !hdr) {
         curl_slist_free_all(hdr);
         if (h) curl_easy_cleanup(h);
@@ -78,14 +87,12 @@ static tq_status call(tq_ctx *ctx, const llama_server *srv, const char *path, co
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, LLAMA_SERVER_STALL);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, stall_s ? 1L : 0L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, stall_s);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    }
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    if (body) curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
     CURLcode cc = curl_easy_perform(h);
     if (cc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(hdr);
@@ -99,7 +106,7 @@ static tq_status call(tq_ctx *ctx, const llama_server *srv, const char *path, co
     } else if (cc == CURLE_OPERATION_TIMEDOUT) {
         st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: %s: no answer within %ld s (or %ld s without "
                               "a byte): give --timeout",
-                              server, path, timeout_s, LLAMA_SERVER_STALL);
+                              server, path, timeout_s, stall_s ? stall_s : timeout_s);
     } else if (cc != CURLE_OK) {
         st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: the server did not answer: %s", server,
                               err[0] ? err : curl_easy_strerror(cc));
@@ -119,6 +126,12 @@ static tq_status call(tq_ctx *ctx, const llama_server *srv, const char *path, co
     }
     *json = j;
     return TQ_OK;
+}
+
+static tq_status call(tq_ctx *ctx, const llama_server *srv, const char *path, const char *body,
+                      long timeout_s, size_t most, json_t **json)
+{
+    return call_ex(ctx, srv, path, body, timeout_s, LLAMA_SERVER_STALL, most, json);
 }
 
 tq_status llama_server_model(tq_ctx *ctx, const llama_server *srv, char **model_path)
@@ -214,4 +227,89 @@ tq_status llama_server_tokenize(tq_ctx *ctx, const llama_server *srv, const char
         *tokens = NULL;
     }
     return st;
+}
+
+tq_status llama_server_apply_template(tq_ctx *ctx, const llama_server *srv, const char *body,
+                                      char **prompt)
+{
+    json_t *j;
+    *prompt = NULL;
+    tq_status st = call(ctx, srv, "/apply-template", body, srv->timeout_s, TOKENIZE_MOST, &j);
+    if (st) return st;
+    const char *p = json_string_value(json_object_get(j, "prompt"));
+    *prompt = p ? strdup(p) : NULL;
+    json_decref(j);
+    if (!p)
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: /apply-template: no prompt", srv->url);
+    return *prompt ? TQ_OK : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+}
+
+/* A JSON number as a count in [lo, hi], else fallback. */
+static long count_of(const json_t *v, long lo, long hi, long fallback)
+{
+    json_int_t x = json_is_integer(v) ? json_integer_value(v) : fallback;
+    return x >= lo && x <= hi ? (long)x : fallback;
+}
+
+enum { SLOTS_MOST = 4096 };
+
+tq_status llama_server_slots(tq_ctx *ctx, const llama_server *srv,
+                             llama_server_slot_state **slots, uint32_t *n)
+{
+    json_t *j;
+    long t = srv->timeout_s < LLAMA_SERVER_SMALL_TIMEOUT ? srv->timeout_s
+                                                          : LLAMA_SERVER_SMALL_TIMEOUT;
+    *slots = NULL;
+    *n = 0;
+    tq_status st = call(ctx, srv, "/slots", NULL, t, PROPS_MOST, &j);
+    if (st) return st;
+    size_t len = json_array_size(j);
+    if (!json_is_array(j) || len > SLOTS_MOST)
+        st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: /slots: not a list of slots", srv->url);
+    size_t cap = len ? len : 1;
+    *slots = st ? NULL : calloc(cap, sizeof **slots);
+    if (!st && !*slots) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !st && i < len; i++) {
+        json_t *e = json_array_get(j, i);
+        llama_server_slot_state *s = &(*slots)[i];
+        s->id = count_of(json_object_get(e, "id"), 0, SLOTS_MOST - 1, -1);
+        s->id_task = count_of(json_object_get(e, "id_task"), 0, INT32_MAX, -1);
+        s->n_tokens = (uint32_t)count_of(json_object_get(e, "n_prompt_tokens"), 0, INT32_MAX, 0);
+        s->processing = json_is_true(json_object_get(e, "is_processing"));
+        if (s->id < 0)
+            st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: /slots: slot %zu has no id", srv->url,
+                                  i);
+    }
+    *n = st ? 0 : (uint32_t)len;
+    json_decref(j);
+    if (st) {
+        free(*slots);
+        *slots = NULL;
+    }
+    return st;
+}
+
+tq_status llama_server_prefill(tq_ctx *ctx, const llama_server *srv, long slot,
+                               const int32_t *tokens, uint32_t n, uint32_t *processed)
+{
+    json_t *arr = json_array();
+    for (uint32_t i = 0; arr && i < n; i++)
+        if (json_array_append_new(arr, json_integer(tokens[i]))) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    json_t *req = arr ? json_pack("{s:o, s:i, s:I, s:b}", "prompt", arr, "n_predict", 0,
+                                  "id_slot", (json_int_t)slot, "cache_prompt", 1)
+                      : NULL;
+    char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    if (!body) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    json_t *j;
+    tq_status st = call_ex(ctx, srv, "/completion", body, srv->timeout_s, 0, TOKENIZE_MOST, &j);
+    free(body);
+    if (st) return st;
+    json_t *pn = json_object_get(json_object_get(j, "timings"), "prompt_n");
+    if (processed) *processed = (uint32_t)count_of(pn, 0, INT32_MAX, 0);
+    json_decref(j);
+    return TQ_OK;
 }

@@ -20,6 +20,7 @@
 typedef struct llama_server {
     const char *url; /* http://host:port */
     long timeout_s;  /* a save, restore or tokenization at most (tq slot --timeout) */
+    const char *authorization; /* an Authorization header's value to send (NULL: none) */
 } llama_server;
 
 /* GET /props: the build the server names ("b<count>-<commit>"; "" where it names none). */
@@ -34,5 +35,26 @@ tq_status llama_server_slot(tq_ctx *ctx, const llama_server *srv, long slot, con
  * (malloc'd; each 0 .. 2^31 - 1). */
 tq_status llama_server_tokenize(tq_ctx *ctx, const llama_server *srv, const char *text,
                                 int32_t **tokens, uint32_t *n);
+
+/* POST /apply-template with a chat request's JSON body: the prompt text its template makes
+ * (malloc'd), what /v1/chat/completions then tokenizes. */
+tq_status llama_server_apply_template(tq_ctx *ctx, const llama_server *srv, const char *body,
+                                      char **prompt);
+
+/* What GET /slots says of a slot. */
+typedef struct llama_server_slot_state {
+    long id;
+    long id_task;      /* its last task (-1: none since the server started) */
+    uint32_t n_tokens; /* the tokens its cache holds (n_prompt_tokens) */
+    int processing;
+} llama_server_slot_state;
+/* GET /slots (malloc'd, *n of them; at most 4096). */
+tq_status llama_server_slots(tq_ctx *ctx, const llama_server *srv,
+                             llama_server_slot_state **slots, uint32_t *n);
+/* POST /completion {"prompt": TOKENS, "n_predict": 0, "id_slot": SLOT}: the slot's cache made
+ * to hold the prompt, nothing generated (a restore point at the prompt's end); *processed the
+ * prompt tokens the server processed for it (timings.prompt_n; may be NULL). */
+tq_status llama_server_prefill(tq_ctx *ctx, const llama_server *srv, long slot,
+                               const int32_t *tokens, uint32_t n, uint32_t *processed);
 
 #endif

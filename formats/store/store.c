@@ -194,6 +194,84 @@ tq_status tq_store_put(tq_ctx *ctx, tq_store *s, const char *entry, const void *
     return st;
 }
 
+struct tq_store_writer {
+    tq_sink *sink; /* an object's upload */
+    FILE *f;
+    char *path, *tmp; /* a directory's entry and its temporary */
+};
+
+tq_status tq_store_write_begin(tq_ctx *ctx, tq_store *s, const char *entry, tq_store_writer **w,
+                               FILE **f)
+{
+    tq_store_writer *o = calloc(1, sizeof *o);
+    *w = NULL;
+    *f = NULL;
+    if (!o || !(o->path = tq_store_path(s, entry))) {
+        free(o);
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    tq_status st = TQ_OK;
+    if (s->remote) {
+        st = tq_sink_open(ctx, o->path, &o->sink, &o->f);
+    } else if (!(st = folders_real(ctx, s, entry))) {
+        char *slash = strrchr(o->path, '/');
+        *slash = 0;
+        int made = make_dirs(o->path);
+        *slash = '/';
+        st = made ? tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot make its folder: %s", o->path,
+                                     strerror(errno))
+                  : tq_temp_create_ex(ctx, o->path, 1, &o->tmp, &o->f);
+    }
+    if (st) {
+        tq_store_write_abort(o);
+        return st;
+    }
+    *w = o;
+    *f = o->f;
+    return TQ_OK;
+}
+
+const char *tq_store_write_error(const tq_store_writer *w)
+{
+    return w && w->sink ? tq_sink_error(w->sink) : "";
+}
+
+tq_status tq_store_write_commit(tq_ctx *ctx, tq_store_writer *w)
+{
+    tq_status st = TQ_OK;
+    if (w->sink) {
+        st = tq_sink_commit(ctx, w->sink);
+        w->sink = NULL;
+    } else {
+        int bad = fflush(w->f) != 0; /* the temporary's stream fsyncs as it closes */
+        bad |= fclose(w->f) != 0;
+        if (bad || rename(w->tmp, w->path)) {
+            st = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: writing failed: %s", w->path,
+                                  strerror(errno));
+            unlink(w->tmp);
+        }
+        tq_temp_forget(w->tmp);
+    }
+    free(w->tmp);
+    free(w->path);
+    free(w);
+    return st;
+}
+
+void tq_store_write_abort(tq_store_writer *w)
+{
+    if (!w) return;
+    if (w->sink) tq_sink_abort(w->sink);
+    if (!w->sink && w->tmp) {
+        unlink(w->tmp); /* before fclose: no fsync of a discarded file */
+        fclose(w->f);
+        tq_temp_forget(w->tmp);
+    }
+    free(w->tmp);
+    free(w->path);
+    free(w);
+}
+
 /* An object whole, at most max bytes: its size first where it may be large. */
 static tq_status get_remote(tq_ctx *ctx, const char *url, uint64_t max, char **p, uint64_t *n,
                             int *found)

@@ -22,6 +22,7 @@
 #include "tq.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 /* Token-prefix boundaries the index keeps, as LMCache's chunks of 256 tokens. */
 #define TQ_STORE_STRIDE 256u
@@ -63,6 +64,16 @@ tq_status tq_store_check_entry(tq_ctx *ctx, tq_store *s, const char *entry);
 char *tq_store_path(const tq_store *s, const char *entry);
 /* An entry written whole, atomically (a temporary beside it, renamed into place). */
 tq_status tq_store_put(tq_ctx *ctx, tq_store *s, const char *entry, const void *p, uint64_t n);
+/* An entry written as a stream (a snapshot): through *f, appearing whole on commit (a
+ * directory's temporary beside it, fsynced and renamed into place; an object's upload), nothing
+ * on abort. */
+typedef struct tq_store_writer tq_store_writer;
+tq_status tq_store_write_begin(tq_ctx *ctx, tq_store *s, const char *entry, tq_store_writer **w,
+                               FILE **f);
+tq_status tq_store_write_commit(tq_ctx *ctx, tq_store_writer *w);
+void tq_store_write_abort(tq_store_writer *w);
+/* Why the last write to an object failed (the store's answer), "" when none did. */
+const char *tq_store_write_error(const tq_store_writer *w);
 /* A small entry's bytes (malloc'd, NUL-terminated; 64 KiB at most); *found 0 when there is
  * none.  A directory store's entry must be a regular file, opened without following a link. */
 tq_status tq_store_get(tq_ctx *ctx, tq_store *s, const char *entry, char **p, uint64_t *n,

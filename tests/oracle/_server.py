@@ -57,7 +57,7 @@ def servers_stopped():
         ok("servers_are_stopped")
 
 
-def _free_port():
+def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -74,16 +74,17 @@ class Server:
     beyond the fixed ones (one slot, no RAM prompt cache, flash attention on,
     2 threads) are appended."""
 
-    def __init__(self, binary, model, slots, *flags, ctx=4096, save_path=True):
+    def __init__(self, binary, model, slots, *flags, ctx=4096, save_path=True, port=None):
         self.binary, self.model, self.slots = binary, Path(model), Path(slots)
         self.flags, self.ctx = list(flags), ctx
+        self.fixed_port = port  # restarted on the same port (a proxy in front knows it)
         self.save_path = save_path  # False: no --slot-save-path (slots actions answer 501)
         self.proc = None
         self.log = self.slots.parent / "server.log"
 
     def __enter__(self):
         for _ in range(3):  # another process may take the port first
-            self.port = _free_port()
+            self.port = self.fixed_port or free_port()
             cmd = [self.binary, "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
                    *(["--slot-save-path", str(self.slots)] if self.save_path else []),
                    "-c", str(self.ctx), "-np", "1", "-cram", "0",
@@ -100,6 +101,12 @@ class Server:
     def __exit__(self, *exc):
         self.stop()
         return False
+
+    def restart(self):
+        """Stopped and started again on the same port: its slots empty."""
+        self.stop()
+        self.fixed_port = self.port
+        return self.__enter__()
 
     def _wait_healthy(self, timeout=180):
         end = time.time() + timeout
