@@ -42,9 +42,32 @@ static const generation_path *generation_of(const char *method, const char *path
 /* A session of the proxy's for one request: the server's calls carry the client's key. */
 static tq_slot_session session_of(const proxy_req *r)
 {
+    pthread_mutex_lock(&r->p->lock); /* the cache types learned may change */
     tq_slot_session ss = r->p->cfg.session;
+    pthread_mutex_unlock(&r->p->lock);
     ss.srv.authorization = r->authorization;
     return ss;
+}
+
+/* A restore the server refused: the cache types its slot holds learned (the proxy keeps them
+ * for the restores after); 1 when they are new, and the restore worth trying again. */
+static int learn_types(proxy_req *r, tq_ctx *ctx)
+{
+    tq_slot_session ss = session_of(r);
+    char why[512];
+    snprintf(why, sizeof why, "%s", tq_ctx_error(ctx));
+    if (tq_slot_probe_types(ctx, &ss, r->turn.slot, r->turn.tokens[0])) return 0;
+    pthread_mutex_lock(&r->p->lock);
+    tq_slot_session *kept = &r->p->cfg.session;
+    int changed = strcmp(kept->cache_k, ss.cache_k) || strcmp(kept->cache_v, ss.cache_v);
+    memcpy(kept->cache_k, ss.cache_k, sizeof kept->cache_k);
+    memcpy(kept->cache_v, ss.cache_v, sizeof kept->cache_v);
+    pthread_mutex_unlock(&r->p->lock);
+    if (changed)
+        proxy_log(r->p, "slot %ld: the server refused a restore (%s): converting to its cache "
+                        "types from now on (K %s, V %s)",
+                  r->turn.slot, why, ss.cache_k, ss.cache_v);
+    return changed;
 }
 
 /* The prompt's tokens as the server will make them: a chat through its template, a text
@@ -285,15 +308,19 @@ static void pin_body(proxy_req *r, json_t *body, long slot)
 }
 
 /* On models whose cache restores only where it was saved (a sliding window, a recurrent
- * state): the prompt processed alone and saved, so that the next turn restores at its end
- * whatever the client sends back of the answer. */
+ * state): the prompt but its last token processed alone and saved, so that the next turn
+ * restores there whatever the client sends back of the answer.  The request then processes
+ * the last token, as it would anyway: nothing is processed twice (a recurrent state cannot
+ * step back a token, so a save at the prompt's very end would make the server process the
+ * whole prompt again). */
 static void save_prompt_end(proxy_req *r, tq_ctx *ctx, uint32_t restored_point)
 {
     tq_proxy *p = r->p;
     proxy_turn *t = &r->turn;
     tq_slot_session ss = session_of(r);
-    if (!ss.swa_window || t->n < p->cfg.min_tokens || restored_point == t->n) return;
-    if (llama_server_prefill(ctx, &ss.srv, t->slot, t->tokens, t->n, &t->prefilled)) {
+    uint32_t end = t->n ? t->n - 1 : 0;
+    if (!ss.exact_points || end < p->cfg.min_tokens || restored_point >= end) return;
+    if (llama_server_prefill(ctx, &ss.srv, t->slot, t->tokens, end, &t->prefilled)) {
         proxy_log(p, "slot %ld: the prompt's end not saved: %s", t->slot, tq_ctx_error(ctx));
         return;
     }
@@ -348,8 +375,12 @@ void proxy_turn_begin(proxy_req *r, const char *method, const char *path)
     double t0 = proxy_now();
     if (t->n >= TQ_STORE_STRIDE && !prepare_in_time(r, &rep)) {
         tq_slot_session mine = session_of(r);
-        if (tq_slot_restore_apply(ctx, &mine, t->slot, &rep))
-            snprintf(t->note, sizeof t->note, "the restore: %s", tq_ctx_error(ctx));
+        tq_status st = tq_slot_restore_apply(ctx, &mine, t->slot, &rep);
+        if (st == TQ_ERR_IO && learn_types(r, ctx) && !prepare_in_time(r, &rep)) {
+            mine = session_of(r);
+            st = tq_slot_restore_apply(ctx, &mine, t->slot, &rep);
+        }
+        if (st) snprintf(t->note, sizeof t->note, "the restore: %s", tq_ctx_error(ctx));
         t->restored = rep.point;
         snprintf(t->restored_from, sizeof t->restored_from, "%s", rep.name);
     }
@@ -454,13 +485,15 @@ void proxy_turn_end(proxy_req *r, int completed)
         pthread_cond_broadcast(&p->changed);
         pthread_mutex_unlock(&p->lock);
     }
+    char processed[32] = "?"; /* an answer cut short says nothing */
+    if (t->prompt_n >= 0) snprintf(processed, sizeof processed, "%ld", t->prompt_n + t->prefilled);
     if (t->active)
         proxy_log(p, "%s %ld slot %ld: prompt %u tokens, held %u, restored %u%s%s (%.3f s), "
-                     "server processed %ld (%u of them for the prompt's end), %.2f s%s%s%s",
+                     "server processed %s (%u of them for the prompt's end), %.2f s%s%s%s",
                   r->uri, r->status, t->slot, t->n, t->have, t->restored,
-                  *t->restored_from ? " from " : "", t->restored_from, t->restore_s,
-                  t->prompt_n + (long)t->prefilled, t->prefilled, took,
-                  completed ? "" : ", cut short", *t->note ? "; " : "", t->note);
+                  *t->restored_from ? " from " : "", t->restored_from, t->restore_s, processed,
+                  t->prefilled, took, completed ? "" : ", cut short", *t->note ? "; " : "",
+                  t->note);
     else
         proxy_log(p, "%s %ld, %.2f s%s%s", r->uri, r->status, took, *t->note ? "; " : "",
                   t->note);

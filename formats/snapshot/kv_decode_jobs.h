@@ -20,15 +20,18 @@ typedef struct djob {
     tqkv_record base_fine;  /* the record the base's fine rows decode by: its coarse end */
     uint64_t nb, bfirst, first, nch;
     uint32_t head_dim;
+    uint32_t out_rot;       /* rows go out rotated in blocks of this (0: not) */
     chunk_out *co;
 } djob;
 
 tq_status tq_kvdec_put(tq_ctx *ctx, FILE *f, const void *p, uint64_t n);
 /* Tensor i's job: its codecs, its chunks (the base's, then r's, from *ck on), the output type
- * (want, or its turbo type in out_prof's revision; TQ_PROFILE_AUTO: kept). */
+ * (want[is_v], or its turbo type in out_prof's revision; TQ_PROFILE_AUTO: kept), the output's
+ * rotation (for head_dim). */
 tq_status tq_kvdec_job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof,
-                             const tq_ggml_type *want, int out_prof, const tqkv_reader *r,
-                             const tqkv_reader *base, uint32_t i, uint64_t *ck, djob *j);
+                             const tq_ggml_type *const want[2], int out_prof,
+                             const tqkv_reader *r, const tqkv_reader *base, uint32_t i,
+                             uint32_t head_dim, uint64_t *ck, djob *j);
 void tq_kvdec_job_free(djob *j);
 /* The skeleton up to the tensor, its layer header patched for a new cache type. */
 tq_status tq_kvdec_job_begin(tq_ctx *ctx, const tqkv_meta *m, const djob *j, FILE *out,
@@ -40,13 +43,13 @@ tq_status tq_kvdec_job_write_whole(tq_ctx *ctx, const tqkv_reader *r, const tqkv
                                    const djob *j, FILE *out);
 /* Chunk ck of tensor t as the output's bytes (skip: zeros of that length). */
 void tq_kvdec_decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_codec *c,
-                           const tq_ggml_type *ty, const tq_ggml_type *oty, uint32_t head_dim,
-                           uint64_t ck, int skip, tq_ctx *local, tq_ctx *dev, chunk_out *o);
+                           const djob *j, uint64_t ck, int skip, tq_ctx *local, tq_ctx *dev,
+                           chunk_out *o);
 /* The model layer a record counts as for --layers. */
 uint32_t tq_kvdec_layer_of(const tqkv_record *t);
 /* Every tensor's chunks decoded over threads and written in file order. */
 tq_status tq_kvdec_run(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
                        const tq_kvsnap_decode_options *o, tq_type_profile prof,
-                       const tq_ggml_type *want, int out_prof, FILE *out);
+                       const tq_ggml_type *const want[2], int out_prof, FILE *out);
 
 #endif

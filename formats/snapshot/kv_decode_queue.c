@@ -126,8 +126,7 @@ static void decode_one(dqueue *q, uint64_t g)
         const tqkv_record *fine = from == q->base ? &j->base_fine : j->t;
         const tqkv_record *rec = coarse ? &j->coarse : fine;
         const tq_codec *c = coarse ? j->c_coarse : j->c;
-        tq_kvdec_decode_chunk(from, rec, c, j->ty, j->oty, j->head_dim, at, skip, local, dev,
-                              &j->co[k]);
+        tq_kvdec_decode_chunk(from, rec, c, j, at, skip, local, dev, &j->co[k]);
     }
     tqkv_chunk_release(from, at);
     chunk_ctxs_free(local, dev);
@@ -190,7 +189,7 @@ static void queue_free(dqueue *q, uint32_t n_jobs)
 /* Every tensor's job (its codecs and chunk list) and the chunks in file
  * order. */
 static tq_status queue_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof,
-                             const tq_ggml_type *want, int out_prof, dqueue *q)
+                             const tq_ggml_type *const want[2], int out_prof, dqueue *q)
 {
     tq_status st = TQ_OK;
     uint64_t ck = 0;
@@ -198,8 +197,8 @@ static tq_status queue_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile pr
     q->first = calloc(m->n_tensors + 1, sizeof *q->first);
     if (!q->jobs || !q->first) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; i < m->n_tensors && !st; i++) {
-        st = tq_kvdec_job_setup(ctx, m, prof, want, out_prof, q->r, q->base, i, &ck, &q->jobs[i]);
-        q->jobs[i].head_dim = q->o->head_dim;
+        st = tq_kvdec_job_setup(ctx, m, prof, want, out_prof, q->r, q->base, i, q->o->head_dim,
+                                &ck, &q->jobs[i]);
         q->first[i + 1] = q->first[i] + q->jobs[i].nch;
     }
     if (st) return st;
@@ -216,7 +215,7 @@ static tq_status queue_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile pr
  * tail. */
 tq_status tq_kvdec_run(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
                        const tq_kvsnap_decode_options *o, tq_type_profile prof,
-                       const tq_ggml_type *want, int out_prof, FILE *out)
+                       const tq_ggml_type *const want[2], int out_prof, FILE *out)
 {
     const tqkv_meta *m = tqkv_meta_of(r);
     tq_status st;

@@ -43,7 +43,10 @@ typedef struct tq_kvsnap_decode_options {
                                tensor as "f32", "f16", "bf16" or the fork's
                                "turbo2"/"turbo3"/"turbo4" (heads zero-padded to
                                128s, as the fork allocates its cache) */
-    uint32_t head_dim;      /* needed for turbo cache types */
+    const char *cache_type_v; /* V's type where it differs from K's (NULL: cache_type);
+                                 q8_0 and q4_0 rows are written Hadamard-rotated as current
+                                 llama.cpp stores them (heads of a multiple of 64) */
+    uint32_t head_dim;      /* needed for turbo and quantized cache types */
     /* the fork revision turbo cache types are written for (a type-id profile's name: its
        ids, blocks and tables); NULL: the newest (TQ_PROFILE_NEWEST) */
     const char *fork_rev;

@@ -80,6 +80,24 @@ static void pad_heads(float *y, uint32_t nrows, uint64_t width, uint32_t head_di
         }
 }
 
+/* A legacy quantized type (q8_0, q4_0, ...): what llama.cpp's attention rotation applies to. */
+static int is_legacy_quant(const tq_ggml_type *t)
+{
+    return t->dtype == TQ_DT_Q8_0 || t->dtype == TQ_DT_Q4_0 || t->dtype == TQ_DT_Q4_1 ||
+           t->dtype == TQ_DT_Q5_0 || t->dtype == TQ_DT_Q5_1;
+}
+
+/* The block current llama.cpp rotates a quantized cache's rows in (llama-kv-cache.cpp,
+ * attn_rot_k / attn_rot_v; kv_rotation.c tells a source's): heads of a multiple of 64, K in
+ * blocks of the largest power of two in the head, V in blocks of 64; 0: not rotated. */
+static uint32_t llama_rotation(const tqkv_record *t, const tq_ggml_type *oty, uint32_t head_dim)
+{
+    if (!is_legacy_quant(oty) || !head_dim || head_dim % 64 || t->transposed) return 0;
+    uint32_t n = t->is_v ? 64 : head_dim & (~head_dim + 1);
+    if (n > TQ_RHT_MAX) n = TQ_RHT_MAX;
+    return t->width % n ? 0 : n;
+}
+
 /* The output's rows are the source's bytes: the same element type (under another revision's
  * type id, maybe). */
 static int same_rows(const tq_ggml_type *ty, const tq_ggml_type *oty)
@@ -99,9 +117,12 @@ static const tq_ggml_type *in_revision(const tq_ggml_type *ty, int out_prof)
 /* Source bytes of chunk ck of tensor t, converted from the source type ty to
  * the output type oty when they differ (rows in cell-major order). */
 void tq_kvdec_decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_codec *c,
-                         const tq_ggml_type *ty, const tq_ggml_type *oty, uint32_t head_dim,
-                         uint64_t ck, int skip, tq_ctx *local, tq_ctx *dev, chunk_out *o)
+                           const djob *j, uint64_t ck, int skip, tq_ctx *local, tq_ctx *dev,
+                           chunk_out *o)
 {
+    const tq_ggml_type *ty = j->ty;
+    const tq_ggml_type *oty = j->oty;
+    uint32_t head_dim = j->head_dim;
     const tqkv_chunk *ch = tqkv_chunk_at(r, ck);
     int coded = t->codec != TQKV_CODEC_RAW &&
                 !tqkv_chunk_is_sink(t, ch->row0); /* sink rows: the source's bytes */
@@ -147,11 +168,16 @@ void tq_kvdec_decode_chunk(const tqkv_reader *r, const tqkv_record *t, const tq_
         o->st = coded_rows(t, c, ch, raw, local, dev, y);
     else
         o->st = source_rows(t, ty, raw, nv, local, y);
-    /* the source's rotation (tqkv_record.hadamard): coded rows come back in the model's
-     * channels and go out rotated as the source stored them; a conversion to another type
-     * (float caches, which llama.cpp does not rotate) wants the model's channels */
-    if (!o->st && t->hadamard && coded == same_rows(ty, oty))
-        o->st = tq_hadamard_blocks(local, t->hadamard, y, nv);
+    /* the rotations (tqkv_record.hadamard, djob.out_rot): coded rows come back in the model's
+     * channels, kept rows as the source stored them; they go out as the source stored them
+     * (the same type), in the model's channels (a float cache, which llama.cpp does not
+     * rotate) or rotated as llama.cpp stores a quantized cache of another type */
+    uint32_t rot_in = coded ? 0 : t->hadamard;
+    uint32_t rot_out = same_rows(ty, oty) ? t->hadamard : j->out_rot;
+    if (!o->st && rot_in != rot_out && rot_in)
+        o->st = tq_hadamard_blocks(local, rot_in, y, nv);
+    if (!o->st && rot_in != rot_out && rot_out)
+        o->st = tq_hadamard_blocks(local, rot_out, y, nv);
     if (!o->st && ow > t->width) { /* the fork's layout: each head zero-padded to whole 128s */
         pad_heads(y, ch->nrows, t->width, head_dim, ow);
         nv = (size_t)ch->nrows * ow;
@@ -168,14 +194,18 @@ oom:
 
 
 tq_status tq_kvdec_job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof,
-                           const tq_ggml_type *want, int out_prof, const tqkv_reader *r,
-                           const tqkv_reader *base, uint32_t i, uint64_t *ck, djob *j)
+                             const tq_ggml_type *const want[2], int out_prof,
+                             const tqkv_reader *r, const tqkv_reader *base, uint32_t i,
+                             uint32_t head_dim, uint64_t *ck, djob *j)
 {
     memset(j, 0, sizeof *j);
     j->i = i;
     j->t = &m->t[i];
+    j->head_dim = head_dim;
     j->ty = tq_ggml_type_get(prof, j->t->type_id);
-    j->oty = want ? want : in_revision(j->ty, out_prof);
+    const tq_ggml_type *w = want ? want[j->t->is_v != 0] : NULL;
+    j->oty = w ? w : in_revision(j->ty, out_prof);
+    if (!same_rows(j->ty, j->oty)) j->out_rot = llama_rotation(j->t, j->oty, head_dim);
     int blocks = tqkv_record_has_blocks(j->t);
     j->c = tq_kvsnap_record_codec(ctx, j->t);
     tqkv_record_coarse(j->t, &j->coarse);
@@ -318,12 +348,36 @@ tq_status tq_kvsnap_check_base(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reade
     return TQ_OK;
 }
 
-/* The element type every K/V tensor is converted to (NULL: kept), checked
- * for every tensor before anything is written. */
-static tq_status cache_type_of(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof,
-                               const tq_kvsnap_decode_options *o, const tq_ggml_type **out)
+/* One cache type by name, checked: a float, a legacy quant (with the head size, for the
+ * rotation) or the fork's turbo types. */
+static tq_status cache_type_named(tq_ctx *ctx, tq_type_profile out_prof, const char *name,
+                                  uint32_t head_dim, const tq_ggml_type **out)
 {
-    *out = NULL;
+    const tq_ggml_type *want = tq_ggml_type_by_name(out_prof, name);
+    *out = want;
+    if (!want || (want->dtype != TQ_DT_F32 && want->dtype != TQ_DT_F16 &&
+                  want->dtype != TQ_DT_BF16 && want->dtype != TQ_DT_Q8_0 &&
+                  want->dtype != TQ_DT_Q4_0 && !is_turbo(want)))
+        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                                "cache type %s: tq converts to f32, f16, bf16, q8_0, q4_0 and the "
+                                "fork's turbo2/3/4 caches",
+                                name);
+    if ((is_turbo(want) || is_legacy_quant(want)) && !head_dim)
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "a %s cache needs the head size (--model or --head-dim: %s)",
+                                want->name,
+                                is_turbo(want) ? "the head size is needed to pad each head"
+                                               : "the head size is needed to rotate rows");
+    return TQ_OK;
+}
+
+/* The element types the K (want[0]) and V (want[1]) tensors are converted to (NULL: kept),
+ * checked for every tensor before anything is written. */
+static tq_status cache_type_of(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile prof,
+                               const tq_kvsnap_decode_options *o, const tq_ggml_type *want[2])
+{
+    want[0] = NULL;
+    want[1] = NULL;
     if (!o->cache_type) return TQ_OK;
     if (m->source_kind == TQ_KV_NUMPY)
         return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
@@ -331,44 +385,32 @@ static tq_status cache_type_of(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile 
     tq_type_profile out_prof = TQ_PROFILE_NEWEST;
     if (o->fork_rev && tq_type_profile_parse(o->fork_rev, &out_prof))
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown fork revision '%s'", o->fork_rev);
-    const tq_ggml_type *want = tq_ggml_type_by_name(out_prof, o->cache_type);
-    /* q8_0/q4_0 are left out on purpose: current upstream llama.cpp stores
-     * K/V of quantized caches Hadamard-rotated (its attention rotation), so
-     * plain q8_0 rows would restore wrong there.  The fork's turbo caches
-     * are written as the fork lays them out. */
-    if (!want || (want->dtype != TQ_DT_F32 && want->dtype != TQ_DT_F16 &&
-                  want->dtype != TQ_DT_BF16 && !is_turbo(want)))
-        return tq_ctx_set_error(
-            ctx, TQ_ERR_UNSUPPORTED,
-            "cache type %s: tq converts to f32, f16, bf16 and the fork's turbo2/3/4 caches "
-            "(q8_0/q4_0 caches are stored rotated by current llama.cpp)",
-            o->cache_type);
-    if (is_turbo(want) && !o->head_dim)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
-                                "a turbo cache pads each head: the head size is needed (--model or "
-                                "--head-dim)");
+    const char *v_name = o->cache_type_v ? o->cache_type_v : o->cache_type;
+    tq_status st = cache_type_named(ctx, out_prof, o->cache_type, o->head_dim, &want[0]);
+    if (!st) st = cache_type_named(ctx, out_prof, v_name, o->head_dim, &want[1]);
+    if (st) return st;
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         const tqkv_record *t = &m->t[i];
         const tq_ggml_type *ty = tq_ggml_type_get(prof, t->type_id);
+        const tq_ggml_type *w = want[t->is_v != 0];
         if (ty->dtype < 0)
             return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "layer %u: no decoder for %s",
                                     t->layer, ty->name);
-        if (out_width(t, want, o->head_dim) % want->block)
+        if (out_width(t, w, o->head_dim) % w->block)
             return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
                                     "layer %u: rows of %llu values are not whole %s blocks",
-                                    t->layer, (unsigned long long)t->width, want->name);
-        if (t->transposed && want->block != 1)
+                                    t->layer, (unsigned long long)t->width, w->name);
+        if (t->transposed && w->block != 1)
             return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
                                     "transposed V (flash attention off) needs a float cache "
                                     "type, not %s",
-                                    want->name);
-        if (is_turbo(want) && (t->width % o->head_dim || is_turbo(ty)))
+                                    w->name);
+        if (is_turbo(w) && (t->width % o->head_dim || is_turbo(ty)))
             return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
                                     "layer %u: rows of %llu values are not whole heads of %u%s",
                                     t->layer, (unsigned long long)t->width, o->head_dim,
                                     is_turbo(ty) ? " (already a turbo cache)" : "");
     }
-    *out = want;
     return TQ_OK;
 }
 
@@ -385,15 +427,15 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader 
     const tq_kvsnap_decode_options *o = opt ? opt : &defaults;
     const tqkv_meta *m = tqkv_meta_of(r);
     tq_type_profile prof;
-    const tq_ggml_type *want;
+    const tq_ggml_type *want[2];
     tq_status st = tq_kvsnap_check_base(ctx, m, base);
     if (st) return st;
     if (tq_type_profile_parse(m->profile, &prof))
         return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "unknown type-id profile");
-    if ((st = cache_type_of(ctx, m, prof, o, &want))) return st;
+    if ((st = cache_type_of(ctx, m, prof, o, want))) return st;
     /* turbo rows of another revision than the one asked for are written for that one */
     tq_type_profile out_prof = TQ_PROFILE_AUTO;
     if (o->fork_rev && tq_type_profile_parse(o->fork_rev, &out_prof))
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown fork revision '%s'", o->fork_rev);
-    return tq_kvdec_run(ctx, r, base, o, prof, want, (int)out_prof, out);
+    return tq_kvdec_run(ctx, r, base, o, prof, o->cache_type ? want : NULL, (int)out_prof, out);
 }

@@ -97,6 +97,9 @@ static tq_status decode_to(tq_ctx *ctx, const tq_slot_session *ss, const tqkv_re
     if (rev == TQ_PROFILE_AUTO) rev = TQ_PROFILE_NEWEST;
     tq_kvsnap_decode_options d = {.threads = ss->threads,
                                   .fork_rev = tq_type_profile_name(rev),
+                                  .cache_type = *ss->cache_k ? ss->cache_k : NULL,
+                                  .cache_type_v = *ss->cache_v ? ss->cache_v : NULL,
+                                  .head_dim = ss->head_k,
                                   .on_progress = ss->on_progress,
                                   .progress_user = ss->progress_user};
     /* two masked cells below a window-only cache: the server's check passes when the prompt
@@ -261,11 +264,27 @@ tq_status tq_slot_restore_apply(tq_ctx *ctx, const tq_slot_session *ss, long slo
     return TQ_OK;
 }
 
-tq_status tq_slot_restore(tq_ctx *ctx, const tq_slot_session *ss, long slot,
-                          const int32_t *tokens, uint32_t n, uint32_t have,
-                          tq_slot_restored *rep)
+tq_status tq_slot_restore(tq_ctx *ctx, tq_slot_session *ss, long slot, const int32_t *tokens,
+                          uint32_t n, uint32_t have, tq_slot_restored *rep)
 {
+    char k[16];
+    char v[16];
     tq_status st = tq_slot_restore_prepare(ctx, ss, tokens, n, have, rep);
+    if (st || !rep->point) return st;
+    st = tq_slot_restore_apply(ctx, ss, slot, rep);
+    if (st != TQ_ERR_IO || !n) return st;
+    /* refused: a server with other cache types (f16 saved, q8_0 here) takes it converted */
+    snprintf(k, sizeof k, "%s", ss->cache_k);
+    snprintf(v, sizeof v, "%s", ss->cache_v);
+    char why[512];
+    snprintf(why, sizeof why, "%s", tq_ctx_error(ctx));
+    if (tq_slot_probe_types(ctx, ss, slot, tokens[0]) ||
+        (!strcmp(k, ss->cache_k) && !strcmp(v, ss->cache_v)))
+        return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s", why);
+    tq_slot_note(ss, "note: the server refused the restore (%s): converted to its cache types "
+                     "(K %s, V %s)",
+                 why, ss->cache_k, ss->cache_v);
+    st = tq_slot_restore_prepare(ctx, ss, tokens, n, have, rep);
     if (st || !rep->point) return st;
     return tq_slot_restore_apply(ctx, ss, slot, rep);
 }

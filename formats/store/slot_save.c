@@ -52,6 +52,8 @@ tq_status tq_slot_session_model(tq_ctx *ctx, tq_slot_session *ss, const char *mo
     if (!tq_model_read(ctx, g, &m)) {
         ss->swa_window = m.swa_window;
         ss->swa_head = m.head_k_swa ? m.head_k_swa : m.head_k;
+        ss->exact_points = m.swa_window || m.n_recurrent;
+        ss->head_k = m.head_k;
         tq_model_free(&m);
     }
     tq_gguf_close(g);
@@ -341,4 +343,36 @@ tq_status tq_slot_save(tq_ctx *ctx, const tq_slot_session *ss, long slot, const 
     tq_slot_raw_name(ss, "save", file, sizeof file, path, sizeof path);
     tq_status st = tq_slot_save_raw(ctx, ss, slot, file, path, rep);
     return st ? st : tq_slot_store_raw(ctx, ss, path, alias, rep);
+}
+
+/* The first K and V tensors' types of a state (their names), "" where it has none. */
+static void view_types(const tq_kv_view *v, char *k, char *vt, size_t n)
+{
+    *k = 0;
+    *vt = 0;
+    for (uint32_t s = 0; s < tq_kv_view_n_kv(v) && !*k; s++)
+        for (uint32_t r = 0; r < tq_kv_view_kv(v, s)->n_stream && !*k; r++) {
+            const tq_kv_stream *st = &tq_kv_view_kv(v, s)->streams[r];
+            if (!st->n_layer || !st->cell_count) continue;
+            snprintf(k, n, "%s", st->k[0].type->name);
+            snprintf(vt, n, "%s", st->v ? st->v[0].type->name : st->k[0].type->name);
+        }
+}
+
+tq_status tq_slot_probe_types(tq_ctx *ctx, tq_slot_session *ss, long slot, int32_t token)
+{
+    char file[128];
+    char path[4096];
+    tq_slot_saved rep;
+    tq_kv_view *v = NULL;
+    tq_status st = llama_server_prefill(ctx, &ss->srv, slot, &token, 1, NULL);
+    tq_slot_raw_name(ss, "probe", file, sizeof file, path, sizeof path);
+    if (!st) st = tq_slot_save_raw(ctx, ss, slot, file, path, &rep);
+    if (!st) st = tq_kv_view_open(ctx, path, tq_slot_server_revision(ctx, ss), &v);
+    if (!st) view_types(v, ss->cache_k, ss->cache_v, sizeof ss->cache_k);
+    if (!st && !*ss->cache_k)
+        st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "the server's slot holds no K/V cache");
+    tq_kv_view_close(v);
+    remove_raw(path);
+    return st;
 }

@@ -39,6 +39,11 @@ typedef struct tq_slot_session {
     uint64_t fp;         /* the model's fingerprint */
     uint32_t swa_window; /* the model's sliding window (0: none) */
     uint32_t swa_head;   /* the sliding layers' K head size (0: not known) */
+    int exact_points;    /* restores only where saved: a sliding window or a recurrent state */
+    uint32_t head_k;     /* the K head size (0: not known) */
+    /* the server's K and V cache types where a restore has to convert to them ("f16", "q8_0",
+     * ...; "" as stored): learned by tq_slot_probe_types when the server refused a restore */
+    char cache_k[16], cache_v[16];
 } tq_slot_session;
 
 /* The server's model (model, or /props' model_path when NULL) and its fingerprint. */
@@ -116,9 +121,13 @@ tq_status tq_slot_restore_apply(tq_ctx *ctx, const tq_slot_session *ss, long slo
                                 tq_slot_restored *rep);
 /* A prepared file not restored: removed. */
 void tq_slot_restore_discard(tq_slot_restored *rep);
-/* Both: tq slot restore. */
-tq_status tq_slot_restore(tq_ctx *ctx, const tq_slot_session *ss, long slot,
-                          const int32_t *tokens, uint32_t n, uint32_t have,
-                          tq_slot_restored *rep);
+/* The K and V cache types the server's slot holds (into ss->cache_k, cache_v): the prompt's
+ * first token processed into slot and the slot saved (the slot's cells are replaced: only
+ * for a slot about to be restored into). */
+tq_status tq_slot_probe_types(tq_ctx *ctx, tq_slot_session *ss, long slot, int32_t token);
+/* Both: tq slot restore; a restore the server refuses is tried once more converted to the
+ * cache types the server's slot holds (tq_slot_probe_types), which ss keeps. */
+tq_status tq_slot_restore(tq_ctx *ctx, tq_slot_session *ss, long slot, const int32_t *tokens,
+                          uint32_t n, uint32_t have, tq_slot_restored *rep);
 
 #endif

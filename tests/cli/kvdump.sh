@@ -230,8 +230,11 @@ expect_err 1 "overwrite the input" encode-kvdump $seed -o $seed
 expect_err 2 "unknown preset 'tiny'" encode-kvdump $seed -o "$tmp/t.tqkv" --preset tiny
 expect_err 2 "where to?" encode-kvdump $seed
 expect_err 2 "--k-bits: '9'" encode-kvdump $seed -o "$tmp/t.tqkv" --k-bits 9
-expect_err 1 "cache type q8_0" decode-kvdump "$tmp/s.tqkv" -o "$tmp/q8.ggsq" --cache-type q8_0
+expect_err 1 "head size is needed to rotate rows" decode-kvdump "$tmp/s.tqkv" -o "$tmp/q8.ggsq" \
+    --cache-type q8_0
 [ -e "$tmp/q8.ggsq" ] && fail "output written for a refused cache type"
+expect_err 1 "cache type q5_K" decode-kvdump "$tmp/s.tqkv" -o "$tmp/q5.ggsq" --cache-type q5_K
+[ -e "$tmp/q5.ggsq" ] && fail "output written for a refused cache type"
 expect_err 2 "use it with --format npz" decode-kvdump "$tmp/s.tqkv" -o "$tmp/l.ggsq" --layers 1-2
 expect_err 2 "not a layer range" decode-kvdump "$tmp/s.tqkv" -o "$tmp/l.npz" --format npz --layers 3-1
 expect_err 2 "not ggsn, ggsq or npz" decode-kvdump "$tmp/s.tqkv" -o "$tmp/l.npz" --format safetensors

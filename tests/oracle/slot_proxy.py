@@ -12,6 +12,8 @@ curl -N for a stream):
   server gives after restoring its own raw save (greedy, 32 tokens), and a streamed answer's
   content equals the unstreamed one, each from a fresh restore;
 - SIGTERM drains: the proxy exits 0, every save complete, no slot file left.
+- the same by /completion on a tiny generated hybrid model (qwen3next, a recurrent state), half
+  answers sent back.
 Every server and proxy is stopped at the end, also on failure."""
 import json
 import os
@@ -193,6 +195,52 @@ def lossless_equal(server, store, label):
         ok(name)
 
 
+def hybrid_conversation(binary, tmp):
+    """The same conversation by /completion on a tiny generated hybrid (qwen3next: a recurrent
+    state on three layers of four), the server restarted before every turn, half of each
+    answer sent back: each turn processes at most what it adds + 8."""
+    import urllib.request
+
+    from _tiny_models import build
+
+    model = build("qwen3next", tmp / "models")
+    slots = tmp / "hybrid-slots"
+    slots.mkdir()
+
+    def complete(url, prompt):
+        req = urllib.request.Request(url + "/completion", headers={"Content-Type": "application/json"},
+                                     data=json.dumps({"prompt": prompt, "n_predict": 16,
+                                                      "temperature": 0}).encode())
+        with urllib.request.urlopen(req, timeout=300) as r:
+            return json.loads(r.read())
+
+    words = source_text("prose").decode().split()
+    prompt = " ".join(words[:250])
+    worst = []
+    prev = None
+    with Server(binary, model, slots) as server, \
+            Proxy(server, tmp / "hybrid-store", "--min-tokens", "256",
+                  log=tmp / "hybrid.log") as proxy:
+        for i in range(TURNS):
+            if i:
+                server.restart()
+            r = complete(proxy.url, prompt)
+            n_prompt = r["tokens_evaluated"]
+            proxy.wait_requests(i + 1)
+            proxy.wait_idle()
+            processed = int(re.findall(r"server processed (\d+)", proxy.lines(r"slot \d+: prompt")[-1])[0])
+            if prev is not None:
+                worst.append((processed, n_prompt - prev + 8))
+            prev = n_prompt
+            prompt += r["content"][:len(r["content"]) // 2] + " " + " ".join(words[250 + 12 * i:262 + 12 * i])
+    name = "every_turn_restores_after_a_restart_hybrid_half_answers"
+    print(f"  {name}: (processed, allowed) turn by turn from the second: {worst}")
+    if any(p > a for p, a in worst) or len(worst) != TURNS - 1:
+        fail(name, f"(processed, allowed): {worst}; log: {proxy.text()[-600:]}")
+    else:
+        ok(name)
+
+
 def run_model(binary, model, label, tmp):
     slots = tmp / f"{label}-slots"
     store = tmp / f"{label}-store"
@@ -218,13 +266,16 @@ def run_model(binary, model, label, tmp):
 def main():
     need("openai")
     binary = server_binary()
-    models = {"smollm2": smollm2, "gemma3": gemma}
+    models = {"smollm2": smollm2, "gemma3": gemma, "hybrid": None}
     only = sys.argv[1:] or list(models)  # a model's name alone: that model's behaviours
     with tempfile.TemporaryDirectory() as d:
         for label in only:
             tmp = Path(d) / label
             tmp.mkdir()
-            run_model(binary, models[label](), label, tmp)
+            if models[label]:
+                run_model(binary, models[label](), label, tmp)
+            else:
+                hybrid_conversation(binary, tmp)
             if os.environ.get("TQ_KEEP"):  # a developer's look at the logs
                 subprocess.run(["cp", "-r", str(tmp), os.environ["TQ_KEEP"]])
     servers_stopped()
