@@ -3,6 +3,7 @@
 #include "file_io.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -105,9 +106,14 @@ enum { TEMP_SLOTS = 64, TEMP_PATH = 4096 };
 static char temp_paths[TEMP_SLOTS][TEMP_PATH];
 static volatile sig_atomic_t temp_next;
 
+/* Threads (the proxy's requests and saves) track and forget at once: one at a time.  The
+ * signal handler reads without it: a slot is never half a name (its first byte goes last). */
+static pthread_mutex_t temp_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void tq_temp_track(const char *tmp)
 {
     if (strlen(tmp) >= TEMP_PATH) return;
+    pthread_mutex_lock(&temp_lock);
     int at = -1;
     for (int i = 0; i < TEMP_SLOTS && at < 0; i++)
         if (!temp_paths[i][0]) at = i;
@@ -115,12 +121,15 @@ void tq_temp_track(const char *tmp)
     temp_paths[at][0] = 0; /* never a half-written name for the handler */
     memcpy(temp_paths[at] + 1, tmp + 1, strlen(tmp));
     temp_paths[at][0] = tmp[0];
+    pthread_mutex_unlock(&temp_lock);
 }
 
 void tq_temp_forget(const char *tmp)
 {
+    pthread_mutex_lock(&temp_lock);
     for (int i = 0; tmp && i < TEMP_SLOTS; i++)
         if (temp_paths[i][0] && !strcmp(temp_paths[i], tmp)) temp_paths[i][0] = 0;
+    pthread_mutex_unlock(&temp_lock);
 }
 
 void tq_temp_discard(char *tmp)

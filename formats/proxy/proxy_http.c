@@ -19,13 +19,6 @@ enum { BUF_MOST = 1 << 20, READ_BLOCK = 32 << 10 };
 /* A forwarded request's whole time: a long prompt's processing says nothing for minutes. */
 #define FORWARD_MOST_S 3600L
 
-double proxy_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 void proxy_log(const tq_proxy *p, const char *fmt, ...)
 {
     char *line = NULL;
@@ -328,7 +321,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     if (!r) return NULL;
     r->p = p;
     r->uri = strdup(uri);
-    r->t0 = proxy_now();
+    r->t0 = tq_slot_now();
     r->turn.slot = -1;
     r->turn.prompt_n = -1;
     if (!r->uri) {
@@ -447,9 +440,9 @@ void tq_proxy_stop(tq_proxy *p)
 {
     if (!p) return;
     MHD_quiesce_daemon(p->mhd); /* no new connection; those open finish their requests */
-    double until = proxy_now() + p->cfg.drain_s;
+    double until = tq_slot_now() + p->cfg.drain_s;
     pthread_mutex_lock(&p->lock);
-    while (p->in_flight && proxy_now() < until) {
+    while (p->in_flight && tq_slot_now() < until) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 1;

@@ -115,6 +115,5 @@ char *proxy_metrics_text(tq_proxy *p);
 
 /* A log line, printf-formatted. */
 void proxy_log(const tq_proxy *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-double proxy_now(void);
 
 #endif

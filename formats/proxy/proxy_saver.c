@@ -114,9 +114,9 @@ int proxy_saver_queue(tq_proxy *p, long slot, long id_task, const char *path, do
 
 void proxy_saver_stop(tq_proxy *p)
 {
-    double until = proxy_now() + p->cfg.drain_s;
+    double until = tq_slot_now() + p->cfg.drain_s;
     pthread_mutex_lock(&p->lock);
-    while (p->pending && proxy_now() < until) {
+    while (p->pending && tq_slot_now() < until) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 1;

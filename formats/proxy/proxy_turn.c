@@ -307,6 +307,26 @@ static void pin_body(proxy_req *r, json_t *body, long slot)
     r->body_len = strlen(text);
 }
 
+/* The server's raw save of the turn's slot (the only step that holds it), queued for the
+ * store; a failure is one log line (what it says first) and an error counted. */
+static void save_and_queue(proxy_req *r, tq_ctx *ctx, const tq_slot_session *ss, long id_task,
+                           const char *what)
+{
+    char file[128];
+    char path[4096];
+    tq_slot_saved rep;
+    tq_proxy *p = r->p;
+    tq_slot_raw_name(ss, "save", file, sizeof file, path, sizeof path);
+    if (tq_slot_save_raw(ctx, ss, r->turn.slot, file, path, &rep)) {
+        proxy_log(p, "slot %ld: %s: %s", r->turn.slot, what, tq_ctx_error(ctx));
+        pthread_mutex_lock(&p->lock);
+        p->m.errors++;
+        pthread_mutex_unlock(&p->lock);
+        return;
+    }
+    proxy_saver_queue(p, r->turn.slot, id_task, path, rep.raw_s);
+}
+
 /* On models whose cache restores only where it was saved (a sliding window, a recurrent
  * state): the prompt but its last token processed alone and saved, so that the next turn
  * restores there whatever the client sends back of the answer.  The request then processes
@@ -324,15 +344,7 @@ static void save_prompt_end(proxy_req *r, tq_ctx *ctx, uint32_t restored_point)
         proxy_log(p, "slot %ld: the prompt's end not saved: %s", t->slot, tq_ctx_error(ctx));
         return;
     }
-    char file[128];
-    char path[4096];
-    tq_slot_saved rep;
-    tq_slot_raw_name(&ss, "save", file, sizeof file, path, sizeof path);
-    if (tq_slot_save_raw(ctx, &ss, t->slot, file, path, &rep)) {
-        proxy_log(p, "slot %ld: the prompt's end not saved: %s", t->slot, tq_ctx_error(ctx));
-        return;
-    }
-    proxy_saver_queue(p, t->slot, -1, path, rep.raw_s);
+    save_and_queue(r, ctx, &ss, -1, "the prompt's end not saved");
 }
 
 void proxy_turn_begin(proxy_req *r, const char *method, const char *path)
@@ -372,7 +384,7 @@ void proxy_turn_begin(proxy_req *r, const char *method, const char *path)
     json_decref(body);
     t->have = slot_holds(r, ctx, t->slot);
     tq_slot_restored rep = {0};
-    double t0 = proxy_now();
+    double t0 = tq_slot_now();
     if (t->n >= TQ_STORE_STRIDE && !prepare_in_time(r, &rep)) {
         tq_slot_session mine = session_of(r);
         tq_status st = tq_slot_restore_apply(ctx, &mine, t->slot, &rep);
@@ -384,7 +396,7 @@ void proxy_turn_begin(proxy_req *r, const char *method, const char *path)
         t->restored = rep.point;
         snprintf(t->restored_from, sizeof t->restored_from, "%s", rep.name);
     }
-    t->restore_s = proxy_now() - t0;
+    t->restore_s = tq_slot_now() - t0;
     pthread_mutex_lock(&p->lock);
     p->m.prompt_tokens += t->n;
     if (t->restored) p->m.hits++;
@@ -428,8 +440,8 @@ static void save_after(proxy_req *r, tq_ctx *ctx)
     uint32_t n = 0;
     long id_task = -1;
     uint32_t cells = 0;
-    if (llama_server_slots(ctx, &ss.srv, &s, &n))
-        proxy_log(p, "slot %ld: not saved: %s", t->slot, tq_ctx_error(ctx));
+    int asked = llama_server_slots(ctx, &ss.srv, &s, &n) == TQ_OK;
+    if (!asked) proxy_log(p, "slot %ld: not saved: %s", t->slot, tq_ctx_error(ctx));
     for (uint32_t i = 0; i < n; i++)
         if (s[i].id == t->slot) {
             id_task = s[i].id_task;
@@ -445,30 +457,17 @@ static void save_after(proxy_req *r, tq_ctx *ctx)
     k->n_cells = cells;
     t->tokens = NULL;
     pthread_mutex_unlock(&p->lock);
-    if (cells < p->cfg.min_tokens) {
+    if (asked && cells < p->cfg.min_tokens)
         proxy_log(p, "slot %ld: not kept: %u tokens, under --min-tokens %u", t->slot, cells,
                   p->cfg.min_tokens);
-        return;
-    }
-    char file[128];
-    char path[4096];
-    tq_slot_saved rep;
-    tq_slot_raw_name(&ss, "save", file, sizeof file, path, sizeof path);
-    if (tq_slot_save_raw(ctx, &ss, t->slot, file, path, &rep)) {
-        proxy_log(p, "slot %ld: not saved: %s", t->slot, tq_ctx_error(ctx));
-        pthread_mutex_lock(&p->lock);
-        p->m.errors++;
-        pthread_mutex_unlock(&p->lock);
-        return;
-    }
-    proxy_saver_queue(p, t->slot, id_task, path, rep.raw_s);
+    if (asked && cells >= p->cfg.min_tokens) save_and_queue(r, ctx, &ss, id_task, "not saved");
 }
 
 void proxy_turn_end(proxy_req *r, int completed)
 {
     tq_proxy *p = r->p;
     proxy_turn *t = &r->turn;
-    double took = proxy_now() - r->t0;
+    double took = tq_slot_now() - r->t0;
     if (t->active && completed) {
         tq_ctx *ctx = tq_ctx_new();
         if (ctx) save_after(r, ctx);
@@ -479,7 +478,7 @@ void proxy_turn_end(proxy_req *r, int completed)
         proxy_slot *k = &p->slots[t->slot];
         if (!completed) k->id_task = -1; /* cut short: what it holds is not known */
         k->busy = 0;
-        k->used = proxy_now();
+        k->used = tq_slot_now();
         if (t->prompt_n >= 0) p->m.prompt_tokens_processed += (uint64_t)t->prompt_n;
         p->m.prompt_tokens_processed += t->prefilled;
         pthread_cond_broadcast(&p->changed);

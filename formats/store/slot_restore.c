@@ -19,13 +19,6 @@
  * did not show it: an object's chunks arrive only then) gives way to the next-best prefix. */
 enum { RESTORE_TRIES = 3 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 tq_status tq_slot_named_tokens(tq_ctx *ctx, const tq_slot_session *ss, const char *alias,
                                int32_t **tokens, uint32_t *n)
 {
@@ -200,18 +193,18 @@ static tq_status find_and_decode(tq_ctx *ctx, const tq_slot_session *ss, const i
     tq_status st = TQ_OK;
     snprintf(side, sizeof side, "%s.ckpt", raw);
     for (uint32_t t = 0; !st && t < RESTORE_TRIES; t++) {
-        double t0 = now_s();
+        double t0 = tq_slot_now();
         st = tq_store_find(ctx, ss->store, ss->fp, tokens, n, except, t, &best, &skipped);
-        rep->find_s += now_s() - t0;
+        rep->find_s += tq_slot_now() - t0;
         if (!st && skipped) tq_slot_note(ss, "warning: %u stored snapshots could not be read; "
                                              "skipped", skipped);
         rep->shared = best.shared > rep->shared ? best.shared : rep->shared;
         if (st || best.point <= have) break; /* nothing the slot lacks */
         st = load_points(ctx, ss, &best, &k);
-        t0 = now_s();
+        t0 = tq_slot_now();
         if (!st) st = decode(ctx, ss, best.name, best.point, &k, raw);
         if (!st) st = tq_store_write_checkpoints(ctx, &k, best.point, side);
-        rep->decode_s += now_s() - t0;
+        rep->decode_s += tq_slot_now() - t0;
         if (!st) {
             rep->point = best.point;
             snprintf(rep->name, sizeof rep->name, "%s", best.name);
@@ -250,9 +243,9 @@ tq_status tq_slot_restore_apply(tq_ctx *ctx, const tq_slot_session *ss, long slo
                                 tq_slot_restored *rep)
 {
     uint32_t n_restored = 0;
-    double t0 = now_s();
+    double t0 = tq_slot_now();
     tq_status st = llama_server_slot(ctx, &ss->srv, slot, "restore", rep->file, &n_restored);
-    rep->restore_s = now_s() - t0;
+    rep->restore_s = tq_slot_now() - t0;
     remove_raw(rep->path);
     if (st) {
         rep->point = 0;

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void)
+double tq_slot_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -254,10 +254,10 @@ tq_status tq_slot_save_raw(tq_ctx *ctx, const tq_slot_session *ss, long slot, co
 {
     struct stat sb;
     uint32_t n_saved = 0;
-    double t0 = now_s();
+    double t0 = tq_slot_now();
     memset(rep, 0, sizeof *rep);
     tq_status st = llama_server_slot(ctx, &ss->srv, slot, "save", file, &n_saved);
-    rep->raw_s = now_s() - t0;
+    rep->raw_s = tq_slot_now() - t0;
     if (st) {
         remove_raw(path); /* whatever the server wrote before it failed */
         return st;
@@ -318,7 +318,7 @@ tq_status tq_slot_store_raw(tq_ctx *ctx, const tq_slot_session *ss, const char *
                             const char *alias, tq_slot_saved *rep)
 {
     tq_kv_view *v = NULL;
-    double t0 = now_s();
+    double t0 = tq_slot_now();
     double raw_s = rep->raw_s;
     memset(rep, 0, sizeof *rep);
     rep->raw_s = raw_s;
@@ -331,7 +331,7 @@ tq_status tq_slot_store_raw(tq_ctx *ctx, const tq_slot_session *ss, const char *
     }
     tq_kv_view_close(v);
     remove_raw(path);
-    rep->store_s = now_s() - t0;
+    rep->store_s = tq_slot_now() - t0;
     return st;
 }
 

@@ -50,6 +50,8 @@ typedef struct tq_slot_session {
 tq_status tq_slot_session_model(tq_ctx *ctx, tq_slot_session *ss, const char *model);
 void tq_slot_session_free(tq_slot_session *ss);
 
+/* Monotonic seconds: what the reports' times are measured by. */
+double tq_slot_now(void);
 /* A note for the session's log (its note callback), printf-formatted. */
 void tq_slot_note(const tq_slot_session *ss, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -11,6 +11,7 @@ against what a user has without it: the same llama-server, straight.
   medians of --reps, streamed (curl's time to the first byte of the first event's content).
 TQ_ORACLES/bin/python3 tests/bench/proxy.py --pairs=50 --reps=3 > tests/bench/results/proxy.md"""
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -87,17 +88,19 @@ def restart_ttft(binary, model, tmp, label, chars, ctx):
         n = r["usage"]["prompt_tokens"]
         proxy.wait_requests(1, 600)
         proxy.wait_idle(600)
-        second = first + [{"role": "assistant", "content": answer},
-                          {"role": "user", "content": "And the details?"}]
-        for _ in range(REPS):
+        for k in range(REPS):
+            # a new question each time: the store holds the first turn, never this one
+            second = first + [{"role": "assistant", "content": answer},
+                              {"role": "user", "content": f"And the details of part {k + 1}?"}]
             server.restart()
             straight_s.append(first_token_s(f"http://127.0.0.1:{server.port}/v1/chat/completions",
                                             second))
             server.restart()
             proxy_s.append(first_token_s(proxy.url + "/v1/chat/completions", second))
-            proxy.wait_requests(len(proxy.lines(r"slot \d+: prompt")), 600)
+            proxy.wait_requests(k + 2, 600)
             proxy.wait_idle(600)
         restored = proxy.lines(r"restored [1-9]")
+    n = int(re.search(r"prompt (\d+) tokens", restored[-1]).group(1))
     return n, statistics.median(straight_s), statistics.median(proxy_s), restored[-1]
 
 

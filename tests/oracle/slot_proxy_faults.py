@@ -15,12 +15,14 @@ on SIGTERM with no sanitizer report:
 - two servers, each behind its proxy, one store: a conversation alternating between them
   restores every turn (each processes at most what the turn adds + 8), also when one runs an
   f16 cache and the other q8_0 (the proxy converts to the cache types the server holds);
+- SIGTERM while a stream is going: the stream finishes whole and its save completes, exit 0;
 - an f16 server's session restored into a q8_0 server is as close to that server's prefill
   (teacher-forced KL) as its restore of its own raw save, within a factor.
 Every server, proxy and radosgw is stopped at the end, also on failure."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -332,6 +334,36 @@ def two_servers(binary, model, tmp, b_flags=(), label="f16"):
         print(f"  {name}: (processed, allowed) {worst}")
 
 
+def sigterm_mid_stream(binary, model, tmp):
+    """SIGTERM while a stream is going: it finishes whole, its save completes, exit 0."""
+    (tmp / "t-slots").mkdir()
+    with Server(binary, model, tmp / "t-slots") as server:
+        proxy = Proxy(server, tmp / "t-store", *FLAGS, tq=str(SAN), env=SAN_ENV,
+                      log=tmp / "t.log")
+        with proxy:
+            body = {"messages": turn_one(40), "max_tokens": 120, "stream": True,
+                    "ignore_eos": True}
+            p = subprocess.Popen(["curl", "-sN", "--max-time", "120", "-H",
+                                  "Content-Type: application/json", "-d", json.dumps(body),
+                                  proxy.url + "/v1/chat/completions"], stdout=subprocess.PIPE)
+            events = 0
+            done = False
+            for line in p.stdout:
+                events += line.startswith(b"data: {")
+                done |= b"[DONE]" in line
+                if events == 10:
+                    proxy.proc.send_signal(signal.SIGTERM)
+            p.wait()
+            proxy.stop()
+        clean, why = sanitizer_clean(proxy)
+        saved = proxy.lines(": complete$")
+    name = "sigterm_lets_a_stream_in_flight_finish_and_its_save_complete"
+    if events < 120 or not done or not saved or not clean or raw_files(tmp / "t-slots"):
+        fail(name, f"{events} events, done {done}; saves {saved}; {why}")
+    else:
+        ok(name)
+
+
 def converted_restore_quality(binary, model, tmp):
     """A session saved by an f16 server (--preset lossless) restored into a q8_0 server
     (converted: rotated q8_0 rows): its teacher-forced KL against the q8_0 server's own prefill
@@ -389,6 +421,7 @@ def main():
         two_servers(binary, model, tmp)
         two_servers(binary, model, tmp, ("-ctk", "q8_0", "-ctv", "q8_0"), "f16_and_q8_0")
         converted_restore_quality(binary, model, tmp)
+        sigterm_mid_stream(binary, model, tmp)
     servers_stopped()
     sys.exit(1 if FAILED else 0)
 
