@@ -253,6 +253,50 @@ static long count_of(const json_t *v, long lo, long hi, long fallback)
 
 enum { SLOTS_MOST = 4096 };
 
+/* /slots' answer (j) as slot states. */
+static tq_status slots_of(tq_ctx *ctx, const char *url, const json_t *j,
+                          llama_server_slot_state **slots, uint32_t *n)
+{
+    tq_status st = TQ_OK;
+    size_t len = json_array_size(j);
+    *slots = NULL;
+    *n = 0;
+    if (!json_is_array(j) || len > SLOTS_MOST)
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: /slots: not a list of slots", url);
+    size_t cap = len ? len : 1;
+    *slots = calloc(cap, sizeof **slots);
+    if (!*slots) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !st && i < len; i++) {
+        json_t *e = json_array_get(j, i);
+        llama_server_slot_state *s = &(*slots)[i];
+        s->id = count_of(json_object_get(e, "id"), 0, SLOTS_MOST - 1, -1);
+        s->id_task = count_of(json_object_get(e, "id_task"), 0, INT32_MAX, -1);
+        s->n_tokens = (uint32_t)count_of(json_object_get(e, "n_prompt_tokens"), 0, INT32_MAX, 0);
+        s->processing = json_is_true(json_object_get(e, "is_processing"));
+        if (s->id < 0)
+            st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: /slots: slot %zu has no id", url, i);
+    }
+    if (st) {
+        free(*slots);
+        *slots = NULL;
+        return st;
+    }
+    *n = (uint32_t)len;
+    return TQ_OK;
+}
+
+tq_status llama_server_slots_parse(tq_ctx *ctx, const char *url, const char *text, size_t len,
+                                   llama_server_slot_state **slots, uint32_t *n)
+{
+    json_t *j = json_loadb(text, len, 0, NULL);
+    *slots = NULL;
+    *n = 0;
+    if (!j) return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: /slots: the answer is not JSON", url);
+    tq_status st = slots_of(ctx, url, j, slots, n);
+    json_decref(j);
+    return st;
+}
+
 tq_status llama_server_slots(tq_ctx *ctx, const llama_server *srv,
                              llama_server_slot_state **slots, uint32_t *n)
 {
@@ -263,29 +307,8 @@ tq_status llama_server_slots(tq_ctx *ctx, const llama_server *srv,
     *n = 0;
     tq_status st = call(ctx, srv, "/slots", NULL, t, PROPS_MOST, &j);
     if (st) return st;
-    size_t len = json_array_size(j);
-    if (!json_is_array(j) || len > SLOTS_MOST)
-        st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: /slots: not a list of slots", srv->url);
-    size_t cap = len ? len : 1;
-    *slots = st ? NULL : calloc(cap, sizeof **slots);
-    if (!st && !*slots) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; !st && i < len; i++) {
-        json_t *e = json_array_get(j, i);
-        llama_server_slot_state *s = &(*slots)[i];
-        s->id = count_of(json_object_get(e, "id"), 0, SLOTS_MOST - 1, -1);
-        s->id_task = count_of(json_object_get(e, "id_task"), 0, INT32_MAX, -1);
-        s->n_tokens = (uint32_t)count_of(json_object_get(e, "n_prompt_tokens"), 0, INT32_MAX, 0);
-        s->processing = json_is_true(json_object_get(e, "is_processing"));
-        if (s->id < 0)
-            st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: /slots: slot %zu has no id", srv->url,
-                                  i);
-    }
-    *n = st ? 0 : (uint32_t)len;
+    st = slots_of(ctx, srv->url, j, slots, n);
     json_decref(j);
-    if (st) {
-        free(*slots);
-        *slots = NULL;
-    }
     return st;
 }
 

@@ -51,6 +51,9 @@ typedef struct llama_server_slot_state {
 /* GET /slots (malloc'd, *n of them; at most 4096). */
 tq_status llama_server_slots(tq_ctx *ctx, const llama_server *srv,
                              llama_server_slot_state **slots, uint32_t *n);
+/* The same from an answer's bytes (the parse alone; url names the server in messages). */
+tq_status llama_server_slots_parse(tq_ctx *ctx, const char *url, const char *text, size_t len,
+                                   llama_server_slot_state **slots, uint32_t *n);
 /* POST /completion {"prompt": TOKENS, "n_predict": 0, "id_slot": SLOT}: the slot's cache made
  * to hold the prompt, nothing generated (a restore point at the prompt's end); *processed the
  * prompt tokens the server processed for it (timings.prompt_n; may be NULL). */

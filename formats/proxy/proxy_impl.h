@@ -7,6 +7,7 @@
 #include "proxy.h"
 
 #include <curl/curl.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdint.h>
 
@@ -66,8 +67,11 @@ typedef struct proxy_turn {
     char restored_from[40];
     double restore_s;
     long prompt_n;         /* the answer's timings.prompt_n (-1: not seen) */
+    uint32_t scan_matched; /* proxy_turn_scan's state: the key's bytes matched so far, */
+    int scan_number;       /* in the number after it, */
+    uint32_t scan_digits;  /* its digits so far */
+    long scan_value;
     uint32_t prefilled;    /* prompt tokens the server processed for the prompt's end */
-    char scan_tail[32];    /* the answer's last bytes, for a key cut between two reads */
     char note[600];        /* why the store was not used, for the log */
 } proxy_turn;
 
@@ -100,6 +104,9 @@ typedef struct proxy_req {
  * was pinned to) and after its answer went back (the raw save, queued). */
 void proxy_turn_begin(proxy_req *r, const char *method, const char *path);
 void proxy_turn_end(proxy_req *r, int completed);
+/* A request body's prompt as token ids (malloc'd): 1; 0 where it is not a list (a text, or
+ * none); -1 where it is a list of anything but token ids (0 .. 2^31 - 1). */
+int proxy_prompt_array(const json_t *body, int32_t **tokens, uint32_t *n);
 /* The answer's bytes as they pass: timings.prompt_n is read from them. */
 void proxy_turn_scan(proxy_turn *t, const char *p, size_t n);
 

@@ -1,4 +1,3 @@
-#define _GNU_SOURCE /* memmem */
 /* proxy_turn.c - a generation request's part in the session (PROXY.md): before it goes to the
  * server, its prompt's tokens, the slot it will run in (pinned), what that slot holds (asked of
  * the server), and the store's longest restore point beyond it, restored; on sliding-window
@@ -78,21 +77,9 @@ static int prompt_tokens(proxy_req *r, const generation_path *g, json_t *body, t
     proxy_turn *t = &r->turn;
     char *text = NULL;
     json_t *prompt = json_object_get(body, "prompt");
-    if (g->kind == PROMPT_TEXT && json_is_array(prompt)) {
-        size_t n = json_array_size(prompt);
-        t->tokens = malloc((n ? n : 1) * sizeof *t->tokens);
-        for (size_t i = 0; t->tokens && i < n; i++) {
-            json_t *v = json_array_get(prompt, i);
-            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-                json_integer_value(v) > INT32_MAX) {
-                snprintf(t->note, sizeof t->note, "the prompt is not one list of tokens");
-                return -1;
-            }
-            t->tokens[i] = (int32_t)json_integer_value(v);
-        }
-        t->n = (uint32_t)n;
-        return t->tokens ? 0 : -1;
-    }
+    int listed = g->kind == PROMPT_TEXT ? proxy_prompt_array(body, &t->tokens, &t->n) : 0;
+    if (listed < 0) snprintf(t->note, sizeof t->note, "the prompt is not one list of tokens");
+    if (listed) return listed > 0 ? 0 : -1;
     tq_status st = TQ_OK;
     if (g->kind == PROMPT_CHAT) {
         st = llama_server_apply_template(ctx, &ss.srv, r->body, &text);
@@ -106,6 +93,30 @@ static int prompt_tokens(proxy_req *r, const generation_path *g, json_t *body, t
     free(text);
     if (st) snprintf(t->note, sizeof t->note, "the prompt's tokens: %s", tq_ctx_error(ctx));
     return st ? -1 : 0;
+}
+
+int proxy_prompt_array(const json_t *body, int32_t **tokens, uint32_t *n)
+{
+    const json_t *prompt = json_object_get(body, "prompt");
+    *tokens = NULL;
+    *n = 0;
+    if (!json_is_array(prompt)) return 0;
+    size_t len = json_array_size(prompt);
+    if (len > UINT32_MAX) return -1;
+    int32_t *t = malloc((len ? len : 1) * sizeof *t);
+    for (size_t i = 0; t && i < len; i++) {
+        const json_t *v = json_array_get(prompt, i);
+        json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
+        if (id < 0 || id > INT32_MAX) {
+            free(t);
+            return -1;
+        }
+        t[i] = (int32_t)id;
+    }
+    if (!t) return -1;
+    *tokens = t;
+    *n = (uint32_t)len;
+    return 1;
 }
 
 static uint32_t common_prefix(const int32_t *a, uint32_t na, const int32_t *b, uint32_t nb)
@@ -410,23 +421,31 @@ void proxy_turn_begin(proxy_req *r, const char *method, const char *path)
 
 void proxy_turn_scan(proxy_turn *t, const char *p, size_t n)
 {
+    /* a byte at a time, the state kept between reads: the key or its number may be cut
+     * between two of them, and a read is not a string (no terminating NUL) */
     static const char key[] = "\"prompt_n\":";
-    char window[96];
-    size_t tail = strlen(t->scan_tail);
-    /* the key may be cut between two reads: the last bytes of one are read with the next */
-    size_t head = n < sizeof window - tail - 1 ? n : sizeof window - tail - 1;
-    memcpy(window, t->scan_tail, tail);
-    memcpy(window + tail, p, head);
-    window[tail + head] = 0;
-    const char *hit = strstr(window, key);
-    if (hit && hit + sizeof key - 1 < window + tail + head)
-        t->prompt_n = strtol(hit + sizeof key - 1, NULL, 10);
-    for (const char *q = p; (q = memmem(q, (size_t)(p + n - q), key, sizeof key - 1));
-         q += sizeof key - 1)
-        if (q + sizeof key - 1 < p + n) t->prompt_n = strtol(q + sizeof key - 1, NULL, 10);
-    size_t keep = n < sizeof t->scan_tail - 1 ? n : sizeof t->scan_tail - 1;
-    memcpy(t->scan_tail, p + n - keep, keep);
-    t->scan_tail[keep] = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (t->scan_number && c >= '0' && c <= '9') {
+            if (t->scan_value < 1000000000L) t->scan_value = t->scan_value * 10 + (c - '0');
+            t->scan_digits++;
+            continue;
+        }
+        if (t->scan_number && c == ' ' && !t->scan_digits) continue;
+        if (t->scan_number && t->scan_digits) t->prompt_n = t->scan_value;
+        t->scan_number = 0;
+        t->scan_value = 0;
+        t->scan_digits = 0;
+        if (c == key[t->scan_matched]) {
+            t->scan_matched++;
+        } else {
+            t->scan_matched = c == key[0]; /* '"' is the key's only repeated prefix */
+        }
+        if (t->scan_matched == sizeof key - 1) {
+            t->scan_number = 1;
+            t->scan_matched = 0;
+        }
+    }
 }
 
 /* After a kept generation: the slot's raw save (the only step that holds the slot), queued
