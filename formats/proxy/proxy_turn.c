@@ -351,7 +351,13 @@ static void save_prompt_end(proxy_req *r, tq_ctx *ctx, uint32_t restored_point)
     tq_slot_session ss = session_of(r);
     uint32_t end = t->n ? t->n - 1 : 0;
     if (!ss.exact_points || end < p->cfg.min_tokens || restored_point >= end) return;
-    if (llama_server_prefill(ctx, &ss.srv, t->slot, t->tokens, end, &t->prefilled)) {
+    tq_status st = llama_server_prefill(ctx, &ss.srv, t->slot, t->tokens, end, &t->prefilled);
+    if (st) { /* once more: an answer lost after the server did the work costs it nothing */
+        proxy_log(p, "slot %ld: the prompt's end: %s; trying once more", t->slot,
+                  tq_ctx_error(ctx));
+        st = llama_server_prefill(ctx, &ss.srv, t->slot, t->tokens, end, &t->prefilled);
+    }
+    if (st) {
         proxy_log(p, "slot %ld: the prompt's end not saved: %s", t->slot, tq_ctx_error(ctx));
         return;
     }

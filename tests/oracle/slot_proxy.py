@@ -87,7 +87,8 @@ def conversation(server, proxy, label, halve):
     bad = [(i + 2, p, a) for i, (p, a) in enumerate(worst) if p > a]
     if bad or len(worst) != TURNS - 1:
         fail(name, f"turns processing more than they add + 8 (turn, processed, allowed): {bad}; "
-                   f"all: {worst}; log: {proxy.text()[-600:]}")
+                   f"all: {worst}; requests: {proxy.lines('slot 0: prompt')[-TURNS:]}; notes: "
+                   f"{proxy.lines('not saved|not stored|once more|refused|note')}")
     else:
         ok(name)
     return messages[:-1]
@@ -236,7 +237,8 @@ def hybrid_conversation(binary, tmp):
     name = "every_turn_restores_after_a_restart_hybrid_half_answers"
     print(f"  {name}: (processed, allowed) turn by turn from the second: {worst}")
     if any(p > a for p, a in worst) or len(worst) != TURNS - 1:
-        fail(name, f"(processed, allowed): {worst}; log: {proxy.text()[-600:]}")
+        fail(name, f"(processed, allowed): {worst}; requests: {proxy.lines('slot 0: prompt')}; "
+                   f"notes: {proxy.lines('not saved|not stored|once more|refused|note')}")
     else:
         ok(name)
 
