@@ -152,14 +152,16 @@ class Faults:
                 server.stop()
         p.wait()
         server.__enter__()  # up again on its port
+        done = len(proxy.lines(r"slot \d+: prompt"))
         st, _, _, _ = ask(proxy.url, turn_one(5))
+        # its slot file waits in the folder for the background save: not a leftover
+        proxy.wait_requests(done + 1, 30)
+        proxy.wait_idle()
         name = "a_server_killed_mid_stream_cuts_the_stream_and_the_next_is_answered"
         if events >= 400 or st != 200 or proxy.proc.poll() is not None or raw_files(server.slots):
             fail(name, f"{events} events, then {st}; files {raw_files(server.slots)}")
         else:
             ok(name)
-        proxy.wait_requests(len(proxy.lines(r"slot \d+: prompt")) + 1, 30)
-        proxy.wait_idle()
         before = len(proxy.lines(r": complete$"))
         p = subprocess.run(["curl", "-sN", "--max-time", "1.5", "-H",
                             "Content-Type: application/json", "-d", json.dumps(body),
