@@ -168,17 +168,6 @@ static tq_status load_points(tq_ctx *ctx, const tq_slot_session *ss, const tq_st
                                      tq_kvsnap_ckpt_decode, &coding, k);
 }
 
-/* The removal of a restore's slot file and its sidecar. */
-static void remove_raw(const char *raw)
-{
-    char side[4200];
-    snprintf(side, sizeof side, "%s.ckpt", raw);
-    unlink(raw);
-    unlink(side);
-    tq_temp_forget(raw);
-    tq_temp_forget(side);
-}
-
 /* Finds and decodes the best stored prefix into raw (rep->point 0: none). */
 static tq_status find_and_decode(tq_ctx *ctx, const tq_slot_session *ss, const int32_t *tokens,
                                  uint32_t n, uint32_t have, const char *raw,
@@ -210,7 +199,7 @@ static tq_status find_and_decode(tq_ctx *ctx, const tq_slot_session *ss, const i
             snprintf(rep->name, sizeof rep->name, "%s", best.name);
             break;
         }
-        remove_raw(raw);
+        tq_slot_remove_raw(raw);
         if (st != TQ_ERR_CORRUPT || t + 1 == RESTORE_TRIES) break;
         tq_slot_note(ss, "warning: %s: corrupt (%s); the next-best prefix instead", best.name,
                      tq_ctx_error(ctx));
@@ -235,7 +224,7 @@ tq_status tq_slot_restore_prepare(tq_ctx *ctx, const tq_slot_session *ss, const 
 
 void tq_slot_restore_discard(tq_slot_restored *rep)
 {
-    if (*rep->path) remove_raw(rep->path);
+    if (*rep->path) tq_slot_remove_raw(rep->path);
     rep->point = 0;
 }
 
@@ -246,7 +235,7 @@ tq_status tq_slot_restore_apply(tq_ctx *ctx, const tq_slot_session *ss, long slo
     double t0 = tq_slot_now();
     tq_status st = llama_server_slot(ctx, &ss->srv, slot, "restore", rep->file, &n_restored);
     rep->restore_s = tq_slot_now() - t0;
-    remove_raw(rep->path);
+    tq_slot_remove_raw(rep->path);
     if (st) {
         rep->point = 0;
         return st;

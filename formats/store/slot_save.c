@@ -82,8 +82,7 @@ void tq_slot_raw_name(const tq_slot_session *ss, const char *what, char *file, s
     tq_temp_track(side);
 }
 
-/* The slot file and its checkpoint sidecar removed, and forgotten. */
-static void remove_raw(const char *path)
+void tq_slot_remove_raw(const char *path)
 {
     char side[4200];
     snprintf(side, sizeof side, "%s.ckpt", path);
@@ -259,18 +258,18 @@ tq_status tq_slot_save_raw(tq_ctx *ctx, const tq_slot_session *ss, long slot, co
     tq_status st = llama_server_slot(ctx, &ss->srv, slot, "save", file, &n_saved);
     rep->raw_s = tq_slot_now() - t0;
     if (st) {
-        remove_raw(path); /* whatever the server wrote before it failed */
+        tq_slot_remove_raw(path); /* whatever the server wrote before it failed */
         return st;
     }
     if (access(path, R_OK)) {
-        remove_raw(path);
+        tq_slot_remove_raw(path);
         return tq_ctx_set_error(ctx, TQ_ERR_IO,
                                 "the server saved slot %ld, but not into %s: give its "
                                 "--slot-save-path as --slot-dir",
                                 slot, ss->slot_dir);
     }
     if (lstat(path, &sb) || !S_ISREG(sb.st_mode)) { /* a link planted there: not followed */
-        remove_raw(path);
+        tq_slot_remove_raw(path);
         return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: the server's slot file is not a regular file",
                                 path);
     }
@@ -330,7 +329,7 @@ tq_status tq_slot_store_raw(tq_ctx *ctx, const tq_slot_session *ss, const char *
         st = tq_store_put(ctx, ss->store, entry, rep->name, strlen(rep->name));
     }
     tq_kv_view_close(v);
-    remove_raw(path);
+    tq_slot_remove_raw(path);
     rep->store_s = tq_slot_now() - t0;
     return st;
 }
@@ -373,6 +372,6 @@ tq_status tq_slot_probe_types(tq_ctx *ctx, tq_slot_session *ss, long slot, int32
     if (!st && !*ss->cache_k)
         st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "the server's slot holds no K/V cache");
     tq_kv_view_close(v);
-    remove_raw(path);
+    tq_slot_remove_raw(path);
     return st;
 }

@@ -69,6 +69,9 @@ tq_status tq_slot_open_mapped(tq_ctx *ctx, const char *path, struct tqkv_reader 
 void tq_slot_raw_name(const tq_slot_session *ss, const char *what, char *file, size_t file_size,
                       char *path, size_t path_size);
 
+/* A slot file and its checkpoint sidecar (PATH.ckpt) removed and forgotten as temporaries. */
+void tq_slot_remove_raw(const char *path);
+
 /* What a save did. */
 typedef struct tq_slot_saved {
     uint32_t n_tokens;
