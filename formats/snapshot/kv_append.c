@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* The record fields that say how rows are coded: an appended tensor takes the base's, so the
  * base's rows decode as the base coded them (the sinks are in the base's chunks; the coarse
@@ -23,15 +24,16 @@ static const struct {
 };
 #undef CODING
 
-/* Does base describe the same K/V tensors, with its cells a prefix of t's? */
+/* Does base describe the same K/V tensor (which of its cells t holds: tq_kvsnap_base_share)? */
 static int same_tensor(const tqkv_record *a, const tqkv_record *b)
 {
     return a->kv_state == b->kv_state && a->stream == b->stream && a->layer == b->layer &&
            a->is_v == b->is_v && a->transposed == b->transposed && a->width == b->width &&
-           a->type_id == b->type_id && a->cells <= b->cells;
+           a->type_id == b->type_id;
 }
 
-/* t takes the base's transforms (codec KLT). */
+/* t takes the base's transforms (codec KLT): in memory to code its own rows, on disk by
+ * reference (tqkv_record.klt_from_base: a link does not store its base's bases again). */
 static tq_status copy_klt(tq_ctx *ctx, tqkv_record *t, const tqkv_record *bt)
 {
     if (!bt->klt) return TQ_OK;
@@ -45,30 +47,260 @@ static tq_status copy_klt(tq_ctx *ctx, tqkv_record *t, const tqkv_record *bt)
             return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
         memcpy(t->klt[h].basis, bt->klt[h].basis, nv * sizeof(float));
     }
+    t->klt_from_base = 1;
     return TQ_OK;
 }
 
-/* Does the base's tensor hold this state's first cells, so that its rows are shared?  Only
- * where this state's stream begins at position 0 with its first base-many cells in order: a
- * sliding-window cache that holds its newest window only has moved on since the base was
- * saved, and the link stores its cells itself (row_start 0, coded by its own plan). */
-int tq_kvsnap_base_shares(const tq_kv_view *v, const src_tensor *s, const tqkv_record *bt)
+/* The base's state as a view of its skeleton (the source less its rows) over rows of zeros, in
+ * an anonymous mapping whose pages are never written but the skeleton's: what the base's cells
+ * are (their positions and sequences) without decoding a row. */
+typedef struct base_layout {
+    uint8_t *map; /* [size]: the base's source, its rows zeros */
+    size_t size;
+    tq_kv_view *v;
+} base_layout;
+
+static void base_layout_close(base_layout *bl)
 {
+    tq_kv_view_close(bl->v);
+    if (bl->map) munmap(bl->map, bl->size ? bl->size : 1);
+    memset(bl, 0, sizeof *bl);
+}
+
+static tq_status base_layout_open(tq_ctx *ctx, const tqkv_reader *base, base_layout *bl)
+{
+    const tqkv_meta *b = tqkv_meta_of(base);
+    memset(bl, 0, sizeof *bl);
+    bl->size = (size_t)b->source_size;
+    void *map = mmap(NULL, bl->size ? bl->size : 1, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    bl->map = map;
+    uint64_t at = 0;
+    uint64_t sk = 0;
+    for (uint32_t i = 0; i < b->n_tensors; i++) {
+        uint64_t gap = b->t[i].file_off - at;
+        if (b->t[i].file_off < at || gap > b->skeleton_len - sk) break;
+        memcpy(bl->map + at, b->skeleton + sk, gap);
+        sk += gap;
+        at = b->t[i].file_off + b->t[i].bytes;
+    }
+    if (at <= b->source_size && b->skeleton_len - sk <= b->source_size - at)
+        memcpy(bl->map + at, b->skeleton + sk, b->skeleton_len - sk);
+    tq_type_profile prof = TQ_PROFILE_AUTO;
+    if (tq_type_profile_parse(b->profile, &prof))
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "unknown type-id profile");
+    return tq_kv_view_open_memory(ctx, bl->map, bl->size, "the base's layout", prof, &bl->v);
+}
+
+/* A position and the row that holds it, for finding the base's row of a position. */
+typedef struct pos_row {
+    int32_t pos;
+    uint32_t row;
+} pos_row;
+
+static int by_pos(const void *a, const void *b)
+{
+    int32_t x = ((const pos_row *)a)->pos, y = ((const pos_row *)b)->pos;
+    return (x > y) - (x < y);
+}
+
+/* brow[r]: the base's row holding the position of this state's row r (-1: none), found by
+ * position (a token prefix holds the same K/V at the same positions); 0 when a position
+ * repeats in the base (no single row for it). */
+static int base_rows_of(const int32_t *pos, uint32_t cells, const int32_t *bpos, uint32_t bcells,
+                        int64_t *brow)
+{
+    pos_row *by = malloc((bcells ? bcells : 1) * sizeof *by); /* [bcells]: sorted by position */
+    if (!by) return 0;
+    for (uint32_t r = 0; r < bcells; r++) by[r] = (pos_row){bpos[r], r};
+    qsort(by, bcells, sizeof *by, by_pos);
+    int unique = 1;
+    for (uint32_t r = 1; r < bcells; r++) unique &= by[r].pos != by[r - 1].pos;
+    for (uint32_t r = 0; unique && r < cells; r++) {
+        pos_row key = {pos[r], 0};
+        const pos_row *hit = bsearch(&key, by, bcells, sizeof *by, by_pos);
+        brow[r] = hit ? (int64_t)hit->row : -1;
+    }
+    free(by);
+    return unique;
+}
+
+/* The longest run of rows that are the base's rows in the same order. */
+static void longest_run(const int64_t *brow, uint32_t cells, tq_kvsnap_share *run)
+{
+    memset(run, 0, sizeof *run);
+    uint32_t at = 0;
+    uint32_t len = 0;
+    for (uint32_t r = 0; r < cells; r++) {
+        if (brow[r] >= 0 && len && brow[r] == brow[r - 1] + 1) {
+            len++;
+        } else {
+            at = r;
+            len = brow[r] >= 0;
+        }
+        if (len > run->n) *run = (tq_kvsnap_share){at, (uint32_t)(brow[r] + 1 - len), len};
+    }
+}
+
+/* A kept tensor's row is shared only where its bytes are the base's (a lossless link rebuilds
+ * its source byte for byte, and a server that computes a cell again writes other bytes for
+ * the same position: llama-server does for the last window of a sliding-window model after a
+ * restore): brow[r] set to -1 where they differ, the base's rows read from its chunks. */
+static tq_status kept_rows_equal(tq_ctx *ctx, const tqkv_reader *base, uint32_t i,
+                                 const tqkv_record *bt, const tq_kv_tensor *kt, uint32_t cells,
+                                 int64_t *brow)
+{
+    uint64_t row_size = bt->bytes / bt->cells;
+    if (tqkv_streamed(base) || row_size != kt->row_size) {
+        for (uint32_t r = 0; r < cells; r++) brow[r] = -1;
+        return TQ_OK;
+    }
+    uint8_t *rows = malloc(bt->bytes ? bt->bytes : 1); /* [bcells][row_size]: the base's */
+    if (!rows) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    tq_status st = TQ_OK;
+    for (uint64_t ck = 0; ck < tqkv_n_chunks(base) && !st; ck++) {
+        const tqkv_chunk *ch = tqkv_chunk_at(base, ck);
+        if (ch->tensor != i) continue;
+        if (ch->raw_len != ch->nrows * row_size || ch->row0 + (uint64_t)ch->nrows > bt->cells)
+            st = tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "the base's chunk %llu does not fit",
+                                  (unsigned long long)ck);
+        else
+            st = tqkv_chunk_read(ctx, base, ck, rows + ch->row0 * row_size);
+    }
+    for (uint32_t r = 0; r < cells && !st; r++)
+        if (brow[r] >= 0 &&
+            memcmp(kt->data + r * row_size, rows + (uint64_t)brow[r] * row_size, row_size))
+            brow[r] = -1;
+    free(rows);
+    return st;
+}
+
+/* Which of this state's rows the base's tensor bt (tensor i) holds, as one run (run->n 0:
+ * none).  A stream of one sequence is matched by position, also where a sliding-window cache
+ * has moved on since the base was saved and keeps fewer of the base's cells, in another order;
+ * another stream shares only where both begin at position 0 in order, as a whole cache saved
+ * by a server does.  Kept rows must be the base's bytes too. */
+tq_status tq_kvsnap_base_share(tq_ctx *ctx, const tq_kv_view *v, const src_tensor *s,
+                               const tqkv_reader *base, uint32_t i, const tq_kv_view *bv,
+                               tq_kvsnap_share *run)
+{
+    memset(run, 0, sizeof *run);
+    const tqkv_record *bt = &tqkv_meta_of(base)->t[i];
     const tq_kv_stream *st = &tq_kv_view_kv(v, s->kv_state)->streams[s->stream];
-    if (!st->cell_count || bt->cells > st->cell_count) return 0;
-    int32_t *pos = malloc(4ull * st->cell_count);
-    if (!pos) return 0;
-    tq_kv_view_stream_positions(v, st, pos);
-    int shares = 1;
-    for (uint32_t c = 0; shares && c < bt->cells; c++) shares = pos[c] == (int32_t)c;
+    const tq_kv_stream *bst = NULL;
+    if (bv && bt->kv_state < tq_kv_view_n_kv(bv) &&
+        bt->stream < tq_kv_view_kv(bv, bt->kv_state)->n_stream)
+        bst = &tq_kv_view_kv(bv, bt->kv_state)->streams[bt->stream];
+    if (!st->cell_count || !bst || bst->cell_count != bt->cells) return TQ_OK;
+    uint32_t cells = st->cell_count;
+    int32_t *pos = malloc(4ull * cells);            /* [cells]: this state's positions */
+    int32_t *bpos = malloc(4ull * bst->cell_count); /* [bcells]: the base's */
+    int64_t *brow = malloc(8ull * cells);           /* [cells]: the base's row of each */
+    tq_status status = TQ_OK;
+    if (!pos || !bpos || !brow) status = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    int found = 0;
+    if (!status) {
+        tq_kv_view_stream_positions(v, st, pos);
+        tq_kv_view_stream_positions(bv, bst, bpos);
+        if (tq_kv_view_one_sequence(v, st) && tq_kv_view_one_sequence(bv, bst)) {
+            found = base_rows_of(pos, cells, bpos, bst->cell_count, brow);
+        } else if (bt->cells <= cells) {
+            found = 1;
+            for (uint32_t c = 0; c < cells; c++) brow[c] = c < bt->cells ? (int64_t)c : -1;
+            for (uint32_t c = 0; found && c < bt->cells; c++)
+                found = pos[c] == (int32_t)c && bpos[c] == (int32_t)c;
+        }
+    }
+    if (found && bt->codec == TQKV_CODEC_RAW)
+        status = kept_rows_equal(ctx, base, i, bt, s->kt, cells, brow);
+    if (found && !status) longest_run(brow, cells, run);
     free(pos);
-    return shares;
+    free(bpos);
+    free(brow);
+    return status;
+}
+
+/* Tensor i takes the base's coding where the base holds some of its rows. */
+static tq_status adopt_tensor(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,
+                              const tq_kv_view *bv, const tq_kv_view *v, const src_tensor *src,
+                              uint32_t i, uint32_t recent)
+{
+    const tqkv_meta *b = tqkv_meta_of(base);
+    tqkv_record *t = &m->t[i];
+    const tqkv_record *bt = &b->t[i];
+    if (!same_tensor(bt, t))
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "layer %u %s: the base's tensor does not match this state's",
+                                t->layer, t->is_v ? "V" : "K");
+    if (t->transposed && t->codec == TQKV_CODEC_RAW) return TQ_OK; /* kept whole */
+    tq_kvsnap_share run;
+    tq_status st = tq_kvsnap_base_share(ctx, v, &src[i], base, i, bv, &run);
+    if (st) return st;
+    int moved = run.at || run.from || run.n != bt->cells;
+    if (!run.n || (bt->sink_rows && run.n <= bt->sink_rows))
+        return TQ_OK; /* stored whole, as planned */
+    if (t->hadamard != bt->hadamard) /* rows are read through the view's rotation */
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG,
+                                "layer %u %s: the base took the source's rotation in blocks of "
+                                "%u, this state in blocks of %u",
+                                t->layer, t->is_v ? "V" : "K", bt->hadamard, t->hadamard);
+    for (size_t f = 0; f < sizeof coding_fields / sizeof coding_fields[0]; f++)
+        memcpy((char *)t + coding_fields[f].offset, (const char *)bt + coding_fields[f].offset,
+               coding_fields[f].bytes);
+    t->row_start = run.n;
+    t->share_at = run.at;
+    t->base_from = run.from;
+    /* The coarse rows.  Where this state has cells past a sliding window (its plan's coarse
+     * end), they stay coarse and its newer own rows fine, as the base's.  Where it has none and
+     * the base codes its newest cells finer than its bulk (its coarse rows), this state's own
+     * rows take the base's bulk coding: the newest cells the base holds keep their finer coding
+     * in its chunks, and a link of a few tokens (a note, a turn) pays for its cells at the
+     * base's bulk rate (tests/bench/results/slot_store.md, "Links"); only where it adds at
+     * least twice `recent` cells in order are its newest `recent` finer, as a whole encode
+     * codes them. */
+    /* its own chunks hold rANS streams where they are as long as a whole encode's that do (the
+     * base's chunks decode by the base's flags) */
+    uint32_t own_chunk = t->cells - t->row_start;
+    if (own_chunk > t->rows_per_chunk) own_chunk = t->rows_per_chunk;
+    if (own_chunk < (uint32_t)TQ_KVSNAP_RANS_ROWS) {
+        t->klt_rans = 0;
+        t->klt_rans_coarse = 0;
+    }
+    uint32_t past_end = t->coarse_end;
+    t->coarse_end = 0;
+    if (bt->coarse_end && past_end) {
+        t->coarse_end = moved || past_end < t->row_start ? t->row_start : past_end;
+    } else if (bt->coarse_end) {
+        uint32_t own = t->cells - t->row_start;
+        t->coarse_end = t->cells;
+        if (recent && !t->share_at && own >= 2 * recent) t->coarse_end = t->cells - recent;
+    }
+    free(t->innerq); /* the base's scales, as for its codec */
+    t->innerq = NULL;
+    if (bt->innerq) {
+        if (!(t->innerq = malloc(4ull * bt->innerq_n)))
+            return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        memcpy(t->innerq, bt->innerq, 4ull * bt->innerq_n);
+        t->innerq_n = bt->innerq_n;
+    }
+    tq_status kst = copy_klt(ctx, t, bt);
+    if (kst) return kst;
+    free(t->offset); /* and its offsets */
+    t->offset = NULL;
+    if (bt->offset) {
+        if (!(t->offset = malloc(4ull * bt->width)))
+            return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        memcpy(t->offset, bt->offset, 4ull * bt->width);
+    }
+    return TQ_OK;
 }
 
 /* --append: the rows in the base decode as they would in a full encode only
  * with the base's codec, so the base decides the coding of every tensor it shares. */
 tq_status tq_kvsnap_adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,
-                               const char *base_name, const tq_kv_view *v, const src_tensor *src)
+                               const char *base_name, const tq_kv_view *v, const src_tensor *src,
+                               uint32_t recent)
 {
     const tqkv_meta *b = tqkv_meta_of(base);
     if (b->base_id)
@@ -87,44 +319,11 @@ tq_status tq_kvsnap_adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *bas
                                 b->n_tokens, m->n_tokens);
     if (b->has_fingerprint != m->has_fingerprint || b->fingerprint != m->fingerprint)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the base was made for another model");
-    for (uint32_t i = 0; i < m->n_tensors; i++) {
-        tqkv_record *t = &m->t[i];
-        const tqkv_record *bt = &b->t[i];
-        if (!same_tensor(bt, t))
-            return tq_ctx_set_error(ctx, TQ_ERR_ARG,
-                                    "layer %u %s: the base's tensor does not match this state's",
-                                    t->layer, t->is_v ? "V" : "K");
-        if (!tq_kvsnap_base_shares(v, &src[i], bt)) continue; /* stored whole, as planned */
-        if (t->hadamard != bt->hadamard) /* rows are read through the view's rotation */
-            return tq_ctx_set_error(ctx, TQ_ERR_ARG,
-                                    "layer %u %s: the base took the source's rotation in blocks of "
-                                    "%u, this state in blocks of %u",
-                                    t->layer, t->is_v ? "V" : "K", bt->hadamard, t->hadamard);
-        for (size_t f = 0; f < sizeof coding_fields / sizeof coding_fields[0]; f++)
-            memcpy((char *)t + coding_fields[f].offset, (const char *)bt + coding_fields[f].offset,
-                   coding_fields[f].bytes);
-        t->row_start = t->codec == TQKV_CODEC_RAW && t->transposed ? 0 : bt->cells;
-        /* the base's coarse coding is stored for its chunks where none of ours are coarse */
-        if (!bt->coarse_end) t->coarse_end = 0;
-        if (bt->coarse_end && t->coarse_end < t->row_start) t->coarse_end = t->row_start;
-        free(t->innerq); /* the base's scales, as for its codec */
-        t->innerq = NULL;
-        if (bt->innerq) {
-            if (!(t->innerq = malloc(4ull * bt->innerq_n)))
-                return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-            memcpy(t->innerq, bt->innerq, 4ull * bt->innerq_n);
-            t->innerq_n = bt->innerq_n;
-        }
-        tq_status kst = copy_klt(ctx, t, bt);
-        if (kst) return kst;
-        free(t->offset); /* and its offsets */
-        t->offset = NULL;
-        if (bt->offset) {
-            if (!(t->offset = malloc(4ull * bt->width)))
-                return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-            memcpy(t->offset, bt->offset, 4ull * bt->width);
-        }
-    }
+    base_layout bl;
+    tq_status st = base_layout_open(ctx, base, &bl);
+    for (uint32_t i = 0; !st && i < m->n_tensors; i++) st = adopt_tensor(ctx, m, base, bl.v, v, src, i, recent);
+    base_layout_close(&bl);
+    if (st) return st;
     const char *slash = strrchr(base_name, '/');
     m->base_name = strdup(slash ? slash + 1 : base_name);
     if (!m->base_name) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
@@ -142,13 +341,18 @@ tq_status tq_kvsnap_adopt_base_rope(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         tqkv_record *t = &m->t[i];
         const tqkv_record *bt = &b->t[i];
-        if (!bt->rope_pos || !tq_kvsnap_base_shares(v, &src[i], bt)) continue;
-        if (!(t->rope_pos = malloc(4ull * t->cells)))
+        if (!bt->rope_pos || !t->row_start) continue;
+        int32_t *pos = malloc(4ull * t->cells); /* [cells]: by source row */
+        if (!pos || !(t->rope_pos = malloc(4ull * t->cells))) {
+            free(pos);
             return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        }
         tq_kv_view_stream_positions(v, &tq_kv_view_kv(v, src[i].kv_state)->streams[src[i].stream],
-                               t->rope_pos);
+                                    pos);
+        for (uint32_t c = 0; c < t->cells; c++) t->rope_pos[c] = pos[tqkv_record_row(t, c)];
+        free(pos);
         t->rope = bt->rope;
-        if (memcmp(t->rope_pos, bt->rope_pos, 4ull * bt->cells))
+        if (memcmp(t->rope_pos, bt->rope_pos + t->base_from, 4ull * t->row_start))
             return tq_ctx_set_error(
                 ctx, TQ_ERR_ARG,
                 "layer %u K: the base's cells are at other positions in this state", t->layer);

@@ -12,12 +12,14 @@
 /* One tensor on its way out: where its chunks are and their decoded bytes. */
 typedef struct djob {
     uint32_t i;
-    const tqkv_record *t;
+    const tqkv_record *t;   /* the snapshot's record, or own where the base lends to it */
+    tqkv_record own;        /* the record with the base's transforms (tqkv_record.klt_from_base) */
     const tq_ggml_type *ty, *oty;
     tq_codec *c, *c_coarse; /* the rows' block codec, the coarse rows' (NULL: none) */
     tqkv_record coarse;     /* the coarse rows' record (tqkv_record_coarse) */
     const tqkv_record *bt;  /* the base's record of the tensor (NULL: no rows there) */
     tqkv_record base_fine;  /* the record the base's fine rows decode by: its coarse end */
+    tqkv_record base_coarse; /* and its coarse rows: the base's positions */
     uint64_t nb, bfirst, first, nch;
     uint32_t head_dim;
     uint32_t out_rot;       /* rows go out rotated in blocks of this (0: not) */
@@ -37,7 +39,10 @@ void tq_kvdec_job_free(djob *j);
 tq_status tq_kvdec_job_begin(tq_ctx *ctx, const tqkv_meta *m, const djob *j, FILE *out,
                              uint64_t *pos, uint64_t *sk);
 tq_status tq_kvdec_chunk_status(tq_ctx *ctx, const djob *j, uint64_t k);
-/* A transposed V decoded: written whole once its last chunk is done. */
+/* Whether the job's rows go out in another order than its chunks hold them: the base's rows
+ * sit within its own (tqkv_record.share_at), or are not all of the base's rows. */
+int tq_kvdec_job_is_moved(const djob *j);
+/* A transposed V decoded, or a moved job: written whole once its last chunk is done. */
 int tq_kvdec_job_is_whole(const djob *j);
 tq_status tq_kvdec_job_write_whole(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
                                    const djob *j, FILE *out);

@@ -85,8 +85,11 @@ static int chunk_skipped(const dqueue *q, uint64_t g)
     const tqkv_chunk *ch = tqkv_chunk_at(from, at);
     const tq_kvsnap_decode_options *o = q->o;
     uint32_t layer = tq_kvdec_layer_of(j->t);
-    return (o->max_rows && ch->row0 >= o->max_rows && !j->t->transposed) ||
-           (o->layer_hi && (layer < o->layer_lo || layer >= o->layer_hi));
+    if (o->layer_hi && (layer < o->layer_lo || layer >= o->layer_hi)) return 1;
+    if (tq_kvdec_job_is_moved(j)) /* every row of its own; the base's it takes */
+        return k < j->nb && (ch->row0 + ch->nrows <= j->t->base_from ||
+                             ch->row0 >= j->t->base_from + j->t->row_start);
+    return o->max_rows && ch->row0 >= o->max_rows && !j->t->transposed;
 }
 
 /* A streamed snapshot's pass: the chunks of its own the decode will read. */
@@ -124,7 +127,8 @@ static void decode_one(dqueue *q, uint64_t g)
         /* coarse by the record of the snapshot the chunk is in */
         int coarse = tqkv_chunk_is_coarse(from == q->base ? j->bt : j->t, ch->row0);
         const tqkv_record *fine = from == q->base ? &j->base_fine : j->t;
-        const tqkv_record *rec = coarse ? &j->coarse : fine;
+        const tqkv_record *coarse_rec = from == q->base ? &j->base_coarse : &j->coarse;
+        const tqkv_record *rec = coarse ? coarse_rec : fine;
         const tq_codec *c = coarse ? j->c_coarse : j->c;
         tq_kvdec_decode_chunk(from, rec, c, j, at, skip, local, dev, &j->co[k]);
     }

@@ -642,7 +642,9 @@ tq_status tq_kvsnap_plan_resolved(tq_ctx *ctx, const tq_kv_view *v, const tq_kvs
     p->group_source = from; /* until a tensor's group is guessed from its width */
     for (size_t i = 0; !st && i < n; i++)
         st = plan_tensor(ctx, p, o, src[i].head, &src[i], &p->meta.t[i]);
-    if (!st && o->base) st = tq_kvsnap_adopt_base(ctx, &p->meta, o->base, o->base_name, v, src);
+    uint32_t recent = o->recent_bits > 0 && o->recent_cells > 0 ? (uint32_t)o->recent_cells : 0;
+    if (!st && o->base)
+        st = tq_kvsnap_adopt_base(ctx, &p->meta, o->base, o->base_name, v, src, recent);
     if (!st && o->base)
         st = tq_kvsnap_adopt_base_rope(ctx, &p->meta, o->base, v, src);
     else if (!st && (o->k_offset || o->transform != TQ_TC_OFF))

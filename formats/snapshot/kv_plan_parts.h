@@ -23,12 +23,22 @@ typedef struct src_tensor {
     uint32_t head; /* its head size: the model's, the sliding layers' own where they differ */
 } src_tensor;
 
-/* --append: the base's coding taken over by the tensors of m, which must be the base's with
- * more cells (its chunks are reused as they are); the base's name recorded. */
+/* --append: the base's coding taken over by the tensors of m whose rows the base holds some of
+ * (its chunks are reused as they are; recent: the newest cells a long link codes finer, 0
+ * none); the base's name recorded. */
 tq_status tq_kvsnap_adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,
-                               const char *base_name, const tq_kv_view *v, const src_tensor *src);
-/* Whether the base's tensor bt holds the first cells of s's stream (shared rows). */
-int tq_kvsnap_base_shares(const tq_kv_view *v, const src_tensor *s, const tqkv_record *bt);
+                               const char *base_name, const tq_kv_view *v, const src_tensor *src,
+                               uint32_t recent);
+/* Rows of a state that its base's tensor holds: n rows from row `at` on are the base's rows
+ * from `from` on (tqkv_record.share_at, base_from, row_start). */
+typedef struct tq_kvsnap_share {
+    uint32_t at, from, n;
+} tq_kvsnap_share;
+/* The longest such run of s's stream in the base's tensor i, found by the cells' positions in
+ * the base's layout bv, kept rows compared byte for byte (run->n 0: none). */
+tq_status tq_kvsnap_base_share(tq_ctx *ctx, const tq_kv_view *v, const src_tensor *s,
+                               const tqkv_reader *base, uint32_t i, const tq_kv_view *bv,
+                               tq_kvsnap_share *run);
 /* --append onto a base with pre-RoPE offsets: the base's rotation, and the positions of this
  * state's cells, which must place the base's cells where the base had them. */
 tq_status tq_kvsnap_adopt_base_rope(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base,

@@ -218,8 +218,22 @@ tq_status tq_kvdec_job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile pr
         return tq_ctx_status(ctx);
     }
     if (j->t->row_start) j->bt = &tqkv_meta_of(base)->t[i];
+    if (j->t->klt_from_base) { /* the base's transforms (their counts and steps checked) */
+        j->own = *j->t;
+        j->own.klt = j->bt->klt;
+        j->t = &j->own;
+        tqkv_record_coarse(j->t, &j->coarse);
+    }
     j->base_fine = *j->t;
-    if (j->bt) j->base_fine.coarse_end = j->bt->coarse_end; /* which chunks hold rANS streams */
+    j->base_coarse = j->coarse;
+    if (j->bt) { /* which of its chunks hold rANS streams, its rows' positions: the base's */
+        j->base_fine.coarse_end = j->bt->coarse_end;
+        j->base_fine.rope_pos = j->bt->rope_pos;
+        j->base_fine.klt_rans = j->bt->klt_rans;
+        j->base_fine.klt_rans_coarse = j->bt->klt_rans_coarse;
+        j->base_coarse.rope_pos = j->bt->rope_pos;
+        j->base_coarse.klt_rans = j->bt->klt_rans;
+    }
     /* the base's chunks for rows below row_start, then ours */
     if (j->t->row_start) {
         while (j->bfirst < tqkv_n_chunks(base) && tqkv_chunk_at(base, j->bfirst)->tensor < i)
@@ -299,9 +313,45 @@ tq_status tq_kvdec_chunk_status(tq_ctx *ctx, const djob *j, uint64_t k)
 
 /* llama.cpp's element-major V is written whole: cell-major rows back to
  * element-major. */
+int tq_kvdec_job_is_moved(const djob *j)
+{
+    return j->t->share_at || j->t->base_from || (j->bt && j->bt->cells != j->t->row_start);
+}
+
 int tq_kvdec_job_is_whole(const djob *j)
 {
-    return j->t->transposed && (j->t->codec != TQKV_CODEC_RAW || !same_rows(j->ty, j->oty));
+    return tq_kvdec_job_is_moved(j) ||
+           (j->t->transposed && (j->t->codec != TQKV_CODEC_RAW || !same_rows(j->ty, j->oty)));
+}
+
+/* A moved job's rows in the source's order: each coded row's bytes found in its chunk (the
+ * base's rows [base_from, base_from + row_start), then its own), written by source row. */
+static tq_status write_moved(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
+                             const djob *j, FILE *out)
+{
+    const tqkv_record *t = j->t;
+    const uint8_t **row_at = calloc(t->cells, sizeof *row_at); /* [cells]: by coded row */
+    if (!row_at) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    uint64_t row_bytes = 0;
+    for (uint64_t k = 0; k < j->nch; k++) {
+        const tqkv_chunk *ch = k < j->nb ? tqkv_chunk_at(base, j->bfirst + k)
+                                         : tqkv_chunk_at(r, j->first + k - j->nb);
+        uint64_t rb = j->co[k].len / ch->nrows; /* the output's row: the same in every chunk */
+        row_bytes = rb;
+        for (uint32_t rr = 0; rr < ch->nrows; rr++) {
+            uint64_t c = k < j->nb ? (uint64_t)ch->row0 + rr - t->base_from : ch->row0 + rr;
+            if (k < j->nb && (ch->row0 + rr < t->base_from || c >= t->row_start)) continue;
+            row_at[c] = j->co[k].p + rr * rb;
+        }
+    }
+    tq_status st = TQ_OK;
+    for (uint32_t row = 0; row < t->cells && !st; row++) {
+        uint32_t c = row < t->share_at ? t->row_start + row : row;
+        if (row >= t->share_at && row < t->share_at + t->row_start) c = row - t->share_at;
+        st = tq_kvdec_put(ctx, out, row_at[c], row_bytes);
+    }
+    free(row_at);
+    return st;
 }
 
 tq_status tq_kvdec_job_write_whole(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
@@ -311,6 +361,7 @@ tq_status tq_kvdec_job_write_whole(tq_ctx *ctx, const tqkv_reader *r, const tqkv
     tq_status st = TQ_OK;
     for (uint64_t k = 0; k < j->nch && !st; k++) st = tq_kvdec_chunk_status(ctx, j, k);
     if (st) return st;
+    if (tq_kvdec_job_is_moved(j)) return write_moved(ctx, r, base, j, out);
     uint64_t es = j->oty->bytes, row = 0, tbytes = t->width * t->cells * es;
     uint8_t *tb = malloc(tbytes ? tbytes : 1); /* [width][cells] elements */
     if (!tb) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
@@ -327,6 +378,21 @@ tq_status tq_kvdec_job_write_whole(tq_ctx *ctx, const tqkv_reader *r, const tqkv
     return st;
 }
 
+/* Whether the base's tensor bt holds the rows t takes from it, and where t borrows the base's transforms, transforms of the same
+ * counts and steps. */
+static int base_fits(const tqkv_record *t, const tqkv_record *bt)
+{
+    if (!t->row_start) return 1;
+    if (bt->cells < t->base_from || bt->cells - t->base_from < t->row_start) return 0;
+    if (!t->klt_from_base) return 1;
+    if (bt->codec != TQKV_CODEC_KLT || !bt->klt || bt->klt_from_base || bt->group != t->group ||
+        bt->width != t->width || bt->klt_basis8 != t->klt_basis8)
+        return 0;
+    for (uint64_t h = 0; h < t->width / t->group; h++)
+        if (bt->klt[h].m != t->klt[h].m || bt->klt[h].step != t->klt[h].step) return 0;
+    return 1;
+}
+
 /* An appended snapshot needs its own base. */
 tq_status tq_kvsnap_check_base(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reader *base)
 {
@@ -341,8 +407,7 @@ tq_status tq_kvsnap_check_base(tq_ctx *ctx, const tqkv_meta *m, const tqkv_reade
                                 "the base snapshot is not the one this snapshot appends to (%s)",
                                 m->base_name);
     for (uint32_t i = 0; i < m->n_tensors; i++)
-        if (b->n_tensors != m->n_tensors ||
-            (m->t[i].row_start && b->t[i].cells != m->t[i].row_start))
+        if (b->n_tensors != m->n_tensors || !base_fits(&m->t[i], &b->t[i]))
             return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT,
                                     "the base snapshot does not fit (tensor %u)", i);
     return TQ_OK;

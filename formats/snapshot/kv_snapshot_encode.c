@@ -17,6 +17,22 @@ typedef struct etensor {
     uint32_t nch;
 } etensor;
 
+/* Coded rows [r0, r0+n) of t as floats, x[n][width], read from the source rows they are
+ * (tqkv_record_row: a moved window's own rows sit around its base's). */
+static tq_status read_coded_rows(tq_ctx *ctx, const tq_kv_tensor *kt, const tqkv_record *t,
+                                 uint32_t r0, uint32_t n, float *x)
+{
+    tq_status st = TQ_OK;
+    for (uint32_t done = 0; done < n && !st;) {
+        uint32_t row = tqkv_record_row(t, r0 + done);
+        uint32_t run = 1;
+        while (done + run < n && tqkv_record_row(t, r0 + done + run) == row + run) run++;
+        st = tq_kv_view_read_rows(ctx, kt, t->cells, row, run, x + (size_t)done * t->width);
+        done += run;
+    }
+    return st;
+}
+
 /* Transform-codes rows [r0, r0+n) of tensor t on the CPU (kv_klt.h). */
 static void encode_klt_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqkv_record *t,
                              uint32_t r0, uint32_t n, chunk_out *o)
@@ -30,7 +46,7 @@ static void encode_klt_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const
     o->p = malloc((tqkv_chunk_rans(t, r0) ? tqkv_klt_rans_bound(t, n) : bytes) + 1);
     tq_status st = x && ctx && o->p ? TQ_OK : TQ_ERR_NOMEM;
     if (!st && tq_ctx_backend(ctx) != TQ_BACKEND_CPU) st = tq_ctx_set_backend(ctx, TQ_BACKEND_CPU);
-    if (!st) st = tq_kv_view_read_rows(ctx, kt, t->cells, r0, n, x);
+    if (!st) st = read_coded_rows(ctx, kt, t, r0, n, x);
     if (!st) st = tq_kvsnap_klt_encode(ctx, t, x, r0, n, o->p, &o->len);
     if (st) chunk_fail(o, ctx, st);
     free(x);
@@ -44,10 +60,16 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
     if (t->codec == TQKV_CODEC_RAW ||
         tqkv_chunk_is_sink(t, r0)) { /* kept, or the exact sink rows */
         o->len = t->transposed ? t->bytes : (uint64_t)n * kt->row_size;
-        if ((o->p = malloc(o->len ? o->len : 1)))
-            memcpy(o->p, kt->data + (t->transposed ? 0 : (uint64_t)r0 * kt->row_size), o->len);
-        else
+        if (!(o->p = malloc(o->len ? o->len : 1))) {
             chunk_fail(o, NULL, TQ_ERR_NOMEM);
+        } else if (t->transposed) {
+            memcpy(o->p, kt->data, o->len);
+        } else {
+            for (uint32_t k = 0; k < n; k++) /* the source rows they are */
+                memcpy(o->p + (uint64_t)k * kt->row_size,
+                       kt->data + (uint64_t)tqkv_record_row(t, r0 + k) * kt->row_size,
+                       kt->row_size);
+        }
         return;
     }
     if (t->codec == TQKV_CODEC_KLT) {
@@ -66,7 +88,7 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
         chunk_fail(o, NULL, TQ_ERR_NOMEM);
         return;
     }
-    tq_status st = tq_kv_view_read_rows(ctx, kt, t->cells, r0, n, x);
+    tq_status st = read_coded_rows(ctx, kt, t, r0, n, x);
     if (!st) st = tq_kvsnap_rows_to_code(ctx, t, r0, n, x);
     if (!st && (st = tq_encode(dev, c, x, nv, o->p)))
         tq_ctx_set_error(ctx, st, "%s", tq_ctx_error(dev));

@@ -133,6 +133,14 @@ typedef struct tqkv_record {
        blocks of this many values (llama.cpp's attention rotation of quantized caches); coded
        rows were turned back (tq_hadamard_blocks) before coding.  0: as stored */
     uint32_t hadamard;
+    /* version 3, an appended tensor: its rows in coded order are the base's rows [base_from,
+       base_from + row_start), then its own; the base's sit at its rows [share_at, share_at +
+       row_start), its own around them (tqkv_record_row: a sliding window that moved since the
+       base was saved shares the cells the base holds).  Both 0: the base's rows come first. */
+    uint32_t share_at, base_from;
+    uint8_t klt_from_base; /* KLT codec, appended: the basis values are the base's tensor's (only
+                              each head's m and step are stored; basis NULL until
+                              tq_kvsnap_check_base's caller lends the base's) */
 } tqkv_record;
 
 typedef struct tqkv_meta {
@@ -154,6 +162,9 @@ typedef struct tqkv_meta {
 } tqkv_meta;
 
 void tqkv_meta_free(tqkv_meta *m);
+/* The row of the source that t's coded row c is (coded order: the base's rows, then its own;
+ * tqkv_record.share_at). */
+uint32_t tqkv_record_row(const tqkv_record *t, uint32_t c);
 /* How tensor t's rows [row_start, cells) are cut into chunks: its sink rows
  * (if it stores them) form chunk 0, then chunks of rows_per_chunk. */
 uint32_t tqkv_record_n_chunks(const tqkv_record *t);

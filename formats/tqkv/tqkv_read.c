@@ -291,6 +291,7 @@ static tq_status get_klt(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t)
         if (k->m > t->group || !(k->step > 0) || !isfinite(k->step))
             return tqkv_bad(ctx, r, "bad transform (components or step)", at);
         uint64_t nv = (uint64_t)k->m * t->group;
+        if (t->klt_from_base) continue; /* the base's basis, lent at decode */
         uint64_t bytes = t->klt_basis8 ? nv + k->m : 2 * nv;
         if (bytes > c->n - c->pos) return tqkv_bad(ctx, r, "transform basis truncated", at);
         if (!(k->basis = malloc((nv ? nv : 1) * sizeof *k->basis)))
@@ -342,6 +343,19 @@ static tq_status get_hadamard(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record 
     return TQ_OK;
 }
 
+/* Where an appended tensor's base rows sit (extension flag bit 12): not both 0, within its
+ * cells (which of the base's rows is checked against the base: tq_kvsnap_check_base). */
+static tq_status get_share(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t)
+{
+    uint64_t at = HDR_LEN + c->pos;
+    if (mget(c, &t->share_at, 4) || mget(c, &t->base_from, 4))
+        return tqkv_bad(ctx, r, "shared rows truncated", at);
+    if ((!t->share_at && !t->base_from) || t->share_at > t->cells - t->row_start ||
+        t->base_from > UINT32_MAX - t->row_start)
+        return tqkv_bad(ctx, r, "bad shared rows", at);
+    return TQ_OK;
+}
+
 /* Version 3: the extensions (sink rows, offsets, planes,
  * transforms), in tensor order. */
 static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
@@ -354,11 +368,12 @@ static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
         if (mget(c, &t->sink_rows, 4) || mget(c, &flags, 4))
             return tqkv_bad(ctx, r, "tensor extension truncated", HDR_LEN + c->pos);
         if (t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows) ||
-            flags > 2047 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
-            ((flags & 1984) && !(flags & 8)) || ((flags & 512) && !(flags & 64)) ||
+            flags > 8191 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
+            ((flags & 4032) && !(flags & 8)) || ((flags & 512) && !(flags & 64)) ||
+            ((flags & 6144) && !t->row_start) ||
             ((flags & 4) && (t->codec != TQKV_CODEC_TQ || t->bits < 2 || t->group % 8)) ||
             !(flags & 8) != (t->codec != TQKV_CODEC_KLT) ||
-            (t->codec == TQKV_CODEC_RAW && (t->sink_rows || flags != 32))) /* kept: a rotation */
+            (t->codec == TQKV_CODEC_RAW && (t->sink_rows || (flags & ~4128u)))) /* kept */
             return tqkv_bad(ctx, r, "bad tensor extension", HDR_LEN + c->pos);
         t->planes = (flags & 4) != 0;
         t->klt_rans = (flags & 64) != 0;
@@ -366,11 +381,13 @@ static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
         t->klt_basis8 = (flags & 256) != 0;
         t->klt_rans_coarse = (flags & 512) != 0;
         t->chunks_grow = (flags & 1024) != 0;
+        t->klt_from_base = (flags & 2048) != 0;
         tq_status st = TQ_OK;
         if (flags & 1) st = get_offset(ctx, r, c, t, flags);
         if (!st && (flags & 8)) st = get_klt(ctx, r, c, t);
         if (!st && (flags & 16)) st = get_coarse(ctx, r, c, t);
         if (!st && (flags & 32)) st = get_hadamard(ctx, r, c, t);
+        if (!st && (flags & 4096)) st = get_share(ctx, r, c, t);
         if (st) return st;
     }
     return TQ_OK;

@@ -157,7 +157,15 @@ uint64_t tqkv_klt_components(const tqkv_record *t)
 /* Whether record t needs a version 3 extension (TQKV.md, "Extensions"). */
 int tqkv_has_extension(const tqkv_record *t)
 {
-    return t->sink_rows || t->offset || t->planes || t->klt || t->coarse_end || t->hadamard;
+    return t->sink_rows || t->offset || t->planes || t->klt || t->coarse_end || t->hadamard ||
+           t->share_at || t->base_from;
+}
+
+uint32_t tqkv_record_row(const tqkv_record *t, uint32_t c)
+{
+    if (c < t->row_start) return t->share_at + c;
+    uint32_t own = c - t->row_start;
+    return own < t->share_at ? own : c;
 }
 
 /* Where t's stored rows past the sinks start, and where its coarse ones end (the first row of

@@ -117,7 +117,7 @@ static void put_klt(bbuf *b, const tqkv_record *t)
         const tqkv_klt *k = &t->klt[h];
         PUTV(b, k->m);
         PUTV(b, k->step);
-        put_basis(b, t, k);
+        if (!t->klt_from_base) put_basis(b, t, k);
     }
 }
 
@@ -186,7 +186,9 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
                          (t->hadamard ? 32 : 0) | (t->klt && t->klt_rans ? 64 : 0) |
                          (t->klt && t->klt_gain ? 128 : 0) | (t->klt && t->klt_basis8 ? 256 : 0) |
                          (t->klt && t->klt_rans && t->klt_rans_coarse ? 512 : 0) |
-                         (t->klt && t->chunks_grow ? 1024 : 0);
+                         (t->klt && t->chunks_grow ? 1024 : 0) |
+                         (t->klt && t->klt_from_base ? 2048 : 0) |
+                         (t->share_at || t->base_from ? 4096 : 0);
         PUTV(b, t->sink_rows);
         PUTV(b, flags);
         if (t->offset) bput(b, t->offset, 4ull * t->width);
@@ -194,6 +196,10 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
         if (t->klt) put_klt(b, t);
         if (t->coarse_end) put_coarse(b, t);
         if (t->hadamard) PUTV(b, t->hadamard); /* bit 5: u32 rotation block */
+        if (flags & 4096) { /* bit 12: where the base's rows sit, which of the base's */
+            PUTV(b, t->share_at);
+            PUTV(b, t->base_from);
+        }
     }
     if (any_v3) return 3;
     return any_innerq ? 2 : 1;

@@ -144,6 +144,10 @@ typedef struct tq_test_seq {
     void *user;
 } tq_test_seq;
 uint8_t *tq_test_seq_state(const tq_test_seq *s, size_t *len);
+/* The same with each cell at pos[cell] (value() asked by position) and n_tokens tokens: a
+ * sliding window's cells in a ring buffer's order. */
+uint8_t *tq_test_seq_state_at(const tq_test_seq *s, const int32_t *pos, uint32_t n_tokens,
+                              size_t *len);
 /* A snapshot ("x.tqkv" in messages) decoded in memory, with its base
  * snapshot or NULL, on 2 threads: malloc'd state bytes, or NULL with the
  * reason in err. */

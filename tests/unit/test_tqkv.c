@@ -322,3 +322,161 @@ TEST(tqkv_record_fields_fill_the_record_each_as_wide_as_its_member)
     }
     CHECK_EQ(total, TENSOR_REC);
 }
+
+/* ------------------------------------------------- links over a sliding window that moved */
+
+/* Values by position: the same position of the same tokens holds the same K/V in any layout. */
+static float value_at(void *user, uint32_t l, int is_v, uint32_t pos, uint32_t e)
+{
+    unsigned long long own = 7ull * l + 3ull * (uint64_t)is_v + 131ull * pos + 100003ull * e + 1;
+    (void)user;
+    return (float)tq_test_randn(&own);
+}
+
+enum { WIN = 64, WIN_BASE_LO = 100, WIN_NEW = 16 };
+
+/* A window of WIN cells, 2 layers of 2 heads x 32: the base's over positions 100..163 in
+ * order (ring 0, added 0); a link's WIN_NEW tokens later, as a ring buffer holds it (the new
+ * cells where the oldest were: llama-server's default cache; ring 1) or in order (--swa-full;
+ * ring 0). */
+static uint8_t *window_state(int ring, uint32_t added, size_t *len)
+{
+    int32_t pos[WIN];
+    for (uint32_t c = 0; c < WIN; c++) {
+        pos[c] = (int32_t)(WIN_BASE_LO + (ring ? 0 : added) + c);
+        if (ring && c < added) pos[c] = (int32_t)(WIN_BASE_LO + WIN + c);
+    }
+    tq_test_seq s = {WIN, 2, 64, 1, 0, 100, value_at, NULL};
+    return tq_test_seq_state_at(&s, pos, WIN_BASE_LO + WIN + added, len);
+}
+
+/* Whether the rows at each position the two decoded states both hold are the same bytes. */
+static int same_rows_by_position(tq_ctx *ctx, const uint8_t *a, size_t al, const uint8_t *b,
+                                 size_t bl, uint32_t *n_common)
+{
+    tq_kv_view *va = NULL, *vb = NULL;
+    int same = !tq_kv_view_open_memory(ctx, a, al, "a", TQ_PROFILE_DEFAULT, &va) &&
+               !tq_kv_view_open_memory(ctx, b, bl, "b", TQ_PROFILE_DEFAULT, &vb);
+    *n_common = 0;
+    const tq_kv_stream *sa = same ? &tq_kv_view_kv(va, 0)->streams[0] : NULL;
+    const tq_kv_stream *sb = same ? &tq_kv_view_kv(vb, 0)->streams[0] : NULL;
+    int32_t pa[WIN], pb[WIN];
+    if (same) {
+        tq_kv_view_stream_positions(va, sa, pa);
+        tq_kv_view_stream_positions(vb, sb, pb);
+    }
+    for (uint32_t l = 0; same && l < sa->n_layer; l++)
+        for (int is_v = 0; is_v < 2; is_v++) {
+            const tq_kv_tensor *ta = is_v ? &sa->v[l] : &sa->k[l];
+            const tq_kv_tensor *tb = is_v ? &sb->v[l] : &sb->k[l];
+            for (uint32_t i = 0; i < WIN; i++)
+                for (uint32_t j = 0; j < WIN; j++) {
+                    if (pa[i] != pb[j]) continue;
+                    *n_common += !l && !is_v;
+                    same &= !memcmp(ta->data + i * ta->row_size, tb->data + j * tb->row_size,
+                                    ta->row_size);
+                }
+        }
+    tq_kv_view_close(va);
+    tq_kv_view_close(vb);
+    return same;
+}
+
+TEST(link_over_a_moved_window_stores_only_the_cells_its_base_lacks)
+{
+    char err[512];
+    size_t pl, bl, sl, ll, wl, dl, dbl;
+    uint8_t *pre = window_state(0, 0, &pl);
+    for (int ring = 0; ring < 2; ring++)
+        for (int lossless = 0; lossless < 2; lossless++) {
+            tq_ctx *ctx = tq_test_ctx();
+            uint8_t *link_state = window_state(ring, WIN_NEW, &sl);
+            tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
+            o.preset = lossless ? TQ_KVSNAP_PRESET_LOSSLESS : TQ_KVSNAP_PRESET_BALANCED;
+            o.head_dim = 32;
+            o.threads = 1;
+            uint8_t *base = encode_opts(pre, pl, &o, &bl, err, sizeof err);
+            CHECK(base, "%s", err);
+            uint8_t *whole = encode_opts(link_state, sl, &o, &wl, err, sizeof err);
+            tqkv_reader *br, *lr;
+            CHECK_OK(ctx, tqkv_open_memory(ctx, base, bl, "base.tqkv", &br));
+            o.base = br;
+            o.base_name = "base.tqkv";
+            uint8_t *link = encode_opts(link_state, sl, &o, &ll, err, sizeof err);
+            CHECK(link, "%s", err);
+            CHECK_OK(ctx, tqkv_open_memory(ctx, link, ll, "link.tqkv", &lr));
+            const tqkv_meta *lm = tqkv_meta_of(lr);
+            for (uint32_t i = 0; i < lm->n_tensors; i++) {
+                const tqkv_record *t = &lm->t[i];
+                CHECK(t->row_start == WIN - WIN_NEW && t->base_from == WIN_NEW &&
+                          t->share_at == (ring ? WIN_NEW : 0),
+                      "ring %d lossless %d tensor %u: shares %u rows from the base's row %u at "
+                      "row %u (want %u from %u at %u)",
+                      ring, lossless, i, t->row_start, t->base_from, t->share_at, WIN - WIN_NEW,
+                      WIN_NEW, ring ? WIN_NEW : 0);
+            }
+            CHECK(ll * 2 < wl, "ring %d lossless %d: the link %zu bytes, a whole snapshot %zu",
+                  ring, lossless, ll, wl);
+            uint8_t *dec = tq_test_snapshot_decode(link, ll, br, &dl, err, sizeof err);
+            uint8_t *dec_base = tq_test_snapshot_decode(base, bl, NULL, &dbl, err, sizeof err);
+            CHECK(dec && dec_base, "%s", err);
+            CHECK_EQ_U64(dl, sl);
+            if (lossless)
+                CHECK(!memcmp(dec, link_state, sl), "ring %d: not the link's bytes", ring);
+            uint32_t common = 0;
+            CHECK(same_rows_by_position(ctx, dec, dl, dec_base, dbl, &common),
+                  "ring %d lossless %d: the shared cells decode otherwise than the base's", ring,
+                  lossless);
+            CHECK_EQ(common, WIN - WIN_NEW);
+            free(dec);
+            free(dec_base);
+            tqkv_close(lr);
+            tqkv_close(br);
+            free(link);
+            free(whole);
+            free(base);
+            free(link_state);
+        }
+    free(pre);
+}
+
+TEST(lossless_link_shares_only_cells_whose_bytes_are_the_bases)
+{
+    char err[512];
+    size_t pl, bl, sl, ll, dl;
+    uint8_t *pre = window_state(0, 0, &pl);
+    uint8_t *link_state = window_state(1, WIN_NEW, &sl);
+    /* the cell at position 140 computed again by the server: other bytes (its first K value) */
+    tq_ctx *ctx = tq_test_ctx();
+    tq_kv_view *v = NULL;
+    CHECK_OK(ctx, tq_kv_view_open_memory(ctx, link_state, sl, "s", TQ_PROFILE_DEFAULT, &v));
+    const tq_kv_tensor *k0 = &tq_kv_view_kv(v, 0)->streams[0].k[0];
+    uint64_t at = (uint64_t)(k0->data - tq_kv_view_bytes(v)) + (140 - WIN_BASE_LO) * k0->row_size;
+    tq_kv_view_close(v);
+    link_state[at] ^= 1;
+    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
+    o.preset = TQ_KVSNAP_PRESET_LOSSLESS;
+    o.threads = 1;
+    uint8_t *base = encode_opts(pre, pl, &o, &bl, err, sizeof err);
+    tqkv_reader *br, *lr;
+    CHECK_OK(ctx, tqkv_open_memory(ctx, base, bl, "base.tqkv", &br));
+    o.base = br;
+    o.base_name = "base.tqkv";
+    uint8_t *link = encode_opts(link_state, sl, &o, &ll, err, sizeof err);
+    CHECK(link, "%s", err);
+    CHECK_OK(ctx, tqkv_open_memory(ctx, link, ll, "link.tqkv", &lr));
+    const tqkv_record *t = &tqkv_meta_of(lr)->t[0];
+    /* rows 16..39 hold 116..139, row 40 the changed 140, rows 41..63 141..163 */
+    CHECK(t->row_start == 24 && t->share_at == 16 && t->base_from == 16,
+          "shares %u rows from the base's row %u at row %u (want 24 from 16 at 16)",
+          t->row_start, t->base_from, t->share_at);
+    uint8_t *dec = tq_test_snapshot_decode(link, ll, br, &dl, err, sizeof err);
+    CHECK(dec && dl == sl && !memcmp(dec, link_state, sl), "not the link's bytes: %s", err);
+    free(dec);
+    tqkv_close(lr);
+    tqkv_close(br);
+    free(link);
+    free(base);
+    free(link_state);
+    free(pre);
+}

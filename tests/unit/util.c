@@ -228,15 +228,21 @@ void tq_test_ggsn_head(tq_test_buf *b, uint32_t n_tokens, uint32_t first_token, 
 
 uint8_t *tq_test_seq_state(const tq_test_seq *s, size_t *len)
 {
+    return tq_test_seq_state_at(s, NULL, s->cells, len);
+}
+
+uint8_t *tq_test_seq_state_at(const tq_test_seq *s, const int32_t *pos, uint32_t n_tokens,
+                              size_t *len)
+{
     tq_test_buf b = {0};
     PUT(TQ_GGSQ_MAGIC);
     PUT((uint32_t)2); /* sequence file version */
-    PUT(s->cells);    /* tokens */
-    for (uint32_t i = 0; i < s->cells; i++) PUT((int32_t)(s->token0 + (int32_t)i));
+    PUT(n_tokens); /* tokens */
+    for (uint32_t i = 0; i < n_tokens; i++) PUT((int32_t)(s->token0 + (int32_t)i));
     PUT((uint32_t)1); /* one stream */
     PUT(s->cells);
     for (uint32_t c = 0; c < s->cells; c++) { /* position, one sequence id: 0 */
-        PUT((int32_t)c);
+        PUT((int32_t)(pos ? pos[c] : (int32_t)c));
         PUT((uint32_t)1);
         PUT((int32_t)0);
     }
@@ -258,7 +264,8 @@ uint8_t *tq_test_seq_state(const tq_test_seq *s, size_t *len)
                 for (uint32_t i = 0; i < s->cells * s->width; i++) {
                     uint32_t c = trans ? i % s->cells : i / s->width;
                     uint32_t e = trans ? i / s->cells : i % s->width;
-                    float x = s->value(s->user, l, v, c, e);
+                    uint32_t at = pos ? (uint32_t)pos[c] : c;
+                    float x = s->value(s->user, l, v, at, e);
                     if (s->f16) PUT(tq_fp32_to_fp16(x));
                     else PUT(x);
                 }
