@@ -32,8 +32,7 @@ static int same_tensor(const tqkv_record *a, const tqkv_record *b)
            a->type_id == b->type_id;
 }
 
-/* t takes the base's transforms (codec KLT): in memory to code its own rows, on disk by
- * reference (tqkv_record.klt_from_base: a link does not store its base's bases again). */
+/* t takes the base's transforms (codec KLT), in memory to code its own rows. */
 static tq_status copy_klt(tq_ctx *ctx, tqkv_record *t, const tqkv_record *bt)
 {
     if (!bt->klt) return TQ_OK;
@@ -47,7 +46,6 @@ static tq_status copy_klt(tq_ctx *ctx, tqkv_record *t, const tqkv_record *bt)
             return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
         memcpy(t->klt[h].basis, bt->klt[h].basis, nv * sizeof(float));
     }
-    t->klt_from_base = 1;
     return TQ_OK;
 }
 
@@ -254,26 +252,18 @@ static tq_status adopt_tensor(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base
     /* The coarse rows.  Where this state has cells past a sliding window (its plan's coarse
      * end), they stay coarse and its newer own rows fine, as the base's.  Where it has none and
      * the base codes its newest cells finer than its bulk (its coarse rows), this state's own
-     * rows take the base's bulk coding: the newest cells the base holds keep their finer coding
-     * in its chunks, and a link of a few tokens (a note, a turn) pays for its cells at the
-     * base's bulk rate (tests/bench/results/slot_store.md, "Links"); only where it adds at
-     * least twice `recent` cells in order are its newest `recent` finer, as a whole encode
-     * codes them. */
-    /* its own chunks hold rANS streams where they are as long as a whole encode's that do (the
-     * base's chunks decode by the base's flags) */
-    uint32_t own_chunk = t->cells - t->row_start;
-    if (own_chunk > t->rows_per_chunk) own_chunk = t->rows_per_chunk;
-    if (own_chunk < (uint32_t)TQ_KVSNAP_RANS_ROWS) {
-        t->klt_rans = 0;
-        t->klt_rans_coarse = 0;
-    }
+     * rows are coded as a whole encode codes them: its newest `recent` cells finer, its older
+     * own cells (a link that adds at least twice `recent` in order) at the base's bulk coding.
+     * A link of a few tokens (a note, a turn) is all newest cells: coded at the bulk coding
+     * instead, a SmolLM2 note restored with KL 8.0e-2 where fine it restored with 1.2e-3
+     * (tests/bench/results/slot_links.md). */
     uint32_t past_end = t->coarse_end;
     t->coarse_end = 0;
     if (bt->coarse_end && past_end) {
         t->coarse_end = moved || past_end < t->row_start ? t->row_start : past_end;
     } else if (bt->coarse_end) {
         uint32_t own = t->cells - t->row_start;
-        t->coarse_end = t->cells;
+        t->coarse_end = t->row_start;
         if (recent && !t->share_at && own >= 2 * recent) t->coarse_end = t->cells - recent;
     }
     free(t->innerq); /* the base's scales, as for its codec */
@@ -293,6 +283,9 @@ static tq_status adopt_tensor(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *base
             return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
         memcpy(t->offset, bt->offset, 4ull * bt->width);
     }
+    /* on disk by reference (tqkv_record.from_base): a link does not store its base's scales,
+     * offsets and bases again */
+    t->from_base = t->innerq || t->offset || t->klt;
     return TQ_OK;
 }
 

@@ -13,7 +13,7 @@
 typedef struct djob {
     uint32_t i;
     const tqkv_record *t;   /* the snapshot's record, or own where the base lends to it */
-    tqkv_record own;        /* the record with the base's transforms (tqkv_record.klt_from_base) */
+    tqkv_record own;        /* the record with the base's transforms (tqkv_record.from_base) */
     const tq_ggml_type *ty, *oty;
     tq_codec *c, *c_coarse; /* the rows' block codec, the coarse rows' (NULL: none) */
     tqkv_record coarse;     /* the coarse rows' record (tqkv_record_coarse) */

@@ -218,9 +218,12 @@ tq_status tq_kvdec_job_setup(tq_ctx *ctx, const tqkv_meta *m, tq_type_profile pr
         return tq_ctx_status(ctx);
     }
     if (j->t->row_start) j->bt = &tqkv_meta_of(base)->t[i];
-    if (j->t->klt_from_base) { /* the base's transforms (their counts and steps checked) */
+    if (j->t->from_base) { /* the base's tables (the transforms' counts and steps checked) */
         j->own = *j->t;
-        j->own.klt = j->bt->klt;
+        j->own.innerq = j->bt->innerq;
+        j->own.innerq_n = j->bt->innerq_n;
+        j->own.offset = j->bt->offset;
+        if (j->t->klt) j->own.klt = j->bt->klt;
         j->t = &j->own;
         tqkv_record_coarse(j->t, &j->coarse);
     }
@@ -378,14 +381,18 @@ tq_status tq_kvdec_job_write_whole(tq_ctx *ctx, const tqkv_reader *r, const tqkv
     return st;
 }
 
-/* Whether the base's tensor bt holds the rows t takes from it, and where t borrows the base's transforms, transforms of the same
+/* Whether the base's tensor bt holds the rows t takes from it, and where t takes the base's
+ * tables, tables that fit: offsets pre-RoPE where t has positions, transforms of the same
  * counts and steps. */
 static int base_fits(const tqkv_record *t, const tqkv_record *bt)
 {
     if (!t->row_start) return 1;
     if (bt->cells < t->base_from || bt->cells - t->base_from < t->row_start) return 0;
-    if (!t->klt_from_base) return 1;
-    if (bt->codec != TQKV_CODEC_KLT || !bt->klt || bt->klt_from_base || bt->group != t->group ||
+    if (!t->from_base) return 1;
+    /* the base's offsets are pre-RoPE exactly where t has its cells' positions */
+    if (bt->from_base || (t->rope_pos != NULL) != (bt->offset && bt->rope_pos)) return 0;
+    if (!t->klt) return 1;
+    if (bt->codec != TQKV_CODEC_KLT || !bt->klt || bt->group != t->group ||
         bt->width != t->width || bt->klt_basis8 != t->klt_basis8)
         return 0;
     for (uint64_t h = 0; h < t->width / t->group; h++)

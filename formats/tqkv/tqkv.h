@@ -138,9 +138,10 @@ typedef struct tqkv_record {
        row_start), its own around them (tqkv_record_row: a sliding window that moved since the
        base was saved shares the cells the base holds).  Both 0: the base's rows come first. */
     uint32_t share_at, base_from;
-    uint8_t klt_from_base; /* KLT codec, appended: the basis values are the base's tensor's (only
-                              each head's m and step are stored; basis NULL until
-                              tq_kvsnap_check_base's caller lends the base's) */
+    uint8_t from_base; /* appended: the coding's tables are the base's tensor's, not stored
+                          again: its InnerQ scales, offsets and transform bases (of a KLT
+                          record each head's m and step are stored); as read, innerq, offset
+                          and the bases NULL until the decoder lends the base's */
 } tqkv_record;
 
 typedef struct tqkv_meta {

@@ -291,7 +291,7 @@ static tq_status get_klt(tq_ctx *ctx, tqkv_reader *r, mcur *c, tqkv_record *t)
         if (k->m > t->group || !(k->step > 0) || !isfinite(k->step))
             return tqkv_bad(ctx, r, "bad transform (components or step)", at);
         uint64_t nv = (uint64_t)k->m * t->group;
-        if (t->klt_from_base) continue; /* the base's basis, lent at decode */
+        if (t->from_base) continue; /* the base's basis, lent at decode */
         uint64_t bytes = t->klt_basis8 ? nv + k->m : 2 * nv;
         if (bytes > c->n - c->pos) return tqkv_bad(ctx, r, "transform basis truncated", at);
         if (!(k->basis = malloc((nv ? nv : 1) * sizeof *k->basis)))
@@ -368,9 +368,9 @@ static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
         if (mget(c, &t->sink_rows, 4) || mget(c, &flags, 4))
             return tqkv_bad(ctx, r, "tensor extension truncated", HDR_LEN + c->pos);
         if (t->sink_rows >= t->cells || (t->row_start && t->row_start < t->sink_rows) ||
-            flags > 8191 || (!t->sink_rows && !flags) || (flags & 3) == 2 ||
-            ((flags & 4032) && !(flags & 8)) || ((flags & 512) && !(flags & 64)) ||
-            ((flags & 6144) && !t->row_start) ||
+            flags > 8191 || (!t->sink_rows && !flags) || ((flags & 3) == 2 && !(flags & 2048)) ||
+            ((flags & 1984) && !(flags & 8)) || ((flags & 512) && !(flags & 64)) ||
+            ((flags & 6144) && !t->row_start) || ((flags & 2048) && ((flags & 1) || t->innerq)) ||
             ((flags & 4) && (t->codec != TQKV_CODEC_TQ || t->bits < 2 || t->group % 8)) ||
             !(flags & 8) != (t->codec != TQKV_CODEC_KLT) ||
             (t->codec == TQKV_CODEC_RAW && (t->sink_rows || (flags & ~4128u)))) /* kept */
@@ -381,9 +381,10 @@ static tq_status parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c)
         t->klt_basis8 = (flags & 256) != 0;
         t->klt_rans_coarse = (flags & 512) != 0;
         t->chunks_grow = (flags & 1024) != 0;
-        t->klt_from_base = (flags & 2048) != 0;
+        t->from_base = (flags & 2048) != 0;
         tq_status st = TQ_OK;
         if (flags & 1) st = get_offset(ctx, r, c, t, flags);
+        if (!st && (flags & 3) == 2) st = get_rope(ctx, r, c, t); /* the base's offsets */
         if (!st && (flags & 8)) st = get_klt(ctx, r, c, t);
         if (!st && (flags & 16)) st = get_coarse(ctx, r, c, t);
         if (!st && (flags & 32)) st = get_hadamard(ctx, r, c, t);

@@ -158,7 +158,7 @@ uint64_t tqkv_klt_components(const tqkv_record *t)
 int tqkv_has_extension(const tqkv_record *t)
 {
     return t->sink_rows || t->offset || t->planes || t->klt || t->coarse_end || t->hadamard ||
-           t->share_at || t->base_from;
+           t->share_at || t->base_from || t->from_base;
 }
 
 uint32_t tqkv_record_row(const tqkv_record *t, uint32_t c)

@@ -117,7 +117,7 @@ static void put_klt(bbuf *b, const tqkv_record *t)
         const tqkv_klt *k = &t->klt[h];
         PUTV(b, k->m);
         PUTV(b, k->step);
-        if (!t->klt_from_base) put_basis(b, t, k);
+        if (!t->from_base) put_basis(b, t, k);
     }
 }
 
@@ -150,8 +150,9 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
          * follows the scales (sink rows, offsets); bytes 1-2: the model
          * layer + 1 (0: not recorded) */
         uint16_t ml = t->model_layer == TQKV_NO_MODEL_LAYER ? 0 : (uint16_t)(t->model_layer + 1);
-        int per_head = t->innerq && t->innerq_n != t->group;
-        uint8_t rec_flags[3] = {(uint8_t)((t->innerq != NULL) | (t->group_guessed ? 2 : 0) |
+        int scales = t->innerq && !t->from_base; /* stored here */
+        int per_head = scales && t->innerq_n != t->group;
+        uint8_t rec_flags[3] = {(uint8_t)(scales | (t->group_guessed ? 2 : 0) |
                                           (t->radius_bits & 15) << 2 | (per_head ? 64 : 0) |
                                           (tqkv_has_extension(t) ? 128 : 0)),
                                 (uint8_t)ml, (uint8_t)(ml >> 8)};
@@ -168,7 +169,7 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
     }
     int any_innerq = 0, any_v3 = 0;
     for (uint32_t i = 0; i < m->n_tensors; i++) {
-        if (m->t[i].innerq) {
+        if (m->t[i].innerq && !m->t[i].from_base) {
             bput(b, m->t[i].innerq, 4ull * m->t[i].innerq_n);
             any_innerq = 1;
         }
@@ -181,17 +182,17 @@ static uint32_t put_records(bbuf *b, const tqkv_meta *m)
     for (uint32_t i = 0; i < m->n_tensors; i++) { /* version 3: the extensions, in tensor order */
         const tqkv_record *t = &m->t[i];
         if (!tqkv_has_extension(t)) continue;
-        uint32_t flags = (t->offset ? 1 : 0) | (t->offset && t->rope_pos ? 2 : 0) |
+        uint32_t flags = (t->offset && !t->from_base ? 1 : 0) | (t->offset && t->rope_pos ? 2 : 0) |
                          (t->planes ? 4 : 0) | (t->klt ? 8 : 0) | (t->coarse_end ? 16 : 0) |
                          (t->hadamard ? 32 : 0) | (t->klt && t->klt_rans ? 64 : 0) |
                          (t->klt && t->klt_gain ? 128 : 0) | (t->klt && t->klt_basis8 ? 256 : 0) |
                          (t->klt && t->klt_rans && t->klt_rans_coarse ? 512 : 0) |
                          (t->klt && t->chunks_grow ? 1024 : 0) |
-                         (t->klt && t->klt_from_base ? 2048 : 0) |
+                         (t->from_base ? 2048 : 0) |
                          (t->share_at || t->base_from ? 4096 : 0);
         PUTV(b, t->sink_rows);
         PUTV(b, flags);
-        if (t->offset) bput(b, t->offset, 4ull * t->width);
+        if (flags & 1) bput(b, t->offset, 4ull * t->width);
         if (flags & 2) put_rope(b, t);
         if (t->klt) put_klt(b, t);
         if (t->coarse_end) put_coarse(b, t);

@@ -30,9 +30,9 @@
 # the transform-coded snapshots and their inspect tables when their chunks came to grow from
 # 1,024 rows (issue 38: a token prefix read from an object fetches few bytes; every decoded
 # output kept its hash);
-# snap-append, what it decodes to and its inspect tables when a link came to code its own cells
-# at its base's bulk (coarse) rate and to take its base's transforms by reference (issue 54:
-# every other line kept its hash);
+# snap-append, what it decodes to and its inspect tables when a link came to take its base's
+# tables (scales, offsets, transform bases) by reference and to hold its short chunks' indices
+# as bytes for zstd (issue 54: every other line kept its hash);
 # `RECORD=1 sh tests/cli/output_hashes.sh`
 # prints the table for the code as it is.  Snapshot bytes depend on the zstd
 # build too: recorded with Debian 12's libzstd 1.5.4.

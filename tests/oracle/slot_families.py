@@ -34,7 +34,7 @@ def main():
                 tag = recipe.replace("-", "_")
                 work = Path(td) / f"{tag}{suffix}"
                 work.mkdir()
-                restores(model, binary, work, flags, f"_{tag}{suffix}", n_doc, chains=False,
+                restores(model, binary, work, flags, f"_{tag}{suffix}", n_doc,
                          restoring=restoring)
         servers_stopped()
     sys.exit(1 if FAILED else 0)

@@ -11,9 +11,8 @@ session restores whole or not at all (until checkpoints say otherwise):
   of the same prompt does (greedy tokens; log-probabilities), with the lossless and the
   default preset;
 - decode-kvdump --tokens of a count whose window the snapshot does not hold: one line, exit 1,
-  no file;
-- with --swa-full, a chain of ten notes on one document: each saves (appended to the
-  document's snapshot, its window stored whole) and each note restores.
+  no file.
+Chains of notes on a document (links over a moved window): tests/oracle/slot_links.py.
 The raw restore (the server's own slot file into a server that uses it, --swa-full) sets how
 closely a restore can continue.  Every server is stopped at the end, also on failure."""
 import subprocess
@@ -57,7 +56,7 @@ def prompts(s, doc_text, doc, toks, n_doc):
     return out
 
 
-def restores(model, binary, work, flags, suffix, n_doc=DOC_TOKENS, chains=True,
+def restores(model, binary, work, flags, suffix, n_doc=DOC_TOKENS,
              restoring=("100%", "extended")):
     """Every prompt against a stored session of n_doc tokens, both presets: the prompts in
     restoring restore, the others are misses."""
@@ -135,49 +134,9 @@ def restores(model, binary, work, flags, suffix, n_doc=DOC_TOKENS, chains=True,
             fail(name, f"exit {p.returncode}: {err}; file written {out.exists()}")
         else:
             ok(name)
-        if flags and chains:
-            chain(a, b, a_dir, b_dir, work, model, doc_text, doc, toks, suffix)
         for s in (a, b, c, r):
             if s.proc.poll() is not None:
                 fail("the_server_never_crashes" + suffix, s.log_tail())
-
-
-def chain(a, b, a_dir, b_dir, work, model, doc_text, doc, toks, suffix):
-    """Ten notes on one document: each saves, appended to the document's snapshot, and each
-    restores with the new tokens alone processed."""
-    name = "a_chain_of_ten_notes_saves_and_each_restores" + suffix
-    store = work / "chain"
-    prefill(a, doc)
-    rc, err = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir,
-                   "--store", store, "--model", model)
-    if rc:
-        return fail(name, f"the document: exit {rc}: {err}")
-    notes = []
-    for i in range(10):
-        piece = text_of(a, [0] + toks[DOC_TOKENS + 100 + 30 * i:DOC_TOKENS + 130 + 30 * i])
-        note = f"{doc_text} Note {i}: {piece.strip()}"
-        nt = a.tokenize(note)
-        if nt[:len(doc)] != doc:
-            return fail(name, f"note {i}: the document's tokens are not a prefix of the note's")
-        prefill(a, nt)
-        rc, err = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir,
-                       "--store", store, "--model", model)
-        if rc or "appended to" not in err:
-            return fail(name, f"note {i}: exit {rc}: {err}")
-        notes.append((note, nt))
-    for i, (note, nt) in enumerate(notes):
-        more = f"{note} Question: {text_of(a, [0] + toks[DOC_TOKENS + 500:DOC_TOKENS + 510]).strip()}"
-        pt = b.tokenize(more)
-        pf = work / "note.txt"
-        pf.write_text(more)
-        b.slot("erase")
-        rc, err = slot("restore", "--server", f"http://127.0.0.1:{b.port}", "--slot-dir", b_dir,
-                       "--store", store, "--model", model, "--prompt", pf)
-        got = b.complete(pt, 2)
-        if rc or got["processed"] > len(pt) - len(nt) + 1:
-            return fail(name, f"note {i}: exit {rc} ({err}); processed {got['processed']} of "
-                              f"{len(pt)} (the note's session {len(nt)})")
-    ok(name)
 
 
 def main():

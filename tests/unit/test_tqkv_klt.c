@@ -212,7 +212,7 @@ TEST(klt_append_codes_new_cells_with_the_bases_of_the_base)
         const tqkv_record *a = &am->t[i], *b = &bm->t[i];
         CHECK_EQ(a->codec, TQKV_CODEC_KLT);
         CHECK_EQ(a->row_start, 200);
-        CHECK_EQ(a->klt_from_base, 1);
+        CHECK_EQ(a->from_base, 1);
         CHECK_EQ_U64(tqkv_klt_components(a), tqkv_klt_components(b));
         CHECK(a->klt[0].step == b->klt[0].step && !a->klt[0].basis,
               "tensor %u: step %g (the base's %g), basis %s", i, a->klt[0].step, b->klt[0].step,
