@@ -43,8 +43,6 @@ tq_status cli_open_snapshot(tq_ctx *ctx, const char *name, int whole, tqkv_reade
 
 static int state_magic(const uint8_t *head, size_t n) { return tq_kv_view_probe(head, n) != 0; }
 
-static int snapshot_magic(const uint8_t *head, size_t n) { return tqkv_is_snapshot(head, n); }
-
 tq_status cli_open_view(tq_ctx *ctx, const char *name, int profile, struct tq_kv_view **out)
 {
     char *tmp;
@@ -52,16 +50,6 @@ tq_status cli_open_view(tq_ctx *ctx, const char *name, int profile, struct tq_kv
     tq_status st = tq_io_local(ctx, name, state_magic, &tmp, &path);
     if (!st) st = tq_kv_view_open_as(ctx, path, name, (tq_type_profile)profile, out);
     tq_temp_discard(tmp);
-    return st;
-}
-
-tq_status cli_open_snapshot_mapped(tq_ctx *ctx, const char *name, tqkv_reader **out)
-{
-    char *tmp;
-    const char *path;
-    tq_status st = tq_io_local(ctx, name, snapshot_magic, &tmp, &path);
-    if (!st) st = tqkv_open(ctx, path, out);
-    tq_temp_discard(tmp); /* mapped: the bytes stay while it is open */
     return st;
 }
 

@@ -32,9 +32,6 @@ int cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out);
  * object is read by ranges, its index first. */
 struct tqkv_reader;
 tq_status cli_open_snapshot(tq_ctx *ctx, const char *name, int whole, struct tqkv_reader **out);
-/* The same, mapped whatever the name: "-" and s3:// copied to a temporary file first (a base
- * snapshot, whose whole bytes are hashed). */
-tq_status cli_open_snapshot_mapped(tq_ctx *ctx, const char *name, struct tqkv_reader **out);
 /* A llama.cpp state or NumPy dump (tq_kv_view_open): "-" and s3:// copied to a temporary
  * file first (the plan reads the whole state), named as given in messages. */
 struct tq_kv_view;

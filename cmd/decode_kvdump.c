@@ -128,7 +128,7 @@ static int open_inputs(tq_ctx *ctx, dec_opts *o, const tqkv_meta *m, char *arch,
                      m->base_name);
             o->base = found;
         }
-        if (cli_open_snapshot_mapped(ctx, o->base, base)) return cli_lib_error(ctx);
+        if (tq_kvsnap_open_mapped(ctx, o->base, base)) return cli_lib_error(ctx);
     }
     o->ro.head_dim = (uint32_t)o->head_dim;
     if (!o->c.model) return 0;

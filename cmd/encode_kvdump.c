@@ -260,7 +260,7 @@ static int plan(const enc_opts *o, const tq_kvsnap_options *given, enc_run *r)
     if (tq_kvsnap_resolve(ctx, given, &r->options))
         return cli_usage_error("%s", tq_ctx_error(ctx));
     if (cli_open_view(ctx, o->in, cli_kv_profile(&o->c), &r->view)) return cli_lib_error(ctx);
-    if (o->append && cli_open_snapshot_mapped(ctx, o->append, &r->base))
+    if (o->append && tq_kvsnap_open_mapped(ctx, o->append, &r->base))
         return cli_lib_error(ctx);
     r->options.base = r->base;
     if (tq_kvsnap_prepare(ctx, r->view, &r->options, &r->prep))

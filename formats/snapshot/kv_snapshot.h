@@ -116,6 +116,9 @@ tq_status tq_kvsnap_open_view(tq_ctx *ctx, const tqkv_reader *r, const char *tmp
 tq_status tq_kvsnap_open_any(tq_ctx *ctx, const char *path, tq_type_profile profile,
                              tq_kv_view **out);
 extern const struct tq_kv_source tq_kv_source_snapshot;
+/* A snapshot by name (a file, - for a pipe, s3://bucket/key), mapped: a pipe or an object is
+ * copied to an unlinked temporary file first (formats/io), the bytes staying while it is open. */
+tq_status tq_kvsnap_open_mapped(tq_ctx *ctx, const char *name, tqkv_reader **out);
 
 #ifdef __cplusplus
 }

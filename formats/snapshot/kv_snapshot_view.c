@@ -4,6 +4,7 @@
  * unlinked file in the temporary directory and maps it, so memory stays
  * bounded as for any mapped source. */
 #include "file_io.h"
+#include "io.h"
 #include "kv_snapshot.h"
 #include "kv_source.h"
 
@@ -45,6 +46,18 @@ static tq_status open_snapshot(tq_ctx *ctx, tq_kv_view *v, uint64_t max_bytes)
 }
 
 const tq_kv_source tq_kv_source_snapshot = {"tq snapshot", probe_snapshot, open_snapshot};
+
+static int snapshot_magic(const uint8_t *head, size_t n) { return tqkv_is_snapshot(head, n); }
+
+tq_status tq_kvsnap_open_mapped(tq_ctx *ctx, const char *name, tqkv_reader **out)
+{
+    char *tmp;
+    const char *local;
+    tq_status st = tq_io_local(ctx, name, snapshot_magic, &tmp, &local);
+    if (!st) st = tqkv_open(ctx, local, out);
+    tq_temp_discard(tmp); /* mapped: the bytes stay while it is open */
+    return st;
+}
 
 tq_status tq_kvsnap_open_any(tq_ctx *ctx, const char *path, tq_type_profile profile,
                              tq_kv_view **out)

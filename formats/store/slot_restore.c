@@ -126,7 +126,7 @@ static tq_status decode(tq_ctx *ctx, const tq_slot_session *ss, const char *name
     if (!st && m->base_id) { /* an appended snapshot: its base beside it, read whole */
         tq_store_entry(TQ_STORE_SNAP_FILE, m->base_name, entry, sizeof entry);
         char *bp = tq_store_path(ss->store, entry);
-        if (!bp || tq_slot_open_mapped(ctx, bp, &base))
+        if (!bp || tq_kvsnap_open_mapped(ctx, bp, &base))
             st = prefixed(ctx, TQ_ERR_CORRUPT, path, m->base_name);
         free(bp);
     }

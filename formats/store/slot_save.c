@@ -110,18 +110,6 @@ tq_type_profile tq_slot_server_revision(tq_ctx *ctx, const tq_slot_session *ss)
     return tq_type_profile_of_build(build);
 }
 
-static int snapshot_magic(const uint8_t *head, size_t n) { return tqkv_is_snapshot(head, n); }
-
-tq_status tq_slot_open_mapped(tq_ctx *ctx, const char *path, tqkv_reader **out)
-{
-    char *tmp;
-    const char *local;
-    tq_status st = tq_io_local(ctx, path, snapshot_magic, &tmp, &local);
-    if (!st) st = tqkv_open(ctx, local, out);
-    tq_temp_discard(tmp); /* mapped: the bytes stay while it is open */
-    return st;
-}
-
 /* The base named by base (when base->common) opened for an append: 1 when it is gone. */
 static int open_base(tq_ctx *ctx, const tq_slot_session *ss, const tq_store_match *base,
                      tqkv_reader **b)
@@ -129,7 +117,7 @@ static int open_base(tq_ctx *ctx, const tq_slot_session *ss, const tq_store_matc
     char entry[96];
     tq_store_entry(TQ_STORE_SNAP, base->name, entry, sizeof entry);
     char *path = tq_store_path(ss->store, entry);
-    int gone = !path || tq_slot_open_mapped(ctx, path, b);
+    int gone = !path || tq_kvsnap_open_mapped(ctx, path, b);
     free(path);
     return gone;
 }

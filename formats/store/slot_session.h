@@ -59,10 +59,6 @@ void tq_slot_note(const tq_slot_session *ss, const char *fmt, ...)
 /* The TurboQuant+ fork revision the server runs: the session's, else the one its build names
  * (/props build_info), else TQ_PROFILE_AUTO (told from a slot file's bytes). */
 tq_type_profile tq_slot_server_revision(tq_ctx *ctx, const tq_slot_session *ss);
-/* A stored snapshot (a file, or an s3:// object copied to a temporary file first) mapped and
- * verified whole: a base, whose bytes are hashed whole. */
-struct tqkv_reader;
-tq_status tq_slot_open_mapped(tq_ctx *ctx, const char *path, struct tqkv_reader **out);
 
 /* A slot file's name in the server's folder that no other save or restore uses: file (the
  * name the server is given) and path (slot_dir/file), both tracked as temporaries. */

@@ -153,6 +153,16 @@ class Server:
     def tokenize(self, text):
         return self.post("/tokenize", {"content": text, "add_special": True})["tokens"]
 
+    def detokenized(self, tokens):
+        """A text whose tokens the server makes again (tokens without the BOS the tokenizer
+        adds)."""
+        return self.post("/detokenize", {"tokens": tokens[1:]})["content"]
+
+    def prefill(self, tokens):
+        """Slot 0 holds the prompt's cells (those it already holds kept)."""
+        self.post("/completion", {"prompt": tokens, "n_predict": 0, "id_slot": 0,
+                                  "cache_prompt": True})
+
     def slot(self, action, filename=None, ok=True):
         body = {"filename": filename} if filename else {}
         return self.post(f"/slots/0?action={action}", body, ok=ok)

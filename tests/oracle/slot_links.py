@@ -37,26 +37,17 @@ def slot(*args):
     return p.returncode, p.stderr.strip()
 
 
-def prefill(s, tokens):
-    s.post("/completion", {"prompt": tokens, "n_predict": 0, "id_slot": 0, "cache_prompt": True})
-
-
-def text_of(s, tokens):
-    """A text whose tokens the server makes again (without the BOS the tokenizer adds)."""
-    return s.post("/detokenize", {"tokens": tokens[1:]})["content"]
-
-
 def notes_on(s, toks):
     """The document's text and tokens, and ten notes on it: (text, tokens), each the document's
     tokens and at most NOTE_MAX more."""
-    doc_text = text_of(s, toks[:DOC_TOKENS]).rstrip() + "\n"
+    doc_text = s.detokenized(toks[:DOC_TOKENS]).rstrip() + "\n"
     doc = s.tokenize(doc_text)
     out = []
     for i in range(NOTES):
         n_piece = 40
         while True:
             at = DOC_TOKENS + 200 + 90 * i
-            piece = text_of(s, [0] + toks[at:at + n_piece]).strip()
+            piece = s.detokenized([0] + toks[at:at + n_piece]).strip()
             text = f"{doc_text}Note {i}: {piece}"
             nt = s.tokenize(text)
             if len(nt) - len(doc) <= NOTE_MAX or n_piece < 8:
@@ -80,14 +71,14 @@ def links(label, model, flags, preset, work, text_tokens):
         doc_text, doc, notes = notes_on(a, toks)
         common = ("--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir, "--store", store,
                   "--model", model, "--preset", preset)
-        prefill(a, doc)
+        a.prefill(doc)
         rc, err = slot("save", *common)
         if rc:
             return fail(f"links_{tag}_document_saves", f"exit {rc}: {err}")
         doc_bytes = sum(p.stat().st_size for p in (store / "snap").glob("*.tqkv"))
         link_bytes = 0
         for i, (text, nt) in enumerate(notes):
-            prefill(a, nt)
+            a.prefill(nt)
             if i in CHECKED:  # the same state saved whole, in a store of its own
                 rc, err = slot("save", *common[:-5], work / f"whole{i}", *common[-4:])
                 if rc:
@@ -114,7 +105,7 @@ def links(label, model, flags, preset, work, text_tokens):
             else:
                 fail(name, f"ten links {link_bytes} bytes = {ratio:.2f}x the document's "
                            f"{doc_bytes} (bound {bound}x)")
-        question = text_of(a, [0] + toks[DOC_TOKENS + 1500:DOC_TOKENS + 1510]).strip()
+        question = a.detokenized([0] + toks[DOC_TOKENS + 1500:DOC_TOKENS + 1510]).strip()
         for i in CHECKED:
             text, nt = notes[i]
             more = f"{text}\nQuestion: {question}"

@@ -13,7 +13,8 @@ curl -N for a stream):
   content equals the unstreamed one, each from a fresh restore;
 - SIGTERM drains: the proxy exits 0, every save complete, no slot file left.
 - the same by /completion on a tiny generated hybrid model (qwen3next, a recurrent state), half
-  answers sent back.
+  answers sent back;
+- the half-answers conversation on Gemma 3 with --swa-full.
 Every server and proxy is stopped at the end, also on failure."""
 import json
 import os
@@ -265,10 +266,20 @@ def run_model(binary, model, label, tmp):
         lossless_equal(server, tmp / f"{label}-lossless", label)
 
 
+def swa_full_conversation(binary, tmp):
+    """Gemma 3 with --swa-full (its sliding-window cache kept whole, as users run it for
+    prompt caching): the half-answers conversation restores every turn after a restart."""
+    slots = tmp / "swa-full-slots"
+    slots.mkdir()
+    with Server(binary, gemma(), slots, "--swa-full") as server:
+        with Proxy(server, tmp / "swa-full-store", log=tmp / "swa-full.log") as proxy:
+            conversation(server, proxy, "gemma3_swa_full", halve=True)
+
+
 def main():
     need("openai")
     binary = server_binary()
-    models = {"smollm2": smollm2, "gemma3": gemma, "hybrid": None}
+    models = {"smollm2": smollm2, "gemma3": gemma, "hybrid": None, "gemma3_swa_full": None}
     only = sys.argv[1:] or list(models)  # a model's name alone: that model's behaviours
     with tempfile.TemporaryDirectory() as d:
         for label in only:
@@ -276,8 +287,10 @@ def main():
             tmp.mkdir()
             if models[label]:
                 run_model(binary, models[label](), label, tmp)
-            else:
+            elif label == "hybrid":
                 hybrid_conversation(binary, tmp)
+            else:
+                swa_full_conversation(binary, tmp)
             if os.environ.get("TQ_KEEP"):  # a developer's look at the logs
                 subprocess.run(["cp", "-r", str(tmp), os.environ["TQ_KEEP"]])
     servers_stopped()

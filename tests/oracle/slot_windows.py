@@ -34,24 +34,15 @@ def slot(*args):
     return p.returncode, p.stderr.strip()
 
 
-def prefill(s, tokens):
-    s.post("/completion", {"prompt": tokens, "n_predict": 0, "id_slot": 0, "cache_prompt": True})
-
-
-def text_of(s, tokens):
-    """A text whose tokens the server makes again (without the BOS the tokenizer adds)."""
-    return s.post("/detokenize", {"tokens": tokens[1:]})["content"]
-
-
 def prompts(s, doc_text, doc, toks, n_doc):
     """(label, text) of prompts sharing 30%, 60%, 100% of doc's tokens (the document's text for
     100%: a tokenizer that adds a space in front tokenizes a detokenized text otherwise), and one
     extending it."""
     out = []
     for pct in (30, 60):
-        out.append((f"{pct}%", text_of(s, doc[:len(doc) * pct // 100])))
+        out.append((f"{pct}%", s.detokenized(doc[:len(doc) * pct // 100])))
     out.append(("100%", doc_text))
-    more = text_of(s, [0] + toks[n_doc + 40:n_doc + 90]).strip()
+    more = s.detokenized([0] + toks[n_doc + 40:n_doc + 90]).strip()
     out.append(("extended", f"{doc_text} {more}"))
     return out
 
@@ -67,9 +58,9 @@ def restores(model, binary, work, flags, suffix, n_doc=DOC_TOKENS,
             Server(binary, model, c_dir, *flags) as c, \
             Server(binary, model, r_dir, "--swa-full") as r:
         toks = a.tokenize(TEXT)
-        doc_text = text_of(a, toks[:n_doc]).strip() + "."
+        doc_text = a.detokenized(toks[:n_doc]).strip() + "."
         doc = a.tokenize(doc_text)
-        prefill(a, doc)
+        a.prefill(doc)
         a.slot("save", "raw.bin")  # the server's own slot file: the raw lossless restore
         (r_dir / "raw.bin").write_bytes((a_dir / "raw.bin").read_bytes())
         (a_dir / "raw.bin").unlink()
@@ -85,7 +76,7 @@ def restores(model, binary, work, flags, suffix, n_doc=DOC_TOKENS,
                 raw[label] = agreement(refs[label][2]["steps"], r.complete(pt, STEPS)["steps"])
         for preset in ("lossless", "balanced"):
             store = work / f"store-{preset}"
-            prefill(a, doc)
+            a.prefill(doc)
             rc, err = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir,
                            "--store", store, "--model", model, "--preset", preset)
             if rc:

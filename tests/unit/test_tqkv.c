@@ -350,6 +350,23 @@ static uint8_t *window_state(int ring, uint32_t added, size_t *len)
     return tq_test_seq_state_at(&s, pos, WIN_BASE_LO + WIN + added, len);
 }
 
+/* The base state's snapshot with options o, and the link state's appended to it, each opened
+ * (o's base set to the base's reader). */
+static void encode_link(tq_ctx *ctx, const uint8_t *pre, size_t pl, const uint8_t *state,
+                        size_t sl, tq_kvsnap_options *o, uint8_t **base, size_t *bl,
+                        tqkv_reader **br, uint8_t **link, size_t *ll, tqkv_reader **lr)
+{
+    char err[512];
+    *base = encode_opts(pre, pl, o, bl, err, sizeof err);
+    CHECK(*base, "%s", err);
+    CHECK_OK(ctx, tqkv_open_memory(ctx, *base, *bl, "base.tqkv", br));
+    o->base = *br;
+    o->base_name = "base.tqkv";
+    *link = encode_opts(state, sl, o, ll, err, sizeof err);
+    CHECK(*link, "%s", err);
+    CHECK_OK(ctx, tqkv_open_memory(ctx, *link, *ll, "link.tqkv", lr));
+}
+
 /* Whether the rows at each position the two decoded states both hold are the same bytes. */
 static int same_rows_by_position(tq_ctx *ctx, const uint8_t *a, size_t al, const uint8_t *b,
                                  size_t bl, uint32_t *n_common)
@@ -395,16 +412,11 @@ TEST(link_over_a_moved_window_stores_only_the_cells_its_base_lacks)
             o.preset = lossless ? TQ_KVSNAP_PRESET_LOSSLESS : TQ_KVSNAP_PRESET_BALANCED;
             o.head_dim = 32;
             o.threads = 1;
-            uint8_t *base = encode_opts(pre, pl, &o, &bl, err, sizeof err);
-            CHECK(base, "%s", err);
             uint8_t *whole = encode_opts(link_state, sl, &o, &wl, err, sizeof err);
-            tqkv_reader *br, *lr;
-            CHECK_OK(ctx, tqkv_open_memory(ctx, base, bl, "base.tqkv", &br));
-            o.base = br;
-            o.base_name = "base.tqkv";
-            uint8_t *link = encode_opts(link_state, sl, &o, &ll, err, sizeof err);
-            CHECK(link, "%s", err);
-            CHECK_OK(ctx, tqkv_open_memory(ctx, link, ll, "link.tqkv", &lr));
+            uint8_t *base = NULL, *link = NULL;
+            tqkv_reader *br = NULL, *lr = NULL;
+            encode_link(ctx, pre, pl, link_state, sl, &o, &base, &bl, &br, &link, &ll, &lr);
+            CHECK(lr, "no link (ring %d, lossless %d)", ring, lossless);
             const tqkv_meta *lm = tqkv_meta_of(lr);
             for (uint32_t i = 0; i < lm->n_tensors; i++) {
                 const tqkv_record *t = &lm->t[i];
@@ -457,14 +469,10 @@ TEST(lossless_link_shares_only_cells_whose_bytes_are_the_bases)
     tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
     o.preset = TQ_KVSNAP_PRESET_LOSSLESS;
     o.threads = 1;
-    uint8_t *base = encode_opts(pre, pl, &o, &bl, err, sizeof err);
-    tqkv_reader *br, *lr;
-    CHECK_OK(ctx, tqkv_open_memory(ctx, base, bl, "base.tqkv", &br));
-    o.base = br;
-    o.base_name = "base.tqkv";
-    uint8_t *link = encode_opts(link_state, sl, &o, &ll, err, sizeof err);
-    CHECK(link, "%s", err);
-    CHECK_OK(ctx, tqkv_open_memory(ctx, link, ll, "link.tqkv", &lr));
+    uint8_t *base = NULL, *link = NULL;
+    tqkv_reader *br = NULL, *lr = NULL;
+    encode_link(ctx, pre, pl, link_state, sl, &o, &base, &bl, &br, &link, &ll, &lr);
+    CHECK(lr, "no link");
     const tqkv_record *t = &tqkv_meta_of(lr)->t[0];
     /* rows 16..39 hold 116..139, row 40 the changed 140, rows 41..63 141..163 */
     CHECK(t->row_start == 24 && t->share_at == 16 && t->base_from == 16,
