@@ -5,6 +5,8 @@
 
 #include "tqkv.h"
 
+#include <string.h>
+
 typedef struct tqkv_stream tqkv_stream;
 
 struct tqkv_reader {
@@ -23,6 +25,23 @@ struct tqkv_reader {
 uint64_t tqkv_expected_raw(tq_ctx *ctx, const tqkv_record *t, uint32_t row0, uint32_t nrows,
                            int *ok);
 tq_status tqkv_bad(tq_ctx *ctx, const tqkv_reader *r, const char *what, uint64_t at);
+/* A cursor over the metadata's bytes: mget copies n of them out, -1 where fewer are left. */
+typedef struct mcur {
+    const uint8_t *p;
+    uint64_t n, pos;
+} mcur;
+
+static inline int mget(mcur *c, void *v, uint64_t n)
+{
+    if (n > c->n - c->pos) return -1;
+    memcpy(v, c->p + c->pos, n);
+    c->pos += n;
+    return 0;
+}
+
+/* payload bytes a chunk of nrows of tensor t must decode to */
+/* Version 3: every tensor's extension, in tensor order (tqkv_read_ext.c). */
+tq_status tqkv_parse_extensions(tq_ctx *ctx, tqkv_reader *r, mcur *c);
 tq_status tqkv_parse_meta(tq_ctx *ctx, tqkv_reader *r, const uint8_t *p, uint64_t n);
 /* A chunk's rows and lengths as its tensor's coding makes them (its stored bytes at hand). */
 tq_status tqkv_check_chunk_rows(tq_ctx *ctx, const tqkv_reader *r, const tqkv_record *t,
