@@ -314,7 +314,8 @@ tq_status tq_kvsnap_adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *bas
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the base was made for another model");
     base_layout bl;
     tq_status st = base_layout_open(ctx, base, &bl);
-    for (uint32_t i = 0; !st && i < m->n_tensors; i++) st = adopt_tensor(ctx, m, base, bl.v, v, src, i, recent);
+    for (uint32_t i = 0; !st && i < m->n_tensors; i++)
+        st = adopt_tensor(ctx, m, base, bl.v, v, src, i, recent);
     base_layout_close(&bl);
     if (st) return st;
     const char *slash = strrchr(base_name, '/');
