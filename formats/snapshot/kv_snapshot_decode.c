@@ -327,13 +327,14 @@ int tq_kvdec_job_is_whole(const djob *j)
            (j->t->transposed && (j->t->codec != TQKV_CODEC_RAW || !same_rows(j->ty, j->oty)));
 }
 
-/* A moved job's rows in the source's order: each coded row's bytes found in its chunk (the
- * base's rows [base_from, base_from + row_start), then its own), written by source row. */
+/* A moved job's rows in the source's order: each coded row's bytes (the base's rows
+ * [base_from, base_from + row_start), then its own) placed at the source row it is
+ * (tqkv_record_row), then written in that order. */
 static tq_status write_moved(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
                              const djob *j, FILE *out)
 {
     const tqkv_record *t = j->t;
-    const uint8_t **row_at = calloc(t->cells, sizeof *row_at); /* [cells]: by coded row */
+    const uint8_t **row_at = calloc(t->cells, sizeof *row_at); /* [cells]: by source row */
     if (!row_at) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     uint64_t row_bytes = 0;
     for (uint64_t k = 0; k < j->nch; k++) {
@@ -344,15 +345,12 @@ static tq_status write_moved(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reade
         for (uint32_t rr = 0; rr < ch->nrows; rr++) {
             uint64_t c = k < j->nb ? (uint64_t)ch->row0 + rr - t->base_from : ch->row0 + rr;
             if (k < j->nb && (ch->row0 + rr < t->base_from || c >= t->row_start)) continue;
-            row_at[c] = j->co[k].p + rr * rb;
+            row_at[tqkv_record_row(t, (uint32_t)c)] = j->co[k].p + rr * rb;
         }
     }
     tq_status st = TQ_OK;
-    for (uint32_t row = 0; row < t->cells && !st; row++) {
-        uint32_t c = row < t->share_at ? t->row_start + row : row;
-        if (row >= t->share_at && row < t->share_at + t->row_start) c = row - t->share_at;
-        st = tq_kvdec_put(ctx, out, row_at[c], row_bytes);
-    }
+    for (uint32_t row = 0; row < t->cells && !st; row++)
+        st = tq_kvdec_put(ctx, out, row_at[row], row_bytes);
     free(row_at);
     return st;
 }

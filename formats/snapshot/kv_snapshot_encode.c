@@ -17,18 +17,26 @@ typedef struct etensor {
     uint32_t nch;
 } etensor;
 
-/* Coded rows [r0, r0+n) of t as floats, x[n][width], read from the source rows they are
- * (tqkv_record_row: a moved window's own rows sit around its base's). */
+/* The source rows coded rows [r0 + done, ...) are (tqkv_record_row: a moved window's own rows
+ * sit around its base's): the first, and how many follow it in order (at most n - done). */
+static uint32_t coded_run(const tqkv_record *t, uint32_t r0, uint32_t done, uint32_t n,
+                          uint32_t *row)
+{
+    *row = tqkv_record_row(t, r0 + done);
+    uint32_t run = 1;
+    while (done + run < n && tqkv_record_row(t, r0 + done + run) == *row + run) run++;
+    return run;
+}
+
+/* Coded rows [r0, r0+n) of t as floats, x[n][width], read from the source rows they are. */
 static tq_status read_coded_rows(tq_ctx *ctx, const tq_kv_tensor *kt, const tqkv_record *t,
                                  uint32_t r0, uint32_t n, float *x)
 {
     tq_status st = TQ_OK;
-    for (uint32_t done = 0; done < n && !st;) {
-        uint32_t row = tqkv_record_row(t, r0 + done);
-        uint32_t run = 1;
-        while (done + run < n && tqkv_record_row(t, r0 + done + run) == row + run) run++;
+    uint32_t row;
+    for (uint32_t done = 0, run; done < n && !st; done += run) {
+        run = coded_run(t, r0, done, n, &row);
         st = tq_kv_view_read_rows(ctx, kt, t->cells, row, run, x + (size_t)done * t->width);
-        done += run;
     }
     return st;
 }
@@ -65,10 +73,12 @@ static void encode_chunk(const tq_ctx *parent, const tq_kv_tensor *kt, const tqk
         } else if (t->transposed) {
             memcpy(o->p, kt->data, o->len);
         } else {
-            for (uint32_t k = 0; k < n; k++) /* the source rows they are */
-                memcpy(o->p + (uint64_t)k * kt->row_size,
-                       kt->data + (uint64_t)tqkv_record_row(t, r0 + k) * kt->row_size,
-                       kt->row_size);
+            uint32_t row;
+            for (uint32_t done = 0, run; done < n; done += run) { /* the source rows they are */
+                run = coded_run(t, r0, done, n, &row);
+                memcpy(o->p + (uint64_t)done * kt->row_size,
+                       kt->data + (uint64_t)row * kt->row_size, (uint64_t)run * kt->row_size);
+            }
         }
         return;
     }
