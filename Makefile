@@ -107,7 +107,7 @@ $(B)/lib/rotation.o: CFLAGS += -O3
 $(B)/lib/half_f16c.o $(B)/san/lib/half_f16c.o: CFLAGS += -mf16c -mavx
 # statistics are reports, not codec output: fused multiply-adds are welcome there
 $(B)/lib/stats.o: CFLAGS += -O3 -ffp-contract=fast
-$(B)/lib/kernels_avx512.o: CFLAGS += $(AVX512_FLAGS)
+$(B)/lib/kernels_avx512.o $(B)/lib/rans_avx512.o: CFLAGS += $(AVX512_FLAGS)
 
 $(B)/kernels/%.o: kernels/%.cu $(wildcard lib/*.h) lib/kernels_lanes.inc
 	@mkdir -p $(dir $@)
@@ -153,7 +153,7 @@ SAN_INC := -Itests
 $(B)/san/lib/%.o: INC := -Ilib
 $(B)/san/lib/%.o: SAN_INC :=
 $(B)/san/lib/kernels_avx2.o: CFLAGS += $(AVX2_FLAGS)
-$(B)/san/lib/kernels_avx512.o: CFLAGS += $(AVX512_FLAGS)
+$(B)/san/lib/kernels_avx512.o $(B)/san/lib/rans_avx512.o: CFLAGS += $(AVX512_FLAGS)
 $(B)/tests/unit-runner-san: $(SAN_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -fopenmp $(SAN_FLAGS) -o $@ $^ $(BASE_LIBS)

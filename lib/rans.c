@@ -12,8 +12,11 @@
  * starts from the first 4 coded bytes and must end at RANS_LOW with every byte read.
  *
  * One stream is a serial chain: each step waits on the one before.  The _many calls code up to
- * TQ_RANS_LANES streams in lockstep, one step of each in turn, so that the chains overlap; the
- * bytes are those of coding each alone. */
+ * TQ_RANS_LANES streams, RANS_GROUP in lockstep, one step of each in turn, so that the chains
+ * overlap; the bytes are those of coding each alone.  With AVX-512 the decoder runs
+ * RANS_VEC_LANES streams a vector lane each (rans_avx512.c): the same symbols, 1.3x as fast on
+ * this project's machine (tests/bench/results/kv_long_speed.md). */
+#include "rans_impl.h"
 #include "tq_internal.h"
 
 #include <stdlib.h>
@@ -24,9 +27,9 @@
  * (tests/bench/results/kv_long_speed.md) */
 #define TQ_RANS_CLONES TQ_CLONES_V3
 
-#define RANS_BITS 12                  /* frequencies in units of 2^-12 */
-#define RANS_TOTAL (1u << RANS_BITS)
-#define RANS_LOW (1u << 23)           /* the state stays in [RANS_LOW, RANS_LOW << 8) */
+/* The lanes a scalar loop runs in lockstep: their states, pointers and tables stay in
+ * registers and L1; the _many calls run their streams in groups of these. */
+#define RANS_GROUP 4
 
 size_t tq_rans_bound(size_t n) { return 1 + 2 * 256 + 4 + 4 + n + n / 64 + 8; }
 
@@ -152,17 +155,17 @@ static inline void enc_put(rans_enc_lane *lane, uint8_t sym)
     ENC_STEP(&lane->es[sym], lane->x, lane->p);
 }
 
-/* TQ_RANS_LANES lanes in lockstep from the last symbol while each has room for a step, the
+/* RANS_GROUP lanes in lockstep from the last symbol while each has room for a step, the
  * states in registers (as dec_all); returns the symbols left.  A step writes two bytes at
  * most, so the lanes run a batch of as many steps as the fullest has byte pairs of room
  * before they look again. */
 TQ_RANS_CLONES static size_t enc_all(rans_enc_lane *lane, const uint8_t *sym, size_t n)
 {
-    const rans_enc_sym *t[TQ_RANS_LANES];
-    const uint8_t *s[TQ_RANS_LANES];
-    uint8_t *p[TQ_RANS_LANES];
-    uint32_t x[TQ_RANS_LANES];
-    for (int j = 0; j < TQ_RANS_LANES; j++) {
+    const rans_enc_sym *t[RANS_GROUP];
+    const uint8_t *s[RANS_GROUP];
+    uint8_t *p[RANS_GROUP];
+    uint32_t x[RANS_GROUP];
+    for (int j = 0; j < RANS_GROUP; j++) {
         t[j] = lane[j].es;
         s[j] = sym + (size_t)j * n;
         p[j] = lane[j].p;
@@ -171,17 +174,17 @@ TQ_RANS_CLONES static size_t enc_all(rans_enc_lane *lane, const uint8_t *sym, si
     size_t i = n;
     for (;;) {
         size_t batch = i;
-        for (int j = 0; j < TQ_RANS_LANES; j++) {
+        for (int j = 0; j < RANS_GROUP; j++) {
             size_t room = p[j] >= lane[j].floor ? (size_t)(p[j] - lane[j].floor) / 2 + 1 : 0;
             batch = room < batch ? room : batch;
         }
         if (!batch) break;
         for (size_t end = i - batch; i > end; i--) {
 #pragma GCC unroll 16
-            for (int j = 0; j < TQ_RANS_LANES; j++) ENC_STEP(&t[j][s[j][i - 1]], x[j], p[j]);
+            for (int j = 0; j < RANS_GROUP; j++) ENC_STEP(&t[j][s[j][i - 1]], x[j], p[j]);
         }
     }
-    for (int j = 0; j < TQ_RANS_LANES; j++) {
+    for (int j = 0; j < RANS_GROUP; j++) {
         lane[j].p = p[j];
         lane[j].x = x[j];
     }
@@ -215,12 +218,14 @@ tq_status tq_rans_encode_many(tq_ctx *ctx, size_t k, const uint8_t *sym, size_t 
     if (!lane) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     for (size_t j = 0; j < k; j++) enc_lane_init(sym + j * n, n, out[j], cap, &lane[j]);
     tq_status st = TQ_OK;
-    size_t i = n;
-    if (k == TQ_RANS_LANES) i = enc_all(lane, sym, n);
-    while (!st && i-- > 0) {
-        for (size_t j = 0; !st && j < k; j++) {
-            if (lane[j].p < lane[j].floor) st = TQ_ERR_ARG; /* the bound did not hold */
-            else enc_put(&lane[j], sym[j * n + i]);
+    for (size_t g = 0; g < k; g += RANS_GROUP) {
+        size_t in_group = k - g < RANS_GROUP ? k - g : RANS_GROUP, i = n;
+        if (in_group == RANS_GROUP) i = enc_all(lane + g, sym + g * n, n);
+        while (!st && i-- > 0) {
+            for (size_t j = g; !st && j < g + in_group; j++) {
+                if (lane[j].p < lane[j].floor) st = TQ_ERR_ARG; /* the bound did not hold */
+                else enc_put(&lane[j], sym[j * n + i]);
+            }
         }
     }
     for (size_t j = 0; !st && j < k; j++) {
@@ -281,16 +286,6 @@ tq_status tq_rans_stream_size(tq_ctx *ctx, const uint8_t *in, size_t len, size_t
     return TQ_OK;
 }
 
-/* One lane of the decoder: slot[2^RANS_BITS], the symbol each slot of the state decodes to,
- * and the symbols' frequencies and starts: four lanes' tables stay in L1 (as one u32 a slot,
- * 64 KB, they did not, and decoding took 8% longer); the coded bytes and the state. */
-typedef struct rans_dec_lane {
-    uint8_t slot[RANS_TOTAL];
-    uint32_t freq[256], cum[256];
-    const uint8_t *p, *end;
-    uint32_t x;
-} rans_dec_lane;
-
 static tq_status dec_lane_init(tq_ctx *ctx, const uint8_t *in, size_t len, rans_dec_lane *lane)
 {
     uint32_t freq[256], cum[257], n_sym, coded;
@@ -305,6 +300,7 @@ static tq_status dec_lane_init(tq_ctx *ctx, const uint8_t *in, size_t len, rans_
         memset(lane->slot + cum[s], (int)s, freq[s]);
         lane->freq[s] = freq[s];
         lane->cum[s] = cum[s];
+        lane->fc[s] = freq[s] | cum[s] << 13;
     }
     const uint8_t *p = in + pos;
     lane->x = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -360,38 +356,38 @@ static uint8_t dec_get_last(rans_dec_lane *lane)
     return (uint8_t)e;
 }
 
-/* TQ_RANS_LANES lanes in lockstep while each has two coded bytes left, their states in
- * registers (a byte store may alias anything: through the lanes' structs every step went to
- * memory); returns the symbols decoded.  A step takes two bytes at most, so the lanes run a
- * batch of as many steps as the shortest has byte pairs left before they look again (a look
- * at every step was a fifth of the work). */
-TQ_RANS_CLONES static size_t dec_all(rans_dec_lane *lane, uint8_t *sym, size_t n)
+/* RANS_GROUP lanes in lockstep from symbol i0 while each has two coded bytes left, their
+ * states in registers (a byte store may alias anything: through the lanes' structs every step
+ * went to memory); returns the symbol reached.  A step takes two bytes at most, so the lanes
+ * run a batch of as many steps as the shortest has byte pairs left before they look again (a
+ * look at every step was a fifth of the work). */
+TQ_RANS_CLONES static size_t dec_all(rans_dec_lane *lane, uint8_t *sym, size_t n, size_t i0)
 {
-    const rans_dec_lane *t[TQ_RANS_LANES];
-    const uint8_t *p[TQ_RANS_LANES], *e[TQ_RANS_LANES];
-    uint8_t *s[TQ_RANS_LANES];
-    uint32_t x[TQ_RANS_LANES];
-    for (int j = 0; j < TQ_RANS_LANES; j++) {
+    const rans_dec_lane *t[RANS_GROUP];
+    const uint8_t *p[RANS_GROUP], *e[RANS_GROUP];
+    uint8_t *s[RANS_GROUP];
+    uint32_t x[RANS_GROUP];
+    for (int j = 0; j < RANS_GROUP; j++) {
         t[j] = &lane[j];
         p[j] = lane[j].p;
         e[j] = lane[j].end - 2;
         x[j] = lane[j].x;
         s[j] = sym + (size_t)j * n;
     }
-    size_t i = 0;
+    size_t i = i0;
     for (;;) {
         size_t batch = n - i;
-        for (int j = 0; j < TQ_RANS_LANES; j++) {
+        for (int j = 0; j < RANS_GROUP; j++) {
             size_t safe = p[j] <= e[j] ? (size_t)(e[j] - p[j]) / 2 + 1 : 0;
             batch = safe < batch ? safe : batch;
         }
         if (!batch) break;
         for (size_t end = i + batch; i < end; i++) {
 #pragma GCC unroll 16
-            for (int j = 0; j < TQ_RANS_LANES; j++) DEC_STEP(t[j], x[j], p[j], s[j][i]);
+            for (int j = 0; j < RANS_GROUP; j++) DEC_STEP(t[j], x[j], p[j], s[j][i]);
         }
     }
-    for (int j = 0; j < TQ_RANS_LANES; j++) {
+    for (int j = 0; j < RANS_GROUP; j++) {
         lane[j].p = p[j];
         lane[j].x = x[j];
     }
@@ -417,16 +413,20 @@ tq_status tq_rans_decode_many(tq_ctx *ctx, size_t k, const uint8_t *const *in, c
     if (!lane) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     tq_status st = TQ_OK;
     for (size_t j = 0; !st && j < k; j++) st = dec_lane_init(ctx, in[j], len[j], &lane[j]);
-    size_t i = 0;
-    if (!st && k == TQ_RANS_LANES)
-        i = dec_all(lane, sym, n);
-    for (; !st && i < n && lanes_ready(lane, k); i++)
-        for (size_t j = 0; j < k; j++) sym[j * n + i] = dec_get(&lane[j]);
-    for (size_t j = 0; !st && j < k; j++) {
-        for (size_t r = i; r < n; r++) sym[j * n + r] = dec_get_last(&lane[j]);
-        if (lane[j].x != RANS_LOW || lane[j].p != lane[j].end)
-            st = tq_ctx_set_error(ctx, TQ_ERR_CORRUPT,
-                                  "entropy-coded stream: does not end where it should");
+    size_t i = 0; /* where every lane has reached */
+    if (!st && k == RANS_VEC_LANES && ctx->simd == TQ_SIMD_AVX512)
+        i = tq_rans_dec_avx512(lane, sym, n, 0);
+    for (size_t g = 0; !st && g < k; g += RANS_GROUP) {
+        size_t in_group = k - g < RANS_GROUP ? k - g : RANS_GROUP, r = i;
+        if (in_group == RANS_GROUP) r = dec_all(lane + g, sym + g * n, n, i);
+        for (; r < n && lanes_ready(lane + g, in_group); r++)
+            for (size_t j = g; j < g + in_group; j++) sym[j * n + r] = dec_get(&lane[j]);
+        for (size_t j = g; !st && j < g + in_group; j++) {
+            for (size_t q = r; q < n; q++) sym[j * n + q] = dec_get_last(&lane[j]);
+            if (lane[j].x != RANS_LOW || lane[j].p != lane[j].end)
+                st = tq_ctx_set_error(ctx, TQ_ERR_CORRUPT,
+                                      "entropy-coded stream: does not end where it should");
+        }
     }
     free(lane);
     return st;

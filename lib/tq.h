@@ -583,7 +583,7 @@ TQ_API tq_status tq_rans_encode(tq_ctx *ctx, const uint8_t *sym, size_t n, uint8
 TQ_API tq_status tq_rans_decode(tq_ctx *ctx, const uint8_t *in, size_t len, uint8_t *sym, size_t n,
                                 size_t *used);
 /* The most streams the _many calls code at once. */
-#define TQ_RANS_LANES 4
+#define TQ_RANS_LANES 32
 /* k streams (1..TQ_RANS_LANES) of n symbols each, sym[k][n], into out[j] (each cap >=
  * tq_rans_bound(n)); len[k] their lengths: the bytes tq_rans_encode makes of each, faster. */
 TQ_API tq_status tq_rans_encode_many(tq_ctx *ctx, size_t k, const uint8_t *sym, size_t n,

@@ -100,20 +100,27 @@ TEST(rans_refuses_damaged_streams)
     tq_ctx_free(ctx);
 }
 
+/* TQ_RANS_LANES streams of N symbols, sym[lanes][N], of spreads from one value to a byte's
+ * range: their coded lengths far apart, so that lanes run out of bytes at different steps. */
+static uint8_t *many_symbols(void)
+{
+    uint8_t *sym = malloc((size_t)TQ_RANS_LANES * N);
+    for (int j = 0; j < TQ_RANS_LANES; j++) {
+        double h;
+        uint8_t *s = laplace_symbols(j == 5 ? 0.0 : 0.05 * pow(1.3, j), 11 + j, &h);
+        memcpy(sym + (size_t)j * N, s, N);
+        free(s);
+    }
+    return sym;
+}
+
 TEST(rans_many_codes_each_stream_as_one_alone)
 {
     tq_ctx *ctx = tq_ctx_new();
-    const double spreads[TQ_RANS_LANES] = {0.05, 0.7, 3.0, 40.0};
     size_t cap = tq_rans_bound(N), alone_len, used;
-    uint8_t *sym = malloc((size_t)TQ_RANS_LANES * N), *back = malloc((size_t)TQ_RANS_LANES * N);
+    uint8_t *sym = many_symbols(), *back = malloc((size_t)TQ_RANS_LANES * N);
     uint8_t *out[TQ_RANS_LANES], *alone = malloc(cap);
-    for (int j = 0; j < TQ_RANS_LANES; j++) {
-        double h;
-        uint8_t *s = laplace_symbols(spreads[j], 11 + j, &h);
-        memcpy(sym + (size_t)j * N, s, N);
-        free(s);
-        out[j] = malloc(cap);
-    }
+    for (int j = 0; j < TQ_RANS_LANES; j++) out[j] = malloc(cap);
     for (size_t k = 1; k <= TQ_RANS_LANES; k++) { /* every lane count, each against one alone */
         size_t len[TQ_RANS_LANES];
         CHECK_OK(ctx, tq_rans_encode_many(ctx, k, sym, N, out, cap, len));
@@ -133,6 +140,74 @@ TEST(rans_many_codes_each_stream_as_one_alone)
     }
     for (int j = 0; j < TQ_RANS_LANES; j++) free(out[j]);
     free(alone);
+    free(sym);
+    free(back);
+    tq_ctx_free(ctx);
+}
+
+/* The streams of many_symbols, n symbols each, one after another in one buffer (as a
+ * snapshot's chunk holds them), at in[lanes]. */
+static void many_streams(tq_ctx *ctx, const uint8_t *sym, size_t n, const uint8_t **in,
+                         size_t *len, uint8_t **packed_out)
+{
+    size_t cap = tq_rans_bound(n), pos = 0;
+    uint8_t *packed = *packed_out = malloc((size_t)TQ_RANS_LANES * cap), *out[TQ_RANS_LANES];
+    for (int j = 0; j < TQ_RANS_LANES; j++) out[j] = malloc(cap);
+    uint8_t *sym_n = malloc((size_t)TQ_RANS_LANES * n); /* [lanes][n] */
+    for (int j = 0; j < TQ_RANS_LANES; j++) memcpy(sym_n + (size_t)j * n, sym + (size_t)j * N, n);
+    CHECK_OK(ctx, tq_rans_encode_many(ctx, TQ_RANS_LANES, sym_n, n, out, cap, len));
+    for (int j = 0; j < TQ_RANS_LANES; j++) {
+        memcpy(packed + pos, out[j], len[j]);
+        in[j] = packed + pos;
+        pos += len[j];
+        free(out[j]);
+    }
+    free(sym_n);
+}
+
+TEST(rans_decode_many_gives_every_simd_level_the_same_symbols)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    uint8_t *sym = many_symbols(), *back = malloc((size_t)TQ_RANS_LANES * N);
+    const size_t lengths[] = {N, 1434, 33, 4, 1};
+    for (size_t t = 0; t < sizeof lengths / sizeof *lengths; t++) {
+        size_t n = lengths[t], len[TQ_RANS_LANES];
+        const uint8_t *in[TQ_RANS_LANES];
+        uint8_t *packed;
+        many_streams(ctx, sym, n, in, len, &packed);
+        for (int lvl = TQ_SIMD_SCALAR; lvl <= TQ_SIMD_AVX512; lvl++) {
+            if (tq_ctx_set_simd(ctx, (tq_simd)lvl)) continue; /* not on this CPU */
+            memset(back, 0xee, (size_t)TQ_RANS_LANES * n);
+            CHECK_OK(ctx, tq_rans_decode_many(ctx, TQ_RANS_LANES, in, len, back, n));
+            for (int j = 0; j < TQ_RANS_LANES; j++)
+                CHECK(!memcmp(back + (size_t)j * n, sym + (size_t)j * N, n),
+                      "%s, %zu symbols: lane %d's differ", tq_simd_name((tq_simd)lvl), n, j);
+        }
+        free(packed);
+    }
+    free(sym);
+    free(back);
+    tq_ctx_free(ctx);
+}
+
+TEST(rans_decode_many_refuses_a_damaged_lane_at_every_simd_level)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    uint8_t *sym = many_symbols(), *back = malloc((size_t)TQ_RANS_LANES * N);
+    size_t len[TQ_RANS_LANES];
+    const uint8_t *in[TQ_RANS_LANES];
+    uint8_t *packed;
+    many_streams(ctx, sym, N, in, len, &packed);
+    /* a coded byte in the middle of lane 17, far from its model and its state */
+    size_t at = (size_t)(in[17] - packed) + len[17] / 2;
+    packed[at] ^= 0x10;
+    for (int lvl = TQ_SIMD_SCALAR; lvl <= TQ_SIMD_AVX512; lvl++) {
+        if (tq_ctx_set_simd(ctx, (tq_simd)lvl)) continue;
+        CHECK_STATUS(ctx, tq_rans_decode_many(ctx, TQ_RANS_LANES, in, len, back, N),
+                     TQ_ERR_CORRUPT);
+        CHECK(strchr(tq_ctx_error(ctx), '\n') == NULL, "two lines: %s", tq_ctx_error(ctx));
+    }
+    free(packed);
     free(sym);
     free(back);
     tq_ctx_free(ctx);
