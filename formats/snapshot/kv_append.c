@@ -1,11 +1,11 @@
 /* kv_append.c - --append: a snapshot of a state that continues a base snapshot's stores only
  * the new cells, coded as the base coded its own (kv_plan_parts.h). */
 #include "kv_plan_parts.h"
+#include "kv_snapshot.h"
 
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 /* The record fields that say how rows are coded: an appended tensor takes the base's, so the
  * base's rows decode as the base coded them (the sinks are in the base's chunks; the coarse
@@ -47,48 +47,6 @@ static tq_status copy_klt(tq_ctx *ctx, tqkv_record *t, const tqkv_record *bt)
         memcpy(t->klt[h].basis, bt->klt[h].basis, nv * sizeof(float));
     }
     return TQ_OK;
-}
-
-/* The base's state as a view of its skeleton (the source less its rows) over rows of zeros, in
- * an anonymous mapping whose pages are never written but the skeleton's: what the base's cells
- * are (their positions and sequences) without decoding a row. */
-typedef struct base_layout {
-    uint8_t *map; /* [size]: the base's source, its rows zeros */
-    size_t size;
-    tq_kv_view *v;
-} base_layout;
-
-static void base_layout_close(base_layout *bl)
-{
-    tq_kv_view_close(bl->v);
-    if (bl->map) munmap(bl->map, bl->size ? bl->size : 1);
-    memset(bl, 0, sizeof *bl);
-}
-
-static tq_status base_layout_open(tq_ctx *ctx, const tqkv_reader *base, base_layout *bl)
-{
-    const tqkv_meta *b = tqkv_meta_of(base);
-    memset(bl, 0, sizeof *bl);
-    bl->size = (size_t)b->source_size;
-    void *map = mmap(NULL, bl->size ? bl->size : 1, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (map == MAP_FAILED) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    bl->map = map;
-    uint64_t at = 0;
-    uint64_t sk = 0;
-    for (uint32_t i = 0; i < b->n_tensors; i++) {
-        uint64_t gap = b->t[i].file_off - at;
-        if (b->t[i].file_off < at || gap > b->skeleton_len - sk) break;
-        memcpy(bl->map + at, b->skeleton + sk, gap);
-        sk += gap;
-        at = b->t[i].file_off + b->t[i].bytes;
-    }
-    if (at <= b->source_size && b->skeleton_len - sk <= b->source_size - at)
-        memcpy(bl->map + at, b->skeleton + sk, b->skeleton_len - sk);
-    tq_type_profile prof = TQ_PROFILE_AUTO;
-    if (tq_type_profile_parse(b->profile, &prof))
-        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "unknown type-id profile");
-    return tq_kv_view_open_memory(ctx, bl->map, bl->size, "the base's layout", prof, &bl->v);
 }
 
 /* A position and the row that holds it, for finding the base's row of a position. */
@@ -312,11 +270,11 @@ tq_status tq_kvsnap_adopt_base(tq_ctx *ctx, tqkv_meta *m, const tqkv_reader *bas
                                 b->n_tokens, m->n_tokens);
     if (b->has_fingerprint != m->has_fingerprint || b->fingerprint != m->fingerprint)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "the base was made for another model");
-    base_layout bl;
-    tq_status st = base_layout_open(ctx, base, &bl);
+    tq_kvsnap_layout bl;
+    tq_status st = tq_kvsnap_layout_open(ctx, base, &bl);
     for (uint32_t i = 0; !st && i < m->n_tensors; i++)
         st = adopt_tensor(ctx, m, base, bl.v, v, src, i, recent);
-    base_layout_close(&bl);
+    tq_kvsnap_layout_close(&bl);
     if (st) return st;
     const char *slash = strrchr(base_name, '/');
     m->base_name = strdup(slash ? slash + 1 : base_name);

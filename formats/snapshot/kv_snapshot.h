@@ -120,6 +120,17 @@ extern const struct tq_kv_source tq_kv_source_snapshot;
  * copied to an unlinked temporary file first (formats/io), the bytes staying while it is open. */
 tq_status tq_kvsnap_open_mapped(tq_ctx *ctx, const char *name, tqkv_reader **out);
 
+/* A snapshot's source as a view of its skeleton (the source less its rows) over rows of
+ * zeros, in an anonymous mapping whose pages are never written but the skeleton's: what its
+ * cells are (positions, sequences) without decoding a row.  A state file's snapshot. */
+typedef struct tq_kvsnap_layout {
+    uint8_t *map; /* [size]: the source, its rows zeros */
+    size_t size;
+    tq_kv_view *v;
+} tq_kvsnap_layout;
+tq_status tq_kvsnap_layout_open(tq_ctx *ctx, const tqkv_reader *r, tq_kvsnap_layout *l);
+void tq_kvsnap_layout_close(tq_kvsnap_layout *l);
+
 #ifdef __cplusplus
 }
 #endif

@@ -93,15 +93,29 @@ static tq_status write_spliced(tq_ctx *ctx, const tq_kv_view *v, const tq_state_
     return st;
 }
 
+/* Whether padding windows (ro->pad_window) leaves the whole state as it was: no stream holds a
+ * window's cells alone (a dense model's, or a --swa-full server's), told from the snapshot's
+ * cells without decoding a row. */
+static int pads_nothing(tq_ctx *ctx, const tqkv_reader *r, const tq_kvsnap_restore_options *ro)
+{
+    if (!ro->pad_window) return 1;
+    tq_kvsnap_layout l;
+    int none = !tq_kvsnap_layout_open(ctx, r, &l) && !tq_llama_state_pads(l.v, ro->pad_window);
+    tq_kvsnap_layout_close(&l);
+    tq_ctx_clear_error(ctx); /* a layout that does not open: the slower path reports it */
+    return none;
+}
+
 tq_status tq_kvsnap_restore(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader *base,
                             const tq_kvsnap_decode_options *d, const tq_kvsnap_restore_options *ro,
                             FILE *out)
 {
     const tqkv_meta *m = tqkv_meta_of(r);
+    /* the source as it was: streamed straight out, with no intermediate file (that and its
+       rewrite were a third of a SmolLM2 slot's restore: tests/bench/results/slot_link.md) */
     if ((int)ro->format == m->source_kind && m->source_kind != TQ_KV_NUMPY && !ro->tokens &&
-        !ro->pad_window && !ro->partial)
-        return tq_kvsnap_decode(ctx, r, base, d,
-                                out); /* the source as it was: streamed straight out */
+        !ro->partial && pads_nothing(ctx, r, ro))
+        return tq_kvsnap_decode(ctx, r, base, d, out);
     tq_kvsnap_decode_options dopt = *d;
     /* chunks past a token prefix are not decoded; NumPy rows are tokens, and
      * in state files the prefix's cells come first (checked when writing) */

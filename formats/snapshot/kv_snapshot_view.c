@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static int probe_snapshot(const uint8_t *p, uint64_t size)
 {
@@ -67,4 +68,37 @@ tq_status tq_kvsnap_open_any(tq_ctx *ctx, const char *path, tq_type_profile prof
     for (size_t i = 0; i < tq_kv_n_byte_sources && n < 7; i++) sources[n++] = tq_kv_byte_sources[i];
     sources[n++] = &tq_kv_source_snapshot;
     return tq_kv_view_open_from(ctx, path, profile, sources, n, out);
+}
+
+void tq_kvsnap_layout_close(tq_kvsnap_layout *l)
+{
+    tq_kv_view_close(l->v);
+    if (l->map) munmap(l->map, l->size ? l->size : 1);
+    memset(l, 0, sizeof *l);
+}
+
+tq_status tq_kvsnap_layout_open(tq_ctx *ctx, const tqkv_reader *r, tq_kvsnap_layout *l)
+{
+    const tqkv_meta *m = tqkv_meta_of(r);
+    memset(l, 0, sizeof *l);
+    l->size = (size_t)m->source_size;
+    void *map = mmap(NULL, l->size ? l->size : 1, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    l->map = map;
+    uint64_t at = 0;
+    uint64_t sk = 0;
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        uint64_t gap = m->t[i].file_off - at;
+        if (m->t[i].file_off < at || gap > m->skeleton_len - sk) break;
+        memcpy(l->map + at, m->skeleton + sk, gap);
+        sk += gap;
+        at = m->t[i].file_off + m->t[i].bytes;
+    }
+    if (at <= m->source_size && m->skeleton_len - sk <= m->source_size - at)
+        memcpy(l->map + at, m->skeleton + sk, m->skeleton_len - sk);
+    tq_type_profile prof = TQ_PROFILE_AUTO;
+    if (tq_type_profile_parse(m->profile, &prof))
+        return tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "unknown type-id profile");
+    return tq_kv_view_open_memory(ctx, l->map, l->size, "the snapshot's layout", prof, &l->v);
 }

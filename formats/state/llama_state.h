@@ -48,6 +48,9 @@ typedef struct tq_state_rewrite {
 } tq_state_rewrite;
 tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *v, const tq_state_rewrite *o,
                                FILE *out);
+/* Whether writing v whole with this pad_window adds cells below any stream (else the bytes
+ * are v's own). */
+int tq_llama_state_pads(const tq_kv_view *v, uint32_t pad_window);
 
 #ifdef __cplusplus
 }

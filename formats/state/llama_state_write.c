@@ -82,6 +82,17 @@ static uint32_t pad_of(const tq_kv_view *s, const tq_kv_stream *st, uint32_t n,
     return lo >= (int32_t)o->pad_window ? o->pad_window : 0;
 }
 
+int tq_llama_state_pads(const tq_kv_view *v, uint32_t pad_window)
+{
+    tq_state_rewrite o = {.pad_window = pad_window};
+    for (uint32_t i = 0; i < tq_kv_view_n_kv(v); i++)
+        for (uint32_t j = 0; j < tq_kv_view_kv(v, i)->n_stream; j++) {
+            const tq_kv_stream *st = &tq_kv_view_kv(v, i)->streams[j];
+            if (pad_of(v, st, st->cell_count, &o)) return 1;
+        }
+    return 0;
+}
+
 /* The indexer keys' section between K and V (llama_state.c, parse_k_idx). */
 static void put_k_idx(wr *w, const tq_kv_stream *st, uint32_t n, uint32_t pad)
 {
