@@ -47,7 +47,7 @@ tq_status tq_slot_named_tokens(tq_ctx *ctx, const tq_slot_session *ss, const cha
     *n = tqkv_meta_of(s)->n_tokens;
     *tokens = malloc(4ull * *n + 4);
     if (*tokens) memcpy(*tokens, tqkv_meta_of(s)->tokens, 4ull * *n);
-    tqkv_close(s);
+    tq_store_snapshot_keep(ss->store, name, s);
     return *tokens ? TQ_OK : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
 }
 
@@ -68,16 +68,6 @@ static tq_status prefixed(tq_ctx *ctx, tq_status st, const char *path, const cha
     snprintf(why, sizeof why, "%s", tq_ctx_error(ctx)); /* the message is rewritten */
     if (base) return tq_ctx_set_error(ctx, st, "%s: its base %s: %s", path, base, why);
     return tq_ctx_set_error(ctx, st, "%s: %s", path, why);
-}
-
-/* A stored snapshot for a restore: a file mapped, an object read by ranges (a prefix's chunks
- * alone are fetched). */
-static tq_status open_stored(tq_ctx *ctx, const char *path, tqkv_reader **out)
-{
-    tq_src *src;
-    if (!tq_io_is_stream(path)) return tqkv_open(ctx, path, out);
-    tq_status st = tq_src_open(ctx, path, &src);
-    return st ? st : tqkv_open_src(ctx, src, out);
 }
 
 /* The stored snapshot's first `tokens` tokens written to out as a slot file. */
@@ -118,7 +108,7 @@ static tq_status decode(tq_ctx *ctx, const tq_slot_session *ss, const char *name
     tq_store_entry(TQ_STORE_SNAP, name, entry, sizeof entry);
     char *path = tq_store_path(ss->store, entry);
     if (!path) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    tq_status st = open_stored(ctx, path, &s);
+    tq_status st = tq_store_snapshot(ctx, ss->store, name, &s);
     const tqkv_meta *m = st ? NULL : tqkv_meta_of(s);
     if (!st && m->base_id && !base_name_ok(m->base_name))
         st = tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "%s: names a base that is not a stored "

@@ -41,6 +41,7 @@ tq_status tq_store_open(tq_ctx *ctx, const char *where, tq_store **out)
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
     s->backend = *b;
+    pthread_mutex_init(&s->kept_mu, NULL);
     tq_status st = s->backend->open(ctx, s);
     if (st) {
         tq_store_close(s);
@@ -53,6 +54,8 @@ tq_status tq_store_open(tq_ctx *ctx, const char *where, tq_store **out)
 void tq_store_close(tq_store *s)
 {
     if (!s) return;
+    for (uint32_t i = 0; i < TQ_STORE_KEPT; i++) tqkv_close(s->kept[i]);
+    pthread_mutex_destroy(&s->kept_mu);
     free(s->root);
     free(s);
 }
@@ -236,8 +239,38 @@ tq_status tq_store_snapshot(tq_ctx *ctx, tq_store *s, const char *name, tqkv_rea
     char entry[64];
     if (!tq_store_is_snapshot_name(name))
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "'%.40s': not a snapshot's name", name);
+    tqkv_reader *kept = NULL;
+    pthread_mutex_lock(&s->kept_mu);
+    for (uint32_t i = 0; i < TQ_STORE_KEPT && !kept; i++) {
+        if (!s->kept[i] || strcmp(s->kept_name[i], name)) continue;
+        kept = s->kept[i];
+        s->kept[i] = NULL;
+    }
+    pthread_mutex_unlock(&s->kept_mu);
+    if (kept) {
+        *out = kept;
+        return TQ_OK;
+    }
     tq_store_entry(TQ_STORE_SNAP, name, entry, sizeof entry);
     return s->backend->snapshot(ctx, s, entry, out);
+}
+
+void tq_store_snapshot_keep(tq_store *s, const char *name, tqkv_reader *r)
+{
+    if (!s->backend->remote || strlen(name) >= sizeof s->kept_name[0]) {
+        tqkv_close(r);
+        return;
+    }
+    pthread_mutex_lock(&s->kept_mu);
+    uint32_t at = s->kept_next;
+    for (uint32_t i = 0; i < TQ_STORE_KEPT; i++) /* a reader of that name already: replaced */
+        if (s->kept[i] && !strcmp(s->kept_name[i], name)) at = i;
+    tqkv_reader *old = s->kept[at];
+    s->kept[at] = r;
+    snprintf(s->kept_name[at], sizeof s->kept_name[at], "%s", name);
+    if (at == s->kept_next) s->kept_next = (s->kept_next + 1) % TQ_STORE_KEPT;
+    pthread_mutex_unlock(&s->kept_mu);
+    tqkv_close(old);
 }
 
 uint64_t tq_store_prefix_hash(const int32_t *tokens, uint32_t n)

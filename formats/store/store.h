@@ -93,6 +93,11 @@ tq_status tq_store_size(tq_ctx *ctx, tq_store *s, const char *entry, uint64_t *s
 struct tqkv_reader;
 tq_status tq_store_snapshot(tq_ctx *ctx, tq_store *s, const char *name,
                             struct tqkv_reader **out);
+/* A reader of tq_store_snapshot's whose chunks were not read, given back: an object store's
+ * is kept for the next tq_store_snapshot of that name (a restore reads a candidate's tokens,
+ * then decodes it: an object's opening is three requests and its whole metadata, a megabyte
+ * and more with its transform bases); others are closed. */
+void tq_store_snapshot_keep(tq_store *s, const char *name, struct tqkv_reader *r);
 
 /* The content-derived name of a snapshot of these tokens for a model (buf: 34 bytes). */
 void tq_store_name(uint64_t fingerprint, const int32_t *tokens, uint32_t n, char *buf);

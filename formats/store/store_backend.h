@@ -8,6 +8,7 @@
 
 #include "store.h"
 
+#include <pthread.h>
 #include <stdio.h>
 
 /* The names a listing found, before store.c keeps only the ones tq writes. */
@@ -54,10 +55,20 @@ typedef struct tq_store_backend {
 extern const tq_store_backend tq_store_dir_backend; /* store_dir.c: a directory */
 extern const tq_store_backend tq_store_s3_backend;  /* store_s3.c: s3://bucket/prefix */
 
+/* Readers a store keeps: a restore's candidates at one boundary (store_find.c) at most. */
+#define TQ_STORE_KEPT 4
+
 /* The store's root (a directory, or s3://bucket/prefix), malloc'd, as the backend keeps it. */
 struct tq_store {
     char *root;
     const tq_store_backend *backend;
+    /* an object store's snapshot readers opened for their metadata, kept for the decode that
+       follows (tq_store_snapshot_keep), the oldest given up first; the proxy's threads share
+       a store */
+    pthread_mutex_t kept_mu;
+    struct tqkv_reader *kept[TQ_STORE_KEPT];
+    char kept_name[TQ_STORE_KEPT][40];
+    uint32_t kept_next;
 };
 
 /* The most a small entry (an index, use, name or points entry) may hold. */

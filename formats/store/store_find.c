@@ -114,7 +114,7 @@ static tq_status compare(tq_ctx *ctx, tq_store *s, const char *name, const int32
     *common = k;
     *n_tokens = m->n_tokens;
     *whole = !m->base_id;
-    tqkv_close(r);
+    tq_store_snapshot_keep(s, name, r); /* the restore's decode opens it next */
     return TQ_OK;
 }
 
