@@ -270,8 +270,10 @@ static int do_restore(slot_run *r, const slot_opts *o)
     if (st) return cli_lib_error(r->ctx);
     if (!rep.point) return miss(o, &rep);
     if (!o->c.quiet)
-        cli_log("slot %ld: %u of the prompt's %u tokens restored from %s in %.2f s", o->slot,
-                rep.point, n, rep.name, cli_now() - t0);
+        cli_log("slot %ld: %u of the prompt's %u tokens restored from %s in %.2f s (finding "
+                "%.2f s, decoding %.2f s, the server's restore %.2f s)",
+                o->slot, rep.point, n, rep.name, cli_now() - t0, rep.find_s, rep.decode_s,
+                rep.restore_s);
     /* llama-server uses a restored sliding-window cache only where it reaches back past the
      * window (server-context.cpp: pos_min < pos_next - n_swa), which no cell can before it */
     if (!o->c.quiet && r->ss.swa_window && rep.point <= r->ss.swa_window + 1)

@@ -6,6 +6,9 @@
 #                                    shell-sourceable AWS_* lines a client needs, exit 0
 #   sh tests/setup_s3.sh stop DIR    stop those daemons by their PIDs and remove DIR
 #
+# SETUP_S3_ALSO_LISTEN=ADDR: radosgw answers on ADDR too, at the same port (a benchmark runs
+# the cluster in a network namespace and reaches it over a shaped link: tests/bench/slot_link.py).
+#
 # A real object store rather than a mock, so that signing, ranged GETs and multipart uploads
 # meet a real implementation.  When it cannot be had (no packages and no root, a daemon that
 # does not come up) start prints "SKIP: <reason>" as its last stdout line and exits 77, so the
@@ -22,6 +25,7 @@ S3_REGION=us-east-1
 # data stored); the cap keeps a runaway test from eating the machine.  A full store does not
 # fail writes: they stall (Ceph waits for space).  SETUP_S3_MEM_BYTES changes the cap.
 MEM_BYTES=${SETUP_S3_MEM_BYTES:-6442450944}
+ALSO_LISTEN=${SETUP_S3_ALSO_LISTEN:-}
 # Ports: monitor, radosgw, and a range for the OSD's messengers (it binds 4 with msgr2 only).
 NPORTS=12
 
@@ -200,7 +204,7 @@ paxos min wait = 0.01
 memstore device bytes = $MEM_BYTES
 
 [client.rgw.tq]
-rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT
+rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT${ALSO_LISTEN:+ endpoint=$ALSO_LISTEN:$RGW_PORT}
 # Fail within a minute rather than the default five when the cluster is not there.
 rgw init timeout = 60
 # Path-style requests (http://127.0.0.1:PORT/bucket/key).

@@ -170,13 +170,16 @@ typedef struct tq_store_match {
     uint32_t common;   /* tokens it shares with the prompt from the first (checked exactly) */
     uint32_t point;    /* the count to restore: the largest restore point <= common */
     uint32_t shared;   /* the most tokens any candidate shared (a restore point or not) */
+    int whole;         /* no base: decoded alone */
 } tq_store_match;
 
 /* The snapshot for model fp with the longest restore point that tokens[0..n) begins with
  * (the prompt's first TQ_STORE_STRIDE tokens at least in common): found through the index,
  * from the longest boundary down, its tokens read and compared, its points read.  A
  * candidate that cannot be read is skipped, and *skipped counts it; the names in except are
- * not taken (a restore's tries that failed to decode).  best->point 0: none. */
+ * not taken (a restore's tries that failed to decode).  Of candidates with the same point, the
+ * one cheapest to decode to it: a whole snapshot of that many tokens, then one cut there, then
+ * a link (its base is read too).  best->point 0: none. */
 tq_status tq_store_find(tq_ctx *ctx, tq_store *s, uint64_t fp, const int32_t *tokens, uint32_t n,
                         const char *const *except, uint32_t n_except, tq_store_match *best,
                         uint32_t *skipped);

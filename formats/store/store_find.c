@@ -135,6 +135,14 @@ static int excepted(const find_q *q, const char *name)
     return 0;
 }
 
+/* What decoding a candidate to its point costs, lowest first: a whole snapshot decoded
+ * straight into the slot file, one cut at the point (an intermediate file), a link (its base
+ * read whole first), a link cut. */
+static int decode_cost(int whole, uint32_t total, uint32_t point)
+{
+    return 2 * !whole + (total != point);
+}
+
 static tq_status find_at(tq_ctx *ctx, tq_store *s, const char *folder, const find_q *q,
                          tq_store_match *best, uint32_t *skipped)
 {
@@ -178,11 +186,15 @@ static tq_status find_at(tq_ctx *ctx, tq_store *s, const char *folder, const fin
             point = tq_store_point_for(&pt, total, common, n);
         }
         if (common > best->shared) best->shared = common;
-        if (point > best->point) {
+        if (point > best->point ||
+            (point && point == best->point &&
+             decode_cost(whole, total, point) <
+                 decode_cost(best->whole, best->n_tokens, best->point))) {
             snprintf(best->name, sizeof best->name, "%s", c[i].name);
             best->common = common;
             best->n_tokens = total;
             best->point = point;
+            best->whole = whole;
         }
     }
     free(c);

@@ -20,15 +20,20 @@ PROXY = ROOT / "tests" / "s3_proxy.py"
 class Store:
     """with Store() as s: s.env (AWS_* for tq), s.curl(...), s.proxy(...)."""
 
-    def __init__(self):
+    def __init__(self, netns=None, listen=None):
+        """netns: the network namespace the cluster runs in; listen: an address of it radosgw
+        answers on too, the endpoint clients get."""
         self.dir = Path(tempfile.mkdtemp(prefix="tq-s3-"))
         self.env = {}
+        self.wrap = ["ip", "netns", "exec", netns] if netns else []
+        self.listen = listen
 
     def __enter__(self):
         atexit.register(self.stop)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-        p = subprocess.run(["sh", str(SETUP), "start", str(self.dir / "rgw")], capture_output=True,
-                           text=True)
+        env = dict(os.environ, SETUP_S3_ALSO_LISTEN=self.listen or "")
+        p = subprocess.run([*self.wrap, "sh", str(SETUP), "start", str(self.dir / "rgw")],
+                           capture_output=True, text=True, env=env)
         if p.returncode:
             self.stop()
             last = p.stdout.strip().splitlines()
@@ -40,6 +45,9 @@ class Store:
             k, _, v = line.partition("=")
             if k.startswith("AWS_"):
                 self.env[k] = v
+        if self.listen:
+            port = self.env["AWS_ENDPOINT_URL"].rsplit(":", 1)[1]
+            self.env["AWS_ENDPOINT_URL"] = f"http://{self.listen}:{port}"
         self.endpoint = self.env["AWS_ENDPOINT_URL"]
         return self
 
@@ -48,7 +56,8 @@ class Store:
 
     def stop(self):
         if self.dir.exists():
-            subprocess.run(["sh", str(SETUP), "stop", str(self.dir / "rgw")], capture_output=True)
+            subprocess.run([*self.wrap, "sh", str(SETUP), "stop", str(self.dir / "rgw")],
+                           capture_output=True)
             subprocess.run(["rm", "-rf", str(self.dir)])
 
     def tq_env(self, **over):

@@ -9,7 +9,8 @@ slots saved to a store in a temporary directory and restored into another server
   into another server, which then processes at most 101 prompt tokens;
 - chain: ten sessions that share the document and differ after it store the document's cells
   once: each is appended to the document's snapshot, and the store holds less than 1.5 times
-  one session's snapshot plus the ten tails;
+  one session's snapshot plus the ten tails; the document's prompt restores from its own
+  snapshot, not a newer link on it (the same point, cheaper to decode);
 - gc: --max-size holds, and an appended snapshot's base stays while it does;
 - pool: two servers and one store, each saving five sessions and restoring the other's latest
   in parallel: every restore continues as the saving server did, and no save is lost;
@@ -19,6 +20,7 @@ slots saved to a store in a temporary directory and restored into another server
   next-best prefix restored (on radosgw too, where only the decode finds it).
 Every server is stopped at the end, also on failure."""
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -295,6 +297,21 @@ def behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks, tails, ref, where, 
             tail_bytes > 10 * 0.25 * session:
         fail(name, f"exit {rc}, {appended} of 10 appended, store {total} bytes, one "
                    f"session {session}, tails {tail_bytes}: {said[-1]}")
+    else:
+        ok(name)
+
+    # the document's own snapshot, not a newer session's link on it: the same point, but the
+    # link's base would be read whole and the link cut
+    name = "a_prompt_restores_from_the_snapshot_cheapest_to_decode" + suffix
+    stored_as = re.search(r"stored as (\S+)", err)
+    b.slot("erase")
+    rc, out = slot("restore", "--server", f"http://127.0.0.1:{b.port}", "--slot-dir", b_dir,
+                   "--store", chain, "--prompt", docfile, "--model", model)
+    restored = re.search(r"restored from (\S+)", out)
+    want = stored_as and stored_as.group(1)
+    if rc or not restored or restored.group(1) != want:
+        fail(name, f"exit {rc}: restored from {restored and restored.group(1)}, the "
+                   f"document's snapshot {want}: {out}")
     else:
         ok(name)
     gc(chain, doc_bytes, suffix)
