@@ -14,8 +14,8 @@
  * One stream is a serial chain: each step waits on the one before.  The _many calls code up to
  * TQ_RANS_LANES streams, RANS_GROUP in lockstep, one step of each in turn, so that the chains
  * overlap; the bytes are those of coding each alone.  With AVX-512 the decoder runs
- * RANS_VEC_LANES streams a vector lane each (rans_avx512.c): the same symbols, 1.3x as fast on
- * this project's machine (tests/bench/results/kv_long_speed.md). */
+ * RANS_VEC_LANES streams a vector lane each (rans_avx512.c): the same symbols, 1.4x as fast on
+ * this project's machine, where gathers bound it (tests/bench/results/kv_long_speed.md). */
 #include "rans_impl.h"
 #include "tq_internal.h"
 

@@ -149,10 +149,11 @@ def conversation(s3, link, binary, model, tmp, label, chars, ctx):
                 capture_output=True))
             raw.unlink()
             t = {"raw": [], "tq": [], "proxy": []}
+            said = []
             for k in range(REPS):
                 t["raw"].append(timed(raw_restore))
-                t["tq"].append(timed(lambda: tq_slot(env, "restore", *common, "--name",
-                                                     "first")))
+                t["tq"].append(timed(lambda: said.append(tq_slot(env, "restore", *common,
+                                                                 "--name", "first"))))
                 server.restart()
                 t["proxy"].append(first_token_s(proxy.url + "/v1/chat/completions",
                                                 second(n_req)))
@@ -161,7 +162,8 @@ def conversation(s3, link, binary, model, tmp, label, chars, ctx):
                 proxy.wait_idle(900)
             restored = proxy.lines(r"restored [1-9]")[-1].split("slot 0: ", 1)[-1]
             rows[rate] = dict({k: statistics.median(v) for k, v in t.items()},
-                              rate=raw_mb / move, restored=restored)
+                              rate=raw_mb / move, restored=restored,
+                              tq_said=said[-1].strip().splitlines()[-1].split("slot 0: ", 1)[-1])
         n = int(re.search(r"prompt (\d+) tokens", restored).group(1))
     return n, raw_mb, snap_mb, prefill, saved, rows
 
@@ -199,10 +201,12 @@ def main():
                 print(f"| {name} | {n} | {rate} | {m['rate']:.0f} | {raw_mb:.1f} | {snap_mb:.2f} | "
                       f"{m['raw']:.2f} | {m['tq']:.2f} | {m['tq'] / m['raw']:.2f} | "
                       f"{m['proxy']:.2f} | {prefill:.2f} |", flush=True)
-                notes.append(f"- {name}, {n} tokens, {rate}: the proxy {m['restored']}")
+                notes.append(f"- {name}, {n} tokens, {rate}: tq slot restore: {m['tq_said']}; "
+                             f"the proxy: {m['restored']}")
             notes.append(f"- {name}, {n} tokens: the proxy's save of the first turn: {saved}")
-    print("\nratio < 1: tq is faster.  The proxy's logs (the restore of each row's last run; "
-          "the save on the next request's path is the raw save):\n")
+    print("\nratio < 1: tq is faster.  What tq slot restore and the proxy said (each row's "
+          "last run; of a save, the raw save is what the next request on the slot waits for, "
+          "the rest runs in the background):\n")
     print("\n".join(notes))
 
 
