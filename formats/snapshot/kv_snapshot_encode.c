@@ -175,6 +175,11 @@ static void free_tensor(etensor *e)
     memset(e, 0, sizeof *e);
 }
 
+/* Tensors started together: the threads wait for each other once a group (the last chunks of
+ * one tensor left a thread idle at every tensor: tests/bench/results/kv_long_speed.md), while
+ * the group before is written. */
+enum { ENC_GROUP = 4 };
+
 /* Writes a finished tensor's chunks in order (or reports its first error). */
 static tq_status finish_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, tqkv_writer *w, etensor *e,
                                tq_status st)
@@ -208,26 +213,27 @@ tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_pl
     if (st) return st;
     int threads = o->threads > 0 ? o->threads : tq_ctx_threads(ctx);
     uint64_t done = 0;
-    etensor jobs[2];
+    etensor jobs[2][ENC_GROUP]; /* [the group running, the group being written][its tensors] */
     memset(jobs, 0, sizeof jobs);
-    int have_prev = 0;
+    uint32_t n_prev = 0;
 #pragma omp parallel num_threads(threads)
 #pragma omp single
-    for (uint32_t i = 0; i <= m->n_tensors; i++) {
-        etensor *cur = &jobs[i & 1], *prev = &jobs[(i + 1) & 1];
-        int started =
-            i < m->n_tensors && !st && !(st = start_tensor(ctx, p, i, p->resolved.zstd_level, cur));
-        if (have_prev) {
-            done += m->t[prev->i].bytes;
-            st = finish_tensor(ctx, p, w, prev, st);
-            have_prev = 0;
+    for (uint32_t g = 0; g * ENC_GROUP <= m->n_tensors + ENC_GROUP - 1; g++) {
+        etensor *cur = jobs[g & 1], *prev = jobs[(g + 1) & 1];
+        uint32_t n_cur = 0;
+        for (uint32_t i = g * ENC_GROUP; i < m->n_tensors && i < (g + 1) * ENC_GROUP && !st; i++)
+            if (!(st = start_tensor(ctx, p, i, p->resolved.zstd_level, &cur[n_cur]))) n_cur++;
+        for (uint32_t j = 0; j < n_prev; j++) {
+            done += m->t[prev[j].i].bytes;
+            st = finish_tensor(ctx, p, w, &prev[j], st);
             if (o->on_progress && !st)
                 o->on_progress(o->progress_user, done, m->source_size - m->skeleton_len);
         }
 #pragma omp taskwait
-        have_prev = started;
+        n_prev = n_cur;
     }
-    for (int q = 0; q < 2; q++) free_tensor(&jobs[q]); /* after an error: coded but not written */
+    for (int q = 0; q < 2; q++) /* after an error: coded but not written */
+        for (int j = 0; j < ENC_GROUP; j++) free_tensor(&jobs[q][j]);
     rep->snapshot_bytes = tqkv_writer_final_size(w);
     if (!st)
         st = tqkv_write_end(w);
