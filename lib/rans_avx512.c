@@ -1,10 +1,14 @@
 /* rans_avx512.c - rans.c's decoder on RANS_VEC_LANES streams at once with AVX-512: a stream a
  * vector lane, its table reads gathered.  The same arithmetic as rans.c's DEC_STEP on 32-bit
- * lanes, so the same symbols, or the same refusal, as the scalar loop. */
+ * lanes, so the same symbols, or the same refusal, as the scalar loop.  Built for AVX-512 by
+ * its functions' target, whatever the file's flags (the fuzzers' and sanitizers' builds too);
+ * rans.c calls it where the context's SIMD level, which the CPU was asked for, is AVX-512. */
 #include "rans_impl.h"
 
-#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+
+#define RANS_AVX512 __attribute__((target("avx512f,avx512bw")))
 
 #include <stdint.h>
 
@@ -22,8 +26,8 @@ typedef struct dec_vec {
  * of its slot, one of the symbol's (freq, cum), a multiply and the renormalization; the coded
  * bytes' gather waits only on the offsets.  rd: 2 bytes before the lowest stream's reading
  * place, so that a lane's 4-byte read ends with its next two bytes (rans.c's load_be16). */
-static inline __attribute__((always_inline)) void dec_step(dec_vec *v, const void *tables,
-                                                           const uint8_t *rd, __m512i *acc, int t)
+static inline __attribute__((always_inline)) RANS_AVX512 void
+dec_step(dec_vec *v, const void *tables, const uint8_t *rd, __m512i *acc, int t)
 {
     const __m512i be16 = _mm512_set4_epi32(0x80800e0f, 0x80800a0b, 0x80800607, 0x80800203);
     __m512i r = _mm512_and_si512(v->x, _mm512_set1_epi32(RANS_TOTAL - 1));
@@ -47,7 +51,7 @@ static inline __attribute__((always_inline)) void dec_step(dec_vec *v, const voi
     *acc = _mm512_or_si512(*acc, _mm512_slli_epi32(e, 8 * t));
 }
 
-size_t tq_rans_dec_avx512(rans_dec_lane *lane, uint8_t *sym, size_t n, size_t i0)
+RANS_AVX512 size_t tq_rans_dec_avx512(rans_dec_lane *lane, uint8_t *sym, size_t n, size_t i0)
 {
     const uint8_t *lo = lane[0].p, *hi = lane[0].end;
     for (int j = 1; j < RANS_VEC_LANES; j++) {
