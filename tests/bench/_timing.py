@@ -34,3 +34,18 @@ def run_peak(cmd, env=None, stdout=subprocess.DEVNULL):
         err = p.stderr.read().decode(errors="replace")
         raise SystemExit(f"{' '.join(map(str, cmd))}: exit {p.returncode}: {err}")
     return wall, peak / 1024
+
+
+def timed_call(fn):
+    """Wall seconds of one call of fn."""
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def tq_slot(tq, env, *args):
+    """`tq slot ARGS...`'s stderr; a failure ends the benchmark with it."""
+    p = subprocess.run([tq, "slot", *map(str, args)], capture_output=True, text=True, env=env)
+    if p.returncode:
+        raise SystemExit(f"tq slot {args[0]}: {p.stderr.strip()}")
+    return p.stderr

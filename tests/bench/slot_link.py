@@ -24,12 +24,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
 sys.path.insert(0, str(HERE))
+from _timing import timed_call as timed, tq_slot  # noqa: E402
 from _env import TQ, gemma, smollm2  # noqa: E402
 from _proxy import Proxy  # noqa: E402
 from _s3 import Store  # noqa: E402
@@ -84,19 +84,6 @@ class Link:
         subprocess.run(["ip", "link", "del", self.host], capture_output=True)
 
 
-def timed(fn):
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def tq_slot(env, *args):
-    p = subprocess.run([TQ, "slot", *map(str, args)], capture_output=True, text=True, env=env)
-    if p.returncode:
-        raise SystemExit(f"tq slot {args[0]}: {p.stderr.strip()}")
-    return p.stderr
-
-
 def conversation(s3, link, binary, model, tmp, label, chars, ctx):
     """The rows of one first turn: a dict a rate."""
     slots = tmp / f"{label}-slots"
@@ -117,7 +104,7 @@ def conversation(s3, link, binary, model, tmp, label, chars, ctx):
         saved = proxy.lines(r"saved \d+ tokens")[-1].split("slot 0: ", 1)[-1]
         server_url = f"http://127.0.0.1:{server.port}"
         common = ["--server", server_url, "--slot-dir", slots, "--store", store, "--model", model]
-        tq_slot(env, "save", *common, "--name", "first")
+        tq_slot(TQ, env, "save", *common, "--name", "first")
         server.slot("save", "raw.bin")
         raw = slots / "raw.bin"
         raw_mb = raw.stat().st_size / 1e6
@@ -152,7 +139,7 @@ def conversation(s3, link, binary, model, tmp, label, chars, ctx):
             said = []
             for k in range(REPS):
                 t["raw"].append(timed(raw_restore))
-                t["tq"].append(timed(lambda: said.append(tq_slot(env, "restore", *common,
+                t["tq"].append(timed(lambda: said.append(tq_slot(TQ, env, "restore", *common,
                                                                  "--name", "first"))))
                 server.restart()
                 t["proxy"].append(first_token_s(proxy.url + "/v1/chat/completions",
@@ -190,9 +177,9 @@ def main():
             Store(netns=link.ns, listen=f"{NET}.2") as s3:
         tmp = Path(d)
         s3.bucket("bench")
+        key = f"{s3.env['AWS_ACCESS_KEY_ID']}:{s3.env['AWS_SECRET_ACCESS_KEY']}"
         s3.curl_args = lambda *a: ["curl", "-sf", "--max-time", "600", "--aws-sigv4",
-                                   f"aws:amz:{s3.env['AWS_REGION']}:s3", "--user",
-                                   f"{s3.env['AWS_ACCESS_KEY_ID']}:{s3.env['AWS_SECRET_ACCESS_KEY']}",
+                                   f"aws:amz:{s3.env['AWS_REGION']}:s3", "--user", key,
                                    "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", *map(str, a)]
         for name, model, label, chars, ctx in rows:
             n, raw_mb, snap_mb, prefill, saved, by_rate = conversation(

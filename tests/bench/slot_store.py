@@ -10,11 +10,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "oracle"))
+from _timing import timed_call as timed, tq_slot  # noqa: E402
 from _env import ROOT, TQ, smollm2  # noqa: E402
 from _s3 import Store  # noqa: E402
 from _server import Server, server_binary  # noqa: E402
@@ -23,19 +23,6 @@ ARGS = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a)
 REPS = int(ARGS.get("--reps", 3))
 TEXT = "\n\n".join(p.read_text() for p in sorted((ROOT / "tests" / "oracle" / "prompts").glob("*.txt")))
 TEXT += "\n\n" + "\n\n".join(p.read_text() for p in sorted((ROOT / "tests" / "bench" / "prompts").glob("*")))
-
-
-def timed(fn):
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def tq_slot(env, *args):
-    p = subprocess.run([TQ, "slot", *map(str, args)], capture_output=True, text=True, env=env)
-    if p.returncode:
-        raise SystemExit(f"tq slot {args[0]}: {p.stderr.strip()}")
-    return p.stderr
 
 
 def measure(s, slots, work, model, tokens, where, env, s3):
@@ -79,9 +66,9 @@ def measure(s, slots, work, model, tokens, where, env, s3):
         common = ["--server", server, "--slot-dir", slots, "--store", where(f"s{tokens}-{rep}"),
                   "--model", model]
         t["raw save"].append(timed(raw_save))
-        t["tq save"].append(timed(lambda: tq_slot(env, "save", *common)))
+        t["tq save"].append(timed(lambda: tq_slot(TQ, env, "save", *common)))
         t["raw restore"].append(timed(raw_restore))
-        t["tq restore"].append(timed(lambda: tq_slot(env, "restore", *common, "--prompt", pf)))
+        t["tq restore"].append(timed(lambda: tq_slot(TQ, env, "restore", *common, "--prompt", pf)))
     store = where(f"s{tokens}-0")
     listing = subprocess.run([TQ, "slot", "ls", store, "--json"], capture_output=True, text=True,
                              env=env).stdout
