@@ -208,6 +208,9 @@ tq_status tq_slot_restore_prepare(tq_ctx *ctx, const tq_slot_session *ss, const 
     rep->n_prompt = n;
     tq_slot_raw_name(ss, "restore", rep->file, sizeof rep->file, rep->path, sizeof rep->path);
     tq_status st = find_and_decode(ctx, ss, tokens, n, have, rep->path, rep);
+    /* the candidates' readers lived for this restore: a proxy's store outlives them, and an
+       entry may be replaced or evicted meanwhile */
+    tq_store_snapshot_forget(ss->store);
     if (st || !rep->point) tq_slot_restore_discard(rep);
     return st;
 }

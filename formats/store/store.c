@@ -54,7 +54,7 @@ tq_status tq_store_open(tq_ctx *ctx, const char *where, tq_store **out)
 void tq_store_close(tq_store *s)
 {
     if (!s) return;
-    for (uint32_t i = 0; i < TQ_STORE_KEPT; i++) tqkv_close(s->kept[i]);
+    tq_store_snapshot_forget(s);
     pthread_mutex_destroy(&s->kept_mu);
     free(s->root);
     free(s);
@@ -253,6 +253,18 @@ tq_status tq_store_snapshot(tq_ctx *ctx, tq_store *s, const char *name, tqkv_rea
     }
     tq_store_entry(TQ_STORE_SNAP, name, entry, sizeof entry);
     return s->backend->snapshot(ctx, s, entry, out);
+}
+
+void tq_store_snapshot_forget(tq_store *s)
+{
+    tqkv_reader *gone[TQ_STORE_KEPT];
+    pthread_mutex_lock(&s->kept_mu);
+    for (uint32_t i = 0; i < TQ_STORE_KEPT; i++) {
+        gone[i] = s->kept[i];
+        s->kept[i] = NULL;
+    }
+    pthread_mutex_unlock(&s->kept_mu);
+    for (uint32_t i = 0; i < TQ_STORE_KEPT; i++) tqkv_close(gone[i]);
 }
 
 void tq_store_snapshot_keep(tq_store *s, const char *name, tqkv_reader *r)

@@ -98,6 +98,8 @@ tq_status tq_store_snapshot(tq_ctx *ctx, tq_store *s, const char *name,
  * then decodes it: an object's opening is three requests and its whole metadata, a megabyte
  * and more with its transform bases); others are closed. */
 void tq_store_snapshot_keep(tq_store *s, const char *name, struct tqkv_reader *r);
+/* The kept readers closed (a restore's end: they hold their metadata and may go stale). */
+void tq_store_snapshot_forget(tq_store *s);
 
 /* The content-derived name of a snapshot of these tokens for a model (buf: 34 bytes). */
 void tq_store_name(uint64_t fingerprint, const int32_t *tokens, uint32_t n, char *buf);
