@@ -15,14 +15,15 @@ CFLAGS  += -std=gnu11 -Wall -Wextra -fPIC -fopenmp -ffp-contract=off -fvisibilit
 # include paths: lib/ sees lib/ alone (libtq knows numbers, not files); the rest sees all
 INC_ALL := -Ilib -Iformats/tqkv -Iformats/gguf -Iformats/state -Iformats/npy -Iformats/io \
            -Iformats/model -Iformats/snapshot -Iformats/store -Iformats/weights -Iformats/bench \
-           -Iformats/proxy
+           -Iformats/proxy -Iformats/seal
 INC     := $(INC_ALL)
 # every object records the headers it includes (build/**/*.d)
 DEPFLAGS := -MMD -MP
 # the link libraries, once: CPU builds (sanitizers, fuzzers) use BASE_LIBS; libtq itself
 # needs only LIB_LIBS (and OpenMP, and the CUDA runtime in a CUDA build)
 LIB_LIBS  := -lm -lpthread
-BASE_LIBS := -lzstd -lxxhash -larchive -lcurl -lexpat -ljansson -lmicrohttpd $(LIB_LIBS)
+BASE_LIBS := -lzstd -lxxhash -larchive -lcurl -lexpat -ljansson -lmicrohttpd -lcrypto \
+             $(LIB_LIBS)
 LDLIBS  += $(BASE_LIBS)
 
 AVX2_FLAGS   := -O3 -mavx2
@@ -74,8 +75,8 @@ all: deps $(TQ_EXE) $(LIBTQ_A) $(LIBTQ_SO)
 # ---- dependencies: libraries later subcommands link (checked now so a fresh
 # machine learns the exact command once).
 DEB_PKGS := libzstd-dev libarchive-dev libxxhash-dev libcurl4-openssl-dev libexpat1-dev \
-            libjansson-dev libmicrohttpd-dev
-DEB_HDRS := zstd.h archive.h xxhash.h curl/curl.h expat.h jansson.h microhttpd.h
+            libjansson-dev libmicrohttpd-dev libssl-dev
+DEB_HDRS := zstd.h archive.h xxhash.h curl/curl.h expat.h jansson.h microhttpd.h openssl/evp.h
 deps:
 	@missing=""; set -- $(DEB_PKGS); for h in $(DEB_HDRS); do \
 	  printf '#include <%s>\n' $$h | $(CC) -E -x c - >/dev/null 2>&1 || missing="$$missing $$1"; shift; done; \

@@ -122,7 +122,7 @@ static int parse(int argc, char **argv, ci_opts *o)
         {NULL},
     };
     const cli_spec spec = {"calibrate-innerq",
-                           CLI_O | CLI_QUIET | CLI_THREADS | CLI_PROFILE | CLI_MODEL, own,
+                           CLI_O | CLI_QUIET | CLI_THREADS | CLI_PROFILE | CLI_MODEL | CLI_KEY, own,
                            MAX_DUMPS};
     int rc = cli_parse(&spec, argc, argv, &o->c, o->dumps, &o->n_dumps);
     if (rc) return rc;

@@ -6,6 +6,8 @@
 #include "io.h"
 #include "kv_view.h"
 #include "s3.h"
+#include "seal.h"
+#include "json.h"
 #include "tqkv.h"
 
 #include <errno.h>
@@ -39,6 +41,36 @@ tq_status cli_open_snapshot(tq_ctx *ctx, const char *name, int whole, tqkv_reade
     tq_status st = tq_src_open(ctx, name, &src);
     if (!st && whole) tq_src_sequential(src);
     return st ? st : tqkv_open_src(ctx, src, out);
+}
+
+int cli_show_sealed(const char *name, const unsigned char *head, int json)
+{
+    char id[17];
+    tq_seal_key_id_hex(head + 8, id);
+    if (json) {
+        printf("{\"file\": ");
+        json_cstr(stdout, name);
+        printf(", \"format\": \"tqkv\", \"sealed\": true, \"key_id\": \"%s\"}\n", id);
+    } else {
+        printf("file:          %s (a sealed .tqkv snapshot: AES-256-GCM)\n", name);
+        printf("key id:        %s (its contents need that key: --key-file or TQ_KEY_FILE)\n",
+               id);
+    }
+    return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
+}
+
+void cli_print_visible(FILE *f, const char *s, uint64_t len, uint64_t max)
+{
+    uint64_t show = len > max ? max : len;
+    fputc('\'', f);
+    for (uint64_t k = 0; k < show; k++) {
+        unsigned char c = (unsigned char)s[k];
+        if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\x%02x", c);
+        else
+            fputc(c, f);
+    }
+    fputs(show < len ? "'..." : "'", f);
 }
 
 static int state_magic(const uint8_t *head, size_t n) { return tq_kv_view_probe(head, n) != 0; }

@@ -6,6 +6,8 @@
 #include "tq.h"
 
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 /* TQ_EXIT_MISS: tq slot restore found no stored prefix it can restore (not an error). */
 enum { TQ_EXIT_OK = 0, TQ_EXIT_RUNTIME = 1, TQ_EXIT_USAGE = 2, TQ_EXIT_MISS = 3 };
@@ -32,6 +34,11 @@ int cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out);
  * object is read by ranges, its index first. */
 struct tqkv_reader;
 tq_status cli_open_snapshot(tq_ctx *ctx, const char *name, int whole, struct tqkv_reader **out);
+/* What a snapshot sealed with a key this run does not hold shows (head: its first 16 bytes):
+ * that it is sealed and by which key id, as text or a JSON object; 0 or an exit code. */
+int cli_show_sealed(const char *name, const unsigned char *head, int json);
+/* s[0..len) quoted, control bytes as \xNN, at most max of them then "..." (text reports). */
+void cli_print_visible(FILE *f, const char *s, uint64_t len, uint64_t max);
 /* A llama.cpp state or NumPy dump (tq_kv_view_open): "-" and s3:// copied to a temporary
  * file first (the plan reads the whole state), named as given in messages. */
 struct tq_kv_view;

@@ -1,8 +1,10 @@
 /* cli_opts.c - the option parser (cli_opts.h). */
 #include "cli.h"
 #include "cli_opts.h"
+#include "seal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
@@ -15,7 +17,28 @@ static const cli_opt common_opts[] = {
     {.name = "--type-profile", .alias = "--fork-rev", .kind = CLI_FN},
     CLI_OPT_STR("--model", NULL),
     CLI_OPT_CHOICE("--device", NULL, devices, "--device: '%s' is not auto, cpu or cuda"),
+    {.name = "--key-file", .kind = CLI_FN},
 };
+
+/* The keys of this run: the first given seals, every one opens (a key being rotated). */
+static tq_seal_keys run_keys;
+
+static int add_key(void *user, const char *path)
+{
+    cli_common *c = user;
+    tq_ctx *ctx = tq_ctx_new();
+    int exposed = 0;
+    int rc = !ctx ? cli_runtime_error("out of memory") : 0;
+    if (ctx && tq_seal_keys_load(ctx, path, &run_keys, &exposed)) /* before anything is read */
+        rc = cli_usage_error("--key-file: %s", tq_ctx_error(ctx));
+    tq_ctx_free(ctx);
+    if (rc) return rc;
+    if (exposed)
+        cli_log("warning: %s can be read by others than its owner (chmod 600 %s)", path, path);
+    tq_seal_keys_use(&run_keys);
+    c->n_keys++;
+    return 0;
+}
 
 static int set_profile(void *user, const char *v)
 {
@@ -32,14 +55,15 @@ static int set_profile(void *user, const char *v)
 /* The common options this subcommand takes, pointing into c. */
 static int common_table(unsigned mask, cli_common *c, cli_opt *out)
 {
-    void *dst[] = {&c->out, &c->quiet, &c->json, &c->threads, NULL, &c->model, &c->device};
+    void *dst[] = {&c->out, &c->quiet, &c->json, &c->threads, NULL, &c->model, &c->device, NULL};
+    int (*fns[])(void *, const char *) = {NULL, NULL, NULL, NULL, set_profile, NULL, NULL, add_key};
     int n = 0;
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         if (!(mask & (1u << i))) continue;
         out[n] = common_opts[i];
         out[n].dst = dst[i];
         if (out[n].kind == CLI_FN) {
-            out[n].fn = set_profile;
+            out[n].fn = fns[i];
             out[n].user = c;
         }
         n++;
@@ -142,6 +166,8 @@ int cli_parse(const cli_spec *s, int argc, char **argv, cli_common *c, const cha
             pos[(*n_pos)++] = a;
         }
     }
+    const char *env_key = getenv("TQ_KEY_FILE");
+    if ((s->common & CLI_KEY) && !c->n_keys && env_key && *env_key) return add_key(c, env_key);
     return 0;
 }
 

@@ -1,5 +1,6 @@
 /* cli_opts.h - one option parser for every subcommand: the common options
- * (-o, -q/--quiet, --json, --threads, --type-profile, --model, --device) and a table of
+ * (-o, -q/--quiet, --json, --threads, --type-profile, --model, --device, --key-file) and a
+ * table of
  * the subcommand's own.  A missing or malformed value is one line on stderr
  * and exit 2, before anything is opened or written. */
 #ifndef TQ_CLI_OPTS_H
@@ -55,7 +56,8 @@ enum {
     CLI_THREADS = 8,
     CLI_PROFILE = 16,
     CLI_MODEL = 32,
-    CLI_DEVICE = 64
+    CLI_DEVICE = 64,
+    CLI_KEY = 128 /* --key-file (repeatable), else $TQ_KEY_FILE: the process's keys (seal.h) */
 };
 
 typedef struct cli_common {
@@ -66,6 +68,7 @@ typedef struct cli_common {
     tq_type_profile profile;
     const char *model;
     const char *device; /* --device auto|cpu|cuda (NULL: auto); see cli_device() */
+    int n_keys;         /* --key-file given this many times */
 } cli_common;
 
 typedef struct cli_spec {

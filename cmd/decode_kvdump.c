@@ -101,7 +101,8 @@ static int parse(int argc, char **argv, dec_opts *o)
         CLI_OPT_FLAG("--fsync", &o->fsync),
         {NULL},
     };
-    const unsigned common = CLI_O | CLI_QUIET | CLI_THREADS | CLI_PROFILE | CLI_MODEL | CLI_DEVICE;
+    const unsigned common = CLI_O | CLI_QUIET | CLI_THREADS | CLI_PROFILE | CLI_MODEL | CLI_DEVICE |
+                           CLI_KEY;
     const cli_spec spec = {"decode-kvdump", common, own, 1};
     int n = 0, rc = cli_parse(&spec, argc, argv, &o->c, &o->in, &n);
     if (rc) return rc;

@@ -179,7 +179,8 @@ static int parse(int argc, char **argv, enc_opts *o)
     };
     const cli_spec spec = {
         "encode-kvdump",
-        CLI_O | CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_PROFILE | CLI_MODEL | CLI_DEVICE, own, 1};
+        CLI_O | CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_PROFILE | CLI_MODEL | CLI_DEVICE | CLI_KEY,
+        own, 1};
     int n = 0;
     int rc = cli_parse(&spec, argc, argv, &o->c, &o->in, &n);
     if (rc) return rc;
@@ -389,6 +390,11 @@ int cmd_encode_kvdump(int argc, char **argv)
     cli_out out;
     const char *inputs[3] = {o.in, o.c.model ? o.c.model : o.in, o.append ? o.append : o.in};
     if ((rc = cli_out_open_ex(&out, o.c.out, inputs, 3, o.fsync))) { /* see --fsync */
+        run_free(&r);
+        return rc;
+    }
+    if ((rc = cli_out_seal(&out))) { /* --key-file */
+        cli_out_abort(&out);
         run_free(&r);
         return rc;
     }

@@ -12,6 +12,7 @@
 #include "kv_plan.h"
 #include "kv_view.h"
 #include "llama_state.h"
+#include "seal.h"
 #include "tqkv.h"
 #include "json.h"
 #include "progress.h"
@@ -32,8 +33,8 @@ typedef struct inspect_opts {
 void help_inspect(void)
 {
     printf(
-        "usage: tq inspect [--json] [--stats] [--type-profile NAME] [--threads N] [--quiet] "
-        "FILE\n\n"
+        "usage: tq inspect [--json] [--stats] [--type-profile NAME] [--threads N] [--quiet]\n"
+        "                  [--key-file KEY]... FILE\n\n"
         "Describes a GGUF model (a split model: give its first shard), a llama.cpp state file\n"
         "(session or slot file: layout, per-layer types, bits per value) or a .tqkv snapshot\n"
         "(codecs, sizes, ratio; every checksum verified).\n\n"
@@ -45,7 +46,9 @@ void help_inspect(void)
         "                       (--fork-rev: the same); a state's turbo rows tell their fork\n"
         "                       revision where they can (turbo4: 66- or 68-byte blocks)\n"
         "  --threads N          threads for --stats (default: all cores)\n"
-        "  --quiet              no progress display\n\n"
+        "  --quiet              no progress display\n"
+        "  --key-file KEY       a sealed snapshot's key (TQ_KEY_FILE: the same); without it, its\n"
+        "                       key id alone is shown\n\n"
         "FILE may be - (a pipe) or s3://bucket/key (an object: of a snapshot only the header,\n"
         "metadata and index are fetched), with AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,\n"
         "AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL from the environment.\n");
@@ -63,18 +66,8 @@ static void print_elem(FILE *f, const tq_gguf *g, int64_t i, uint64_t j, int jso
         const char *s = tq_gguf_kv_get_str(g, i, j, &len);
         if (json)
             json_str(f, s, len);
-        else {
-            uint64_t show = len > 60 ? 60 : len;
-            fputc('\'', f);
-            for (uint64_t k = 0; k < show; k++) {
-                unsigned char c = (unsigned char)s[k];
-                if (c < 0x20 || c == 0x7f)
-                    fprintf(f, "\\x%02x", c);
-                else
-                    fputc(c, f);
-            }
-            fputs(show < len ? "'..." : "'", f);
-        }
+        else
+            cli_print_visible(f, s, len, 60);
     } else if (t == TQ_GGUF_BOOL) {
         tq_gguf_kv_get_int(g, i, j, &iv);
         fputs(iv ? "true" : "false", f);
@@ -559,8 +552,13 @@ static void record_row(const tqkv_meta *m, uint32_t i, uint64_t stored, int json
                b);
 }
 
-static int inspect_snapshot(const char *path, struct tq_src *src, int json)
+/* head: the first 16 bytes (a sealed snapshot's key id among them). */
+static int inspect_snapshot(const char *path, struct tq_src *src, const uint8_t *head, int json)
 {
+    char id[17] = "";
+    if (tq_seal_is_sealed(head, 16)) tq_seal_key_id_hex(head + 8, id);
+    if (*id && !tq_seal_keys_current()) tq_src_close(src);
+    if (*id && !tq_seal_keys_current()) return cli_show_sealed(path, head, json);
     tq_ctx *ctx = tq_ctx_new();
     tqkv_reader *r;
     /* a pipe is read to its end (every chunk verified); an object's header, metadata and
@@ -580,7 +578,9 @@ static int inspect_snapshot(const char *path, struct tq_src *src, int json)
     else
         header_text(r, m, path, vals, bpv);
     for (uint32_t i = 0; i < m->n_tensors; i++) record_row(m, i, tqkv_record_stored(r, i), json);
-    if (json) printf(" ]}\n");
+    if (json && *id) printf(" ], \"sealed\": true, \"key_id\": \"%s\"}\n", id);
+    else if (json) printf(" ]}\n");
+    else if (*id) printf("sealed:        AES-256-GCM, key id %s\n", id);
     tqkv_close(r);
     tq_ctx_free(ctx);
     return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
@@ -590,7 +590,8 @@ static int parse(int argc, char **argv, inspect_opts *o)
 {
     cli_common c;
     const cli_opt own[] = {CLI_OPT_FLAG("--stats", &o->stats), {NULL}};
-    const cli_spec spec = {"inspect", CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_PROFILE, own, 1};
+    const cli_spec spec = {"inspect", CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_PROFILE | CLI_KEY,
+                           own, 1};
     int n = 0, rc = cli_parse(&spec, argc, argv, &c, &o->path, &n);
     if (rc) return rc;
     if (!o->path) return cli_usage_error("which file? (see tq help inspect)");
@@ -647,13 +648,13 @@ int cmd_inspect(int argc, char **argv)
         tq_ctx_free(ctx);
         return rc;
     }
-    if (tqkv_is_snapshot(magic, nm)) {
+    if (tqkv_is_snapshot(magic, nm) || (nm == sizeof magic && tq_seal_is_sealed(magic, nm))) {
         tq_ctx_free(ctx);
         if (o.stats) {
             tq_src_close(src);
             return cli_usage_error("--stats is for GGUF models");
         }
-        return inspect_snapshot(o.path, src, o.json);
+        return inspect_snapshot(o.path, src, magic, o.json);
     }
     /* anything else from a pipe or an object is read from a copy: a state or a model's */
     if (src && nm >= 4 && !tq_kv_view_probe(magic, nm) && memcmp(magic, "GGUF", 4))

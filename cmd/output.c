@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "file_io.h"
 #include "io.h"
+#include "seal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -103,8 +104,43 @@ static int put_in_place(const cli_out *o)
     return rename(o->tmp, o->path);
 }
 
+int cli_out_seal(cli_out *o)
+{
+    if (!tq_seal_keys_current()) return 0;
+    tq_ctx *ctx = tq_ctx_new();
+    FILE *plain = NULL;
+    int rc = !ctx ? cli_runtime_error("out of memory") : 0;
+    if (ctx && tq_sealer_begin(ctx, tq_seal_keys_current(), o->f, &o->sealer, &plain))
+        rc = cli_lib_error(ctx);
+    tq_ctx_free(ctx);
+    if (rc) return rc;
+    o->dst = o->f;
+    o->f = plain;
+    return 0;
+}
+
+/* The sealer's last segment written (before the output is flushed and put in place). */
+static int finish_seal(cli_out *o)
+{
+    if (!o->sealer) return 0;
+    tq_ctx *ctx = tq_ctx_new();
+    int rc = !ctx ? cli_runtime_error("out of memory") : 0;
+    if (ctx && tq_sealer_finish(ctx, o->sealer))
+        rc = cli_runtime_error("%s: %s", o->path ? o->path : "stdout", tq_ctx_error(ctx));
+    if (!ctx) tq_sealer_abort(o->sealer);
+    tq_ctx_free(ctx);
+    o->sealer = NULL;
+    o->f = o->dst;
+    return rc;
+}
+
 int cli_out_commit(cli_out *o)
 {
+    int rc_seal = finish_seal(o);
+    if (rc_seal) {
+        cli_out_abort(o);
+        return rc_seal;
+    }
     if (o->sink) {
         tq_ctx *ctx = tq_ctx_new();
         int rc = !ctx ? cli_runtime_error("out of memory") : 0;
@@ -147,6 +183,11 @@ const char *cli_out_error(const cli_out *o)
 
 void cli_out_abort(cli_out *o)
 {
+    if (o->sealer) {
+        tq_sealer_abort(o->sealer);
+        o->sealer = NULL;
+        o->f = o->dst;
+    }
     if (o->sink) {
         tq_sink_abort(o->sink);
         memset(o, 0, sizeof *o);

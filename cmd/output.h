@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 struct tq_sink;
+struct tq_sealer;
 
 typedef struct cli_out {
     FILE *f;
@@ -21,6 +22,8 @@ typedef struct cli_out {
     int is_stdout;
     int is_stream; /* a device or FIFO written into, not replaced */
     int durable; /* fsynced before it is put in place */
+    struct tq_sealer *sealer; /* cli_out_seal: f is its plaintext stream, dst the output's */
+    FILE *dst;
 } cli_out;
 
 int cli_out_open(cli_out *o, const char *path, const char *const *inputs,
@@ -30,6 +33,8 @@ void cli_out_abort(cli_out *o);
 /* Why a write to an object failed (the store's answer), NULL when none did: the message to
  * give instead of the writer's "writing failed". */
 const char *cli_out_error(const cli_out *o);
+/* What is written from now on sealed with the process's key (seal.h; none: as it is). */
+int cli_out_seal(cli_out *o); /* 0 or exit code */
 /* durable 0: no fsync before the rename (outputs derived from an input that stays). */
 int cli_out_open_ex(cli_out *o, const char *path, const char *const *inputs, size_t n_inputs,
                     int durable);

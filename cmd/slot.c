@@ -134,8 +134,8 @@ static int parse(int argc, char **argv, slot_opts *o)
                        "--preset: '%s' is not balanced, lossless, q8 or small"),
         {NULL},
     };
-    const cli_spec spec = {"slot", CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_MODEL | CLI_PROFILE,
-                           own, 2};
+    const cli_spec spec = {
+        "slot", CLI_QUIET | CLI_JSON | CLI_THREADS | CLI_MODEL | CLI_PROFILE | CLI_KEY, own, 2};
     int n = 0;
     int rc = cli_parse(&spec, argc, argv, &o->c, o->pos, &n);
     if (rc) return rc;

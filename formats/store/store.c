@@ -3,6 +3,7 @@
  * entry's bytes moved by the backend the store's place chose once (store_backend.h). */
 #define _GNU_SOURCE /* asprintf */
 #include "store_backend.h"
+#include "seal.h"
 
 #include "tqkv.h"
 
@@ -67,9 +68,18 @@ char *tq_store_path(const tq_store *s, const char *entry)
     return p;
 }
 
+/* With the process's keys (seal.h) every entry is sealed as it is written and must open as it
+ * is read: an entry of another key, or a plain one, is not there (STORE.md, "Sealed stores"). */
 tq_status tq_store_put(tq_ctx *ctx, tq_store *s, const char *entry, const void *p, uint64_t n)
 {
-    return s->backend->put(ctx, s, entry, p, n);
+    const tq_seal_keys *keys = tq_seal_keys_current();
+    if (!keys) return s->backend->put(ctx, s, entry, p, n);
+    uint8_t *sealed;
+    uint64_t sealed_n;
+    tq_status st = tq_seal_bytes(ctx, keys, p, n, &sealed, &sealed_n);
+    if (!st) st = s->backend->put(ctx, s, entry, sealed, sealed_n);
+    free(sealed);
+    return st;
 }
 
 tq_status tq_store_write_begin(tq_ctx *ctx, tq_store *s, const char *entry, tq_store_writer **w,
@@ -86,8 +96,13 @@ tq_status tq_store_write_begin(tq_ctx *ctx, tq_store *s, const char *entry, tq_s
         free(o);
         return st;
     }
+    if (tq_seal_keys_current() &&
+        (st = tq_sealer_begin(ctx, tq_seal_keys_current(), o->f, &o->sealer, &o->plain))) {
+        tq_store_write_abort(o);
+        return st;
+    }
     *w = o;
-    *f = o->f;
+    *f = o->sealer ? o->plain : o->f;
     return TQ_OK;
 }
 
@@ -98,7 +113,13 @@ const char *tq_store_write_error(const tq_store_writer *w)
 
 tq_status tq_store_write_commit(tq_ctx *ctx, tq_store_writer *w)
 {
-    tq_status st = w->backend->write_commit(ctx, w);
+    tq_status st = w->sealer ? tq_sealer_finish(ctx, w->sealer) : TQ_OK;
+    w->sealer = NULL;
+    if (st) {
+        tq_store_write_abort(w);
+        return st;
+    }
+    st = w->backend->write_commit(ctx, w);
     free(w->path);
     free(w);
     return st;
@@ -107,6 +128,7 @@ tq_status tq_store_write_commit(tq_ctx *ctx, tq_store_writer *w)
 void tq_store_write_abort(tq_store_writer *w)
 {
     if (!w) return;
+    tq_sealer_abort(w->sealer);
     w->backend->write_abort(w);
     free(w->path);
     free(w);
@@ -118,7 +140,34 @@ tq_status tq_store_get_max(tq_ctx *ctx, tq_store *s, const char *entry, uint64_t
     *p = NULL;
     *n = 0;
     *found = 0;
-    return s->backend->get(ctx, s, entry, max, p, n, found);
+    const tq_seal_keys *keys = tq_seal_keys_current();
+    if (!keys) return s->backend->get(ctx, s, entry, max, p, n, found);
+    /* the seal's header and a tag a segment on top of what the entry may hold */
+    uint64_t most = max + TQ_SEAL_HEADER + 16 * (max / 65536 + 1);
+    char *sealed = NULL;
+    uint64_t sealed_n = 0;
+    uint8_t *plain = NULL;
+    uint64_t plain_n = 0;
+    tq_status st = s->backend->get(ctx, s, entry, most, &sealed, &sealed_n, found);
+    if (st || !*found) return st;
+    if (!tq_seal_is_sealed(sealed, sealed_n)) { /* planted, or an unsealed store's */
+        free(sealed);
+        *found = 0;
+        return TQ_OK;
+    }
+    st = tq_seal_open(ctx, keys, entry, (const uint8_t *)sealed, sealed_n, &plain, &plain_n);
+    free(sealed);
+    if (st == TQ_ERR_UNSUPPORTED) *found = 0; /* another key's: another tenant's */
+    if (st == TQ_ERR_UNSUPPORTED) return TQ_OK;
+    if (st) return st;
+    *p = realloc(plain, plain_n + 1); /* NUL-terminated, as the backends give */
+    if (!*p) {
+        free(plain);
+        return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    }
+    (*p)[plain_n] = 0;
+    *n = plain_n;
+    return TQ_OK;
 }
 
 tq_status tq_store_get(tq_ctx *ctx, tq_store *s, const char *entry, char **p, uint64_t *n,

@@ -26,6 +26,9 @@ struct tq_store_writer {
     FILE *f;
     char *path;
     void *own; /* the backend's */
+    /* with the process's keys (seal.h): what the writer's caller writes is sealed into f */
+    struct tq_sealer *sealer;
+    FILE *plain;
 };
 
 typedef struct tq_store_backend {

@@ -2,6 +2,7 @@
  * before a chunk is handed out. */
 #include "file_io.h"
 #include "gguf.h"
+#include "seal.h"
 #include "tqkv_bytes.h"
 #include "tqkv_read_impl.h"
 
@@ -53,6 +54,7 @@ void tqkv_close(tqkv_reader *r)
 {
     if (!r) return;
     if (r->mapped) tq_unmap_file(r->map, r->size);
+    free(r->plain);
     tqkv_stream_free(r);
     tqkv_meta_free(&r->meta);
     free(r->chunks);
@@ -437,6 +439,20 @@ static tqkv_reader *alloc_reader(const char *label)
     return r;
 }
 
+tq_status tqkv_unseal(tq_ctx *ctx, tqkv_reader *r, const uint8_t *data, uint64_t size)
+{
+    return tq_seal_open(ctx, tq_seal_keys_current(), r->label, data, size, &r->plain,
+                        &r->size);
+}
+
+tq_status tqkv_refuse_plain(tq_ctx *ctx, const char *label)
+{
+    return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
+                            "%s is not sealed: with a key, tq reads only snapshots sealed "
+                            "with one",
+                            label);
+}
+
 tq_status tqkv_open_memory(tq_ctx *ctx, const void *data, size_t size, const char *label,
                            tqkv_reader **out)
 {
@@ -445,7 +461,10 @@ tq_status tqkv_open_memory(tq_ctx *ctx, const void *data, size_t size, const cha
     if (!r) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     r->map = data;
     r->size = size;
-    tq_status st = parse(ctx, r);
+    tq_status st = TQ_OK;
+    if (tq_seal_is_sealed(data, size) && !(st = tqkv_unseal(ctx, r, data, size)))
+        r->map = r->plain;
+    if (!st) st = parse(ctx, r);
     if (st) {
         tqkv_close(r);
         return st;
@@ -469,7 +488,15 @@ tq_status tqkv_open(tq_ctx *ctx, const char *path, tqkv_reader **out)
     r->map = m;
     r->size = size;
     r->mapped = 1;
-    st = parse(ctx, r);
+    if (tq_seal_is_sealed(m, size)) { /* opened into memory; the file is let go */
+        r->mapped = 0;
+        st = tqkv_unseal(ctx, r, m, size);
+        r->map = r->plain;
+        tq_unmap_file(m, size);
+    } else if (tq_seal_keys_current()) {
+        st = tqkv_refuse_plain(ctx, path);
+    }
+    if (!st) st = parse(ctx, r);
     if (st) {
         tqkv_close(r);
         return st;

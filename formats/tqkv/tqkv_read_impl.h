@@ -19,7 +19,13 @@ struct tqkv_reader {
     uint64_t n_chunks;
     uint32_t version;
     tqkv_stream *stream; /* read from a source (tqkv_open_src), else NULL */
+    uint8_t *plain;      /* a sealed snapshot's bytes opened (seal.h): map points here */
 };
+
+/* A sealed snapshot's bytes opened into r (r->plain, r->map); a plain one refused when this
+ * process holds keys (tq_seal_keys_current): planted bytes would pass every XXH64. */
+tq_status tqkv_unseal(tq_ctx *ctx, tqkv_reader *r, const uint8_t *data, uint64_t size);
+tq_status tqkv_refuse_plain(tq_ctx *ctx, const char *label);
 
 /* payload bytes a chunk of nrows of tensor t must decode to (*ok 0: none can) */
 uint64_t tqkv_expected_raw(tq_ctx *ctx, const tqkv_record *t, uint32_t row0, uint32_t nrows,

@@ -2,6 +2,7 @@
  * to back, or an object by ranges.  Every check of the mapped reader (tqkv_read.c) is made, a
  * chunk's as it arrives. */
 #include "io.h"
+#include "seal.h"
 #include "tqkv_bytes.h"
 #include "tqkv_read_impl.h"
 
@@ -64,14 +65,14 @@ static tq_status read_exact(tq_ctx *ctx, tqkv_reader *r, void *buf, uint64_t n)
     return st;
 }
 
-/* A pipe's header and metadata, read in order (the metadata as it comes, so a header that
- * claims more than arrives costs no more memory than what arrived). */
-static tq_status head_of_pipe(tq_ctx *ctx, tqkv_reader *r)
+/* A pipe's header (its first got bytes, read when it was opened) and metadata, read in order
+ * (the metadata as it comes, so a header that claims more than arrives costs no more memory
+ * than what arrived). */
+static tq_status head_of_pipe(tq_ctx *ctx, tqkv_reader *r, const uint8_t *head, uint64_t got)
 {
-    uint8_t head[HDR_LEN];
-    uint64_t ml, got;
-    tq_status st = tq_src_read(ctx, r->stream->src, head, HDR_LEN, &got);
-    if (!st && got < HDR_LEN)
+    uint64_t ml;
+    tq_status st = TQ_OK;
+    if (got < HDR_LEN)
         st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot", r->label);
     if (!st) st = tqkv_check_header(ctx, r, head, HDR_LEN, &ml);
     if (st) return st;
@@ -99,14 +100,13 @@ static tq_status head_of_pipe(tq_ctx *ctx, tqkv_reader *r)
     return st;
 }
 
-/* An object's header and metadata: one ranged GET for both, mostly. */
-static tq_status head_of_object(tq_ctx *ctx, tqkv_reader *r)
+/* An object's header and metadata: one ranged GET for both, mostly (its first bytes, buf's
+ * first of FIRST_GET, read when it was opened: buf is taken). */
+static tq_status head_of_object(tq_ctx *ctx, tqkv_reader *r, uint8_t *buf, uint64_t first)
 {
     tqkv_stream *s = r->stream;
-    uint64_t size = 0, ml, first = 0;
-    uint8_t *buf = malloc(FIRST_GET); /* [FIRST_GET], then [HDR_LEN + ml] */
-    tq_status st = buf ? tq_src_read_head(ctx, s->src, buf, FIRST_GET, &first) : TQ_ERR_NOMEM;
-    if (!st) st = tq_src_size(ctx, s->src, &size);
+    uint64_t size = 0, ml;
+    tq_status st = tq_src_size(ctx, s->src, &size);
     if (!st && size < HDR_LEN + TRAILER_LEN)
         st = tq_ctx_set_error(ctx, TQ_ERR_FORMAT, "%s: not a .tqkv snapshot", r->label);
     if (!st) st = tqkv_check_header(ctx, r, buf, first, &ml);
@@ -199,15 +199,75 @@ static tq_status index_of_object(tq_ctx *ctx, tqkv_reader *r)
     return TQ_OK;
 }
 
+/* A sealed snapshot, read whole (head: the first of its bytes, already read) and opened in
+ * memory; the source is closed. */
+static tq_status open_sealed(tq_ctx *ctx, tq_src *src, const uint8_t *head, uint64_t n_head,
+                             tqkv_reader **out)
+{
+    uint64_t size = 0;
+    uint8_t *all = NULL;
+    tq_status st = TQ_OK;
+    if (tq_src_ranged(src)) {
+        st = tq_src_size(ctx, src, &size);
+        if (!st && !(all = malloc(size ? size : 1)))
+            st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        if (!st) memcpy(all, head, n_head < size ? n_head : size);
+        if (!st && size > n_head) st = tq_src_read_at(ctx, src, n_head, all + n_head,
+                                                      size - n_head);
+    } else { /* a pipe: its bytes as they come, the buffer doubled */
+        uint64_t cap = 1u << 20;
+        all = malloc(cap);
+        if (!all) st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+        if (all) memcpy(all, head, n_head);
+        size = n_head;
+        for (uint64_t got = 1; !st && got;) {
+            if (size == cap) {
+                uint8_t *b = realloc(all, cap * 2);
+                if (!b) {
+                    st = tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                all = b;
+                cap *= 2;
+            }
+            st = tq_src_read(ctx, src, all + size, cap - size, &got);
+            if (!st) size += got;
+        }
+    }
+    if (!st) st = tqkv_open_memory(ctx, all, size, tq_src_name(src), out);
+    free(all); /* opened: the reader holds the plaintext */
+    tq_src_close(src);
+    return st;
+}
+
 tq_status tqkv_open_src(tq_ctx *ctx, struct tq_src *src, tqkv_reader **out)
 {
-    tqkv_reader *r = calloc(1, sizeof *r);
+    uint8_t *first = malloc(FIRST_GET); /* [FIRST_GET]: an object's first bytes */
+    uint64_t n_first = 0;
     *out = NULL;
+    tq_status st = first ? TQ_OK : tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    /* the first bytes tell a sealed snapshot: a pipe's are read now (no peek: an object read
+       in order makes no request before its streamed one) */
+    if (!st && tq_src_ranged(src)) st = tq_src_read_head(ctx, src, first, FIRST_GET, &n_first);
+    else if (!st) st = tq_src_read(ctx, src, first, HDR_LEN, &n_first);
+    if (!st && tq_seal_is_sealed(first, n_first)) {
+        st = open_sealed(ctx, src, first, n_first, out);
+        free(first);
+        return st;
+    }
+    if (!st && tq_seal_keys_current()) st = tqkv_refuse_plain(ctx, tq_src_name(src));
+    if (st) {
+        free(first);
+        tq_src_close(src);
+        return st;
+    }
+    tqkv_reader *r = calloc(1, sizeof *r);
     if (r) r->stream = calloc(1, sizeof *r->stream);
     if (r && r->stream) r->label = strdup(tq_src_name(src));
     if (!r || !r->stream || !r->label) {
         if (r) free(r->stream);
         free(r);
+        free(first);
         tq_src_close(src);
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
@@ -215,7 +275,12 @@ tq_status tqkv_open_src(tq_ctx *ctx, struct tq_src *src, tqkv_reader **out)
     s->src = src;
     s->ranged = tq_src_ranged(src);
     pthread_mutex_init(&s->mu, NULL);
-    tq_status st = s->ranged ? head_of_object(ctx, r) : head_of_pipe(ctx, r);
+    if (s->ranged) {
+        st = head_of_object(ctx, r, first, n_first);
+    } else {
+        st = head_of_pipe(ctx, r, first, n_first);
+        free(first);
+    }
     if (!st) st = chunk_list(ctx, r);
     if (!st && s->ranged) st = index_of_object(ctx, r);
     if (st) {

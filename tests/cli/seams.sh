@@ -82,9 +82,9 @@ includes_from() { # FILES... ; DIR
     done
     return 0
 }
-# the byte formats: formats/tqkv, gguf, state, npy and io
+# the byte formats: formats/tqkv, gguf, state, npy, io and seal
 bytes="formats/tqkv/*.[ch] formats/gguf/*.[ch] formats/state/*.[ch] formats/npy/*.[ch]"
-bytes="$bytes formats/io/*.[ch]"
+bytes="$bytes formats/io/*.[ch] formats/seal/*.[ch]"
 # shellcheck disable=SC2086
 bad=$(includes_from formats/model $bytes; includes_from formats/snapshot $bytes
       includes_from formats/store $bytes; includes_from formats/weights $bytes

@@ -4,12 +4,14 @@ fails), requests to it signed by curl's --aws-sigv4 (a client other than tq's), 
 proxy tests/s3_proxy.py between tq and the server (it counts the bytes on the wire)."""
 import atexit
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 from _env import ROOT
 
@@ -97,6 +99,13 @@ class Store:
             code, body = self.curl("PUT", path, "-T", f.name)
             if code != 200:
                 raise SystemExit(f"PUT {path}: HTTP {code} {body[:200]!r}")
+
+    def keys(self, bucket, prefix=""):
+        """The keys of a bucket's objects under prefix (ListObjectsV2: its first 1,000)."""
+        code, body = self.curl("GET", f"{bucket}?list-type=2&prefix={quote(prefix, safe='')}")
+        if code != 200:
+            raise SystemExit(f"listing {bucket}: HTTP {code} {body[:200]!r}")
+        return sorted(k.decode() for k in re.findall(rb"<Key>([^<]*)</Key>", body))
 
     def uploads_in_progress(self, bucket):
         """How many multipart uploads the bucket holds unfinished (ListMultipartUploads)."""

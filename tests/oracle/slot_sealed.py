@@ -1,0 +1,195 @@
+"""Sealed snapshots and stores (issue 56, its first step): `--key-file` on encode-kvdump,
+decode-kvdump, inspect and tq slot, against the real llama-server with SmolLM2-135M and Gemma 3
+270M, a store in a directory and on radosgw (tests/setup_s3.sh).
+
+- a lossless save sealed with a key restores into another server whose own save of the slot is
+  then the raw save byte for byte;
+- nothing in a sealed store is plain: every entry begins with the seal's magic, and the prompt's
+  tokens appear in none of them;
+- a restore without the key, or with another, is a miss (exit 3, one line) and loads nothing;
+- a plain snapshot planted in a sealed store under the stored name, or a sealed one with a byte
+  flipped, is not restored (a miss, its warning one line);
+- decode-kvdump of a sealed slot file: with its key the same state as the plain snapshot
+  decodes to; without it or with another, one line, exit 1 and no output file.
+Every server is stopped at the end, also on failure."""
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _env import FAILED, ROOT, TQ, fail, gemma, ok, smollm2  # noqa: E402
+from _s3 import Store  # noqa: E402
+from _server import Server, left_behind, server_binary  # noqa: E402
+
+TEXT = "\n\n".join(p.read_text() for p in sorted((ROOT / "tests" / "oracle" / "prompts").glob("*.txt")))
+DOC_TOKENS = 1200
+ENV = dict(os.environ)
+
+
+def tq(*args, env=None):
+    """tq ARGS: (exit status, stderr)."""
+    p = subprocess.run([TQ, *map(str, args)], capture_output=True, text=True, env=env or ENV)
+    return p.returncode, p.stderr.strip()
+
+
+def key(path, seed):
+    path.write_bytes(bytes((seed * 37 + i * 11) % 256 for i in range(32)))
+    path.chmod(0o600)
+    return path
+
+
+def entries(store, s3):
+    """(name, bytes) of every entry of a store (a directory, or s3://bucket/prefix)."""
+    if isinstance(store, Path):
+        return [(str(p.relative_to(store)), p.read_bytes()) for p in sorted(store.rglob("*"))
+                if p.is_file()]
+    bucket, prefix = store[len("s3://"):].split("/", 1)
+    return [(k, s3.object_bytes(f"{bucket}/{k}")) for k in s3.keys(bucket, prefix + "/")]
+
+
+def replace_entry(store, s3, name, data):
+    if isinstance(store, Path):
+        (store / name).write_bytes(data)
+    else:
+        bucket = store[len("s3://"):].split("/", 1)[0]
+        s3.put_bytes(f"{bucket}/{name}", data)
+
+
+def snap_entry(store, s3):
+    return next((n, b) for n, b in entries(store, s3) if "snap/" in n and n.endswith(".tqkv"))
+
+
+def store_behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks, where, s3, k1, k2, suffix):
+    server_a = f"http://127.0.0.1:{a.port}"
+    server_b = f"http://127.0.0.1:{b.port}"
+    a.slot("erase")
+    a.prefill(doc_toks)
+    a.slot("save", "raw.bin")
+    raw = (a_dir / "raw.bin").read_bytes()
+
+    name = "a_sealed_lossless_restore_saves_as_the_raw_save" + suffix
+    store = where("sealed")
+    rc, err = tq("slot", "save", "--server", server_a, "--slot-dir", a_dir, "--store", store,
+                 "--preset", "lossless", "--model", model, "--key-file", k1)
+    b.slot("erase")
+    rc2, err2 = tq("slot", "restore", "--server", server_b, "--slot-dir", b_dir, "--store",
+                   store, "--prompt", docfile, "--model", model, "--key-file", k1)
+    again = None
+    if not rc and not rc2:
+        b.slot("save", "again.bin")
+        again = (b_dir / "again.bin").read_bytes()
+    if rc or rc2 or again != raw:
+        fail(name, f"save: {err} / restore: {err2} / the re-save is "
+                   f"{'the same' if again == raw else 'another'} ({len(again or b'')} bytes "
+                   f"against {len(raw)})")
+    else:
+        ok(name)
+
+    name = "nothing_in_a_sealed_store_is_plain" + suffix
+    found = entries(store, s3)
+    plain = [n for n, data in found if not data.startswith(b"TQKS")]
+    needle = b"".join(t.to_bytes(4, "little") for t in doc_toks[100:108])
+    leaks = [n for n, data in found if needle in data]
+    if not found or plain or leaks:
+        fail(name, f"{len(found)} entries; plain: {plain[:3]}; the tokens in: {leaks[:3]}")
+    else:
+        ok(name)
+
+    name = "a_restore_without_the_key_or_with_another_is_a_miss" + suffix
+    said = []
+    for keys in ([], ["--key-file", k2]):
+        b.slot("erase")
+        rc, err = tq("slot", "restore", "--server", server_b, "--slot-dir", b_dir, "--store",
+                     store, "--prompt", docfile, "--model", model, *keys)
+        said.append((rc, err))
+    if any(rc != 3 or len(err.splitlines()) > 2 for rc, err in said):
+        fail(name, f"{said}")
+    else:
+        ok(name)
+
+    name = "a_planted_or_damaged_snapshot_in_a_sealed_store_is_not_restored" + suffix
+    plain_store = where("plain")
+    tq("slot", "save", "--server", server_a, "--slot-dir", a_dir, "--store", plain_store,
+       "--preset", "lossless", "--model", model)
+    sealed_name, sealed_bytes = snap_entry(store, s3)
+    _, plain_bytes = snap_entry(plain_store, s3)
+    said = []
+    damaged = bytearray(sealed_bytes)
+    damaged[len(damaged) // 2] ^= 4
+    for data in (plain_bytes, bytes(damaged)):
+        replace_entry(store, s3, sealed_name, data)
+        b.slot("erase")
+        rc, err = tq("slot", "restore", "--server", server_b, "--slot-dir", b_dir, "--store",
+                     store, "--prompt", docfile, "--model", model, "--key-file", k1)
+        said.append((rc, err))
+    replace_entry(store, s3, sealed_name, sealed_bytes)
+    if any(rc != 3 for rc, _ in said):
+        fail(name, f"{said}")
+    else:
+        ok(name)
+    return raw
+
+
+def cli_behaviours(work, raw, model, k1, k2, suffix):
+    name = "a_sealed_snapshot_decodes_with_its_key_and_nothing_without" + suffix
+    state = work / "state.bin"
+    state.write_bytes(raw)
+    sealed, plain = work / "s.tqkv", work / "p.tqkv"
+    rc1, e1 = tq("encode-kvdump", state, "-q", "-o", sealed, "--model", model, "--key-file", k1)
+    rc2, e2 = tq("encode-kvdump", state, "-q", "-o", plain, "--model", model)
+    outs = []
+    for keys in (["--key-file", k1], [], ["--key-file", k2]):
+        out = work / f"out{len(outs)}.bin"
+        rc, err = tq("decode-kvdump", sealed, "-q", "-o", out, *keys)
+        outs.append((rc, err, out.read_bytes() if out.exists() else None))
+    ref = work / "ref.bin"
+    tq("decode-kvdump", plain, "-q", "-o", ref)
+    good = outs[0][0] == 0 and ref.exists() and outs[0][2] == ref.read_bytes()
+    refused = all(rc == 1 and len(err.splitlines()) == 1 and data is None
+                  for rc, err, data in outs[1:])
+    if rc1 or rc2 or not good or not refused or sealed.read_bytes()[:4] != b"TQKS":
+        fail(name, f"encode {e1} {e2}; with the key: same {good}; without/another: "
+                   f"{[(rc, err) for rc, err, _ in outs[1:]]}")
+    else:
+        ok(name)
+
+
+def run_model(binary, model, label, s3):
+    global ENV
+    with tempfile.TemporaryDirectory() as td:
+        work = Path(td)
+        a_dir, b_dir = work / "a", work / "b"
+        a_dir.mkdir()
+        b_dir.mkdir()
+        k1, k2 = key(work / "k1", 1), key(work / "k2", 2)
+        with Server(binary, model, a_dir) as a, Server(binary, model, b_dir) as b:
+            doc_toks = a.tokenize(TEXT)[:DOC_TOKENS]
+            docfile = work / "doc.txt"
+            docfile.write_text(a.detokenized(doc_toks))
+            doc_toks = a.tokenize(docfile.read_text())
+            ENV = dict(os.environ)
+            raw = store_behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks,
+                                   lambda n: work / n, None, k1, k2, f"_{label}")
+            cli_behaviours(work, raw, model, k1, k2, f"_{label}")
+            ENV = s3.tq_env()
+            s3.bucket(f"sealed-{label}")
+            store_behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks,
+                             lambda n: f"s3://sealed-{label}/{n}", s3, k1, k2,
+                             f"_{label}_on_s3")
+
+
+def main():
+    binary = server_binary()
+    with Store() as s3:
+        run_model(binary, smollm2(), "smollm2", s3)
+        run_model(binary, gemma(), "gemma", s3)
+    left = left_behind()
+    if left:
+        fail("servers_are_stopped", ", ".join(left))
+    sys.exit(1 if FAILED else 0)
+
+
+if __name__ == "__main__":
+    main()
