@@ -93,6 +93,31 @@ void tq_seal_keys_use(const tq_seal_keys *keys)
 
 const tq_seal_keys *tq_seal_keys_current(void) { return process_keys.n ? &process_keys : NULL; }
 
+int tq_seal_mac64_prefixes(const tq_seal_keys *keys, const char *label, const void *data,
+                           size_t stride, size_t k, uint64_t *out)
+{
+    EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+    EVP_MAC_CTX *c = mac ? EVP_MAC_CTX_new(mac) : NULL;
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+        OSSL_PARAM_construct_end()};
+    int ok = c && EVP_MAC_init(c, keys->key[0], TQ_SEAL_KEY_BYTES, params) &&
+             EVP_MAC_update(c, (const uint8_t *)label, strlen(label) + 1);
+    for (size_t i = 0; ok && i < k; i++) { /* one pass: each prefix's MAC of the stream so far */
+        uint8_t digest[32];
+        size_t got = 0;
+        ok = EVP_MAC_update(c, (const uint8_t *)data + i * stride, stride);
+        EVP_MAC_CTX *at = ok ? EVP_MAC_CTX_dup(c) : NULL;
+        ok = at && EVP_MAC_final(at, digest, &got, sizeof digest) && got == sizeof digest;
+        EVP_MAC_CTX_free(at);
+        out[i] = 0;
+        for (int b = 0; ok && b < 8; b++) out[i] = out[i] << 8 | digest[b];
+    }
+    EVP_MAC_CTX_free(c);
+    EVP_MAC_free(mac);
+    return ok;
+}
+
 /* ------------------------------------------------------------------ the format */
 
 int tq_seal_is_sealed(const void *head, uint64_t n) { return n >= 4 && !memcmp(head, "TQKS", 4); }

@@ -52,6 +52,12 @@ void tq_seal_key_id_hex(const uint8_t id[8], char *buf);
 void tq_seal_keys_use(const tq_seal_keys *keys);
 const tq_seal_keys *tq_seal_keys_current(void);
 
+/* Keyed hashes for names (a store's, STORE.md "Sealed stores"): out[i] is the first 8 bytes
+ * (big-endian) of HMAC-SHA256(keys' first key, label || data[0 .. (i + 1) * stride)), for i
+ * below k; 0 when the library fails. */
+int tq_seal_mac64_prefixes(const tq_seal_keys *keys, const char *label, const void *data,
+                           size_t stride, size_t k, uint64_t *out);
+
 /* 1 when bytes begin as sealed bytes do. */
 int tq_seal_is_sealed(const void *head, uint64_t n);
 /* The key id of sealed bytes (at least TQ_SEAL_HEADER of them). */

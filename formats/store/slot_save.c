@@ -48,7 +48,7 @@ tq_status tq_slot_session_model(tq_ctx *ctx, tq_slot_session *ss, const char *mo
     if (!ss->model_path) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     tq_status st = tq_gguf_open(ctx, ss->model_path, NULL, &g);
     if (st) return st;
-    ss->fp = tq_model_fingerprint(g);
+    ss->fp = tq_store_model_id(tq_model_fingerprint(g));
     if (!tq_model_read(ctx, g, &m)) {
         ss->swa_window = m.swa_window;
         ss->swa_head = m.head_k_swa ? m.head_k_swa : m.head_k;

@@ -36,7 +36,7 @@ typedef struct tq_slot_session {
     void *progress_user;
     /* set by tq_slot_session_model */
     char *model_path;    /* malloc'd */
-    uint64_t fp;         /* the model's fingerprint */
+    uint64_t fp;         /* the model as names hold it (tq_store_model_id) */
     uint32_t swa_window; /* the model's sliding window (0: none) */
     uint32_t swa_head;   /* the sliding layers' K head size (0: not known) */
     int exact_points;    /* restores only where saved: a sliding window or a recurrent state */

@@ -37,7 +37,16 @@ tq_status tq_store_open(tq_ctx *ctx, const char *where, tq_store **out)
     while (*b && !(*b)->claims(where)) b++;
     if (!*b) return tq_ctx_set_error(ctx, TQ_ERR_ARG, "'%s': not a store's place", where);
     tq_store *s = calloc(1, sizeof *s);
-    if (!s || !(s->root = strdup(where))) {
+    const tq_seal_keys *keys = tq_seal_keys_current();
+    size_t n = strlen(where);
+    while (n > 1 && where[n - 1] == '/') n--;
+    /* a key's entries are its own: a folder by its id (STORE.md, "Sealed stores") */
+    char id[17] = "";
+    if (keys) tq_seal_key_id_hex(keys->id[0], id);
+    if (s) s->root = malloc(n + sizeof "/k-" + sizeof id);
+    if (s && s->root) snprintf(s->root, n + sizeof "/k-" + sizeof id, "%.*s%s%s", (int)n, where,
+                               keys ? "/k-" : "", id);
+    if (!s || !s->root) {
         free(s);
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     }
@@ -334,8 +343,25 @@ void tq_store_snapshot_keep(tq_store *s, const char *name, tqkv_reader *r)
     tqkv_close(old);
 }
 
+/* With the process's keys, names hide what they are made of: keyed hashes (HMAC-SHA256) of the
+ * tokens and of the model's fingerprint instead of XXH64 and the fingerprint itself. */
+uint64_t tq_store_model_id(uint64_t fingerprint)
+{
+    const tq_seal_keys *keys = tq_seal_keys_current();
+    uint8_t le[8];
+    uint64_t id = 0;
+    for (int i = 0; i < 8; i++) le[i] = (uint8_t)(fingerprint >> (8 * i));
+    if (!keys || !tq_seal_mac64_prefixes(keys, "tq model", le, 8, 1, &id)) return fingerprint;
+    return id;
+}
+
 uint64_t tq_store_prefix_hash(const int32_t *tokens, uint32_t n)
 {
+    const tq_seal_keys *keys = tq_seal_keys_current();
+    uint64_t h = 0;
+    if (keys && tq_seal_mac64_prefixes(keys, "tq tokens", tokens, (size_t)n * sizeof *tokens, 1,
+                                       &h))
+        return h;
     return XXH64(tokens, (size_t)n * sizeof *tokens, PREFIX_SEED);
 }
 
@@ -343,6 +369,14 @@ uint64_t *tq_store_prefix_hashes(const int32_t *tokens, uint32_t n)
 {
     uint32_t k = n / TQ_STORE_STRIDE;
     uint64_t *h = malloc((k ? k : 1) * sizeof *h);
+    const tq_seal_keys *keys = tq_seal_keys_current();
+    if (h && keys) {
+        if (tq_seal_mac64_prefixes(keys, "tq tokens", tokens, TQ_STORE_STRIDE * sizeof *tokens,
+                                   k, h))
+            return h;
+        free(h);
+        return NULL;
+    }
     XXH64_state_t *x = XXH64_createState();
     if (!h || !x || XXH64_reset(x, PREFIX_SEED) == XXH_ERROR) {
         free(h);

@@ -101,7 +101,11 @@ void tq_store_snapshot_keep(tq_store *s, const char *name, struct tqkv_reader *r
 /* The kept readers closed (a restore's end: they hold their metadata and may go stale). */
 void tq_store_snapshot_forget(tq_store *s);
 
-/* The content-derived name of a snapshot of these tokens for a model (buf: 34 bytes). */
+/* What names a model in a store's names: its fingerprint, or with the process's keys (seal.h) a
+ * keyed hash of it. */
+uint64_t tq_store_model_id(uint64_t fingerprint);
+/* The content-derived name of a snapshot of these tokens for a model (its tq_store_model_id;
+ * buf: 34 bytes): with the process's keys, a keyed hash of the tokens. */
 void tq_store_name(uint64_t fingerprint, const int32_t *tokens, uint32_t n, char *buf);
 /* The hash of a token prefix as the index keys it. */
 uint64_t tq_store_prefix_hash(const int32_t *tokens, uint32_t n);

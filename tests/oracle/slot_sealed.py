@@ -7,11 +7,16 @@ decode-kvdump, inspect and tq slot, against the real llama-server with SmolLM2-1
 - nothing in a sealed store is plain: every entry begins with the seal's magic, and the prompt's
   tokens appear in none of them;
 - a restore without the key, or with another, is a miss (exit 3, one line) and loads nothing;
+- names are keyed: the same prompt stored with a key and without has other names, and two keys
+  in one store keep their entries apart (each lists and collects its own alone);
 - a plain snapshot planted in a sealed store under the stored name, or a sealed one with a byte
   flipped, is not restored (a miss, its warning one line);
+- `tq slot proxy --key-file`: a conversation through the openai client, the server restarted
+  before every turn, restores each later turn from the sealed store;
 - decode-kvdump of a sealed slot file: with its key the same state as the plain snapshot
   decodes to; without it or with another, one line, exit 1 and no output file.
 Every server is stopped at the end, also on failure."""
+import json
 import os
 import subprocess
 import sys
@@ -20,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _env import FAILED, ROOT, TQ, fail, gemma, ok, smollm2  # noqa: E402
+from _proxy import Proxy  # noqa: E402
 from _s3 import Store  # noqa: E402
 from _server import Server, left_behind, server_binary  # noqa: E402
 
@@ -55,6 +61,13 @@ def replace_entry(store, s3, name, data):
     else:
         bucket = store[len("s3://"):].split("/", 1)[0]
         s3.put_bytes(f"{bucket}/{name}", data)
+
+
+def listed(store, k):
+    """tq slot ls --json STORE with key k: the names it lists."""
+    p = subprocess.run([TQ, "slot", "ls", str(store), "--json", "--key-file", str(k)],
+                       capture_output=True, text=True, env=ENV)
+    return sorted(e["name"] for e in json.loads(p.stdout or "[]"))
 
 
 def snap_entry(store, s3):
@@ -109,12 +122,29 @@ def store_behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks, where, s3, k1
     else:
         ok(name)
 
+    name = "two_keys_in_one_store_keep_their_entries_apart" + suffix
+    rc, err = tq("slot", "save", "--server", server_a, "--slot-dir", a_dir, "--store", store,
+                 "--preset", "lossless", "--model", model, "--key-file", k2)
+    ones, twos = listed(store, k1), listed(store, k2)
+    rc_gc, err_gc = tq("slot", "gc", store, "--max-size", 1, "--key-file", k2)
+    ones_after, twos_after = listed(store, k1), listed(store, k2)
+    if rc or rc_gc or len(ones) != 1 or len(twos) != 1 or ones == twos or \
+            ones_after != ones or twos_after:
+        fail(name, f"save {err}, gc {err_gc}: key 1 lists {ones} then {ones_after}, key 2 "
+                   f"{twos} then {twos_after}")
+    else:
+        ok(name)
+
     name = "a_planted_or_damaged_snapshot_in_a_sealed_store_is_not_restored" + suffix
     plain_store = where("plain")
     tq("slot", "save", "--server", server_a, "--slot-dir", a_dir, "--store", plain_store,
        "--preset", "lossless", "--model", model)
     sealed_name, sealed_bytes = snap_entry(store, s3)
-    _, plain_bytes = snap_entry(plain_store, s3)
+    plain_name, plain_bytes = snap_entry(plain_store, s3)
+    if plain_name.rsplit("/", 1)[1] == sealed_name.rsplit("/", 1)[1]:
+        fail("a_sealed_store_names_a_prompt_otherwise" + suffix, f"both {plain_name}")
+    else:
+        ok("a_sealed_store_names_a_prompt_otherwise" + suffix)
     said = []
     damaged = bytearray(sealed_bytes)
     damaged[len(damaged) // 2] ^= 4
@@ -156,6 +186,37 @@ def cli_behaviours(work, raw, model, k1, k2, suffix):
         ok(name)
 
 
+def proxy_behaviours(a, store, doc_text, k1, suffix):
+    """Three turns through a proxy with a key, the server restarted before each."""
+    from openai import OpenAI
+
+    name = "a_proxy_with_a_key_restores_every_turn_from_its_sealed_store" + suffix
+    with Proxy(a, store, "--key-file", k1, env=ENV) as p:
+        client = OpenAI(base_url=p.url + "/v1", api_key="none", max_retries=0, timeout=600)
+        messages = [{"role": "system", "content": doc_text}]
+        turns = []
+        for i, q in enumerate(["Say what this is about.", "And in one word?", "Thanks."]):
+            messages.append({"role": "user", "content": q})
+            if i:
+                a.restart()
+            r = client.chat.completions.create(model="m", messages=messages, max_tokens=8,
+                                               temperature=0)
+            p.wait_requests(i + 1)
+            p.wait_idle()
+            processed = (r.model_extra or {})["timings"]["prompt_n"]
+            turns.append((r.usage.prompt_tokens, processed))
+            messages.append({"role": "assistant", "content": r.choices[0].message.content or ""})
+    restored = [n - prev_n + 8 >= done for (prev_n, _), (n, done) in zip(turns, turns[1:])]
+    found = [f for f in Path(store).rglob("*") if f.is_file()]
+    plain = [f.name for f in found if not f.read_bytes().startswith(b"TQKS")]
+    if not all(restored) or not found or plain or p.exit_code:
+        fail(name, f"(prompt, processed) by turn {turns}; plain entries {plain[:3]}; exit "
+                   f"{p.exit_code}; {p.lines('note|warning|refused')[-3:]}")
+    else:
+        print(f"  (prompt tokens, processed) by turn: {turns}", flush=True)
+        ok(name)
+
+
 def run_model(binary, model, label, s3):
     global ENV
     with tempfile.TemporaryDirectory() as td:
@@ -173,6 +234,7 @@ def run_model(binary, model, label, s3):
             raw = store_behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks,
                                    lambda n: work / n, None, k1, k2, f"_{label}")
             cli_behaviours(work, raw, model, k1, k2, f"_{label}")
+            proxy_behaviours(a, work / "proxied", docfile.read_text(), k1, f"_{label}")
             ENV = s3.tq_env()
             s3.bucket(f"sealed-{label}")
             store_behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks,
