@@ -40,7 +40,9 @@ void help_slot(void)
         "                       [--model M.gguf] [--preset P] [--min-tokens N]\n"
         "                       [--max-size SIZE] [--api-key KEY] [--timeout S]\n"
         "       tq slot ls STORE [--json]\n"
-        "       tq slot gc STORE --max-size SIZE\n\n"
+        "       tq slot gc STORE --max-size SIZE\n"
+        "       tq slot check STORE [--repair]\n"
+        "       (each of them: [--key-file KEY]...)\n\n"
         "Keeps llama-server's slots in a snapshot store (a directory many servers share):\n"
         "save asks the server to save slot N into its --slot-save-path (DIR), encodes the file\n"
         "into the store under a name made of the model's fingerprint and the tokens' hash\n"
@@ -58,11 +60,20 @@ void help_slot(void)
         "a generation, the store's longest restore point beyond what its slot holds is\n"
         "restored; after it, the slot is saved (encoded in the background).  Everything else\n"
         "is forwarded as it came; a store that fails or is slow leaves the request to the\n"
-        "server alone.  SIGTERM drains: requests finish, pending saves complete.\n\n"
+        "server alone.  SIGTERM drains: requests finish, pending saves complete.\n"
+        "check reads every entry: each snapshot whole (checksums, or with a key its tags), its\n"
+        "name against its tokens and its base, the index, names, use times, restore points and\n"
+        "checkpoints against the snapshots, writers' temporaries over an hour old; a line a\n"
+        "problem, exit 1 when any is left.  --repair removes what is broken or unreachable\n"
+        "(a snapshot not indexed everywhere is indexed again), never another key's entries.\n\n"
         "  --server URL     the server (default http://127.0.0.1:8080)\n"
         "  --slot N         its slot (default 0)\n"
         "  --slot-dir DIR   the server's --slot-save-path\n"
-        "  --store STORE    the store's directory\n"
+        "  --store STORE    the store: a directory, or s3://bucket/prefix (AWS_* from the\n"
+        "                   environment)\n"
+        "  --key-file KEY   every entry sealed with KEY (32 raw bytes: head -c 32 /dev/urandom);\n"
+        "                   names are keyed hashes and a key's entries a folder of their own\n"
+        "                   (TQ_KEY_FILE: the same; a second --key-file opens older entries)\n"
         "  --model M.gguf   the server's model (default: /props' model_path)\n"
         "  --fork-rev REV   save: the TurboQuant+ fork revision of a turbo cache (default: the\n"
         "                   one /props' build_info names, else told from the slot file)\n"
@@ -93,6 +104,7 @@ typedef struct slot_opts {
     long timeout;      /* --timeout: seconds a save, restore or tokenization may take */
     uint64_t max_size; /* gc: --max-size in bytes */
     int has_max_size;
+    int repair; /* check: --repair */
 } slot_opts;
 
 /* --max-size SIZE: bytes, or with K, M, G or T (powers of 1024; "B" or "iB" may follow). */
@@ -113,8 +125,8 @@ static int parse_size(void *user, const char *v)
     return 0;
 }
 
-static const char *const actions[] = {"save", "restore", "ls", "gc", "proxy", NULL};
-enum { ACTION_SAVE, ACTION_RESTORE, ACTION_LS, ACTION_GC, ACTION_PROXY };
+static const char *const actions[] = {"save", "restore", "ls", "gc", "proxy", "check", NULL};
+enum { ACTION_SAVE, ACTION_RESTORE, ACTION_LS, ACTION_GC, ACTION_PROXY, ACTION_CHECK };
 
 static int parse(int argc, char **argv, slot_opts *o)
 {
@@ -129,6 +141,7 @@ static int parse(int argc, char **argv, slot_opts *o)
         CLI_OPT_FN("--max-size", parse_size, o),
         CLI_OPT_STR("--listen", &o->listen),
         CLI_OPT_STR("--api-key", &o->api_key),
+        CLI_OPT_FLAG("--repair", &o->repair),
         CLI_OPT_LONG("--min-tokens", &o->min_tokens, 0, INT32_MAX),
         CLI_OPT_CHOICE("--preset", &o->preset, tq_kvsnap_preset_names,
                        "--preset: '%s' is not balanced, lossless, q8 or small"),
@@ -142,12 +155,13 @@ static int parse(int argc, char **argv, slot_opts *o)
     int a = 0;
     while (o->pos[0] && actions[a] && strcmp(actions[a], o->pos[0])) a++;
     if (!o->pos[0] || !actions[a])
-        return cli_usage_error("save, restore, proxy, ls or gc? (see tq help slot)");
+        return cli_usage_error("save, restore, proxy, ls, gc or check? (see tq help slot)");
     if (!o->server) o->server = "http://127.0.0.1:8080";
     if (!o->timeout && a != ACTION_PROXY) o->timeout = 600;
-    if (a == ACTION_LS || a == ACTION_GC) {
+    if (o->repair && a != ACTION_CHECK) return cli_usage_error("--repair is check's");
+    if (a == ACTION_LS || a == ACTION_GC || a == ACTION_CHECK) {
         if (!o->pos[1]) return cli_usage_error("%s: which store?", o->pos[0]);
-        if (a == 3 && !o->has_max_size) return cli_usage_error("gc: give --max-size SIZE");
+        if (a == ACTION_GC && !o->has_max_size) return cli_usage_error("gc: give --max-size SIZE");
         o->store = o->pos[1];
         return 0;
     }
@@ -340,6 +354,26 @@ static int do_gc(slot_run *r, const slot_opts *o)
     return 0;
 }
 
+static void told(void *user, const char *entry, const char *why, int repaired)
+{
+    const char *store = user;
+    cli_log("%s: %s: %s%s", store, entry, why, repaired > 0 ? ": removed" : "");
+}
+
+/* check: a line a problem; exit 1 when any is left (--repair: removed, or indexed again). */
+static int do_check(slot_run *r, const slot_opts *o)
+{
+    tq_store_check_report rep;
+    if (tq_store_check(r->ctx, r->ss.store, o->repair, told, (void *)tq_store_root(r->ss.store),
+                       &rep))
+        return cli_lib_error(r->ctx);
+    uint32_t left = rep.problems - rep.repaired;
+    if (!o->c.quiet || left)
+        cli_log("%s: %u snapshots and %u entries read: %u problems, %u repaired", o->store,
+                rep.snapshots, rep.entries, rep.problems, rep.repaired);
+    return left ? TQ_EXIT_RUNTIME : 0;
+}
+
 /* The proxy's log: a line at a time, whole, whichever thread writes it. */
 static void log_line(void *user, const char *line)
 {
@@ -398,10 +432,12 @@ int cmd_slot(int argc, char **argv)
     rc = tq_store_open(r.ctx, o.store, &r.ss.store) ? cli_lib_error(r.ctx) : 0;
     int ls = !strcmp(o.pos[0], "ls");
     int gc = !strcmp(o.pos[0], "gc");
-    if (!rc && !ls && !gc && tq_slot_session_model(r.ctx, &r.ss, o.c.model))
+    int check = !strcmp(o.pos[0], "check");
+    if (!rc && !ls && !gc && !check && tq_slot_session_model(r.ctx, &r.ss, o.c.model))
         rc = cli_lib_error(r.ctx);
     if (!rc && ls) rc = do_ls(&r, &o);
     if (!rc && gc) rc = do_gc(&r, &o);
+    if (!rc && check) rc = do_check(&r, &o);
     if (!rc && !strcmp(o.pos[0], "save")) rc = do_save(&r, &o);
     if (!rc && !strcmp(o.pos[0], "restore")) rc = do_restore(&r, &o);
     if (!rc && !strcmp(o.pos[0], "proxy")) rc = do_proxy(&r, &o);

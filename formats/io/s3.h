@@ -48,7 +48,8 @@ int tq_s3_missing(const tq_s3 *s);
 /* DELETE: the object gone (none there is no error). */
 tq_status tq_s3_delete(tq_ctx *ctx, tq_s3 *s);
 /* The objects under s3://bucket/PREFIX (url), one level: cb(user, name after the prefix, size)
- * for each, in key order (ListObjectsV2, every page). */
+ * for each, in key order (ListObjectsV2, every page), and each folder below it (keys with a '/'
+ * after the prefix) once, as a directory lists one: its name, size 0. */
 tq_status tq_s3_list(tq_ctx *ctx, const char *url,
                      int (*cb)(void *user, const char *name, uint64_t size), void *user);
 

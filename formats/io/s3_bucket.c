@@ -29,7 +29,7 @@ typedef struct list_page {
     size_t len;
     char key[1100];
     uint64_t size;
-    int in_contents, truncated, stop;
+    int in_contents, in_prefixes, truncated, stop;
     char next[1100];
 } list_page;
 
@@ -44,6 +44,7 @@ static void XMLCALL page_start(void *user, const XML_Char *name, const XML_Char 
         p->key[0] = 0;
         p->size = 0;
     }
+    if (!strcmp(name, "CommonPrefixes")) p->in_prefixes = 1;
 }
 
 static void XMLCALL page_text(void *user, const XML_Char *s, int n)
@@ -67,6 +68,13 @@ static void XMLCALL page_end(void *user, const XML_Char *name)
         if (!p->stop && strlen(p->key) > p->skip)
             p->stop = !p->cb(p->user, p->key + p->skip, p->size);
     }
+    /* a folder below the prefix (PREFIX/NAME/), told as NAME, as a directory lists one */
+    size_t n = strlen(p->text);
+    if (p->in_prefixes && !strcmp(name, "Prefix") && n > p->skip + 1 && p->text[n - 1] == '/') {
+        p->text[n - 1] = 0;
+        if (!p->stop) p->stop = !p->cb(p->user, p->text + p->skip, 0);
+    }
+    if (!strcmp(name, "CommonPrefixes")) p->in_prefixes = 0;
     p->len = 0;
 }
 

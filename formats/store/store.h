@@ -210,6 +210,27 @@ typedef struct tq_store_gc_report {
  * miss).  Snapshots that cannot be read are left alone. */
 tq_status tq_store_gc(tq_ctx *ctx, tq_store *s, uint64_t max_bytes, tq_store_gc_report *rep);
 
+/* A writer's temporary (NAME.tmp.XXXXXX) this old is a dead writer's: gc and check remove it. */
+#define TQ_STORE_TEMP_AGE_S 3600
+
+/* What tq_store_check found. */
+typedef struct tq_store_check_report {
+    uint32_t snapshots, entries; /* read: snapshots whole, the entries that point at them */
+    uint32_t problems, repaired; /* repaired: removed (or a snapshot indexed again) */
+} tq_store_check_report;
+/* A problem: the entry, why, and 1 when repair removed it, -1 when it repaired it otherwise, 0
+ * when it is left. */
+typedef void (*tq_store_problem_fn)(void *user, const char *entry, const char *why,
+                                    int repaired);
+/* Every entry verified (STORE.md, "Checking a store"): each snapshot read whole (checksums, or
+ * with a key its tags) and its name against its tokens, each chain's base present and the same,
+ * the index, names, use times, restore points and checkpoints against the snapshots that
+ * passed, writers' temporaries over an hour old.  repair: what is broken or unreachable removed
+ * (a snapshot not indexed at every boundary is indexed again); never another key's entry, nor a
+ * temporary a live writer may still write. */
+tq_status tq_store_check(tq_ctx *ctx, tq_store *s, int repair, tq_store_problem_fn fn, void *user,
+                         tq_store_check_report *rep);
+
 /* The time a snapshot was last saved or restored (seconds since 1970; 0: not recorded). */
 double tq_store_last_used(tq_ctx *ctx, tq_store *s, const char *name);
 /* Marks a snapshot used now (what gc evicts last). */

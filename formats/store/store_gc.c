@@ -130,14 +130,13 @@ static long next_victim(const gc_snap *g, uint32_t n)
 }
 
 /* A writer's temporary left by a process that died (NAME.tmp.XXXXXX), an hour old: removed. */
-enum { TEMP_AGE_S = 3600 };
 static unsigned temps_removed;
 
 static int sweep_one(const char *path, const struct stat *sb, int kind, struct FTW *ftw)
 {
     const char *base = path + ftw->base;
     if (kind == FTW_F && S_ISREG(sb->st_mode) && strstr(base, ".tmp.") &&
-        sb->st_mtime < time(NULL) - TEMP_AGE_S && !unlink(path))
+        sb->st_mtime < time(NULL) - TQ_STORE_TEMP_AGE_S && !unlink(path))
         temps_removed++;
     return 0;
 }
