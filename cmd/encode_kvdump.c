@@ -20,7 +20,9 @@
 static void help_streams(void)
 {
     printf("  -o -                  write to stdout; -o onto a device, FIFO or link to one writes\n"
-        "                        into it as a stream (never replaced)\n\n"
+        "                        into it as a stream (never replaced)\n"
+           "  --key-file KEY        seal the snapshot with KEY's 32 raw bytes (AES-256-GCM;\n"
+           "                        TQ_KEY_FILE: the same; see tq help slot)\n\n"
            "IN, OUT and --append may be - (a pipe) or s3://bucket/key (an object: written as a\n"
            "multipart upload that appears only when complete), with AWS_ACCESS_KEY_ID,\n"
            "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL (another\n"
