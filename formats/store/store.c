@@ -8,6 +8,8 @@
 #include "tqkv.h"
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,11 +79,32 @@ char *tq_store_path(const tq_store *s, const char *entry)
     return p;
 }
 
+/* TQ_CRASH_AT=N: the process kills itself (SIGKILL, no cleanup) at the Nth change it makes to a
+ * store, before that change, so that a test reaches every point of a save, a gc or the proxy
+ * and checks what a crash there leaves (tests/oracle/slot_crash.py; STORE.md, "Crashes"). */
+static long crash_at;
+static long crash_seen;
+static pthread_once_t crash_once = PTHREAD_ONCE_INIT;
+
+static void crash_read(void)
+{
+    const char *v = getenv("TQ_CRASH_AT");
+    crash_at = v ? strtol(v, NULL, 10) : 0;
+}
+
+static void crash_point(void)
+{
+    pthread_once(&crash_once, crash_read);
+    if (crash_at > 0 && __atomic_add_fetch(&crash_seen, 1, __ATOMIC_SEQ_CST) == crash_at)
+        raise(SIGKILL);
+}
+
 /* With the process's keys (seal.h) every entry is sealed as it is written and must open as it
  * is read: an entry of another key, or a plain one, is not there (STORE.md, "Sealed stores"). */
 tq_status tq_store_put(tq_ctx *ctx, tq_store *s, const char *entry, const void *p, uint64_t n)
 {
     const tq_seal_keys *keys = tq_seal_keys_current();
+    crash_point();
     if (!keys) return s->backend->put(ctx, s, entry, p, n);
     uint8_t *sealed;
     uint64_t sealed_n;
@@ -99,6 +122,7 @@ tq_status tq_store_write_begin(tq_ctx *ctx, tq_store *s, const char *entry, tq_s
     *f = NULL;
     if (!o) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
     o->backend = s->backend;
+    crash_point();
     tq_status st = s->backend->write_begin(ctx, s, entry, o);
     if (st) {
         free(o->path);
@@ -128,6 +152,7 @@ tq_status tq_store_write_commit(tq_ctx *ctx, tq_store_writer *w)
         tq_store_write_abort(w);
         return st;
     }
+    crash_point(); /* written whole, not yet in place */
     st = w->backend->write_commit(ctx, w);
     free(w->path);
     free(w);
@@ -272,6 +297,7 @@ tq_status tq_store_list(tq_ctx *ctx, tq_store *s, const char *folder, char ***na
 
 tq_status tq_store_remove(tq_ctx *ctx, tq_store *s, const char *entry)
 {
+    crash_point();
     return s->backend->remove(ctx, s, entry);
 }
 
