@@ -3,7 +3,9 @@
 
     python3 tests/s3_proxy.py --to 127.0.0.1:PORT [--port-file F] [--count-file C]
                               [--cut-up N] [--cut-down N] [--cuts K]
-                              [--status CODE --fail K] [--gate FILE [--hold-after K]]
+                              [--status CODE --fail K [--retry-after S] [--skew S]]
+                              [--stall S --stalls K] [--throttle BYTES_PER_S]
+                              [--dates FILE] [--gate FILE [--hold-after K]]
 
 The object-store tests point the client at this proxy instead of at radosgw
 (tests/setup_s3.sh) to see how it copes with what a real network and a real S3 do:
@@ -29,6 +31,14 @@ start over.
   request head has arrived, an HTTP/1.1 answer with that status and an S3 XML
   error body (SlowDown for 503, InternalError otherwise), "Connection: close",
   and is closed; the server never sees it.  Later connections are forwarded.
+- --retry-after S: the injected answers carry "Retry-After: S".
+- --skew S (with --status 403): the injected answers say RequestTimeTooSkewed, with a Date
+  S seconds from now (the server's clock as a skewed one would tell it; the machine's clock is
+  untouched).
+- --stall S --stalls K: the first K connections pass the answer's first bytes (its head) and
+  then hold the rest for S seconds: a stalled download.
+- --throttle B: answers pass at B bytes a second at most (each connection).
+- --dates FILE: the X-Amz-Date of every forwarded request is appended to FILE, a line each.
 - --gate FILE: connections from the --hold-after'th on (default 1: all but the first) wait,
   once accepted, until FILE exists; FILE.held appears when one waits.  A test changes the
   store in between (a racing writer) while the client holds what it read before.
@@ -37,6 +47,9 @@ start over.
 
 import argparse
 import asyncio
+import email.utils
+import re
+import time
 import http
 import os
 import signal
@@ -52,6 +65,8 @@ LINGER_S = 2.0
 
 ERROR_BODIES = {
     503: ("SlowDown", "Please reduce your request rate."),
+    403: ("RequestTimeTooSkewed",
+          "The difference between the request time and the current time is too large."),
 }
 DEFAULT_ERROR = ("InternalError", "We encountered an internal error. Please try again.")
 
@@ -80,8 +95,11 @@ def reset(writer):
     writer.transport.abort()
 
 
-def error_answer(code):
+def error_answer(code, retry_after=None, skew=None):
     s3code, message = ERROR_BODIES.get(code, DEFAULT_ERROR)
+    extra = f"Retry-After: {retry_after}\r\n" if retry_after is not None else ""
+    if skew is not None:
+        extra += "Date: " + email.utils.formatdate(time.time() + skew, usegmt=True) + "\r\n"
     body = ('<?xml version="1.0" encoding="UTF-8"?>\n'
             f"<Error><Code>{s3code}</Code><Message>{message}</Message>"
             "<RequestId>s3-proxy</RequestId></Error>").encode()
@@ -92,7 +110,7 @@ def error_answer(code):
     head = (f"HTTP/1.1 {code} {reason}\r\n"
             "Content-Type: application/xml\r\n"
             f"Content-Length: {len(body)}\r\n"
-            "x-amz-request-id: s3-proxy\r\n"
+            "x-amz-request-id: s3-proxy\r\n" + extra +
             "Connection: close\r\n\r\n").encode()
     return head + body
 
@@ -152,7 +170,7 @@ class Proxy:
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             log(f"conn {n}: closed before a request head")
             return
-        cwriter.write(error_answer(self.args.status))
+        cwriter.write(error_answer(self.args.status, self.args.retry_after, self.args.skew))
         try:
             await cwriter.drain()
             cwriter.write_eof()
@@ -185,11 +203,24 @@ class Proxy:
             reset(cwriter)
             reset(swriter)
 
+        stall = self.args.stall if n < self.args.stalls else 0
+
         async def pump(src, dst, direction, limit):
+            nonlocal stall
             armed = limit is not None
             try:
                 while True:
-                    data = await src.read(BUFSIZE)
+                    data = await src.read(BUFSIZE if not self.args.throttle else 16384)
+                    if direction == "up" and self.args.dates:
+                        for m in re.finditer(rb"(?im)^x-amz-date: *(\S+)\r?$", data):
+                            with open(self.args.dates, "a") as f:
+                                f.write(m.group(1).decode() + "\n")
+                    if direction == "down" and stall and state["down"]:
+                        log(f"conn {n}: answer held {stall} s")
+                        await asyncio.sleep(stall)
+                        stall = 0
+                    if direction == "down" and self.args.throttle and data:
+                        await asyncio.sleep(len(data) / self.args.throttle)
                     if not data:
                         # Half-close: the other direction may still be busy.
                         if dst.can_write_eof() and not dst.transport.is_closing():
@@ -268,6 +299,17 @@ def main():
                    help="answer the first --fail connections with this HTTP status")
     p.add_argument("--fail", type=int, default=0, metavar="K",
                    help="how many connections get the --status answer")
+    p.add_argument("--retry-after", type=int, metavar="S",
+                   help="the injected answers carry Retry-After: S")
+    p.add_argument("--skew", type=int, metavar="S",
+                   help="with --status 403: RequestTimeTooSkewed and a Date S seconds off")
+    p.add_argument("--stall", type=float, default=0, metavar="S",
+                   help="hold the first --stalls answers after their first bytes for S s")
+    p.add_argument("--stalls", type=int, default=0, metavar="K")
+    p.add_argument("--throttle", type=int, default=0, metavar="B",
+                   help="answers at B bytes a second at most")
+    p.add_argument("--dates", metavar="FILE",
+                   help="append every forwarded request's X-Amz-Date to FILE")
     p.add_argument("--gate", metavar="FILE",
                    help="hold connections from the --hold-after'th until FILE exists")
     p.add_argument("--hold-after", type=int, default=1, metavar="K",

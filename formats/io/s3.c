@@ -14,12 +14,31 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include <time.h>
 
 /* Attempts a request gets where S3 clients retry (the AWS SDKs' standard mode makes 3; a
- * restarted radosgw or a throttled bucket wants a little longer), and the first wait, doubled
- * each time: 0.1 + 0.2 + 0.4 + 0.8 s. */
-enum { S3_TRIES = 5, S3_WAIT_MS = 100 };
+ * restarted radosgw or a throttled bucket wants a little longer), and the backoff: a wait
+ * drawn at random below 0.1 s doubled for each attempt made ("full jitter", as the AWS SDKs:
+ * clients that failed together do not retry together), or what a Retry-After asks, at most
+ * S3_RETRY_AFTER_MAX_S (S3.md, "Retries"). */
+enum { S3_TRIES = 5, S3_WAIT_MS = 100, S3_RETRY_AFTER_MAX_S = 10 };
+
+/* The store's clock less ours, learnt from a RequestTimeTooSkewed answer's Date: requests are
+ * dated by it from then on (an X-Amz-Date header, which libcurl signs as given). */
+static long s3_skew_s;
+
+/* Seconds without a byte before a request is given up and retried (TQ_S3_STALL_S, else 30). */
+static long stall_s(void)
+{
+    static long v;
+    if (!__atomic_load_n(&v, __ATOMIC_RELAXED)) {
+        const char *e = getenv("TQ_S3_STALL_S");
+        long x = e ? strtol(e, NULL, 10) : 0;
+        __atomic_store_n(&v, x > 0 && x <= 3600 ? x : 30, __ATOMIC_RELAXED);
+    }
+    return __atomic_load_n(&v, __ATOMIC_RELAXED);
+}
 
 
 static void (*s3_note_fn)(void *, const char *);
@@ -238,6 +257,15 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *user)
     if (!strncasecmp(line, "HTTP/", 5)) { /* a new answer (after 100 Continue, a redirect) */
         r->etag[0] = 0;
         r->status = 0;
+        r->retry_after_s = -1;
+        r->server_date = 0;
+    } else if (!strncasecmp(line, "Retry-After:", 12)) {
+        char *end;
+        long v = strtol(line + 12, &end, 10);
+        if (end != line + 12 && v >= 0) r->retry_after_s = v; /* an HTTP date: not taken */
+    } else if (!strncasecmp(line, "Date:", 5)) {
+        time_t t = curl_getdate(line + 5, NULL);
+        r->server_date = t > 0 ? t : 0;
     } else if (!strncasecmp(line, "ETag:", 5)) {
         const char *v = line + 5;
         while (*v == ' ') v++;
@@ -282,6 +310,14 @@ static struct curl_slist *request_headers(const tq_s3 *s, const s3_req *r)
         snprintf(line, sizeof line, "If-Match: %s", s->etag);
         l = curl_slist_append(l, line);
     }
+    long skew = __atomic_load_n(&s3_skew_s, __ATOMIC_RELAXED);
+    if (skew) { /* the store's time, signed as given */
+        struct tm tm;
+        time_t now = time(NULL) + skew;
+        gmtime_r(&now, &tm);
+        strftime(line, sizeof line, "X-Amz-Date: %Y%m%dT%H%M%SZ", &tm);
+        l = curl_slist_append(l, line);
+    }
     return l;
 }
 
@@ -303,6 +339,27 @@ static int before_request(void *user, char *ip, char *local_ip, int port, int lo
     return CURL_PREREQFUNC_OK;
 }
 
+/* A transfer's progress: given up (and retried) once no byte has gone either way for the
+ * stall limit, whatever came before (curl's own low-speed check averages over seconds, so a
+ * burst hid a stall behind it). */
+static int on_progress(void *user, curl_off_t dl_total, curl_off_t dl, curl_off_t ul_total,
+                       curl_off_t ul)
+{
+    s3_req *r = user;
+    struct timespec now;
+    (void)dl_total;
+    (void)ul_total;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (dl != r->seen_down || ul != r->seen_up || !r->moved.tv_sec) {
+        r->seen_down = dl;
+        r->seen_up = ul;
+        r->moved = now;
+        return 0;
+    }
+    r->stalled = now.tv_sec - r->moved.tv_sec >= stall_s();
+    return r->stalled;
+}
+
 /* One attempt of r on r->h. */
 static void attempt(tq_s3 *s, s3_req *r)
 {
@@ -312,6 +369,8 @@ static void attempt(tq_s3 *s, s3_req *r)
     r->status = 0;
     r->sent = 0;
     r->etag[0] = 0;
+    r->retry_after_s = -1;
+    r->server_date = 0;
     r->err_len = 0;
     r->curl_err[0] = 0;
     curl_easy_reset(h);
@@ -335,9 +394,13 @@ static void attempt(tq_s3 *s, s3_req *r)
     /* no wait for 100-continue before a part (an empty Expect: header would be signed too,
      * and radosgw refuses the signature) */
     curl_easy_setopt(h, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
-    /* a server that stops answering mid-transfer: given up after 30 s under 1 byte/s */
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 30L);
+    /* a server that stops answering mid-transfer: given up after 30 s (TQ_S3_STALL_S) without
+       a byte, and retried */
+    r->moved.tv_sec = 0;
+    r->stalled = 0;
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, r);
     if (!strcmp(r->method, "HEAD")) {
         curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     } else if (!strcmp(r->method, "PUT")) {
@@ -426,6 +489,8 @@ static int retryable(const s3_req *r)
         case CURLE_GOT_NOTHING:
         case CURLE_OPERATION_TIMEDOUT:
             return 1;
+        case CURLE_ABORTED_BY_CALLBACK:
+            return r->stalled;
         default:
             return 0;
     }
@@ -437,6 +502,10 @@ static void describe(const tq_s3 *s, const s3_req *r, char *out, size_t cap)
     xml_pick x;
     if (r->cc == CURLE_COULDNT_CONNECT) {
         snprintf(out, cap, "cannot connect to %s", s->endpoint);
+        return;
+    }
+    if (r->stalled) {
+        snprintf(out, cap, "no byte for %ld s", stall_s());
         return;
     }
     if (r->cc != CURLE_OK) {
@@ -464,12 +533,42 @@ static void sleep_ms(long ms)
     nanosleep(&t, NULL);
 }
 
+/* The wait before attempt a + 1: a Retry-After's (capped), else a random share of the
+ * doubled backoff. */
+static long backoff_ms(const s3_req *r, int a)
+{
+    static __thread unsigned seed;
+    if (!seed) seed = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)&seed ^ (unsigned)getpid();
+    if (r->retry_after_s >= 0)
+        return 1000L * (r->retry_after_s < S3_RETRY_AFTER_MAX_S ? r->retry_after_s
+                                                                 : S3_RETRY_AFTER_MAX_S);
+    long top = (long)S3_WAIT_MS << a;
+    return (long)((double)rand_r(&seed) / ((double)RAND_MAX + 1.0) * (double)top);
+}
+
+/* A RequestTimeTooSkewed answer: the store's Date taken as the time to sign with (1), told
+ * once; 0 when it gave none. */
+static int correct_skew(const tq_s3 *s, const s3_req *r)
+{
+    xml_pick x;
+    if (r->cc != CURLE_OK || r->status != 403 || !r->server_date) return 0;
+    s3_xml_read(r->err, r->err_len, &x);
+    if (strcmp(x.code, "RequestTimeTooSkewed")) return 0;
+    long skew = (long)(r->server_date - time(NULL));
+    __atomic_store_n(&s3_skew_s, skew ? skew : 1, __ATOMIC_RELAXED);
+    note("%s: this machine's clock differs from the store's by %+ld s: requests are dated by "
+         "the store's",
+         s->url, skew);
+    return 1;
+}
+
 /* r on r->h (the object's own handle when NULL), retried as S3 clients retry; a retried GET
  * resumes after the bytes it has. */
 tq_status s3_call(tq_ctx *ctx, tq_s3 *s, s3_req *r)
 {
     char why[400];
     char first[400] = "";
+    char waits[96] = ""; /* the waits before each retry, told with it */
     const char *what = r->query ? r->query : "";
     r->s = s;
     if (!r->h) r->h = s->h;
@@ -478,14 +577,15 @@ tq_status s3_call(tq_ctx *ctx, tq_s3 *s, s3_req *r)
         if (ok_answer(r)) {
             /* told once it worked: a failure's one line says how often it was tried */
             if (a > 1)
-                note("%s: %s%s%s retried after %s: done at attempt %d of %d", s->url, r->method,
-                     *what ? " ?" : "", what, first, a, S3_TRIES);
+                note("%s: %s%s%s retried after %s: done at attempt %d of %d (waits:%s s)",
+                     s->url, r->method, *what ? " ?" : "", what, first, a, S3_TRIES, waits);
             return TQ_OK;
         }
         describe(s, r, why, sizeof why);
         s->missing = r->cc == CURLE_OK && r->status == 404 && !strstr(why, "no such bucket");
         if (a == 1) snprintf(first, sizeof first, "%s", why);
-        if (!retryable(r) || a == S3_TRIES) {
+        int skewed = a < S3_TRIES && correct_skew(s, r);
+        if (!skewed && (!retryable(r) || a == S3_TRIES)) {
             free(r->err);
             r->err = NULL;
             if (r->cancelled) return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cancelled", s->url);
@@ -496,7 +596,10 @@ tq_status s3_call(tq_ctx *ctx, tq_s3 *s, s3_req *r)
                                     *what ? " ?" : "", what, why);
         }
         if (strcmp(r->method, "GET")) r->got = 0; /* a body goes again from its start */
-        sleep_ms((long)S3_WAIT_MS << (a - 1));
+        long wait = skewed ? 0 : backoff_ms(r, a);
+        size_t used = strlen(waits);
+        snprintf(waits + used, sizeof waits - used, " %.3f", wait / 1e3);
+        sleep_ms(wait);
     }
 }
 

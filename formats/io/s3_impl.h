@@ -5,6 +5,7 @@
 #include "s3.h"
 
 #include <curl/curl.h>
+#include <time.h>
 #include <stddef.h>
 
 struct tq_s3 {
@@ -43,6 +44,11 @@ typedef struct s3_req {
     uint64_t total;  /* the object's size: Content-Range's, else a whole answer's length */
     int cancelled;  /* the sink stopped it */
     char etag[128]; /* of this answer */
+    long retry_after_s; /* the answer's Retry-After (seconds), -1 when none */
+    struct timespec moved; /* when a byte last went either way, this attempt */
+    curl_off_t seen_down, seen_up;
+    int stalled; /* given up: no byte for the stall limit (retried) */
+    time_t server_date; /* the answer's Date, 0 when none */
     char *err;      /* a non-2xx answer's body, at most 16 KiB */
     size_t err_len;
     CURLcode cc;
