@@ -79,6 +79,10 @@ rss=$(tail -n 1 "$tmp/rss")
 rm -f "$tmp/big.tqkv" "$tmp/big.out"
 
 behaviour a_bad_pipe_is_one_line_and_leaves_nothing
+# copies of stdin go to a TMPDIR of this test's own: another process's copies are not ours
+mkdir -p "$tmp/spool" || fail "mkdir"
+TMPDIR=$tmp/spool
+export TMPDIR
 head -c 300000 "$tmp/s.tqkv" >"$tmp/cut.tqkv"
 python3 -c "
 import sys; b = bytearray(open(sys.argv[1], 'rb').read()); b[len(b) // 2] ^= 1
@@ -100,6 +104,6 @@ expect_err 1 "not a .tqkv snapshot" decode-kvdump - -o "$tmp/x.out" </dev/null
 echo "not a state" | $tq encode-kvdump - -o "$tmp/x.tqkv" 2>"$tmp/e"
 [ $? -eq 1 ] && [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "encode of junk: $(cat "$tmp/e")"
 [ -e "$tmp/x.tqkv" ] && fail "an output was left for junk"
-[ -z "$(ls /tmp/tq-input.tmp.* 2>/dev/null)" ] || fail "a copy of stdin was left in /tmp"
+[ -z "$(ls "$tmp/spool")" ] || fail "a copy of stdin was left in TMPDIR: $(ls "$tmp/spool")"
 
 exit 0
