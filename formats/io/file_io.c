@@ -132,11 +132,37 @@ void tq_temp_forget(const char *tmp)
     pthread_mutex_unlock(&temp_lock);
 }
 
+/* A copy made unnamed (tq_temp_unname) is named by its descriptor: closed, not unlinked. */
+#define TQ_FD_PREFIX "/proc/self/fd/"
+
 void tq_temp_discard(char *tmp)
 {
-    if (tmp) unlink(tmp);
+    if (tmp && !strncmp(tmp, TQ_FD_PREFIX, strlen(TQ_FD_PREFIX)))
+        close(atoi(tmp + strlen(TQ_FD_PREFIX)));
+    else if (tmp)
+        unlink(tmp);
     tq_temp_forget(tmp);
     free(tmp);
+}
+
+int tq_temp_unname(char **tmp)
+{
+    char name[64];
+    struct stat st;
+    if (stat(TQ_FD_PREFIX, &st) || !S_ISDIR(st.st_mode)) return 0; /* no /proc: it keeps a name */
+    int kept = open(*tmp, O_RDONLY | O_CLOEXEC);
+    if (kept < 0) return 0;
+    snprintf(name, sizeof name, TQ_FD_PREFIX "%d", kept);
+    char *by_fd = strdup(name);
+    if (!by_fd) {
+        close(kept);
+        return 0;
+    }
+    unlink(*tmp);
+    tq_temp_forget(*tmp);
+    free(*tmp);
+    *tmp = by_fd;
+    return 1;
 }
 
 void tq_temp_remove_all(void)

@@ -37,6 +37,10 @@ void tq_temp_remove_all(void);
 /* A temporary copy done with (a spooled input, mapped or read): removed, forgotten and freed;
  * NULL is none. */
 void tq_temp_discard(char *tmp);
+/* A temporary still being written made nameless, so that no kill leaves it behind: opened
+ * once more and unlinked, *tmp replaced by /proc/self/fd/N of that descriptor, which
+ * tq_temp_discard closes.  0 (the name kept) where /proc is not mounted. */
+int tq_temp_unname(char **tmp);
 
 /* Where intermediate files go that have no output beside them: $TMPDIR,
  * else /tmp (what mkstemp's callers use). */

@@ -253,6 +253,7 @@ tq_status tq_src_spool(tq_ctx *ctx, tq_src *s, tq_src_known known, char **path)
     snprintf(near, sizeof near, "%s/tq-input", tq_temp_dir());
     tq_status st = buf ? tq_temp_create_ex(ctx, near, 0, path, &f) : TQ_ERR_NOMEM;
     if (!buf) tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
+    if (!st) tq_temp_unname(path); /* a copy no SIGKILL leaves in TMPDIR */
     for (uint64_t got = BUF; !st && got == BUF;) {
         st = tq_src_read(ctx, s, buf, BUF, &got);
         if (!st && got && fwrite(buf, 1, got, f) != got)
@@ -265,9 +266,7 @@ tq_status tq_src_spool(tq_ctx *ctx, tq_src *s, tq_src_known known, char **path)
                               strerror(errno));
     if (*path) fclose(f);
     if (st && *path) {
-        unlink(*path);
-        tq_temp_forget(*path);
-        free(*path);
+        tq_temp_discard(*path);
         *path = NULL;
     }
     return st;

@@ -57,13 +57,14 @@ tq_status tq_src_peek(tq_ctx *ctx, tq_src *s, void *buf, uint64_t n, uint64_t *g
 tq_status tq_io_peek(tq_ctx *ctx, const char *name, tq_src **src, void *buf, uint64_t n,
                      uint64_t *got);
 /* The whole source into a temporary file under tq_temp_dir(), for a reader that must map its
- * input (a state to encode); *path is malloc'd, the caller unlinks it. */
+ * input (a state to encode); *path is malloc'd: tq_temp_discard it (a copy
+ * without a name where /proc is mounted: no kill leaves it). */
 /* Whether the first n bytes of an input are of a kind the caller reads (a known magic). */
 typedef int (*tq_src_known)(const uint8_t *head, size_t n);
 tq_status tq_src_spool(tq_ctx *ctx, tq_src *s, tq_src_known known, char **path);
 
 /* A name any reader takes: a file name as it is, "-" or s3:// spooled to a temporary file
- * (*tmp set: unlink it once opened, free it). */
+ * (*tmp set: tq_temp_discard it once opened). */
 tq_status tq_io_local(tq_ctx *ctx, const char *name, tq_src_known known, char **tmp,
                       const char **path);
 

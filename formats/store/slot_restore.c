@@ -234,7 +234,8 @@ tq_status tq_slot_restore_apply(tq_ctx *ctx, const tq_slot_session *ss, long slo
         return st;
     }
     /* restored already: a store that cannot record the use (read-only) is a warning */
-    if (tq_store_touch(ctx, ss->store, rep->name))
+    int present;
+    if (tq_store_touch(ctx, ss->store, rep->name, &present))
         tq_slot_note(ss, "warning: %s: its use not recorded: %s", rep->name, tq_ctx_error(ctx));
     return TQ_OK;
 }

@@ -287,8 +287,11 @@ static tq_status store_view(tq_ctx *ctx, const tq_slot_session *ss, const char *
     if (st) return st;
     if (skipped) tq_slot_note(ss, "warning: %u stored snapshots could not be read", skipped);
     if (!strcmp(base.name, rep->name)) { /* stored already: used again */
-        rep->already = 1;
-        return tq_store_touch(ctx, ss->store, rep->name);
+        int present;
+        st = tq_store_touch(ctx, ss->store, rep->name, &present);
+        rep->already = present;
+        if (st || present) return st;
+        memset(&base, 0, sizeof base); /* evicted meanwhile: saved again, whole */
     }
     st = encode(ctx, ss, v, rep->name, &base, &rep->bytes);
     /* checkpoints and points before the index: whoever finds the snapshot finds them */

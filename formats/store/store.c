@@ -422,15 +422,22 @@ void tq_store_name(uint64_t fingerprint, const int32_t *tokens, uint32_t n, char
     snprintf(buf, 34, "%016" PRIx64 "-%016" PRIx64, fingerprint, tq_store_prefix_hash(tokens, n));
 }
 
-tq_status tq_store_touch(tq_ctx *ctx, tq_store *s, const char *name)
+tq_status tq_store_touch(tq_ctx *ctx, tq_store *s, const char *name, int *present)
 {
     char entry[64];
+    char snap[300];
     char when[32];
     struct timespec ts;
+    uint64_t size;
     clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(entry, sizeof entry, "used/%s", name);
     int n = snprintf(when, sizeof when, "%lld.%03ld", (long long)ts.tv_sec, ts.tv_nsec / 1000000);
-    return tq_store_put(ctx, s, entry, when, (uint64_t)n);
+    tq_status st = tq_store_put(ctx, s, entry, when, (uint64_t)n);
+    if (st || !present) return st;
+    tq_store_entry(TQ_STORE_SNAP, name, snap, sizeof snap);
+    st = tq_store_size(ctx, s, snap, &size, present);
+    if (!st && !*present) st = tq_store_remove(ctx, s, entry);
+    return st;
 }
 
 tq_status tq_store_index(tq_ctx *ctx, tq_store *s, uint64_t fp, const char *name,
@@ -445,7 +452,7 @@ tq_status tq_store_index(tq_ctx *ctx, tq_store *s, uint64_t fp, const char *name
         st = tq_store_put(ctx, s, entry, "", 0);
     }
     free(h);
-    return st ? st : tq_store_touch(ctx, s, name);
+    return st ? st : tq_store_touch(ctx, s, name, NULL);
 }
 
 double tq_store_last_used(tq_ctx *ctx, tq_store *s, const char *name)

@@ -233,7 +233,10 @@ tq_status tq_store_check(tq_ctx *ctx, tq_store *s, int repair, tq_store_problem_
 
 /* The time a snapshot was last saved or restored (seconds since 1970; 0: not recorded). */
 double tq_store_last_used(tq_ctx *ctx, tq_store *s, const char *name);
-/* Marks a snapshot used now (what gc evicts last). */
-tq_status tq_store_touch(tq_ctx *ctx, tq_store *s, const char *name);
+/* Marks a snapshot used now (what gc evicts last).  With present (else NULL), the snapshot is
+ * looked for after: gc removes a snapshot before its use record, so a use recorded while gc was
+ * evicting it is seen here as a snapshot gone; its record is removed again and *present is 0
+ * (a pool's stores hold no use of nothing, STORE.md "Eviction"). */
+tq_status tq_store_touch(tq_ctx *ctx, tq_store *s, const char *name, int *present);
 
 #endif

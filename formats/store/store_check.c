@@ -19,7 +19,7 @@ typedef struct check_snap {
     char name[40];
     char base[40]; /* "" when whole */
     uint64_t base_id, id; /* id: XXH64 of its bytes where they were at hand, else 0 */
-    int bad;              /* 1: broken or unrestorable; 2: another key's (never touched) */
+    int bad; /* 1: broken or unrestorable; 2: another key's (never touched); 3: gone since listed */
     int32_t *tokens;
     uint32_t n_tokens;
 } check_snap;
@@ -73,6 +73,13 @@ static void read_snapshot(check_run *c, const char *file, check_snap *g)
     tq_store_entry(TQ_STORE_SNAP_FILE, file, entry, sizeof entry);
     tq_status st = tq_store_snapshot(c->ctx, c->s, g->name, &r);
     if (!st) st = verify_whole(c->ctx, r);
+    uint64_t size;
+    int found = 1;
+    if (st && !tq_store_size(c->ctx, c->s, entry, &size, &found) && !found) {
+        g->bad = 3; /* evicted by a live gc since the listing: its entries go with it */
+        tqkv_close(r);
+        return;
+    }
     if (st) {
         g->bad = st == TQ_ERR_UNSUPPORTED ? 2 : 1; /* another key's is told, never removed */
         problem(c, entry, g->bad == 1, "%s", tq_ctx_error(c->ctx));
@@ -114,7 +121,7 @@ static void check_chains(check_run *c)
             if (g->bad || !g->base[0]) continue;
             const check_snap *b = find_snap(c, g->base);
             const char *why = NULL;
-            if (!b) why = "is gone";
+            if (!b || b->bad == 3) why = "is gone";
             else if (b->bad) why = "is broken";
             else if (b->id && b->id != g->base_id) why = "is another snapshot than it was";
             if (!why) continue;
@@ -126,11 +133,17 @@ static void check_chains(check_run *c)
     }
 }
 
-/* Whether name is a snapshot that passed (a good one). */
+/* Whether name is a snapshot that passed (a good one), or one a live store's writers are
+ * changing: saved since the listing, or evicted while checked (its entries follow it). */
 static int good(const check_run *c, const char *name)
 {
+    char entry[300];
+    uint64_t size;
+    int found = 0;
     const check_snap *g = find_snap(c, name);
-    return g && !g->bad;
+    if (g) return !g->bad || g->bad == 3;
+    tq_store_entry(TQ_STORE_SNAP, name, entry, sizeof entry);
+    return !tq_store_size(c->ctx, c->s, entry, &size, &found) && found;
 }
 
 /* The entries under folder/ that name a snapshot (names/ holds it as content): each must be a
@@ -181,7 +194,7 @@ static void check_index(check_run *c)
                 c->rep->entries++;
                 const check_snap *g = find_snap(c, names[k]);
                 if (g && !g->bad) seen[g - c->snap]++;
-                else problem(c, entry, 1, "indexes no good snapshot");
+                else if (!good(c, names[k])) problem(c, entry, 1, "indexes no good snapshot");
             }
             if (nn) tq_store_names_free(names, nn);
         }

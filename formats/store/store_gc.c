@@ -55,7 +55,6 @@ static int gc_read(tq_ctx *ctx, tq_store *s, const char *file, gc_snap *g)
     return g->tokens != NULL;
 }
 
-/* Its index entries, its name entries, its use, then the snapshot. */
 /* Has a snapshot gc did not see at its start been appended to g (a save racing this gc)? */
 static int new_dependent(tq_ctx *ctx, tq_store *s, const gc_snap *all, uint32_t n_all,
                          const gc_snap *g)
@@ -77,6 +76,7 @@ static int new_dependent(tq_ctx *ctx, tq_store *s, const gc_snap *all, uint32_t 
     return found;
 }
 
+/* Its index entries, its name entries, the snapshot, then its use, points and checkpoints. */
 static tq_status evict(tq_ctx *ctx, tq_store *s, const gc_snap *all, uint32_t n_all,
                        const gc_snap *g)
 {
@@ -103,8 +103,6 @@ static tq_status evict(tq_ctx *ctx, tq_store *s, const gc_snap *all, uint32_t n_
         free(p);
     }
     if (n) tq_store_names_free(names, n);
-    snprintf(entry, sizeof entry, "used/%s", g->name);
-    if (!st) st = tq_store_remove(ctx, s, entry);
     /* a save that appended to it since gc began keeps it, indexed again (the save checks its
      * base after writing too: between the two, a chain is never left without its base) */
     if (!st && new_dependent(ctx, s, all, n_all, g))
@@ -112,7 +110,10 @@ static tq_status evict(tq_ctx *ctx, tq_store *s, const gc_snap *all, uint32_t n_
                                                                                : TQ_KEPT;
     tq_store_entry(TQ_STORE_SNAP, g->name, entry, sizeof entry);
     if (!st) st = tq_store_remove(ctx, s, entry);
-    /* after the snapshot: a racing restore that still finds it restores it whole */
+    /* after the snapshot: a racing restore that still finds it restores it whole, and a use it
+     * records after this is removed by that restore (tq_store_touch) */
+    snprintf(entry, sizeof entry, "used/%s", g->name);
+    if (!st) st = tq_store_remove(ctx, s, entry);
     tq_store_entry(TQ_STORE_POINTS, g->name, entry, sizeof entry);
     if (!st) st = tq_store_remove(ctx, s, entry);
     tq_store_entry(TQ_STORE_CKPT, g->name, entry, sizeof entry);

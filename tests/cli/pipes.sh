@@ -106,4 +106,23 @@ echo "not a state" | $tq encode-kvdump - -o "$tmp/x.tqkv" 2>"$tmp/e"
 [ -e "$tmp/x.tqkv" ] && fail "an output was left for junk"
 [ -z "$(ls "$tmp/spool")" ] || fail "a copy of stdin was left in TMPDIR: $(ls "$tmp/spool")"
 
+behaviour a_copy_of_stdin_killed_midway_leaves_nothing
+# a state from a pipe is copied to TMPDIR nameless: SIGKILL (no handler runs) leaves no file
+mkfifo "$tmp/fifo" || fail "mkfifo"
+$tq encode-kvdump - -q -o "$tmp/k.tqkv" <"$tmp/fifo" 2>/dev/null &
+pid=$!
+exec 3>"$tmp/fifo"
+cat "$tmp/8b.ggsn" >&3 # the copy is written; the pipe stays open: the encode waits for more
+for _ in $(seq 100); do
+    ls -l /proc/"$pid"/fd 2>/dev/null | grep -q "spool/tq-input" && break
+    sleep 0.1
+done
+ls -l /proc/"$pid"/fd 2>/dev/null | grep -q "spool/tq-input.*(deleted)" ||
+    fail "no nameless copy open: $(ls -l /proc/"$pid"/fd)"
+kill -9 "$pid"
+exec 3>&-
+wait
+[ -z "$(ls "$tmp/spool")" ] || fail "a killed copy left $(ls "$tmp/spool")"
+[ -e "$tmp/k.tqkv" ] && fail "a killed encode left its output"
+
 exit 0
