@@ -24,6 +24,13 @@ static void record_tokens(tq_proxy *p, const proxy_job *j, tq_slot_saved *rep)
     pthread_mutex_unlock(&p->lock);
 }
 
+/* The names gc evicts, in the log: an operator (and the pool test) tells an evicted session
+ * from a lost one. */
+static void log_evicted(void *user, const char *name)
+{
+    proxy_log(user, "the store's gc: evicted %s", name);
+}
+
 static void store_one(tq_proxy *p, tq_ctx *ctx, proxy_job *j)
 {
     tq_slot_saved rep;
@@ -49,7 +56,7 @@ static void store_one(tq_proxy *p, tq_ctx *ctx, proxy_job *j)
     free(rep.tokens);
     if (!st && p->cfg.max_size) {
         tq_store_gc_report gc;
-        if (tq_store_gc(ctx, p->cfg.session.store, p->cfg.max_size, &gc))
+        if (tq_store_gc(ctx, p->cfg.session.store, p->cfg.max_size, log_evicted, p, &gc))
             proxy_log(p, "the store's gc: %s", tq_ctx_error(ctx));
         else if (gc.evicted)
             proxy_log(p, "the store's gc: %u snapshots evicted, %.2f MB kept", gc.evicted,

@@ -207,8 +207,11 @@ typedef struct tq_store_gc_report {
  * A base goes only after every snapshot appended to it (a chain is never broken: a base counts
  * as used when its latest dependent was); each eviction removes the index entries first, so a
  * racing restore sees a snapshot or no entry, at worst an entry whose snapshot is gone (a
- * miss).  Snapshots that cannot be read are left alone. */
-tq_status tq_store_gc(tq_ctx *ctx, tq_store *s, uint64_t max_bytes, tq_store_gc_report *rep);
+ * miss).  Snapshots that cannot be read are left alone.  fn (NULL: none) is told each name
+ * evicted, as it goes. */
+typedef void (*tq_store_evicted_fn)(void *user, const char *name); /* each snapshot evicted */
+tq_status tq_store_gc(tq_ctx *ctx, tq_store *s, uint64_t max_bytes, tq_store_evicted_fn fn,
+                      void *user, tq_store_gc_report *rep);
 
 /* A writer's temporary (NAME.tmp.XXXXXX) this old is a dead writer's: gc and check remove it. */
 #define TQ_STORE_TEMP_AGE_S 3600

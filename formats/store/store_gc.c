@@ -142,7 +142,8 @@ static int sweep_one(const char *path, const struct stat *sb, int kind, struct F
     return 0;
 }
 
-tq_status tq_store_gc(tq_ctx *ctx, tq_store *s, uint64_t max_bytes, tq_store_gc_report *rep)
+tq_status tq_store_gc(tq_ctx *ctx, tq_store *s, uint64_t max_bytes, tq_store_evicted_fn fn,
+                      void *user, tq_store_gc_report *rep)
 {
     char **files;
     uint32_t nf;
@@ -175,6 +176,7 @@ tq_status tq_store_gc(tq_ctx *ctx, tq_store *s, uint64_t max_bytes, tq_store_gc_
         }
         total -= g[v].bytes;
         rep->evicted++;
+        if (!st && fn) fn(user, g[v].name);
         for (uint32_t j = 0; g[v].base[0] && j < n; j++)
             if (!strcmp(g[v].base, g[j].name)) g[j].dependents--;
     }

@@ -5,14 +5,16 @@ restores what the other server saved), one a tiny sliding-window model, one Smol
 
     python3 tests/oracle/slot_pool.py [--turns=N] [--minutes=M] [--report=FILE]
 
-make test runs the short form (3 turns a conversation); tests/bench/slot_pool.md has the long
-form (--minutes=10: conversations go on, turn after turn, until then).  Checked:
+make test runs the short form (3 turns a conversation); tests/bench/results/slot_pool.md has the
+long form (--minutes=10: conversations go on, turn after turn, until then).  Checked:
 - no request fails (every answer 200);
 - no restore comes from another conversation: each answer's first token has the
   probabilities a cold prefill of the same prompt on a server of the same model gives (top
   five within 0.03; 0.15 for SmolLM2, whose proxy saves with the default preset), every turn
   of the tiny models' conversations and the last of SmolLM2's;
-- restores happen: later turns process few of their prompts' tokens;
+- restores happen: a quarter of later turns at least process under half their prompts' tokens,
+  four of them at least restored from the store (a tight bound evicts many sessions);
+- no snapshot a proxy saved is gone from the store unless a gc evicted it (the proxies' logs);
 - the store stays within its bound plus one largest snapshot for each of the four writers,
   at every look (every 2 s), and `tq slot check` finds it clean at the end;
 - each proxy's resident memory after the first turns grows by less than 16 MiB.
@@ -187,12 +189,16 @@ class Pool:
                 wrong.append((i, round(diff, 3)))
         later = [e for e in self.log if e[1] > 0 and e[3] == 200]
         restored = [e for e in later if 0 <= e[5] < e[4] / 2]
-        if wrong or len(restored) < len(later) / 2:
+        logs = "".join(p.log.read_text(errors="replace") for p in proxies)
+        self.from_store = len(re.findall(r"held \d+, restored [1-9]\d* from", logs))
+        if wrong or len(restored) < len(later) / 4 or self.from_store < 4:
             fail(name, f"first tokens off a cold prefill: {wrong[:5]} of {len(self.replays)}; "
-                       f"{len(restored)} of {len(later)} later turns processed less than half")
+                       f"{len(restored)} of {len(later)} later turns processed less than half"
+                       f", {self.from_store} restores from the store")
         else:
             print(f"  {len(self.replays)} answers as a cold prefill gives; {len(restored)} of "
-                  f"{len(later)} later turns restored", flush=True)
+                  f"{len(later)} later turns restored ({self.from_store} from the store)",
+                  flush=True)
             ok(name)
 
         name = "a_pool_keeps_its_store_within_the_bound"
@@ -209,6 +215,23 @@ class Pool:
                   f"{self.largest / 1e6:.1f} MB)", flush=True)
             ok(name)
 
+        name = "a_pool_loses_no_snapshot_the_bound_did_not_evict"
+        logs = "".join(p.log.read_text(errors="replace") for p in proxies)
+        saved = set(re.findall(r"saved \d+ tokens as ([0-9a-f]{16}-[0-9a-f]{16})", logs))
+        evicted = set(re.findall(r"the store's gc: evicted ([0-9a-f]{16}-[0-9a-f]{16})", logs))
+        _, body = self.s3.curl("GET", "pool?list-type=2&prefix=store%2Fsnap%2F")
+        present = set(re.findall(rb"<Key>store/snap/([0-9a-f-]{33})\.tqkv</Key>", body))
+        present = {x.decode() for x in present}
+        lost = saved - evicted - present
+        if lost or not saved or not evicted:
+            fail(name, f"{len(lost)} of {len(saved)} saved snapshots gone, not evicted: "
+                       f"{sorted(lost)[:3]} ({len(evicted)} evicted, {len(present)} present)")
+        else:
+            print(f"  {len(saved)} snapshots saved, {len(evicted)} evicted by gc, "
+                  f"{len(present)} in the store at the end, none lost", flush=True)
+            ok(name)
+        self.counts = (len(saved), len(evicted), len(present), len(lost))
+
         name = "a_pool_proxys_memory_stays_flat"
         grew = [e - w for w, e in zip(warm, end)]
         if any(g >= RSS_GROWTH for g in grew):
@@ -219,11 +242,37 @@ class Pool:
             ok(name)
         report = OPTS.get("--report")
         if report:
-            Path(report).write_text(json.dumps({
-                "requests": n, "seconds": took, "failed": len(failed),
-                "restored": len(restored), "later": len(later), "replays": len(self.replays),
-                "wrong": len(wrong), "store_max": max(self.sizes or [0]), "bound": BOUND,
-                "largest": self.largest, "rss_growth": grew}))
+            self.report(Path(report), n, took, failed, restored, later, wrong, grew, rc)
+
+    def report(self, path, n, took, failed, restored, later, wrong, grew, check):
+        saved, evicted, present, lost = self.counts
+        rows = [("requests (all answered 200?)", f"{n} ({'yes' if not failed else len(failed)})"),
+                ("conversations at once", CONVERSATIONS),
+                ("minutes", f"{took / 60:.1f}"),
+                ("answers replayed against a cold prefill, off it", f"{len(self.replays)}, "
+                 f"{len(wrong)}"),
+                ("later turns restored (processed < half their prompt)",
+                 f"{len(restored)} of {len(later)}"),
+                ("restores from the store (the rest: the server's slot held it)",
+                 self.from_store),
+                ("snapshots saved / evicted by gc / in the store at the end / lost",
+                 f"{saved} / {evicted} / {present} / {lost}"),
+                ("store's snapshot bytes at most (looks every 2 s)",
+                 f"{max(self.sizes) / 1e6:.1f} MB at {len(self.sizes)} looks"),
+                ("bound, largest snapshot", f"{BOUND / 1e6:.1f} MB, {self.largest / 1e6:.1f} MB"),
+                ("proxies' RSS growth after warm-up (MiB)",
+                 ", ".join(f"{g / 2**20:.1f}" for g in grew)),
+                ("`tq slot check` at the end", "clean" if not check.returncode else "problems")]
+        lines = ["# A pool under load", "",
+                 f"`python3 tests/oracle/slot_pool.py --minutes={MINUTES:g} --report={path}` on "
+                 f"{os.cpu_count()} cores: four llama-servers (`--parallel 2`), each behind "
+                 "`tq slot proxy --max-size 12 MiB`, one radosgw store; two servers run a tiny "
+                 "Mistral-shaped model (a conversation alternates between them, so each turn "
+                 "restores what the other saved), one a tiny gpt-oss-shaped model (sliding "
+                 "window), one SmolLM2-135M (preset balanced).", "",
+                 "| what | measured |", "|---|---|"]
+        lines += [f"| {a} | {b} |" for a, b in rows]
+        path.write_text("\n".join(lines) + "\n")
 
 
 def main():
