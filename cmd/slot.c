@@ -343,7 +343,8 @@ static int do_ls(slot_run *r, const slot_opts *o)
 static int do_gc(slot_run *r, const slot_opts *o)
 {
     tq_store_gc_report rep;
-    if (tq_store_gc(r->ctx, r->ss.store, o->max_size, NULL, NULL, &rep)) return cli_lib_error(r->ctx);
+    if (tq_store_gc(r->ctx, r->ss.store, o->max_size, NULL, NULL, &rep))
+        return cli_lib_error(r->ctx);
     if (!o->c.quiet)
         cli_log("%s: %u snapshots evicted, %u kept: %.2f MB -> %.2f MB (at most %.2f MB)%s",
                 o->store, rep.evicted, rep.kept, rep.bytes_before / 1e6, rep.bytes_after / 1e6,
