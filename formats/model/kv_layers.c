@@ -102,7 +102,7 @@ tq_status tq_cache_layers_make(tq_ctx *ctx, const tq_kv_view *v, const tq_model 
     uint32_t n = tq_kv_view_n_kv(v), nl[2] = {0, 0};
     for (uint32_t s = 0; s < n && s < 2; s++) {
         const tq_kv_state *k = tq_kv_view_kv(v, s);
-        nl[s] = k->n_stream ? k->streams[0].n_layer : 0;
+        nl[s] = k->n_stream ? tq_kv_state_stream(k)->n_layer : 0;
     }
     return tq_cache_layers_for(ctx, tq_kv_view_arch(v), model, n, nl, out);
 }

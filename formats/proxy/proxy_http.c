@@ -4,6 +4,9 @@
 #define _GNU_SOURCE /* vasprintf */
 #include "proxy_impl.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -397,9 +400,21 @@ static tq_status listen_address(tq_ctx *ctx, const char *listen, struct sockaddr
     return TQ_OK;
 }
 
+/* A service's memory stays what its work needs: glibc raises its mmap threshold after each
+ * large free, so the megabyte buffers of many threads (slot files, snapshots, a thread a
+ * connection) come to live in arenas that keep them: a proxy's RSS grew by 112 MiB in ten
+ * minutes of tests/oracle/slot_pool.py.  A fixed threshold maps each and gives it back. */
+static void service_malloc(void)
+{
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 256 << 10);
+#endif
+}
+
 tq_status tq_proxy_start(tq_ctx *ctx, const tq_proxy_config *cfg, tq_proxy **out,
                          unsigned *port)
 {
+    service_malloc();
     struct sockaddr_storage sa;
     int v6 = 0;
     *out = NULL;

@@ -3,6 +3,9 @@
  * every request's path; --max-size keeps the store under its size after each. */
 #include "proxy_impl.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +82,9 @@ static void *saver_run(void *arg)
         if (ctx) store_one(p, ctx, j);
         if (!ctx) unlink(j->path);
         free(j);
+#ifdef __GLIBC__
+        malloc_trim(0); /* an encode's freed pages back to the system (proxy_http.c) */
+#endif
         pthread_mutex_lock(&p->lock);
         p->pending--;
         pthread_cond_broadcast(&p->changed);

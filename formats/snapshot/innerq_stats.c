@@ -124,7 +124,7 @@ tq_status tq_innerq_stats_add(tq_ctx *ctx, tq_innerq_stats *s, const tq_kv_view 
     uint64_t width = 0;
     for (uint32_t i = 0; i < tq_kv_view_n_kv(v); i++) {
         const tq_kv_state *k = tq_kv_view_kv(v, i);
-        if (k->n_stream) n_layer += k->streams[0].n_layer;
+        if (k->n_stream) n_layer += tq_kv_state_stream(k)->n_layer;
         for (uint32_t j = 0; j < k->n_stream; j++) {
             any += k->streams[j].cell_count > 0;
             for (uint32_t l = 0; l < k->streams[j].n_layer && k->streams[j].cell_count; l++) {

@@ -13,9 +13,9 @@ static tq_status check_memory(tq_ctx *ctx, const tq_kv_view *v, const tq_model *
     int no_v = 0;
     for (uint32_t i = 0; i < tq_kv_view_n_kv(v); i++) {
         const tq_kv_state *k = tq_kv_view_kv(v, i);
-        if (!k->n_stream || !k->streams[0].cell_count) continue;
-        layers += k->streams[0].n_layer;
-        no_v |= k->streams[0].v == NULL;
+        if (!k->n_stream || !tq_kv_state_stream(k)->cell_count) continue;
+        layers += tq_kv_state_stream(k)->n_layer;
+        no_v |= tq_kv_state_stream(k)->v == NULL;
     }
     const tq_kv_recurrent *r = tq_kv_view_recurrent(v);
     if (m->n_layer && layers && layers != m->n_kv_layer)

@@ -174,6 +174,13 @@ const tq_kv_recurrent *tq_kv_view_recurrent(const tq_kv_view *v)
     return v->has_recurrent ? &v->rec : NULL;
 }
 uint32_t tq_kv_view_n_kv(const tq_kv_view *v) { return v->n_kv; }
+const tq_kv_stream *tq_kv_state_stream(const tq_kv_state *k)
+{
+    for (uint32_t j = 0; j < k->n_stream; j++)
+        if (k->streams[j].cell_count) return &k->streams[j];
+    return k->streams;
+}
+
 const tq_kv_state *tq_kv_view_kv(const tq_kv_view *v, uint32_t i)
 {
     return i < v->n_kv ? &v->kv[i] : NULL;

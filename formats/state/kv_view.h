@@ -128,6 +128,10 @@ const char *tq_kv_view_profile_how(const tq_kv_view *v);
 const tq_kv_recurrent *tq_kv_view_recurrent(const tq_kv_view *v);
 uint32_t tq_kv_view_n_kv(const tq_kv_view *v);   /* KV memory states */
 const tq_kv_state *tq_kv_view_kv(const tq_kv_view *v, uint32_t i);
+/* The stream that holds cells: a slot saved by a server with one stream a slot (--parallel N,
+ * not unified) writes every stream, and only its own holds cells and layers; the first when
+ * none does. */
+const tq_kv_stream *tq_kv_state_stream(const tq_kv_state *k);
 uint64_t tq_kv_view_size(const tq_kv_view *v);
 const uint8_t *tq_kv_view_bytes(const tq_kv_view *v);
 /* XXH64 of the source's bytes: which file a figure was computed from. */

@@ -285,7 +285,7 @@ static int parse_memory(cur *c, tq_kv_view *s, int ext, int no_v)
             uint32_t kv_layers = 0;
             int known = 1; /* alone, every layer is recurrent */
             for (uint32_t i = 0; i < s->n_kv; i++) {
-                const tq_kv_stream *st = &s->kv[i].streams[0];
+                const tq_kv_stream *st = tq_kv_state_stream(&s->kv[i]);
                 known &= st->cell_count > 0;
                 kv_layers += st->n_layer;
             }

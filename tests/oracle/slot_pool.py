@@ -43,6 +43,7 @@ OPTS = dict(a.split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" 
 TURNS = int(OPTS.get("--turns", 3))
 MINUTES = float(OPTS.get("--minutes", 0))
 CONVERSATIONS = 32
+CHAT_TURNS = 10  # a conversation's chats start over after this many turns (a slot holds 4096)
 BOUND = 12 << 20
 RSS_GROWTH = 16 << 20
 QUESTIONS = ["What is this about?", "Say more.", "And then?", "Why?", "Go on.", "Is that all?"]
@@ -92,11 +93,12 @@ class Pool:
         label = self.plan[c % 4][0]
         # its servers: both tiny ones alternately, else its own
         mine = [i for i, p in enumerate(self.plan) if p[0] == label]
-        start = 400 + 97 * c
-        text = TEXT[start:start + 1600]  # its own system text: no other conversation shares it
-        prompt = f"Conversation {c}.\n{text}\n"
         turn = 0
         while (turn < TURNS and not MINUTES) or (MINUTES and time.time() < deadline):
+            if turn % CHAT_TURNS == 0:  # a new chat: its own text, no other conversation's
+                start = 400 + 97 * c + 13 * (turn // CHAT_TURNS)
+                prompt = f"Conversation {c}, chat {turn // CHAT_TURNS}.\n"
+                prompt += TEXT[start:start + 1600] + "\n"
             i = mine[turn % len(mine)]
             prompt += f"User: {QUESTIONS[turn % len(QUESTIONS)]}\nAssistant:"
             status, ans = post(proxies[i].url + "/completion",
@@ -105,7 +107,7 @@ class Pool:
             timings = ans.get("timings", {})
             with self.lock:
                 self.log.append((c, turn, i, status, ans.get("tokens_evaluated", 0),
-                                 timings.get("prompt_n", -1)))
+                                 timings.get("prompt_n", -1), ans.get("error", "")))
                 if status == 200 and (label != "smollm2" or not self.more(turn, deadline)):
                     tol = 0.15 if label == "smollm2" else 0.03
                     self.replays.append((i, prompt, first_probs(ans), tol))
@@ -138,7 +140,8 @@ class Pool:
                 proxies.append(Proxy(servers[i], self.store, "--preset", preset, "--model",
                                      str(model), "--max-size", str(BOUND), "--min-tokens", "256",
                                      "--timeout", "30", env=env,
-                                     log=dirs[i] / "proxy.log").__enter__())
+                                     log=dirs[i] / "proxy.log",
+                                     tq=os.environ.get("POOL_TQ")).__enter__())
             stop = threading.Event()
             watcher = threading.Thread(target=self.watch, args=(stop,))
             watcher.start()
@@ -187,7 +190,7 @@ class Pool:
             diff = max([abs(probs.get(t, 0) - p) for t, p in ref.items()] or [1])
             if status != 200 or diff > tol:
                 wrong.append((i, round(diff, 3)))
-        later = [e for e in self.log if e[1] > 0 and e[3] == 200]
+        later = [e for e in self.log if e[1] % CHAT_TURNS > 0 and e[3] == 200]
         restored = [e for e in later if 0 <= e[5] < e[4] / 2]
         logs = "".join(p.log.read_text(errors="replace") for p in proxies)
         self.from_store = len(re.findall(r"held \d+, restored [1-9]\d* from", logs))
