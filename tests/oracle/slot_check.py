@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _env import FAILED, ROOT, TQ, fail, gemma, ok, smollm2  # noqa: E402
 from _s3 import Store  # noqa: E402
-from _server import Server, left_behind, server_binary  # noqa: E402
+from _server import Server, server_binary, servers_stopped  # noqa: E402
 
 TEXT = "\n\n".join(p.read_text() for p in sorted((ROOT / "tests" / "oracle" / "prompts").glob("*.txt")))
 ENV = dict(os.environ)
@@ -166,9 +166,7 @@ def main():
     with Store() as s3:
         run_model(binary, smollm2(), "smollm2", s3)
         run_model(binary, gemma(), "gemma", s3)
-    left = left_behind()
-    if left:
-        fail("servers_are_stopped", ", ".join(left))
+    servers_stopped()
     sys.exit(1 if FAILED else 0)
 
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _env import FAILED, ROOT, TQ, fail, ok, smollm2  # noqa: E402
 from _proxy import Proxy  # noqa: E402
 from _s3 import Store  # noqa: E402
-from _server import Server, left_behind, server_binary  # noqa: E402
+from _server import Server, server_binary, servers_stopped  # noqa: E402
 from _tiny_models import build  # noqa: E402
 
 TEXT = "\n\n".join(p.read_text() for p in sorted((ROOT / "tests" / "oracle" / "prompts").glob("*.txt")))
@@ -283,9 +283,7 @@ def main():
     with tempfile.TemporaryDirectory() as td, Store() as s3:
         s3.bucket("pool")
         Pool(Path(td), s3, binary).run()
-    left = left_behind()
-    if left:
-        fail("servers_are_stopped", ", ".join(left))
+    servers_stopped()
     sys.exit(1 if FAILED else 0)
 
 
