@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/run.sh - runs every test: the C unit runner, the CLI scripts in
 # tests/cli and the oracle scripts in tests/oracle.  Each test prints one line
-# (ok / FAIL / SKIP: reason); the last line is "N passed, N failed".
+# (ok / FAIL / SKIP: reason), shown as its script finishes with the script's time and the count
+# so far; then the ten slowest scripts, what failed again, and the last line "N passed, N
+# failed".
 # TQ_REQUIRE_ORACLES=1 turns a missing oracle into a failure.
 cd "$(dirname "$0")/.." || exit 1
 # the oracles' own Python environment, made once (tests/setup_oracles.sh);
@@ -11,18 +13,38 @@ if [ "${TQ_NO_SETUP:-0}" != 1 ]; then
     if [ -n "$bin" ]; then export PATH="$bin:$PATH"; echo "oracles: $(dirname "$bin")"; fi
 fi
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+times=$(mktemp) # "SECONDS KIND/NAME" a script, for the slowest at the end
+trap 'rm -f "$out" "$times"' EXIT
+shown=0 # lines of $out already printed
+now() { date +%s.%N; }
 
+# progress KIND/NAME T0: the results a script added, as it finishes, then its time and the count
+progress() {
+    t=$(awk -v a="$2" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+    echo "$t $1" >>"$times"
+    total=$(wc -l <"$out")
+    if [ "$total" -gt "$shown" ]; then
+        sed -n "$((shown + 1)),${total}p" "$out"
+    fi
+    shown=$total
+    echo "  -- $1: ${t} s; so far $(grep -c '^ok ' "$out") passed," \
+        "$(grep -c '^FAIL ' "$out") failed, $(grep -c '^SKIP: ' "$out") skipped"
+}
+
+t0=$(now)
 ./build/tests/unit-runner >>"$out" 2>&1 || echo "FAIL unit-runner exited with status $?" >>"$out"
+progress unit/unit-runner "$t0"
 
 # The unit tests again under ASan/UBSan: one line for the whole run.
 if [ -x build/tests/unit-runner-san ]; then
+    t0=$(now)
     log=$(ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build/tests/unit-runner-san 2>&1); rc=$?
     if [ $rc -eq 0 ] && ! printf '%s\n' "$log" | grep -q '^FAIL'; then
         echo "ok sanitizers/unit-tests-under-asan-ubsan" >>"$out"
     else
         printf 'FAIL sanitizers/unit-tests-under-asan-ubsan (exit %s)\n%s\n' "$rc" "$(printf '%s\n' "$log" | grep -v '^ok' | tail -n 30 | sed 's/^/    /')" >>"$out"
     fi
+    progress sanitizers/unit-runner-san "$t0"
 fi
 
 # report KIND NAME RC LOG: a script's results.  Each "ok NAME" line a behaviour that held and
@@ -55,18 +77,27 @@ report() {
 
 for t in tests/cli/*.sh; do
     [ -f "$t" ] || continue
+    t0=$(now)
     log=$(sh "$t" 2>&1)
     report cli "$(basename "$t" .sh)" $? "$log"
+    progress "cli/$(basename "$t" .sh)" "$t0"
 done
 
 for t in tests/oracle/*.py; do
     [ -f "$t" ] || continue
     case $(basename "$t") in _*) continue ;; esac  # helper modules
+    t0=$(now)
     log=$(python3 "$t" 2>&1)
     report oracle "$(basename "$t" .py)" $? "$log"
+    progress "oracle/$(basename "$t" .py)" "$t0"
 done
 
-cat "$out"
+echo "the slowest (seconds):"
+sort -rn "$times" | head -n 10 | sed 's/^/  /'
+if grep -q '^FAIL ' "$out"; then
+    echo "what failed:"
+    awk '/^FAIL / { on = 1; print; next } /^(ok |SKIP: )/ { on = 0 } on' "$out"
+fi
 passed=$(grep -c '^ok ' "$out")
 failed=$(grep -c '^FAIL ' "$out")
 skipped=$(grep -c '^SKIP: ' "$out")

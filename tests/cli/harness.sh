@@ -30,3 +30,28 @@ grep -qx "ok cli/t/first_holds" "$out" || fail "first not reported: $(cat "$out"
 grep -qx "ok cli/t/third_holds" "$out" || fail "third not reported: $(cat "$out")"
 grep -qx "FAIL cli/t/second_fails" "$out" || fail "second's failure not reported: $(cat "$out")"
 [ "$(grep -c '^FAIL' "$out")" -eq 1 ] || fail "not one FAIL line: $(cat "$out")"
+
+behaviour run_sh_shows_each_result_as_its_script_finishes
+# a tree of three scripts and a unit runner, run by a copy of tests/run.sh
+mkdir -p "$tmp/tree/tests/cli" "$tmp/tree/tests/oracle" "$tmp/tree/build/tests"
+cp tests/run.sh tests/cli/common.inc "$tmp/tree/tests/" || fail "cp"
+printf '#!/bin/sh\necho "ok unit_one"\n' >"$tmp/tree/build/tests/unit-runner"
+chmod +x "$tmp/tree/build/tests/unit-runner"
+printf 'echo "ok a_holds"\n' >"$tmp/tree/tests/cli/a.sh"
+printf 'echo "FAIL: b_breaks: it broke"\nexit 1\n' >"$tmp/tree/tests/cli/b.sh"
+printf 'import sys\nprint("SKIP: no oracle here")\nsys.exit(77)\n' >"$tmp/tree/tests/oracle/c.py"
+log=$(TQ_NO_SETUP=1 sh "$tmp/tree/tests/run.sh" 2>&1)
+rc=$?
+[ $rc -eq 1 ] || fail "a run with a failure exited $rc"
+line() { printf '%s\n' "$log" | grep -n -- "$1" | head -n 1 | cut -d: -f1; }
+a=$(line "^ok cli/a/a_holds$")
+a_done=$(line "^  -- cli/a: [0-9.]* s; so far 2 passed, 0 failed, 0 skipped$")
+b=$(line "^FAIL cli/b/b_breaks$")
+c_done=$(line "^  -- oracle/c: [0-9.]* s; so far 2 passed, 1 failed, 1 skipped$")
+slowest=$(line "^the slowest (seconds):$")
+[ -n "$a" ] && [ -n "$a_done" ] && [ -n "$b" ] && [ -n "$c_done" ] && [ -n "$slowest" ] &&
+    [ "$a" -lt "$a_done" ] && [ "$a_done" -lt "$b" ] && [ "$c_done" -lt "$slowest" ] ||
+    fail "not each result as its script finished: $log"
+[ "$(printf '%s\n' "$log" | grep -c '^  [0-9.]* \(unit\|cli\|oracle\)/')" -eq 4 ] ||
+    fail "not four scripts among the slowest: $log"
+[ "$(printf '%s\n' "$log" | tail -n 1)" = "2 passed, 1 failed" ] || fail "the last line: $log"
