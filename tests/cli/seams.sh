@@ -1,5 +1,5 @@
 #!/bin/sh
-# The seams hold (../shared/reference/architecture.md): formats/ and cmd/ use
+# The seams hold (HACKING.md, "Seams"): formats/ and cmd/ use
 # libtq only through lib/tq.h; byte formats include neither formats/model/
 # nor formats/snapshot/, and model/ not snapshot/; the KV sources do not know
 # each other; encode-kvdump holds no InnerQ derivation; no function in
@@ -134,4 +134,11 @@ behaviour no_source_file_over_700_lines
 long=$(wc -l lib/*.c lib/*.h lib/*.inc formats/*/*.c formats/*/*.h cmd/*.c cmd/*.h |
        awk '$2 != "total" && $1 > 700 { print $2 ": " $1 " lines" }')
 [ -z "$long" ] || fail "source files over 700 lines: $long"
+
+behaviour the_architecture_lives_in_the_repository
+# a clone has no ../shared: HACKING.md says the seams itself, and nothing points elsewhere
+bad=$(grep -n 'shared/reference' HACKING.md README.md tests/cli/seams.sh | grep -v 'bad=')
+[ -z "$bad" ] || fail "the architecture pointed at outside the repository: $bad"
+grep -q '^## Seams$' HACKING.md || fail "HACKING.md has no Seams section"
+
 exit 0
