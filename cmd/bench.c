@@ -51,7 +51,10 @@ void help_bench(void)
         "  --plot F.svg  distortion vs bits per value with both bounds, and throughput bars\n"
         "  --reps R      repetitions per speed figure (default 5; --quick: 3)\n"
         "  --threads N   threads for the all-cores columns (default: all)\n"
-        "  --values N    weights: values per run (default 4194304)\n");
+        "  --values N    weights: values per run (default 4194304)\n\n"
+        "--kv FILE may be - (a pipe) or s3://bucket/key (an object), with AWS_ACCESS_KEY_ID,\n"
+        "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL from the\n"
+        "environment; the model is a file (it is mapped).\n");
 }
 
 static int parse(int argc, char **argv, bench_opts *o)

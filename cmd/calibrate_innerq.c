@@ -69,7 +69,10 @@ void help_calibrate_innerq(void)
         "  --fold OUT.gguf      also write the model with the scales folded in\n"
         "  --allow-requantize   let --fold rewrite quantized tensors (else those parts are left "
         "out)\n"
-        "  -o SCALES.gguf, --type-profile NAME, --threads N, --quiet\n");
+        "  -o SCALES.gguf, --type-profile NAME, --threads N, --quiet\n\n"
+        "A DUMP may be - (a pipe) or s3://bucket/key (an object), with AWS_ACCESS_KEY_ID,\n"
+        "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL from the\n"
+        "environment; the model and the outputs are files (a model is mapped).\n");
 }
 
 static int opt_double(double *dst, const char *name, const char *v, double lo, double hi)

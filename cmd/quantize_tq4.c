@@ -63,7 +63,8 @@ void help_quantize_tq4(void)
         "  --dry-run                the plan and sizes; nothing is written\n"
         "  --json                   a JSON report on stdout\n"
         "  --type-profile NAME      type-id numbering (see tq inspect)\n"
-        "  --threads N, --quiet\n");
+        "  --threads N, --quiet\n\n"
+        "IN and OUT are files (the model is mapped; a split model: its first shard).\n");
 }
 
 

@@ -44,7 +44,8 @@ void help_rotate_weights(void)
         "                    type of the rotated tensors (default auto: float tensors keep their\n"
         "                    type, quantized ones become F16)\n"
         "  --seed N          rotation seed (default %llu)\n"
-        "  --type-profile NAME, --threads N, --quiet\n",
+        "  --type-profile NAME, --threads N, --quiet\n\n"
+        "IN and OUT are files (the model is mapped; a split model: its first shard).\n",
         (unsigned long long)DEFAULT_SEED);
 }
 

@@ -474,6 +474,10 @@ tq_status tq_gguf_writer_open(tq_gguf_writer *w, const char *path, const char *c
 {
     tq_status st = building(w);
     if (st) return st;
+    if (!strcmp(path, "-") || !strncmp(path, "s3://", 5)) /* shards, a header written last */
+        return tq_ctx_set_error(w->ctx, TQ_ERR_IO, "%s: a GGUF file is written to a file, not to "
+                                "a pipe or an object: give its path (./%s for that name)",
+                                path, path);
     for (int64_t i = 0; i < w->n_kv; i++)
         if (!strncmp(w->kv[i].key, "split.", 6)) /* the writer owns the split layout */
             tq_gguf_writer_remove_kv(w, w->kv[i--].key);

@@ -19,6 +19,10 @@ tq_status tq_map_file(tq_ctx *ctx, const char *path, uint64_t min_size, const ch
     *map = NULL;
     *size = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int stream_name = !strcmp(path, "-") || !strncmp(path, "s3://", 5);
+    if (fd < 0 && errno == ENOENT && stream_name) /* the readers of streams spool them first */
+        return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: this input is read from a file, not from a "
+                                "pipe or an object: give its path", path);
     if (fd < 0)
         return tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;

@@ -111,9 +111,10 @@ tq_status tq_kvsnap_open_view(tq_ctx *ctx, const tqkv_reader *r, const char *tmp
                               tq_kv_view **out);
 
 /* Any KV file tq reads, .tqkv snapshots included: the byte formats'
- * bidders and the snapshot's (kv_snapshot_view.c).  A snapshot's model
- * fingerprint: tq_kv_view_fingerprint. */
-tq_status tq_kvsnap_open_any(tq_ctx *ctx, const char *path, tq_type_profile profile,
+ * bidders and the snapshot's (kv_snapshot_view.c), by name (a file, - for a
+ * pipe, s3://bucket/key: copied to an unlinked temporary file and mapped).  A
+ * snapshot's model fingerprint: tq_kv_view_fingerprint. */
+tq_status tq_kvsnap_open_any(tq_ctx *ctx, const char *name, tq_type_profile profile,
                              tq_kv_view **out);
 extern const struct tq_kv_source tq_kv_source_snapshot;
 /* A snapshot by name (a file, - for a pipe, s3://bucket/key), mapped: a pipe or an object is

@@ -60,14 +60,25 @@ tq_status tq_kvsnap_open_mapped(tq_ctx *ctx, const char *name, tqkv_reader **out
     return st;
 }
 
-tq_status tq_kvsnap_open_any(tq_ctx *ctx, const char *path, tq_type_profile profile,
+static int state_or_snapshot_magic(const uint8_t *head, size_t n)
+{
+    return tq_kv_view_probe(head, n) || probe_snapshot(head, n);
+}
+
+tq_status tq_kvsnap_open_any(tq_ctx *ctx, const char *name, tq_type_profile profile,
                              tq_kv_view **out)
 {
     const tq_kv_source *sources[8];
     size_t n = 0;
     for (size_t i = 0; i < tq_kv_n_byte_sources && n < 7; i++) sources[n++] = tq_kv_byte_sources[i];
     sources[n++] = &tq_kv_source_snapshot;
-    return tq_kv_view_open_from(ctx, path, profile, sources, n, out);
+    char *tmp;
+    const char *local;
+    *out = NULL;
+    tq_status st = tq_io_local(ctx, name, state_or_snapshot_magic, &tmp, &local);
+    if (!st) st = tq_kv_view_open_from(ctx, local, name, profile, sources, n, out);
+    tq_temp_discard(tmp); /* mapped: the bytes stay while it is open */
+    return st;
 }
 
 void tq_kvsnap_layout_close(tq_kvsnap_layout *l)

@@ -63,9 +63,11 @@ extern const tq_kv_source tq_kv_source_numpy;       /* kv_numpy.c */
 extern const tq_kv_source *const tq_kv_byte_sources[];
 extern const size_t tq_kv_n_byte_sources;
 /* tq_kv_view_open with these bidders (n of them); no bid: the llama.cpp state
- * reader opens it anyway, for its precise message. */
-tq_status tq_kv_view_open_from(tq_ctx *ctx, const char *path, tq_type_profile profile,
-                          const tq_kv_source *const *sources, size_t n, tq_kv_view **out);
+ * reader opens it anyway, for its precise message.  label names the input in
+ * messages (a spooled copy's path is not the name the user gave). */
+tq_status tq_kv_view_open_from(tq_ctx *ctx, const char *path, const char *label,
+                               tq_type_profile profile, const tq_kv_source *const *sources,
+                               size_t n, tq_kv_view **out);
 
 /* Frees the streams' tensor arrays of every state (for a source retrying
  * another reading of the same bytes). */

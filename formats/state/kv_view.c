@@ -113,15 +113,16 @@ tq_status tq_kv_view_open_memory(tq_ctx *ctx, const void *data, size_t size, con
     return tq_kv_view_open_memory_limited(ctx, data, size, label, p, 0, out);
 }
 
-tq_status tq_kv_view_open_from(tq_ctx *ctx, const char *path, tq_type_profile p,
-                          const tq_kv_source *const *sources, size_t n, tq_kv_view **out)
+tq_status tq_kv_view_open_from(tq_ctx *ctx, const char *path, const char *label,
+                               tq_type_profile p, const tq_kv_source *const *sources, size_t n,
+                               tq_kv_view **out)
 {
     *out = NULL;
     const uint8_t *m;
     uint64_t size;
     tq_status st = tq_map_file(ctx, path, 12, "too short for a llama.cpp state file", &m, &size);
     if (st) return st;
-    return open_view(ctx, NULL, sources, n, m, size, 1, path, p, 0, out);
+    return open_view(ctx, NULL, sources, n, m, size, 1, label, p, 0, out);
 }
 
 tq_status tq_kv_view_open_as(tq_ctx *ctx, const char *path, const char *label, tq_type_profile p,
@@ -138,7 +139,8 @@ tq_status tq_kv_view_open_as(tq_ctx *ctx, const char *path, const char *label, t
 
 tq_status tq_kv_view_open(tq_ctx *ctx, const char *path, tq_type_profile p, tq_kv_view **out)
 {
-    return tq_kv_view_open_from(ctx, path, p, tq_kv_byte_sources, tq_kv_n_byte_sources, out);
+    return tq_kv_view_open_from(ctx, path, path, p, tq_kv_byte_sources, tq_kv_n_byte_sources,
+                                 out);
 }
 
 int tq_kv_view_fingerprint(const tq_kv_view *v, uint64_t *fp)

@@ -125,4 +125,40 @@ wait
 [ -z "$(ls "$tmp/spool")" ] || fail "a killed copy left $(ls "$tmp/spool")"
 [ -e "$tmp/k.tqkv" ] && fail "a killed encode left its output"
 
+behaviour calibrate_reads_a_dump_from_a_pipe_as_from_its_file
+# the scales from a pipe are those from the file; only the recorded source name differs
+seed=tests/fuzz/seeds/fuzz_state_read/stories16.ggsq
+cal="calibrate-innerq --method kv --head-dim 8 --min-tokens 1 --quiet"
+$tq $cal "$seed" -o "$tmp/cal_file.gguf" || fail "calibrate from the file"
+$tq $cal - -o "$tmp/cal_pipe.gguf" <"$seed" || fail "calibrate from a pipe"
+# each scale tensor's name, count and statistics (offsets move with the name's length)
+$tq inspect --quiet --stats "$tmp/cal_file.gguf" | awk '/innerq_/ {$6 = ""; $7 = ""; print}' >"$tmp/cal_file.txt"
+$tq inspect --quiet --stats "$tmp/cal_pipe.gguf" | awk '/innerq_/ {$6 = ""; $7 = ""; print}' >"$tmp/cal_pipe.txt"
+[ -s "$tmp/cal_file.txt" ] || fail "no description of the scales"
+cmp -s "$tmp/cal_file.txt" "$tmp/cal_pipe.txt" ||
+    fail "scales differ: $(diff "$tmp/cal_file.txt" "$tmp/cal_pipe.txt" | head -4)"
+$tq inspect "$tmp/cal_pipe.gguf" | grep -q "sources = '-'" || fail "the pipe is not named '-'"
+
+behaviour a_model_written_to_a_pipe_is_refused_without_a_file
+# a GGUF is written in shards with its header last (one writer for every subcommand): - and
+# s3:// are refused, no file named -
+model=tests/fuzz/seeds/fuzz_gguf_read/tiny.gguf
+mkdir -p "$tmp/cwd"
+tq_at=$(realpath "$tq")
+here=$PWD
+for sub in quantize-tq4; do
+    (cd "$tmp/cwd" && $tq_at $sub "$here/$model" - 2>"$tmp/e" >"$tmp/o")
+    rc=$?
+    [ $rc -eq 1 ] || fail "$sub to -: exit $rc (want 1)"
+    [ "$(wc -l <"$tmp/e")" -eq 1 ] || fail "$sub to -: $(cat "$tmp/e")"
+    grep -q "not to a pipe or an object" "$tmp/e" || fail "$sub to -: $(cat "$tmp/e")"
+    [ -s "$tmp/o" ] && fail "$sub to - wrote to stdout"
+    [ -e "$tmp/cwd/-" ] && fail "$sub left a file named -"
+done
+(cd "$tmp/cwd" && $tq_at $cal "$here/$seed" -o - 2>"$tmp/e")
+[ $? -eq 1 ] && grep -q "not to a pipe" "$tmp/e" || fail "calibrate -o -: $(cat "$tmp/e")"
+[ -e "$tmp/cwd/-" ] && fail "calibrate left a file named -"
+expect_err 1 "not from a pipe or an object" quantize-tq4 - "$tmp/q.gguf" </dev/null
+[ -e "$tmp/q.gguf" ] && fail "quantize from - left an output"
+
 exit 0

@@ -141,4 +141,21 @@ bad=$(grep -n 'shared/reference' HACKING.md README.md tests/cli/seams.sh | grep 
 [ -z "$bad" ] || fail "the architecture pointed at outside the repository: $bad"
 grep -q '^## Seams$' HACKING.md || fail "HACKING.md has no Seams section"
 
+behaviour every_help_states_every_form_it_takes
+# a KV input may be a pipe or an object; a model is a file; the store a directory or S3
+for sub in encode-kvdump decode-kvdump inspect calibrate-innerq bench; do
+    $tq help $sub >"$tmp/help" 2>&1
+    grep -q -- "- (a pipe" "$tmp/help" || fail "tq help $sub names no pipe (-)"
+    grep -q "s3://bucket/key" "$tmp/help" || fail "tq help $sub names no object (s3://)"
+done
+for sub in quantize-tq4 rotate-weights; do
+    $tq help $sub | grep -q "IN and OUT are files" || fail "tq help $sub: where IN and OUT may be"
+done
+$tq help slot >"$tmp/help" 2>&1
+grep -q "s3://bucket/prefix" "$tmp/help" || fail "tq help slot names no S3 store"
+for form in save restore proxy ls gc check; do
+    grep -q "^ *\(usage: \)\{0,1\}tq slot $form " "$tmp/help" || fail "tq help slot: no '$form' form"
+    $tq slot 2>&1 | grep -q "$form" || fail "tq slot's usage error leaves out $form"
+done
+
 exit 0
