@@ -389,6 +389,34 @@ static int bkv_write_svg(const bkv_result *r, const char *path)
 
 /* ------------------------------------------------------------ weights */
 
+/* The same figures as JSON (through jansson). */
+static int print_generated_json(const bench_opts *o, const bwt_row *rows)
+{
+    json_t *codecs = json_array();
+    for (int i = 0; i < 2; i++) {
+        const bwt_row *r = &rows[i];
+        json_t *row = json_object();
+        json_object_set_new(row, "type", json_text(r->name));
+        json_object_set_new(row, "bits", json_num(r->bits, 6));
+        json_object_set_new(row, "rel_mse_fork", json_num(r->rel_mse_fork, 6));
+        json_object_set_new(row, "rel_mse_tq", json_num(r->rel_mse_best, 6));
+        json_object_set_new(row, "encode_mws_fork", json_num(r->enc_fork, 6));
+        json_object_set_new(row, "encode_mws_tq", json_num(r->enc_simd, 6));
+        json_object_set_new(row, "decode_mws_scalar", json_num(r->dec_scalar, 6));
+        json_object_set_new(row, "decode_mws_simd", json_num(r->dec_simd, 6));
+        json_object_set_new(row, "encode_mws_all_cores", json_num(r->enc_all, 6));
+        json_object_set_new(row, "decode_mws_all_cores", json_num(r->dec_all, 6));
+        json_array_append_new(codecs, row);
+    }
+    json_t *doc = json_object();
+    json_object_set_new(doc, "workload", json_text("gaussian weights with rare outliers"));
+    json_object_set_new(doc, "values", json_integer((json_int_t)o->values));
+    json_object_set_new(doc, "reps", json_integer(o->reps));
+    json_object_set_new(doc, "simd", json_text(tq_simd_name(tq_simd_best())));
+    json_object_set_new(doc, "codecs", codecs);
+    return json_write(stdout, doc) ? cli_runtime_error("stdout: write failed") : 0;
+}
+
 static void print_generated(const bench_opts *o, const bwt_row *rows)
 {
     printf("tq bench weights: %zu Gaussian weights with rare outliers, median of %d runs\n",
@@ -452,6 +480,7 @@ static int run_generated(tq_ctx *ctx, const bench_opts *o)
     bwt_opts w = {o->values, o->reps, o->threads};
     bwt_row rows[2];
     if (bwt_generated(ctx, &w, rows)) return cli_lib_error(ctx);
+    if (o->json) return print_generated_json(o, rows);
     print_generated(o, rows);
     return 0;
 }

@@ -2,7 +2,39 @@
 #include "json.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* The length of the valid UTF-8 sequence at s (n bytes left), or 0 where it is not one. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    size_t len = 0;
+    unsigned min = 0;
+    unsigned cp = 0;
+    if (s[0] < 0x80) return 1;
+    if ((s[0] & 0xe0) == 0xc0) {
+        len = 2;
+        min = 0x80;
+        cp = s[0] & 0x1f;
+    } else if ((s[0] & 0xf0) == 0xe0) {
+        len = 3;
+        min = 0x800;
+        cp = s[0] & 0x0f;
+    } else if ((s[0] & 0xf8) == 0xf0) {
+        len = 4;
+        min = 0x10000;
+        cp = s[0] & 0x07;
+    } else {
+        return 0;
+    }
+    if (len > n) return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    int surrogate = cp >= 0xd800 && cp <= 0xdfff;
+    return cp < min || cp > 0x10ffff || surrogate ? 0 : len;
+}
 
 void json_str(FILE *f, const char *s, uint64_t len)
 {
@@ -13,12 +45,17 @@ void json_str(FILE *f, const char *s, uint64_t len)
     fputc('"', f);
     for (uint64_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c < 128 && escape[c])
+        size_t seq = utf8_len((const unsigned char *)s + i, len - i);
+        if (c < 128 && escape[c]) {
             fputs(escape[c], f);
-        else if (c < 0x20 || c == 0x7f)
+        } else if (c < 0x20 || c == 0x7f) {
             fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
+        } else if (!seq) {
+            fputs("\\ufffd", f); /* not UTF-8: JSON text is */
+        } else {
+            fwrite(s + i, 1, seq, f);
+            i += seq - 1;
+        }
     }
     fputc('"', f);
 }
@@ -31,4 +68,45 @@ void json_double(FILE *f, double v, int digits)
         fputs("null", f);
     else
         fprintf(f, "%.*g", digits, v);
+}
+
+json_t *json_num(double v, int digits)
+{
+    if (!isfinite(v)) return json_null();
+    char shown[64];
+    snprintf(shown, sizeof shown, "%.*g", digits, v);
+    double rounded = strtod(shown, NULL);
+    if (fabs(rounded) < 9e15 && rounded == floor(rounded)) return json_integer((json_int_t)rounded);
+    return json_real(rounded);
+}
+
+json_t *json_text(const char *s)
+{
+    size_t n = strlen(s);
+    char *clean = malloc(3 * n + 1); /* [3n + 1]: each byte at most U+FFFD's three */
+    if (!clean) return NULL;
+    size_t out = 0;
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_len((const unsigned char *)s + i, n - i);
+        if (len) {
+            memcpy(clean + out, s + i, len);
+            out += len;
+            i += len;
+        } else {
+            memcpy(clean + out, "\xef\xbf\xbd", 3);
+            out += 3;
+            i++;
+        }
+    }
+    json_t *text = json_stringn(clean, out);
+    free(clean);
+    return text;
+}
+
+int json_write(FILE *f, json_t *doc)
+{
+    if (!doc) return -1;
+    int bad = json_dumpf(doc, f, JSON_INDENT(1) | JSON_REAL_PRECISION(15)) || fputc('\n', f) == EOF;
+    json_decref(doc);
+    return bad ? -1 : 0;
 }

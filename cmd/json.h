@@ -3,11 +3,21 @@
 #ifndef TQ_JSON_H
 #define TQ_JSON_H
 
+#include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 
 void json_str(FILE *f, const char *s, uint64_t len); /* quoted, escaped */
 void json_cstr(FILE *f, const char *s);
 void json_double(FILE *f, double v, int digits); /* %.{digits}g or null */
+
+/* jansson values: a number rounded to `digits` significant digits (an integer where it is
+ * one, null where it is not finite: jansson refuses NaN); a string whose invalid UTF-8
+ * bytes become U+FFFD (names come from files: jansson refuses invalid UTF-8). */
+json_t *json_num(double v, int digits);
+json_t *json_text(const char *s);
+/* Writes doc (taking it) and a newline to f through jansson (reals as the 15 digits that give
+ * back json_num's rounding); 0, or -1 when it could not. */
+int json_write(FILE *f, json_t *doc);
 
 #endif

@@ -122,6 +122,8 @@ for f in "$o"/inspect-* "$o"/q-json.stdout; do
     sed -e "s|$o/||g" -e 's/"seconds": [0-9.e+-]*/"seconds": T/' "$f" >"$f.x" && mv "$f.x" "$f"
 done
 
+# KEEP_OUT=DIR keeps a copy of the outputs there (to see what changed)
+[ -n "${KEEP_OUT:-}" ] && cp -r "$o" "$KEEP_OUT"
 (cd "$o" && find . -type f -size +0 | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum) >"$tmp/got"
 if [ "${RECORD:-0}" = 1 ]; then cat "$tmp/got"; exit 0; fi
 diff "$want" "$tmp/got" >"$tmp/d" || fail "outputs changed:
