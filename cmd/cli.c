@@ -85,11 +85,26 @@ tq_status cli_open_view(tq_ctx *ctx, const char *name, int profile, struct tq_kv
     return st;
 }
 
+/* A message is one line whatever the names in it hold: control characters shown as \xNN. */
 static void vmsg(const char *fmt, va_list ap)
 {
+    char line[4096];
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    char *text = n >= (int)sizeof line ? malloc((size_t)n + 1) : line;
+    if (text != line && text) vsnprintf(text, (size_t)n + 1, fmt, again);
+    va_end(again);
     fprintf(stderr, "%s: ", command);
-    vfprintf(stderr, fmt, ap);
+    const char *shown = text ? text : line; /* no memory: the message cut at 4 KiB */
+    for (const unsigned char *c = (const unsigned char *)shown; *c; c++) {
+        if (*c < 0x20 || *c == 0x7f)
+            fprintf(stderr, "\\x%02x", *c);
+        else
+            fputc(*c, stderr);
+    }
     fputc('\n', stderr);
+    if (text != line) free(text);
 }
 
 int cli_error(int exit_code, const char *fmt, ...)

@@ -49,4 +49,12 @@ full_disk "$tmp/full.npz" 'File too large' decode-kvdump "$tmp/s.tqkv" --format 
 
 behaviour encode_on_a_full_disk_names_the_cause
 full_disk "$tmp/full.tqkv" 'File too large' encode-kvdump "$S" --preset lossless
+behaviour a_name_holding_controls_is_told_in_one_line
+# a path with a newline, a tab and an escape: the message shows them as \xNN, on one line
+odd=$(printf '%s/n\nt\te\033x' "$tmp")
+printf 'hi' >"$odd"
+expect_err 1 'n\\x0at\\x09e\\x1bx' encode-kvdump "$odd" -o "$tmp/odd.tqkv"
+expect_err 1 'n\\x0at\\x09e\\x1bx' inspect "$odd"
+[ -e "$tmp/odd.tqkv" ] && fail "an output was left"
+
 exit 0
