@@ -14,6 +14,7 @@
 #include "output.h"
 #include "progress.h"
 #include "proxy.h"
+#include "restore_point.h"
 #include "slot_session.h"
 #include "store.h"
 #include "tqkv.h"
@@ -289,9 +290,7 @@ static int do_restore(slot_run *r, const slot_opts *o)
                 "%.2f s, decoding %.2f s, the server's restore %.2f s)",
                 o->slot, rep.point, n, rep.name, cli_now() - t0, rep.find_s, rep.decode_s,
                 rep.restore_s);
-    /* llama-server uses a restored sliding-window cache only where it reaches back past the
-     * window (server-context.cpp: pos_min < pos_next - n_swa), which no cell can before it */
-    if (!o->c.quiet && r->ss.swa_window && rep.point <= r->ss.swa_window + 1)
+    if (!o->c.quiet && !tq_restore_window_used(rep.point, r->ss.swa_window))
         cli_log("note: slot %ld: a restore of at most the sliding window (%u tokens) is processed "
                 "again by a server without --swa-full",
                 o->slot, r->ss.swa_window);

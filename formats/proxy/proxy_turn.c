@@ -4,6 +4,7 @@
  * models a restore point at the prompt's end.  After its answer went back, the slot's raw
  * save, queued for the store. */
 #include "proxy_impl.h"
+#include "restore_point.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -349,8 +350,8 @@ static void save_prompt_end(proxy_req *r, tq_ctx *ctx, uint32_t restored_point)
     tq_proxy *p = r->p;
     proxy_turn *t = &r->turn;
     tq_slot_session ss = session_of(r);
-    uint32_t end = t->n ? t->n - 1 : 0;
-    if (!ss.exact_points || end < p->cfg.min_tokens || restored_point >= end) return;
+    uint32_t end = tq_restore_save_point(ss.exact_points, t->n);
+    if (!end || end < p->cfg.min_tokens || restored_point >= end) return;
     tq_status st = llama_server_prefill(ctx, &ss.srv, t->slot, t->tokens, end, &t->prefilled);
     if (st) { /* once more: an answer lost after the server did the work costs it nothing */
         proxy_log(p, "slot %ld: the prompt's end: %s; trying once more", t->slot,

@@ -7,6 +7,7 @@
 #include "kv_numpy.h"
 #include "kv_snapshot.h"
 #include "llama_state.h"
+#include "restore_point.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,7 +101,7 @@ static int pads_nothing(tq_ctx *ctx, const tqkv_reader *r, const tq_kvsnap_resto
 {
     if (!ro->pad_window) return 1;
     tq_kvsnap_layout l;
-    int none = !tq_kvsnap_layout_open(ctx, r, &l) && !tq_llama_state_pads(l.v, ro->pad_window);
+    int none = !tq_kvsnap_layout_open(ctx, r, &l) && !tq_restore_pads(l.v, ro->pad_window);
     tq_kvsnap_layout_close(&l);
     tq_ctx_clear_error(ctx); /* a layout that does not open: the slower path reports it */
     return none;

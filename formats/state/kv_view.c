@@ -353,25 +353,3 @@ int tq_kv_view_stream_span(const tq_kv_view *v, const tq_kv_stream *st, int32_t 
     }
     return 1;
 }
-
-void tq_kv_view_restore_points(const tq_kv_view *v, tq_kv_points *pt)
-{
-    memset(pt, 0, sizeof *pt);
-    pt->from = v->n_tokens ? 1 : 0;
-    pt->recurrent = v->has_recurrent;
-    if (v->has_recurrent) pt->from = v->n_tokens; /* it sums up every token: whole or not at all */
-    for (uint32_t i = 0; i < v->n_kv; i++)
-        for (uint32_t j = 0; j < v->kv[i].n_stream; j++) {
-            int32_t lo, hi;
-            if (!tq_kv_view_stream_span(v, &v->kv[i].streams[j], &lo, &hi) || lo <= 0) continue;
-            /* a window's cells only (a sliding-window cache as a sequence save keeps it): a
-             * cut below its newest cell leaves the window without the cells it needs */
-            uint32_t whole = (uint32_t)hi + 1 < v->n_tokens ? (uint32_t)hi + 1 : v->n_tokens;
-            if (whole > pt->from) pt->from = whole;
-            if (!pt->window_cells || (uint32_t)(hi - lo + 1) < pt->window_cells) {
-                pt->window_cells = (uint32_t)(hi - lo + 1);
-                pt->window_lo = lo;
-                pt->window_hi = hi;
-            }
-        }
-}

@@ -147,17 +147,6 @@ tq_status tq_kv_view_set_hadamard(tq_ctx *ctx, tq_kv_view *v, uint32_t state, ui
 uint64_t tq_kv_view_kv_values(const tq_kv_view *v);
 uint64_t tq_kv_view_kv_bytes(const tq_kv_view *v);
 
-/* The token counts a state can be cut to with every cache whole (a restore point): every
- * count from `from` to n_tokens.  A cache that holds only its newest cells (a sliding-window
- * cache as llama.cpp's sequence save keeps it: window_lo..window_hi) cannot be cut below its
- * newest cell, and a recurrent state not at all: `from` is then n_tokens. */
-typedef struct tq_kv_points {
-    uint32_t from;
-    int recurrent;             /* a recurrent state: the count it was saved at only */
-    uint32_t window_cells;     /* the smallest window-only cache's cells (0: none) */
-    int32_t window_lo, window_hi; /* its positions */
-} tq_kv_points;
-void tq_kv_view_restore_points(const tq_kv_view *v, tq_kv_points *pt);
 /* A stream's lowest and highest cell positions (cells without metadata: 0 .. cell_count - 1;
  * a ring buffer's cells need not be in position order); 0 when it holds no cell. */
 int tq_kv_view_stream_span(const tq_kv_view *v, const tq_kv_stream *st, int32_t *lo, int32_t *hi);

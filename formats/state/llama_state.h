@@ -34,11 +34,8 @@ typedef struct tq_state_rewrite {
     tq_kv_kind kind; /* TQ_KV_SESSION or TQ_KV_SEQUENCE */
     const char *arch;
     uint32_t max_tokens;
-    /* cells of zeros written below each window-only cache (tq_kv_points) at positions
-     * window_lo - pad_window .. window_lo - 1: every later query is at least the window away,
-     * so no attention reads them, and llama-server's check that a restored sliding-window
-     * cache reaches back past its window (server-context.cpp: pos_min < pos_next - n_swa)
-     * passes; 0: none (the cells as read) */
+    /* cells of zeros written below each window-only cache (restore_point.h:
+     * tq_restore_pad_below, TQ_RESTORE_PAD_CELLS); 0: none (the cells as read) */
     uint32_t pad_window;
     /* a context checkpoint's partial state at max_tokens (ckpt.h: its target blob), written
      * in place of the memories that cannot be cut (an iSWA model's sliding-window cache, a
@@ -48,9 +45,6 @@ typedef struct tq_state_rewrite {
 } tq_state_rewrite;
 tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *v, const tq_state_rewrite *o,
                                FILE *out);
-/* Whether writing v whole with this pad_window adds cells below any stream (else the bytes
- * are v's own). */
-int tq_llama_state_pads(const tq_kv_view *v, uint32_t pad_window);
 
 #ifdef __cplusplus
 }

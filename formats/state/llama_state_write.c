@@ -4,6 +4,7 @@
  * any view with llama.cpp cell metadata can be written. */
 #include "kv_source.h"
 #include "llama_state.h"
+#include "restore_point.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -70,29 +71,6 @@ static void put_pad_meta(wr *w, const tq_kv_view *s, const tq_kv_stream *st, uin
     }
 }
 
-/* How many zero cells go below a stream: o->pad_window where the stream holds a window's
- * cells only, is written whole and has room below it. */
-static uint32_t pad_of(const tq_kv_view *s, const tq_kv_stream *st, uint32_t n,
-                       const tq_state_rewrite *o)
-{
-    int32_t lo;
-    int32_t hi;
-    if (!o->pad_window || !st->meta_len || n != st->cell_count) return 0;
-    if (!tq_kv_view_stream_span(s, st, &lo, &hi)) return 0;
-    return lo >= (int32_t)o->pad_window ? o->pad_window : 0;
-}
-
-int tq_llama_state_pads(const tq_kv_view *v, uint32_t pad_window)
-{
-    tq_state_rewrite o = {.pad_window = pad_window};
-    for (uint32_t i = 0; i < tq_kv_view_n_kv(v); i++)
-        for (uint32_t j = 0; j < tq_kv_view_kv(v, i)->n_stream; j++) {
-            const tq_kv_stream *st = &tq_kv_view_kv(v, i)->streams[j];
-            if (pad_of(v, st, st->cell_count, &o)) return 1;
-        }
-    return 0;
-}
-
 /* The indexer keys' section between K and V (llama_state.c, parse_k_idx). */
 static void put_k_idx(wr *w, const tq_kv_stream *st, uint32_t n, uint32_t pad)
 {
@@ -114,7 +92,7 @@ static void put_stream(wr *w, const tq_kv_view *s, const tq_kv_stream *st,
     uint32_t n;
     uint64_t ml;
     tq_kv_view_stream_prefix(w->ctx, s, st, o->max_tokens, &n, &ml); /* checked before */
-    uint32_t pad = pad_of(s, st, n, o);
+    uint32_t pad = tq_restore_pad_below(s, st, n, o->pad_window);
     put32(w, n + pad);
     if (!n) return;
     put_pad_meta(w, s, st, pad);
@@ -140,30 +118,6 @@ static void put_stream(wr *w, const tq_kv_view *s, const tq_kv_stream *st,
                 put(w, t->data + e * st->cell_count * es, n * es);
             }
         }
-}
-
-/* A cut that leaves a cache without the cells it needs is refused, naming the counts that
- * are restore points (tq_kv_points). */
-static tq_status check_cut(tq_ctx *ctx, const tq_kv_view *s, uint32_t keep)
-{
-    tq_kv_points pt;
-    tq_kv_view_restore_points(s, &pt);
-    if (keep >= s->n_tokens || keep >= pt.from) return TQ_OK;
-    if (pt.recurrent)
-        return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
-                                "a recurrent state (a hybrid or recurrent model's) sums up all "
-                                "%u tokens: it cannot be cut to the first %u",
-                                s->n_tokens, keep);
-    char counts[48];
-    if (pt.from == s->n_tokens)
-        snprintf(counts, sizeof counts, "only at all %u tokens", s->n_tokens);
-    else
-        snprintf(counts, sizeof counts, "at %u..%u tokens", pt.from, s->n_tokens);
-    return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
-                            "--tokens %u: a sliding-window cache here holds only positions "
-                            "%d..%d (its window), which a cut to %u tokens would leave without "
-                            "its cells: this state restores %s",
-                            keep, pt.window_lo, pt.window_hi, keep, counts);
 }
 
 /* The magic, version, the first nt tokens (packed as llama-server packs them, where the source
@@ -232,7 +186,7 @@ tq_status tq_llama_state_write(tq_ctx *ctx, const tq_kv_view *s, const tq_state_
         return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
                                 "a checkpoint replaces an iSWA model's sliding-window cache or a "
                                 "hybrid model's recurrent state; this state has neither alone");
-    tq_status cut = o->partial ? TQ_OK : check_cut(ctx, s, keep);
+    tq_status cut = o->partial ? TQ_OK : tq_restore_check_cut(ctx, s, keep);
     if (cut) return cut;
     if (s->has_recurrent && o->kind != s->kind)
         return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,

@@ -34,9 +34,9 @@ tq_status tq_ckpt_parse(tq_ctx *ctx, const uint8_t *p, uint64_t n, uint32_t n_to
         return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED, "checkpoint sidecar version %u (1 known)",
                                 get32(p + 4));
     uint32_t k = get32(p + 8);
-    if (k > TQ_CKPT_MAX)
+    if (k > TQ_RESTORE_MAX_CHECKPOINTS)
         return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "a sidecar of %u checkpoints (at most %u)", k,
-                                TQ_CKPT_MAX);
+                                TQ_RESTORE_MAX_CHECKPOINTS);
     uint64_t at = CKPT_HEAD;
     for (uint32_t i = 0; i < k; i++) {
         if (n - at < CKPT_FIELDS)
@@ -178,7 +178,7 @@ static tq_status to_sidecar(tq_ctx *ctx, const uint8_t *p, uint64_t n, tq_ckpt_d
     if (n < 4) return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "%s", bad);
     uint32_t count = get32(p);
     uint32_t head[3] = {TQ_CKPT_MAGIC, 1, count};
-    if (count > TQ_CKPT_MAX) return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "%s", bad);
+    if (count > TQ_RESTORE_MAX_CHECKPOINTS) return tq_ctx_set_error(ctx, TQ_ERR_CORRUPT, "%s", bad);
     buf_put(side, head, 12);
     uint64_t at = 4;
     for (uint32_t i = 0; i < count; i++) {

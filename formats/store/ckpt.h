@@ -28,14 +28,14 @@
 #ifndef TQ_CKPT_H
 #define TQ_CKPT_H
 
+#include "restore_point.h"
 #include "tq.h"
 
 #include <stdint.h>
 
 #define TQ_CKPT_MAGIC 0x4C434B50u
 #define TQ_CKPT_STORED_MAGIC 0x4B435154u
-/* The most checkpoints a sidecar may hold (llama-server's --ctx-checkpoints is 32 by default). */
-#define TQ_CKPT_MAX 64u
+/* The most checkpoints a sidecar may hold: TQ_RESTORE_MAX_CHECKPOINTS (restore_point.h). */
 
 typedef struct tq_ckpt {
     int64_t n_tokens;
@@ -48,7 +48,8 @@ typedef struct tq_ckpt {
 int tq_ckpt_blob_header(const uint8_t *blob);
 
 /* Checks a sidecar of a state of n_tokens tokens and lists its checkpoints (at most
- * TQ_CKPT_MAX; each n_tokens in 1..n_tokens, ascending); the bytes must add up exactly. */
+ * TQ_RESTORE_MAX_CHECKPOINTS; each n_tokens in 1..n_tokens, ascending); the bytes must add up
+ * exactly. */
 tq_status tq_ckpt_parse(tq_ctx *ctx, const uint8_t *p, uint64_t n, uint32_t n_tokens,
                         tq_ckpt *out, uint32_t *count);
 /* The sidecar holding only the checkpoints at or below upto tokens (malloc'd); *kept their

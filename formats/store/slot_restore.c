@@ -85,12 +85,12 @@ static tq_status decode_to(tq_ctx *ctx, const tq_slot_session *ss, const tqkv_re
                                   .head_dim = ss->head_k,
                                   .on_progress = ss->on_progress,
                                   .progress_user = ss->progress_user};
-    /* two masked cells below a window-only cache: the server's check passes when the prompt
-     * ends where the snapshot does as well (llama_state.h, pad_window) */
+    /* masked cells below a window-only cache: the server's check passes when the prompt ends
+     * where the snapshot does as well (restore_point.h, tq_restore_pad_below) */
     tq_kvsnap_restore_options ro = {.format = (tq_kv_kind)m->source_kind,
                                     .tokens = tokens < m->n_tokens ? tokens : 0,
                                     .tmp_near = raw,
-                                    .pad_window = 2,
+                                    .pad_window = TQ_RESTORE_PAD_CELLS,
                                     .partial = k->partial,
                                     .partial_len = k->partial_len};
     return tq_kvsnap_restore(ctx, s, base, &d, &ro, out);
@@ -148,13 +148,13 @@ static tq_status decode(tq_ctx *ctx, const tq_slot_session *ss, const char *name
 static tq_status load_points(tq_ctx *ctx, const tq_slot_session *ss, const tq_store_match *best,
                              tq_store_ckpts *k)
 {
-    tq_store_points pt;
+    tq_restore_points pt;
     tq_kvsnap_ckpt_coding coding = {ctx, NULL, NULL, 0, 0};
     tq_store_ckpts_free(k);
     tq_status st = tq_store_get_points(ctx, ss->store, best->name, best->n_tokens, &pt);
     if (st || !pt.n_checkpoints) return st;
-    return tq_store_load_checkpoints(ctx, ss->store, best->name, best->n_tokens,
-                                     best->point < pt.from ? best->point : 0,
+    uint32_t at = tq_restore_point_needs_checkpoint(&pt, best->point) ? best->point : 0;
+    return tq_store_load_checkpoints(ctx, ss->store, best->name, best->n_tokens, at,
                                      tq_kvsnap_ckpt_decode, &coding, k);
 }
 

@@ -52,7 +52,7 @@ tq_status tq_slot_session_model(tq_ctx *ctx, tq_slot_session *ss, const char *mo
     if (!tq_model_read(ctx, g, &m)) {
         ss->swa_window = m.swa_window;
         ss->swa_head = m.head_k_swa ? m.head_k_swa : m.head_k;
-        ss->exact_points = m.swa_window || m.n_recurrent;
+        ss->exact_points = tq_restore_exact_points(m.swa_window, m.n_recurrent);
         ss->head_k = m.head_k;
         tq_model_free(&m);
     }
@@ -199,7 +199,7 @@ static tq_status encode(tq_ctx *ctx, const tq_slot_session *ss, tq_kv_view *v, c
  * the store as ckpt/NAME; its counts into pt.  One that does not check out is left out with
  * a warning: the snapshot itself is what was asked for. */
 static tq_status save_checkpoints(tq_ctx *ctx, const tq_slot_session *ss, const char *path,
-                                  const tq_kv_view *v, const char *name, tq_store_points *pt)
+                                  const tq_kv_view *v, const char *name, tq_restore_points *pt)
 {
     char side[4200];
     struct stat sb;
@@ -270,14 +270,11 @@ static tq_status store_view(tq_ctx *ctx, const tq_slot_session *ss, const char *
                             tq_kv_view *v, tq_slot_saved *rep)
 {
     tq_store_match base;
-    tq_store_points pt = {0};
-    tq_kv_points vp;
+    tq_restore_points pt;
     uint32_t skipped = 0;
     const int32_t *tokens = tq_kv_view_tokens(v);
     uint32_t n = tq_kv_view_n_tokens(v);
-    tq_kv_view_restore_points(v, &vp);
-    pt.from = vp.from;
-    pt.recurrent = vp.recurrent;
+    tq_restore_points_of(v, &pt, NULL);
     rep->n_tokens = n;
     rep->tokens = malloc(4ull * n + 4);
     if (!rep->tokens) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");

@@ -12,13 +12,14 @@
  *                              PHASH, one at every TQ_STORE_STRIDE tokens
  *   3. used/NAME               the time NAME was last saved or restored (decimal seconds)
  *   4. names/ALIAS             a user's name for a snapshot: NAME
- *   5. points/NAME             the token counts NAME restores at (tq_store_points), text
+ *   5. points/NAME             the token counts NAME restores at (tq_restore_points), text
  *   6. ckpt/NAME               the server's context checkpoints saved with NAME (STORE.md)
  */
 #ifndef TQ_STORE_H
 #define TQ_STORE_H
 
 #include "ckpt.h"
+#include "restore_point.h"
 #include "tq.h"
 
 #include <stdint.h>
@@ -113,32 +114,16 @@ uint64_t tq_store_prefix_hash(const int32_t *tokens, uint32_t n);
  * n / TQ_STORE_STRIDE of them; NULL: out of memory). */
 uint64_t *tq_store_prefix_hashes(const int32_t *tokens, uint32_t n);
 
-/* Most checkpoints one snapshot keeps (llama-server keeps 32 by default: --ctx-checkpoints). */
-#define TQ_STORE_MAX_CHECKPOINTS 64u
-
-/* The token counts a stored snapshot can be restored at with every cache whole: every count
- * from `from` to its n_tokens, and its checkpoints' counts.  A recurrent state's server
- * must also be given a token after the restored ones (llama-server re-processes a prompt
- * that ends where a recurrent state does). */
-typedef struct tq_store_points {
-    uint32_t from;
-    int recurrent;
-    uint32_t n_checkpoints;
-    uint32_t checkpoint[TQ_STORE_MAX_CHECKPOINTS]; /* ascending */
-} tq_store_points;
-
-/* Records a snapshot's points (entry 5). */
+/* A snapshot's restore points (restore_point.h owns what they are) are kept as a points
+ * entry: records them (entry 5). */
 tq_status tq_store_put_points(tq_ctx *ctx, tq_store *s, const char *name,
-                              const tq_store_points *pt);
+                              const tq_restore_points *pt);
 /* A snapshot's points; a snapshot stored without them restores whole only (from n_tokens). */
 tq_status tq_store_get_points(tq_ctx *ctx, tq_store *s, const char *name, uint32_t n_tokens,
-                              tq_store_points *pt);
+                              tq_restore_points *pt);
 /* A points entry's text (changed in place) into pt; 0, pt untouched, when a line is not one
- * tq writes. */
-int tq_store_parse_points(char *text, uint32_t n_tokens, tq_store_points *pt);
-/* The largest count <= common that restores a prompt of n_prompt tokens (0: none). */
-uint32_t tq_store_point_for(const tq_store_points *pt, uint32_t n_tokens, uint32_t common,
-                            uint32_t n_prompt);
+ * tq writes or the points are not a state of n_tokens can have. */
+int tq_store_parse_points(char *text, uint32_t n_tokens, tq_restore_points *pt);
 
 /* The most a snapshot's stored checkpoints may take (ckpt/NAME). */
 #define TQ_STORE_CKPT_MOST (1ull << 36)
@@ -150,13 +135,13 @@ uint32_t tq_store_point_for(const tq_store_points *pt, uint32_t n_tokens, uint32
  * refused the entry. */
 tq_status tq_store_keep_checkpoints(tq_ctx *ctx, tq_store *s, const char *name, const char *side,
                                     uint64_t limit, uint32_t n_tokens, tq_ckpt_coder code,
-                                    void *user, tq_store_points *pt, int *kept);
+                                    void *user, tq_restore_points *pt, int *kept);
 /* A stored snapshot's checkpoints: the sidecar (decoded by decode) and, at a count `at` (0:
  * none asked), that checkpoint's partial state (its in-memory header left out). */
 typedef struct tq_store_ckpts {
     uint8_t *side; /* NULL: none stored */
     uint64_t side_len;
-    tq_ckpt c[TQ_CKPT_MAX];
+    tq_ckpt c[TQ_RESTORE_MAX_CHECKPOINTS];
     uint32_t count;
     const uint8_t *partial;
     uint64_t partial_len;

@@ -11,11 +11,11 @@
 
 tq_status tq_store_keep_checkpoints(tq_ctx *ctx, tq_store *s, const char *name, const char *side,
                                     uint64_t limit, uint32_t n_tokens, tq_ckpt_coder code,
-                                    void *user, tq_store_points *pt, int *kept)
+                                    void *user, tq_restore_points *pt, int *kept)
 {
     uint8_t *raw = NULL;
     uint64_t len = 0;
-    tq_ckpt c[TQ_CKPT_MAX];
+    tq_ckpt c[TQ_RESTORE_MAX_CHECKPOINTS];
     uint32_t k = 0;
     *kept = 0;
     if (access(side, F_OK)) return TQ_OK;
@@ -33,8 +33,9 @@ tq_status tq_store_keep_checkpoints(tq_ctx *ctx, tq_store *s, const char *name, 
     tq_store_entry(TQ_STORE_CKPT, name, entry, sizeof entry);
     tq_status st = k ? tq_ckpt_pack(ctx, raw, c, k, code, user, &packed, &plen) : TQ_OK;
     if (!st && k) st = tq_store_put(ctx, s, entry, packed, plen);
-    for (uint32_t i = 0; !st && i < k; i++) pt->checkpoint[i] = (uint32_t)c[i].n_tokens;
-    if (!st) pt->n_checkpoints = k;
+    pt->n_checkpoints = 0;
+    for (uint32_t i = 0; !st && i < k; i++) /* tq_ckpt_parse checked each: ascending, in range */
+        tq_restore_points_add_checkpoint(pt, n_tokens, (uint32_t)c[i].n_tokens);
     *kept = !st && k;
     free(packed);
     free(raw);

@@ -14,20 +14,20 @@
 enum { FIND_CANDIDATES = 16 };
 
 tq_status tq_store_put_points(tq_ctx *ctx, tq_store *s, const char *name,
-                              const tq_store_points *pt)
+                              const tq_restore_points *pt)
 {
     char entry[64];
-    char text[32 + 16 * TQ_STORE_MAX_CHECKPOINTS];
+    char text[32 + 16 * TQ_RESTORE_MAX_CHECKPOINTS];
     const char *recurrent = pt->recurrent ? "recurrent\n" : "";
     int n = snprintf(text, sizeof text, "from %u\n%s", pt->from, recurrent);
-    for (uint32_t i = 0; i < pt->n_checkpoints && i < TQ_STORE_MAX_CHECKPOINTS; i++)
+    for (uint32_t i = 0; i < pt->n_checkpoints && i < TQ_RESTORE_MAX_CHECKPOINTS; i++)
         n += snprintf(text + n, sizeof text - (size_t)n, "checkpoint %u\n", pt->checkpoint[i]);
     tq_store_entry(TQ_STORE_POINTS, name, entry, sizeof entry);
     return tq_store_put(ctx, s, entry, text, (uint64_t)n);
 }
 
 /* One line of a points entry into pt; 0 when it is not one tq writes. */
-static int points_line(const char *line, uint32_t n_tokens, tq_store_points *pt)
+static int points_line(const char *line, uint32_t n_tokens, tq_restore_points *pt)
 {
     char word[16];
     unsigned long v = 0;
@@ -37,25 +37,22 @@ static int points_line(const char *line, uint32_t n_tokens, tq_store_points *pt)
         return 1;
     }
     if (got != 2 || v > n_tokens) return 0;
-    if (!strcmp(word, "from") && v) {
+    if (!strcmp(word, "from")) {
         pt->from = (uint32_t)v;
         return 1;
     }
-    if (strcmp(word, "checkpoint") || pt->n_checkpoints == TQ_STORE_MAX_CHECKPOINTS) return 0;
-    if (pt->n_checkpoints && v <= pt->checkpoint[pt->n_checkpoints - 1]) return 0;
-    pt->checkpoint[pt->n_checkpoints++] = (uint32_t)v;
-    return 1;
+    return !strcmp(word, "checkpoint") &&
+           tq_restore_points_add_checkpoint(pt, n_tokens, (uint32_t)v);
 }
 
 tq_status tq_store_get_points(tq_ctx *ctx, tq_store *s, const char *name, uint32_t n_tokens,
-                              tq_store_points *pt)
+                              tq_restore_points *pt)
 {
     char entry[64];
     char *text;
     uint64_t len;
     int found;
-    memset(pt, 0, sizeof *pt);
-    pt->from = n_tokens;
+    tq_restore_points_whole(pt, n_tokens);
     tq_store_entry(TQ_STORE_POINTS, name, entry, sizeof entry);
     tq_status st = tq_store_get(ctx, s, entry, &text, &len, &found);
     if (st || !found) return st;
@@ -64,9 +61,10 @@ tq_status tq_store_get_points(tq_ctx *ctx, tq_store *s, const char *name, uint32
     return TQ_OK;
 }
 
-int tq_store_parse_points(char *text, uint32_t n_tokens, tq_store_points *pt)
+int tq_store_parse_points(char *text, uint32_t n_tokens, tq_restore_points *pt)
 {
-    tq_store_points got = {.from = n_tokens};
+    tq_restore_points got;
+    tq_restore_points_whole(&got, n_tokens);
     int good = 1;
     for (char *line = text; good && *line;) {
         char *end = strchr(line, '\n');
@@ -74,19 +72,9 @@ int tq_store_parse_points(char *text, uint32_t n_tokens, tq_store_points *pt)
         good = points_line(line, n_tokens, &got);
         line = end ? end + 1 : line + strlen(line);
     }
+    good = good && tq_restore_points_valid(&got, n_tokens);
     if (good) *pt = got;
     return good;
-}
-
-uint32_t tq_store_point_for(const tq_store_points *pt, uint32_t n_tokens, uint32_t common,
-                            uint32_t n_prompt)
-{
-    uint32_t limit = common < n_tokens ? common : n_tokens;
-    if (pt->recurrent && limit >= n_prompt) limit = n_prompt ? n_prompt - 1 : 0;
-    if (limit >= pt->from) return limit;
-    for (uint32_t i = pt->n_checkpoints; i-- > 0;)
-        if (pt->checkpoint[i] <= limit) return pt->checkpoint[i];
-    return 0;
 }
 
 typedef struct candidate {
@@ -178,12 +166,12 @@ static tq_status find_at(tq_ctx *ctx, tq_store *s, const char *folder, const fin
         if (as_base && (!whole || common < total)) continue;
         uint32_t point = common;
         if (!as_base) {
-            tq_store_points pt;
+            tq_restore_points pt;
             if (tq_store_get_points(ctx, s, c[i].name, total, &pt)) {
                 (*skipped)++;
                 continue;
             }
-            point = tq_store_point_for(&pt, total, common, n);
+            point = tq_restore_point_for(&pt, total, common, n);
         }
         if (common > best->shared) best->shared = common;
         if (point > best->point ||

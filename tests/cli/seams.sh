@@ -158,4 +158,23 @@ for form in save restore proxy ls gc check; do
     $tq slot 2>&1 | grep -q "$form" || fail "tq slot's usage error leaves out $form"
 done
 
+behaviour the_restore_point_rule_has_one_owner
+# formats/state/restore_point.c decides where a state restores; the others ask it
+owner=formats/state/restore_point.c
+[ -f "$owner" ] && [ -f formats/state/restore_point.h ] && [ -f formats/state/RESTORE_POINTS.md ] ||
+    fail "the rule's file, header or spec is missing"
+# each function the header declares is defined in the owner alone and named in the spec
+for fn in $(sed -n 's/^[a-z_ ]*[ *]\(tq_restore_[a-z_]*\)(.*/\1/p' formats/state/restore_point.h); do
+    defs=$(grep -l "^[a-z][a-z_0-9 ]*[ *]$fn(" lib/*.c formats/*/*.c cmd/*.c)
+    [ "$defs" = "$owner" ] || fail "$fn defined in: $defs"
+    grep -q "$fn" formats/state/RESTORE_POINTS.md || fail "$fn not in RESTORE_POINTS.md"
+done
+# no copy of its constants or of the decisions it owns: a pad, the window's threshold, a point
+# weighed against `from`, exact points from the model
+bad=$(grep -nE 'pad_window = [1-9]|(point|limit) *[<>]=?[^;]*swa_window|(point|limit) *[<>]=? *[a-z_.>-]*from\b' \
+      formats/*/*.c cmd/*.c | grep -v "^$owner:")
+[ -z "$bad" ] || fail "the rule decided outside its owner: $bad"
+bad=$(grep -nE '= [a-z_.>-]*swa_window \|\| |n_recurrent \|\|' formats/*/*.c cmd/*.c | grep -v "^$owner:")
+[ -z "$bad" ] || fail "exact points worked out outside the owner: $bad"
+
 exit 0

@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static tq_ctx *ctx;
     if (!ctx) ctx = tq_ctx_new();
-    tq_ckpt c[TQ_CKPT_MAX];
+    tq_ckpt c[TQ_RESTORE_MAX_CHECKPOINTS];
     uint32_t k;
     if (tq_ckpt_parse(ctx, data, size, 1u << 20, c, &k) == TQ_OK) {
         uint8_t *cut;
@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint32_t kept;
         uint32_t upto = k ? (uint32_t)c[k / 2].n_tokens : 0;
         if (tq_ckpt_upto(ctx, data, c, k, upto, &cut, &len, &kept) != TQ_OK) abort();
-        tq_ckpt again[TQ_CKPT_MAX];
+        tq_ckpt again[TQ_RESTORE_MAX_CHECKPOINTS];
         uint32_t k2;
         if (tq_ckpt_parse(ctx, cut, len, 1u << 20, again, &k2) != TQ_OK || k2 != kept) abort();
         free(cut);

@@ -65,10 +65,11 @@ TEST(a_dense_state_restores_at_every_count)
     tq_kv_view *v;
     CHECK(tq_kv_view_open_memory(ctx, bytes, len, "s", TQ_PROFILE_DEFAULT, &v) == TQ_OK, "%s",
           tq_ctx_error(ctx));
-    tq_kv_points pt;
-    tq_kv_view_restore_points(v, &pt);
-    CHECK(pt.from == 1 && !pt.recurrent && !pt.window_cells, "from %u, recurrent %d, window %u",
-          pt.from, pt.recurrent, pt.window_cells);
+    tq_restore_points pt;
+    tq_restore_window w;
+    tq_restore_points_of(v, &pt, &w);
+    CHECK(pt.from == 1 && !pt.recurrent && !w.cells, "from %u, recurrent %d, window %u",
+          pt.from, pt.recurrent, w.cells);
     tq_kv_view_close(v);
     tq_ctx_free(ctx);
     free(bytes);
@@ -80,10 +81,11 @@ TEST(a_window_only_cache_restores_whole_only_and_a_cut_is_refused)
     uint8_t *moved;
     tq_kv_view *v = window_only(ctx, &moved);
     CHECK(v, "%s", tq_ctx_error(ctx));
-    tq_kv_points pt;
-    tq_kv_view_restore_points(v, &pt);
-    CHECK(pt.from == 16 && pt.window_lo == 4 && pt.window_hi == 19, "from %u, window %d..%d",
-          pt.from, pt.window_lo, pt.window_hi);
+    tq_restore_points pt;
+    tq_restore_window w;
+    tq_restore_points_of(v, &pt, &w);
+    CHECK(pt.from == 16 && w.lo == 4 && w.hi == 19, "from %u, window %d..%d", pt.from, w.lo,
+          w.hi);
     char *out = NULL;
     size_t out_len = 0;
     FILE *f = open_memstream(&out, &out_len);
@@ -137,11 +139,11 @@ TEST(pad_cells_go_below_the_window_and_read_back)
 
 TEST(the_store_takes_the_longest_point_within_the_shared_prefix)
 {
-    tq_store_points dense = {.from = 1};
-    tq_store_points window = {.from = 1000, .n_checkpoints = 2, .checkpoint = {300, 600}};
-    tq_store_points recurrent = {.from = 1000, .recurrent = 1};
+    tq_restore_points dense = {.from = 1};
+    tq_restore_points window = {.from = 1000, .n_checkpoints = 2, .checkpoint = {300, 600}};
+    tq_restore_points recurrent = {.from = 1000, .recurrent = 1};
     struct {
-        const tq_store_points *pt;
+        const tq_restore_points *pt;
         uint32_t common, prompt, want;
     } cases[] = {
         {&dense, 700, 900, 700},     {&dense, 1000, 1000, 1000}, {&window, 650, 900, 600},
@@ -149,9 +151,54 @@ TEST(the_store_takes_the_longest_point_within_the_shared_prefix)
         {&recurrent, 1000, 1001, 1000}, {&recurrent, 1000, 1000, 0}, {&recurrent, 999, 1200, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        uint32_t got = tq_store_point_for(cases[i].pt, 1000, cases[i].common, cases[i].prompt);
+        uint32_t got = tq_restore_point_for(cases[i].pt, 1000, cases[i].common, cases[i].prompt);
         CHECK(got == cases[i].want, "case %zu: %u, want %u", i, got, cases[i].want);
     }
+}
+
+TEST(checkpoints_are_counts_within_the_state_in_ascending_order)
+{
+    tq_restore_points pt;
+    tq_restore_points_whole(&pt, 1000);
+    CHECK(pt.from == 1000 && !pt.n_checkpoints, "whole: from %u, %u checkpoints", pt.from,
+          pt.n_checkpoints);
+    CHECK(tq_restore_points_add_checkpoint(&pt, 1000, 300), "300 of 1000 taken");
+    CHECK(!tq_restore_points_add_checkpoint(&pt, 1000, 300), "300 again refused");
+    CHECK(!tq_restore_points_add_checkpoint(&pt, 1000, 1001), "1001 of 1000 refused");
+    CHECK(!tq_restore_points_add_checkpoint(&pt, 1000, 0), "0 refused");
+    CHECK(tq_restore_points_add_checkpoint(&pt, 1000, 600), "600 taken");
+    CHECK(pt.n_checkpoints == 2 && tq_restore_points_valid(&pt, 1000), "%u checkpoints, valid %d",
+          pt.n_checkpoints, tq_restore_points_valid(&pt, 1000));
+    CHECK(!tq_restore_points_valid(&pt, 500), "points of 1000 tokens taken for 500");
+    uint32_t added = pt.n_checkpoints;
+    for (uint32_t c = 601; c <= 1000; c++) added += (uint32_t)tq_restore_points_add_checkpoint(&pt, 1000, c);
+    CHECK(added == TQ_RESTORE_MAX_CHECKPOINTS, "%u checkpoints kept, want at most %u", added,
+          TQ_RESTORE_MAX_CHECKPOINTS);
+    CHECK(tq_restore_point_needs_checkpoint(&pt, 600) && !tq_restore_point_needs_checkpoint(&pt, 1000),
+          "a point below from needs its checkpoint, from does not");
+}
+
+TEST(a_window_restore_is_used_only_past_the_window_and_its_pad)
+{
+    uint32_t window = 64;
+    CHECK(tq_restore_window_used(10, 0), "no window: every point is used");
+    CHECK(!tq_restore_window_used(window, window), "a point at the window: processed again");
+    CHECK(!tq_restore_window_used(window + TQ_RESTORE_PAD_CELLS - 1, window),
+          "a point within the pad: processed again");
+    CHECK(tq_restore_window_used(window + TQ_RESTORE_PAD_CELLS, window),
+          "a point past the window and its pad: used");
+}
+
+TEST(the_proxy_saves_all_but_the_last_token_where_points_are_exact)
+{
+    CHECK(tq_restore_exact_points(4096, 0) && tq_restore_exact_points(0, 2) &&
+              !tq_restore_exact_points(0, 0),
+          "a window or a recurrent state makes points exact; a dense model not");
+    CHECK(tq_restore_save_point(1, 900) == 899, "exact: %u, want 899",
+          tq_restore_save_point(1, 900));
+    CHECK(tq_restore_save_point(0, 900) == 0, "dense: %u, want 0 (no save at the end)",
+          tq_restore_save_point(0, 900));
+    CHECK(tq_restore_save_point(1, 0) == 0, "an empty prompt: %u", tq_restore_save_point(1, 0));
 }
 
 /* A sidecar as the fork writes it: checkpoints at the given counts, blob i of i + 3 bytes. */
@@ -180,7 +227,7 @@ TEST(a_checkpoint_sidecar_is_checked_cut_and_kept_whole)
     const int64_t counts[3] = {4, 9, 12};
     uint64_t len;
     uint8_t *side = sidecar(counts, 3, &len);
-    tq_ckpt c[TQ_CKPT_MAX];
+    tq_ckpt c[TQ_RESTORE_MAX_CHECKPOINTS];
     uint32_t k;
     CHECK(tq_ckpt_parse(ctx, side, len, 16, c, &k) == TQ_OK && k == 3, "%s (%u)",
           tq_ctx_error(ctx), k);
@@ -189,7 +236,7 @@ TEST(a_checkpoint_sidecar_is_checked_cut_and_kept_whole)
     uint32_t kept;
     CHECK(tq_ckpt_upto(ctx, side, c, k, 10, &cut, &cut_len, &kept) == TQ_OK && kept == 2,
           "kept %u", kept);
-    tq_ckpt c2[TQ_CKPT_MAX];
+    tq_ckpt c2[TQ_RESTORE_MAX_CHECKPOINTS];
     uint32_t k2;
     CHECK(tq_ckpt_parse(ctx, cut, cut_len, 16, c2, &k2) == TQ_OK && k2 == 2 && c2[1].n_tokens == 9,
           "%s", tq_ctx_error(ctx));
@@ -216,7 +263,7 @@ TEST(a_checkpoint_sidecar_is_checked_cut_and_kept_whole)
 TEST(a_sidecar_that_does_not_add_up_is_refused)
 {
     tq_ctx *ctx = tq_ctx_new();
-    tq_ckpt c[TQ_CKPT_MAX];
+    tq_ckpt c[TQ_RESTORE_MAX_CHECKPOINTS];
     uint32_t k;
     const int64_t ascending[2] = {4, 9};
     const int64_t descending[2] = {9, 4};
