@@ -142,6 +142,17 @@ $(B)/tests/unit/%.o: CFLAGS += -Itests
 $(B)/tests/unit-runner: $(TEST_OBJ) $(LIBTQF_A) $(LIBTQ_A)
 	$(CC) -fopenmp -o $@ $(TEST_OBJ) $(LIBTQF_A) $(LIBTQ_A) $(LDLIBS)
 
+# A build with one more fork revision (the row under TQ_FORK_TEST_ROW in lib/fork_revisions.c,
+# the only object that differs): tests/cli/fork_rows.sh shows a row is all a revision needs.
+ROW_LIB := $(filter-out $(B)/lib/fork_revisions.o,$(LIB_OBJ)) $(B)/testrow/fork_revisions.o
+$(B)/testrow/fork_revisions.o: lib/fork_revisions.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ilib -DTQ_FORK_TEST_ROW $(DEPFLAGS) -c $< -o $@
+$(B)/testrow/tq: $(CMD_OBJ) $(LIBTQF_A) $(ROW_LIB)
+	$(CC) -fopenmp -o $@ $(CMD_OBJ) $(LIBTQF_A) $(ROW_LIB) $(LDLIBS)
+$(B)/testrow/unit-runner: $(TEST_OBJ) $(LIBTQF_A) $(ROW_LIB)
+	$(CC) -fopenmp -o $@ $(TEST_OBJ) $(LIBTQF_A) $(ROW_LIB) $(LDLIBS)
+
 # The same unit tests under AddressSanitizer and UndefinedBehaviorSanitizer
 # (CPU build: the sanitizers do not see into CUDA kernels).
 SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer

@@ -73,6 +73,24 @@ void cli_print_visible(FILE *f, const char *s, uint64_t len, uint64_t max)
     fputs(show < len ? "'..." : "'", f);
 }
 
+void cli_help_revisions(const char *lead, const char *indent, int turbo_only)
+{
+    char list[1024];
+    tq_type_profile_list(list, sizeof list, turbo_only);
+    size_t col = strlen(lead);
+    fputs(lead, stdout);
+    for (char *word = strtok(list, " "); word; word = strtok(NULL, " ")) {
+        if (col + 1 + strlen(word) > 88) {
+            printf("\n%s%s", indent, word);
+            col = strlen(indent) + strlen(word);
+        } else {
+            printf(" %s", word);
+            col += 1 + strlen(word);
+        }
+    }
+    fputc('\n', stdout);
+}
+
 static int state_magic(const uint8_t *head, size_t n) { return tq_kv_view_probe(head, n) != 0; }
 
 tq_status cli_open_view(tq_ctx *ctx, const char *name, int profile, struct tq_kv_view **out)

@@ -39,6 +39,9 @@ tq_status cli_open_snapshot(tq_ctx *ctx, const char *name, int whole, struct tqk
 int cli_show_sealed(const char *name, const unsigned char *head, int json);
 /* s[0..len) quoted, control bytes as \xNN, at most max of them then "..." (text reports). */
 void cli_print_visible(FILE *f, const char *s, uint64_t len, uint64_t max);
+/* The fork revisions tq knows (all, or those with turbo caches), as a help lists them: after
+ * lead, wrapped at 88 columns with indent before each further line. */
+void cli_help_revisions(const char *lead, const char *indent, int turbo_only);
 /* A llama.cpp state or NumPy dump (tq_kv_view_open): "-" and s3:// copied to a temporary
  * file first (the plan reads the whole state), named as given in messages. */
 struct tq_kv_view;

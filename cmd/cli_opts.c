@@ -43,11 +43,10 @@ static int add_key(void *user, const char *path)
 static int set_profile(void *user, const char *v)
 {
     cli_common *c = user;
+    char known[1024];
+    tq_type_profile_list(known, sizeof known, 0);
     if (tq_type_profile_parse(v, &c->profile))
-        return cli_usage_error(
-            "--type-profile/--fork-rev: unknown revision '%s' (69d8e4be4, pr197, 010d04edc, "
-            "00910b10, 45f8a066, upstream)",
-            v);
+        return cli_usage_error("--type-profile/--fork-rev: unknown revision '%s' (%s)", v, known);
     c->profile_name = v;
     return 0;
 }

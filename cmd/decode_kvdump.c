@@ -39,9 +39,9 @@ void help_decode_kvdump(void)
         "                   the fork allocates them); the last five need --model or --head-dim: "
         "for a\n"
         "                   context created with that cache type (default: the original types)\n"
-        "  --fork-rev REV   the TurboQuant+ fork revision --cache-type turbo3/turbo4 writes for:\n"
-        "                   pr197 (its blocks since 2026-06, the default), 69d8e4be4 or "
-        "010d04edc\n"
+        "  --fork-rev REV   the TurboQuant+ fork revision --cache-type turbo2/3/4 writes for:\n");
+    cli_help_revisions("                  ", "                   ", 1);
+    printf(
         "  --model M.gguf   refuse unless the snapshot was made for this model (its architecture\n"
         "                   names a session file made from a sequence file; its head size shapes "
         "npz)\n"

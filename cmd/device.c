@@ -51,7 +51,8 @@ static int same_on_both(tq_ctx *gpu, const tq_codec_desc *d, size_t nb, char *wh
 
 static int self_check(tq_ctx *gpu, char *why, size_t wl)
 {
-    const tq_codec_desc tq = {TQ_CODEC_TQ, 128, 4, 1, 0, 0, 0}, turbo = {.kind = TQ_CODEC_TURBO3};
+    const tq_codec_desc tq = {TQ_CODEC_TQ, 128, 4, 1, 0, 0, 0, 0};
+    const tq_codec_desc turbo = {.kind = TQ_CODEC_TURBO3};
     return same_on_both(gpu, &tq, 4096, why, wl) || same_on_both(gpu, &turbo, 4096, why, wl) ? -1
                                                                                              : 0;
 }

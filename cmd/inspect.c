@@ -41,10 +41,10 @@ void help_inspect(void)
         "  --json               the complete structure as JSON on stdout (see tq-inspect(1))\n"
         "  --stats              per-tensor min, max, RMS, kurtosis and the share beyond 6 RMS of\n"
         "                       the dequantized values (every type tq decodes)\n"
-        "  --type-profile NAME  how to read type ids the file does not record: 69d8e4be4\n"
-        "                       (default), pr197, 010d04edc, 00910b10, 45f8a066, upstream\n"
-        "                       (--fork-rev: the same); a state's turbo rows tell their fork\n"
-        "                       revision where they can (turbo4: 66- or 68-byte blocks)\n"
+        "  --type-profile NAME  how to read type ids a file does not record (--fork-rev: same;\n"
+        "                       a state's turbo rows tell theirs where they can), a revision:\n");
+    cli_help_revisions("                      ", "                       ", 0);
+    printf(
         "  --threads N          threads for --stats (default: all cores)\n"
         "  --quiet              no progress display\n"
         "  --key-file KEY       a sealed snapshot's key (TQ_KEY_FILE: the same); without it, its\n"

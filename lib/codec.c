@@ -28,39 +28,24 @@ typedef struct codec_shape {
     uint32_t g, bits, norm_correction;
     tq_codebook_kind cbk;
     char name[48];
+    const tq_codebook *book; /* a fork revision's typed-in table (else cbk's) */
 } codec_shape;
 
 static int group_ok(uint32_t g) { return tq_is_pow2(g) && g >= 8 && g <= 512; }
 
-/* The fork's KV blocks, a row a codec kind: groups of 128, its signs and norm correction.
- * turbo2 did not change at the fork's PR #197; turbo3 kept its layout and took a new table;
- * turbo4 dropped its unused rnorm (68 -> 66 bytes: the turbo2 layout at 4 bits) and took a
- * new table (lib/TURBO_REVISIONS.md). */
-/* clang-format off */
-static const struct {
-    tq_codec_kind kind;
-    const char *name;
-    tq_layout layout;
-    uint32_t bytes, bits;
-    tq_codebook_kind book;
-} turbo_kinds[] = {
-    /* kind                  name            layout            bytes bits codebook           */
-    {TQ_CODEC_TURBO2,        "turbo2",       TQ_LAYOUT_TURBO2, 34,   2,   TQ_CB_TURBO2},
-    {TQ_CODEC_TURBO3,        "turbo3",       TQ_LAYOUT_TURBO3, 50,   3,   TQ_CB_TURBO3},
-    {TQ_CODEC_TURBO4,        "turbo4",       TQ_LAYOUT_TURBO4, 68,   4,   TQ_CB_TURBO4},
-    {TQ_CODEC_TURBO3_PR197,  "turbo3-pr197", TQ_LAYOUT_TURBO3, 50,   3,   TQ_CB_TURBO3_PR197},
-    {TQ_CODEC_TURBO4_PR197,  "turbo4-pr197", TQ_LAYOUT_TURBO2, 66,   4,   TQ_CB_TURBO4_PR197},
-};
-/* clang-format on */
-
+/* The fork's KV blocks: groups of 128, its signs and norm correction; the layout, size and
+ * table of the revision's row (lib/fork_revisions.c). */
 static tq_status shape_turbo(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
 {
-    size_t i = 0;
-    while (turbo_kinds[i].kind != d->kind) i++; /* shape_of_kind sends only these kinds */
-    *s = (codec_shape){turbo_kinds[i].layout, 128,     turbo_kinds[i].bytes, 128,
-                       turbo_kinds[i].bits,   1,       turbo_kinds[i].book,  ""};
-    snprintf(s->name, sizeof s->name, "%s", turbo_kinds[i].name);
-    return fix_fork(ctx, d, turbo_kinds[i].name);
+    uint32_t bits = (uint32_t)(d->kind - TQ_CODEC_TURBO2) + 2;
+    if (d->fork_rev >= tq_fork_revision_count())
+        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "fork revision %u: there are %u", d->fork_rev,
+                                tq_fork_revision_count());
+    tq_fork_block_info b;
+    tq_fork_block(d->fork_rev, bits, &b);
+    *s = (codec_shape){b.layout, 128, b.bytes, 128, bits, 1, TQ_CB_EXACT, "", b.book};
+    snprintf(s->name, sizeof s->name, "%s", b.name);
+    return fix_fork(ctx, d, b.name);
 }
 
 static tq_status shape_tq(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
@@ -77,7 +62,7 @@ static tq_status shape_tq(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
                        "tq codec: uniform cells need 2..8 bits (uniform %u, bits %u)", d->uniform,
                        d->bits);
     *s = (codec_shape){TQ_LAYOUT_TQ, d->group, 2 + tq_packed_bytes(d->group, d->bits), d->group,
-                       d->bits, d->norm_correction, TQ_CB_EXACT, ""};
+                       d->bits, d->norm_correction, TQ_CB_EXACT, "", NULL};
     snprintf(s->name, sizeof s->name, "tq(g=%u,b=%u%s%s)", d->group, d->bits,
              d->norm_correction ? ",nc" : "", d->uniform ? ",uniform" : "");
     return TQ_OK;
@@ -88,7 +73,7 @@ static tq_status shape_weights(tq_ctx *ctx, const tq_codec_desc *d, codec_shape 
 {
     int four = d->kind == TQ_CODEC_TQ4_1S;
     *s = (codec_shape){four ? TQ_LAYOUT_W4 : TQ_LAYOUT_W3, 32, four ? 20 : 16, 32, four ? 4 : 3,
-                       0, four ? TQ_CB_TQ4W : TQ_CB_TQ3W, ""};
+                       0, four ? TQ_CB_TQ4W : TQ_CB_TQ3W, "", NULL};
     snprintf(s->name, sizeof s->name, "%s", four ? "tq4_1s" : "tq3_1s");
     return fix_fork(ctx, d, s->name);
 }
@@ -107,7 +92,7 @@ static tq_status shape_angle(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s
     /* bits 1: an unused codebook; the angle levels are uniform */
     *s = (codec_shape){TQ_LAYOUT_ANGLE, d->group,
                        2 + tq_packed_bytes(d->group / 2, d->bits) + radii,
-                       d->group, 1, d->norm_correction, TQ_CB_EXACT, ""};
+                       d->group, 1, d->norm_correction, TQ_CB_EXACT, "", NULL};
     snprintf(s->name, sizeof s->name, "angle(g=%u,A=%u,r=%u%s)", d->group, 1u << (d->bits & 15),
              d->radius_bits, d->norm_correction ? ",nc" : "");
     return TQ_OK;
@@ -125,7 +110,7 @@ static tq_status shape_prod(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
                                 d->bits);
     *s = (codec_shape){TQ_LAYOUT_PROD, d->group,
                        4 + tq_packed_bytes(d->group, d->bits - 1) + d->group / 8, d->group,
-                       d->bits - 1, 0, TQ_CB_EXACT, ""};
+                       d->bits - 1, 0, TQ_CB_EXACT, "", NULL};
     snprintf(s->name, sizeof s->name, "prod(g=%u,b=%u)", d->group, d->bits);
     return TQ_OK;
 }
@@ -137,7 +122,6 @@ static const shape_fn shape_of_kind[] = {
     [TQ_CODEC_TURBO2] = shape_turbo, [TQ_CODEC_TURBO3] = shape_turbo,
     [TQ_CODEC_TURBO4] = shape_turbo, [TQ_CODEC_TQ] = shape_tq, [TQ_CODEC_TQ3_1S] = shape_weights,
     [TQ_CODEC_TQ4_1S] = shape_weights, [TQ_CODEC_ANGLE] = shape_angle, [TQ_CODEC_PROD] = shape_prod,
-    [TQ_CODEC_TURBO3_PR197] = shape_turbo, [TQ_CODEC_TURBO4_PR197] = shape_turbo,
 };
 /* clang-format on */
 
@@ -152,6 +136,9 @@ static tq_status shape_of(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "radius_bits is for the angle codec only");
     if (!st && d->kind != TQ_CODEC_TQ && d->uniform)
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "uniform cells are for the tq codec only");
+    int turbo = d->kind >= TQ_CODEC_TURBO2 && d->kind <= TQ_CODEC_TURBO4;
+    if (!st && !turbo && d->fork_rev)
+        st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "fork_rev is for the fork's KV codecs only");
     return st;
 }
 
@@ -227,6 +214,8 @@ tq_status tq_codec_new(tq_ctx *ctx, const tq_codec_desc *d, tq_codec **out)
     p->scale = tq_rht_scale(p->g);
     if (d->kind == TQ_CODEC_TQ && d->uniform)
         p->cb = tq_codebook_uniform(p->g, p->bits);
+    else if (s.book)
+        p->cb = s.book;
     else if (s.cbk == TQ_CB_EXACT)
         p->cb = tq_codebook_exact(p->g, p->bits);
     else

@@ -24,14 +24,57 @@ static const struct {
     [TQ_DT_Q3_K] = {"q3_K", 256, 110},    [TQ_DT_Q4_K] = {"q4_K", 256, 144},
     [TQ_DT_Q5_K] = {"q5_K", 256, 176},    [TQ_DT_Q6_K] = {"q6_K", 256, 210},
     [TQ_DT_IQ4_NL] = {"iq4_nl", 32, 18},  [TQ_DT_IQ4_XS] = {"iq4_xs", 256, 136},
-    [TQ_DT_TURBO3_PR197] = {"turbo3", 128, 50}, [TQ_DT_TURBO4_PR197] = {"turbo4", 128, 66},
 };
 
 static int is_kquant(tq_dtype t) { return t >= TQ_DT_Q2_K && t <= TQ_DT_IQ4_XS; }
 
-const char *tq_dtype_name(tq_dtype t) { return (unsigned)t < TQ_DT_COUNT ? dt[t].name : "?"; }
-size_t tq_dtype_block_values(tq_dtype t) { return (unsigned)t < TQ_DT_COUNT ? dt[t].values : 0; }
-size_t tq_dtype_block_bytes(tq_dtype t) { return (unsigned)t < TQ_DT_COUNT ? dt[t].bytes : 0; }
+/* A type's name and block (a later fork revision's from its row: its turbo name). */
+static int info(tq_dtype t, const char **name, uint32_t *values, uint32_t *bytes)
+{
+    static const char *const turbo_names[] = {"turbo2", "turbo3", "turbo4"};
+    uint32_t rev;
+    uint32_t bits;
+    if ((unsigned)t < TQ_DT_COUNT) {
+        *name = dt[t].name;
+        *values = dt[t].values;
+        *bytes = dt[t].bytes;
+        return 1;
+    }
+    if (!tq_fork_dtype_of(t, &rev, &bits)) return 0;
+    tq_fork_block_info b;
+    tq_fork_block(rev, bits, &b);
+    *name = turbo_names[bits - 2];
+    *values = 128;
+    *bytes = b.bytes;
+    return 1;
+}
+
+const char *tq_dtype_name(tq_dtype t)
+{
+    const char *name = "?";
+    uint32_t values;
+    uint32_t bytes;
+    info(t, &name, &values, &bytes);
+    return name;
+}
+
+size_t tq_dtype_block_values(tq_dtype t)
+{
+    const char *name;
+    uint32_t values = 0;
+    uint32_t bytes;
+    info(t, &name, &values, &bytes);
+    return values;
+}
+
+size_t tq_dtype_block_bytes(tq_dtype t)
+{
+    const char *name;
+    uint32_t values;
+    uint32_t bytes = 0;
+    info(t, &name, &values, &bytes);
+    return bytes;
+}
 
 /* The codec-backed types, each with its codec kind; they share one codec each, made on first
  * use. */
@@ -42,11 +85,9 @@ static const struct {
                    {TQ_DT_TQ4_1S, TQ_CODEC_TQ4_1S},
                    {TQ_DT_TURBO2, TQ_CODEC_TURBO2},
                    {TQ_DT_TURBO3, TQ_CODEC_TURBO3},
-                   {TQ_DT_TURBO4, TQ_CODEC_TURBO4},
-                   {TQ_DT_TURBO3_PR197, TQ_CODEC_TURBO3_PR197},
-                   {TQ_DT_TURBO4_PR197, TQ_CODEC_TURBO4_PR197}};
+                   {TQ_DT_TURBO4, TQ_CODEC_TURBO4}};
 #define N_CODEC_TYPES (sizeof codec_types / sizeof codec_types[0])
-static tq_codec *codecs[TQ_DT_COUNT];
+static tq_codec *codecs[TQ_DT_LIMIT]; /* the later fork revisions' types too */
 static pthread_once_t codecs_once = PTHREAD_ONCE_INIT;
 
 static void make_codecs(void)
@@ -57,14 +98,24 @@ static void make_codecs(void)
         tq_codec_desc d = {.kind = codec_types[i].k};
         tq_codec_new(&local, &d, &codecs[codec_types[i].t]);
     }
+    for (uint32_t rev = 0; rev < tq_fork_revision_count(); rev++)
+        for (uint32_t bits = 2; bits <= 4; bits++) {
+            tq_dtype t = tq_fork_dtype(rev, bits);
+            if ((unsigned)t < TQ_DT_COUNT || codecs[t]) continue; /* the first row's, or made */
+            tq_codec_desc d = {.kind = (tq_codec_kind)(TQ_CODEC_TURBO2 + (int)bits - 2),
+                               .fork_rev = rev};
+            tq_codec_new(&local, &d, &codecs[t]);
+        }
 }
 
 /* Whether t runs through a codec (no codec is built: a value at a time asks this). */
 static int is_codec_type(tq_dtype t)
 {
+    uint32_t rev;
+    uint32_t bits;
     for (size_t i = 0; i < N_CODEC_TYPES; i++)
         if (codec_types[i].t == t) return 1;
-    return 0;
+    return tq_fork_dtype_of(t, &rev, &bits);
 }
 
 static const tq_codec *codec_for(tq_dtype t)
@@ -75,7 +126,10 @@ static const tq_codec *codec_for(tq_dtype t)
 
 static tq_status check(tq_ctx *ctx, tq_dtype t, size_t n)
 {
-    if ((unsigned)t >= TQ_DT_COUNT)
+    const char *name;
+    uint32_t values;
+    uint32_t bytes;
+    if (!info(t, &name, &values, &bytes))
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown element type %d", (int)t);
     /* the codec types run through the codec's backend table; the rest is CPU code */
     int codec = is_codec_type(t);
@@ -83,13 +137,13 @@ static tq_status check(tq_ctx *ctx, tq_dtype t, size_t n)
      * only for the refusal */
     if (!codec && ctx && ctx->backend != TQ_BACKEND_CPU) {
         char what[48];
-        snprintf(what, sizeof what, "%s conversion", dt[t].name);
+        snprintf(what, sizeof what, "%s conversion", tq_dtype_name(t));
         tq_status st = tq_require_cpu(ctx, what);
         if (st) return st;
     }
-    if (n % dt[t].values)
+    if (n % tq_dtype_block_values(t))
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "%zu values is not a whole number of %s blocks", n,
-                       dt[t].name);
+                       tq_dtype_name(t));
     return TQ_OK;
 }
 
@@ -98,7 +152,7 @@ static tq_status codec_run(tq_ctx *ctx, tq_dtype t, int enc, const void *in, siz
     const tq_codec *c = codec_for(t);
     if (!c)
         return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory creating the %s codec",
-                                dt[t].name);
+                                tq_dtype_name(t));
     /* the caller owns the parallelism: run on this thread */
     tq_ctx local = {TQ_OK, "", 1, ctx->simd, TQ_BACKEND_CPU};
     tq_status st = enc ? tq_encode(&local, c, in, n, out) : tq_decode(&local, c, in, n, out);
@@ -169,7 +223,7 @@ tq_status tq_dequantize(tq_ctx *ctx, tq_dtype t, const void *src, size_t n, floa
     tq_status st = check(ctx, t, n);
     if (st) return st;
     const uint8_t *s = src;
-    size_t nb = n / dt[t].values;
+    size_t nb = n / tq_dtype_block_values(t);
     switch (t) {
         case TQ_DT_F32:
             memcpy(y, src, n * 4);
@@ -215,7 +269,7 @@ static tq_status check_finite(tq_ctx *ctx, tq_dtype t, const float *x, size_t n)
         if (!isfinite(x[i]))
             return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                                     "value %zu is %g: %s blocks need finite values", i, x[i],
-                                    dt[t].name);
+                                    tq_dtype_name(t));
     return TQ_OK;
 }
 
@@ -244,7 +298,7 @@ tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *x, size_t n, void *d
     if (!st) st = check_finite(ctx, t, x, n);
     if (st) return st;
     uint8_t *o = dst;
-    size_t nb = n / dt[t].values;
+    size_t nb = n / tq_dtype_block_values(t);
     if (t == TQ_DT_F32 || t == TQ_DT_F16 || t == TQ_DT_BF16) {
         floats_from_f32(t, x, n, o);
         return TQ_OK;
@@ -265,7 +319,7 @@ tq_status tq_quantize(tq_ctx *ctx, tq_dtype t, const float *x, size_t n, void *d
         default:
             if (is_kquant(t))
                 return tq_ctx_set_error(ctx, TQ_ERR_UNSUPPORTED,
-                                        "quantizing to %s is not supported", dt[t].name);
+                                        "quantizing to %s is not supported", tq_dtype_name(t));
             return codec_run(ctx, t, 1, x, n, dst);
     }
     return TQ_OK;
@@ -287,7 +341,7 @@ tq_status tq_quantize_weighted(tq_ctx *ctx, tq_dtype t, const float *x, size_t n
         if (!(importance[i] >= 0) || isinf(importance[i]))
             return tq_ctx_set_error(
                 ctx, TQ_ERR_ARG, "importance %zu is %g, not a finite value >= 0", i, importance[i]);
-    size_t rb = row_len / dt[t].values * dt[t].bytes;
+    size_t rb = row_len / tq_dtype_block_values(t) * tq_dtype_block_bytes(t);
     uint8_t *o = dst;
     for (size_t r = 0; r < n_rows; r++, x += row_len, o += rb) {
         if (legacy)

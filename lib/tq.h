@@ -34,9 +34,9 @@ extern "C" {
 #endif
 
 #define TQ_VERSION_MAJOR  0
-#define TQ_VERSION_MINOR  1
+#define TQ_VERSION_MINOR  2
 #define TQ_VERSION_PATCH  0
-#define TQ_VERSION_STRING "0.1.0"
+#define TQ_VERSION_STRING "0.2.0"
 
 TQ_API const char *tq_version(void);
 
@@ -155,11 +155,11 @@ typedef enum tq_codebook_kind {
     TQ_CB_TURBO4 = 3,
     TQ_CB_TQ3W = 4, /* fork weight tables, in units of the half scale  */
     TQ_CB_TQ4W = 5,
-    TQ_CB_EXACT = 6, /* Lloyd-Max for one coordinate of a random unit
+    TQ_CB_EXACT = 6  /* Lloyd-Max for one coordinate of a random unit
                         vector in R^g, computed (not typed in)          */
-    TQ_CB_TURBO3_PR197 = 7, /* the fork's KV tables after its PR #197:    */
-    TQ_CB_TURBO4_PR197 = 8  /* converged Lloyd-Max for N(0, 1/128)        */
 } tq_codebook_kind;
+/* TQ_CB_TURBO2..4 are the first fork revision's tables; every revision's
+ * are its codec's (tq_codec_desc.fork_rev). */
 
 /* A codebook: 2^bits centroids ascending and 2^bits - 1 decision thresholds
  * (a value v gets index #{k : v >= thresholds[k]}).  Returned pointers stay
@@ -214,12 +214,9 @@ typedef enum tq_codec_kind {
     TQ_CODEC_TQ4_1S = 6, /* fork weight block: 32 values, 20 bytes        */
     TQ_CODEC_ANGLE = 7,  /* TurboAngle: polar pairs after the rotation,
                             lib/TURBOANGLE.md                             */
-    TQ_CODEC_PROD = 8,   /* TurboQuant-prod: (b-1)-bit MSE block plus a
+    TQ_CODEC_PROD = 8    /* TurboQuant-prod: (b-1)-bit MSE block plus a
                             1-bit QJL sketch of the residual, unbiased
                             inner products, lib/TQ_PROD.md                */
-    TQ_CODEC_TURBO3_PR197 = 9,  /* the fork after its PR #197: turbo3's    */
-                                /* layout, the new 3-bit table             */
-    TQ_CODEC_TURBO4_PR197 = 10  /* the same: 66 bytes {norm; qs[64]}       */
 } tq_codec_kind;
 
 /* The codec descriptor: everything needed to decode a block stream again.
@@ -241,7 +238,10 @@ typedef struct tq_codec_desc {
     uint32_t uniform;         /* TQ: 1 = uniform cells (bits 2..8) with the */
                               /* distortion of the Lloyd-Max codebook of    */
                               /* bits - 1, for an entropy coder to follow   */
+    uint32_t fork_rev;        /* TURBO2..4: the fork revision whose blocks  */
+                              /* (tq_fork_revision_at; 0: the first row)    */
 } tq_codec_desc;
+
 
 /* Weight encoders: FORK reproduces the fork's grid search bit for bit; BEST
  * (the default) runs the same search, re-picks each index against the stored
@@ -318,14 +318,38 @@ typedef enum tq_dtype {
     TQ_DT_Q6_K,
     TQ_DT_IQ4_NL, /* ggml's non-linear 4-bit blocks (decode only) */
     TQ_DT_IQ4_XS,
-    TQ_DT_TURBO3_PR197, /* the fork's turbo3/turbo4 after its PR #197 (new */
-    TQ_DT_TURBO4_PR197, /* tables; turbo4 66 bytes): lib/TURBO_REVISIONS.md */
-    TQ_DT_COUNT
+    TQ_DT_COUNT /* from here: the later fork revisions' blocks (tq_fork_dtype) */
 } tq_dtype;
 
 TQ_API const char *tq_dtype_name(tq_dtype t); /* "f32", "q8_0", "tq4_1s", ... */
 TQ_API size_t tq_dtype_block_values(tq_dtype t);
 TQ_API size_t tq_dtype_block_bytes(tq_dtype t);
+
+/* ------------------------------------------------------------ fork revisions */
+
+/* The TurboQuant+ fork's revisions, a row each (lib/fork_revisions.c,
+ * lib/TURBO_REVISIONS.md): the ids a build of it gives its types and the
+ * KV blocks it writes under them.  A revision is a number, its row: rows
+ * are only ever added, at the end.  The first row is what a file that
+ * names no revision means. */
+#define TQ_FORK_MAX_REVISIONS 32
+#define TQ_FORK_NEWEST 1u /* the fork as its users run it now */
+typedef struct tq_fork_revision {
+    const char *name;  /* a commit of the fork (or of a branch), or its PR   */
+    int last_upstream; /* the upstream ggml type ids it keeps: 0..this       */
+    int turbo2, turbo3, turbo4, tq3_1s, tq4_1s; /* its ids (-1: none)        */
+    uint32_t flags;    /* TQ_FORK_NEWEST                                    */
+} tq_fork_revision;
+TQ_API uint32_t tq_fork_revision_count(void);
+TQ_API const tq_fork_revision *tq_fork_revision_at(uint32_t rev); /* NULL past the last */
+/* The element type of turbo{bits} (2..4) as revision rev writes it:
+ * TQ_DT_TURBO2..4 for the first row's blocks, a number from TQ_DT_COUNT on
+ * for later ones (revisions writing the same block share it); TQ_DT_COUNT
+ * where there is no such type. */
+TQ_API tq_dtype tq_fork_dtype(uint32_t rev, uint32_t bits);
+/* Whether t is a fork KV type of any revision: the first revision writing
+ * its block and its bits. */
+TQ_API int tq_fork_dtype_of(tq_dtype t, uint32_t *rev, uint32_t *bits);
 
 /* n values (a multiple of the block size) to float32.  turbo* come back in
  * the original (unrotated) basis.  Runs on the calling thread. */

@@ -92,6 +92,19 @@ typedef enum tq_layout {
     TQ_LAYOUT_PROD    /* half norm; half |e|; MSE bits; sketch bits         */
 } tq_layout;
 
+/* ---- the fork's revisions (lib/fork_revisions.c) */
+/* Element types stop below this: TQ_DT_COUNT, then three a revision. */
+#define TQ_DT_LIMIT (TQ_DT_COUNT + 3 * TQ_FORK_MAX_REVISIONS)
+/* Revision rev's turbo{bits} block (bits 2..4); its name is "turbo{bits}" for the first row's
+ * blocks, "turbo{bits}-NAME" after the first row that writes it.  rev must be a row. */
+typedef struct tq_fork_block_info {
+    tq_layout layout;
+    uint32_t bytes;
+    const tq_codebook *book;
+    char name[48];
+} tq_fork_block_info;
+void tq_fork_block(uint32_t rev, uint32_t bits, tq_fork_block_info *out);
+
 /* Everything a kernel needs, resolved once at tq_codec_new. */
 typedef struct tq_block_params {
     uint32_t g;

@@ -72,7 +72,7 @@ int bc_open(tq_ctx *ctx, const bcodec *c, uint32_t d, bcodec_run *r, char *why, 
         snprintf(why, wl, "heads of %u are not a group of 8..512", d);
         return -1;
     }
-    tq_codec_desc desc = {c->kind, is_turbo(c) ? 0 : d, c->bits, c->nc, 0, c->radius_bits, 0};
+    tq_codec_desc desc = {c->kind, is_turbo(c) ? 0 : d, c->bits, c->nc, 0, c->radius_bits, 0, 0};
     if (tq_codec_new(ctx, &desc, &r->tc)) {
         snprintf(why, wl, "%s", tq_ctx_error(ctx));
         return -1;

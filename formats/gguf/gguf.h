@@ -62,29 +62,25 @@ size_t tq_gguf_type_size(tq_gguf_type t);      /* fixed size; 0 for STRING/ARRAY
 
 /* ------------------------------------------------- tensor type ids */
 
-/* Type-id profiles: one per column of turboquant-formats.md's id table. */
-typedef enum tq_type_profile {
-    TQ_PROFILE_TT_69D8E4BE4 = 0, /* the fork at 69d8e4be4: turbo 42-44, TQ3_1S 45, TQ4_1S 46 */
-    TQ_PROFILE_TT_00910B10 = 1,  /* the "+1" revision: turbo 43-45, TQ3_1S 46, TQ4_1S 47   */
-    TQ_PROFILE_TT_45F8A066 = 2,  /* April 2026: turbo3 41, turbo4 42, turbo2 43, TQ 44/45  */
-    TQ_PROFILE_UPSTREAM = 3,     /* ggml d99724f2: Q1_0 41, Q2_0 42, nothing beyond        */
-    TQ_PROFILE_TT_PR197 = 4,     /* the fork after its PR #197 (2026-06-26): 69d8e4be4's ids,
-                                    new turbo3/turbo4 tables, turbo4 blocks of 66 bytes   */
-    TQ_PROFILE_SX_010D04EDC = 5, /* a merge with upstream b10164 (sxlmnwb 010d04edc): Q2_0 42,
-                                    turbo2 43, turbo3 44, TQ 45/46, turbo4 47; pr197's blocks */
-    TQ_PROFILE_COUNT = 6,
-    TQ_PROFILE_AUTO = 99 /* KV states: tell 69d8e4be4 from pr197 by the bytes (kv_view.h) */
-} tq_type_profile;
-
-#define TQ_PROFILE_DEFAULT TQ_PROFILE_TT_69D8E4BE4
-/* The fork as its users run it now: what turbo caches are written for unless told. */
-#define TQ_PROFILE_NEWEST TQ_PROFILE_TT_PR197
-/* The revision a server's build names ("b9079-69d8e4be4": a revision's commit in it), or
+/* Type-id profiles: a row of the fork's revisions table (tq_fork_revision_at in tq.h:
+ * lib/fork_revisions.c), by its number, or AUTO.  Nothing here names a revision: names go
+ * through tq_type_profile_parse, lists through tq_type_profile_list. */
+typedef int tq_type_profile;
+#define TQ_PROFILE_DEFAULT 0 /* the table's first row: what a file that names none means */
+#define TQ_PROFILE_AUTO 99   /* KV states: the revision told by the bytes (kv_view.h) */
+#define TQ_PROFILE_COUNT ((int)tq_fork_revision_count())
+/* The row flagged TQ_FORK_NEWEST: what turbo caches are written for unless told. */
+tq_type_profile tq_type_profile_newest(void);
+#define TQ_PROFILE_NEWEST (tq_type_profile_newest())
+/* The revisions' names, ", " between them, the default's and the newest's said so (as helps
+ * list them); only those with turbo blocks where turbo_only.  The length it needs. */
+size_t tq_type_profile_list(char *buf, size_t size, int turbo_only);
+/* The revision a server's build names (its version string ends in a revision's commit), or
  * TQ_PROFILE_AUTO where it names none tq knows. */
 tq_type_profile tq_type_profile_of_build(const char *build_info);
 
-const char *
-tq_type_profile_name(tq_type_profile p); /* "69d8e4be4", "00910b10", ..., "pr197", "auto" */
+/* A revision's name ("auto" for TQ_PROFILE_AUTO, "?" for no row). */
+const char *tq_type_profile_name(tq_type_profile p);
 int tq_type_profile_parse(const char *s, tq_type_profile *out); /* 0 ok, -1 unknown */
 
 typedef struct tq_ggml_type {

@@ -4,6 +4,7 @@
 #include "gguf.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -48,47 +49,27 @@ static const tq_ggml_type upstream[] = {
     {42, "q2_0", 64, 18, NO_DT},
 };
 
-/* The fork's types under each of its revisions: a row a revision or branch, the ids as its
- * ggml.h numbers them, the turbo blocks as its ggml-common.h lays them out and the tables its
- * ggml-turbo-quant.c quantizes with (lib/TURBO_REVISIONS.md).  -1: absent. */
-typedef struct fork_revision {
-    const char *name;
-    int last_upstream;              /* upstream ids it keeps, 0..this */
-    int turbo2, turbo3, turbo4;     /* type ids */
-    int tq3_1s, tq4_1s;
-    tq_dtype turbo3_dt, turbo4_dt;  /* which tables (and turbo4's block) */
-} fork_revision;
-
-#define T3_0526 TQ_DT_TURBO3
-#define T4_0526 TQ_DT_TURBO4
-#define T3_0626 TQ_DT_TURBO3_PR197
-#define T4_0626 TQ_DT_TURBO4_PR197
-
-/* clang-format off */
-static const fork_revision revisions[TQ_PROFILE_COUNT] = {
-    /*                          name         upstream t2  t3  t4  w3  w4  turbo3   turbo4 */
-    [TQ_PROFILE_TT_69D8E4BE4] = {"69d8e4be4", 41,     42, 43, 44, 45, 46, T3_0526, T4_0526},
-    [TQ_PROFILE_TT_00910B10]  = {"00910b10",  42,     43, 44, 45, 46, 47, T3_0526, T4_0526},
-    [TQ_PROFILE_TT_45F8A066]  = {"45f8a066",  40,     43, 41, 42, 44, 45, T3_0526, T4_0526},
-    [TQ_PROFILE_UPSTREAM]     = {"upstream",  42,     -1, -1, -1, -1, -1, T3_0526, T4_0526},
-    [TQ_PROFILE_TT_PR197]     = {"pr197",     41,     42, 43, 44, 45, 46, T3_0626, T4_0626},
-    [TQ_PROFILE_SX_010D04EDC] = {"010d04edc", 42,     43, 44, 47, 45, 46, T3_0626, T4_0626},
-};
-/* clang-format on */
-
-/* A revision's five fork types, as tq_ggml_type rows (made once; the names are ggml's). */
-static tq_ggml_type fork_types[TQ_PROFILE_COUNT][5];
+/* The fork's five types under each of its revisions (a row of lib/fork_revisions.c each: its
+ * ids, and the blocks its turbo types are), as tq_ggml_type rows made once; the names are
+ * ggml's. */
+static tq_ggml_type fork_types[TQ_FORK_MAX_REVISIONS][5];
 static pthread_once_t fork_types_once = PTHREAD_ONCE_INIT;
+
+static tq_ggml_type turbo_type(uint32_t rev, int id, uint32_t bits)
+{
+    static const char *const names[] = {"turbo2", "turbo3", "turbo4"};
+    tq_dtype dt = tq_fork_dtype(rev, bits);
+    return (tq_ggml_type){id, names[bits - 2], 128, (uint32_t)tq_dtype_block_bytes(dt), (int)dt};
+}
 
 static void make_fork_types(void)
 {
-    for (int p = 0; p < TQ_PROFILE_COUNT; p++) {
-        const fork_revision *r = &revisions[p];
+    for (uint32_t p = 0; p < tq_fork_revision_count(); p++) {
+        const tq_fork_revision *r = tq_fork_revision_at(p);
         tq_ggml_type *t = fork_types[p];
-        t[0] = (tq_ggml_type){r->turbo2, "turbo2", 128, 34, TQ_DT_TURBO2};
-        t[1] = (tq_ggml_type){r->turbo3, "turbo3", 128, 50, r->turbo3_dt};
-        t[2] = (tq_ggml_type){r->turbo4, "turbo4", 128,
-                              (uint32_t)tq_dtype_block_bytes(r->turbo4_dt), r->turbo4_dt};
+        t[0] = turbo_type(p, r->turbo2, 2);
+        t[1] = turbo_type(p, r->turbo3, 3);
+        t[2] = turbo_type(p, r->turbo4, 4);
         t[3] = (tq_ggml_type){r->tq3_1s, "tq3_1s", 32, 16, TQ_DT_TQ3_1S};
         t[4] = (tq_ggml_type){r->tq4_1s, "tq4_1s", 32, 20, TQ_DT_TQ4_1S};
     }
@@ -97,17 +78,43 @@ static void make_fork_types(void)
 const char *tq_type_profile_name(tq_type_profile p)
 {
     if (p == TQ_PROFILE_AUTO) return "auto";
-    return (unsigned)p < TQ_PROFILE_COUNT ? revisions[p].name : "?";
+    const tq_fork_revision *r = p >= 0 ? tq_fork_revision_at((uint32_t)p) : NULL;
+    return r ? r->name : "?";
 }
 
 int tq_type_profile_parse(const char *s, tq_type_profile *out)
 {
     for (int p = 0; p < TQ_PROFILE_COUNT; p++)
-        if (!strcmp(s, revisions[p].name)) {
-            *out = (tq_type_profile)p;
+        if (!strcmp(s, tq_fork_revision_at((uint32_t)p)->name)) {
+            *out = p;
             return 0;
         }
     return -1;
+}
+
+tq_type_profile tq_type_profile_newest(void)
+{
+    for (int p = 0; p < TQ_PROFILE_COUNT; p++)
+        if (tq_fork_revision_at((uint32_t)p)->flags & TQ_FORK_NEWEST) return p;
+    return TQ_PROFILE_DEFAULT;
+}
+
+size_t tq_type_profile_list(char *buf, size_t size, int turbo_only)
+{
+    size_t n = 0;
+    int listed = 0;
+    for (int p = 0; p < TQ_PROFILE_COUNT; p++) {
+        const tq_fork_revision *r = tq_fork_revision_at((uint32_t)p);
+        if (turbo_only && r->turbo3 < 0) continue;
+        const char *note = "";
+        if (p == TQ_PROFILE_DEFAULT) note = " (the default)";
+        if (turbo_only) note = p == TQ_PROFILE_NEWEST ? " (the default)" : "";
+        int k = snprintf(buf + n, n < size ? size - n : 0, "%s%s%s", listed ? ", " : "",
+                         r->name, note);
+        n += (size_t)k;
+        listed++;
+    }
+    return n;
 }
 
 tq_type_profile tq_type_profile_of_build(const char *build_info)
@@ -115,18 +122,18 @@ tq_type_profile tq_type_profile_of_build(const char *build_info)
     const char *dash = build_info ? strrchr(build_info, '-') : NULL;
     if (!dash || strlen(dash + 1) < 7) return TQ_PROFILE_AUTO;
     for (int p = 0; p < TQ_PROFILE_COUNT; p++) /* a short hash is a prefix of the commit */
-        if (!strncmp(revisions[p].name, dash + 1, strlen(dash + 1)))
-            return (tq_type_profile)p;
+        if (!strncmp(tq_fork_revision_at((uint32_t)p)->name, dash + 1, strlen(dash + 1)))
+            return p;
     return TQ_PROFILE_AUTO;
 }
 
 const tq_ggml_type *tq_ggml_type_get(tq_type_profile p, int id)
 {
-    if ((unsigned)p >= TQ_PROFILE_COUNT || id < 0) return NULL;
+    if (p < 0 || p >= TQ_PROFILE_COUNT || id < 0) return NULL;
     pthread_once(&fork_types_once, make_fork_types);
     for (int f = 0; f < 5; f++)
         if (fork_types[p][f].id == id) return &fork_types[p][f];
-    if (id > revisions[p].last_upstream) return NULL;
+    if (id > tq_fork_revision_at((uint32_t)p)->last_upstream) return NULL;
     for (size_t i = 0; i < sizeof upstream / sizeof upstream[0]; i++)
         if (upstream[i].id == id) return &upstream[i];
     return NULL;

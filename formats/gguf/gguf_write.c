@@ -242,7 +242,7 @@ tq_status tq_gguf_writer_set_profile(tq_gguf_writer *w, tq_type_profile p)
 {
     tq_status st = building(w);
     if (st) return st;
-    if ((unsigned)p >= TQ_PROFILE_COUNT)
+    if (p < 0 || p >= TQ_PROFILE_COUNT)
         return tq_ctx_set_error(w->ctx, TQ_ERR_ARG, "unknown type-id profile %d", (int)p);
     if (w->n_t)
         return tq_ctx_set_error(w->ctx, TQ_ERR_ARG,

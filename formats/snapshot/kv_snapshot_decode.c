@@ -27,8 +27,9 @@ tq_status tq_kvdec_put(tq_ctx *ctx, FILE *f, const void *p, uint64_t n)
 
 static int is_turbo(const tq_ggml_type *t)
 {
-    return t->dtype == TQ_DT_TURBO2 || t->dtype == TQ_DT_TURBO3 || t->dtype == TQ_DT_TURBO4 ||
-           t->dtype == TQ_DT_TURBO3_PR197 || t->dtype == TQ_DT_TURBO4_PR197;
+    uint32_t rev;
+    uint32_t bits;
+    return t->dtype >= 0 && tq_fork_dtype_of((tq_dtype)t->dtype, &rev, &bits);
 }
 
 /* Row width in the output: the same, except that turbo caches pad every head

@@ -470,39 +470,74 @@ static int turbo_tensors(const tq_kv_view *s, tq_dtype dt, int *nonzero)
     return n;
 }
 
-/* The fork's revisions 69d8e4be4 and pr197 number their types alike.  turbo4's blocks tell
- * them apart (68 bytes with an rnorm field the old fork writes 0; 66 without), by the row
- * size, or where a row holds a multiple of 33 x 68 = 34 x 66 bytes by that field; turbo3's
+/* How a state tells which fork revision its turbo rows are (69d8e4be4 and pr197 number their
+ * types alike): probes in order, each a reading of the state with a revision's types and what
+ * the rows must then hold; the first that reads and holds names the revision.  turbo4's blocks
+ * tell the two apart (68 bytes with an rnorm field the old fork writes 0; 66 without), by the
+ * row size, or where a row holds a multiple of 33 x 68 = 34 x 66 bytes by that field; turbo3's
  * tables cannot be told from the bytes, and the newest is assumed (LLAMA_STATE.md). */
+typedef enum probe_holds {
+    HOLDS_NO_TURBO34,    /* no turbo3 or turbo4 rows */
+    HOLDS_T4_RNORM_ZERO, /* turbo4 rows, every rnorm field 0 */
+    HOLDS_T4,            /* turbo4 rows */
+    HOLDS_ANY            /* whatever it reads */
+} probe_holds;
+
+#define TURBO3_ALONE "turbo3 rows alone: not told by the bytes; the newest assumed"
+/* clang-format off */
+static const struct {
+    const char *revision;
+    probe_holds holds;
+    const char *how;
+} probes[] = {
+    /* read as    when it holds         how it was told */
+    {"69d8e4be4", HOLDS_NO_TURBO34,    "no turbo3 or turbo4 rows"},
+    {"69d8e4be4", HOLDS_T4_RNORM_ZERO, "turbo4 blocks of 68 bytes, rnorm fields 0"},
+    {"pr197",     HOLDS_T4,            "turbo4 blocks of 66 bytes"},
+    {"pr197",     HOLDS_ANY,           TURBO3_ALONE},
+    {"69d8e4be4", HOLDS_ANY,           "turbo4 blocks of 68 bytes"},
+};
+/* clang-format on */
+
+static int probe_holds_now(const tq_kv_view *s, probe_holds holds)
+{
+    int rnorm = 0;
+    uint32_t p = (uint32_t)s->profile;
+    int t4 = turbo_tensors(s, tq_fork_dtype(p, 4), holds == HOLDS_T4_RNORM_ZERO ? &rnorm : NULL);
+    int t3 = turbo_tensors(s, tq_fork_dtype(p, 3), NULL);
+    switch (holds) {
+        case HOLDS_NO_TURBO34:
+            return !t3 && !t4;
+        case HOLDS_T4_RNORM_ZERO:
+            return t4 && !rnorm;
+        case HOLDS_T4:
+            return t4 > 0;
+        default:
+            return 1;
+    }
+}
+
 static int read_revision(tq_kv_view *s, cur *c, uint64_t start)
 {
     if (!s->profile_auto) return read_layouts(s, c, start);
-    s->profile = TQ_PROFILE_TT_69D8E4BE4;
-    int old_ok = !read_layouts(s, c, start);
-    int rnorm = 0;
-    int t4 = old_ok ? turbo_tensors(s, TQ_DT_TURBO4, &rnorm) : 0;
-    int t3 = old_ok ? turbo_tensors(s, TQ_DT_TURBO3, NULL) : 0;
-    if (old_ok && !t3 && !t4) {
-        s->profile_how = "no turbo3 or turbo4 rows";
-        return 0;
+    int read_as = -1; /* the revision the layouts were last read with, and whether they read */
+    int read_ok = 0;
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+        tq_type_profile p;
+        if (tq_type_profile_parse(probes[i].revision, &p)) continue;
+        if (p != read_as) {
+            s->profile = p;
+            read_ok = !read_layouts(s, c, start);
+            read_as = p;
+        }
+        if (read_ok && probe_holds_now(s, probes[i].holds)) {
+            s->profile_how = probes[i].how;
+            return 0;
+        }
     }
-    if (old_ok && t4 && !rnorm) {
-        s->profile_how = "turbo4 blocks of 68 bytes, rnorm fields 0";
-        return 0;
-    }
-    s->profile = TQ_PROFILE_TT_PR197;
-    if (!read_layouts(s, c, start)) {
-        t4 = turbo_tensors(s, TQ_DT_TURBO4_PR197, NULL);
-        s->profile_how = t4 ? "turbo4 blocks of 66 bytes"
-                            : "turbo3 rows alone: not told by the bytes; the newest assumed";
-        return 0;
-    }
-    s->profile = TQ_PROFILE_TT_69D8E4BE4;
-    if (old_ok && !read_layouts(s, c, start)) {
-        s->profile_how = "turbo4 blocks of 68 bytes";
-        return 0;
-    }
-    return -1; /* the newest reading's complaint */
+    s->profile = TQ_PROFILE_NEWEST;
+    read_layouts(s, c, start); /* none: the newest reading's complaint */
+    return -1;
 }
 
 static tq_status parse(tq_ctx *ctx, tq_kv_view *s)

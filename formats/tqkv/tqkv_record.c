@@ -47,7 +47,7 @@ int tqkv_codec_desc(const tqkv_record *t, tq_codec_desc *d)
             t->norm_correction > 1 || t->uniform > 1 || (t->uniform && t->bits < 2))
             return -1;
         *d = (tq_codec_desc){TQ_CODEC_TQ, t->group, t->bits,   t->norm_correction,
-                             t->seed,     0,        t->uniform};
+                             t->seed,     0,        t->uniform, 0};
         return 0;
     }
     if (t->codec == TQKV_CODEC_ANGLE ||
@@ -62,6 +62,7 @@ int tqkv_codec_desc(const tqkv_record *t, tq_codec_desc *d)
                              t->norm_correction,
                              t->seed,
                              t->radius_bits,
+                             0,
                              0};
         return 0;
     }
@@ -69,6 +70,7 @@ int tqkv_codec_desc(const tqkv_record *t, tq_codec_desc *d)
         if (t->group != 128 || t->bits < 2 || t->bits > 4 || t->norm_correction != 1 || t->seed)
             return -1;
         d->kind = (tq_codec_kind)(TQ_CODEC_TURBO2 + (t->bits - 2));
+        d->fork_rev = 0; /* a snapshot's turbo blocks are the first revision's (TQKV.md) */
         return 0;
     }
     return -1;

@@ -122,6 +122,15 @@ for f in "$o"/inspect-* "$o"/q-json.stdout; do
     sed -e "s|$o/||g" -e 's/"seconds": [0-9.e+-]*/"seconds": T/' "$f" >"$f.x" && mv "$f.x" "$f"
 done
 
+# models name the tool that wrote them ("tq 0.1.0", tq.quantize.tool, tq.rotation.tool): the
+# hashes were recorded at 0.1.0, and a later version's label (of the same length, so that no
+# offset moves) is read as that one; every other byte is compared as it is
+version=$("$tq" --version | sed -n 's/^tq \([0-9][0-9.]*\) .*/\1/p')
+[ "${#version}" = 5 ] || fail "version $version: the label is no longer 5 characters"
+for f in "$o"/*.gguf "$o"/inspect-*; do
+    perl -pi -e "s/tq \Q$version\E/tq 0.1.0/g" "$f" || fail "relabelling $f"
+done
+
 # KEEP_OUT=DIR keeps a copy of the outputs there (to see what changed)
 [ -n "${KEEP_OUT:-}" ] && cp -r "$o" "$KEEP_OUT"
 (cd "$o" && find . -type f -size +0 | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum) >"$tmp/got"

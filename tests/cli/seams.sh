@@ -177,4 +177,16 @@ bad=$(grep -nE 'pad_window = [1-9]|(point|limit) *[<>]=?[^;]*swa_window|(point|l
 bad=$(grep -nE '= [a-z_.>-]*swa_window \|\| |n_recurrent \|\|' formats/*/*.c cmd/*.c | grep -v "^$owner:")
 [ -z "$bad" ] || fail "exact points worked out outside the owner: $bad"
 
+behaviour a_fork_revision_is_a_row
+# lib/fork_revisions.c holds the revisions (a row each); lib/tq.h names none, and code
+# elsewhere names one only in the state reader's probes (how a state's bytes tell a revision)
+revs='pr197\|69d8e4be4\|010d04edc\|00910b10\|45f8a066'
+bad=$(grep -in "$revs" lib/tq.h)
+[ -z "$bad" ] || fail "lib/tq.h names a revision: $bad"
+bad=$(grep -rn -i "\"[^\"]*\($revs\)[^\"]*\"" lib formats cmd --include=*.c --include=*.h |
+      grep -v '^lib/fork_revisions\.c:' |
+      grep -v '^formats/state/llama_state\.c:[0-9]*: *{"[0-9a-z]*", *HOLDS_')
+[ -z "$bad" ] || fail "a revision named outside its row: $bad"
+grep -q '^### Adding a fork revision' HACKING.md || fail "HACKING.md does not say how to add one"
+
 exit 0

@@ -93,15 +93,20 @@ int main(int argc, char **argv)
     if (scalar ? tq_ctx_set_simd(gpu, TQ_SIMD_SCALAR) : tq_ctx_set_backend(gpu, TQ_BACKEND_CUDA))
         return fprintf(stderr, "%s\n", tq_ctx_error(gpu)), 1;
     int bad = 0;
-    /* the fork's blocks at both revisions (lib/TURBO_REVISIONS.md) */
-    static const tq_codec_kind turbo[] = {TQ_CODEC_TURBO2, TQ_CODEC_TURBO3, TQ_CODEC_TURBO4,
-                                          TQ_CODEC_TURBO3_PR197, TQ_CODEC_TURBO4_PR197};
-    for (size_t k = 0; k < sizeof turbo / sizeof turbo[0] && !bad; k++)
-        bad = check(cpu, gpu, &(tq_codec_desc){.kind = turbo[k]}, vectors);
+    /* the fork's blocks of every revision (lib/fork_revisions.c), each block once */
+    for (uint32_t rev = 0; rev < tq_fork_revision_count() && !bad; rev++)
+        for (uint32_t bits = 2; bits <= 4 && !bad; bits++) {
+            uint32_t first;
+            uint32_t b;
+            if (!tq_fork_dtype_of(tq_fork_dtype(rev, bits), &first, &b) || first != rev) continue;
+            tq_codec_desc d = {.kind = (tq_codec_kind)(TQ_CODEC_TURBO2 + (int)bits - 2),
+                               .fork_rev = rev};
+            bad = check(cpu, gpu, &d, vectors);
+        }
     for (uint32_t g = 64; g <= 256 && !bad; g *= 2) /* Lloyd-Max at 2-4 bits, uniform cells in 4- and 5-bit fields */
         for (uint32_t b = 2; b <= 5 && !bad; b++)
             for (uint32_t u = 0; u < 2 && !bad; u++)
-                if (u ? b >= 4 : b <= 4) bad = check(cpu, gpu, &(tq_codec_desc){TQ_CODEC_TQ, g, b, b > 2, 0, 0, u}, vectors);
+                if (u ? b >= 4 : b <= 4) bad = check(cpu, gpu, &(tq_codec_desc){TQ_CODEC_TQ, g, b, b > 2, 0, 0, u, 0}, vectors);
     tq_ctx_free(cpu), tq_ctx_free(gpu);
     return bad;
 }

@@ -27,7 +27,7 @@ int main(int argc, char **argv)
         return 2;
     }
     int t = -1;
-    for (int i = 0; i < TQ_DT_COUNT; i++)
+    for (int i = 0; i < TQ_DT_COUNT && t < 0; i++)
         if (!strcmp(argv[1], tq_dtype_name((tq_dtype)i))) t = i;
     size_t row = (size_t)strtoull(argv[2], NULL, 10), n = 0, ni = 0;
     float *x = slurp(stdin, &n), *imp = NULL;

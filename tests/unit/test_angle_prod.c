@@ -35,7 +35,7 @@ TEST(turboangle_invariants)
     double prev = 1e9;
     for (uint32_t ab = 2; ab <= 7; ab++) {
         tq_codec *c;
-        tq_codec_desc d = {TQ_CODEC_ANGLE, G, ab, 1, 5, 4, 0};
+        tq_codec_desc d = {TQ_CODEC_ANGLE, G, ab, 1, 5, 4, 0, 0};
         CHECK(tq_codec_new(ctx, &d, &c) == TQ_OK, "%s", tq_ctx_error(ctx));
         CHECK_EQ(tq_codec_block_bytes(c), 2 + (size_t)(G / 2) * (ab + 4) / 8);
         CHECK_EQ(tq_encode(ctx, c, x, N, b1), TQ_OK);
@@ -53,16 +53,16 @@ TEST(turboangle_invariants)
         tq_codec_free(c);
     }
     tq_codec *c5, *c6;
-    CHECK_EQ(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_ANGLE, G, 4, 0, 5, 0, 0}, &c5), TQ_OK);
-    CHECK_EQ(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_ANGLE, G, 4, 0, 6, 0, 0}, &c6), TQ_OK);
+    CHECK_EQ(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_ANGLE, G, 4, 0, 5, 0, 0, 0}, &c5), TQ_OK);
+    CHECK_EQ(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_ANGLE, G, 4, 0, 6, 0, 0, 0}, &c6), TQ_OK);
     tq_encode(ctx, c5, x, N, b1);
     tq_encode(ctx, c6, x, N, b2);
     CHECK(memcmp(b1, b2, NB * tq_codec_block_bytes(c5)) != 0, "another seed, other bytes");
     CHECK(tq_codec_block_bytes(c5) == 2 + G / 2 * 4 / 8, "one radius per group: angles only");
     tq_codec_free(c5), tq_codec_free(c6);
     tq_codec *bad;
-    CHECK(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_ANGLE, 96, 4, 0, 0, 0, 0}, &bad) == TQ_ERR_ARG);
-    CHECK(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_TQ, 64, 4, 0, 0, 3, 0}, &bad) == TQ_ERR_ARG, "radius bits elsewhere");
+    CHECK(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_ANGLE, 96, 4, 0, 0, 0, 0, 0}, &bad) == TQ_ERR_ARG);
+    CHECK(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_TQ, 64, 4, 0, 0, 3, 0, 0}, &bad) == TQ_ERR_ARG, "radius bits elsewhere");
     tq_ctx_free(ctx);
 }
 
@@ -82,7 +82,7 @@ TEST(turboquant_prod_is_unbiased)
         double s = 0, s2 = 0;
         for (int t = 0; t < TRIALS; t++) { /* a fresh rotation and sketch per trial */
             tq_codec *c;
-            CHECK(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_PROD, G, b, 0, 1000 + t, 0, 0}, &c) == TQ_OK, "%s", tq_ctx_error(ctx));
+            CHECK(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_PROD, G, b, 0, 1000 + t, 0, 0, 0}, &c) == TQ_OK, "%s", tq_ctx_error(ctx));
             tq_encode(ctx, c, x, G, blk);
             tq_decode(ctx, c, blk, G, xt);
             double ip = 0;
@@ -103,10 +103,10 @@ TEST(turboquant_prod_is_unbiased)
 TEST(scores_equal_decode_then_dot)
 {
     enum { KEYS = 50 };
-    const tq_codec_desc descs[] = {{TQ_CODEC_TURBO3, 0, 0, 0, 0, 0, 0}, {TQ_CODEC_TURBO4, 0, 0, 0, 0, 0, 0},
-                                   {TQ_CODEC_TQ, 128, 3, 1, 9, 0, 0},  {TQ_CODEC_TQ, 64, 5, 0, 0, 0, 0},
-                                   {TQ_CODEC_ANGLE, 128, 5, 1, 3, 3, 0}, {TQ_CODEC_ANGLE, 64, 4, 0, 3, 0, 0},
-                                   {TQ_CODEC_PROD, 128, 3, 0, 4, 0, 0}};
+    const tq_codec_desc descs[] = {{TQ_CODEC_TURBO3, 0, 0, 0, 0, 0, 0, 0}, {TQ_CODEC_TURBO4, 0, 0, 0, 0, 0, 0, 0},
+                                   {TQ_CODEC_TQ, 128, 3, 1, 9, 0, 0, 0},  {TQ_CODEC_TQ, 64, 5, 0, 0, 0, 0, 0},
+                                   {TQ_CODEC_ANGLE, 128, 5, 1, 3, 3, 0, 0}, {TQ_CODEC_ANGLE, 64, 4, 0, 3, 0, 0, 0},
+                                   {TQ_CODEC_PROD, 128, 3, 0, 4, 0, 0, 0}};
     static float k[KEYS * 128], kd[KEYS * 128], q[128], sc[KEYS];
     static uint8_t blk[KEYS * 512];
     unsigned long long st = 31;

@@ -106,7 +106,7 @@ TEST(codec_mse_matches_theory_g128)
     tq_ctx *ctx = tq_ctx_new();
     double prev = 1;
     for (uint32_t b = 1; b <= 8; b++) {
-        tq_codec_desc d = {TQ_CODEC_TQ, 128, b, 0, 0, 0, 0};
+        tq_codec_desc d = {TQ_CODEC_TQ, 128, b, 0, 0, 0, 0, 0};
         tq_codec *c;
         CHECK_EQ(tq_codec_new(ctx, &d, &c), TQ_OK);
         tq_encode(ctx, c, x, (size_t)nv * g, blk);
@@ -145,7 +145,7 @@ TEST(codebook_uniform_same_distortion_lower_entropy)
         double e[2], h[2];
         for (int u = 0; u < 2; u++) {
             tq_codec *c;
-            CHECK(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_TQ, G, u ? b + 1 : b, 0, 0, 0, (uint32_t)u}, &c) == TQ_OK,
+            CHECK(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_TQ, G, u ? b + 1 : b, 0, 0, 0, (uint32_t)u, 0}, &c) == TQ_OK,
                   "%s", tq_ctx_error(ctx));
             uint32_t fb = u ? b + 1 : b;
             size_t bb = tq_codec_block_bytes(c);
@@ -174,7 +174,7 @@ TEST(codebook_uniform_same_distortion_lower_entropy)
     for (uint32_t k = 1; u && k + 1 < u->size - 1; k++)
         CHECK(fabsf((u->thresholds[k + 1] - u->thresholds[k]) - (u->thresholds[1] - u->thresholds[0])) < 1e-6f, "even cells");
     tq_codec *bad;
-    CHECK(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_TQ, G, 1, 0, 0, 0, 1}, &bad) == TQ_ERR_ARG, "1-bit uniform refused");
+    CHECK(tq_codec_new(ctx, &(tq_codec_desc){TQ_CODEC_TQ, G, 1, 0, 0, 0, 1, 0}, &bad) == TQ_ERR_ARG, "1-bit uniform refused");
     CHECK(tq_codec_new(ctx, &(tq_codec_desc){.kind = TQ_CODEC_TURBO3, .uniform = 1}, &bad) == TQ_ERR_ARG, "turbo refuses it");
     tq_ctx_free(ctx);
     free(x), free(y), free(blk), free(idx);

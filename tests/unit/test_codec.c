@@ -8,7 +8,7 @@
 
 static tq_status try_desc(tq_ctx *ctx, tq_codec_kind k, uint32_t g, uint32_t b, uint32_t nc, uint64_t seed)
 {
-    tq_codec_desc d = {k, g, b, nc, seed, 0, 0};
+    tq_codec_desc d = {k, g, b, nc, seed, 0, 0, 0};
     tq_codec *c = NULL;
     tq_status st = tq_codec_new(ctx, &d, &c);
     tq_codec_free(c);
@@ -40,10 +40,10 @@ TEST(codec_sizes_and_names)
         size_t values, bytes;
         const char *name;
     } t[] = {
-        {{TQ_CODEC_TURBO2, 0, 0, 0, 0, 0, 0}, 128, 34, "turbo2"}, {{TQ_CODEC_TURBO3, 0, 0, 0, 0, 0, 0}, 128, 50, "turbo3"},
-        {{TQ_CODEC_TURBO4, 0, 0, 0, 0, 0, 0}, 128, 68, "turbo4"}, {{TQ_CODEC_TQ3_1S, 0, 0, 0, 0, 0, 0}, 32, 16, "tq3_1s"},
-        {{TQ_CODEC_TQ4_1S, 0, 0, 0, 0, 0, 0}, 32, 20, "tq4_1s"},  {{TQ_CODEC_TQ, 8, 3, 1, 0, 0, 0}, 8, 5, "tq(g=8,b=3,nc)"},
-        {{TQ_CODEC_TQ, 64, 4, 0, 0, 0, 0}, 64, 34, "tq(g=64,b=4)"},
+        {{TQ_CODEC_TURBO2, 0, 0, 0, 0, 0, 0, 0}, 128, 34, "turbo2"}, {{TQ_CODEC_TURBO3, 0, 0, 0, 0, 0, 0, 0}, 128, 50, "turbo3"},
+        {{TQ_CODEC_TURBO4, 0, 0, 0, 0, 0, 0, 0}, 128, 68, "turbo4"}, {{TQ_CODEC_TQ3_1S, 0, 0, 0, 0, 0, 0, 0}, 32, 16, "tq3_1s"},
+        {{TQ_CODEC_TQ4_1S, 0, 0, 0, 0, 0, 0, 0}, 32, 20, "tq4_1s"},  {{TQ_CODEC_TQ, 8, 3, 1, 0, 0, 0, 0}, 8, 5, "tq(g=8,b=3,nc)"},
+        {{TQ_CODEC_TQ, 64, 4, 0, 0, 0, 0, 0}, 64, 34, "tq(g=64,b=4)"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         tq_codec *c;
@@ -58,7 +58,7 @@ TEST(codec_sizes_and_names)
 TEST(codec_call_errors)
 {
     tq_ctx *ctx = tq_ctx_new();
-    tq_codec_desc d = {TQ_CODEC_TQ, 64, 4, 1, 0, 0, 0};
+    tq_codec_desc d = {TQ_CODEC_TQ, 64, 4, 1, 0, 0, 0, 0};
     tq_codec *c;
     tq_codec_new(ctx, &d, &c);
     float x[100] = {0};
@@ -68,7 +68,7 @@ TEST(codec_call_errors)
     CHECK_EQ(tq_decode(ctx, c, blk, 65, x), TQ_ERR_ARG);
     CHECK_EQ(tq_codec_set_weight_search(ctx, c, TQ_WSEARCH_FORK), TQ_ERR_ARG);
     tq_codec_free(c);
-    tq_codec_desc w = {TQ_CODEC_TQ4_1S, 0, 0, 0, 0, 0, 0};
+    tq_codec_desc w = {TQ_CODEC_TQ4_1S, 0, 0, 0, 0, 0, 0, 0};
     tq_codec_new(ctx, &w, &c);
     CHECK_EQ(tq_decode_rotated(ctx, c, blk, 32, x), TQ_ERR_ARG);
     CHECK_EQ(tq_codec_set_weight_search(ctx, c, (tq_weight_search)9), TQ_ERR_ARG);
@@ -85,8 +85,8 @@ TEST(codec_degenerate_inputs)
     tq_ctx *ctx = tq_ctx_new();
     tq_codec_kind kinds[] = {TQ_CODEC_TURBO2, TQ_CODEC_TURBO3, TQ_CODEC_TURBO4, TQ_CODEC_TQ, TQ_CODEC_TQ4_1S, TQ_CODEC_TQ3_1S, 0};
     for (size_t i = 0; i < 6; i++) {
-        tq_codec_desc d = {kinds[i], 0, 0, 0, 0, 0, 0};
-        if (kinds[i] == TQ_CODEC_TQ) d = (tq_codec_desc){TQ_CODEC_TQ, 128, 3, 1, 0, 0, 0};
+        tq_codec_desc d = {kinds[i], 0, 0, 0, 0, 0, 0, 0};
+        if (kinds[i] == TQ_CODEC_TQ) d = (tq_codec_desc){TQ_CODEC_TQ, 128, 3, 1, 0, 0, 0, 0};
         tq_codec *c;
         CHECK_EQ(tq_codec_new(ctx, &d, &c), TQ_OK);
         size_t n = 128;
@@ -111,7 +111,7 @@ TEST(codec_norm_correction_keeps_norm)
     float *x = tq_test_kv_data(200, 64, 9), y[200 * 64];
     uint8_t blk[200 * 66];
     for (uint32_t b = 2; b <= 8; b++) {
-        tq_codec_desc d = {TQ_CODEC_TQ, 64, b, 1, 0, 0, 0};
+        tq_codec_desc d = {TQ_CODEC_TQ, 64, b, 1, 0, 0, 0, 0};
         tq_codec *c;
         tq_codec_new(ctx, &d, &c);
         tq_encode(ctx, c, x, 200 * 64, blk);
@@ -137,7 +137,7 @@ TEST(codec_generic_beats_fork_at_equal_rate)
     float *x = tq_test_kv_data(n / 128, 128, 21), *y = malloc(n * 4);
     uint8_t *blk = malloc(n);
     double err[3];
-    tq_codec_desc ds[3] = {{TQ_CODEC_TURBO4, 0, 0, 0, 0, 0, 0}, {TQ_CODEC_TQ, 64, 4, 1, 0, 0, 0}, {TQ_CODEC_TQ, 128, 4, 1, 0, 0, 0}};
+    tq_codec_desc ds[3] = {{TQ_CODEC_TURBO4, 0, 0, 0, 0, 0, 0, 0}, {TQ_CODEC_TQ, 64, 4, 1, 0, 0, 0, 0}, {TQ_CODEC_TQ, 128, 4, 1, 0, 0, 0, 0}};
     for (int i = 0; i < 3; i++) {
         tq_codec *c;
         tq_codec_new(ctx, &ds[i], &c);
@@ -157,9 +157,9 @@ TEST(codec_desc_sizes_are_the_built_codecs_block_sizes)
 {
     tq_ctx *ctx = tq_ctx_new();
     const tq_codec_desc descs[] = {
-        {TQ_CODEC_TQ, 64, 3, 1, TQ_SEED_FORK, 0, 0}, {TQ_CODEC_TQ, 128, 4, 0, 7, 0, 1},
-        {TQ_CODEC_TURBO3, 0, 0, 0, 0, 0, 0},         {TQ_CODEC_TQ4_1S, 0, 0, 0, 0, 0, 0},
-        {TQ_CODEC_ANGLE, 64, 5, 1, 3, 4, 0},         {TQ_CODEC_PROD, 32, 4, 0, 9, 0, 0},
+        {TQ_CODEC_TQ, 64, 3, 1, TQ_SEED_FORK, 0, 0, 0}, {TQ_CODEC_TQ, 128, 4, 0, 7, 0, 1, 0},
+        {TQ_CODEC_TURBO3, 0, 0, 0, 0, 0, 0, 0},         {TQ_CODEC_TQ4_1S, 0, 0, 0, 0, 0, 0, 0},
+        {TQ_CODEC_ANGLE, 64, 5, 1, 3, 4, 0, 0},         {TQ_CODEC_PROD, 32, 4, 0, 9, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof descs / sizeof *descs; i++) {
         size_t values = 0, bytes = 0;
@@ -170,7 +170,7 @@ TEST(codec_desc_sizes_are_the_built_codecs_block_sizes)
         CHECK_EQ_U64(bytes, tq_codec_block_bytes(c));
         tq_codec_free(c);
     }
-    const tq_codec_desc bad = {TQ_CODEC_TQ, 48, 3, 0, 0, 0, 0}; /* not a power of two */
+    const tq_codec_desc bad = {TQ_CODEC_TQ, 48, 3, 0, 0, 0, 0, 0}; /* not a power of two */
     size_t values, bytes;
     CHECK_EQ(tq_codec_desc_sizes(ctx, &bad, &values, &bytes), TQ_ERR_ARG);
     tq_ctx_free(ctx);

@@ -63,7 +63,7 @@ TEST(cuda_matches_cpu_bytes)
     }
     for (uint32_t g = 8; g <= 512; g *= 2)
         for (uint32_t b = 1; b <= 8; b++) {
-            tq_codec_desc d = {TQ_CODEC_TQ, g, b, b > 2, 77, 0, 0};
+            tq_codec_desc d = {TQ_CODEC_TQ, g, b, b > 2, 77, 0, 0, 0};
             CHECK(cuda_same(ctx, &d, &why), "tq g=%u b=%u: %s", g, b, why);
         }
     tq_ctx_free(ctx);

@@ -8,6 +8,14 @@
 #include <string.h>
 #include <unistd.h>
 
+/* A fork revision's number, by its name (tests name revisions, never number them). */
+static tq_type_profile rev(const char *name)
+{
+    tq_type_profile p = -1;
+    tq_type_profile_parse(name, &p);
+    return p;
+}
+
 /* ------------------------------------------------ a byte builder */
 
 typedef tq_test_buf buf;
@@ -460,14 +468,14 @@ TEST(gguf_type_profiles)
 {
     tq_type_profile p;
     CHECK_EQ(tq_type_profile_parse("00910b10", &p), 0);
-    CHECK_EQ(p, TQ_PROFILE_TT_00910B10);
+    CHECK_EQ(p, rev("00910b10"));
     CHECK_EQ(tq_type_profile_parse("nope", &p), -1);
-    CHECK(!strcmp(tq_ggml_type_get(TQ_PROFILE_TT_69D8E4BE4, 46)->name, "tq4_1s"));
-    CHECK(!strcmp(tq_ggml_type_get(TQ_PROFILE_TT_00910B10, 47)->name, "tq4_1s"));
-    CHECK(!strcmp(tq_ggml_type_get(TQ_PROFILE_TT_45F8A066, 41)->name, "turbo3"));
-    CHECK(!strcmp(tq_ggml_type_get(TQ_PROFILE_UPSTREAM, 42)->name, "q2_0"));
-    CHECK(!strcmp(tq_ggml_type_get(TQ_PROFILE_TT_69D8E4BE4, 42)->name, "turbo2"));
-    CHECK(tq_ggml_type_get(TQ_PROFILE_UPSTREAM, 43) == NULL && tq_ggml_type_get(TQ_PROFILE_DEFAULT, 4) == NULL);
+    CHECK(!strcmp(tq_ggml_type_get(rev("69d8e4be4"), 46)->name, "tq4_1s"));
+    CHECK(!strcmp(tq_ggml_type_get(rev("00910b10"), 47)->name, "tq4_1s"));
+    CHECK(!strcmp(tq_ggml_type_get(rev("45f8a066"), 41)->name, "turbo3"));
+    CHECK(!strcmp(tq_ggml_type_get(rev("upstream"), 42)->name, "q2_0"));
+    CHECK(!strcmp(tq_ggml_type_get(rev("69d8e4be4"), 42)->name, "turbo2"));
+    CHECK(tq_ggml_type_get(rev("upstream"), 43) == NULL && tq_ggml_type_get(TQ_PROFILE_DEFAULT, 4) == NULL);
     CHECK(tq_ggml_type_id_ambiguous(42) && tq_ggml_type_id_ambiguous(41) && !tq_ggml_type_id_ambiguous(8));
     CHECK_EQ(tq_ggml_type_by_name(TQ_PROFILE_DEFAULT, "Q8_0")->id, 8);
     const tq_ggml_type *t = tq_ggml_type_get(TQ_PROFILE_DEFAULT, 45);
@@ -487,12 +495,12 @@ TEST(gguf_ambiguous_ids_are_flagged_not_guessed)
     CHECK(tq_gguf_open_memory(ctx, f.p, f.n, "t.gguf", NULL, &g) == TQ_OK, "%s", tq_ctx_error(ctx));
     CHECK(tq_gguf_profile_assumed(g) && !strcmp(tq_gguf_tensor_type(g, 0)->name, "tq4_1s"));
     tq_gguf_close(g);
-    tq_gguf_options o = {TQ_PROFILE_UPSTREAM, 1};
+    tq_gguf_options o = {rev("upstream"), 1};
     CHECK(tq_gguf_open_memory(ctx, f.p, f.n, "t.gguf", &o, &g) == TQ_ERR_FORMAT, "46 does not exist upstream");
     CHECK(strstr(tq_ctx_error(ctx), "unknown in type-id profile upstream"));
-    o.profile = TQ_PROFILE_TT_45F8A066;
+    o.profile = rev("45f8a066");
     CHECK(tq_gguf_open_memory(ctx, f.p, f.n, "t.gguf", &o, &g) == TQ_ERR_FORMAT, "46 does not exist in April's ids");
-    o.profile = TQ_PROFILE_TT_00910B10;
+    o.profile = rev("00910b10");
     CHECK_EQ(tq_gguf_open_memory(ctx, f.p, f.n, "t.gguf", &o, &g), TQ_OK);
     CHECK(!tq_gguf_profile_assumed(g) && !strcmp(tq_gguf_tensor_type(g, 0)->name, "tq3_1s"), "chosen, not flagged");
     tq_gguf_close(g);

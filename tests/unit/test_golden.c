@@ -18,7 +18,7 @@ static void hex2bin(const char *hex, uint8_t *out)
 
 static tq_codec *mk(tq_codec_kind kind)
 {
-    tq_codec_desc d = {kind, 0, 0, 0, 0, 0, 0};
+    tq_codec_desc d = {kind, 0, 0, 0, 0, 0, 0, 0};
     tq_codec *c = NULL;
     tq_codec_new(tq_test_ctx(), &d, &c);
     return c;
@@ -120,35 +120,47 @@ static int close_rel(float got, float want)
 
 static const char *kv_names[3] = {"turbo2", "turbo3", "turbo4"};
 
-/* The fork's revisions (lib/TURBO_REVISIONS.md): where each one's golden files lie and the
- * codecs that must reproduce them.  69d8e4be4's are ../shared/golden's; the newer ones were
- * made here from the fork's own reference C (tests/golden/README.md) and are committed. */
-typedef struct golden_rev {
-    const char *name;
-    int committed; /* 1: under tests/golden/NAME; 0: ../shared/golden */
-    tq_codec_kind kinds[3];
-} golden_rev;
+/* The fork's revisions (lib/fork_revisions.c, a row each): a revision's golden files are
+ * those of the first row that writes the same three blocks: the first row's in
+ * ../shared/golden; a later one's committed under tests/golden/NAME, made from the fork's own
+ * reference C (tests/golden/README.md).  A row whose blocks have no files fails. */
+static uint32_t golden_owner(uint32_t rev)
+{
+    uint32_t r = 0;
+    while (tq_fork_dtype(r, 2) != tq_fork_dtype(rev, 2) ||
+           tq_fork_dtype(r, 3) != tq_fork_dtype(rev, 3) ||
+           tq_fork_dtype(r, 4) != tq_fork_dtype(rev, 4))
+        r++;
+    return r;
+}
 
-static const golden_rev rev_69d8e4be4 = {
-    "69d8e4be4", 0, {TQ_CODEC_TURBO2, TQ_CODEC_TURBO3, TQ_CODEC_TURBO4}};
-static const golden_rev rev_pr197 = {
-    "pr197", 1, {TQ_CODEC_TURBO2, TQ_CODEC_TURBO3_PR197, TQ_CODEC_TURBO4_PR197}};
+static int has_turbo(uint32_t rev) { return tq_fork_revision_at(rev)->turbo3 >= 0; }
 
-static void *read_golden(const golden_rev *r, const char *file, size_t *len)
+static void *read_golden(uint32_t rev, const char *file, size_t *len)
 {
     char p[256];
-    if (!r->committed) {
+    uint32_t owner = golden_owner(rev);
+    if (!owner) {
         snprintf(p, sizeof p, "golden/%s", file);
         return tq_test_read_shared(p, len);
     }
-    snprintf(p, sizeof p, "tests/golden/%s/%s", r->name, file);
+    snprintf(p, sizeof p, "tests/golden/%s/%s", tq_fork_revision_at(owner)->name, file);
     return tq_test_read_file(p, len);
+}
+
+static tq_codec *mk_rev(uint32_t rev, int t)
+{
+    tq_codec_desc d = {(tq_codec_kind)(TQ_CODEC_TURBO2 + t), 0, 0, 0, 0, 0, 0, rev};
+    tq_codec *c = NULL;
+    tq_codec_new(tq_test_ctx(), &d, &c);
+    return c;
 }
 
 /* Decoding a revision's blocks gives its dequantize_row output (rotated) and that after the
  * inverse WHT, to float32 rounding. */
-static void check_kv_decode(const golden_rev *r, int *found)
+static void check_kv_decode(uint32_t rev, int *found)
 {
+    const char *name = tq_fork_revision_at(rev)->name;
     tq_ctx *ctx = tq_ctx_new();
     float y[64 * 128];
     *found = 1;
@@ -156,17 +168,18 @@ static void check_kv_decode(const golden_rev *r, int *found)
         char f[64];
         size_t nb = 0, nr = 0, nd = 0;
         snprintf(f, sizeof f, "%s.blocks", kv_names[t]);
-        uint8_t *blk = read_golden(r, f, &nb);
+        uint8_t *blk = read_golden(rev, f, &nb);
         snprintf(f, sizeof f, "%s.dequant_rotated.f32", kv_names[t]);
-        float *rot = read_golden(r, f, &nr);
+        float *rot = read_golden(rev, f, &nr);
         snprintf(f, sizeof f, "%s.dequant.f32", kv_names[t]);
-        float *dq = read_golden(r, f, &nd);
+        float *dq = read_golden(rev, f, &nd);
         if (!blk || !rot || !dq) {
             free(blk), free(rot), free(dq);
             *found = 0;
             break;
         }
-        tq_codec *c = mk(r->kinds[t]);
+        tq_codec *c = mk_rev(rev, t);
+        CHECK(c != NULL, "%s %s: no codec", name, kv_names[t]);
         CHECK_EQ(nb, 64 * tq_codec_block_bytes(c));
         CHECK_EQ(nr, sizeof y);
         CHECK_EQ(nd, sizeof y);
@@ -174,11 +187,11 @@ static void check_kv_decode(const golden_rev *r, int *found)
             tq_ctx_set_simd(ctx, (tq_simd)lvl);
             tq_decode_rotated(ctx, c, blk, 64 * 128, y);
             for (int i = 0; i < 64 * 128; i++)
-                CHECK(close_rel(y[i], rot[i]), "%s %s rotated value %d: %g vs %g", r->name,
+                CHECK(close_rel(y[i], rot[i]), "%s %s rotated value %d: %g vs %g", name,
                       kv_names[t], i, y[i], rot[i]);
             tq_decode(ctx, c, blk, 64 * 128, y);
             for (int i = 0; i < 64 * 128; i++)
-                CHECK(close_rel(y[i], dq[i]), "%s %s value %d: %g vs %g", r->name, kv_names[t], i,
+                CHECK(close_rel(y[i], dq[i]), "%s %s value %d: %g vs %g", name, kv_names[t], i,
                       y[i], dq[i]);
         }
         tq_codec_free(c);
@@ -187,37 +200,43 @@ static void check_kv_decode(const golden_rev *r, int *found)
     tq_ctx_free(ctx);
 }
 
-TEST(golden_kv_decode_69d8e4be4)
+TEST(golden_kv_decode_first_fork_blocks)
 {
-    int found = 0;
-    check_kv_decode(&rev_69d8e4be4, &found);
-    if (!found) SKIP("../shared/golden not found");
+    int checked = 0;
+    for (uint32_t rev = 0; rev < tq_fork_revision_count(); rev++) {
+        if (!has_turbo(rev) || golden_owner(rev)) continue;
+        int found = 0;
+        check_kv_decode(rev, &found);
+        if (!found) SKIP("../shared/golden not found");
+        checked++;
+    }
+    CHECK(checked > 0, "no revision writes the first row's blocks");
 }
 
-TEST(golden_kv_decode_pr197)
+TEST(golden_kv_decode_every_later_fork_revision)
 {
-    int found = 0;
-    check_kv_decode(&rev_pr197, &found);
-    CHECK(found, "tests/golden/pr197 is incomplete");
+    for (uint32_t rev = 0; rev < tq_fork_revision_count(); rev++) {
+        if (!has_turbo(rev) || !golden_owner(rev)) continue;
+        int found = 0;
+        check_kv_decode(rev, &found);
+        CHECK(found, "%s: its blocks' golden files are missing from tests/golden/%s",
+              tq_fork_revision_at(rev)->name, tq_fork_revision_at(golden_owner(rev))->name);
+    }
 }
 
 /* Encoding ../shared/golden/kv_input.f32 reproduces a revision's blocks byte for byte, at
  * every SIMD level. */
-static void check_kv_encode(const golden_rev *r, int *found)
+static void check_kv_encode(uint32_t rev, const float *in)
 {
-    size_t nin = 0;
-    float *in = tq_test_read_shared("golden/kv_input.f32", &nin);
-    *found = in != NULL;
-    if (!in) return;
-    CHECK_EQ(nin, 64 * 128 * sizeof(float));
+    const char *name = tq_fork_revision_at(rev)->name;
     tq_ctx *ctx = tq_ctx_new();
     for (int t = 0; t < 3; t++) {
         char f[64];
         size_t nb = 0;
         snprintf(f, sizeof f, "%s.blocks", kv_names[t]);
-        uint8_t *want = read_golden(r, f, &nb);
-        CHECK(want != NULL, "%s: %s missing", r->name, f);
-        tq_codec *c = mk(r->kinds[t]);
+        uint8_t *want = read_golden(rev, f, &nb);
+        CHECK(want != NULL, "%s: %s missing", name, f);
+        tq_codec *c = mk_rev(rev, t);
         size_t bb = tq_codec_block_bytes(c);
         CHECK_EQ(nb, 64 * bb);
         uint8_t *got = malloc(64 * bb);
@@ -227,28 +246,24 @@ static void check_kv_encode(const golden_rev *r, int *found)
             for (int v = 0; v < 64; v++)
                 CHECK(memcmp(got + v * bb, want + v * bb, bb) == 0,
                       "%s %s vector %d differs at simd %s (first bytes %02x%02x vs %02x%02x)",
-                      r->name, kv_names[t], v, tq_simd_name((tq_simd)lvl), got[v * bb],
+                      name, kv_names[t], v, tq_simd_name((tq_simd)lvl), got[v * bb],
                       got[v * bb + 1], want[v * bb], want[v * bb + 1]);
         }
         free(got), free(want);
         tq_codec_free(c);
     }
-    free(in);
     tq_ctx_free(ctx);
 }
 
-TEST(golden_kv_encode_bytes_69d8e4be4)
+TEST(golden_kv_encode_bytes_every_fork_revision)
 {
-    int found = 0;
-    check_kv_encode(&rev_69d8e4be4, &found);
-    if (!found) SKIP("../shared/golden not found");
-}
-
-TEST(golden_kv_encode_bytes_pr197)
-{
-    int found = 0;
-    check_kv_encode(&rev_pr197, &found);
-    if (!found) SKIP("../shared/golden/kv_input.f32 not found");
+    size_t nin = 0;
+    float *in = tq_test_read_shared("golden/kv_input.f32", &nin);
+    if (!in) SKIP("../shared/golden/kv_input.f32 not found");
+    CHECK_EQ(nin, 64 * 128 * sizeof(float));
+    for (uint32_t rev = 0; rev < tq_fork_revision_count(); rev++)
+        if (has_turbo(rev)) check_kv_encode(rev, in);
+    free(in);
 }
 
 TEST(golden_shared_weights)

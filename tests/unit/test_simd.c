@@ -65,7 +65,7 @@ TEST(simd_fork_codecs_match_scalar)
     tq_ctx *ctx = tq_ctx_new();
     tq_codec_kind kinds[] = {TQ_CODEC_TURBO2, TQ_CODEC_TURBO3, TQ_CODEC_TURBO4, TQ_CODEC_TQ3_1S, TQ_CODEC_TQ4_1S};
     for (size_t i = 0; i < 5; i++) {
-        tq_codec_desc d = {kinds[i], 0, 0, 0, 0, 0, 0};
+        tq_codec_desc d = {kinds[i], 0, 0, 0, 0, 0, 0, 0};
         tq_codec *c;
         CHECK_EQ(tq_codec_new(ctx, &d, &c), TQ_OK);
         size_t nb = 1037; /* not a multiple of any tile or chunk */
@@ -88,7 +88,7 @@ TEST(simd_generic_codec_matches_scalar_all_configs)
     for (uint32_t g = 8; g <= 512; g *= 2)
         for (uint32_t b = 1; b <= 8; b++)
             for (uint32_t nc = 0; nc < 2; nc++) {
-                tq_codec_desc d = {TQ_CODEC_TQ, g, b, nc, g == 64 ? 0 : 1234, 0, 0};
+                tq_codec_desc d = {TQ_CODEC_TQ, g, b, nc, g == 64 ? 0 : 1234, 0, 0, 0};
                 tq_codec *c;
                 CHECK_EQ(tq_codec_new(ctx, &d, &c), TQ_OK);
                 size_t nb = 4096 / g * 5 + 3;

@@ -31,7 +31,7 @@ TEST(weighted_search_lowers_weighted_error)
     tq_codec_kind kinds[2] = {TQ_CODEC_TQ4_1S, TQ_CODEC_TQ3_1S};
     for (int k = 0; k < 2; k++) {
         tq_codec *c;
-        CHECK_EQ(tq_codec_new(ctx, &(tq_codec_desc){kinds[k], 0, 0, 0, 0, 0, 0}, &c), TQ_OK);
+        CHECK_EQ(tq_codec_new(ctx, &(tq_codec_desc){kinds[k], 0, 0, 0, 0, 0, 0, 0}, &c), TQ_OK);
         CHECK_EQ(tq_encode(ctx, c, x, n, b0), TQ_OK);
         tq_ctx_set_threads(ctx, 1);
         CHECK(tq_encode_weighted(ctx, c, x, rows, cols, imp, b1) == TQ_OK, "%s", tq_ctx_error(ctx));
