@@ -195,38 +195,37 @@ static int parse(int argc, char **argv, enc_opts *o)
     return 0;
 }
 
-/* The command line as the snapshot options; what the user left out stays
- * TQ_KVSNAP_UNSET (the defaults are kv_presets.c's preset table). */
-static void map_options(const enc_opts *o, tq_kvsnap_options *so)
+/* The command line as the request: what the user asked, set here once; what the user left
+ * out stays TQ_KVSNAP_UNSET (the defaults are kv_presets.c's preset table). */
+static void map_request(const enc_opts *o, tq_kvsnap_request *q)
 {
     static const int codecs[] = {TQKV_CODEC_TQ, TQKV_CODEC_TURBO, TQKV_CODEC_ANGLE,
                                  TQKV_CODEC_PROD};
     static const int offsets[] = {TQ_KOFF_ROPE, TQ_KOFF_MEAN, TQ_KOFF_OFF};
     static const int cells[] = {TQ_CELLS_AUTO, TQ_CELLS_LLOYD_MAX, TQ_CELLS_UNIFORM};
     static const int transforms[] = {TQ_TC_AUTO, TQ_TC_ON, TQ_TC_OFF};
-    *so = (tq_kvsnap_options)TQ_KVSNAP_OPTIONS_INIT;
-    so->preset = (tq_kvsnap_preset)cli_choice_index(tq_kvsnap_preset_names, o->preset, 0);
-    so->k_bits = (int)o->k_bits;
-    so->v_bits = (int)o->v_bits;
-    so->boundary_layers = (int)o->boundary;
-    if (o->head_dim) so->head_dim = (int)o->head_dim;
-    if (o->codec) so->codec = codecs[cli_choice_index(codec_names, o->codec, 0)];
-    so->threads = (int)o->c.threads;
-    so->base_name = o->append;
-    so->sink_cells = (int)o->sink;
-    if (o->k_offset) so->k_offset = offsets[cli_choice_index(offset_names, o->k_offset, 0)];
-    so->no_planes = o->planes && !strcmp(o->planes, "off");
-    if (o->cells) so->cells = cells[cli_choice_index(cells_names, o->cells, 0)];
+    *q = (tq_kvsnap_request)TQ_KVSNAP_REQUEST_INIT;
+    q->preset = (tq_kvsnap_preset)cli_choice_index(tq_kvsnap_preset_names, o->preset, 0);
+    q->k_bits = (int)o->k_bits;
+    q->v_bits = (int)o->v_bits;
+    q->boundary_layers = (int)o->boundary;
+    if (o->head_dim) q->head_dim = (int)o->head_dim;
+    if (o->codec) q->codec = codecs[cli_choice_index(codec_names, o->codec, 0)];
+    q->base_name = o->append;
+    q->sink_cells = (int)o->sink;
+    if (o->k_offset) q->k_offset = offsets[cli_choice_index(offset_names, o->k_offset, 0)];
+    q->no_planes = o->planes && !strcmp(o->planes, "off");
+    if (o->cells) q->cells = cells[cli_choice_index(cells_names, o->cells, 0)];
     if (o->transform)
-        so->transform = transforms[cli_choice_index(transform_names, o->transform, 0)];
-    so->k_rate = o->k_rate;
-    so->v_rate = o->v_rate;
-    so->past_bits = (int)o->past_bits;
-    so->recent_cells = (int)o->recent_cells;
-    so->recent_bits = (int)o->recent_bits;
+        q->transform = transforms[cli_choice_index(transform_names, o->transform, 0)];
+    q->k_rate = o->k_rate;
+    q->v_rate = o->v_rate;
+    q->past_bits = (int)o->past_bits;
+    q->recent_cells = (int)o->recent_cells;
+    q->recent_bits = (int)o->recent_bits;
     int named = o->innerq && strcmp(o->innerq, "auto") && strcmp(o->innerq, "off");
-    so->innerq_path = named ? o->innerq : NULL;
-    so->innerq_off = o->innerq && !strcmp(o->innerq, "off");
+    q->innerq_path = named ? o->innerq : NULL;
+    q->innerq_off = o->innerq && !strcmp(o->innerq, "off");
 }
 
 static void show_progress(void *user, uint64_t done, uint64_t total)
@@ -241,8 +240,7 @@ typedef struct enc_run {
     tq_model model; /* its facts, read once */
     tq_kv_view *view;
     tqkv_reader *base;
-    tq_kvsnap_options options; /* the command line's, resolved */
-    tq_kvsnap_prepared *prep;  /* the plan and what preparing it found */
+    tq_kvsnap_prepared *prep; /* the plan (the request resolved) and what preparing it found */
 } enc_run;
 
 static void run_free(enc_run *r)
@@ -255,33 +253,33 @@ static void run_free(enc_run *r)
     tq_ctx_free(r->ctx);
 }
 
-/* The options resolved once (a usage error before the input is read), the inputs opened, the
- * snapshot prepared from them (tq_kvsnap_prepare): 0 or an exit code. */
-static int plan(const enc_opts *o, const tq_kvsnap_options *given, enc_run *r)
+/* The request checked (a usage error before the input is read), the inputs opened, the
+ * snapshot prepared (tq_kvsnap_prepare resolves the request): 0 or an exit code. */
+static int plan(const enc_opts *o, const tq_kvsnap_request *q, const tq_kvsnap_run *run,
+                enc_run *r)
 {
     tq_ctx *ctx = r->ctx;
-    if (tq_kvsnap_resolve(ctx, given, &r->options))
-        return cli_usage_error("%s", tq_ctx_error(ctx));
+    tq_kvsnap_inputs in = {.model = r->gguf ? &r->model : NULL};
+    if (tq_kvsnap_check(ctx, q, &in)) return cli_usage_error("%s", tq_ctx_error(ctx));
     if (cli_open_view(ctx, o->in, cli_kv_profile(&o->c), &r->view)) return cli_lib_error(ctx);
     if (o->append && tq_kvsnap_open_mapped(ctx, o->append, &r->base))
         return cli_lib_error(ctx);
-    r->options.base = r->base;
-    if (tq_kvsnap_prepare(ctx, r->view, &r->options, &r->prep))
+    in.base = r->base;
+    if (tq_kvsnap_prepare(ctx, r->view, q, &in, run, &r->prep))
         return cli_runtime_error("%s: %s", o->in, tq_ctx_error(ctx));
     return 0;
 }
 
-/* The command line as options, the model read (its facts check them), then plan(). */
-static int prepare(const enc_opts *o, enc_run *r)
+/* The command line as a request, the model read (its facts check it), then plan(). */
+static int prepare(const enc_opts *o, const tq_kvsnap_run *run, enc_run *r)
 {
     tq_ctx *ctx = r->ctx;
-    tq_kvsnap_options given;
-    map_options(o, &given);
+    tq_kvsnap_request q;
+    map_request(o, &q);
     if (o->c.model && (tq_gguf_open(ctx, o->c.model, NULL, &r->gguf) ||
                        tq_model_read(ctx, r->gguf, &r->model)))
         return cli_lib_error(ctx);
-    given.model = r->gguf ? &r->model : NULL;
-    return plan(o, &given, r);
+    return plan(o, &q, run, r);
 }
 
 /* Whether a plan's group was not given: guessed from the width or its architecture's. */
@@ -308,12 +306,12 @@ static void print_plan(const enc_opts *o, const tq_kvsnap_plan *p)
         printf(", \"preset\": \"%s\", \"k_bits\": %d, \"v_bits\": %d, \"group\": %u, "
                "\"group_guessed\": %s, "
                "\"tensors\": [\n",
-               tq_kvsnap_preset_name(p->preset), p->k_bits, p->v_bits, p->group,
-               guessed_group(p->group, p->group_source) ? "true" : "false");
+               tq_kvsnap_preset_name(p->settings.preset), p->settings.k_bits, p->settings.v_bits,
+               p->group, guessed_group(p->group, p->group_source) ? "true" : "false");
     } else
         printf("plan for %s: preset %s, K %d / V %d bits, rotation group %u%s\n", o->in,
-               tq_kvsnap_preset_name(p->preset), p->k_bits, p->v_bits, p->group,
-               p->group ? group_note(p->group_source) : "");
+               tq_kvsnap_preset_name(p->settings.preset), p->settings.k_bits, p->settings.v_bits,
+               p->group, p->group ? group_note(p->group_source) : "");
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         const tqkv_record *t = &m->t[i];
         uint64_t pay = tq_kvsnap_plan_payload(p, i);
@@ -343,7 +341,7 @@ static void report(const enc_opts *o, const tq_kvsnap_prepared *pp, const tq_kvs
                    uint32_t n_tokens, double dt)
 {
     const tq_kvsnap_plan *p = pp->plan;
-    int lossless = p->preset == TQ_KVSNAP_PRESET_LOSSLESS;
+    int lossless = p->settings.preset == TQ_KVSNAP_PRESET_LOSSLESS;
     const char *innerq_why = pp->innerq_why;
     if (pp->rotated && !lossless)
         cli_log("%u K/V tensors stored Hadamard-rotated (llama.cpp's quantized cache): coded in "
@@ -351,7 +349,7 @@ static void report(const enc_opts *o, const tq_kvsnap_prepared *pp, const tq_kvs
                 pp->rotated);
     if (o->c.model && !lossless && innerq_why && (!o->innerq || !strcmp(o->innerq, "auto")))
         cli_log("InnerQ: %s", innerq_why);
-    const tq_model *model = pp->options.model;
+    const tq_model *model = p->settings.model;
     if (model && !model->kv_row && !lossless)
         cli_log("note: %s: its KV facts (RoPE, layers, memory) are not verified through "
                 "llama.cpp by tq's tests: coded as without them",
@@ -371,7 +369,7 @@ static void report(const enc_opts *o, const tq_kvsnap_prepared *pp, const tq_kvs
             rep->snapshot_bytes / 1e6,
             (double)rep->source_bytes / (double)(rep->snapshot_bytes ? rep->snapshot_bytes : 1),
             rep->kv_values ? 8.0 * (double)rep->snapshot_bytes / (double)rep->kv_values : 0.0,
-            tq_kvsnap_preset_name(p->preset), p->k_bits, p->v_bits,
+            tq_kvsnap_preset_name(p->settings.preset), p->settings.k_bits, p->settings.v_bits,
             lossless ? ", unused: lossless" : "", dt);
 }
 
@@ -381,9 +379,14 @@ int cmd_encode_kvdump(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? TQ_EXIT_OK : rc;
     enc_run r = {.ctx = tq_ctx_new()};
+    progress pr;
+    tq_kvsnap_run run = TQ_KVSNAP_RUN_INIT; /* how it runs: the same bytes at any thread count */
+    run.threads = (int)o.c.threads;
+    run.on_progress = show_progress;
+    run.progress_user = &pr;
     /* after the plan: planning converts elements, CPU work; the CUDA kernels code tq and turbo
      * blocks */
-    if ((rc = prepare(&o, &r)) || o.dry_run ||
+    if ((rc = prepare(&o, &run, &r)) || o.dry_run ||
         (rc = cli_device(&o.c, r.ctx, r.prep->cuda_kernels, tq_kv_view_kv_values(r.view)))) {
         if (!rc) print_plan(&o, r.prep->plan);
         run_free(&r);
@@ -401,13 +404,9 @@ int cmd_encode_kvdump(int argc, char **argv)
         return rc;
     }
     tq_kvsnap_report rep;
-    progress pr;
     progress_init(&pr, o.c.quiet);
     double t0 = cli_now();
-    tq_kvsnap_options *eo = &r.prep->options;
-    eo->on_progress = show_progress;
-    eo->progress_user = &pr;
-    tq_status est = tq_kvsnap_execute(r.ctx, r.view, r.prep->plan, eo, out.f, &rep);
+    tq_status est = tq_kvsnap_execute(r.ctx, r.view, r.prep->plan, &run, out.f, &rep);
     progress_end(&pr);
     if (est && cli_out_error(&out)) {
         rc = cli_runtime_error("%s", cli_out_error(&out));

@@ -47,7 +47,7 @@ static int one_width(const tq_kv_view *v)
     return 1;
 }
 
-tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+tq_status tq_kvsnap_auto_innerq(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_settings *o,
                                 tq_innerq_set *set, const char **why)
 {
     memset(set, 0, sizeof *set);

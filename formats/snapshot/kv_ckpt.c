@@ -33,7 +33,7 @@ tq_status tq_kvsnap_ckpt_code(void *user, const uint8_t *blob, uint64_t n, int64
                                 &v))
         f = open_memstream(&out, &out_len);
     tq_kvsnap_report rep;
-    int coded_ok = f && !tq_kvsnap_encode(k->ctx, v, k->opts, f, &rep);
+    int coded_ok = f && !tq_kvsnap_encode(k->ctx, v, k->request, k->inputs, k->run, f, &rep);
     if (f && fclose(f)) coded_ok = 0;
     tq_kv_view_close(v);
     free(wrapped);
@@ -56,7 +56,7 @@ tq_status tq_kvsnap_ckpt_decode(void *user, const uint8_t *coded, uint64_t n, in
     char *out = NULL;
     size_t out_len = 0;
     FILE *f = open_memstream(&out, &out_len);
-    tq_kvsnap_decode_options d = {.threads = k->opts ? k->opts->threads : 0};
+    tq_kvsnap_decode_options d = {.threads = k->run ? k->run->threads : 0};
     if (!f) st = tq_ctx_set_error(k->ctx, TQ_ERR_NOMEM, "out of memory");
     if (!st) st = tq_kvsnap_decode(k->ctx, r, NULL, &d, f);
     if (f && fclose(f) && !st) st = tq_ctx_set_error(k->ctx, TQ_ERR_NOMEM, "out of memory");

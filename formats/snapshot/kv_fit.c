@@ -47,7 +47,7 @@ static tq_status check_memory(tq_ctx *ctx, const tq_kv_view *v, const tq_model *
 /* A head size given (--head-dim) or the model's must cut every row into
  * whole heads, and the model must have the state's layers: otherwise the
  * state is not this model's, or the size is wrong. */
-tq_status tq_kvsnap_check_fit(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+tq_status tq_kvsnap_check_fit(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_settings *o,
                               const src_tensor *src, size_t n)
 {
     if (o->model) {

@@ -88,7 +88,7 @@ static tq_status collect(tq_ctx *ctx, const tq_kv_view *s, src_tensor **out, siz
 
 /* ------------------------------------------------------------ per tensor */
 
-static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_options *o, const src_tensor *s,
+static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_settings *o, const src_tensor *s,
                              tqkv_record *t)
 {
     uint32_t l = o->innerq_layers == 1 ? 0 : s->model_layer, n = o->innerq_dim;
@@ -119,7 +119,7 @@ static tq_status plan_innerq(tq_ctx *ctx, const tq_kvsnap_options *o, const src_
 
 /* tq's block for b bits' distortion in groups of g: its field bits, cells and norm
  * correction. */
-static void tq_block_coding(const tq_kvsnap_options *o, int b, uint32_t g, uint8_t *bits,
+static void tq_block_coding(const tq_kvsnap_settings *o, int b, uint32_t g, uint8_t *bits,
                             uint8_t *uniform, uint8_t *nc)
 {
     *bits = (uint8_t)b;
@@ -137,7 +137,7 @@ static void tq_block_coding(const tq_kvsnap_options *o, int b, uint32_t g, uint8
 /* 3- and 5-bit indices straddle bytes, hiding their skew from zstd: planes give it whole 2- and
  * 4-bit magnitudes (measured: 3 -> 2.83 bits per index, the entropy being 2.82); other widths
  * are aligned */
-static uint8_t tq_block_planes(const tq_kvsnap_options *o, int codec, int bits)
+static uint8_t tq_block_planes(const tq_kvsnap_settings *o, int codec, int bits)
 {
     return codec == TQKV_CODEC_TQ && (bits == 3 || bits == 5) && !o->no_planes;
 }
@@ -160,7 +160,7 @@ static void other_block(int codec, int b, tqkv_record *t)
 }
 
 /* Whether s is in the first or last --boundary-layers layers (coded at the blocks' bb bits). */
-static int is_boundary(const tq_kvsnap_options *o, const src_tensor *s)
+static int is_boundary(const tq_kvsnap_settings *o, const src_tensor *s)
 {
     return (int)s->model_layer < o->boundary_layers ||
            (int)s->model_layer >= (int)s->n_model - o->boundary_layers;
@@ -175,7 +175,7 @@ static int no_smaller(const tq_kv_tensor *kt, const tqkv_record *t)
     return t->bits + 16.0 / t->group >= source_bits;
 }
 
-static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_options *o,
+static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_settings *o,
                              uint32_t head_dim, const src_tensor *s, tqkv_record *t)
 {
     const tq_kv_tensor *kt = s->kt;
@@ -199,12 +199,12 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
     if (o->codec == TQKV_CODEC_TURBO && !lossless && decodable && kt->width % 128 == 0) {
         t->codec = TQKV_CODEC_TURBO; /* the fork's blocks, for comparison and interchange */
         t->group = 128;
-        t->bits = (uint8_t)(s->is_v ? p->v_bits : p->k_bits);
+        t->bits = (uint8_t)(s->is_v ? p->settings.v_bits : p->settings.k_bits);
         t->norm_correction = 1;
         p->group = 128;
     } else if (!lossless && decodable && g && o->codec != TQKV_CODEC_TURBO) {
         int boundary = is_boundary(o, s);
-        int b = s->is_v ? p->v_bits : p->k_bits;
+        int b = s->is_v ? p->settings.v_bits : p->settings.k_bits;
         if (boundary) b = TQ_KVSNAP_BOUNDARY_BITS;
         t->codec = TQKV_CODEC_TQ;
         t->group = g;
@@ -224,10 +224,10 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
                 (uint32_t)o->sink_cells; /* the first cells, which attention keeps returning to */
         /* planes are a v3 extension, which a transposed V cannot carry (TQKV.md) */
         t->planes = !kt->transposed && tq_block_planes(o, t->codec, t->bits);
-        if (p->past_bits && t->codec == TQKV_CODEC_TQ && !boundary && !kt->transposed &&
-            s->past_rows > t->sink_rows && p->past_bits < b) { /* coarse rows: kv_plan.h */
+        if (p->settings.past_bits && t->codec == TQKV_CODEC_TQ && !boundary && !kt->transposed &&
+            s->past_rows > t->sink_rows && p->settings.past_bits < b) { /* coarse rows: kv_plan.h */
             t->coarse_end = s->past_rows;
-            tq_block_coding(o, p->past_bits, g, &t->coarse_bits, &t->coarse_uniform,
+            tq_block_coding(o, p->settings.past_bits, g, &t->coarse_bits, &t->coarse_uniform,
                             &t->coarse_nc);
             t->coarse_planes = tq_block_planes(o, t->codec, t->coarse_bits);
         }
@@ -254,7 +254,7 @@ static tq_status plan_tensor(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kvsnap_opt
 
 /* The RoPE tensor i's K went through, with its cells' positions; NULL where
  * it cannot be told (no model, M-RoPE cells, a RoPE tq does not rebuild). */
-static const tq_rope *tensor_rope(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+static const tq_rope *tensor_rope(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_settings *o,
                                   const src_tensor *s, const tqkv_record *t, tq_rope *r,
                                   int32_t **pos)
 {
@@ -277,10 +277,10 @@ static const tq_rope *tensor_rope(tq_ctx *ctx, const tq_kv_view *v, const tq_kvs
  * covariance, not appended (the base fixes the coding), V only where the
  * preset gives V a rate; with --transform auto, not where the user gave
  * InnerQ scales (the transform would drop them). */
-static int transformable(const tq_kvsnap_plan *p, const tq_kvsnap_options *o,
+static int transformable(const tq_kvsnap_plan *p, const tq_kvsnap_settings *o,
                          const tqkv_record *t)
 {
-    double rate = t->is_v ? p->v_rate : p->k_rate;
+    double rate = t->is_v ? p->settings.v_rate : p->settings.k_rate;
     if (o->transform == TQ_TC_AUTO && o->innerq_file) return 0; /* the user's scales rule */
     /* a sliding layer's cells past its window are never read again, and the window is too few
        cells to pay for a basis: Gemma 3 270M at 8192 tokens restored at 0.89x the floor with
@@ -368,7 +368,7 @@ static int steps_ok(const tqkv_record *k)
 }
 
 static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
-                                const tq_kvsnap_options *o, const src_tensor *s, tqkv_record *t,
+                                const tq_kvsnap_settings *o, const src_tensor *s, tqkv_record *t,
                                 const tq_rope *rope, const int32_t *pos, int *taken)
 {
     tqkv_record k = *t;
@@ -399,7 +399,7 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
        blocks measure below */
     int screened = !forced && (!t->is_v || o->row->v_screen);
     if (!st)
-        st = tq_kvsnap_klt_fit(ctx, s->kt, &k, rope, pos, t->is_v ? p->v_rate : p->k_rate,
+        st = tq_kvsnap_klt_fit(ctx, s->kt, &k, rope, pos, t->is_v ? o->v_rate : o->k_rate,
                                screened ? &rival : NULL, &fit);
     /* rows a transform cannot fit (a turbo cache's few distinct values: an eigenvalue that does
        not converge, a component of no spread and a step of 0) stay in blocks: never an error */
@@ -413,7 +413,7 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
        kv_long_smollm2.md) */
     double blocks = 0;
     if (*taken && !forced && t->is_v)
-        st = blocks_bits(ctx, s, t, p->resolved.zstd_level, &blocks);
+        st = blocks_bits(ctx, s, t, p->settings.zstd_level, &blocks);
     if (*taken && !forced && t->is_v) *taken = !st && blocks > fit_bits;
     if (!*taken) {
         free(k.offset);
@@ -434,7 +434,7 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
     transform_chunks(&k);
     k.klt_rate = fit.rate;
     if (k.coarse_end) { /* a step 2^d times as large: d bits fewer a component that keeps bits */
-        k.coarse_scale = ldexpf(1.0f, (t->is_v ? p->v_bits : p->k_bits) - p->past_bits);
+        k.coarse_scale = ldexpf(1.0f, (t->is_v ? o->v_bits : o->k_bits) - o->past_bits);
         k.coarse_bits = 0;
         k.coarse_uniform = 0;
         k.coarse_nc = 0;
@@ -445,7 +445,7 @@ static tq_status plan_transform(tq_ctx *ctx, const tq_kvsnap_plan *p,
 }
 
 static tq_status plan_offsets(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kv_view *v,
-                              const tq_kvsnap_options *o, const src_tensor *src, size_t n)
+                              const tq_kvsnap_settings *o, const src_tensor *src, size_t n)
 {
     size_t first = SIZE_MAX;
 #pragma omp parallel
@@ -481,7 +481,7 @@ static tq_status plan_offsets(tq_ctx *ctx, tq_kvsnap_plan *p, const tq_kv_view *
 
 /* The snapshot's header fields and the skeleton: the source bytes between
  * the tensors' rows. */
-static tq_status plan_meta(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_options *o,
+static tq_status plan_meta(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_settings *o,
                            const src_tensor *src, size_t n, tqkv_meta *m)
 {
     m->source_kind = (uint8_t)tq_kv_view_kind(s);
@@ -519,7 +519,7 @@ static tq_status plan_meta(tq_ctx *ctx, const tq_kv_view *s, const tq_kvsnap_opt
 
 /* Model layers: from the model or the state's architecture; where two
  * caches cannot be told apart, each counts its own layers. */
-static tq_status map_layers(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+static tq_status map_layers(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_settings *o,
                             src_tensor *src, size_t n, tq_kvsnap_plan *p)
 {
     tq_cache_layers L;
@@ -547,7 +547,7 @@ static tq_status map_layers(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_op
 
 /* Bits from the preset, for the group the first K tensor gets; lifted where cells past a
  * sliding window are coded at the preset's fewer past bits. */
-static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_tensor *src,
+static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_settings *o, const src_tensor *src,
                       size_t n, uint32_t head_dim)
 {
     int guessed;
@@ -557,25 +557,26 @@ static void plan_bits(tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_t
     int kb = small ? row->k_bits_small : row->k_bits;
     int vb = small ? row->v_bits_small : row->v_bits;
     int past = 0; /* some tensor has past rows beyond its sinks */
+    double k_rate = o->k_rate, v_rate = o->v_rate; /* asked: the settings take the plan's */
     for (size_t i = 0; i < n; i++) past |= src[i].past_rows > (uint32_t)o->sink_cells;
-    p->past_bits = past ? o->past_bits : 0;
-    if (p->past_bits) {
+    p->settings.past_bits = past ? o->past_bits : 0;
+    if (p->settings.past_bits) {
         kb += row->past_k_lift;
         vb += row->past_v_lift;
     }
-    p->k_bits = o->k_bits > 0 ? o->k_bits : kb;
-    p->v_bits = o->v_bits > 0 ? o->v_bits : vb;
+    p->settings.k_bits = o->k_bits > 0 ? o->k_bits : kb;
+    p->settings.v_bits = o->v_bits > 0 ? o->v_bits : vb;
     /* the transform's bits a value: the user's, else the blocks' less the preset's cut */
     int v_cut = small ? row->v_rate_cut_small : row->v_rate_cut;
-    p->k_rate = row->k_rate_cut ? p->k_bits - row->k_rate_cut / 100.0 : 0.0;
-    p->v_rate = v_cut ? p->v_bits - v_cut / 100.0 : 0.0;
-    if (o->k_rate != TQ_KVSNAP_UNSET) p->k_rate = o->k_rate;
-    if (o->v_rate != TQ_KVSNAP_UNSET) p->v_rate = o->v_rate;
+    p->settings.k_rate = row->k_rate_cut ? p->settings.k_bits - row->k_rate_cut / 100.0 : 0.0;
+    p->settings.v_rate = v_cut ? p->settings.v_bits - v_cut / 100.0 : 0.0;
+    if (k_rate != TQ_KVSNAP_UNSET) p->settings.k_rate = k_rate;
+    if (v_rate != TQ_KVSNAP_UNSET) p->settings.v_rate = v_rate;
 }
 
 /* The newest rows of t (s->recent_rows) coded o->recent_bits finer than the rest, which become
  * its coarse rows: blocks of more bits, or transform steps 2^recent_bits times finer. */
-static void plan_recent(const tq_kvsnap_plan *p, const tq_kvsnap_options *o, const src_tensor *s,
+static void plan_recent(const tq_kvsnap_plan *p, const tq_kvsnap_settings *o, const src_tensor *s,
                         tqkv_record *t)
 {
     if (!s->recent_rows || t->coarse_end || t->transposed || is_boundary(o, s)) return;
@@ -587,7 +588,7 @@ static void plan_recent(const tq_kvsnap_plan *p, const tq_kvsnap_options *o, con
             t->klt[h].step = ldexpf(t->klt[h].step, -o->recent_bits);
         return;
     }
-    int b = s->is_v ? p->v_bits : p->k_bits;
+    int b = s->is_v ? p->settings.v_bits : p->settings.k_bits;
     int fine = b + o->recent_bits > 8 ? 8 : b + o->recent_bits;
     if (t->codec != TQKV_CODEC_TQ || fine <= b) return;
     t->coarse_end = t->cells - s->recent_rows;
@@ -599,15 +600,14 @@ static void plan_recent(const tq_kvsnap_plan *p, const tq_kvsnap_options *o, con
     t->planes = tq_block_planes(o, t->codec, t->bits);
 }
 
-tq_status tq_kvsnap_plan_resolved(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
-                                  tq_kvsnap_plan **out)
+tq_status tq_kvsnap_plan_settled(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_settings *o,
+                                 tq_kvsnap_plan **out)
 {
     *out = NULL;
     tq_kvsnap_plan *p = calloc(1, sizeof *p);
     if (!p) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    p->resolved = *o;
-    o = &p->resolved;
-    p->preset = o->preset;
+    p->settings = *o;
+    o = &p->settings; /* from here the plan's: plan_bits completes them */
     tq_head_source from;
     uint32_t head_dim = tq_arch_head_size((uint32_t)o->head_dim, o->model,
                                           tq_kv_view_head_dim(v), tq_kv_view_arch(v), &from);
@@ -629,13 +629,13 @@ tq_status tq_kvsnap_plan_resolved(tq_ctx *ctx, const tq_kv_view *v, const tq_kvs
     if (!st && lossy) st = tq_kvsnap_past_rows(ctx, v, o, p, src, n);
     if (!st) plan_bits(p, o, src, n, head_dim);
     if (!st && lossy) st = tq_kvsnap_recent_rows(ctx, v, o, p, src, n);
-    if (!st && o->codec == TQKV_CODEC_PROD && (p->k_bits < 2 || p->v_bits < 2))
+    if (!st && o->codec == TQKV_CODEC_PROD && (p->settings.k_bits < 2 || p->settings.v_bits < 2))
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG,
                               "TurboQuant-prod needs 2..8 bits (b-1 MSE bits and the sketch bit)");
-    if (!st && o->codec == TQKV_CODEC_ANGLE && (p->k_bits < 1 || p->v_bits < 1))
+    if (!st && o->codec == TQKV_CODEC_ANGLE && (p->settings.k_bits < 1 || p->settings.v_bits < 1))
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG, "TurboAngle needs 1..8 bits");
     if (!st && o->codec == TQKV_CODEC_TURBO &&
-        (p->k_bits < 2 || p->k_bits > 4 || p->v_bits < 2 || p->v_bits > 4))
+        (o->k_bits < 2 || o->k_bits > 4 || o->v_bits < 2 || o->v_bits > 4))
         st = tq_ctx_set_error(ctx, TQ_ERR_ARG,
                               "--turbo codes with the fork's turbo2/3/4 blocks: bits must be 2..4 "
                               "(give --k-bits/--v-bits)");

@@ -51,15 +51,18 @@ tq_status tq_kvsnap_fit_offset(tq_ctx *ctx, const src_tensor *s,
 /* Whether the state fits the model and the head size (kv_fit.c): with a model whose facts are
  * verified, its memory (the layers that keep K/V, a recurrent state, V or an MLA latent); a
  * head size given or the model's must cut every row (src[].head) into whole heads. */
-tq_status tq_kvsnap_check_fit(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+/* The plan of settings resolved already (tq_kvsnap_resolve): kv_prepare.c's last step. */
+tq_status tq_kvsnap_plan_settled(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_settings *o,
+                                 tq_kvsnap_plan **out);
+tq_status tq_kvsnap_check_fit(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_settings *o,
                               const src_tensor *src, size_t n);
 
 /* The rows of the sliding-window layers' tensors that the next token cannot attend to
  * (src[].past_rows; p->swa_window set) and, once the plan's bits are set, the rows to be
  * coded finer as the newest (src[].recent_rows) (kv_rows.c). */
-tq_status tq_kvsnap_past_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+tq_status tq_kvsnap_past_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_settings *o,
                               tq_kvsnap_plan *p, src_tensor *src, size_t n);
-tq_status tq_kvsnap_recent_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+tq_status tq_kvsnap_recent_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_settings *o,
                                 const tq_kvsnap_plan *p, src_tensor *src, size_t n);
 
 #endif

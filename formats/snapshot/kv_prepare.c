@@ -1,17 +1,16 @@
-/* kv_prepare.c - from the options to the plan in one call (kv_plan.h, tq_kvsnap_prepare):
- * the scales a file gives or the state and the model allow, the rotation the source was stored
- * with, then the plan.  tq_kvsnap_encode and encode-kvdump both come through here, so the same
- * options make the same bytes. */
+/* kv_prepare.c - from the request to the plan in one call (kv_plan.h, tq_kvsnap_prepare): the
+ * request resolved, the scales a file gives or the state and the model allow, the rotation
+ * the source was stored with, then the plan.  tq_kvsnap_encode and encode-kvdump both come
+ * through here, so the same request makes the same bytes. */
 #include "innerq_scales.h"
-#include "kv_plan.h"
-#include "kv_presets.h"
+#include "kv_plan_parts.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 /* The user's scales file into p->scales and o: its dimension is one head's or the whole row's
  * (a scale a channel of every KV head), as calibrate-innerq --per wrote it. */
-static tq_status load_scales(tq_ctx *ctx, tq_kvsnap_prepared *p, tq_kvsnap_options *o)
+static tq_status load_scales(tq_ctx *ctx, tq_kvsnap_prepared *p, tq_kvsnap_settings *o)
 {
     tq_status st = tq_innerq_set_load(ctx, o->innerq_path, &p->scales);
     if (st) return st;
@@ -31,7 +30,7 @@ static tq_status load_scales(tq_ctx *ctx, tq_kvsnap_prepared *p, tq_kvsnap_optio
 /* Q-aware K scales computed from the state, where the model allows (tq_kvsnap_auto_innerq):
  * one vector a head. */
 static tq_status auto_scales(tq_ctx *ctx, tq_kv_view *v, tq_kvsnap_prepared *p,
-                             tq_kvsnap_options *o)
+                             tq_kvsnap_settings *o)
 {
     tq_status st = tq_kvsnap_auto_innerq(ctx, v, o, &p->scales, &p->innerq_why);
     if (st || !p->scales.s) return st;
@@ -45,39 +44,29 @@ static tq_status auto_scales(tq_ctx *ctx, tq_kv_view *v, tq_kvsnap_prepared *p,
  * and the log says why.  The transform's choice does not depend on the scales. */
 static void drop_unused_scales(tq_kvsnap_prepared *p)
 {
-    if (p->options.innerq_file || !p->scales.s || !tq_kvsnap_k_transformed(p->plan)) return;
+    tq_kvsnap_settings *o = &p->plan->settings;
+    if (o->innerq_file || !p->scales.s || !tq_kvsnap_k_transformed(p->plan)) return;
     tq_innerq_set_free(&p->scales);
-    p->options.innerq = NULL;
-    p->options.innerq_layers = 0;
-    p->options.innerq_dim = 0;
+    o->innerq = NULL;
+    o->innerq_layers = 0;
+    o->innerq_dim = 0;
     p->innerq_why = "off (K is transform-coded: its basis decorrelates the channels)";
 }
 
-tq_status tq_kvsnap_plan_make(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
-                              tq_kvsnap_plan **out)
-{
-    *out = NULL;
-    tq_kvsnap_options resolved;
-    tq_status st = tq_kvsnap_resolve(ctx, o, &resolved);
-    if (st) return st;
-    return tq_kvsnap_plan_resolved(ctx, v, &resolved, out);
-}
-
-tq_status tq_kvsnap_prepare(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options *given,
+tq_status tq_kvsnap_prepare(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_request *q,
+                            const tq_kvsnap_inputs *in, const tq_kvsnap_run *run,
                             tq_kvsnap_prepared **out)
 {
     *out = NULL;
-    if (!given->row)
-        return tq_ctx_set_error(ctx, TQ_ERR_ARG, "options not resolved (tq_kvsnap_resolve)");
+    tq_kvsnap_settings o; /* resolved here, once; the plan keeps them */
+    tq_status st = tq_kvsnap_resolve(ctx, q, in, run, &o);
+    if (st) return st;
     tq_kvsnap_prepared *p = calloc(1, sizeof *p);
     if (!p) return tq_ctx_set_error(ctx, TQ_ERR_NOMEM, "out of memory");
-    tq_kvsnap_options *o = &p->options;
-    *o = *given;
-    tq_status st = TQ_OK;
-    if (o->innerq_path) st = load_scales(ctx, p, o);
-    if (!st) st = tq_kvsnap_find_rotation(ctx, v, o, &p->rotated);
-    if (!st && !o->innerq && !o->innerq_off) st = auto_scales(ctx, v, p, o);
-    if (!st) st = tq_kvsnap_plan_resolved(ctx, v, o, &p->plan);
+    if (o.innerq_path) st = load_scales(ctx, p, &o);
+    if (!st) st = tq_kvsnap_find_rotation(ctx, v, &o, &p->rotated);
+    if (!st && !o.innerq && !o.innerq_off) st = auto_scales(ctx, v, p, &o);
+    if (!st) st = tq_kvsnap_plan_settled(ctx, v, &o, &p->plan);
     if (!st) drop_unused_scales(p);
     if (st) {
         tq_kvsnap_prepared_free(p);

@@ -56,7 +56,7 @@ const char *tq_kvsnap_preset_name(tq_kvsnap_preset p)
 
 static int bits_in(int b, int lo, int hi) { return b == TQ_KVSNAP_UNSET || (b >= lo && b <= hi); }
 
-static tq_status check(tq_ctx *ctx, const tq_kvsnap_options *o)
+static tq_status check(tq_ctx *ctx, const tq_kvsnap_request *o, const tq_kvsnap_inputs *in)
 {
     if ((unsigned)o->preset >= N_PRESETS)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "unknown preset %d", (int)o->preset);
@@ -67,8 +67,8 @@ static tq_status check(tq_ctx *ctx, const tq_kvsnap_options *o)
         o->codec != TQKV_CODEC_ANGLE && o->codec != TQKV_CODEC_PROD)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "no block codec %d", o->codec);
     /* scales given (automatic ones are made only where these checks pass) */
-    int given = o->innerq_file || o->innerq_path || o->innerq;
-    if (given && o->model && o->model->innerq_folded)
+    int given = o->innerq_path || in->innerq;
+    if (given && in->model && in->model->innerq_folded)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG,
                                 "the model has InnerQ scales folded in already: its states need "
                                 "no --innerq");
@@ -100,13 +100,44 @@ static tq_status check(tq_ctx *ctx, const tq_kvsnap_options *o)
     return TQ_OK; /* the bits a codec takes are checked by the plan, which resolves them */
 }
 
-tq_status tq_kvsnap_resolve(tq_ctx *ctx, const tq_kvsnap_options *o, tq_kvsnap_options *r)
+tq_status tq_kvsnap_check(tq_ctx *ctx, const tq_kvsnap_request *q, const tq_kvsnap_inputs *in)
 {
-    tq_status st = check(ctx, o);
+    return check(ctx, q, in);
+}
+
+tq_status tq_kvsnap_resolve(tq_ctx *ctx, const tq_kvsnap_request *q, const tq_kvsnap_inputs *in,
+                            const tq_kvsnap_run *run, tq_kvsnap_settings *r)
+{
+    tq_status st = check(ctx, q, in);
     if (st) return st;
-    const tq_kvsnap_preset_row *row = preset_row(o->preset);
-    *r = *o;
-    r->row = row;
+    const tq_kvsnap_preset_row *row = preset_row(q->preset);
+    *r = (tq_kvsnap_settings){.preset = q->preset,
+                              .row = row,
+                              .k_bits = q->k_bits,
+                              .v_bits = q->v_bits,
+                              .boundary_layers = q->boundary_layers,
+                              .head_dim = q->head_dim,
+                              .model = in->model,
+                              .codec = q->codec,
+                              .innerq = in->innerq,
+                              .innerq_layers = in->innerq_layers,
+                              .innerq_dim = in->innerq_dim,
+                              .innerq_file = in->innerq != NULL,
+                              .innerq_path = q->innerq_path,
+                              .innerq_off = q->innerq_off,
+                              .sink_cells = q->sink_cells,
+                              .k_offset = q->k_offset,
+                              .no_planes = q->no_planes,
+                              .cells = q->cells,
+                              .transform = q->transform,
+                              .k_rate = q->k_rate,
+                              .v_rate = q->v_rate,
+                              .past_bits = q->past_bits,
+                              .recent_cells = q->recent_cells,
+                              .recent_bits = q->recent_bits,
+                              .base = in->base,
+                              .base_name = q->base_name,
+                              .zstd_level = run->zstd_level};
     if (r->sink_cells == TQ_KVSNAP_UNSET) r->sink_cells = TQ_KVSNAP_SINK_CELLS;
     if (r->k_offset == TQ_KVSNAP_UNSET) r->k_offset = TQ_KVSNAP_K_OFFSET;
     if (r->cells == TQ_KVSNAP_UNSET) r->cells = TQ_KVSNAP_CELLS;

@@ -13,8 +13,8 @@ extern "C" {
 #endif
 
 /* What differs between presets: a row a preset in kv_presets.c's one table (its legend says
- * what each column holds and why).  tq_kvsnap_resolve puts the preset's row in the resolved
- * options; the plan reads it there, and the preset never again. */
+ * what each column holds and why).  tq_kvsnap_resolve puts the preset's row in the settings;
+ * the plan reads it there, and the preset never again. */
 typedef struct tq_kvsnap_preset_row {
     int exact; /* every byte kept: no codec, no coarser or finer cells */
     int k_bits, v_bits, k_bits_small, v_bits_small;
@@ -42,6 +42,11 @@ typedef struct tq_kvsnap_preset_row {
 #define TQ_KVSNAP_INNERQ_CELLS    64   /* the fewest cells a layer is calibrated on */
 #define TQ_KVSNAP_ZSTD_LEVEL      1    /* the chunks' zstd level */
 #define TQ_KVSNAP_CHUNK_KIB       256  /* KiB of source rows a block-coded chunk holds */
+
+/* The request resolved against its preset and the inputs (the check first: TQ_ERR_ARG with the
+ * reason); tq_kvsnap_prepare is its only caller, the one entry point that resolves. */
+tq_status tq_kvsnap_resolve(tq_ctx *ctx, const tq_kvsnap_request *q, const tq_kvsnap_inputs *in,
+                            const tq_kvsnap_run *run, tq_kvsnap_settings *r);
 
 
 #ifdef __cplusplus

@@ -112,7 +112,7 @@ static tq_status vote(tq_ctx *ctx, const tq_kv_view *v, int is_v, uint32_t d, ui
 /* One producer stored every tensor, so one verdict: the K tensors' majority
  * (a model's K channels are far from flat; V's can be nearly flat, 7 of
  * Gemma's 18 V layers told), V's where K is not quantized. */
-tq_status tq_kvsnap_find_rotation(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options *o,
+tq_status tq_kvsnap_find_rotation(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_settings *o,
                                   uint32_t *found)
 {
     *found = 0;

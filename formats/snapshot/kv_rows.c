@@ -10,7 +10,7 @@
  * query at p1 once p1 - p0 >= window; the newest cell's query is the one a restore re-feeds).
  * Measured on Gemma 3 270M (1200 tokens, window 512, 58% of its cells): coded at 1 or 2 bits
  * instead of 3 the restore's KL did not move (0.00840 both). */
-tq_status tq_kvsnap_past_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+tq_status tq_kvsnap_past_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_settings *o,
                               tq_kvsnap_plan *p, src_tensor *src, size_t n)
 {
     uint32_t chunk = o->model && o->model->kv_row ? o->model->kv_row->chunk : 0;
@@ -56,12 +56,12 @@ static int newest_last(const int32_t *pos, uint32_t cells, uint32_t recent)
  * newest cells and at most half its cells (a short state is coded alike); in a state whose
  * sliding-window layers lift their window (p->past_bits: cells past it coarser, the rest
  * finer) only where the preset's recent row says so. */
-tq_status tq_kvsnap_recent_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_options *o,
+tq_status tq_kvsnap_recent_rows(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_settings *o,
                                 const tq_kvsnap_plan *p, src_tensor *src, size_t n)
 {
     if (o->recent_cells <= 0 || o->recent_bits <= 0 || o->base || tq_kv_view_has_ext(v))
         return TQ_OK;
-    if (p->past_bits && !o->row->recent_with_window) return TQ_OK;
+    if (p->settings.past_bits && !o->row->recent_with_window) return TQ_OK;
     uint32_t recent = (uint32_t)o->recent_cells;
     for (size_t i = 0; i < n; i++) {
         const tq_kv_stream *st = &tq_kv_view_kv(v, src[i].kv_state)->streams[src[i].stream];

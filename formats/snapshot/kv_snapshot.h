@@ -26,15 +26,16 @@ typedef struct tq_kvsnap_report {
     tq_head_source group_source; /* as tq_kvsnap_plan's */
 } tq_kvsnap_report;
 
-/* Codes the view as the plan says (threads, zstd level and progress from o)
- * and writes the snapshot to out.  Each tensor's rows are cut into chunks
- * coded in parallel and written in order: memory stays bounded by two
- * tensors, the bytes are the same for any thread count. */
+/* Codes the view as the plan says (at the zstd level it was made for; threads and progress
+ * from run) and writes the snapshot to out.  Each tensor's rows are cut into chunks coded in
+ * parallel and written in order: memory stays bounded by two tensors, the bytes are the same
+ * for any thread count. */
 tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_plan *p,
-                            const tq_kvsnap_options *o, FILE *out, tq_kvsnap_report *rep);
+                            const tq_kvsnap_run *run, FILE *out, tq_kvsnap_report *rep);
 /* Prepare (tq_kvsnap_prepare: it may mark v's rotated tensors) and execute in one call: the
- * bytes encode-kvdump writes for the same options. */
-tq_status tq_kvsnap_encode(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options *o, FILE *out,
+ * bytes encode-kvdump writes for the same request. */
+tq_status tq_kvsnap_encode(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_request *q,
+                           const tq_kvsnap_inputs *in, const tq_kvsnap_run *run, FILE *out,
                            tq_kvsnap_report *rep);
 
 typedef struct tq_kvsnap_decode_options {
@@ -68,11 +69,14 @@ tq_status tq_kvsnap_decode(tq_ctx *ctx, const tqkv_reader *r, const tqkv_reader 
 
 /* A server's context checkpoint (formats/store/ckpt.h) coded as a snapshot: its partial state
  * wrapped as a sequence file (of state_version) of the session's first n_tokens tokens and
- * encoded with opts (no model: the partial state holds some of its layers); one that does not
- * code, or codes larger, is kept as it is (*coded NULL).  user: a tq_kvsnap_ckpt_coding. */
+ * encoded with the session's request and run (no model: the partial state holds some of its
+ * layers); one that does not code, or codes larger, is kept as it is (*coded NULL).  user: a
+ * tq_kvsnap_ckpt_coding. */
 typedef struct tq_kvsnap_ckpt_coding {
     tq_ctx *ctx;
-    const tq_kvsnap_options *opts;
+    const tq_kvsnap_request *request; /* NULL: decoding only */
+    const tq_kvsnap_inputs *inputs;
+    const tq_kvsnap_run *run;
     const int32_t *tokens; /* the session's */
     uint32_t n_tokens;
     uint32_t state_version;

@@ -197,7 +197,7 @@ static tq_status finish_tensor(tq_ctx *ctx, const tq_kvsnap_plan *p, tqkv_writer
 }
 
 tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_plan *p,
-                            const tq_kvsnap_options *o, FILE *out, tq_kvsnap_report *rep)
+                            const tq_kvsnap_run *run, FILE *out, tq_kvsnap_report *rep)
 {
     const tqkv_meta *m = &p->meta;
     *rep = (tq_kvsnap_report){.n_tensors = m->n_tensors,
@@ -211,7 +211,7 @@ tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_pl
     tqkv_writer *w;
     tq_status st = tqkv_write_begin(ctx, out, m, &w);
     if (st) return st;
-    int threads = o->threads > 0 ? o->threads : tq_ctx_threads(ctx);
+    int threads = run->threads > 0 ? run->threads : tq_ctx_threads(ctx);
     uint64_t done = 0;
     etensor jobs[2][ENC_GROUP]; /* [the group running, the group being written][its tensors] */
     memset(jobs, 0, sizeof jobs);
@@ -222,12 +222,12 @@ tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_pl
         etensor *cur = jobs[g & 1], *prev = jobs[(g + 1) & 1];
         uint32_t n_cur = 0;
         for (uint32_t i = g * ENC_GROUP; i < m->n_tensors && i < (g + 1) * ENC_GROUP && !st; i++)
-            if (!(st = start_tensor(ctx, p, i, p->resolved.zstd_level, &cur[n_cur]))) n_cur++;
+            if (!(st = start_tensor(ctx, p, i, p->settings.zstd_level, &cur[n_cur]))) n_cur++;
         for (uint32_t j = 0; j < n_prev; j++) {
             done += m->t[prev[j].i].bytes;
             st = finish_tensor(ctx, p, w, &prev[j], st);
-            if (o->on_progress && !st)
-                o->on_progress(o->progress_user, done, m->source_size - m->skeleton_len);
+            if (run->on_progress && !st)
+                run->on_progress(run->progress_user, done, m->source_size - m->skeleton_len);
         }
 #pragma omp taskwait
         n_prev = n_cur;
@@ -242,16 +242,15 @@ tq_status tq_kvsnap_execute(tq_ctx *ctx, const tq_kv_view *v, const tq_kvsnap_pl
     return st;
 }
 
-tq_status tq_kvsnap_encode(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_options *o, FILE *out,
+tq_status tq_kvsnap_encode(tq_ctx *ctx, tq_kv_view *v, const tq_kvsnap_request *q,
+                           const tq_kvsnap_inputs *in, const tq_kvsnap_run *run, FILE *out,
                            tq_kvsnap_report *rep)
 {
     memset(rep, 0, sizeof *rep);
     tq_kvsnap_prepared *p;
-    tq_kvsnap_options resolved;
-    tq_status st = tq_kvsnap_resolve(ctx, o, &resolved);
-    if (!st) st = tq_kvsnap_prepare(ctx, v, &resolved, &p);
+    tq_status st = tq_kvsnap_prepare(ctx, v, q, in, run, &p);
     if (st) return st;
-    st = tq_kvsnap_execute(ctx, v, p->plan, &p->options, out, rep);
+    st = tq_kvsnap_execute(ctx, v, p->plan, run, out, rep);
     tq_kvsnap_prepared_free(p);
     return st;
 }

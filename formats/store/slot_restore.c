@@ -149,7 +149,7 @@ static tq_status load_points(tq_ctx *ctx, const tq_slot_session *ss, const tq_st
                              tq_store_ckpts *k)
 {
     tq_restore_points pt;
-    tq_kvsnap_ckpt_coding coding = {ctx, NULL, NULL, 0, 0};
+    tq_kvsnap_ckpt_coding coding = {ctx, NULL, NULL, NULL, NULL, 0, 0};
     tq_store_ckpts_free(k);
     tq_status st = tq_store_get_points(ctx, ss->store, best->name, best->n_tokens, &pt);
     if (st || !pt.n_checkpoints) return st;

@@ -92,14 +92,15 @@ void tq_slot_remove_raw(const char *path)
     tq_temp_forget(side);
 }
 
-/* The snapshot options of the session. */
-static void snapshot_options(const tq_slot_session *ss, tq_kvsnap_options *so)
+/* What the session asks of a snapshot (its preset), and how it runs. */
+static void snapshot_request(const tq_slot_session *ss, tq_kvsnap_request *q, tq_kvsnap_run *run)
 {
-    *so = (tq_kvsnap_options)TQ_KVSNAP_OPTIONS_INIT;
-    so->preset = ss->preset;
-    so->threads = ss->threads;
-    so->on_progress = ss->on_progress;
-    so->progress_user = ss->progress_user;
+    *q = (tq_kvsnap_request)TQ_KVSNAP_REQUEST_INIT;
+    q->preset = ss->preset;
+    *run = (tq_kvsnap_run)TQ_KVSNAP_RUN_INIT;
+    run->threads = ss->threads;
+    run->on_progress = ss->on_progress;
+    run->progress_user = ss->progress_user;
 }
 
 tq_type_profile tq_slot_server_revision(tq_ctx *ctx, const tq_slot_session *ss)
@@ -133,17 +134,19 @@ static tq_status encode_once(tq_ctx *ctx, const tq_slot_session *ss, tq_kv_view 
     tq_gguf *g = NULL;
     tq_model model;
     tqkv_reader *b = NULL;
-    tq_kvsnap_options so;
+    tq_kvsnap_request q;
+    tq_kvsnap_run run;
+    tq_kvsnap_inputs in = {0};
     tq_kvsnap_report rep = {0};
     *onto_base = 0;
-    snapshot_options(ss, &so);
+    snapshot_request(ss, &q, &run);
     tq_status st = tq_gguf_open(ctx, ss->model_path, NULL, &g);
     if (!st) st = tq_model_read(ctx, g, &model);
     if (st) {
         tq_gguf_close(g);
         return st;
     }
-    so.model = &model;
+    in.model = &model;
     if (base->common && open_base(ctx, ss, base, &b)) { /* evicted since it was found */
         *onto_base = 1;
         tq_model_free(&model);
@@ -152,14 +155,14 @@ static tq_status encode_once(tq_ctx *ctx, const tq_slot_session *ss, tq_kv_view 
     }
     if (base->common) {
         snprintf(base_file, sizeof base_file, "%s.tqkv", base->name);
-        so.base = b;
-        so.base_name = base_file;
+        in.base = b;
+        q.base_name = base_file;
     }
     tq_store_writer *w;
     FILE *f;
     tq_store_entry(TQ_STORE_SNAP, name, entry, sizeof entry);
     st = tq_store_write_begin(ctx, ss->store, entry, &w, &f);
-    tq_status failed = st ? st : tq_kvsnap_encode(ctx, v, &so, f, &rep);
+    tq_status failed = st ? st : tq_kvsnap_encode(ctx, v, &q, &in, &run, f, &rep);
     char *where = tq_store_path(ss->store, entry);
     if (!st && failed && *tq_store_write_error(w)) /* the store's side: its answer says why */
         failed = tq_ctx_set_error(ctx, TQ_ERR_IO, "%s: %s", where ? where : entry,
@@ -172,7 +175,7 @@ static tq_status encode_once(tq_ctx *ctx, const tq_slot_session *ss, tq_kv_view 
     free(where);
     if (!st && failed) tq_store_write_abort(w);
     if (!st && !failed) failed = tq_store_write_commit(ctx, w);
-    if (!st && failed && failed != TQ_ERR_IO && so.base) *onto_base = 1;
+    if (!st && failed && failed != TQ_ERR_IO && in.base) *onto_base = 1;
     *bytes = rep.snapshot_bytes;
     tqkv_close(b);
     tq_model_free(&model);
@@ -204,11 +207,13 @@ static tq_status save_checkpoints(tq_ctx *ctx, const tq_slot_session *ss, const 
     char side[4200];
     struct stat sb;
     int kept;
-    tq_kvsnap_options so;
-    snapshot_options(ss, &so);
-    so.head_dim = (int)ss->swa_head; /* the partial states are the sliding layers' */
-    tq_kvsnap_ckpt_coding coding = {ctx, &so, tq_kv_view_tokens(v), tq_kv_view_n_tokens(v),
-                                    tq_kv_view_version(v)};
+    tq_kvsnap_request q;
+    tq_kvsnap_run run;
+    tq_kvsnap_inputs in = {0};
+    snapshot_request(ss, &q, &run);
+    q.head_dim = (int)ss->swa_head; /* the partial states are the sliding layers' */
+    tq_kvsnap_ckpt_coding coding = {ctx, &q, &in, &run, tq_kv_view_tokens(v),
+                                    tq_kv_view_n_tokens(v), tq_kv_view_version(v)};
     snprintf(side, sizeof side, "%s.ckpt", path);
     /* checkpoints hold a window or a recurrent state each: well under the slot file 64 times */
     uint64_t limit = stat(path, &sb) ? 0 : 64ull * (uint64_t)sb.st_size + (1u << 20);

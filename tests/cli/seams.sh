@@ -27,21 +27,38 @@ bad=$(grep -n 'clang-format off\|"MOSTLY_\|"balanced", "lossless"\|"snap/\|"name
 [ -z "$bad" ] || fail "policy tables in cmd/: $bad"
 
 behaviour the_preset_is_resolved_once
-# the preset's row is read in kv_presets.c alone, and the options are checked and resolved
-# where they enter (encode-kvdump, tq_kvsnap_encode, the plan made alone): the plan and its
-# stages read the resolved options and never the preset again
+# the preset's row is read in kv_presets.c alone, and a request is resolved in one place
+# (tq_kvsnap_prepare): the plan and its stages read its settings and never the preset again
 bad=$(grep -n 'preset_row(\|presets\[' formats/*/*.[ch] cmd/*.[ch] |
       grep -v '^formats/snapshot/kv_presets\.c:')
 [ -z "$bad" ] || fail "the preset's table read outside kv_presets.c: $bad"
-entries='^cmd/encode_kvdump\.c$\|^formats/snapshot/kv_snapshot_encode\.c$'
-entries="$entries"'\|^formats/snapshot/kv_prepare\.c$\|^formats/snapshot/kv_presets\.c$'
-bad=$(grep -ln 'tq_kvsnap_resolve(' formats/*/*.c cmd/*.c | grep -v "$entries")
-[ -z "$bad" ] || fail "options resolved again by: $bad"
+bad=$(grep -ln 'tq_kvsnap_resolve(' formats/*/*.c cmd/*.c |
+      grep -v '^formats/snapshot/kv_prepare\.c$\|^formats/snapshot/kv_presets\.c$')
+[ -z "$bad" ] || fail "a request resolved outside tq_kvsnap_prepare: $bad"
 n=$(grep -c 'tq_kvsnap_resolve(' formats/snapshot/kv_prepare.c)
-[ "$n" = 1 ] || fail "kv_prepare.c resolves $n times, expected 1 (tq_kvsnap_plan_make)"
-bad=$(grep -n '[>.]preset\b' formats/snapshot/*.c | grep -v '^formats/snapshot/kv_presets\.c:' |
-      grep -v 'p->preset = o->preset;')
+[ "$n" = 1 ] || fail "kv_prepare.c resolves $n times, expected 1 (tq_kvsnap_prepare)"
+bad=$(grep -n '[>.]preset\b' formats/snapshot/*.c | grep -v '^formats/snapshot/kv_presets\.c:')
 [ -z "$bad" ] || fail "the preset read after resolution: $bad"
+
+behaviour the_options_live_three_lives
+# what the user asked (tq_kvsnap_request: plain values, set once where a front end maps its
+# options), the plan that resolves it (plan->settings, each value once) and how it runs
+# (tq_kvsnap_run) are kept apart
+req=$(sed -n '/^typedef struct tq_kvsnap_request {/,/^} tq_kvsnap_request;/p' \
+      formats/snapshot/kv_plan.h)
+[ -n "$req" ] || fail "no tq_kvsnap_request in kv_plan.h"
+bad=$(printf '%s\n' "$req" | grep -v '^ *\(/\*\|\*\)' |
+      grep -E 'threads|zstd_level|on_progress|progress_user|tq_model|tqkv_reader|float \*')
+[ -z "$bad" ] || fail "the request holds run fields or objects: $bad"
+bad=$(grep -n 'tq_kvsnap_request \*' formats/*/*.[ch] cmd/*.c | grep -v 'const tq_kvsnap_request \*' |
+      grep -v 'map_request(\|snapshot_request(')
+[ -z "$bad" ] || fail "a request changed after mapping: $bad"
+plan=$(sed -n '/^typedef struct tq_kvsnap_plan {/,/^} tq_kvsnap_plan;/p' formats/snapshot/kv_plan.h)
+bad=$(printf '%s\n' "$plan" | grep -E '(int|double) +(k_bits|v_bits|k_rate|v_rate|past_bits)\b')
+[ -z "$bad" ] || fail "the plan holds a resolved value besides its settings: $bad"
+grep -q 'tq_kvsnap_options' formats/snapshot/kv_plan.h && fail "one options struct for all three lives"
+grep -q 'const tq_kvsnap_run \*run, FILE \*out' formats/snapshot/kv_snapshot.h ||
+    fail "execute does not take the run alone"
 
 behaviour cmd_is_a_file_a_subcommand_and_the_cli_helpers
 # cmd/ holds one source a subcommand (named as tq's table in main.c names it) and the CLI's

@@ -154,12 +154,19 @@ uint8_t *tq_test_seq_state_at(const tq_test_seq *s, const int32_t *pos, uint32_t
 struct tqkv_reader;
 uint8_t *tq_test_snapshot_decode(const uint8_t *snap, size_t len, const struct tqkv_reader *base,
                                  size_t *out_len, char *err, size_t errlen);
-/* A state's snapshot made in memory with options o: malloc'd bytes, or NULL with the reason
- * in err. */
-struct tq_kvsnap_options;
-uint8_t *tq_test_snapshot_encode(const uint8_t *state, size_t len,
-                                 const struct tq_kvsnap_options *o, size_t *out_len, char *err,
-                                 size_t errlen);
+#include "kv_plan.h"
+
+/* What a test hands the snapshot pipeline in one: the request, its inputs and the run (kept
+ * apart as kv_plan.h keeps them). */
+typedef struct tq_test_enc {
+    tq_kvsnap_request q;
+    tq_kvsnap_inputs in;
+    tq_kvsnap_run run;
+} tq_test_enc;
+#define TQ_TEST_ENC_INIT {.q = TQ_KVSNAP_REQUEST_INIT, .run = TQ_KVSNAP_RUN_INIT}
+/* A state's snapshot made in memory with e: malloc'd bytes, or NULL with the reason in err. */
+uint8_t *tq_test_snapshot_encode(const uint8_t *state, size_t len, const tq_test_enc *e,
+                                 size_t *out_len, char *err, size_t errlen);
 /* The base snapshot and the one appended to it (base: its reader) decoded: 0 when the first
  * base_cells cells of every K and V of every cache decode alike in both, else -1 with where
  * they differ in err. */

@@ -21,32 +21,34 @@ typedef struct planned {
     tq_ctx *ctx;
     uint8_t *state;
     tq_kv_view *view;
-    tq_kvsnap_plan *plan;
+    tq_kvsnap_prepared *prep;
+    const tq_kvsnap_plan *plan; /* prep's */
     tq_status st;
 } planned;
 
-static planned plan_for(uint32_t width, const tq_kvsnap_options *o)
+static planned plan_for(uint32_t width, const tq_test_enc *o)
 {
-    planned p = {tq_ctx_new(), NULL, NULL, NULL, TQ_OK};
+    planned p = {tq_ctx_new(), NULL, NULL, NULL, NULL, TQ_OK};
     size_t len;
     p.state = make_state(width, &len);
     p.st = tq_kv_view_open_memory(p.ctx, p.state, len, "s", TQ_PROFILE_DEFAULT, &p.view);
-    if (!p.st) p.st = tq_kvsnap_plan_make(p.ctx, p.view, o, &p.plan);
+    if (!p.st) p.st = tq_kvsnap_prepare(p.ctx, p.view, &o->q, &o->in, &o->run, &p.prep);
+    p.plan = p.st ? NULL : p.prep->plan;
     return p;
 }
 
 /* The options of a preset with a head size given (0: found from the state). */
-static tq_kvsnap_options preset_options(tq_kvsnap_preset preset, int head_dim)
+static tq_test_enc preset_options(tq_kvsnap_preset preset, int head_dim)
 {
-    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-    o.preset = preset;
-    o.head_dim = head_dim;
+    tq_test_enc o = TQ_TEST_ENC_INIT;
+    o.q.preset = preset;
+    o.q.head_dim = head_dim;
     return o;
 }
 
 static void planned_free(planned *p)
 {
-    tq_kvsnap_plan_free(p->plan);
+    tq_kvsnap_prepared_free(p->prep);
     tq_kv_view_close(p->view);
     free(p->state);
     tq_ctx_free(p->ctx);
@@ -66,21 +68,21 @@ TEST(kv_preset_names_are_the_presets_in_order)
 
 TEST(kv_options_leave_the_head_size_to_the_model_unless_given)
 {
-    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-    CHECK_EQ(o.head_dim, 0);
+    tq_test_enc o = TQ_TEST_ENC_INIT;
+    CHECK_EQ(o.q.head_dim, 0);
 }
 
 TEST(kv_options_left_to_the_preset_take_its_row)
 {
-    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-    CHECK_EQ(o.sink_cells, TQ_KVSNAP_UNSET);
+    tq_test_enc o = TQ_TEST_ENC_INIT;
+    CHECK_EQ(o.q.sink_cells, TQ_KVSNAP_UNSET);
     planned p = plan_for(64, &o);
     CHECK_OK(p.ctx, p.st);
-    CHECK_EQ(p.plan->resolved.sink_cells, 1);
-    CHECK_EQ(p.plan->resolved.k_offset, TQ_KOFF_ROPE);
-    CHECK_EQ(p.plan->resolved.cells, TQ_CELLS_AUTO);
-    CHECK_EQ(p.plan->resolved.zstd_level, 1);
-    CHECK_EQ(p.plan->resolved.codec, TQKV_CODEC_TQ);
+    CHECK_EQ(p.plan->settings.sink_cells, 1);
+    CHECK_EQ(p.plan->settings.k_offset, TQ_KOFF_ROPE);
+    CHECK_EQ(p.plan->settings.cells, TQ_CELLS_AUTO);
+    CHECK_EQ(p.plan->settings.zstd_level, 1);
+    CHECK_EQ(p.plan->settings.codec, TQKV_CODEC_TQ);
     planned_free(&p);
 }
 
@@ -105,19 +107,19 @@ static const bits_case bits_cases[] = {
 TEST(kv_plan_bits_come_from_the_preset_the_head_size_and_the_user)
 {
     for (size_t i = 0; i < sizeof bits_cases / sizeof bits_cases[0]; i++) {
-        tq_kvsnap_options o = preset_options(bits_cases[i].preset, bits_cases[i].head_dim);
-        o.k_bits = bits_cases[i].k_bits_given;
+        tq_test_enc o = preset_options(bits_cases[i].preset, bits_cases[i].head_dim);
+        o.q.k_bits = bits_cases[i].k_bits_given;
         planned p = plan_for(64, &o);
         CHECK_OK(p.ctx, p.st);
-        CHECK_EQ(p.plan->k_bits, bits_cases[i].k_bits);
-        CHECK_EQ(p.plan->v_bits, bits_cases[i].v_bits);
+        CHECK_EQ(p.plan->settings.k_bits, bits_cases[i].k_bits);
+        CHECK_EQ(p.plan->settings.v_bits, bits_cases[i].v_bits);
         planned_free(&p);
     }
 }
 
 TEST(kv_small_preset_codes_3_bits_as_uniform_cells_in_groups_of_64)
 {
-    tq_kvsnap_options o = preset_options(TQ_KVSNAP_PRESET_SMALL, 64);
+    tq_test_enc o = preset_options(TQ_KVSNAP_PRESET_SMALL, 64);
     planned p = plan_for(128, &o);
     CHECK_OK(p.ctx, p.st);
     const tqkv_record *t = &p.plan->meta.t[0];
@@ -130,7 +132,7 @@ TEST(kv_small_preset_codes_3_bits_as_uniform_cells_in_groups_of_64)
 
 TEST(kv_lossless_preset_keeps_every_tensor)
 {
-    tq_kvsnap_options o = preset_options(TQ_KVSNAP_PRESET_LOSSLESS, 0);
+    tq_test_enc o = preset_options(TQ_KVSNAP_PRESET_LOSSLESS, 0);
     planned p = plan_for(64, &o);
     CHECK_OK(p.ctx, p.st);
     CHECK_EQ(p.plan->n_coded, 0);
@@ -140,18 +142,18 @@ TEST(kv_lossless_preset_keeps_every_tensor)
 
 TEST(kv_plan_refuses_turbo_bits_outside_2_to_4_given_or_from_the_preset)
 {
-    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-    o.codec = TQKV_CODEC_TURBO;
+    tq_test_enc o = TQ_TEST_ENC_INIT;
+    o.q.codec = TQKV_CODEC_TURBO;
     planned p = plan_for(128, &o);
     CHECK_OK(p.ctx, p.st);
     planned_free(&p);
-    o.k_bits = 5; /* given */
+    o.q.k_bits = 5; /* given */
     p = plan_for(128, &o);
     CHECK_EQ(p.st, TQ_ERR_ARG);
     CHECK(strstr(tq_ctx_error(p.ctx), "2..4") != NULL, "message: %s", tq_ctx_error(p.ctx));
     planned_free(&p);
-    o.k_bits = TQ_KVSNAP_UNSET;
-    o.preset = TQ_KVSNAP_PRESET_Q8; /* 8 bits from the preset */
+    o.q.k_bits = TQ_KVSNAP_UNSET;
+    o.q.preset = TQ_KVSNAP_PRESET_Q8; /* 8 bits from the preset */
     p = plan_for(128, &o);
     CHECK_EQ(p.st, TQ_ERR_ARG);
     planned_free(&p);
@@ -160,15 +162,14 @@ TEST(kv_plan_refuses_turbo_bits_outside_2_to_4_given_or_from_the_preset)
 TEST(kv_resolve_refuses_innerq_scales_where_nothing_is_tq_coded)
 {
     tq_ctx *ctx = tq_ctx_new();
-    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-    tq_kvsnap_options r;
-    o.innerq_file = 1;
-    CHECK_OK(ctx, tq_kvsnap_resolve(ctx, &o, &r));
-    o.preset = TQ_KVSNAP_PRESET_LOSSLESS;
-    CHECK_STATUS(ctx, tq_kvsnap_resolve(ctx, &o, &r), TQ_ERR_ARG);
-    o.preset = TQ_KVSNAP_PRESET_BALANCED;
-    o.codec = TQKV_CODEC_PROD;
-    CHECK_STATUS(ctx, tq_kvsnap_resolve(ctx, &o, &r), TQ_ERR_ARG);
+    tq_test_enc o = TQ_TEST_ENC_INIT;
+    o.q.innerq_path = "scales.gguf"; /* checked before it is read */
+    CHECK_OK(ctx, tq_kvsnap_check(ctx, &o.q, &o.in));
+    o.q.preset = TQ_KVSNAP_PRESET_LOSSLESS;
+    CHECK_STATUS(ctx, tq_kvsnap_check(ctx, &o.q, &o.in), TQ_ERR_ARG);
+    o.q.preset = TQ_KVSNAP_PRESET_BALANCED;
+    o.q.codec = TQKV_CODEC_PROD;
+    CHECK_STATUS(ctx, tq_kvsnap_check(ctx, &o.q, &o.in), TQ_ERR_ARG);
     CHECK(strstr(tq_ctx_error(ctx), "--codec prod") != NULL, "message: %s", tq_ctx_error(ctx));
     tq_ctx_free(ctx);
 }

@@ -3,6 +3,7 @@
  * the options; the CUDA rule is one for encoding and decoding.  (tq_kvsnap_encode against
  * encode-kvdump: test_kv_rotation.c, on a state whose rotation only the preparation finds.) */
 #include "harness.h"
+#include "kv_presets.h"
 #include "kv_snapshot.h"
 #include "model.h"
 
@@ -17,7 +18,7 @@ typedef struct {
     tq_ctx *ctx;
     uint8_t *bytes; /* the sequence file, the view's to outlive */
     tq_kv_view *view;
-    tq_kvsnap_options options;
+    tq_test_enc options;
     tq_test_buf model_bytes;
     tq_gguf *gguf;
     tq_model model;
@@ -27,7 +28,7 @@ static void state_open(state *s)
 {
     memset(s, 0, sizeof *s);
     s->ctx = tq_ctx_new();
-    s->options = (tq_kvsnap_options)TQ_KVSNAP_OPTIONS_INIT;
+    s->options = (tq_test_enc)TQ_TEST_ENC_INIT;
     unsigned long long seed = 17;
     tq_test_seq seq = {CELLS, LAYERS, WIDTH, 1, 0, 100, tq_test_randn_value, &seed};
     size_t len;
@@ -59,8 +60,8 @@ static void state_close(state *s)
 static const char *auto_innerq_why(state *s, tq_innerq_set *set)
 {
     const char *why = "(not run)";
-    tq_kvsnap_options resolved;
-    if (tq_kvsnap_resolve(s->ctx, &s->options, &resolved) ||
+    tq_kvsnap_settings resolved;
+    if (tq_kvsnap_resolve(s->ctx, &s->options.q, &s->options.in, &s->options.run, &resolved) ||
         tq_kvsnap_auto_innerq(s->ctx, s->view, &resolved, set, &why))
         why = tq_ctx_error(s->ctx);
     return why;
@@ -83,8 +84,8 @@ TEST(auto_innerq_says_why_it_computes_no_scales)
         {1, TQ_KVSNAP_UNSET, "off (the model has no QK-norm gains: E[q^2] would be a guess)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        s.options.model = cases[i].with_model ? &s.model : NULL;
-        s.options.codec = cases[i].codec;
+        s.options.in.model = cases[i].with_model ? &s.model : NULL;
+        s.options.q.codec = cases[i].codec;
         tq_innerq_set set;
         const char *why = auto_innerq_why(&s, &set);
         CHECK(set.s == NULL, "case %zu: scales computed (%s)", i, why);
@@ -95,17 +96,28 @@ TEST(auto_innerq_says_why_it_computes_no_scales)
 
 /* The plan's own choice, not an estimate: forced on, off, and the codecs and presets that
  * take no transform. */
-TEST(prepare_takes_resolved_options_alone)
+TEST(prepare_resolves_the_request_once_and_leaves_it_as_asked)
 {
     state s;
     state_open(&s);
     tq_kvsnap_prepared *prep = NULL;
-    CHECK_STATUS(s.ctx, tq_kvsnap_prepare(s.ctx, s.view, &s.options, &prep), TQ_ERR_ARG);
-    CHECK(prep == NULL, "a prepared snapshot of unresolved options");
-    tq_kvsnap_options resolved;
-    CHECK_OK(s.ctx, tq_kvsnap_resolve(s.ctx, &s.options, &resolved));
-    CHECK_OK(s.ctx, tq_kvsnap_prepare(s.ctx, s.view, &resolved, &prep));
-    CHECK(prep && prep->plan, "no plan from resolved options");
+    s.options.q.preset = TQ_KVSNAP_PRESET_LOSSLESS;
+    s.options.q.past_bits = 2; /* not with lossless: refused before anything is made */
+    CHECK_STATUS(s.ctx, tq_kvsnap_prepare(s.ctx, s.view, &s.options.q, &s.options.in,
+                                          &s.options.run, &prep),
+                 TQ_ERR_ARG);
+    CHECK(prep == NULL, "a prepared snapshot of a refused request");
+    s.options.q = (tq_kvsnap_request)TQ_KVSNAP_REQUEST_INIT;
+    const tq_kvsnap_request asked = s.options.q;
+    CHECK_OK(s.ctx, tq_kvsnap_prepare(s.ctx, s.view, &s.options.q, &s.options.in,
+                                      &s.options.run, &prep));
+    CHECK(prep && prep->plan, "no plan");
+    const tq_kvsnap_settings *set = &prep->plan->settings;
+    CHECK(set->row && set->sink_cells != TQ_KVSNAP_UNSET && set->k_bits > 0 &&
+              set->zstd_level != TQ_KVSNAP_UNSET,
+          "unresolved: row %p, sink cells %d, K bits %d, zstd %d", (const void *)set->row,
+          set->sink_cells, set->k_bits, set->zstd_level);
+    CHECK(!memcmp(&asked, &s.options.q, sizeof asked), "the request changed after mapping");
     tq_kvsnap_prepared_free(prep);
     state_close(&s);
 }
@@ -126,13 +138,14 @@ TEST(k_transformed_is_the_plans_choice)
         {TQ_KVSNAP_PRESET_BALANCED, TQKV_CODEC_TURBO, TQ_TC_AUTO, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        s.options.preset = cases[i].preset;
-        s.options.codec = cases[i].codec;
-        s.options.transform = cases[i].transform;
-        tq_kvsnap_plan *plan = NULL;
-        CHECK_OK(s.ctx, tq_kvsnap_plan_make(s.ctx, s.view, &s.options, &plan));
-        CHECK_EQ(tq_kvsnap_k_transformed(plan), cases[i].k_transformed);
-        tq_kvsnap_plan_free(plan);
+        s.options.q.preset = cases[i].preset;
+        s.options.q.codec = cases[i].codec;
+        s.options.q.transform = cases[i].transform;
+        tq_kvsnap_prepared *prep = NULL;
+        CHECK_OK(s.ctx, tq_kvsnap_prepare(s.ctx, s.view, &s.options.q, &s.options.in,
+                                          &s.options.run, &prep));
+        CHECK_EQ(tq_kvsnap_k_transformed(prep->plan), cases[i].k_transformed);
+        tq_kvsnap_prepared_free(prep);
     }
     state_close(&s);
 }

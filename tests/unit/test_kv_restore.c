@@ -25,8 +25,7 @@ static uint8_t *restored(const uint8_t *state, size_t len, uint32_t pad, size_t 
 {
     char err[512];
     size_t snap_len;
-    tq_kvsnap_options o = {.codec = TQKV_CODEC_TQ, .preset = TQ_KVSNAP_PRESET_LOSSLESS,
-                           .zstd_level = 1, .threads = 1};
+    tq_test_enc o = {.q = {.codec = TQKV_CODEC_TQ, .preset = TQ_KVSNAP_PRESET_LOSSLESS}, .run = {.zstd_level = 1, .threads = 1}};
     uint8_t *snap = tq_test_snapshot_encode(state, len, &o, &snap_len, err, sizeof err);
     if (!snap) fprintf(stderr, "  encode: %s\n", err);
     if (!snap) return NULL;

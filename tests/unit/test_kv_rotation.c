@@ -62,8 +62,7 @@ static uint8_t *make_state(int rotated, size_t *len)
 static tq_kv_view *open_found(tq_ctx *ctx, const uint8_t *state, size_t len, uint32_t *found)
 {
     tq_kv_view *v = NULL;
-    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-    o.head_dim = HEAD;
+    tq_kvsnap_settings o = {.head_dim = HEAD}; /* what find_rotation reads of them */
     if (tq_kv_view_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v) ||
         tq_kvsnap_find_rotation(ctx, v, &o, found))
         tq_test_fail(__FILE__, __LINE__, " %s\n", tq_ctx_error(ctx));
@@ -144,13 +143,13 @@ static uint8_t *encode_found(const uint8_t *state, size_t len, size_t *out_len)
     tq_ctx *ctx = tq_test_ctx();
     uint32_t found;
     tq_kv_view *v = open_found(ctx, state, len, &found);
-    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-    o.head_dim = HEAD;
+    tq_test_enc o = TQ_TEST_ENC_INIT;
+    o.q.head_dim = HEAD;
     char *buf = NULL;
     size_t bl = 0;
     FILE *f = open_memstream(&buf, &bl);
     tq_kvsnap_report rep;
-    if (tq_kvsnap_encode(ctx, v, &o, f, &rep))
+    if (tq_kvsnap_encode(ctx, v, &o.q, &o.in, &o.run, f, &rep))
         tq_test_fail(__FILE__, __LINE__, " encode: %s\n", tq_ctx_error(ctx));
     fclose(f);
     tq_kv_view_close(v);
@@ -188,13 +187,13 @@ static uint8_t *encode_as_opened(const uint8_t *state, size_t len, size_t *out_l
     tq_kv_view *v = NULL;
     char *buf = NULL;
     size_t bl = 0;
-    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-    o.head_dim = HEAD;
+    tq_test_enc o = TQ_TEST_ENC_INIT;
+    o.q.head_dim = HEAD;
     if (tq_kv_view_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v))
         tq_test_fail(__FILE__, __LINE__, " open: %s\n", tq_ctx_error(ctx));
     FILE *f = v ? open_memstream(&buf, &bl) : NULL;
     tq_kvsnap_report rep;
-    if (f && tq_kvsnap_encode(ctx, v, &o, f, &rep))
+    if (f && tq_kvsnap_encode(ctx, v, &o.q, &o.in, &o.run, f, &rep))
         tq_test_fail(__FILE__, __LINE__, " encode: %s\n", tq_ctx_error(ctx));
     if (f) fclose(f);
     tq_kv_view_close(v);
@@ -267,8 +266,7 @@ TEST(rotated_rows_decode_rotated_and_convert_to_f16_in_the_models_channels)
     char *same, *f16;
     tq_kv_view *back = decoded(ctx, snap, n, NULL, &same);
     uint32_t found = 0;
-    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-    o.head_dim = HEAD;
+    tq_kvsnap_settings o = {.head_dim = HEAD};
     CHECK_OK(ctx, tq_kvsnap_find_rotation(ctx, back, &o, &found));
     CHECK_EQ(found, 2 * LAYERS); /* stored rotated again, as the source was */
     double off_same = off_model(ctx, back);

@@ -20,7 +20,7 @@ static uint8_t *make_state(size_t *len, int vtrans)
     return tq_test_seq_state(&s, len);
 }
 
-static uint8_t *encode_opts(const uint8_t *state, size_t len, const tq_kvsnap_options *o,
+static uint8_t *encode_opts(const uint8_t *state, size_t len, const tq_test_enc *o,
                             size_t *out_len, char *err, size_t errlen)
 {
     return tq_test_snapshot_encode(state, len, o, out_len, err, errlen);
@@ -30,8 +30,7 @@ static uint8_t *encode_opts(const uint8_t *state, size_t len, const tq_kvsnap_op
 static uint8_t *encode(const uint8_t *state, size_t len, int lossless, size_t *out_len)
 {
     char err[512];
-    tq_kvsnap_options o = {.codec = TQKV_CODEC_TQ, .preset = lossless ? TQ_KVSNAP_PRESET_LOSSLESS : TQ_KVSNAP_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32, .zstd_level = 1,
-                           .threads = 1};
+    tq_test_enc o = {.q = {.codec = TQKV_CODEC_TQ, .preset = lossless ? TQ_KVSNAP_PRESET_LOSSLESS : TQ_KVSNAP_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32}, .run = {.zstd_level = 1, .threads = 1}};
     return encode_opts(state, len, &o, out_len, err, sizeof err);
 }
 
@@ -139,16 +138,15 @@ TEST(tqkv_append_equals_full_encode)
     size_t fl, pl, bl, al, gl, d1, d2;
     uint8_t *full = make_state(&fl, 0), *pre = prefix_state(full, &pl, 25);
     for (int lossless = 0; lossless < 2; lossless++) {
-        tq_kvsnap_options o = {.codec = TQKV_CODEC_TQ, .preset = lossless ? TQ_KVSNAP_PRESET_LOSSLESS : TQ_KVSNAP_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32, .zstd_level = 1,
-                           .threads = 1};
+        tq_test_enc o = {.q = {.codec = TQKV_CODEC_TQ, .preset = lossless ? TQ_KVSNAP_PRESET_LOSSLESS : TQ_KVSNAP_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32}, .run = {.zstd_level = 1, .threads = 1}};
         uint8_t *base = encode_opts(pre, pl, &o, &bl, err, sizeof err);
         CHECK(base, "%s", err);
         uint8_t *whole = encode_opts(full, fl, &o, &gl, err, sizeof err);
         tq_ctx *ctx = tq_ctx_new();
         tqkv_reader *br;
         CHECK(tqkv_open_memory(ctx, base, bl, "base.tqkv", &br) == TQ_OK, "%s", tq_ctx_error(ctx));
-        o.base = br;
-        o.base_name = "dir/base.tqkv";
+        o.in.base = br;
+        o.q.base_name = "dir/base.tqkv";
         uint8_t *app = encode_opts(full, fl, &o, &al, err, sizeof err);
         CHECK(app, "%s", err);
         CHECK(al < gl * 3 / 4, "the appended snapshot stores only the new cells (%zu vs %zu bytes)", al, gl);
@@ -190,8 +188,7 @@ TEST(tqkv_refuses_wrapping_sizes)
     size_t sl, nl;
     char err[512];
     /* no planes: their extension would follow the records this test finds from the end */
-    tq_kvsnap_options o = {.codec = TQKV_CODEC_TQ, .preset = TQ_KVSNAP_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32, .zstd_level = 1,
-                           .threads = 1, .no_planes = 1};
+    tq_test_enc o = {.q = {.codec = TQKV_CODEC_TQ, .preset = TQ_KVSNAP_PRESET_BALANCED, .k_bits = 5, .v_bits = 4, .head_dim = 32, .no_planes = 1}, .run = {.zstd_level = 1, .threads = 1}};
     uint8_t *state = make_state(&sl, 0), *snap = encode_opts(state, sl, &o, &nl, err, sizeof err);
     CHECK(snap != NULL);
     uint64_t ml;
@@ -269,9 +266,7 @@ TEST(tqkv_iswa_layers_are_model_layers)
     for (int l = 0; l < 18; l++)
         for (int j = 0; j < 64; j++)
             scales[(l * 2) * 64 + j] = 1 + (l + 1) / 32.0f, scales[(l * 2 + 1) * 64 + j] = 2 - l / 64.0f;
-    tq_kvsnap_options o = {.codec = TQKV_CODEC_TQ, .preset = TQ_KVSNAP_PRESET_BALANCED, .head_dim = 64, .boundary_layers = 1, .zstd_level = 1,
-                           .threads = 1, .innerq = scales, .innerq_layers = 18,
-                           .innerq_dim = 64};
+    tq_test_enc o = {.q = {.codec = TQKV_CODEC_TQ, .preset = TQ_KVSNAP_PRESET_BALANCED, .head_dim = 64, .boundary_layers = 1}, .in = {.innerq = scales, .innerq_layers = 18, .innerq_dim = 64}, .run = {.zstd_level = 1, .threads = 1}};
     uint8_t *snap = encode_opts(state, len, &o, &sl, err, sizeof err);
     CHECK(snap != NULL, "%s", err);
     tq_ctx *ctx = tq_ctx_new();
@@ -295,8 +290,8 @@ TEST(tqkv_iswa_layers_are_model_layers)
         tqkv_close(r);
     }
     /* lossless: the state comes back byte for byte through version 3 */
-    o.preset = TQ_KVSNAP_PRESET_LOSSLESS;
-    o.innerq = NULL;
+    o.q.preset = TQ_KVSNAP_PRESET_LOSSLESS;
+    o.in.innerq = NULL;
     free(snap);
     snap = encode_opts(state, len, &o, &sl, err, sizeof err);
     uint8_t *back = snap ? decode(snap, sl, &dl, err, sizeof err) : NULL;
@@ -353,15 +348,15 @@ static uint8_t *window_state(int ring, uint32_t added, size_t *len)
 /* The base state's snapshot with options o, and the link state's appended to it, each opened
  * (o's base set to the base's reader). */
 static void encode_link(tq_ctx *ctx, const uint8_t *pre, size_t pl, const uint8_t *state,
-                        size_t sl, tq_kvsnap_options *o, uint8_t **base, size_t *bl,
+                        size_t sl, tq_test_enc *o, uint8_t **base, size_t *bl,
                         tqkv_reader **br, uint8_t **link, size_t *ll, tqkv_reader **lr)
 {
     char err[512];
     *base = encode_opts(pre, pl, o, bl, err, sizeof err);
     CHECK(*base, "%s", err);
     CHECK_OK(ctx, tqkv_open_memory(ctx, *base, *bl, "base.tqkv", br));
-    o->base = *br;
-    o->base_name = "base.tqkv";
+    o->in.base = *br;
+    o->q.base_name = "base.tqkv";
     *link = encode_opts(state, sl, o, ll, err, sizeof err);
     CHECK(*link, "%s", err);
     CHECK_OK(ctx, tqkv_open_memory(ctx, *link, *ll, "link.tqkv", lr));
@@ -408,10 +403,10 @@ TEST(link_over_a_moved_window_stores_only_the_cells_its_base_lacks)
         for (int lossless = 0; lossless < 2; lossless++) {
             tq_ctx *ctx = tq_test_ctx();
             uint8_t *link_state = window_state(ring, WIN_NEW, &sl);
-            tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-            o.preset = lossless ? TQ_KVSNAP_PRESET_LOSSLESS : TQ_KVSNAP_PRESET_BALANCED;
-            o.head_dim = 32;
-            o.threads = 1;
+            tq_test_enc o = TQ_TEST_ENC_INIT;
+            o.q.preset = lossless ? TQ_KVSNAP_PRESET_LOSSLESS : TQ_KVSNAP_PRESET_BALANCED;
+            o.q.head_dim = 32;
+            o.run.threads = 1;
             uint8_t *whole = encode_opts(link_state, sl, &o, &wl, err, sizeof err);
             uint8_t *base = NULL, *link = NULL;
             tqkv_reader *br = NULL, *lr = NULL;
@@ -466,9 +461,9 @@ TEST(lossless_link_shares_only_cells_whose_bytes_are_the_bases)
     uint64_t at = (uint64_t)(k0->data - tq_kv_view_bytes(v)) + (140 - WIN_BASE_LO) * k0->row_size;
     tq_kv_view_close(v);
     link_state[at] ^= 1;
-    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-    o.preset = TQ_KVSNAP_PRESET_LOSSLESS;
-    o.threads = 1;
+    tq_test_enc o = TQ_TEST_ENC_INIT;
+    o.q.preset = TQ_KVSNAP_PRESET_LOSSLESS;
+    o.run.threads = 1;
     uint8_t *base = NULL, *link = NULL;
     tqkv_reader *br = NULL, *lr = NULL;
     encode_link(ctx, pre, pl, link_state, sl, &o, &base, &bl, &br, &link, &ll, &lr);

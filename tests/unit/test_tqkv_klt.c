@@ -42,16 +42,16 @@ static uint8_t *make_state(size_t *len) { return make_cells(len, CELLS); }
 static uint8_t *encode_klt_base(const uint8_t *state, size_t len, int threads,
                                 const tqkv_reader *base, size_t *out_len)
 {
-    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-    o.transform = TQ_TC_ON;
-    o.recent_cells = 0; /* every cell alike: the metadata ends with the bases (recent cells:
+    tq_test_enc o = TQ_TEST_ENC_INIT;
+    o.q.transform = TQ_TC_ON;
+    o.q.recent_cells = 0; /* every cell alike: the metadata ends with the bases (recent cells:
                            test_tqkv_recent.c) */
-    o.k_rate = 2.0;
-    o.v_rate = 2.0;
-    o.head_dim = HEAD;
-    o.threads = threads;
-    o.base = base;
-    o.base_name = "base.tqkv";
+    o.q.k_rate = 2.0;
+    o.q.v_rate = 2.0;
+    o.q.head_dim = HEAD;
+    o.run.threads = threads;
+    o.in.base = base;
+    o.q.base_name = "base.tqkv";
     char err[512];
     uint8_t *snap = tq_test_snapshot_encode(state, len, &o, out_len, err, sizeof err);
     if (!snap) tq_test_fail(__FILE__, __LINE__, " encode: %s\n", err);
@@ -247,17 +247,18 @@ static int auto_k_record(float (*value)(void *, uint32_t, int, uint32_t, uint32_
     size_t len;
     tq_test_seq s = {cells, 1, width, 1, 0, 100, value, NULL};
     uint8_t *state = tq_test_seq_state(&s, &len);
-    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-    o.head_dim = head;
+    tq_test_enc o = TQ_TEST_ENC_INIT;
+    o.q.head_dim = head;
     tq_kv_view *v = NULL;
-    tq_kvsnap_plan *p = NULL;
+    tq_kvsnap_prepared *prep = NULL;
     tq_status st = tq_kv_view_open_memory(ctx, state, len, "s", TQ_PROFILE_DEFAULT, &v);
-    if (!st) st = tq_kvsnap_plan_make(ctx, v, &o, &p);
+    if (!st) st = tq_kvsnap_prepare(ctx, v, &o.q, &o.in, &o.run, &prep);
+    const tq_kvsnap_plan *p = st ? NULL : prep->plan;
     const tqkv_record *k = st ? NULL : &p->meta.t[p->meta.t[0].is_v ? 1 : 0];
     if (k) *codec = k->codec;
     if (k && basis8) *basis8 = k->klt_basis8;
     if (st) tq_test_fail(__FILE__, __LINE__, " plan: %s\n", tq_ctx_error(ctx));
-    tq_kvsnap_plan_free(p);
+    tq_kvsnap_prepared_free(prep);
     tq_kv_view_close(v);
     free(state);
     return st ? -1 : 0;
@@ -455,9 +456,9 @@ static int gaussian_v_codec(tq_kvsnap_preset preset)
     tq_test_seq q = {2048, 1, 128, 1, 0, 0, tq_test_randn_value, &seed};
     size_t sl, n;
     uint8_t *state = tq_test_seq_state(&q, &sl);
-    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-    o.preset = preset;
-    o.head_dim = 128;
+    tq_test_enc o = TQ_TEST_ENC_INIT;
+    o.q.preset = preset;
+    o.q.head_dim = 128;
     char err[512];
     uint8_t *snap = tq_test_snapshot_encode(state, sl, &o, &n, err, sizeof err);
     if (!snap) tq_test_fail(__FILE__, __LINE__, " encode: %s\n", err);

@@ -72,8 +72,8 @@ static tq_gguf *make_model(tq_ctx *ctx, tq_test_buf *b)
     return g;
 }
 
-/* The session encoded with options o and the model (o->model is set for the call). */
-static uint8_t *encode_with(const uint8_t *state, size_t len, tq_kvsnap_options *o,
+/* The session encoded with options o and the model (o->in.model is set for the call). */
+static uint8_t *encode_with(const uint8_t *state, size_t len, tq_test_enc *o,
                             size_t *out_len)
 {
     tq_ctx *ctx = tq_test_ctx();
@@ -82,12 +82,12 @@ static uint8_t *encode_with(const uint8_t *state, size_t len, tq_kvsnap_options 
     tq_model facts = {0};
     if (model && tq_model_read(ctx, model, &facts))
         tq_test_fail(__FILE__, __LINE__, " model: %s\n", tq_ctx_error(ctx));
-    o->model = &facts;
+    o->in.model = &facts;
     char err[512] = "no model";
     uint8_t *snap = NULL;
     if (model) snap = tq_test_snapshot_encode(state, len, o, out_len, err, sizeof err);
     if (!snap) tq_test_fail(__FILE__, __LINE__, " encode: %s\n", err);
-    o->model = NULL;
+    o->in.model = NULL;
     tq_model_free(&facts);
     tq_gguf_close(model);
     free(mb.p);
@@ -99,11 +99,11 @@ static uint8_t *encode_with(const uint8_t *state, size_t len, tq_kvsnap_options 
 static uint8_t *encode(const uint8_t *state, size_t len, int threads, int past,
                        const tqkv_reader *base, size_t *out_len)
 {
-    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-    o.threads = threads;
-    o.past_bits = past;
-    o.base = base;
-    o.base_name = "base.tqkv";
+    tq_test_enc o = TQ_TEST_ENC_INIT;
+    o.run.threads = threads;
+    o.q.past_bits = past;
+    o.in.base = base;
+    o.q.base_name = "base.tqkv";
     return encode_with(state, len, &o, out_len);
 }
 
@@ -258,9 +258,9 @@ static uint32_t global_coarse_end(tq_kvsnap_preset preset)
 {
     size_t sl, n;
     uint8_t *state = make_session(CELLS, &sl);
-    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-    o.preset = preset;
-    o.recent_cells = 16;
+    tq_test_enc o = TQ_TEST_ENC_INIT;
+    o.q.preset = preset;
+    o.q.recent_cells = 16;
     uint8_t *snap = encode_with(state, sl, &o, &n);
     tq_ctx *ctx = tq_test_ctx();
     tqkv_reader *r = NULL;

@@ -34,13 +34,13 @@ static uint8_t *make_state(uint32_t cells, size_t *len)
 static uint8_t *encode(const uint8_t *state, size_t len, int threads, int transform,
                        const tqkv_reader *base, size_t *out_len)
 {
-    tq_kvsnap_options o = TQ_KVSNAP_OPTIONS_INIT;
-    o.threads = threads;
-    o.transform = transform;
-    o.recent_cells = RECENT;
-    o.recent_bits = RECENT_BITS;
-    o.base = base;
-    o.base_name = "base.tqkv";
+    tq_test_enc o = TQ_TEST_ENC_INIT;
+    o.run.threads = threads;
+    o.q.transform = transform;
+    o.q.recent_cells = RECENT;
+    o.q.recent_bits = RECENT_BITS;
+    o.in.base = base;
+    o.q.base_name = "base.tqkv";
     char err[512];
     uint8_t *snap = tq_test_snapshot_encode(state, len, &o, out_len, err, sizeof err);
     if (!snap) tq_test_fail(__FILE__, __LINE__, " encode: %s\n", err);

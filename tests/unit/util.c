@@ -318,7 +318,7 @@ uint8_t *tq_test_snapshot_decode(const uint8_t *snap, size_t len, const tqkv_rea
     return out;
 }
 
-uint8_t *tq_test_snapshot_encode(const uint8_t *state, size_t len, const tq_kvsnap_options *o,
+uint8_t *tq_test_snapshot_encode(const uint8_t *state, size_t len, const tq_test_enc *o,
                                  size_t *out_len, char *err, size_t errlen)
 {
     tq_ctx *ctx = tq_ctx_new();
@@ -329,7 +329,7 @@ uint8_t *tq_test_snapshot_encode(const uint8_t *state, size_t len, const tq_kvsn
         size_t bl = 0;
         FILE *f = open_memstream(&buf, &bl);
         tq_kvsnap_report rep;
-        tq_status st = tq_kvsnap_encode(ctx, v, o, f, &rep);
+        tq_status st = tq_kvsnap_encode(ctx, v, &o->q, &o->in, &o->run, f, &rep);
         out = stream_bytes(f, &buf, &bl, st, out_len);
         tq_kv_view_close(v);
     }
