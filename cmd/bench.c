@@ -183,92 +183,107 @@ static void bkv_print_table(const bkv_result *r)
     printf("peak memory %.0f MB, %.1f s\n", r->peak_mb, r->seconds);
 }
 
-static void jnum(const char *k, double v, int last)
+static void jnum(json_t *obj, const char *k, double v)
 {
-    printf("\"%s\": ", k);
-    json_double(stdout, v, 6);
-    printf(last ? "" : ", ");
+    json_object_set_new(obj, k, json_num(v, 6));
 }
 
-static void jattn(const battn *a)
+static void jattn(json_t *obj, const battn *a)
 {
-    jnum("attn_kl", a->kl, 0);
-    jnum("attn_out_cosine", a->out_cos, 0);
-    jnum("top8_overlap", a->topk, 0);
+    jnum(obj, "attn_kl", a->kl);
+    jnum(obj, "attn_out_cosine", a->out_cos);
+    jnum(obj, "top8_overlap", a->topk);
 }
 
-static void bkv_print_json(const bkv_result *r)
+static json_t *bkv_json_row(const bkv_row *w)
 {
+    const char *l = larql(w);
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_text(w->c->label));
+    json_object_set_new(o, "family", json_text(w->c->family));
+    jnum(o, "nominal_bits", w->c->nominal_bits);
+    jnum(o, "bits_per_value", w->bpv);
+    jnum(o, "ratio_fp16", 16 / w->bpv);
+    jnum(o, "rel_mse", w->rel_mse);
+    jnum(o, "cosine", w->cosine);
+    jnum(o, "max_abs_error", w->max_err);
+    jnum(o, "unit_dmse", w->unit_dmse);
+    jnum(o, "unit_cosine", w->unit_cos);
+    json_object_set_new(o, "larql", l ? json_text(l) : json_null());
+    jattn(o, &w->attn);
+    jnum(o, "encode_gbps", w->enc_simd);
+    jnum(o, "decode_gbps", w->dec_simd);
+    jnum(o, "encode_gbps_scalar", w->enc_scalar);
+    jnum(o, "decode_gbps_scalar", w->dec_scalar);
+    jnum(o, "encode_gbps_all", w->enc_all);
+    jnum(o, "decode_gbps_all", w->dec_all);
+    jnum(o, "encode_spread", w->enc_spread);
+    jnum(o, "decode_spread", w->dec_spread);
+    jnum(o, "ip_bias", w->ip_bias);
+    jnum(o, "ip_variance", w->ip_var);
+    if (!strcmp(w->c->family, "prod")) /* the paper's bound for unit x and y, d = 128 */
+        jnum(o, "ip_variance_bound", sqrt(3.0) * M_PI * M_PI / 128 * pow(4.0, -(double)w->c->bits));
+    jnum(o, "scores_gbps", w->scores_gbps);
+    jnum(o, "decode_dot_gbps", w->decode_dot_gbps);
+    json_object_set_new(o, "heads", json_integer((json_int_t)w->heads));
+    json_object_set_new(o, "heads_skipped", json_integer((json_int_t)w->heads_skipped));
+    json_object_set_new(o, "bytes", json_integer((json_int_t)w->bytes));
+    json_object_set_new(o, "values", json_integer((json_int_t)w->values));
+    return o;
+}
+
+static int bkv_print_json(const bkv_result *r)
+{
+    static const char *const own_line[] = {"machine", "codecs",    "theory", "pairs",
+                                           "angle_histogram_kl", "speed", NULL};
+    static const char *const rows[] = {"codecs", NULL};
     char cpu[256];
     cpu_name(cpu, sizeof cpu);
-    printf("{\"workload\": ");
-    json_cstr(stdout, r->workload);
-    printf(",\n \"machine\": {\"cpu\": ");
-    json_cstr(stdout, cpu);
-    printf(", \"cores\": %ld, \"simd\": \"%s\", \"threads\": %d},\n \"codecs\": [\n",
-           sysconf(_SC_NPROCESSORS_ONLN), tq_simd_name(tq_simd_best()), r->threads);
-    for (size_t i = 0; i < r->n_rows; i++) {
-        const bkv_row *w = &r->rows[i];
-        const char *l = larql(w);
-        printf("  {\"name\": ");
-        json_cstr(stdout, w->c->label);
-        printf(", \"family\": \"%s\", ", w->c->family);
-        jnum("nominal_bits", w->c->nominal_bits, 0);
-        jnum("bits_per_value", w->bpv, 0);
-        jnum("ratio_fp16", 16 / w->bpv, 0);
-        jnum("rel_mse", w->rel_mse, 0);
-        jnum("cosine", w->cosine, 0);
-        jnum("max_abs_error", w->max_err, 0);
-        jnum("unit_dmse", w->unit_dmse, 0);
-        jnum("unit_cosine", w->unit_cos, 0);
-        printf("\"larql\": %s%s%s, ", l ? "\"" : "", l ? l : "null", l ? "\"" : "");
-        jattn(&w->attn);
-        jnum("encode_gbps", w->enc_simd, 0);
-        jnum("decode_gbps", w->dec_simd, 0);
-        jnum("encode_gbps_scalar", w->enc_scalar, 0);
-        jnum("decode_gbps_scalar", w->dec_scalar, 0);
-        jnum("encode_gbps_all", w->enc_all, 0);
-        jnum("decode_gbps_all", w->dec_all, 0);
-        jnum("encode_spread", w->enc_spread, 0);
-        jnum("decode_spread", w->dec_spread, 0);
-        jnum("ip_bias", w->ip_bias, 0);
-        jnum("ip_variance", w->ip_var, 0);
-        if (!strcmp(w->c->family, "prod")) /* the paper's bound for unit x and y, d = 128 */
-            jnum("ip_variance_bound", sqrt(3.0) * M_PI * M_PI / 128 * pow(4.0, -(double)w->c->bits),
-                 0);
-        jnum("scores_gbps", w->scores_gbps, 0);
-        jnum("decode_dot_gbps", w->decode_dot_gbps, 0);
-        printf("\"heads\": %zu, \"heads_skipped\": %zu, \"bytes\": %llu, \"values\": %llu}%s\n",
-               w->heads, w->heads_skipped, (unsigned long long)w->bytes,
-               (unsigned long long)w->values, i + 1 < r->n_rows ? "," : "");
-    }
-    printf(" ],\n \"theory\": [");
+    json_t *doc = json_object();
+    json_object_set_new(doc, "workload", json_text(r->workload));
+    json_t *machine = json_object();
+    json_object_set_new(machine, "cpu", json_text(cpu));
+    json_object_set_new(machine, "cores", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
+    json_object_set_new(machine, "simd", json_text(tq_simd_name(tq_simd_best())));
+    json_object_set_new(machine, "threads", json_integer(r->threads));
+    json_object_set_new(doc, "machine", machine);
+    json_t *codecs = json_array();
+    for (size_t i = 0; i < r->n_rows; i++) json_array_append_new(codecs, bkv_json_row(&r->rows[i]));
+    json_object_set_new(doc, "codecs", codecs);
+    json_t *theory = json_array();
     for (int b = 1; b <= 4; b++) {
-        printf("%s{\"bits\": %d, ", b > 1 ? ", " : "", b);
-        jnum("dmse", r->theory_dmse[b - 1], 0);
-        jnum("measured", r->theory_measured[b - 1], 0);
-        jnum("lower", LOWER(b), 0);
-        jnum("upper", UPPER(b), 1);
-        printf("}");
+        json_t *t = json_object();
+        json_object_set_new(t, "bits", json_integer(b));
+        jnum(t, "dmse", r->theory_dmse[b - 1]);
+        jnum(t, "measured", r->theory_measured[b - 1]);
+        jnum(t, "lower", LOWER(b));
+        jnum(t, "upper", UPPER(b));
+        json_array_append_new(theory, t);
     }
-    printf("],\n \"pairs\": [");
+    json_object_set_new(doc, "theory", theory);
+    json_t *pairs = json_array();
     for (size_t i = 0; i < r->n_pairs; i++) {
-        printf("%s{\"what\": ", i ? ", " : "");
-        json_cstr(stdout, r->pairs[i].what);
-        printf(", ");
-        jnum("bits_per_value", r->pairs[i].bpv, 0);
-        jattn(&r->pairs[i].attn);
-        jnum("skipped", r->pairs[i].attn.skipped, 1);
-        printf("}");
+        json_t *p = json_object();
+        json_object_set_new(p, "what", json_text(r->pairs[i].what));
+        jnum(p, "bits_per_value", r->pairs[i].bpv);
+        jattn(p, &r->pairs[i].attn);
+        jnum(p, "skipped", r->pairs[i].attn.skipped);
+        json_array_append_new(pairs, p);
     }
-    printf("],\n \"angle_histogram_kl\": {");
-    jnum("raw", r->angle_kl_raw, 0);
-    jnum("rotated", r->angle_kl_rotated, 1);
-    printf("},\n \"speed\": {\"values\": %zu, \"reps\": %d, \"threads\": %d}, ", r->speed_values,
-           r->reps, r->threads);
-    jnum("peak_rss_mb", r->peak_mb, 0);
-    jnum("seconds", r->seconds, 1);
-    printf("}\n");
+    json_object_set_new(doc, "pairs", pairs);
+    json_t *angles = json_object();
+    jnum(angles, "raw", r->angle_kl_raw);
+    jnum(angles, "rotated", r->angle_kl_rotated);
+    json_object_set_new(doc, "angle_histogram_kl", angles);
+    json_t *speed = json_object();
+    json_object_set_new(speed, "values", json_integer((json_int_t)r->speed_values));
+    json_object_set_new(speed, "reps", json_integer(r->reps));
+    json_object_set_new(speed, "threads", json_integer(r->threads));
+    json_object_set_new(doc, "speed", speed);
+    jnum(doc, "peak_rss_mb", r->peak_mb);
+    jnum(doc, "seconds", r->seconds);
+    json_layout layout = {own_line, rows};
+    return json_write_report(stdout, doc, &layout) ? cli_runtime_error("stdout: write failed") : 0;
 }
 
 static const char *color(const char *family)
@@ -438,38 +453,41 @@ static void print_generated(const bench_opts *o, const bwt_row *rows)
     }
 }
 
-static void print_model_weights(const char *path, const bwt_model_result *w, int reps, int json)
+/* The model's weight codecs as JSON (tq's one JSON writer). */
+static int print_model_weights_json(const char *path, const bwt_model_result *w)
 {
-    if (json) {
-        printf("{\"model\": ");
-        json_cstr(stdout, path);
-        printf(", \"tensors\": %d, \"weights\": %.0f, \"codecs\": [", w->used, w->total);
-    } else {
-        printf("tq bench --model %s: %d weight matrices (their first %zu values each, %.0f "
-               "weights), coded from\n"
-               "their dequantized values (so a type a tensor already has is favoured); speed: one "
-               "core, median of\n"
-               "%d\n\n%-22s %8s %11s %12s\n",
-               path, w->used, w->cap, w->total, reps, "type", "bits/w", "rel. error",
-               "encode Mw/s");
-    }
+    static const char *const rows[] = {"codecs", NULL};
+    json_t *doc = json_object();
+    json_object_set_new(doc, "model", json_text(path));
+    json_object_set_new(doc, "tensors", json_integer(w->used));
+    json_object_set_new(doc, "weights", json_num(w->total, 15));
+    json_t *codecs = json_array();
     for (int c = 0; c < BWT_MODEL_CODECS; c++) {
-        if (json) {
-            printf("%s{\"name\": ", c ? ", " : "");
-            json_cstr(stdout, w->name[c]);
-            printf(", \"bits_per_weight\": ");
-            json_double(stdout, w->bits[c], 6);
-            printf(", \"rel_error\": ");
-            json_double(stdout, w->rel_error[c], 6);
-            printf(", \"encode_mws\": ");
-            json_double(stdout, w->encode_mws[c], 6);
-            printf("}");
-        } else {
-            printf("%-22s %8.3f %11.3e %12.1f\n", w->name[c], w->bits[c], w->rel_error[c],
-                   w->encode_mws[c]);
-        }
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_text(w->name[c]));
+        json_object_set_new(o, "bits_per_weight", json_num(w->bits[c], 6));
+        json_object_set_new(o, "rel_error", json_num(w->rel_error[c], 6));
+        json_object_set_new(o, "encode_mws", json_num(w->encode_mws[c], 6));
+        json_array_append_new(codecs, o);
     }
-    if (json) printf("]}\n");
+    json_object_set_new(doc, "codecs", codecs);
+    json_layout layout = {NULL, rows};
+    return json_write_report(stdout, doc, &layout) ? cli_runtime_error("stdout: write failed") : 0;
+}
+
+static int print_model_weights(const char *path, const bwt_model_result *w, int reps, int json)
+{
+    if (json) return print_model_weights_json(path, w);
+    printf("tq bench --model %s: %d weight matrices (their first %zu values each, %.0f "
+           "weights), coded from\n"
+           "their dequantized values (so a type a tensor already has is favoured); speed: one "
+           "core, median of\n"
+           "%d\n\n%-22s %8s %11s %12s\n",
+           path, w->used, w->cap, w->total, reps, "type", "bits/w", "rel. error", "encode Mw/s");
+    for (int c = 0; c < BWT_MODEL_CODECS; c++)
+        printf("%-22s %8.3f %11.3e %12.1f\n", w->name[c], w->bits[c], w->rel_error[c],
+               w->encode_mws[c]);
+    return 0;
 }
 
 /* ------------------------------------------------------------ runs */
@@ -495,7 +513,7 @@ static int run_model_weights(tq_ctx *ctx, const bench_opts *o)
     if (bwt_model(ctx, g, o->demo, o->reps, &res))
         rc = cli_runtime_error("%s: %s", o->model, tq_ctx_error(ctx));
     else
-        print_model_weights(o->model, &res, o->reps, o->json);
+        rc = print_model_weights(o->model, &res, o->reps, o->json);
     tq_gguf_close(g);
     return rc;
 }
@@ -515,11 +533,11 @@ static int run_kv(tq_ctx *ctx, const bench_opts *o)
     tq_model_free(&model);
     tq_gguf_close(g);
     if (st) return cli_lib_error(ctx);
+    int rc = 0;
     if (o->json)
-        bkv_print_json(&res);
+        rc = bkv_print_json(&res);
     else
         bkv_print_table(&res);
-    int rc = 0;
     if (o->plot && bkv_write_svg(&res, o->plot))
         rc = cli_runtime_error("%s: cannot write the plot", o->plot);
     bkv_result_free(&res);

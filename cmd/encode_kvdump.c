@@ -295,46 +295,65 @@ static const char *group_note(tq_head_source source)
 }
 
 /* --dry-run: the plan, one tensor a line (or JSON); nothing is written. */
-static void print_plan(const enc_opts *o, const tq_kvsnap_plan *p)
+/* The plan as --dry-run --json writes it (tq's one JSON writer). */
+static int print_plan_json(const enc_opts *o, const tq_kvsnap_plan *p)
 {
+    static const char *const rows[] = {"tensors", NULL};
     const tqkv_meta *m = &p->meta;
     uint64_t total = 0;
     char b[96];
-    if (o->c.json) {
-        printf("{\"input\": ");
-        json_cstr(stdout, o->in);
-        printf(", \"preset\": \"%s\", \"k_bits\": %d, \"v_bits\": %d, \"group\": %u, "
-               "\"group_guessed\": %s, "
-               "\"tensors\": [\n",
-               tq_kvsnap_preset_name(p->settings.preset), p->settings.k_bits, p->settings.v_bits,
-               p->group, guessed_group(p->group, p->group_source) ? "true" : "false");
-    } else
-        printf("plan for %s: preset %s, K %d / V %d bits, rotation group %u%s\n", o->in,
-               tq_kvsnap_preset_name(p->settings.preset), p->settings.k_bits, p->settings.v_bits,
-               p->group, p->group ? group_note(p->group_source) : "");
+    json_t *doc = json_object();
+    json_object_set_new(doc, "input", json_text(o->in));
+    json_object_set_new(doc, "preset", json_text(tq_kvsnap_preset_name(p->settings.preset)));
+    json_object_set_new(doc, "k_bits", json_integer(p->settings.k_bits));
+    json_object_set_new(doc, "v_bits", json_integer(p->settings.v_bits));
+    json_object_set_new(doc, "group", json_integer(p->group));
+    int guessed = guessed_group(p->group, p->group_source);
+    json_object_set_new(doc, "group_guessed", json_boolean(guessed));
+    json_t *tensors = json_array();
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         const tqkv_record *t = &m->t[i];
         uint64_t pay = tq_kvsnap_plan_payload(p, i);
         total += pay;
-        if (o->c.json)
-            printf("  {\"kv_state\": %u, \"stream\": %u, \"layer\": %u, \"kv\": \"%s\", \"cells\": "
-                   "%u, \"width\": %llu, "
-                   "\"codec\": \"%s\", \"row_start\": %u, \"payload_bytes\": %llu}%s\n",
-                   t->kv_state, t->stream, t->layer, t->is_v ? "V" : "K", t->cells,
-                   (unsigned long long)t->width,
-                   tq_kvsnap_describe(t, TQ_DESCRIBE_PLAN, b, sizeof b), t->row_start,
-                   (unsigned long long)pay, i + 1 < m->n_tensors ? "," : "");
-        else
-            printf("  state %u stream %u layer %3u %s  %u x %llu  %-30s %llu bytes\n", t->kv_state,
-                   t->stream, t->layer, t->is_v ? "V" : "K", t->cells, (unsigned long long)t->width,
-                   tq_kvsnap_describe(t, TQ_DESCRIBE_PLAN, b, sizeof b), (unsigned long long)pay);
+        json_t *r = json_object();
+        json_object_set_new(r, "kv_state", json_integer(t->kv_state));
+        json_object_set_new(r, "stream", json_integer(t->stream));
+        json_object_set_new(r, "layer", json_integer(t->layer));
+        json_object_set_new(r, "kv", json_text(t->is_v ? "V" : "K"));
+        json_object_set_new(r, "cells", json_integer(t->cells));
+        json_object_set_new(r, "width", json_integer((json_int_t)t->width));
+        json_object_set_new(r, "codec", json_text(tq_kvsnap_describe(t, TQ_DESCRIBE_PLAN, b, 96)));
+        json_object_set_new(r, "row_start", json_integer(t->row_start));
+        json_object_set_new(r, "payload_bytes", json_integer((json_int_t)pay));
+        json_array_append_new(tensors, r);
     }
-    if (o->c.json)
-        printf(" ], \"payload_bytes\": %llu, \"skeleton_bytes\": %llu}\n",
-               (unsigned long long)total, (unsigned long long)m->skeleton_len);
-    else
-        printf("K/V payload %llu bytes before zstd, %llu other bytes kept\n",
-               (unsigned long long)total, (unsigned long long)m->skeleton_len);
+    json_object_set_new(doc, "tensors", tensors);
+    json_object_set_new(doc, "payload_bytes", json_integer((json_int_t)total));
+    json_object_set_new(doc, "skeleton_bytes", json_integer((json_int_t)m->skeleton_len));
+    json_layout layout = {NULL, rows};
+    return json_write_report(stdout, doc, &layout) ? cli_runtime_error("stdout: write failed") : 0;
+}
+
+static int print_plan(const enc_opts *o, const tq_kvsnap_plan *p)
+{
+    const tqkv_meta *m = &p->meta;
+    uint64_t total = 0;
+    char b[96];
+    if (o->c.json) return print_plan_json(o, p);
+    printf("plan for %s: preset %s, K %d / V %d bits, rotation group %u%s\n", o->in,
+           tq_kvsnap_preset_name(p->settings.preset), p->settings.k_bits, p->settings.v_bits,
+           p->group, p->group ? group_note(p->group_source) : "");
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        const tqkv_record *t = &m->t[i];
+        uint64_t pay = tq_kvsnap_plan_payload(p, i);
+        total += pay;
+        printf("  state %u stream %u layer %3u %s  %u x %llu  %-30s %llu bytes\n", t->kv_state,
+               t->stream, t->layer, t->is_v ? "V" : "K", t->cells, (unsigned long long)t->width,
+               tq_kvsnap_describe(t, TQ_DESCRIBE_PLAN, b, sizeof b), (unsigned long long)pay);
+    }
+    printf("K/V payload %llu bytes before zstd, %llu other bytes kept\n",
+           (unsigned long long)total, (unsigned long long)m->skeleton_len);
+    return 0;
 }
 
 static void report(const enc_opts *o, const tq_kvsnap_prepared *pp, const tq_kvsnap_report *rep,
@@ -388,7 +407,7 @@ int cmd_encode_kvdump(int argc, char **argv)
      * blocks */
     if ((rc = prepare(&o, &run, &r)) || o.dry_run ||
         (rc = cli_device(&o.c, r.ctx, r.prep->cuda_kernels, tq_kv_view_kv_values(r.view)))) {
-        if (!rc) print_plan(&o, r.prep->plan);
+        if (!rc && o.dry_run) rc = print_plan(&o, r.prep->plan);
         run_free(&r);
         return rc;
     }

@@ -110,3 +110,59 @@ int json_write(FILE *f, json_t *doc)
     json_decref(doc);
     return bad ? -1 : 0;
 }
+
+static int named(const char *const *names, const char *key)
+{
+    for (size_t i = 0; names && names[i]; i++)
+        if (!strcmp(names[i], key)) return 1;
+    return 0;
+}
+
+/* One key or value as jansson writes it. */
+static int put_json(FILE *f, const json_t *v)
+{
+    char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
+    int bad = !text || fputs(text, f) == EOF;
+    free(text);
+    return bad;
+}
+
+static int put_rows(FILE *f, const json_t *array)
+{
+    size_t i;
+    const json_t *elem;
+    int bad = fputc('[', f) == EOF;
+    json_array_foreach(array, i, elem)
+    {
+        bad |= fputs(i ? ",\n  " : "\n  ", f) == EOF;
+        bad |= put_json(f, elem);
+    }
+    return bad | (fputs("\n ]", f) == EOF);
+}
+
+int json_write_report(FILE *f, json_t *doc, const json_layout *layout)
+{
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        return -1;
+    }
+    const char *key;
+    const json_t *value;
+    int first = 1;
+    int bad = fputc('{', f) == EOF;
+    json_object_foreach(doc, key, value)
+    {
+        if (!first) bad |= fputs(named(layout->own_line, key) ? ",\n " : ", ", f) == EOF;
+        first = 0;
+        json_t *k = json_string(key);
+        bad |= !k || put_json(f, k) || fputs(": ", f) == EOF;
+        json_decref(k);
+        if (json_is_array(value) && named(layout->rows, key))
+            bad |= put_rows(f, value);
+        else
+            bad |= put_json(f, value);
+    }
+    bad |= fputs("}\n", f) == EOF;
+    json_decref(doc);
+    return bad ? -1 : 0;
+}

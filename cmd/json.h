@@ -16,6 +16,15 @@ void json_double(FILE *f, double v, int digits); /* %.{digits}g or null */
  * bytes become U+FFFD (names come from files: jansson refuses invalid UTF-8). */
 json_t *json_num(double v, int digits);
 json_t *json_text(const char *s);
+/* The one JSON writer of tq's reports: doc (an object, taken) laid out as a line a part, its
+ * members on the first line but for those named in own_line (NULL-terminated), each on a line
+ * of its own, and the arrays named in rows an element a line; every key and value is written
+ * by jansson (reals as json_write's).  0, or -1 when it could not. */
+typedef struct json_layout {
+    const char *const *own_line;
+    const char *const *rows;
+} json_layout;
+int json_write_report(FILE *f, json_t *doc, const json_layout *layout);
 /* Writes doc (taking it) and a newline to f through jansson (reals as the 15 digits that give
  * back json_num's rounding); 0, or -1 when it could not. */
 int json_write(FILE *f, json_t *doc);

@@ -210,56 +210,61 @@ static void qt_log_line(const tq_gguf *g, const tq_quant_job *j, int64_t n, cons
     }
 }
 
-static void qt_json_report(const tq_gguf *g, const tq_quant_job *jobs, int64_t n, const opts *o,
-                           double secs, uint64_t in_b, uint64_t out_b, uint64_t weights)
+/* A string, or null where there is none. */
+static json_t *text_or_null(const char *s) { return s ? json_text(s) : json_null(); }
+
+static json_t *qt_json_tensor(const tq_gguf *g, const tq_quant_job *j, int64_t i)
 {
-    printf("{\"input\": ");
-    json_cstr(stdout, o->in);
-    printf(", \"output\": ");
-    if (o->out && !o->dry_run)
-        json_cstr(stdout, o->out);
-    else
-        printf("null");
-    printf(
-        ", \"type\": \"%s\", \"policy\": \"%s\", \"simulate\": %s, \"dry_run\": %s, \"imatrix\": ",
-        qp_type_name(o->plan.type), qp_policy_name(o->plan.policy), o->simulate ? "true" : "false",
-        o->dry_run ? "true" : "false");
-    if (o->imatrix)
-        json_cstr(stdout, o->imatrix);
-    else
-        printf("null");
-    printf(",\n \"tensors\": [");
+    const int64_t *ne = tq_gguf_tensor_ne(g, i);
+    json_t *t = json_object();
+    json_object_set_new(t, "index", json_integer(i));
+    json_object_set_new(t, "name", json_text(tq_gguf_tensor_name(g, i)));
+    json_object_set_new(t, "shape", json_pack("[IIII]", (json_int_t)ne[0], (json_int_t)ne[1],
+                                              (json_int_t)ne[2], (json_int_t)ne[3]));
+    json_object_set_new(t, "from", json_text(j->in_ty->name));
+    json_object_set_new(t, "to", json_text(j->convert ? qp_type_name(j->out) : j->in_ty->name));
+    json_object_set_new(t, "written_as", json_text(j->out_ty->name));
+    json_object_set_new(t, "bytes_in", json_integer((json_int_t)j->in_bytes));
+    json_object_set_new(t, "bytes_out", json_integer((json_int_t)j->out_bytes));
+    json_object_set_new(t, "fallback", json_boolean(j->fallback));
+    json_object_set_new(t, "rel_error", json_num(j->rel_err, 6));
+    json_object_set_new(t, "weighted_rel_error", json_num(j->weighted ? j->wrel_err : NAN, 6));
+    return t;
+}
+
+static int qt_json_report(const tq_gguf *g, const tq_quant_job *jobs, int64_t n, const opts *o,
+                          double secs, uint64_t in_b, uint64_t out_b, uint64_t weights)
+{
+    static const char *const own_line[] = {"tensors", "summary", NULL};
+    static const char *const rows[] = {"tensors", NULL};
+    json_t *doc = json_object();
+    json_object_set_new(doc, "input", json_text(o->in));
+    json_object_set_new(doc, "output", text_or_null(o->dry_run ? NULL : o->out));
+    json_object_set_new(doc, "type", json_text(qp_type_name(o->plan.type)));
+    json_object_set_new(doc, "policy", json_text(qp_policy_name(o->plan.policy)));
+    json_object_set_new(doc, "simulate", json_boolean(o->simulate));
+    json_object_set_new(doc, "dry_run", json_boolean(o->dry_run));
+    json_object_set_new(doc, "imatrix", text_or_null(o->imatrix));
+    json_t *tensors = json_array();
+    int64_t nf = 0;
+    int64_t nc = 0;
     for (int64_t i = 0; i < n; i++) {
-        const tq_quant_job *j = &jobs[i];
-        const int64_t *ne = tq_gguf_tensor_ne(g, i);
-        printf("%s\n  {\"index\": %" PRId64 ", \"name\": ", i ? "," : "", i);
-        json_cstr(stdout, tq_gguf_tensor_name(g, i));
-        printf(", \"shape\": [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
-               "], \"from\": \"%s\", \"to\": \"%s\", "
-               "\"written_as\": \"%s\", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64
-               ", \"fallback\": %s, \"rel_error\": ",
-               ne[0], ne[1], ne[2], ne[3], j->in_ty->name,
-               j->convert ? qp_type_name(j->out) : j->in_ty->name, j->out_ty->name, j->in_bytes,
-               j->out_bytes, j->fallback ? "true" : "false");
-        json_double(stdout, j->rel_err, 6);
-        printf(", \"weighted_rel_error\": ");
-        json_double(stdout, j->weighted ? j->wrel_err : NAN, 6);
-        printf("}");
-    }
-    printf("\n ],\n \"summary\": {\"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64
-           ", \"bpw_in\": ",
-           in_b, out_b);
-    json_double(stdout, weights ? 8.0 * in_b / weights : 0, 6);
-    printf(", \"bpw_out\": ");
-    json_double(stdout, weights ? 8.0 * out_b / weights : 0, 6);
-    int64_t nf = 0, nc = 0;
-    for (int64_t i = 0; i < n; i++) {
+        json_array_append_new(tensors, qt_json_tensor(g, &jobs[i], i));
         nf += jobs[i].fallback;
         nc += jobs[i].convert;
     }
-    printf(", \"converted\": %" PRId64 ", \"fallbacks\": %" PRId64 ", \"seconds\": ", nc, nf);
-    json_double(stdout, secs, 4);
-    printf("}}\n");
+    json_object_set_new(doc, "tensors", tensors);
+    json_t *sum = json_object();
+    json_object_set_new(sum, "bytes_in", json_integer((json_int_t)in_b));
+    json_object_set_new(sum, "bytes_out", json_integer((json_int_t)out_b));
+    json_object_set_new(sum, "bpw_in", json_num(weights ? 8.0 * in_b / weights : 0, 6));
+    json_object_set_new(sum, "bpw_out", json_num(weights ? 8.0 * out_b / weights : 0, 6));
+    json_object_set_new(sum, "converted", json_integer(nc));
+    json_object_set_new(sum, "fallbacks", json_integer(nf));
+    json_object_set_new(sum, "seconds", json_num(secs, 4));
+    json_object_set_new(doc, "summary", sum);
+    json_layout layout = {own_line, rows};
+    return json_write_report(stdout, doc, &layout) ? cli_runtime_error("stdout: write failed") : 0;
 }
 
 /* An imatrix that names none of the TQ tensors is worth a word. */
@@ -362,9 +367,8 @@ static int quantize(tq_ctx *ctx, const tq_gguf *g, const tq_imatrix *im, opts *o
     progress_end(&run.pr);
     if (st) return cli_lib_error(ctx);
     double secs = cli_now() - t0;
-    if (o->json)
-        qt_json_report(g, jobs, n, o, secs, in_b, out_b, weights);
-    else if (!o->quiet)
+    if (o->json) return qt_json_report(g, jobs, n, o, secs, in_b, out_b, weights);
+    if (!o->quiet)
         qt_print_summary(jobs, n, o, secs, in_b, out_b, weights);
     return 0;
 }
