@@ -266,13 +266,18 @@ bench: all $(TOOLS)
 # __builtin_shuffle, so these builds carry the scalar kernels only.
 FUZZ_SECONDS ?= 30
 FUZZ_CC      ?= clang
-FUZZ_FLAGS   := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -ffp-contract=off \
-                $(INC_ALL)
-$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c $(wildcard lib/*.h formats/*/*.h) \
-             lib/kernels_lanes.inc
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_FLAGS   := -O1 -g $(FUZZ_SAN) -ffp-contract=off -fopenmp=libgomp $(INC_ALL)
+# libtq and formats/ compiled once for every target (instrumented, no fuzzer main), each target
+# its own file linked to them
+FUZZ_LIB_OBJ := $(patsubst %.c,$(B)/fuzzobj/%.o,$(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c)
+$(B)/fuzzobj/%.o: %.c | deps
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -fopenmp=libgomp -o $@ \
-	  tests/fuzz/$*.c $(LIB_SRC) $(FMT_SRC) lib/cuda_stub.c $(BASE_LIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link $(DEPFLAGS) -c $< -o $@
+$(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer $(DEPFLAGS) -o $@ tests/fuzz/$*.c $(FUZZ_LIB_OBJ) \
+	  $(BASE_LIBS)
 FUZZERS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/*.c))
 fuzz: $(FUZZERS)
 	@for f in $(FUZZERS); do echo "fuzzing $$f for $(FUZZ_SECONDS)s"; \

@@ -2,6 +2,10 @@
 # A short libFuzzer run of every fuzz target (the long run is `make fuzz`).
 command -v clang >/dev/null 2>&1 || { echo "clang not installed (apt-get install clang)"; exit 77; }
 set -e
+# every target first, in parallel: they share one instrumented build of the library
+targets=$(for src in tests/fuzz/*.c; do echo "build/fuzz/$(basename "$src" .c)"; done)
+# shellcheck disable=SC2086
+make -s -j"$(nproc 2>/dev/null || echo 2)" $targets >/dev/null
 for src in tests/fuzz/*.c; do
     name=$(basename "$src" .c)
     make -s "build/fuzz/$name" >/dev/null
