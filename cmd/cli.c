@@ -48,9 +48,11 @@ int cli_show_sealed(const char *name, const unsigned char *head, int json)
     char id[17];
     tq_seal_key_id_hex(head + 8, id);
     if (json) {
-        printf("{\"file\": ");
-        json_cstr(stdout, name);
-        printf(", \"format\": \"tqkv\", \"sealed\": true, \"key_id\": \"%s\"}\n", id);
+        json_t *doc = json_pack("{s:o, s:s, s:b, s:s}", "file", json_text(name), "format", "tqkv",
+                                "sealed", 1, "key_id", id);
+        json_layout layout = {NULL, NULL};
+        if (json_write_report(stdout, doc, &layout))
+            return cli_runtime_error("stdout: write failed");
     } else {
         printf("file:          %s (a sealed .tqkv snapshot: AES-256-GCM)\n", name);
         printf("key id:        %s (its contents need that key: --key-file or TQ_KEY_FILE)\n",

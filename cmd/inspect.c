@@ -11,18 +11,14 @@
 #include "io.h"
 #include "kv_plan.h"
 #include "kv_view.h"
-#include "llama_state.h"
 #include "seal.h"
 #include "tqkv.h"
 #include "json.h"
 #include "progress.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef struct inspect_opts {
     const char *path;
@@ -289,53 +285,70 @@ static void print_json(const tq_gguf *g, const inspect_opts *o, const tq_gguf_st
 
 /* ---- KV states and snapshots */
 
-/* One stream's layers: a table, or its --json object (first: no comma before it). */
-static void print_stream(const tq_kv_stream *st, uint32_t i, uint32_t j, int json, int first)
+/* One stream's layers: a table. */
+static void print_stream(const tq_kv_stream *st, uint32_t i, uint32_t j)
 {
-    if (json) {
-        printf("%s\n  {\"kv_state\": %u, \"stream\": %u, \"cells\": %u, \"v_trans\": %u, "
-               "\"mla\": %s, \"layers\": [",
-               first ? "" : ",", i, j, st->cell_count, st->v_trans, st->v ? "false" : "true");
-    } else {
-        printf("\nKV state %u, stream %u: %u cells, v_trans %u, %u layers%s\n", i, j,
-               st->cell_count, st->v_trans, st->n_layer,
-               st->v ? "" : ", MLA (one latent a cell in K, no V)");
-        if (st->cell_count)
-            printf("  %5s %-8s %7s %-8s %7s %12s\n", "layer", "K type", "K width", "V type",
-                   "V width", "bytes");
-    }
+    printf("\nKV state %u, stream %u: %u cells, v_trans %u, %u layers%s\n", i, j, st->cell_count,
+           st->v_trans, st->n_layer, st->v ? "" : ", MLA (one latent a cell in K, no V)");
+    if (st->cell_count)
+        printf("  %5s %-8s %7s %-8s %7s %12s\n", "layer", "K type", "K width", "V type",
+               "V width", "bytes");
     for (uint32_t l = 0; st->cell_count && l < st->n_layer; l++) {
         const tq_kv_tensor *kt = &st->k[l], *vt = st->v ? &st->v[l] : NULL;
-        const char *vname = vt ? vt->type->name : "-";
-        uint64_t vw = vt ? vt->width : 0, bytes = kt->bytes + (vt ? vt->bytes : 0);
-        if (json)
-            printf("%s{\"layer\": %u, \"k_type\": \"%s\", \"k_width\": %" PRIu64
-                   ", \"v_type\": \"%s\", \"v_width\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
-                   l ? ", " : "", l, kt->type->name, kt->width, vname, vw, bytes);
-        else
-            printf("  %5u %-8s %7" PRIu64 " %-8s %7" PRIu64 " %12" PRIu64 "\n", l,
-                   kt->type->name, kt->width, vname, vw, bytes);
+        printf("  %5u %-8s %7" PRIu64 " %-8s %7" PRIu64 " %12" PRIu64 "\n", l, kt->type->name,
+               kt->width, vt ? vt->type->name : "-", vt ? vt->width : 0,
+               kt->bytes + (vt ? vt->bytes : 0));
     }
-    if (json) printf("]}");
 }
 
-/* The recurrent memory's state, after the KV states: a line, or its --json member. */
-static void print_recurrent(const tq_kv_view *s, int json)
+/* One stream and its layers as a --json row. */
+static json_t *stream_json(const tq_kv_stream *st, uint32_t i, uint32_t j)
 {
+    json_t *layers = json_array();
+    for (uint32_t l = 0; st->cell_count && l < st->n_layer; l++) {
+        const tq_kv_tensor *kt = &st->k[l], *vt = st->v ? &st->v[l] : NULL;
+        json_array_append_new(
+            layers, json_pack("{s:i, s:s, s:I, s:s, s:I, s:I}", "layer", (int)l, "k_type",
+                              kt->type->name, "k_width", (json_int_t)kt->width, "v_type",
+                              vt ? vt->type->name : "-", "v_width",
+                              (json_int_t)(vt ? vt->width : 0), "bytes",
+                              (json_int_t)(kt->bytes + (vt ? vt->bytes : 0))));
+    }
+    return json_pack("{s:i, s:i, s:i, s:i, s:b, s:o}", "kv_state", (int)i, "stream", (int)j,
+                     "cells", (int)st->cell_count, "v_trans", (int)st->v_trans, "mla", !st->v,
+                     "layers", layers);
+}
+
+/* A state as --json writes it (tq's one JSON writer). */
+static int state_json(const tq_kv_view *s, const char *label)
+{
+    static const char *const own_line[] = {"recurrent", "kv_states", NULL};
+    unsigned kind = tq_kv_view_kind(s);
     const tq_kv_recurrent *r = tq_kv_view_recurrent(s);
-    if (!r) {
-        if (json) printf(",\n \"recurrent\": null");
-        return;
-    }
-    if (json) {
-        printf(",\n \"recurrent\": {\"cells\": %u, \"layers\": %u, \"layers_with_state\": %u, "
-               "\"bytes\": %" PRIu64 ", \"state_bytes\": %" PRIu64 "}",
-               r->cell_count, r->n_layer, r->n_records / 2, r->len, r->state_bytes);
-        return;
-    }
-    printf("\nrecurrent state: %u cell%s, %u of %u layers with a state (convolution and "
-           "state-space rows), %" PRIu64 " bytes, kept exactly\n",
-           r->cell_count, r->cell_count == 1 ? "" : "s", r->n_records / 2, r->n_layer, r->len);
+    const char *rev = tq_type_profile_name(tq_kv_view_profile(s));
+    json_t *doc = json_pack(
+        "{s:o, s:s, s:s, s:i, s:I, s:i, s:o, s:b, s:b, s:s, s:I, s:I}", "file", json_text(label),
+        "format", kind == TQ_KV_NUMPY ? "numpy" : "llama-state", "kind", tq_kv_kind_name(kind, 0),
+        "version", (int)tq_kv_view_version(s), "size", (json_int_t)tq_kv_view_size(s), "tokens",
+        (int)tq_kv_view_n_tokens(s), "architecture", json_text(tq_kv_view_arch(s)),
+        "outputs_section", tq_kv_view_has_outputs(s), "mrope_extensions", tq_kv_view_has_ext(s),
+        "type_profile", rev, "kv_values", (json_int_t)tq_kv_view_kv_values(s), "kv_bytes",
+        (json_int_t)tq_kv_view_kv_bytes(s));
+    json_object_set_new(doc, "fork_revision", json_pack("{s:s, s:o}", "name", rev, "how",
+                                                        json_text(tq_kv_view_profile_how(s))));
+    json_object_set_new(doc, "recurrent",
+                        r ? json_pack("{s:i, s:i, s:i, s:I, s:I}", "cells", (int)r->cell_count,
+                                      "layers", (int)r->n_layer, "layers_with_state",
+                                      (int)(r->n_records / 2), "bytes", (json_int_t)r->len,
+                                      "state_bytes", (json_int_t)r->state_bytes)
+                          : json_null());
+    json_t *states = json_array();
+    for (uint32_t i = 0; i < tq_kv_view_n_kv(s); i++)
+        for (uint32_t j = 0; j < tq_kv_view_kv(s, i)->n_stream; j++)
+            json_array_append_new(states, stream_json(&tq_kv_view_kv(s, i)->streams[j], i, j));
+    json_object_set_new(doc, "kv_states", states);
+    json_layout layout = {own_line, own_line + 1};
+    return json_write_report(stdout, doc, &layout) ? cli_runtime_error("stdout: write failed") : 0;
 }
 
 /* The layout line: the memory's parts. */
@@ -362,33 +375,14 @@ static int inspect_state(const char *path, const char *label, int json, tq_type_
         tq_ctx_free(ctx);
         return rc;
     }
+    int rc = json ? state_json(s, label) : 0;
     unsigned kind = tq_kv_view_kind(s);
-    int session = kind == TQ_KV_SESSION;
     uint64_t vals = tq_kv_view_kv_values(s), kvb = tq_kv_view_kv_bytes(s);
-    if (json) {
-        printf("{\"file\": ");
-        json_cstr(stdout, label);
-        printf(", \"format\": \"%s\", \"kind\": \"%s\", \"version\": %u, \"size\": %" PRIu64
-               ", \"tokens\": %u, \"architecture\": ",
-               kind == TQ_KV_NUMPY ? "numpy" : "llama-state", tq_kv_kind_name(kind, 0),
-               tq_kv_view_version(s), tq_kv_view_size(s), tq_kv_view_n_tokens(s));
-        json_cstr(stdout, tq_kv_view_arch(s));
-        printf(", \"outputs_section\": %s, \"mrope_extensions\": %s, \"type_profile\": \"%s\", "
-               "\"kv_values\": %" PRIu64 ", \"kv_bytes\": %" PRIu64,
-               tq_kv_view_has_outputs(s) ? "true" : "false",
-               tq_kv_view_has_ext(s) ? "true" : "false",
-               tq_type_profile_name(tq_kv_view_profile(s)), vals, kvb);
-        printf(", \"fork_revision\": {\"name\": \"%s\", \"how\": ",
-               tq_type_profile_name(tq_kv_view_profile(s)));
-        json_cstr(stdout, tq_kv_view_profile_how(s));
-        printf("}");
-        print_recurrent(s, 1);
-        printf(",\n \"kv_states\": [");
-    } else {
+    if (!json) {
         printf("file:          %s (%" PRIu64 " bytes%s, %s v%u)\n", label, tq_kv_view_size(s),
                kind == TQ_KV_NUMPY ? " as arrays" : "", tq_kv_kind_name(kind, 1),
                tq_kv_view_version(s));
-        if (session) printf("architecture:  %s\n", tq_kv_view_arch(s));
+        if (kind == TQ_KV_SESSION) printf("architecture:  %s\n", tq_kv_view_arch(s));
         printf("tokens:        %u\n", tq_kv_view_n_tokens(s));
         const char *how = tq_kv_view_profile_how(s);
         int none = !strncmp(how, "no turbo", 8); /* then no revision matters */
@@ -399,16 +393,18 @@ static int inspect_state(const char *path, const char *label, int json, tq_type_
                " values, %.3f bits per value (%.1f%% of the file)\n",
                kvb, vals, vals ? 8.0 * (double)kvb / (double)vals : 0.0,
                100.0 * (double)kvb / (double)tq_kv_view_size(s));
+        for (uint32_t i = 0; i < tq_kv_view_n_kv(s); i++)
+            for (uint32_t j = 0; j < tq_kv_view_kv(s, i)->n_stream; j++)
+                print_stream(&tq_kv_view_kv(s, i)->streams[j], i, j);
+        const tq_kv_recurrent *r = tq_kv_view_recurrent(s); /* after the KV states */
+        if (r)
+            printf("\nrecurrent state: %u cell%s, %u of %u layers with a state (convolution and "
+                   "state-space rows), %" PRIu64 " bytes, kept exactly\n", r->cell_count,
+                   r->cell_count == 1 ? "" : "s", r->n_records / 2, r->n_layer, r->len);
     }
-    for (uint32_t i = 0; i < tq_kv_view_n_kv(s); i++) {
-        const tq_kv_state *k = tq_kv_view_kv(s, i);
-        for (uint32_t j = 0; j < k->n_stream; j++)
-            print_stream(&k->streams[j], i, j, json, !(i + j));
-    }
-    if (json) printf("\n ]}\n");
-    if (!json) print_recurrent(s, 0);
     tq_kv_view_close(s);
     tq_ctx_free(ctx);
+    if (rc) return rc;
     return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
 }
 

@@ -49,6 +49,14 @@ $tq encode-kvdump "$weird/s.ggsq" -o "$weird/a.tqkv" --append "$weird/b.tqkv" -q
 $tq inspect --json "$weird/a.tqkv" >"$tmp/snap.json" || fail "inspect --json of the snapshot"
 check snapshot "$tmp/snap.json" "file=$weird/a.tqkv" "base=b.tqkv"
 
+behaviour inspect_json_of_a_sealed_snapshot_escapes_its_name
+head -c 32 /dev/urandom >"$tmp/k.key" && chmod 600 "$tmp/k.key"
+$tq encode-kvdump "$weird/s.ggsq" -o "$weird/sealed.tqkv" --key-file "$tmp/k.key" -q ||
+    fail "a sealed encode"
+TQ_KEY_FILE= $tq inspect --json "$weird/sealed.tqkv" >"$tmp/sealed.json" ||
+    fail "inspect --json of a sealed snapshot without its key"
+check sealed "$tmp/sealed.json" "file=$weird/sealed.tqkv" "format=tqkv"
+
 behaviour inspect_json_of_a_state_escapes_its_name
 $tq inspect --json "$weird/s.ggsq" >"$tmp/state.json" || fail "inspect --json of the state"
 check state "$tmp/state.json" "file=$weird/s.ggsq"
