@@ -44,8 +44,11 @@ static tq_status shape_turbo(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s
     tq_fork_block_info b;
     tq_fork_block(d->fork_rev, bits, &b);
     *s = (codec_shape){b.layout, 128, b.bytes, 128, bits, 1, TQ_CB_EXACT, "", b.book};
-    snprintf(s->name, sizeof s->name, "%s", b.name);
-    return fix_fork(ctx, d, b.name);
+    if (b.first)
+        snprintf(s->name, sizeof s->name, "turbo%u-%s", bits, b.first);
+    else
+        snprintf(s->name, sizeof s->name, "turbo%u", bits);
+    return fix_fork(ctx, d, s->name);
 }
 
 static tq_status shape_tq(tq_ctx *ctx, const tq_codec_desc *d, codec_shape *s)

@@ -137,13 +137,13 @@ static tq_status check(tq_ctx *ctx, tq_dtype t, size_t n)
      * only for the refusal */
     if (!codec && ctx && ctx->backend != TQ_BACKEND_CPU) {
         char what[48];
-        snprintf(what, sizeof what, "%s conversion", tq_dtype_name(t));
+        snprintf(what, sizeof what, "%s conversion", name);
         tq_status st = tq_require_cpu(ctx, what);
         if (st) return st;
     }
-    if (n % tq_dtype_block_values(t))
+    if (n % values)
         return tq_ctx_set_error(ctx, TQ_ERR_ARG, "%zu values is not a whole number of %s blocks", n,
-                       tq_dtype_name(t));
+                       name);
     return TQ_OK;
 }
 

@@ -7,7 +7,6 @@
  * HACKING.md, "Adding a fork revision". */
 #include "tq_internal.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* ---- the KV codebooks: centroids and the midpoints the fork compares against */
@@ -148,8 +147,5 @@ void tq_fork_block(uint32_t rev, uint32_t bits, tq_fork_block_info *out)
     out->layout = b->layout;
     out->bytes = b->bytes;
     out->book = b->book;
-    if (r)
-        snprintf(out->name, sizeof out->name, "turbo%u-%s", bits, rows[r].rev.name);
-    else
-        snprintf(out->name, sizeof out->name, "turbo%u", bits);
+    out->first = r ? rows[r].rev.name : NULL;
 }

@@ -95,13 +95,14 @@ typedef enum tq_layout {
 /* ---- the fork's revisions (lib/fork_revisions.c) */
 /* Element types stop below this: TQ_DT_COUNT, then three a revision. */
 #define TQ_DT_LIMIT (TQ_DT_COUNT + 3 * TQ_FORK_MAX_REVISIONS)
-/* Revision rev's turbo{bits} block (bits 2..4); its name is "turbo{bits}" for the first row's
- * blocks, "turbo{bits}-NAME" after the first row that writes it.  rev must be a row. */
+/* Revision rev's turbo{bits} block (bits 2..4): its codec is named "turbo{bits}" for the first
+ * row's blocks, "turbo{bits}-FIRST" after the first row that writes it (first: NULL for the
+ * first row's).  rev must be a row; no formatting: element conversions ask it a row at a time. */
 typedef struct tq_fork_block_info {
     tq_layout layout;
     uint32_t bytes;
     const tq_codebook *book;
-    char name[48];
+    const char *first;
 } tq_fork_block_info;
 void tq_fork_block(uint32_t rev, uint32_t bits, tq_fork_block_info *out);
 
