@@ -17,34 +17,44 @@ times=$(mktemp) # "SECONDS KIND/NAME" a script, for the slowest at the end
 trap 'rm -f "$out" "$times"' EXIT
 shown=0 # lines of $out already printed
 now() { date +%s.%N; }
+# the machine's busy CPU time so far, in clock ticks (0 where there is no /proc/stat): a script's
+# cores in use tell a script that waits from one that computes
+busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; f = 1 } END { if (!f) print 0 }' \
+    /proc/stat 2>/dev/null || echo 0; }
+hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
 
-# progress KIND/NAME T0: the results a script added, as it finishes, then its time and the count
+# progress KIND/NAME T0 BUSY0: the results a script added, as it finishes, then its time, the
+# cores the machine kept busy meanwhile and the count
 progress() {
     t=$(awk -v a="$2" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
-    echo "$t $1" >>"$times"
+    cores=$(awk -v a="$3" -v b="$(busy)" -v t="$t" -v hz="$hz" \
+        'BEGIN { if (t > 0) printf "%.1f", (b - a) / hz / t; else printf "0.0" }')
+    echo "$t $1 (cores busy $cores)" >>"$times"
     total=$(wc -l <"$out")
     if [ "$total" -gt "$shown" ]; then
         sed -n "$((shown + 1)),${total}p" "$out"
     fi
     shown=$total
-    echo "  -- $1: ${t} s; so far $(grep -c '^ok ' "$out") passed," \
+    echo "  -- $1: ${t} s, cores busy $cores; so far $(grep -c '^ok ' "$out") passed," \
         "$(grep -c '^FAIL ' "$out") failed, $(grep -c '^SKIP: ' "$out") skipped"
 }
 
 t0=$(now)
+b0=$(busy)
 ./build/tests/unit-runner >>"$out" 2>&1 || echo "FAIL unit-runner exited with status $?" >>"$out"
-progress unit/unit-runner "$t0"
+progress unit/unit-runner "$t0" "$b0"
 
 # The unit tests again under ASan/UBSan: one line for the whole run.
 if [ -x build/tests/unit-runner-san ]; then
     t0=$(now)
+    b0=$(busy)
     log=$(ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build/tests/unit-runner-san 2>&1); rc=$?
     if [ $rc -eq 0 ] && ! printf '%s\n' "$log" | grep -q '^FAIL'; then
         echo "ok sanitizers/unit-tests-under-asan-ubsan" >>"$out"
     else
         printf 'FAIL sanitizers/unit-tests-under-asan-ubsan (exit %s)\n%s\n' "$rc" "$(printf '%s\n' "$log" | grep -v '^ok' | tail -n 30 | sed 's/^/    /')" >>"$out"
     fi
-    progress sanitizers/unit-runner-san "$t0"
+    progress sanitizers/unit-runner-san "$t0" "$b0"
 fi
 
 # report KIND NAME RC LOG: a script's results.  Each "ok NAME" line a behaviour that held and
@@ -78,18 +88,20 @@ report() {
 for t in tests/cli/*.sh; do
     [ -f "$t" ] || continue
     t0=$(now)
+    b0=$(busy)
     log=$(sh "$t" 2>&1)
     report cli "$(basename "$t" .sh)" $? "$log"
-    progress "cli/$(basename "$t" .sh)" "$t0"
+    progress "cli/$(basename "$t" .sh)" "$t0" "$b0"
 done
 
 for t in tests/oracle/*.py; do
     [ -f "$t" ] || continue
     case $(basename "$t") in _*) continue ;; esac  # helper modules
     t0=$(now)
+    b0=$(busy)
     log=$(python3 "$t" 2>&1)
     report oracle "$(basename "$t" .py)" $? "$log"
-    progress "oracle/$(basename "$t" .py)" "$t0"
+    progress "oracle/$(basename "$t" .py)" "$t0" "$b0"
 done
 
 echo "the slowest (seconds):"
