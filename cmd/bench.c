@@ -282,7 +282,7 @@ static int bkv_print_json(const bkv_result *r)
     json_object_set_new(doc, "speed", speed);
     jnum(doc, "peak_rss_mb", r->peak_mb);
     jnum(doc, "seconds", r->seconds);
-    json_layout layout = {own_line, rows};
+    json_layout layout = {own_line, rows, 0};
     return json_write_report(stdout, doc, &layout) ? cli_runtime_error("stdout: write failed") : 0;
 }
 
@@ -471,7 +471,7 @@ static int print_model_weights_json(const char *path, const bwt_model_result *w)
         json_array_append_new(codecs, o);
     }
     json_object_set_new(doc, "codecs", codecs);
-    json_layout layout = {NULL, rows};
+    json_layout layout = {NULL, rows, 0};
     return json_write_report(stdout, doc, &layout) ? cli_runtime_error("stdout: write failed") : 0;
 }
 

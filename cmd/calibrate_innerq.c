@@ -304,6 +304,33 @@ static int fold_write(tq_ctx *ctx, const ci_opts *o, const tq_gguf *g, const tq_
     return 0;
 }
 
+/* What `tq inspect` shows of a SCALES.gguf (cli.h): each layer's range of K and V scales. */
+void print_innerq_scales(const char *path)
+{
+    tq_ctx *ctx = tq_ctx_new();
+    tq_innerq_set s;
+    if (!ctx || tq_innerq_set_load(ctx, path, &s)) {
+        printf("InnerQ scales: unreadable (%s)\n", ctx ? tq_ctx_error(ctx) : "out of memory");
+        tq_ctx_free(ctx);
+        return;
+    }
+    printf("InnerQ scales: %u layers x %u %s x %u channels, method %s%s\n", s.n_layer, s.n_head,
+           s.n_head > 1 ? "KV heads" : "vector", s.head_dim, s.method,
+           s.has_v ? ", K and V" : ", K only");
+    for (uint32_t l = 0; l < s.n_layer; l++) {
+        printf("  layer %3u:", l);
+        for (int v = 0; v <= s.has_v; v++) {
+            float lo;
+            float hi;
+            tq_innerq_set_range(&s, l, v, &lo, &hi);
+            printf(" %s %.3g..%.3g", v ? "V" : "K", lo, hi);
+        }
+        printf("\n");
+    }
+    tq_innerq_set_free(&s);
+    tq_ctx_free(ctx);
+}
+
 int cmd_calibrate_innerq(int argc, char **argv)
 {
     ci_opts o;

@@ -50,7 +50,7 @@ int cli_show_sealed(const char *name, const unsigned char *head, int json)
     if (json) {
         json_t *doc = json_pack("{s:o, s:s, s:b, s:s}", "file", json_text(name), "format", "tqkv",
                                 "sealed", 1, "key_id", id);
-        json_layout layout = {NULL, NULL};
+        json_layout layout = {NULL, NULL, 0};
         if (json_write_report(stdout, doc, &layout))
             return cli_runtime_error("stdout: write failed");
     } else {

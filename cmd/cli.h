@@ -73,6 +73,8 @@ int cmd_quantize_tq4(int argc, char **argv);
 int cmd_rotate_weights(int argc, char **argv);
 int cmd_calibrate_innerq(int argc, char **argv);
 void help_calibrate_innerq(void);
+/* a SCALES.gguf of calibrate-innerq described for `tq inspect` (calibrate_innerq.c) */
+void print_innerq_scales(const char *path);
 void help_rotate_weights(void);
 void help_quantize_tq4(void);
 void help_decode_kvdump(void);

@@ -330,7 +330,7 @@ static int print_plan_json(const enc_opts *o, const tq_kvsnap_plan *p)
     json_object_set_new(doc, "tensors", tensors);
     json_object_set_new(doc, "payload_bytes", json_integer((json_int_t)total));
     json_object_set_new(doc, "skeleton_bytes", json_integer((json_int_t)m->skeleton_len));
-    json_layout layout = {NULL, rows};
+    json_layout layout = {NULL, rows, 0};
     return json_write_report(stdout, doc, &layout) ? cli_runtime_error("stdout: write failed") : 0;
 }
 

@@ -50,94 +50,89 @@ void help_inspect(void)
         "AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL from the environment.\n");
 }
 
-/* one element of a KV, as text (strings quoted, escapes visible) */
-static void print_elem(FILE *f, const tq_gguf *g, int64_t i, uint64_t j, int json)
+/* The library's message for what failed, ctx freed: the exit code. */
+static int lib_failed(tq_ctx *ctx)
+{
+    int rc = cli_lib_error(ctx);
+    tq_ctx_free(ctx);
+    return rc;
+}
+
+/* One element of a KV: printed on `text` where it is given (escapes visible, floats as %g),
+ * else returned as a JSON value (a float as the digits that give back its type's value, 9 for
+ * FLOAT32 and 17 for FLOAT64; a UINT64 past INT64_MAX a real: jansson's integers are signed). */
+static json_t *elem(const tq_gguf *g, int64_t i, uint64_t j, FILE *text)
 {
     tq_gguf_type t =
         tq_gguf_kv_type(g, i) == TQ_GGUF_ARRAY ? tq_gguf_kv_arr_type(g, i) : tq_gguf_kv_type(g, i);
-    int64_t iv;
-    uint64_t uv, len;
-    double dv;
-    if (t == TQ_GGUF_STRING) {
-        const char *s = tq_gguf_kv_get_str(g, i, j, &len);
-        if (json)
-            json_str(f, s, len);
-        else
-            cli_print_visible(f, s, len, 60);
-    } else if (t == TQ_GGUF_BOOL) {
-        tq_gguf_kv_get_int(g, i, j, &iv);
-        fputs(iv ? "true" : "false", f);
-    } else if (t == TQ_GGUF_FLOAT32 || t == TQ_GGUF_FLOAT64) {
-        tq_gguf_kv_get_float(g, i, j, &dv);
-        if (json)
-            json_double(f, dv, t == TQ_GGUF_FLOAT32 ? 9 : 17);
-        else
-            fprintf(f, "%g", dv);
-    } else if (t == TQ_GGUF_UINT64) {
-        tq_gguf_kv_get_uint(g, i, j, &uv);
-        fprintf(f, "%" PRIu64, uv);
-    } else {
-        tq_gguf_kv_get_int(g, i, j, &iv);
-        fprintf(f, "%" PRId64, iv);
-    }
+    int64_t iv = 0;
+    uint64_t uv = 0, len = 0;
+    double dv = 0;
+    const char *s = NULL;
+    if (t == TQ_GGUF_STRING) s = tq_gguf_kv_get_str(g, i, j, &len);
+    int is_float = t == TQ_GGUF_FLOAT32 || t == TQ_GGUF_FLOAT64;
+    if (is_float) tq_gguf_kv_get_float(g, i, j, &dv);
+    if (t == TQ_GGUF_UINT64) tq_gguf_kv_get_uint(g, i, j, &uv);
+    if (!s && !is_float && t != TQ_GGUF_UINT64) tq_gguf_kv_get_int(g, i, j, &iv);
+    if (text && s) cli_print_visible(text, s, len, 60);
+    else if (text && is_float) fprintf(text, "%g", dv);
+    else if (text && t == TQ_GGUF_UINT64) fprintf(text, "%" PRIu64, uv);
+    else if (text && t == TQ_GGUF_BOOL) fputs(iv ? "true" : "false", text);
+    else if (text) fprintf(text, "%" PRId64, iv);
+    if (text) return NULL;
+    if (s) return json_textn(s, len);
+    if (is_float) return json_num(dv, t == TQ_GGUF_FLOAT32 ? 9 : 17);
+    if (t == TQ_GGUF_UINT64 && uv > (uint64_t)INT64_MAX) return json_real((double)uv);
+    if (t == TQ_GGUF_UINT64) return json_integer((json_int_t)uv);
+    return t == TQ_GGUF_BOOL ? json_boolean(iv) : json_integer((json_int_t)iv);
 }
 
-/* A SCALES.gguf of calibrate-innerq: each layer's range of K and V scales. */
-static void print_innerq(const char *path)
+/* The metadata, a key a line (arrays: their first six values). */
+static void print_keys(FILE *f, const tq_gguf *g)
 {
-    tq_ctx *ctx = tq_ctx_new();
-    tq_innerq_set s;
-    if (!ctx || tq_innerq_set_load(ctx, path, &s)) {
-        printf("InnerQ scales: unreadable (%s)\n", ctx ? tq_ctx_error(ctx) : "out of memory");
-        tq_ctx_free(ctx);
-        return;
-    }
-    printf("InnerQ scales: %u layers x %u %s x %u channels, method %s%s\n", s.n_layer, s.n_head,
-           s.n_head > 1 ? "KV heads" : "vector", s.head_dim, s.method,
-           s.has_v ? ", K and V" : ", K only");
-    for (uint32_t l = 0; l < s.n_layer; l++) {
-        printf("  layer %3u:", l);
-        for (int v = 0; v <= s.has_v; v++) {
-            float lo;
-            float hi;
-            tq_innerq_set_range(&s, l, v, &lo, &hi);
-            printf(" %s %.3g..%.3g", v ? "V" : "K", lo, hi);
-        }
-        printf("\n");
-    }
-    tq_innerq_set_free(&s);
-    tq_ctx_free(ctx);
-}
-
-/* The metadata: with json an object a line, else a key a line (arrays: their first six values). */
-static void print_keys(FILE *f, const tq_gguf *g, int json)
-{
-    if (!json) fprintf(f, "\nmetadata (%" PRId64 " keys):\n", tq_gguf_n_kv(g));
+    fprintf(f, "\nmetadata (%" PRId64 " keys):\n", tq_gguf_n_kv(g));
     for (int64_t i = 0; i < tq_gguf_n_kv(g); i++) {
         tq_gguf_type t = tq_gguf_kv_type(g, i);
         int arr = t == TQ_GGUF_ARRAY;
         uint64_t n = arr ? tq_gguf_kv_count(g, i) : 1;
-        uint64_t shown = json || n <= 6 ? n : 6;
-        const char *et = arr ? tq_gguf_type_name(tq_gguf_kv_arr_type(g, i)) : "";
-        if (json) {
-            fprintf(f, "  {\"key\": ");
-            json_cstr(f, tq_gguf_kv_key(g, i));
-            fprintf(f, ", \"type\": \"%s\"", tq_gguf_type_name(t));
-            if (arr) fprintf(f, ", \"elem_type\": \"%s\", \"count\": %" PRIu64, et, n);
-            fprintf(f, ", \"value\": %s", arr ? "[" : "");
-        } else if (arr) {
-            fprintf(f, "  %-40s [%s] x%" PRIu64 " = [", tq_gguf_kv_key(g, i), et, n);
-        } else {
+        uint64_t shown = n <= 6 ? n : 6;
+        if (arr)
+            fprintf(f, "  %-40s [%s] x%" PRIu64 " = [", tq_gguf_kv_key(g, i),
+                    tq_gguf_type_name(tq_gguf_kv_arr_type(g, i)), n);
+        else
             fprintf(f, "  %-40s %-8s = ", tq_gguf_kv_key(g, i), tq_gguf_type_name(t));
-        }
         for (uint64_t j = 0; j < shown; j++) {
             if (j) fputs(", ", f);
-            print_elem(f, g, i, j, json);
+            elem(g, i, j, f);
         }
-        if (arr) fputs(!json && n > 6 ? ", ...]" : "]", f);
-        if (json) fprintf(f, "}%s", i + 1 < tq_gguf_n_kv(g) ? "," : "");
+        if (arr) fputs(n > 6 ? ", ...]" : "]", f);
         fputc('\n', f);
     }
+}
+
+/* The metadata as --json rows: a key an object, an array's every value. */
+static json_t *keys_json(const tq_gguf *g)
+{
+    json_t *rows = json_array();
+    for (int64_t i = 0; i < tq_gguf_n_kv(g); i++) {
+        tq_gguf_type t = tq_gguf_kv_type(g, i);
+        json_t *row = json_object();
+        json_object_set_new(row, "key", json_text(tq_gguf_kv_key(g, i)));
+        json_object_set_new(row, "type", json_string(tq_gguf_type_name(t)));
+        if (t == TQ_GGUF_ARRAY) {
+            uint64_t n = tq_gguf_kv_count(g, i);
+            json_t *values = json_array();
+            for (uint64_t j = 0; j < n; j++) json_array_append_new(values, elem(g, i, j, NULL));
+            json_object_set_new(row, "elem_type",
+                                json_string(tq_gguf_type_name(tq_gguf_kv_arr_type(g, i))));
+            json_object_set_new(row, "count", json_integer((json_int_t)n));
+            json_object_set_new(row, "value", values);
+        } else {
+            json_object_set_new(row, "value", elem(g, i, 0, NULL));
+        }
+        json_array_append_new(rows, row);
+    }
+    return rows;
 }
 
 /* A tensor's shape as both reports write it: "[4096, 4096]". */
@@ -209,78 +204,81 @@ static void print_human(const tq_gguf *g, const inspect_opts *o, const tq_gguf_s
         if (!strncmp(tq_gguf_kv_key(g, i), "tq.", 3)) {
             if (!prov++) printf("tq provenance:\n");
             printf("  %s = ", tq_gguf_kv_key(g, i));
-            print_elem(stdout, g, i, 0, 0);
+            elem(g, i, 0, stdout);
             printf("\n");
         }
-    if (tq_innerq_is_scales(g)) print_innerq(o->path);
-    print_keys(stdout, g, 0);
+    if (tq_innerq_is_scales(g)) print_innerq_scales(o->path);
+    print_keys(stdout, g);
     print_human_tensors(g, st);
 }
 
-/* The tensors as JSON objects, one a line, with --stats their statistics. */
-static void print_json_tensors(FILE *f, const tq_gguf *g, const tq_gguf_stats *st)
+/* The tensors as --json rows, with --stats their statistics. */
+static json_t *tensors_json(const tq_gguf *g, const tq_gguf_stats *st)
 {
     static const char *const stat_names[] = {"min", "max", "rms", "kurtosis", "beyond_6rms"};
+    json_t *rows = json_array();
     for (int64_t i = 0; i < tq_gguf_n_tensors(g); i++) {
-        char shape[64];
-        shape_text(g, i, shape, sizeof shape);
-        fprintf(f, "  {\"index\": %" PRId64 ", \"name\": ", i);
-        json_cstr(f, tq_gguf_tensor_name(g, i));
-        fprintf(f,
-                ", \"shape\": %s, \"type\": \"%s\", \"type_id\": %d, \"bytes\": %" PRIu64
-                ", \"offset\": %" PRIu64 ", \"file_offset\": %" PRIu64 ", \"shard\": %u",
-                shape, tq_gguf_tensor_type(g, i)->name, tq_gguf_tensor_type_id(g, i),
-                tq_gguf_tensor_nbytes(g, i), tq_gguf_tensor_offset(g, i),
-                tq_gguf_tensor_file_offset(g, i), tq_gguf_tensor_shard(g, i));
+        json_t *shape = json_array();
+        const int64_t *ne = tq_gguf_tensor_ne(g, i);
+        for (uint32_t d = 0; d < tq_gguf_tensor_n_dims(g, i); d++)
+            json_array_append_new(shape, json_integer((json_int_t)ne[d]));
+        json_t *row = json_pack(
+            "{s:I, s:o, s:o, s:s, s:i, s:I, s:I, s:I, s:i}", "index", (json_int_t)i, "name",
+            json_text(tq_gguf_tensor_name(g, i)), "shape", shape, "type",
+            tq_gguf_tensor_type(g, i)->name, "type_id", tq_gguf_tensor_type_id(g, i), "bytes",
+            (json_int_t)tq_gguf_tensor_nbytes(g, i), "offset",
+            (json_int_t)tq_gguf_tensor_offset(g, i), "file_offset",
+            (json_int_t)tq_gguf_tensor_file_offset(g, i), "shard", (int)tq_gguf_tensor_shard(g, i));
         if (st && st[i].have) {
             const double v[] = {st[i].min, st[i].max, st[i].rms, st[i].kurtosis, st[i].beyond6};
-            for (int k = 0; k < 5; k++) {
-                fprintf(f, "%s\"%s\": ", k ? ", " : ", \"stats\": {", stat_names[k]);
-                json_double(f, v[k], 9);
-            }
-            fprintf(f, "}");
+            json_t *stats = json_object();
+            for (int k = 0; k < 5; k++)
+                json_object_set_new(stats, stat_names[k], json_num(v[k], 9));
+            json_object_set_new(row, "stats", stats);
         }
-        fprintf(f, "}%s\n", i + 1 < tq_gguf_n_tensors(g) ? "," : "");
+        json_array_append_new(rows, row);
     }
+    return rows;
 }
 
-static void print_json(const tq_gguf *g, const inspect_opts *o, const tq_gguf_stats *st)
+/* The model's totals: parameters, bytes and bits per weight, by type. */
+static json_t *summary_json(const tq_gguf *g)
 {
-    FILE *f = stdout;
     tq_gguf_totals tt;
     tq_gguf_totals_of(g, &tt);
-    double params = tt.weights, bytes = tt.bytes;
-    fprintf(f, "{\"file\": ");
-    json_cstr(f, o->path);
-    fprintf(f,
-            ", \"format\": \"gguf\", \"version\": %u, \"alignment\": %u, \"data_offset\": %" PRIu64
-            ", \"file_size\": %" PRIu64 ",\n \"shards\": [",
-            tq_gguf_version(g), tq_gguf_alignment(g), tq_gguf_data_offset(g), tq_gguf_file_size(g));
-    for (uint32_t s = 0; s < tq_gguf_n_shards(g); s++) {
-        if (s) fprintf(f, ", ");
-        json_cstr(f, tq_gguf_shard_path(g, s));
-    }
-    fprintf(f, "],\n \"type_profile\": {\"name\": \"%s\", \"source\": \"%s\"},\n",
-            tq_type_profile_name(tq_gguf_profile(g)),
-            tq_gguf_profile_source(g, o->gopt.profile_explicit));
-    fprintf(f, " \"summary\": {\"parameters\": %.0f, \"tensor_bytes\": %.0f, \"bits_per_weight\": ",
-            params, bytes);
-    json_double(f, params > 0 ? 8 * bytes / params : 0, 6);
-    fprintf(f, ", \"by_type\": {");
-    const tq_gguf_type_total *ts = tt.by_type;
+    json_t *by_type = json_object();
     for (int k = 0; k < tt.n_types; k++) {
-        fprintf(f,
-                "%s\"%s\": {\"tensors\": %" PRId64
-                ", \"weights\": %.0f, \"bytes\": %.0f, \"bits_per_weight\": ",
-                k ? ", " : "", ts[k].name, ts[k].tensors, ts[k].weights, ts[k].bytes);
-        json_double(f, ts[k].weights > 0 ? 8 * ts[k].bytes / ts[k].weights : 0, 6);
-        fprintf(f, "}");
+        const tq_gguf_type_total *t = &tt.by_type[k];
+        json_object_set_new(by_type, t->name,
+                            json_pack("{s:I, s:o, s:o, s:o}", "tensors", (json_int_t)t->tensors,
+                                      "weights", json_num(t->weights, 17), "bytes",
+                                      json_num(t->bytes, 17), "bits_per_weight",
+                                      json_num(t->weights > 0 ? 8 * t->bytes / t->weights : 0, 6)));
     }
-    fprintf(f, "}},\n \"metadata\": [\n");
-    print_keys(f, g, 1);
-    fprintf(f, " ],\n \"tensors\": [\n");
-    print_json_tensors(f, g, st);
-    fprintf(f, " ]\n}\n");
+    return json_pack("{s:o, s:o, s:o, s:o}", "parameters", json_num(tt.weights, 17),
+                     "tensor_bytes", json_num(tt.bytes, 17), "bits_per_weight",
+                     json_num(tt.weights > 0 ? 8 * tt.bytes / tt.weights : 0, 6), "by_type",
+                     by_type);
+}
+
+/* A model as --json writes it (tq's one JSON writer). */
+static int print_json(const tq_gguf *g, const inspect_opts *o, const tq_gguf_stats *st)
+{
+    static const char *const own_line[] = {"shards", "type_profile", "summary",
+                                           "metadata", "tensors", NULL};
+    json_t *shards = json_array();
+    for (uint32_t s = 0; s < tq_gguf_n_shards(g); s++)
+        json_array_append_new(shards, json_text(tq_gguf_shard_path(g, s)));
+    json_t *doc = json_pack(
+        "{s:o, s:s, s:i, s:i, s:I, s:I, s:o, s:{s:s, s:s}, s:o, s:o, s:o}", "file",
+        json_text(o->path), "format", "gguf", "version", (int)tq_gguf_version(g), "alignment",
+        (int)tq_gguf_alignment(g), "data_offset", (json_int_t)tq_gguf_data_offset(g), "file_size",
+        (json_int_t)tq_gguf_file_size(g), "shards", shards, "type_profile", "name",
+        tq_type_profile_name(tq_gguf_profile(g)), "source",
+        tq_gguf_profile_source(g, o->gopt.profile_explicit), "summary", summary_json(g),
+        "metadata", keys_json(g), "tensors", tensors_json(g, st));
+    json_layout layout = {own_line, own_line + 3, 1};
+    return json_write_report(stdout, doc, &layout) ? cli_runtime_error("stdout: write failed") : 0;
 }
 
 /* ---- KV states and snapshots */
@@ -347,7 +345,7 @@ static int state_json(const tq_kv_view *s, const char *label)
         for (uint32_t j = 0; j < tq_kv_view_kv(s, i)->n_stream; j++)
             json_array_append_new(states, stream_json(&tq_kv_view_kv(s, i)->streams[j], i, j));
     json_object_set_new(doc, "kv_states", states);
-    json_layout layout = {own_line, own_line + 1};
+    json_layout layout = {own_line, own_line + 1, 0};
     return json_write_report(stdout, doc, &layout) ? cli_runtime_error("stdout: write failed") : 0;
 }
 
@@ -370,11 +368,7 @@ static int inspect_state(const char *path, const char *label, int json, tq_type_
 {
     tq_ctx *ctx = tq_ctx_new();
     tq_kv_view *s;
-    if (tq_kv_view_open_as(ctx, path, label, prof, &s)) {
-        int rc = cli_lib_error(ctx);
-        tq_ctx_free(ctx);
-        return rc;
-    }
+    if (tq_kv_view_open_as(ctx, path, label, prof, &s)) return lib_failed(ctx);
     int rc = json ? state_json(s, label) : 0;
     unsigned kind = tq_kv_view_kind(s);
     uint64_t vals = tq_kv_view_kv_values(s), kvb = tq_kv_view_kv_bytes(s);
@@ -408,35 +402,23 @@ static int inspect_state(const char *path, const char *label, int json, tq_type_
     return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
 }
 
-/* The snapshot's header fields as the start of the --json object. */
-static void header_json(const tqkv_reader *r, const tqkv_meta *m, const char *path, uint64_t vals,
-                        double bpv)
+/* A snapshot's header fields as the --json document's first members. */
+static json_t *header_json(const tqkv_reader *r, const tqkv_meta *m, const char *path,
+                           uint64_t vals, double bpv)
 {
-    printf("{\"file\": ");
-    json_cstr(stdout, path);
-    printf(", \"format\": \"tqkv\", \"version\": %d, \"size\": %" PRIu64
-           ", \"verified\": %s, \"chunks\": %" PRIu64
-           ", \"source\": {\"kind\": \"%s\", \"version\": %u, \"size\": %" PRIu64
-           ", \"tokens\": %u, \"architecture\": ",
-           tqkv_version(r), tqkv_size(r), tqkv_streamed(r) == 2 ? "false" : "true",
-           tqkv_n_chunks(r), tq_kv_kind_name(m->source_kind, 0),
-           m->state_version, m->source_size, m->n_tokens);
-    json_cstr(stdout, m->arch);
-    printf("}, \"base\": ");
-    if (m->base_id)
-        json_cstr(stdout, m->base_name);
-    else
-        printf("null");
-    printf(", \"type_profile\": \"%s\", \"model_fingerprint\": ", m->profile);
-    if (m->has_fingerprint)
-        printf("\"%016" PRIx64 "\"", m->fingerprint);
-    else
-        printf("null");
-    printf(", \"kv_values\": %" PRIu64 ", \"bits_per_value\": ", vals);
-    json_double(stdout, bpv, 6);
-    printf(", \"ratio\": ");
-    json_double(stdout, (double)m->source_size / (double)tqkv_size(r), 6);
-    printf(",\n \"tensors\": [\n");
+    char print[17]; /* the model's fingerprint */
+    snprintf(print, sizeof print, "%016" PRIx64, m->fingerprint);
+    return json_pack(
+        "{s:o, s:s, s:i, s:I, s:b, s:I, s:{s:s, s:i, s:I, s:i, s:o}, s:o, s:o, s:o, s:I, s:o, s:o}",
+        "file", json_text(path), "format", "tqkv", "version", tqkv_version(r), "size",
+        (json_int_t)tqkv_size(r), "verified", tqkv_streamed(r) != 2, "chunks",
+        (json_int_t)tqkv_n_chunks(r), "source", "kind", tq_kv_kind_name(m->source_kind, 0),
+        "version", (int)m->state_version, "size", (json_int_t)m->source_size, "tokens",
+        (int)m->n_tokens, "architecture", json_text(m->arch), "base",
+        m->base_id ? json_text(m->base_name) : json_null(), "type_profile", json_text(m->profile),
+        "model_fingerprint", m->has_fingerprint ? json_string(print) : json_null(), "kv_values",
+        (json_int_t)vals, "bits_per_value", json_num(bpv, 6), "ratio",
+        json_num((double)m->source_size / (double)tqkv_size(r), 6));
 }
 
 /* The snapshot's header fields as the text report's first lines. */
@@ -489,63 +471,73 @@ static void header_text(const tqkv_reader *r, const tqkv_meta *m, const char *pa
     if (guessed)
         printf("group:         guessed from the row width when encoded (no --model or "
                "--head-dim)\n");
-    for (uint32_t s = 0; mapped && s < 2; s++) { /* the iSWA caches' model layers, K in order */
-        int any = 0;
+    int any[2] = {0, 0}; /* the iSWA caches' model layers, K in order */
+    for (uint32_t s = 0; mapped && s < 2; s++)
         for (uint32_t i = 0; i < m->n_tensors; i++) {
             const tqkv_record *t = &m->t[i];
-            if (t->kv_state != s || t->is_v || t->stream || t->model_layer == TQKV_NO_MODEL_LAYER)
-                continue;
             const char *lead = s ? "\n  cache 1 (SWA):  " : "model layers:  cache 0 (base): ";
-            printf("%s%u", any++ ? " " : lead, t->model_layer);
+            if (t->kv_state == s && !t->is_v && !t->stream && t->model_layer != TQKV_NO_MODEL_LAYER)
+                printf("%s%u", any[s]++ ? " " : lead, t->model_layer);
         }
-        if (s == 1) printf("\n");
-    }
+    if (mapped) printf("\n");
     printf("\n  %5s %6s %3s %-8s %-*s %6s %12s %8s\n", "state", "layer", "kv", "type",
            codec_width(m), "codec", "cells", "stored", "bits/val");
 }
 
-/* One record: its coding and what its chunks take (stored bytes). */
-static void record_row(const tqkv_meta *m, uint32_t i, uint64_t stored, int json)
+/* A record's element type, as the snapshot's revision numbers it (NULL: none known). */
+static const tq_ggml_type *record_type(const tqkv_meta *m, const tqkv_record *t)
+{
+    tq_type_profile p = TQ_PROFILE_DEFAULT;
+    tq_type_profile_parse(m->profile, &p);
+    return tq_ggml_type_get(p, t->type_id);
+}
+
+/* One record: its coding and what its chunks take (stored bytes), a table row. */
+static void record_row(const tqkv_meta *m, uint32_t i, uint64_t stored)
 {
     const tqkv_record *t = &m->t[i];
     char codec[CODEC_LEN];
     tq_kvsnap_describe(t, TQ_DESCRIBE_TABLE, codec, sizeof codec);
-    tq_type_profile p = TQ_PROFILE_DEFAULT;
-    tq_type_profile_parse(m->profile, &p);
-    const tq_ggml_type *ty = tq_ggml_type_get(p, t->type_id);
+    const tq_ggml_type *ty = record_type(m, t);
     double b = 8.0 * (double)stored / (double)(t->width * t->cells);
-    if (json) printf("  {");
-    if (json && t->model_layer != TQKV_NO_MODEL_LAYER)
-        printf("\"model_layer\": %u, ", t->model_layer);
-    if (json && t->group_guessed) printf("\"group_guessed\": true, ");
-    if (json && t->sink_rows) printf("\"sink_rows\": %u, ", t->sink_rows);
-    if (json && t->offset) printf("\"offset\": true, ");
-    if (json && t->planes) printf("\"planes\": true, ");
-    if (json && t->uniform) printf("\"uniform\": true, ");
-    if (json && t->klt) /* the heads' coded components and their stored bases */
-        printf("\"components\": %" PRIu64 ", \"basis_bytes\": %" PRIu64 ", ",
-               tqkv_klt_components(t), 2 * tqkv_klt_components(t) * t->group);
-    if (json && t->coarse_end) /* cells past a sliding window: rows below the end, coarser */
-        printf("\"past_end\": %u, \"past_bits\": %u, \"past_step_scale\": %g, ", t->coarse_end,
-               t->coarse_bits, (double)t->coarse_scale);
-    if (json && t->hadamard) /* the source's rotation block (llama.cpp's quantized caches) */
-        printf("\"hadamard\": %u, ", t->hadamard);
-    if (json && t->rope_pos)
-        printf("\"offset_rope\": {\"n_rot\": %u, \"freq_base\": %g, \"freq_scale\": %g}, ",
-               t->rope.n_rot, t->rope.freq_base, t->rope.freq_scale);
-    if (json)
-        printf("\"kv_state\": %u, \"stream\": %u, \"layer\": %u, \"kv\": \"%s\", \"type\": "
-               "\"%s\", \"codec\": \"%s\", \"group\": %u, "
-               "\"bits\": %u, \"innerq\": %s, \"cells\": %u, \"width\": %" PRIu64
-               ", \"stored_bytes\": %" PRIu64 ", \"bits_per_value\": %.4f}%s\n",
-               t->kv_state, t->stream, t->layer, t->is_v ? "V" : "K", ty ? ty->name : "?",
-               tqkv_codec_family(t->codec), t->group, t->bits, t->innerq ? "true" : "false",
-               t->cells,
-               t->width, stored, b, i + 1 < m->n_tensors ? "," : "");
-    else
-        printf("  %5u %6u %3s %-8s %-*s %6u %12" PRIu64 " %8.3f\n", t->kv_state, t->layer,
-               t->is_v ? "V" : "K", ty ? ty->name : "?", codec_width(m), codec, t->cells, stored,
-               b);
+    printf("  %5u %6u %3s %-8s %-*s %6u %12" PRIu64 " %8.3f\n", t->kv_state, t->layer,
+           t->is_v ? "V" : "K", ty ? ty->name : "?", codec_width(m), codec, t->cells, stored, b);
+}
+
+/* an integer member where it is present (jansson's "o*" leaves a NULL out) */
+static json_t *present(int have, json_int_t v) { return have ? json_integer(v) : NULL; }
+
+/* One record as a --json row: the attributes it has, then its coding and stored bytes. */
+static json_t *record_json(const tqkv_meta *m, uint32_t i, uint64_t stored)
+{
+    const tqkv_record *t = &m->t[i];
+    const tq_ggml_type *ty = record_type(m, t);
+    double b = 8.0 * (double)stored / (double)(t->width * t->cells);
+    json_int_t comps = (json_int_t)tqkv_klt_components(t); /* the heads' coded components */
+    json_t *rope = !t->rope_pos ? NULL
+                                : json_pack("{s:i, s:o, s:o}", "n_rot", (int)t->rope.n_rot,
+                                            "freq_base", json_num(t->rope.freq_base, 6),
+                                            "freq_scale", json_num(t->rope.freq_scale, 6));
+    /* past_*: cells past a sliding window, rows below the end, coarser; hadamard: the source's
+     * rotation block (llama.cpp's quantized caches) */
+    return json_pack(
+        "{s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*,"
+        " s:i, s:i, s:i, s:s, s:s, s:s, s:i, s:i, s:b, s:i, s:I, s:I, s:o}",
+        "model_layer", present(t->model_layer != TQKV_NO_MODEL_LAYER, t->model_layer),
+        "group_guessed", t->group_guessed ? json_true() : NULL, "sink_rows",
+        present(t->sink_rows != 0, t->sink_rows), "offset", t->offset ? json_true() : NULL,
+        "planes", t->planes ? json_true() : NULL, "uniform", t->uniform ? json_true() : NULL,
+        "components", present(t->klt != NULL, comps), "basis_bytes",
+        present(t->klt != NULL, 2 * comps * t->group),
+        "past_end", present(t->coarse_end != 0, t->coarse_end), "past_bits",
+        present(t->coarse_end != 0, t->coarse_bits), "past_step_scale",
+        t->coarse_end ? json_num(t->coarse_scale, 6) : NULL, "hadamard",
+        present(t->hadamard != 0, t->hadamard), "offset_rope", rope,
+        "kv_state", (int)t->kv_state, "stream", (int)t->stream, "layer", (int)t->layer, "kv",
+        t->is_v ? "V" : "K", "type", ty ? ty->name : "?", "codec", tqkv_codec_family(t->codec),
+        "group", (int)t->group, "bits", (int)t->bits, "innerq", t->innerq, "cells",
+        (int)t->cells, "width", (json_int_t)t->width, "stored_bytes", (json_int_t)stored,
+        "bits_per_value", json_decimals(b, 4));
 }
 
 /* head: the first 16 bytes (a sealed snapshot's key id among them). */
@@ -561,25 +553,31 @@ static int inspect_snapshot(const char *path, struct tq_src *src, const uint8_t 
      * index alone are fetched */
     tq_status st = src ? tqkv_open_src(ctx, src, &r) : tqkv_open(ctx, path, &r);
     if (!st && src && (st = tqkv_finish(ctx, r))) tqkv_close(r);
-    if (st) {
-        int rc = cli_lib_error(ctx);
-        tq_ctx_free(ctx);
-        return rc;
-    }
+    if (st) return lib_failed(ctx);
     const tqkv_meta *m = tqkv_meta_of(r);
     uint64_t vals = tqkv_meta_values(m);
     double bpv = vals ? 8.0 * (double)tqkv_size(r) / (double)vals : 0.0;
-    if (json)
-        header_json(r, m, path, vals, bpv);
-    else
+    int rc = 0;
+    if (json) {
+        static const char *const own_line[] = {"tensors", NULL};
+        json_t *doc = header_json(r, m, path, vals, bpv);
+        json_t *rows = json_array();
+        for (uint32_t i = 0; i < m->n_tensors; i++)
+            json_array_append_new(rows, record_json(m, i, tqkv_record_stored(r, i)));
+        json_object_set_new(doc, "tensors", rows);
+        if (*id) json_object_set_new(doc, "sealed", json_true());
+        if (*id) json_object_set_new(doc, "key_id", json_string(id));
+        json_layout layout = {own_line, own_line, 0};
+        if (json_write_report(stdout, doc, &layout)) rc = cli_runtime_error("stdout: write failed");
+    } else {
         header_text(r, m, path, vals, bpv);
-    for (uint32_t i = 0; i < m->n_tensors; i++) record_row(m, i, tqkv_record_stored(r, i), json);
-    if (json && *id) printf(" ], \"sealed\": true, \"key_id\": \"%s\"}\n", id);
-    else if (json) printf(" ]}\n");
-    else if (*id) printf("sealed:        AES-256-GCM, key id %s\n", id);
+        for (uint32_t i = 0; i < m->n_tensors; i++) record_row(m, i, tqkv_record_stored(r, i));
+        if (*id) printf("sealed:        AES-256-GCM, key id %s\n", id);
+    }
     tqkv_close(r);
     tq_ctx_free(ctx);
-    return fflush(stdout) ? cli_runtime_error("writing to stdout failed") : 0;
+    if (!rc && fflush(stdout)) rc = cli_runtime_error("writing to stdout failed");
+    return rc;
 }
 
 static int parse(int argc, char **argv, inspect_opts *o)
@@ -639,11 +637,7 @@ int cmd_inspect(int argc, char **argv)
     const char *path = o.path;
     tq_ctx *ctx = tq_ctx_new();
     if (!ctx) return cli_runtime_error("out of memory");
-    if (tq_io_peek(ctx, o.path, &src, magic, sizeof magic, &nm)) {
-        rc = cli_lib_error(ctx);
-        tq_ctx_free(ctx);
-        return rc;
-    }
+    if (tq_io_peek(ctx, o.path, &src, magic, sizeof magic, &nm)) return lib_failed(ctx);
     if (tqkv_is_snapshot(magic, nm) || (nm == sizeof magic && tq_seal_is_sealed(magic, nm))) {
         tq_ctx_free(ctx);
         if (o.stats) {
@@ -684,10 +678,10 @@ int cmd_inspect(int argc, char **argv)
     if (o.stats) rc = gguf_stats(ctx, g, &o, &st);
     if (!rc) {
         if (o.json)
-            print_json(g, &o, st);
+            rc = print_json(g, &o, st);
         else
             print_human(g, &o, st);
-        if (fflush(stdout)) rc = cli_runtime_error("writing to stdout failed");
+        if (!rc && fflush(stdout)) rc = cli_runtime_error("writing to stdout failed");
     }
     free(st);
     tq_gguf_close(g);

@@ -36,53 +36,29 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     return cp < min || cp > 0x10ffff || surrogate ? 0 : len;
 }
 
-void json_str(FILE *f, const char *s, uint64_t len)
-{
-    /* the characters JSON escapes with a letter; other controls as \u00XX */
-    static const char *const escape[128] = {
-        ['"'] = "\\\"", ['\\'] = "\\\\", ['\n'] = "\\n", ['\r'] = "\\r", ['\t'] = "\\t",
-    };
-    fputc('"', f);
-    for (uint64_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        size_t seq = utf8_len((const unsigned char *)s + i, len - i);
-        if (c < 128 && escape[c]) {
-            fputs(escape[c], f);
-        } else if (c < 0x20 || c == 0x7f) {
-            fprintf(f, "\\u%04x", c);
-        } else if (!seq) {
-            fputs("\\ufffd", f); /* not UTF-8: JSON text is */
-        } else {
-            fwrite(s + i, 1, seq, f);
-            i += seq - 1;
-        }
-    }
-    fputc('"', f);
-}
-
-void json_cstr(FILE *f, const char *s) { json_str(f, s, strlen(s)); }
-
-void json_double(FILE *f, double v, int digits)
-{
-    if (!isfinite(v))
-        fputs("null", f);
-    else
-        fprintf(f, "%.*g", digits, v);
-}
-
 json_t *json_num(double v, int digits)
 {
     if (!isfinite(v)) return json_null();
     char shown[64];
     snprintf(shown, sizeof shown, "%.*g", digits, v);
     double rounded = strtod(shown, NULL);
+    if (rounded == 0 && signbit(rounded)) return json_real(rounded); /* -0 keeps its sign */
     if (fabs(rounded) < 9e15 && rounded == floor(rounded)) return json_integer((json_int_t)rounded);
     return json_real(rounded);
 }
 
-json_t *json_text(const char *s)
+json_t *json_decimals(double v, int places)
 {
-    size_t n = strlen(s);
+    if (!isfinite(v)) return json_null();
+    char shown[352]; /* [352]: DBL_MAX's 309 digits and the places asked */
+    snprintf(shown, sizeof shown, "%.*f", places, v);
+    return json_num(strtod(shown, NULL), 17);
+}
+
+json_t *json_text(const char *s) { return json_textn(s, strlen(s)); }
+
+json_t *json_textn(const char *s, size_t n)
+{
     char *clean = malloc(3 * n + 1); /* [3n + 1]: each byte at most U+FFFD's three */
     if (!clean) return NULL;
     size_t out = 0;
@@ -162,7 +138,7 @@ int json_write_report(FILE *f, json_t *doc, const json_layout *layout)
         else
             bad |= put_json(f, value);
     }
-    bad |= fputs("}\n", f) == EOF;
+    bad |= fputs(layout->close_own_line ? "\n}\n" : "}\n", f) == EOF;
     json_decref(doc);
     return bad ? -1 : 0;
 }

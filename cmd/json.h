@@ -1,5 +1,5 @@
-/* json.h - the few helpers the subcommands need to print JSON to a stream:
- * escaped strings and numbers that stay valid JSON (non-finite -> null). */
+/* json.h - tq's one JSON writer and the values it writes: every key, string and number
+ * of a --json report is written by jansson; numbers stay valid JSON (non-finite -> null). */
 #ifndef TQ_JSON_H
 #define TQ_JSON_H
 
@@ -7,15 +7,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
-void json_str(FILE *f, const char *s, uint64_t len); /* quoted, escaped */
-void json_cstr(FILE *f, const char *s);
-void json_double(FILE *f, double v, int digits); /* %.{digits}g or null */
-
 /* jansson values: a number rounded to `digits` significant digits (an integer where it is
  * one, null where it is not finite: jansson refuses NaN); a string whose invalid UTF-8
  * bytes become U+FFFD (names come from files: jansson refuses invalid UTF-8). */
 json_t *json_num(double v, int digits);
 json_t *json_text(const char *s);
+json_t *json_textn(const char *s, size_t n); /* n bytes, NULs among them */
+/* a number rounded to `places` decimals (a report's fixed-point column), as json_num writes it */
+json_t *json_decimals(double v, int places);
 /* The one JSON writer of tq's reports: doc (an object, taken) laid out as a line a part, its
  * members on the first line but for those named in own_line (NULL-terminated), each on a line
  * of its own, and the arrays named in rows an element a line; every key and value is written
@@ -23,6 +22,7 @@ json_t *json_text(const char *s);
 typedef struct json_layout {
     const char *const *own_line;
     const char *const *rows;
+    int close_own_line; /* the closing brace on a line of its own */
 } json_layout;
 int json_write_report(FILE *f, json_t *doc, const json_layout *layout);
 /* Writes doc (taking it) and a newline to f through jansson (reals as the 15 digits that give

@@ -263,7 +263,7 @@ static int qt_json_report(const tq_gguf *g, const tq_quant_job *jobs, int64_t n,
     json_object_set_new(sum, "fallbacks", json_integer(nf));
     json_object_set_new(sum, "seconds", json_num(secs, 4));
     json_object_set_new(doc, "summary", sum);
-    json_layout layout = {own_line, rows};
+    json_layout layout = {own_line, rows, 0};
     return json_write_report(stdout, doc, &layout) ? cli_runtime_error("stdout: write failed") : 0;
 }
 

@@ -46,9 +46,9 @@ rc=$?
 [ $rc -eq 1 ] || fail "a run with a failure exited $rc"
 line() { printf '%s\n' "$log" | grep -n -- "$1" | head -n 1 | cut -d: -f1; }
 a=$(line "^ok cli/a/a_holds$")
-a_done=$(line "^  -- cli/a: [0-9.]* s; so far 2 passed, 0 failed, 0 skipped$")
+a_done=$(line "^  -- cli/a: [0-9.]* s, cores busy [0-9.]*; so far 2 passed, 0 failed, 0 skipped$")
 b=$(line "^FAIL cli/b/b_breaks$")
-c_done=$(line "^  -- oracle/c: [0-9.]* s; so far 2 passed, 1 failed, 1 skipped$")
+c_done=$(line "^  -- oracle/c: [0-9.]* s, cores busy [0-9.]*; so far 2 passed, 1 failed, 1 skipped$")
 slowest=$(line "^the slowest (seconds):$")
 [ -n "$a" ] && [ -n "$a_done" ] && [ -n "$b" ] && [ -n "$c_done" ] && [ -n "$slowest" ] &&
     [ "$a" -lt "$a_done" ] && [ "$a_done" -lt "$b" ] && [ "$c_done" -lt "$slowest" ] ||

@@ -131,6 +131,27 @@ for f in "$o"/*.gguf "$o"/inspect-*; do
     perl -pi -e "s/tq \Q$version\E/tq 0.1.0/g" "$f" || fail "relabelling $f"
 done
 
+# inspect's JSON was written by printf when the hashes were recorded and is written by jansson
+# now: the same values, spelt otherwise in three ways (glibc's %g pads an exponent to a sign and
+# two digits, jansson does not; jansson writes a negative zero as -0.0, %g as -0; a snapshot
+# record's bits_per_value was %.4f, trailing zeros kept).  Those numbers are spelt back as
+# recorded, outside strings; every other byte is compared as it is
+for f in "$o"/inspect-*.json; do
+    perl -pi -e '
+        my $row = /^  \{"/;
+        s{("bits_per_value": )?("(?:[^"\\]|\\.)*"|-?[0-9][0-9.]*(?:e[-+]?[0-9]+)?)}{
+            my ($bpv, $n) = ($1, $2);
+            my $str = substr($n, 0, 1) eq "\"" ? $n : undef;
+            if (defined $str) { ($bpv // "") . $str }
+            elsif (defined $bpv && $row) { $bpv . sprintf("%.4f", $n) }
+            else {
+                $n =~ s/^(-?[0-9]+)\.0$/$1/;
+                $n =~ s/e([-+]?)([0-9]+)$/sprintf("e%s%02d", $1 eq "-" ? "-" : "+", $2)/e;
+                ($bpv // "") . $n;
+            }
+        }ge' "$f" || fail "respelling $f"
+done
+
 # KEEP_OUT=DIR keeps a copy of the outputs there (to see what changed)
 [ -n "${KEEP_OUT:-}" ] && cp -r "$o" "$KEEP_OUT"
 (cd "$o" && find . -type f -size +0 | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum) >"$tmp/got"

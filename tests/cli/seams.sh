@@ -207,10 +207,14 @@ bad=$(grep -rn -i "\"[^\"]*\($revs\)[^\"]*\"" lib formats cmd --include=*.c --in
 grep -q '^### Adding a fork revision' HACKING.md || fail "HACKING.md does not say how to add one"
 
 behaviour json_keys_are_written_by_jansson
-# every --json document is a jansson tree written by cmd/json.c's one writer; inspect's model
-# and snapshot documents are still printf (their bytes are held by output_hashes.sh: issue 57)
-bad=$(grep -n '\\"[a-z_]*\\": ' cmd/*.c | grep -v '^cmd/inspect\.c:')
+# every --json document is a jansson tree written by cmd/json.c's one writer: no key in a C
+# string with its quotes escaped, no brace or bracket printed, and no JSON helper that prints
+bad=$(grep -n '\\"[a-z_]*\\": ' cmd/*.c)
 [ -z "$bad" ] || fail "JSON keys written by printf: $bad"
+bad=$(grep -nE 'printf\([^;]*"[^"]*(\{\\"|\\"\}|\]\}|\[\\")' cmd/*.c)
+[ -z "$bad" ] || fail "JSON braces written by printf: $bad"
+bad=$(grep -nE '^(void|int) json_' cmd/json.h | grep -v 'json_write')
+[ -z "$bad" ] || fail "a JSON helper that prints beside the writer: $bad"
 grep -q 'json_write_report' cmd/json.h || fail "no one JSON writer in cmd/json.h"
 
 exit 0
