@@ -5,6 +5,7 @@
 #                                    all under DIR and on 127.0.0.1 only; print the
 #                                    shell-sourceable AWS_* lines a client needs, exit 0
 #   sh tests/setup_s3.sh stop DIR    stop those daemons by their PIDs and remove DIR
+#   sh tests/setup_s3.sh tools       the Ceph packages alone (installed when missing and root)
 #
 # SETUP_S3_ALSO_LISTEN=ADDR: radosgw answers on ADDR too, at the same port (a benchmark runs
 # the cluster in a network namespace and reaches it over a shaped link: tests/bench/slot_link.py).
@@ -30,7 +31,7 @@ ALSO_LISTEN=${SETUP_S3_ALSO_LISTEN:-}
 NPORTS=12
 
 say() { echo "setup_s3: $*" >&2; }
-usage() { echo "usage: sh tests/setup_s3.sh start|stop DIR" >&2; exit 2; }
+usage() { echo "usage: sh tests/setup_s3.sh start|stop DIR, or tools" >&2; exit 2; }
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 elapsed() { t=$(( $(now_ms) - T0 )); printf '%d.%03ds' $((t / 1000)) $((t % 1000)); }
 
@@ -337,6 +338,11 @@ stop() {
     say "stopped in $(elapsed)"
 }
 
+# tools: the packages alone, installed before tests that start clusters at once (tests/run.sh)
+if [ "${1:-}" = tools ] && [ $# -eq 1 ]; then
+    ensure_tools
+    exit 0
+fi
 if [ $# -ne 2 ] || [ -z "$2" ]; then usage; fi
 DIR=$2
 # Absolute, so that a caller's later cd does not matter to the daemons or to stop.

@@ -41,7 +41,9 @@ printf 'echo "ok a_holds"\n' >"$tmp/tree/tests/cli/a.sh"
 printf 'echo "FAIL: b_breaks: it broke"\nexit 1\n' >"$tmp/tree/tests/cli/b.sh"
 printf 'import sys\nprint("SKIP: no oracle here")\nsys.exit(77)\n' >"$tmp/tree/tests/oracle/c.py"
 # a skip stays a skip here (CI sets TQ_REQUIRE_ORACLES=1, which makes it a failure)
-log=$(TQ_NO_SETUP=1 TQ_REQUIRE_ORACLES=0 sh "$tmp/tree/tests/run.sh" 2>&1)
+# one lane: the scripts finish in the queue's order; the order kept in a cache of its own
+log=$(TQ_NO_SETUP=1 TQ_REQUIRE_ORACLES=0 TQ_TEST_JOBS=1 XDG_CACHE_HOME="$tmp/cache" \
+    sh "$tmp/tree/tests/run.sh" 2>&1)
 rc=$?
 [ $rc -eq 1 ] || fail "a run with a failure exited $rc"
 line() { printf '%s\n' "$log" | grep -n -- "$1" | head -n 1 | cut -d: -f1; }
@@ -56,3 +58,25 @@ slowest=$(line "^the slowest (seconds):$")
 [ "$(printf '%s\n' "$log" | grep -c '^  [0-9.]* \(unit\|cli\|oracle\)/')" -eq 4 ] ||
     fail "not four scripts among the slowest: $log"
 [ "$(printf '%s\n' "$log" | tail -n 1)" = "2 passed, 1 failed" ] || fail "the last line: $log"
+
+behaviour run_sh_runs_scripts_in_lanes_at_once
+# two scripts that each wait for the other to have started: both hold only when they run at once
+mkdir -p "$tmp/lanes/tests/cli" "$tmp/lanes/tests/oracle" "$tmp/lanes/build/tests"
+cp tests/run.sh tests/cli/common.inc "$tmp/lanes/tests/" || fail "cp"
+printf '#!/bin/sh\necho "ok unit_one"\n' >"$tmp/lanes/build/tests/unit-runner"
+chmod +x "$tmp/lanes/build/tests/unit-runner"
+for me in x y; do
+    other=y
+    [ $me = y ] && other=x
+    cat >"$tmp/lanes/tests/cli/$me.sh" <<SH
+touch "$tmp/lanes/$me.started"
+i=0
+while [ ! -e "$tmp/lanes/$other.started" ] && [ \$i -lt 300 ]; do sleep 0.1; i=\$((i + 1)); done
+[ -e "$tmp/lanes/$other.started" ] && echo "ok ${me}_met_$other" || echo "FAIL: ${me}_met_$other: alone"
+SH
+done
+log=$(TQ_NO_SETUP=1 TQ_TEST_JOBS=2 XDG_CACHE_HOME="$tmp/cache2" sh "$tmp/lanes/tests/run.sh" 2>&1)
+[ "$(printf '%s\n' "$log" | tail -n 1)" = "3 passed, 0 failed" ] || fail "two lanes: $log"
+# the next run's order: the times of this one, kept in the cache
+[ "$(wc -l <"$tmp/cache2/tq/test-times")" -eq 3 ] ||
+    fail "times kept: $(cat "$tmp/cache2/tq/test-times" 2>&1)"

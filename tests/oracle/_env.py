@@ -52,6 +52,20 @@ def tq(*args, ok=True):
     return p
 
 
+def cache_tmp(path):
+    """A name beside `path` that no other process writes: scripts that run at once (make
+    test's lanes) may fill the same cache entry; each writes its own and renames it into place
+    (os.replace), so a reader sees a whole entry or none."""
+    return path.with_name(f"{path.name}.{os.getpid()}.tmp")
+
+
+def cache_put(path, data):
+    """bytes written to the cache entry `path` whole, as cache_tmp says."""
+    tmp = cache_tmp(path)
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def _checked_model(path, sha256, fill):
     """path, made once by fill(tmp) (which writes tmp and returns its sha256) and checked
     against sha256; a stamp of its size and time beside it spares the hash next time."""
@@ -59,13 +73,13 @@ def _checked_model(path, sha256, fill):
     if path.exists() and stamp.exists() and stamp.read_text() == f"{path.stat().st_size} {path.stat().st_mtime_ns}":
         return path
     CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = cache_tmp(path)
     got = fill(tmp)
     if got != sha256:
         tmp.unlink()
         raise SystemExit(f"{path.name}: sha256 {got}, expected {sha256}")
     os.replace(tmp, path)
-    stamp.write_text(f"{path.stat().st_size} {path.stat().st_mtime_ns}")
+    cache_put(stamp, f"{path.stat().st_size} {path.stat().st_mtime_ns}".encode())
     return path
 
 

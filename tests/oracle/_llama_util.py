@@ -1,8 +1,12 @@
 """Helpers shared by the llama.cpp oracle tests (not a test itself)."""
 import ctypes
+import io
+import os
 
 import numpy as np
 import llama_cpp
+
+from _env import cache_put, cache_tmp
 
 
 def open_llm(model, n_ctx=2048, type_kv=None, flash=True):
@@ -59,11 +63,13 @@ def cached_session(llm, toks, tokens, n_cont, state):
     assert len(toks) >= tokens + n_cont, f"{len(toks)} tokens of text, fewer than {tokens} + {n_cont}"
     if not state.exists():
         state.parent.mkdir(parents=True, exist_ok=True)
-        tmp = state.with_suffix(".tmp")
+        tmp = cache_tmp(state)
         save_state(None, toks[:tokens], tmp, llm=llm)
-        tmp.rename(state)
+        os.replace(tmp, state)
     if not cont.exists() or len(np.load(cont)) < n_cont:
-        np.save(cont, np.array(toks[tokens : tokens + n_cont], dtype=np.int32))
+        buf = io.BytesIO()
+        np.save(buf, np.array(toks[tokens : tokens + n_cont], dtype=np.int32))
+        cache_put(cont, buf.getvalue())
     return np.load(cont).tolist()[:n_cont]
 
 

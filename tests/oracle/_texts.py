@@ -29,7 +29,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from _env import CACHE
+from _env import CACHE, cache_put
 
 LLAMA = "llama-cpp-python==0.3.36"
 V = "vendor/llama.cpp/"
@@ -140,7 +140,7 @@ def source_text(name):
     if sha and got != sha:
         raise SystemExit(f"text {name}: sha256 {got}, expected {sha}")
     if not path.exists():
-        path.write_bytes(data)
+        cache_put(path, data)
     return data
 
 
