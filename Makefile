@@ -2,6 +2,12 @@
 # the codec library tq.h declares); formats/ build into build/libtqformats.a, private to tq and
 # the tests.  CUDA sources in kernels/ are built when nvcc is on PATH (CUDA=0 disables).
 
+# every core unless a -j is given (make -j1: one at a time): the build is most of a first
+# `make demo` and the first part of `make test`
+ifeq (,$(filter -j%,$(MAKEFLAGS)))
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
+
 CC      ?= cc
 NVCC    ?= nvcc
 PREFIX  ?= /usr/local

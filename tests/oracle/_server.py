@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from _env import ROOT
+from _env import ROOT, TEST_THREADS
 
 
 def server_binary():
@@ -72,7 +72,7 @@ def _die_with_parent():
 class Server:
     """with Server(binary, model, slots, "--swa-full") as s: s.post(...).  Flags
     beyond the fixed ones (one slot, no RAM prompt cache, flash attention on,
-    2 threads) are appended."""
+    2 threads, or TQ_TEST_THREADS) are appended."""
 
     def __init__(self, binary, model, slots, *flags, ctx=4096, save_path=True, port=None):
         self.binary, self.model, self.slots = binary, Path(model), Path(slots)
@@ -88,7 +88,7 @@ class Server:
             cmd = [self.binary, "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
                    *(["--slot-save-path", str(self.slots)] if self.save_path else []),
                    "-c", str(self.ctx), "-np", "1", "-cram", "0",
-                   "-fa", "on", "-t", "2", "--no-warmup", *self.flags]
+                   "-fa", "on", "-t", str(TEST_THREADS or 2), "--no-warmup", *self.flags]
             with open(self.log, "w") as log:
                 self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import FIX, STORIES, TQ, gemma, need, need_shared, tq  # noqa: E402
+from _env import LLAMA_THREADS, FIX, STORIES, TQ, gemma, need, need_shared, tq  # noqa: E402
 
 np, gguf, llama_cpp = need("numpy", "gguf", "llama_cpp")
 from _llama_util import compare, prompt_tokens, save_state  # noqa: E402
@@ -43,7 +43,7 @@ def scales(path):
 def logits(model, toks, f32=True, flash=True, n_ctx=1024):
     kw = {"type_k": 0, "type_v": 0} if f32 else {}
     llm = llama_cpp.Llama(model_path=str(model), n_ctx=n_ctx, n_batch=512, logits_all=True, verbose=False,
-                          flash_attn=flash, **kw)
+                          flash_attn=flash, **kw, **LLAMA_THREADS)
     llm.eval(toks)
     out = np.array(llm.scores[: len(toks)], dtype=np.float32)
     del llm
@@ -137,7 +137,7 @@ with tempfile.TemporaryDirectory() as d:
     assert p.returncode == 2 and "QK-norm" in p.stderr and not (d / "x.gguf").exists(), p.stderr
 
     # refusals the CLI test cannot build: a session without cells, a model without attention tensors
-    llm = llama_cpp.Llama(model_path=str(STORIES), n_ctx=64, verbose=False)
+    llm = llama_cpp.Llama(model_path=str(STORIES), n_ctx=64, verbose=False, **LLAMA_THREADS)
     assert llama_cpp.llama_state_save_file(llm._ctx.ctx, str(d / "empty.ggsn").encode(), (llama_cpp.llama_token * 1)(), 0)
     del llm
     p = tq("calibrate-innerq", "--model", STORIES, d / "empty.ggsn", "-o", d / "x.gguf", ok=False)

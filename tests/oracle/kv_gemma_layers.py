@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import TQ, gemma, need, tq  # noqa: E402
+from _env import LLAMA_THREADS, TQ, gemma, need, tq  # noqa: E402
 
 np, gguf, llama_cpp = need("numpy", "gguf", "llama_cpp")
 from _llama_util import save_state  # noqa: E402
@@ -33,7 +33,7 @@ assert len(gains) == N_LAYER
 
 with tempfile.TemporaryDirectory() as d:
     d = Path(d)
-    llm = llama_cpp.Llama(model_path=str(MODEL), n_ctx=1024, n_batch=512, verbose=False)
+    llm = llama_cpp.Llama(model_path=str(MODEL), n_ctx=1024, n_batch=512, verbose=False, **LLAMA_THREADS)
     toks = llm.tokenize(text, add_bos=True)[:600]
     save_state(MODEL, toks, d / "s.ggsn", llm=llm)
     del llm

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import FIX, STORIES, TQ, need, need_shared  # noqa: E402
+from _env import LLAMA_THREADS, FIX, STORIES, TQ, need, need_shared  # noqa: E402
 
 np, llama_cpp = need("numpy", "llama_cpp")
 need_shared(FIX / "p1_f16.ggsn", STORIES)
@@ -85,7 +85,7 @@ with tempfile.TemporaryDirectory() as d:
     n_prompt = int.from_bytes(raw[8:12], "little")
     prompt = np.frombuffer(raw[12 : 12 + 4 * n_prompt], dtype=np.int32).tolist()
     N = 600
-    llm = llama_cpp.Llama(model_path=str(MODEL), n_ctx=2048, n_batch=512, logits_all=True, verbose=False, flash_attn=True)
+    llm = llama_cpp.Llama(model_path=str(MODEL), n_ctx=2048, n_batch=512, logits_all=True, verbose=False, flash_attn=True, **LLAMA_THREADS)
     llm.eval(prompt[: N + 127])
     fresh = np.array(llm.scores[N - 1 : N + 127], dtype=np.float64)
     del llm

@@ -15,6 +15,9 @@ except ImportError as e:
     print(f"{e.name} not installed (pip install llama-cpp-python numpy)")
     sys.exit(77)
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _env import LLAMA_THREADS  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("TQ_SHARED") or ROOT.parent / "shared")
 MODEL = SHARED / "models" / "stories260K.gguf"
@@ -29,7 +32,7 @@ if STANDIN:
 
 
 def logits(path, tokens):
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=512, n_batch=512, logits_all=True, verbose=False, seed=1)
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=512, n_batch=512, logits_all=True, verbose=False, seed=1, **LLAMA_THREADS)
     llm.eval(tokens)
     out = np.array(llm.scores[: len(tokens)], dtype=np.float32)
     del llm

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import TQ, gemma, need, tq  # noqa: E402
+from _env import LLAMA_THREADS, TQ, gemma, need, tq  # noqa: E402
 
 np, llama_cpp = need("numpy", "llama_cpp")
 from _llama_util import compare, log_softmax  # noqa: E402
@@ -27,7 +27,7 @@ PROMPTS = sorted((Path(__file__).resolve().parent / "prompts").glob("*.txt"))
 
 def logits(model, toks, flash=True):
     llm = llama_cpp.Llama(model_path=str(model), n_ctx=N, n_batch=N, logits_all=True, verbose=False, flash_attn=flash,
-                          type_k=0, type_v=0)  # f32 cache: no rounding of the rotated V
+                          type_k=0, type_v=0, **LLAMA_THREADS)  # f32 cache: no rounding of the rotated V
     llm.eval(toks)
     out = np.array(llm.scores[:len(toks)], dtype=np.float32)
     del llm
