@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import FAILED, FIX, ROOT, TQ, fail, ok  # noqa: E402
+from _env import CACHE, FAILED, FIX, ROOT, TQ, fail, ok  # noqa: E402
 from _s3 import Store  # noqa: E402
 
 SEEDS = ROOT / "tests" / "fuzz" / "seeds"
@@ -141,8 +141,8 @@ def prefix(c):
     if not same or frac > 0.20:
         return fail(name, f"generated state: {frac:.3f} of the object, same bytes {same} {err}")
     print(f"  generated 7,168-cell state: {frac:.3f} of the object fetched", flush=True)
-    smol = Path.home() / ".cache" / "tq" / "long" / "smollm2-135m-cpp-7168.ggsn"
-    model = Path.home() / ".cache" / "tq" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    smol = CACHE.parent / "long" / "smollm2-135m-cpp-7168.ggsn"  # where the benchmarks cached it
+    model = CACHE / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if smol.exists() and model.exists():
         frac, same, err = prefix_bytes(c, smol, "smol.tqkv", ("--model", model))
         if not same or frac > 0.20:
