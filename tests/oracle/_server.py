@@ -74,8 +74,10 @@ class Server:
     beyond the fixed ones (one slot, no RAM prompt cache, flash attention on,
     2 threads, or TQ_TEST_THREADS) are appended."""
 
-    def __init__(self, binary, model, slots, *flags, ctx=4096, save_path=True, port=None):
+    def __init__(self, binary, model, slots, *flags, ctx=4096, save_path=True, port=None,
+                 threads=None):
         self.binary, self.model, self.slots = binary, Path(model), Path(slots)
+        self.threads = threads or TEST_THREADS or 2
         self.flags, self.ctx = list(flags), ctx
         self.fixed_port = port  # restarted on the same port (a proxy in front knows it)
         self.save_path = save_path  # False: no --slot-save-path (slots actions answer 501)
@@ -88,7 +90,7 @@ class Server:
             cmd = [self.binary, "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
                    *(["--slot-save-path", str(self.slots)] if self.save_path else []),
                    "-c", str(self.ctx), "-np", "1", "-cram", "0",
-                   "-fa", "on", "-t", str(TEST_THREADS or 2), "--no-warmup", *self.flags]
+                   "-fa", "on", "-t", str(self.threads), "--no-warmup", *self.flags]
             with open(self.log, "w") as log:
                 self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
