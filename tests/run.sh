@@ -16,13 +16,14 @@ cache=${XDG_CACHE_HOME:-$HOME/.cache}/tq
 # (tests/setup_oracles.sh; without it the oracle tests skip), llama-server (tests/setup_server.sh)
 # and the object store's packages (tests/setup_s3.sh tools)
 # (each with the seconds it took: minutes on a first run, nothing after)
-since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }'; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }'; }
 if [ "${TQ_NO_SETUP:-0}" != 1 ]; then
-    t=$(date +%s.%N)
+    t=$(now)
     bin=$(sh tests/setup_oracles.sh)
     [ -n "$bin" ] && export PATH="$bin:$PATH"
     [ -n "$bin" ] && echo "oracles: $(dirname "$bin") ($(since "$t") s)"
-    t=$(date +%s.%N)
+    t=$(now)
     if [ -n "$bin" ]; then server=$(sh tests/setup_server.sh); fi
     [ -n "${server:-}" ] && echo "llama-server: $server ($(since "$t") s)"
     sh tests/setup_s3.sh tools >/dev/null 2>&1
@@ -34,7 +35,6 @@ times=$res/times   # "SECONDS KIND/NAME (cores busy N)" a script, for the slowes
 : >"$times"
 trap 'rm -rf "$res"' EXIT
 trap 'exit 130' INT TERM
-now() { date +%s.%N; }
 # the machine's busy CPU time so far, in clock ticks (0 where there is no /proc/stat): a script's
 # cores in use tell a script that waits from one that computes
 busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; f = 1 } END { if (!f) print 0 }' \
@@ -130,7 +130,7 @@ done >>"$res/tests"
 awk 'NR == FNR { t[$2] = $1; next }
      { k = $1 "/" $2; print (k in t ? t[k] : 1e9), NR, $0 }' \
     "$cache/test-times" "$res/tests" 2>/dev/null | sort -k1,1gr -k2,2n | cut -d' ' -f3- \
-    >"$res/queue" || cp "$res/tests" "$res/queue"
+    >"$res/queue"
 [ -s "$res/queue" ] || cp "$res/tests" "$res/queue"
 total=$(wc -l <"$res/queue")
 
@@ -162,7 +162,6 @@ lane() {
 
 # progress ID KIND/NAME T0 BUSY0: a finished script's results, then its time, the cores the
 # machine kept busy meanwhile and the count
-shown=0
 progress() {
     cat "$res/$1.out" >>"$out"
     t=$(awk -v a="$3" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
