@@ -75,7 +75,7 @@ LIB_OBJ := $(patsubst %.c,$(B)/%.o,$(LIB_SRC)) $(CU_OBJ)
 FMT_OBJ := $(patsubst %.c,$(B)/%.o,$(FMT_SRC))
 CMD_OBJ := $(patsubst %.c,$(B)/%.o,$(CMD_SRC))
 
-.PHONY: all deps test demo bench clean install fuzz sanitize device-bundle
+.PHONY: all deps test test-full demo bench clean install fuzz sanitize device-bundle
 all: deps $(TQ_EXE) $(LIBTQ_A) $(LIBTQ_SO)
 
 # ---- dependencies: libraries later subcommands link (checked now so a fresh
@@ -216,8 +216,14 @@ $(B)/tests/tq-san: $(SAN_CMD_OBJ) $(filter-out $(B)/san/tests/%,$(SAN_OBJ))
 	@mkdir -p $(dir $@)
 	$(CC) -fopenmp $(SAN_FLAGS) -o $@ $^ $(BASE_LIBS)
 
-test: all $(B)/tests/unit-runner $(B)/tests/unit-runner-san $(TOOLS) $(B)/tests/tq-slice100 $(B)/tests/tq-san
+TEST_BUILDS := all $(B)/tests/unit-runner $(B)/tests/unit-runner-san $(TOOLS) \
+	$(B)/tests/tq-slice100 $(B)/tests/tq-san
+test: $(TEST_BUILDS)
 	@sh tests/run.sh
+
+# Every variant of each scenario and the long-context guards (what CI runs; tests/run.sh)
+test-full: $(TEST_BUILDS)
+	@TQ_TEST_FULL=1 sh tests/run.sh
 
 # Just the unit tests under ASan/UBSan.
 sanitize: $(B)/tests/unit-runner-san

@@ -8,7 +8,11 @@
 # script's time is one llama-server or one tq process that keeps a core or two busy, or a wait
 # on a server; the slowest of the last run start first (their times are kept in
 # ~/.cache/tq/test-times) so that the lanes end together, a test it did not time before them.
-# TQ_TEST_JOBS=1 runs one at a time.
+# TQ_TEST_JOBS=1 runs one at a time.  A clone's first run orders them by tests/test-times (a
+# run's times, kept with the tests).
+# TQ_TEST_FULL=1 (make test-full; CI) runs every variant of a scenario and the long-context
+# guards; make test runs each behaviour on each model and cache layout once and skips those
+# guards, saying so (HACKING.md, "make test and make test-full").
 # TQ_REQUIRE_ORACLES=1 turns a missing oracle into a failure.
 cd "$(dirname "$0")/.." || exit 1
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/tq
@@ -117,22 +121,35 @@ run_one() {
     esac
 }
 
+# the long-context guards, the full run's alone (minutes of prefill at 8K tokens and more)
+full_only="kv_long_gemma kv_long_smollm2"
 # the queue: "KIND NAME" a line, those the last run did not time first (in this order), then
-# the slowest of the last run
+# the slowest of the last run (of a run in this clone's cache, else the times kept with the tests)
 echo "unit unit-runner" >"$res/tests"
 [ -x build/tests/unit-runner-san ] && echo "sanitizers unit-runner-san" >>"$res/tests"
 for t in tests/cli/*.sh tests/oracle/*.py; do
     [ -f "$t" ] || continue
     case $(basename "$t") in _*) continue ;; esac # helper modules
     base=$(basename "$t")
+    case " $full_only " in
+        *" ${base%.py} "*)
+            if [ "${TQ_TEST_FULL:-0}" != 1 ]; then
+                echo "SKIP: oracle/${base%.py}: a long-context guard (make test-full runs it)" \
+                    >>"$out"
+                continue
+            fi ;;
+    esac
     case $t in *.sh) echo "cli ${base%.sh}" ;; *) echo "oracle ${base%.py}" ;; esac
 done >>"$res/tests"
+timed=$cache/test-times
+[ -s "$timed" ] || timed=tests/test-times
 awk 'NR == FNR { t[$2] = $1; next }
      { k = $1 "/" $2; print (k in t ? t[k] : 1e9), NR, $0 }' \
-    "$cache/test-times" "$res/tests" 2>/dev/null | sort -k1,1gr -k2,2n | cut -d' ' -f3- \
+    "$timed" "$res/tests" 2>/dev/null | sort -k1,1gr -k2,2n | cut -d' ' -f3- \
     >"$res/queue"
 [ -s "$res/queue" ] || cp "$res/tests" "$res/queue"
 total=$(wc -l <"$res/queue")
+cat "$out"   # the guards left to the full run
 
 # take: the queue's next line (a lock of mkdir: one lane takes it)
 take() {

@@ -33,8 +33,11 @@ python3 -m venv "$dir" >&2 || { say "python3 -m venv failed (apt-get install pyt
 pip="$dir/bin/python3 -m pip --disable-pip-version-check -q"
 # llama.cpp without the native/AMX paths and without the multimodal library (the oracles never
 # load it; llama-server's build makes its own); no wheel cache, whose wheel may be a build with
-# other flags
-export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF"
+# other flags.  Without OpenSSL, as tests/setup_server.sh configures it: the common library
+# this build makes takes HTTPS's define from cpp-httplib, and a change of it compiled common's
+# 51 files a second time for llama-server
+export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF \
+-DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF -DLLAMA_OPENSSL=OFF"
 # Makefiles: the build is run again later with the system's make (a ninja from build isolation is
 # gone by then)
 export CMAKE_GENERATOR="Unix Makefiles"

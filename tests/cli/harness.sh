@@ -80,3 +80,36 @@ log=$(TQ_NO_SETUP=1 TQ_TEST_JOBS=2 XDG_CACHE_HOME="$tmp/cache2" sh "$tmp/lanes/t
 # the next run's order: the times of this one, kept in the cache
 [ "$(wc -l <"$tmp/cache2/tq/test-times")" -eq 3 ] ||
     fail "times kept: $(cat "$tmp/cache2/tq/test-times" 2>&1)"
+
+behaviour run_sh_orders_a_first_run_by_the_times_kept_with_the_tests
+# no cache of its own yet: tests/test-times puts b (slower there) before a, one lane
+mkdir -p "$tmp/first/tests/cli" "$tmp/first/tests/oracle" "$tmp/first/build/tests"
+cp tests/run.sh tests/cli/common.inc "$tmp/first/tests/" || fail "cp"
+printf '#!/bin/sh\necho "ok unit_one"\n' >"$tmp/first/build/tests/unit-runner"
+chmod +x "$tmp/first/build/tests/unit-runner"
+printf 'echo "ok a_holds"\n' >"$tmp/first/tests/cli/a.sh"
+printf 'echo "ok b_holds"\n' >"$tmp/first/tests/cli/b.sh"
+printf '90.0 cli/b\n80.0 unit/unit-runner\n1.0 cli/a\n' >"$tmp/first/tests/test-times"
+log=$(TQ_NO_SETUP=1 TQ_TEST_JOBS=1 XDG_CACHE_HOME="$tmp/cache3" sh "$tmp/first/tests/run.sh" 2>&1)
+order=$(printf '%s\n' "$log" | sed -n 's/^  -- \([a-z]*\/[a-z_-]*\): .*/\1/p' | tr '\n' ' ')
+[ "$order" = "cli/b unit/unit-runner cli/a " ] ||
+    fail "order $order, kept 'cli/b unit/unit-runner cli/a': $log"
+
+behaviour run_sh_leaves_the_long_guards_to_the_full_run
+# kv_long_* run in make test-full (TQ_TEST_FULL=1, what CI runs) and are skipped, said, in make test
+mkdir -p "$tmp/full/tests/cli" "$tmp/full/tests/oracle" "$tmp/full/build/tests"
+cp tests/run.sh tests/cli/common.inc "$tmp/full/tests/" || fail "cp"
+printf '#!/bin/sh\necho "ok unit_one"\n' >"$tmp/full/build/tests/unit-runner"
+chmod +x "$tmp/full/build/tests/unit-runner"
+printf 'print("ok guarded")\n' >"$tmp/full/tests/oracle/kv_long_gemma.py"
+printf 'echo "ok full_is_${TQ_TEST_FULL:-0}"\n' >"$tmp/full/tests/cli/sees.sh"
+short=$(TQ_NO_SETUP=1 TQ_TEST_FULL=0 XDG_CACHE_HOME="$tmp/cache4" sh "$tmp/full/tests/run.sh" 2>&1)
+full=$(TQ_NO_SETUP=1 TQ_TEST_FULL=1 XDG_CACHE_HOME="$tmp/cache4" sh "$tmp/full/tests/run.sh" 2>&1)
+printf '%s\n' "$short" | grep -q '^SKIP: oracle/kv_long_gemma: a long-context guard (make test-f' &&
+    ! printf '%s\n' "$short" | grep -q '^ok oracle/kv_long_gemma' &&
+    printf '%s\n' "$short" | grep -q '^ok cli/sees/full_is_0$' ||
+    fail "make test ran the guard or said nothing of it: $short"
+printf '%s\n' "$full" | grep -q '^ok oracle/kv_long_gemma/guarded$' &&
+    printf '%s\n' "$full" | grep -q '^ok cli/sees/full_is_1$' &&
+    [ "$(printf '%s\n' "$full" | tail -n 1)" = "3 passed, 0 failed" ] ||
+    fail "make test-full skipped the guard: $full"

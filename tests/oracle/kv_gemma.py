@@ -1,6 +1,8 @@
 """Gemma 3 270M (head size 256, one KV head, iSWA, QK-norm) snapshots in
-llama.cpp: for two held-out texts of the text set (tests/oracle/_texts.py: the licences and the
-C++ source, 1536 tokens each, so the 512-token sliding window is passed), the session file after the prompt is encoded with every preset,
+llama.cpp: for two held-out texts of the text set (make test the first; make test-full,
+TQ_TEST_FULL=1, both; tests/oracle/_texts.py: the licences and the C++ source, 1536 tokens
+each, so the 512-token sliding window is passed), the session file after the prompt is
+encoded with every preset,
 decoded, restored, and fed the next 128 tokens of the text (teacher
 forcing); next-token distributions are compared with the uncompressed
 restore: bits per K/V value, mean KL(reference || test), top-1 agreement,
@@ -15,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import TQ, gemma, need  # noqa: E402
+from _env import FULL, TQ, gemma, need  # noqa: E402
 
 np, llama_cpp = need("numpy", "llama_cpp")
 from _llama_util import compare, continuation_logits, open_llm, save_state  # noqa: E402
@@ -38,7 +40,7 @@ vocab = fa_on
 results = []
 with tempfile.TemporaryDirectory() as d:
     d = Path(d)
-    for text in TEXTS:
+    for text in TEXTS if FULL else TEXTS[:1]:
         toks = _texts.tokens(vocab, text)
         assert len(toks) >= N_PROMPT + N_CONT, (text, len(toks))
         prompt, cont = toks[:N_PROMPT], toks[N_PROMPT : N_PROMPT + N_CONT]

@@ -1,7 +1,7 @@
 """rotate-weights on a real, quantized model: Gemma 3 270M (Q4_K_M, gemma3:
 post-norms, so R2 only; head size 256, one KV head for four query heads).
 With an f32 KV cache, next-token logits of 320 tokens of each of our
-prompts are compared in llama.cpp:
+prompts (make test the first; make test-full, TQ_TEST_FULL=1, both) are compared in llama.cpp:
 - a rotation of random signs (--kind signs) gives logits bit for bit equal
   to the unrotated model with the same F32 V/O tensors: every V row and O
   column it touches is transformed consistently;
@@ -15,14 +15,14 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import LLAMA_THREADS, TQ, gemma, need, tq  # noqa: E402
+from _env import FULL, LLAMA_THREADS, TQ, gemma, need, tq  # noqa: E402
 
 np, llama_cpp = need("numpy", "llama_cpp")
 from _llama_util import compare, log_softmax  # noqa: E402
 
 MODEL = gemma()
 N = 320
-PROMPTS = sorted((Path(__file__).resolve().parent / "prompts").glob("*.txt"))
+PROMPTS = sorted((Path(__file__).resolve().parent / "prompts").glob("*.txt"))[:None if FULL else 1]
 
 
 def logits(model, toks, flash=True):
