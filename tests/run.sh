@@ -11,8 +11,8 @@
 # TQ_TEST_JOBS=1 runs one at a time.  A clone's first run orders them by tests/test-times (a
 # run's times, kept with the tests).
 # TQ_TEST_FULL=1 (make test-full; CI) runs every variant of a scenario and the long-context
-# guards; make test runs each behaviour on each model and cache layout once and skips those
-# guards, saying so (HACKING.md, "make test and make test-full").
+# guards; make test runs each behaviour on both models once and skips those guards, saying so
+# (HACKING.md, "make test and make test-full").
 # TQ_REQUIRE_ORACLES=1 turns a missing oracle into a failure.
 cd "$(dirname "$0")/.." || exit 1
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/tq

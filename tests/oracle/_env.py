@@ -19,7 +19,7 @@ CACHE = Path(os.environ.get("TQ_CACHE") or Path(os.environ.get("XDG_CACHE_HOME")
 TEST_THREADS = int(os.environ.get("TQ_TEST_THREADS") or 0)
 LLAMA_THREADS = {"n_threads": TEST_THREADS, "n_threads_batch": TEST_THREADS} if TEST_THREADS else {}
 # TQ_TEST_FULL=1 (make test-full; CI): every variant of a scenario.  make test runs each
-# behaviour on each model and cache layout once; the repeats under more presets, flags, texts
+# behaviour on both models once, Gemma's two cache layouts shared out; the repeats under more presets, flags, texts
 # and counts are the full run's (HACKING.md, "make test and make test-full")
 FULL = os.environ.get("TQ_TEST_FULL") == "1"
 GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
