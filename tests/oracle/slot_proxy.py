@@ -255,9 +255,9 @@ def run_model(binary, model, label, tmp):
             # both conversations where they are cheap (SmolLM2) or asked for: Gemma's whole
             # answers restore as its halves do, the half answers being the harder case
             whole = FULL or label == "smollm2"
-            messages = conversation(server, proxy, label, halve=False) if whole else None
-            halves = conversation(server, proxy, label, halve=True)
-            messages = messages or halves
+            if whole:
+                conversation(server, proxy, label, halve=False)
+            messages = conversation(server, proxy, label, halve=True)
             streamed_event_by_event(server, proxy, label)
             proxy.wait_requests(TURNS * (2 if whole else 1) + 1)
             proxy.wait_idle()
