@@ -11,12 +11,14 @@ saved as a link (appended to the document's snapshot):
   windows, not its base's transform bases again);
 - the first, a middle and the last note restore into a fresh server, which processes at most
   the tokens after the note + 1 and continues as closely as a whole snapshot of the same state
-  restored the same way does (KL over the top 20 against a fresh prefill, teacher-forced);
+  restored the same way does (KL over the top 20, teacher-forced, against the server's own
+  uncompressed save of that state restored: the floor a restore is judged against);
 - with --preset lossless each restored note continues exactly as its whole snapshot (the link
   rebuilds the server's bytes).
 make test runs SmolLM2 with both presets, Gemma balanced with default flags and lossless with
 --swa-full; make test-full (TQ_TEST_FULL=1) every layout with both.
 Every server is stopped at the end, also on failure."""
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -83,7 +85,9 @@ def links(label, model, flags, preset, work, text_tokens):
         link_bytes = 0
         for i, (text, nt) in enumerate(notes):
             a.prefill(nt)
-            if i in CHECKED:  # the same state saved whole, in a store of its own
+            if i in CHECKED:  # the same state saved whole, in a store of its own, and raw
+                a.slot("save", f"ref{i}.bin")
+                shutil.copyfile(a_dir / f"ref{i}.bin", b_dir / f"ref{i}.bin")
                 rc, err = slot("save", *common[:-5], work / f"whole{i}", *common[-4:])
                 if rc:
                     return fail(f"links_{tag}_each_note_saves_as_a_link",
@@ -117,7 +121,8 @@ def links(label, model, flags, preset, work, text_tokens):
             pf = work / "prompt.txt"
             pf.write_text(more)
             b.slot("erase")
-            ref = b.complete(pt, STEPS)  # a fresh prefill
+            b.slot("restore", f"ref{i}.bin")
+            ref = b.complete(pt, STEPS)  # the uncompressed restore
             ref_tokens = [tok for tok, _ in ref["steps"]]
             tops = {}
             for what, where in (("whole", work / f"whole{i}"), ("link", store)):
