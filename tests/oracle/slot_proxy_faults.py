@@ -73,7 +73,9 @@ def ask(base, messages, n=16):
 
 
 def turn_one(i=0):
-    return [{"role": "system", "content": document(i)},
+    """A first turn on about 400 tokens: over the proxy's --min-tokens 256 (kept), and each
+    fault's cold prefills (two a fault) half the time 2,400 characters take."""
+    return [{"role": "system", "content": document(i, 1400)},
             {"role": "user", "content": "What happened, in one sentence?"}]
 
 
