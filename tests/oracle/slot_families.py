@@ -35,7 +35,7 @@ def main():
                 work = Path(td) / f"{tag}{suffix}"
                 work.mkdir()
                 restores(model, binary, work, flags, f"_{tag}{suffix}", n_doc,
-                         restoring=restoring)
+                         restoring=restoring, forced=False)
         servers_stopped()
     sys.exit(1 if FAILED else 0)
 
