@@ -165,6 +165,18 @@ class Server:
         self.post("/completion", {"prompt": tokens, "n_predict": 0, "id_slot": 0,
                                   "cache_prompt": True})
 
+    def hold(self, tokens, name):
+        """Slot 0 holds tokens and nothing after them: restored from the server's own save
+        `name` in its slot folder where there is one (milliseconds), else prefilled and saved
+        as `name` (seconds), so that a script prefills a state once.  The same cells either
+        way."""
+        self.slot("erase")
+        if (self.slots / name).exists():
+            self.slot("restore", name)
+        else:
+            self.prefill(tokens)
+            self.slot("save", name)
+
     def slot(self, action, filename=None, ok=True):
         body = {"filename": filename} if filename else {}
         return self.post(f"/slots/0?action={action}", body, ok=ok)

@@ -68,16 +68,13 @@ DOCUMENTS = {}  # label: the server's own save of the document prefilled, for th
 
 
 def hold_document(s, slots, label, doc):
-    """Slot 0 holds the document: prefilled once a model and layout, the second preset's
-    server restoring the first's save (the same cells, in milliseconds)."""
+    """Slot 0 holds the document: prefilled once a model and layout (Server.hold), the second
+    preset's server restoring the first's save."""
     raw = slots / "document.bin"
     if label in DOCUMENTS:
         raw.write_bytes(DOCUMENTS[label])
-        s.slot("restore", raw.name)
-    else:
-        s.prefill(doc)
-        s.slot("save", raw.name)
-        DOCUMENTS[label] = raw.read_bytes()
+    s.hold(doc, raw.name)
+    DOCUMENTS[label] = raw.read_bytes()
     raw.unlink()
 
 

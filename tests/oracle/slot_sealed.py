@@ -77,12 +77,7 @@ def snap_entry(store, s3):
 def store_behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks, where, s3, k1, k2, suffix):
     server_a = f"http://127.0.0.1:{a.port}"
     server_b = f"http://127.0.0.1:{b.port}"
-    a.slot("erase")
-    if (a_dir / "raw.bin").exists():  # the second store: the same cells, restored in ms
-        a.slot("restore", "raw.bin")
-    else:
-        a.prefill(doc_toks)
-        a.slot("save", "raw.bin")
+    a.hold(doc_toks, "raw.bin")  # the second store's: restored
     raw = (a_dir / "raw.bin").read_bytes()
 
     name = "a_sealed_lossless_restore_saves_as_the_raw_save" + suffix

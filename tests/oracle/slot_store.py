@@ -67,11 +67,6 @@ def texts(s):
     return doc, tails
 
 
-def prefill(s, tokens):
-    """Slot 0 holds the prompt and nothing after it (no token generated)."""
-    s.post("/completion", {"prompt": tokens, "n_predict": 0, "id_slot": 0, "cache_prompt": True})
-
-
 def store_bytes(store):
     return sum(e["bytes"] for e in stored(store))
 
@@ -113,7 +108,7 @@ def faults(a, b, a_dir, b_dir, work, model, docfile, tails):
     store = work / "faulty"
     server_a = f"http://127.0.0.1:{a.port}"
     server_b = f"http://127.0.0.1:{b.port}"
-    prefill(a, a.tokenize(tails[1]))
+    a.prefill(a.tokenize(tails[1]))
     slot("save", "--server", server_a, "--slot-dir", a_dir, "--store", store, "--model", model,
          "--name", "session")
     before = listing(store)
@@ -152,7 +147,7 @@ def faults(a, b, a_dir, b_dir, work, model, docfile, tails):
             return fail(name, f"{args[0]} {args[-1]}: exit {rc}, '{err}', store changed "
                               f"{listing(store) != before}, raw files {raw}")
     # a corrupt snapshot is skipped with a warning: the next-best prefix (the document) is used
-    prefill(a, a.tokenize(docfile.read_text()))  # the document: the next-best prefix
+    a.prefill(a.tokenize(docfile.read_text()))  # the document: the next-best prefix
     slot("save", "--server", server_a, "--slot-dir", a_dir, "--store", store, "--model", model)
     biggest = max(stored(store), key=lambda e: e["tokens"])
     p = store / "snap" / f"{biggest['name']}.tqkv"
@@ -185,7 +180,7 @@ def pool(a, b, a_dir, b_dir, store, model, tails, suffix):
             toks = s.tokenize(text)
             prompt = work / f"pool-{x}-{i}.txt"
             prompt.write_text(text)
-            prefill(s, toks)
+            s.prefill(toks)
             rc, err = slot("save", "--server", server, "--slot-dir", d, "--store", store,
                            "--preset", "lossless", "--model", model)
             ref = s.complete(toks, 4)
@@ -222,10 +217,7 @@ def behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks, tails, ref, where, 
     """Every store behaviour, with the stores where(name) names (a directory or an object
     prefix).  Slot 0 of server a holds the document at the start."""
     work = a_dir.parent
-    # the document's cells as the reference has them: its raw save restored (a second prefill
-    # makes the same cells, in seconds rather than milliseconds)
-    a.slot("erase")
-    a.slot("restore", "ref.bin")
+    a.hold(doc_toks, "ref.bin")  # the document's cells as the reference has them
     name = "lossless_save_and_restore_continue_identically" + suffix
     lossless = where("lossless")
     rc, err = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir", a_dir,
@@ -281,7 +273,7 @@ def behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks, tails, ref, where, 
     doc_bytes = store_bytes(chain)
     said = []
     for t in tails:
-        prefill(a, a.tokenize(t))
+        a.prefill(a.tokenize(t))
         rc_i, err_i = slot("save", "--server", f"http://127.0.0.1:{a.port}", "--slot-dir",
                            a_dir, "--store", chain, "--model", model)
         rc |= rc_i
@@ -326,9 +318,9 @@ def corrupt_on_s3(s3, a, b, a_dir, b_dir, model, docfile, doc_toks, tails):
     name = "a_corrupt_object_gives_way_to_the_next_best_prefix_on_s3"
     store = "s3://slots/corrupt"
     server_a = f"http://127.0.0.1:{a.port}"
-    prefill(a, doc_toks)
+    a.prefill(doc_toks)
     slot("save", "--server", server_a, "--slot-dir", a_dir, "--store", store, "--model", model)
-    prefill(a, a.tokenize(tails[2]))
+    a.prefill(a.tokenize(tails[2]))
     slot("save", "--server", server_a, "--slot-dir", a_dir, "--store", store, "--model", model)
     tail = max(stored(store), key=lambda e: e["tokens"])
     key = f"slots/corrupt/snap/{tail['name']}.tqkv"
@@ -359,8 +351,7 @@ def main():
             docfile = work / "doc.txt"
             docfile.write_text(doc)
             doc_toks = a.tokenize(doc)
-            prefill(a, doc_toks)
-            a.slot("save", "ref.bin")  # kept: each pass of behaviours() starts from it
+            a.hold(doc_toks, "ref.bin")  # kept: each pass of behaviours() starts from it
             (b_dir / "ref.bin").write_bytes((a_dir / "ref.bin").read_bytes())
             ref = b.resume("ref.bin", doc_toks, STEPS)
             behaviours(a, b, a_dir, b_dir, model, docfile, doc_toks, tails, ref,
