@@ -127,7 +127,7 @@ def large(store, bucket, d):
 
 def main():
     if not KV_STATE.exists():
-        subprocess.run(["make", "-s", "CUDA=0", "build/tests/kv-state"], cwd=ROOT, check=True)
+        subprocess.run(["make", "-s", "build/tests/kv-state"], cwd=ROOT, check=True)
     with Store() as store, tempfile.TemporaryDirectory() as td:
         d = Path(td)
         bucket = store.bucket("bench")

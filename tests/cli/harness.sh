@@ -113,3 +113,12 @@ printf '%s\n' "$full" | grep -q '^ok oracle/kv_long_gemma/guarded$' &&
     printf '%s\n' "$full" | grep -q '^ok cli/sees/full_is_1$' &&
     [ "$(printf '%s\n' "$full" | tail -n 1)" = "3 passed, 0 failed" ] ||
     fail "make test-full skipped the guard: $full"
+
+behaviour no_test_rebuilds_the_shared_build_with_another_cuda_setting
+# scripts run at once in lanes: a `make CUDA=0` of a tool (its libraries rebuilt, the stamp
+# build/cuda-0.stamp) and a later plain `make` (back to the default) relinked ./tq while another
+# lane ran it ("./tq: Permission denied"); a test makes with the build's own setting, and only
+# cuda_build.sh switches it, in its own build folder (B=build/cuda)
+bad=$(grep -rnE '(^|[^A-Za-z_])CUDA=[01]' tests/cli/*.sh tests/oracle/*.py tests/bench/*.py \
+    tests/run.sh | grep -v '^tests/cli/cuda_build.sh:' | grep -v '^tests/cli/harness.sh:')
+[ -z "$bad" ] || fail "a test switches the build's CUDA setting: $bad"

@@ -48,7 +48,7 @@ done
 [ -e "$tmp/x.tqkv" ] && fail "an output was written"
 
 behaviour a_killed_decode_leaves_no_temporary_file
-make -s CUDA=0 build/tests/kv-state >/dev/null 2>&1 || fail "building kv-state"
+make -s build/tests/kv-state >/dev/null 2>&1 || fail "building kv-state"
 ./build/tests/kv-state "$tmp/big.ggsn" 4000 8 || fail "kv-state"
 $tq encode-kvdump "$tmp/big.ggsn" -q -o "$tmp/big.tqkv" || fail "encode big"
 for sig in INT TERM; do

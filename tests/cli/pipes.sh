@@ -7,7 +7,7 @@ set -u
 . tests/cli/common.inc
 SEEDS=tests/fuzz/seeds
 SHARED=${TQ_SHARED:-../shared}
-make -s CUDA=0 build/tests/kv-state >/dev/null 2>&1 || fail "building kv-state"
+make -s build/tests/kv-state >/dev/null 2>&1 || fail "building kv-state"
 # a Llama-8B-shaped state of 3000 cells and 4 layers: 24 chunks, more than the decoder's window
 ./build/tests/kv-state "$tmp/8b.ggsn" 3000 4 || fail "kv-state"
 sources="$SEEDS/fuzz_state_read/iswa.ggsn $SEEDS/fuzz_state_read/stories16.ggsq

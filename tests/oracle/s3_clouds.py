@@ -42,7 +42,7 @@ def main():
     with tempfile.TemporaryDirectory() as td, Store() as s3:
         d = Path(td)
         if not KV_STATE.exists():
-            subprocess.run(["make", "-s", "CUDA=0", str(KV_STATE.relative_to(ROOT))], cwd=ROOT,
+            subprocess.run(["make", "-s", str(KV_STATE.relative_to(ROOT))], cwd=ROOT,
                            check=True, capture_output=True)
         state = d / "state.bin"
         subprocess.run([KV_STATE, state, "2048", "4"], check=True)

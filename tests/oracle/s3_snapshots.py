@@ -44,7 +44,7 @@ def run(env, *args, stdin=None):
 
 def kv_state(path, cells, layers):
     if not KV_STATE.exists():
-        subprocess.run(["make", "-s", "CUDA=0", str(KV_STATE.relative_to(ROOT))], cwd=ROOT,
+        subprocess.run(["make", "-s", str(KV_STATE.relative_to(ROOT))], cwd=ROOT,
                        check=True, capture_output=True)
     subprocess.run([KV_STATE, path, str(cells), str(layers)], check=True)
     return path
